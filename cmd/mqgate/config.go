@@ -1,0 +1,270 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/mqgate/mqgate/gateway/node"
+)
+
+// setting is one configuration key. The same name is the flag (--name), the
+// YAML key (name:) and, upper-cased with '-' as '_' and an MQGATE_ prefix,
+// the environment variable.
+type setting struct {
+	name  string
+	usage string
+	get   func(*node.Config) string
+	set   func(*node.Config, string) error
+}
+
+func (s setting) env() string {
+	return "MQGATE_" + strings.ToUpper(strings.ReplaceAll(s.name, "-", "_"))
+}
+
+func strSetting(name, usage string, field func(*node.Config) *string) setting {
+	return setting{name: name, usage: usage,
+		get: func(c *node.Config) string { return *field(c) },
+		set: func(c *node.Config, v string) error { *field(c) = v; return nil }}
+}
+
+func durSetting(name, usage string, field func(*node.Config) *time.Duration) setting {
+	return setting{name: name, usage: usage,
+		get: func(c *node.Config) string { return field(c).String() },
+		set: func(c *node.Config, v string) error {
+			d, err := time.ParseDuration(strings.TrimSpace(v))
+			if err != nil {
+				return fmt.Errorf("not a duration (like 500ms, 30s, 2h): %q", v)
+			}
+			*field(c) = d
+			return nil
+		}}
+}
+
+func boolSetting(name, usage string, field func(*node.Config) *bool) setting {
+	return setting{name: name, usage: usage,
+		get: func(c *node.Config) string { return strconv.FormatBool(*field(c)) },
+		set: func(c *node.Config, v string) error {
+			b, err := strconv.ParseBool(strings.TrimSpace(v))
+			if err != nil {
+				return fmt.Errorf("not a boolean (true or false): %q", v)
+			}
+			*field(c) = b
+			return nil
+		}}
+}
+
+func intSetting(name, usage string, field func(*node.Config) *int) setting {
+	return setting{name: name, usage: usage,
+		get: func(c *node.Config) string { return strconv.Itoa(*field(c)) },
+		set: func(c *node.Config, v string) error {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil {
+				return fmt.Errorf("not an integer: %q", v)
+			}
+			*field(c) = n
+			return nil
+		}}
+}
+
+func sizeSetting(name, usage string, field func(*node.Config) *int64) setting {
+	return setting{name: name, usage: usage,
+		get: func(c *node.Config) string { return formatSize(*field(c)) },
+		set: func(c *node.Config, v string) error {
+			n, err := parseSize(v)
+			if err != nil {
+				return err
+			}
+			*field(c) = n
+			return nil
+		}}
+}
+
+// settings is the single table of server settings.
+var settings = []setting{
+	strSetting("data-dir", "directory for the store, metadata and keys", func(c *node.Config) *string { return &c.DataDir }),
+	strSetting("grpc-addr", "gRPC listen address (TLS and plaintext on one port)", func(c *node.Config) *string { return &c.GRPCAddr }),
+	strSetting("http-addr", "HTTP listen address (REST, /healthz, /readyz, /metrics)", func(c *node.Config) *string { return &c.HTTPAddr }),
+	strSetting("remoting-addr", "classic remoting listen address; empty disables", func(c *node.Config) *string { return &c.RemotingAddr }),
+	strSetting("advertise-addr", "host:port that routes tell clients to dial; empty = the address the client dialed", func(c *node.Config) *string { return &c.AdvertiseAddr }),
+	durSetting("shutdown-timeout", "one deadline for the whole shutdown, fixed at the first signal", func(c *node.Config) *time.Duration { return &c.ShutdownTimeout }),
+	strSetting("tls-cert", "PEM certificate for the gRPC port (default: self-signed, kept in the data dir)", func(c *node.Config) *string { return &c.TLSCert }),
+	strSetting("tls-key", "PEM private key matching --tls-cert", func(c *node.Config) *string { return &c.TLSKey }),
+	strSetting("flush", "commit-log flush policy: async or sync (group commit)", func(c *node.Config) *string { return &c.Flush }),
+	durSetting("flush-interval", "async flush period", func(c *node.Config) *time.Duration { return &c.FlushInterval }),
+	durSetting("flush-timeout", "sync flush: longest wait for the fsync before answering a flush timeout", func(c *node.Config) *time.Duration { return &c.FlushTimeout }),
+	sizeSetting("segment-size", "commit-log segment size (e.g. 1GiB, 64MiB)", func(c *node.Config) *int64 { return &c.SegmentSize }),
+	durSetting("retention", "delete log segments older than this; 0 keeps everything", func(c *node.Config) *time.Duration { return &c.Retention }),
+	intSetting("disk-usage-limit", "delete oldest segments while the disk is fuller than this percent; 0 disables", func(c *node.Config) *int { return &c.DiskUsageLimit }),
+	boolSetting("auto-create", "create unknown topics and groups on first use (development setting)", func(c *node.Config) *bool { return &c.AutoCreate }),
+	durSetting("grpc-max-connection-age", "close gRPC connections older than this; 0 never", func(c *node.Config) *time.Duration { return &c.GRPCMaxConnectionAge }),
+	durSetting("grpc-max-connection-age-grace", "time given to RPCs on a connection closed for its age", func(c *node.Config) *time.Duration { return &c.GRPCMaxConnectionAgeGrace }),
+	durSetting("grpc-max-connection-idle", "close gRPC connections with no RPC for this long; 0 never", func(c *node.Config) *time.Duration { return &c.GRPCMaxConnectionIdle }),
+	strSetting("log-level", "debug, info, warn or error", func(c *node.Config) *string { return &c.LogLevel }),
+	strSetting("log-format", "json or text", func(c *node.Config) *string { return &c.LogFormat }),
+}
+
+func findSetting(name string) (setting, bool) {
+	for _, s := range settings {
+		if s.name == name {
+			return s, true
+		}
+	}
+	return setting{}, false
+}
+
+// loadConfig builds the effective configuration with precedence
+// flag > MQGATE_* env > YAML file (--config or MQGATE_CONFIG) > default.
+// warn receives non-fatal notes (unknown MQGATE_* variables).
+func loadConfig(args []string, environ []string, warn func(string)) (node.Config, *flag.FlagSet, bool, error) {
+	fs := flag.NewFlagSet("mqgate serve", flag.ContinueOnError)
+	fs.SetOutput(&bytes.Buffer{})
+	cfg := node.Defaults()
+	configPath := fs.String("config", "", "YAML file with settings (keys as the flag names)")
+	printConfig := fs.Bool("print-config", false, "print the effective configuration as YAML and exit")
+	flagVals := map[string]*string{}
+	for _, s := range settings {
+		flagVals[s.name] = fs.String(s.name, s.get(&cfg), s.usage+" (env "+s.env()+")")
+	}
+	if err := fs.Parse(args); err != nil {
+		return cfg, fs, false, err
+	}
+	if fs.NArg() > 0 {
+		return cfg, fs, false, fmt.Errorf("unexpected argument %q (settings are --flags)", fs.Arg(0))
+	}
+	env := map[string]string{}
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok && strings.HasPrefix(k, "MQGATE_") {
+			env[k] = v
+		}
+	}
+	path := *configPath
+	if path == "" {
+		path = env["MQGATE_CONFIG"]
+	}
+	if path != "" {
+		if err := applyFile(&cfg, path); err != nil {
+			return cfg, fs, false, err
+		}
+	}
+	known := map[string]bool{"MQGATE_CONFIG": true}
+	for _, s := range settings {
+		known[s.env()] = true
+		if v, ok := env[s.env()]; ok {
+			if err := s.set(&cfg, v); err != nil {
+				return cfg, fs, false, fmt.Errorf("environment %s: %w", s.env(), err)
+			}
+		}
+	}
+	var unknown []string
+	for k := range env {
+		if !known[k] && !strings.HasPrefix(k, "MQGATE_TEST_") && !strings.HasPrefix(k, "MQGATE_BENCH_") {
+			unknown = append(unknown, k)
+		}
+	}
+	sort.Strings(unknown)
+	for _, k := range unknown {
+		warn(fmt.Sprintf("ignoring unknown environment variable %s", k))
+	}
+	var ferr error
+	fs.Visit(func(f *flag.Flag) {
+		if ferr != nil {
+			return
+		}
+		if s, ok := findSetting(f.Name); ok {
+			if err := s.set(&cfg, *flagVals[f.Name]); err != nil {
+				ferr = fmt.Errorf("flag --%s: %w", f.Name, err)
+			}
+		}
+	})
+	if ferr != nil {
+		return cfg, fs, false, ferr
+	}
+	if err := cfg.Validate(); err != nil {
+		return cfg, fs, false, fmt.Errorf("invalid configuration: %w", err)
+	}
+	return cfg, fs, *printConfig, nil
+}
+
+// applyFile reads a YAML mapping of setting names to values. Unknown keys
+// and non-scalar values are errors naming the key and line.
+func applyFile(cfg *node.Config, path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("config file: %w", err)
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return fmt.Errorf("config file %s: %w", path, err)
+	}
+	if len(doc.Content) == 0 {
+		return nil // empty file
+	}
+	root := doc.Content[0]
+	if root.Kind != yaml.MappingNode {
+		return fmt.Errorf("config file %s: top level must be a mapping of setting: value", path)
+	}
+	var errs []error
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		k, v := root.Content[i], root.Content[i+1]
+		s, ok := findSetting(k.Value)
+		if !ok {
+			errs = append(errs, fmt.Errorf("config file %s line %d: unknown key %q", path, k.Line, k.Value))
+			continue
+		}
+		if v.Kind != yaml.ScalarNode {
+			errs = append(errs, fmt.Errorf("config file %s line %d: %s must be a single value", path, v.Line, k.Value))
+			continue
+		}
+		if err := s.set(cfg, v.Value); err != nil {
+			errs = append(errs, fmt.Errorf("config file %s line %d: %s: %w", path, v.Line, k.Value, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// renderConfig prints cfg as YAML in table order.
+func renderConfig(cfg node.Config) string {
+	var b strings.Builder
+	for _, s := range settings {
+		fmt.Fprintf(&b, "%s: %q\n", s.name, s.get(&cfg))
+	}
+	return b.String()
+}
+
+func parseSize(v string) (int64, error) {
+	s := strings.TrimSpace(v)
+	mult := int64(1)
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"GB", 1e9}, {"MB", 1e6}, {"KB", 1e3}, {"B", 1}} {
+		if strings.HasSuffix(s, u.suffix) {
+			s, mult = strings.TrimSpace(strings.TrimSuffix(s, u.suffix)), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("not a size (like 1048576, 64MiB, 1GiB): %q", v)
+	}
+	return n * mult, nil
+}
+
+func formatSize(n int64) string {
+	switch {
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return fmt.Sprintf("%dGiB", n>>30)
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%dMiB", n>>20)
+	}
+	return strconv.FormatInt(n, 10)
+}

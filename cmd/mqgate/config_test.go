@@ -1,0 +1,123 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func writeFile(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "mqgate.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestConfigPrecedence(t *testing.T) {
+	file := writeFile(t, "grpc-addr: \":1001\"\nhttp-addr: \":2001\"\nremoting-addr: \":3001\"\nshutdown-timeout: 11s\n")
+	env := []string{
+		"MQGATE_HTTP_ADDR=:2002",
+		"MQGATE_REMOTING_ADDR=:3002",
+		"PATH=/bin",
+	}
+	args := []string{"--config", file, "--remoting-addr", ":3003"}
+	cfg, _, _, err := loadConfig(args, env, func(string) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.GRPCAddr != ":1001" { // file beats default
+		t.Errorf("grpc-addr = %q, want file value", cfg.GRPCAddr)
+	}
+	if cfg.HTTPAddr != ":2002" { // env beats file
+		t.Errorf("http-addr = %q, want env value", cfg.HTTPAddr)
+	}
+	if cfg.RemotingAddr != ":3003" { // flag beats env and file
+		t.Errorf("remoting-addr = %q, want flag value", cfg.RemotingAddr)
+	}
+	if cfg.ShutdownTimeout != 11*time.Second {
+		t.Errorf("shutdown-timeout = %v", cfg.ShutdownTimeout)
+	}
+	if cfg.DataDir != "./data" || cfg.Flush != "async" { // defaults
+		t.Errorf("defaults lost: %+v", cfg)
+	}
+}
+
+func TestConfigFlagCanClearAValue(t *testing.T) {
+	cfg, _, _, err := loadConfig([]string{"--remoting-addr", ""}, []string{"MQGATE_REMOTING_ADDR=:1"}, func(string) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.RemotingAddr != "" {
+		t.Fatalf("remoting-addr = %q, want disabled", cfg.RemotingAddr)
+	}
+}
+
+func TestConfigEnvFileSelection(t *testing.T) {
+	file := writeFile(t, "flush: sync\n")
+	cfg, _, _, err := loadConfig(nil, []string{"MQGATE_CONFIG=" + file}, func(string) {})
+	if err != nil || cfg.Flush != "sync" {
+		t.Fatalf("cfg.Flush=%q err=%v", cfg.Flush, err)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+		env  []string
+		file string
+		want string
+	}{
+		{"unknown file key", nil, nil, "grpc-adr: \":1\"\n", `unknown key "grpc-adr"`},
+		{"bad file value", nil, nil, "shutdown-timeout: soon\n", "shutdown-timeout: not a duration"},
+		{"bad env value", nil, []string{"MQGATE_AUTO_CREATE=maybe"}, "", "MQGATE_AUTO_CREATE: not a boolean"},
+		{"bad flag value", []string{"--flush", "sometimes"}, nil, "", "flush: must be async or sync"},
+		{"unknown flag", []string{"--no-such-flag"}, nil, "", "flag provided but not defined: -no-such-flag"},
+		{"bad address", []string{"--grpc-addr", "8081"}, nil, "", `grpc-addr: "8081" is not host:port`},
+		{"half tls", []string{"--tls-cert", "c.pem"}, nil, "", "tls-cert and tls-key must be set together"},
+		{"nested value", nil, nil, "grpc-addr:\n  port: 1\n", "grpc-addr must be a single value"},
+		{"stray argument", []string{"extra"}, nil, "", `unexpected argument "extra"`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			args := c.args
+			if c.file != "" {
+				args = append([]string{"--config", writeFile(t, c.file)}, args...)
+			}
+			_, _, _, err := loadConfig(args, c.env, func(string) {})
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err = %v, want it to contain %q", err, c.want)
+			}
+		})
+	}
+}
+
+func TestConfigUnknownEnvIsWarned(t *testing.T) {
+	var warned []string
+	_, _, _, err := loadConfig(nil, []string{"MQGATE_GRPC_ADR=:1"}, func(w string) { warned = append(warned, w) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(warned) != 1 || !strings.Contains(warned[0], "MQGATE_GRPC_ADR") {
+		t.Fatalf("warnings = %v", warned)
+	}
+}
+
+func TestPrintConfigRoundTrips(t *testing.T) {
+	cfg, _, printOnly, err := loadConfig([]string{"--print-config", "--segment-size", "64MiB"}, nil, func(string) {})
+	if err != nil || !printOnly {
+		t.Fatal(err, printOnly)
+	}
+	out := renderConfig(cfg)
+	cfg2, _, _, err := loadConfig([]string{"--config", writeFile(t, out)}, nil, func(string) {})
+	if err != nil {
+		t.Fatalf("printed config does not load: %v\n%s", err, out)
+	}
+	if cfg2 != cfg {
+		t.Fatalf("round trip changed the config:\n%+v\n%+v", cfg, cfg2)
+	}
+}

@@ -1,0 +1,251 @@
+package grpcserver
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"net"
+	"runtime/debug"
+	"time"
+
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	_ "google.golang.org/grpc/encoding/gzip" // clients may compress; harmless to accept
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/status"
+
+	"github.com/mqgate/mqgate/gateway/admission"
+)
+
+// MaxRecvMsgSize accepts a 4 MiB body plus envelope, and batches (spec §1.3).
+const MaxRecvMsgSize = 130 << 20
+
+// Options configure the gRPC server.
+type Options struct {
+	TLS                    *tls.Config // nil: plaintext only
+	MaxConnectionAge       time.Duration
+	MaxConnectionAgeGrace  time.Duration
+	MaxConnectionIdle      time.Duration
+	Logger                 *slog.Logger
+	MeterProvider          metric.MeterProvider
+	TracerProvider         trace.TracerProvider
+	Gate                   *admission.Gate
+	ExtraUnaryInterceptors []grpc.UnaryServerInterceptor
+}
+
+// Server wraps a grpc.Server with health state.
+type Server struct {
+	GRPC   *grpc.Server
+	Health *health.Server
+	log    *slog.Logger
+	gate   *admission.Gate
+}
+
+// ServiceNames whose health is reported; "" is the whole server.
+var healthNames = []string{"", "apache.rocketmq.v2.MessagingService", "mqgate.admin.v1.AdminService"}
+
+// New builds the server. Register services on s.GRPC before Serve.
+func New(o Options) *Server {
+	log := o.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	gate := o.Gate
+	if gate == nil {
+		gate = admission.NewGate()
+	}
+	kasp := keepalive.ServerParameters{
+		Time:                  time.Minute,
+		Timeout:               20 * time.Second,
+		MaxConnectionIdle:     o.MaxConnectionIdle,
+		MaxConnectionAge:      o.MaxConnectionAge,
+		MaxConnectionAgeGrace: o.MaxConnectionAgeGrace,
+	}
+	if kasp.MaxConnectionAge > 0 && kasp.MaxConnectionAgeGrace == 0 {
+		kasp.MaxConnectionAgeGrace = 30 * time.Second
+	}
+	// Java clients ping every 300 s even without calls; grpc-go's default
+	// policy (5 min, no pings without streams) would GOAWAY them.
+	kaep := keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}
+
+	lg := logging.LoggerFunc(func(ctx context.Context, lvl logging.Level, msg string, fields ...any) {
+		log.Log(ctx, slog.Level(lvl), msg, fields...)
+	})
+	logOpts := []logging.Option{
+		logging.WithLogOnEvents(logging.FinishCall),
+		logging.WithLevels(codeToLevel),
+	}
+	recoverOpt := recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
+		log.ErrorContext(ctx, "panic in gRPC handler", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+		return status.Error(codes.Internal, "internal error (logged by the server)")
+	})
+	// Interceptor order, outermost first: request id (so every later log
+	// line carries it) → logging (sees the final outcome, including a
+	// recovered panic) → drain admission → recovery (innermost, so what it
+	// returns is what logging and tracing record).
+	unary := []grpc.UnaryServerInterceptor{
+		requestIDUnary,
+		logging.UnaryServerInterceptor(lg, logOpts...),
+		drainUnary(gate),
+	}
+	unary = append(unary, o.ExtraUnaryInterceptors...)
+	unary = append(unary, recovery.UnaryServerInterceptor(recoverOpt))
+	stream := []grpc.StreamServerInterceptor{
+		requestIDStream,
+		logging.StreamServerInterceptor(lg, logOpts...),
+		recovery.StreamServerInterceptor(recoverOpt),
+	}
+	sopts := []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(MaxRecvMsgSize),
+		grpc.KeepaliveParams(kasp),
+		grpc.KeepaliveEnforcementPolicy(kaep),
+		grpc.ChainUnaryInterceptor(unary...),
+		grpc.ChainStreamInterceptor(stream...),
+	}
+	if o.MeterProvider != nil || o.TracerProvider != nil {
+		var hopts []otelgrpc.Option
+		if o.MeterProvider != nil {
+			hopts = append(hopts, otelgrpc.WithMeterProvider(o.MeterProvider))
+		}
+		if o.TracerProvider != nil {
+			hopts = append(hopts, otelgrpc.WithTracerProvider(o.TracerProvider))
+		}
+		sopts = append(sopts, grpc.StatsHandler(otelgrpc.NewServerHandler(hopts...)))
+	}
+	if o.TLS != nil {
+		sopts = append(sopts, grpc.Creds(NewDualCredentials(o.TLS)))
+	}
+	gs := grpc.NewServer(sopts...)
+	hs := health.NewServer()
+	for _, n := range healthNames {
+		hs.SetServingStatus(n, healthpb.HealthCheckResponse_NOT_SERVING)
+	}
+	healthpb.RegisterHealthServer(gs, hs)
+	reflection.Register(gs)
+	return &Server{GRPC: gs, Health: hs, log: log, gate: gate}
+}
+
+// SetServing flips every health name to SERVING or NOT_SERVING.
+func (s *Server) SetServing(on bool) {
+	st := healthpb.HealthCheckResponse_NOT_SERVING
+	if on {
+		st = healthpb.HealthCheckResponse_SERVING
+	}
+	for _, n := range healthNames {
+		s.Health.SetServingStatus(n, st)
+	}
+}
+
+// Serve serves lis until Stop. It returns grpc.ErrServerStopped after Stop.
+func (s *Server) Serve(lis net.Listener) error { return s.GRPC.Serve(lis) }
+
+// Stop drains: health goes NOT_SERVING, then in-flight calls get until the
+// ctx deadline to finish, then the rest are cancelled.
+func (s *Server) Stop(ctx context.Context) error {
+	s.SetServing(false)
+	done := make(chan struct{})
+	go func() { s.GRPC.GracefulStop(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		s.GRPC.Stop()
+		<-done
+		return fmt.Errorf("gRPC calls still running at the deadline were cancelled: %w", ctx.Err())
+	}
+}
+
+func codeToLevel(c codes.Code) logging.Level {
+	switch c {
+	case codes.OK, codes.Canceled, codes.DeadlineExceeded, codes.NotFound, codes.AlreadyExists,
+		codes.InvalidArgument, codes.FailedPrecondition, codes.Unauthenticated, codes.PermissionDenied:
+		return logging.LevelDebug
+	case codes.Unavailable, codes.ResourceExhausted:
+		return logging.LevelInfo
+	default:
+		return logging.LevelWarn
+	}
+}
+
+// lastMD returns the last value of key: retrying clients resend the same
+// context, so headers can repeat (spec §1.5).
+func lastMD(md metadata.MD, key string) string {
+	if v := md.Get(key); len(v) > 0 {
+		return v[len(v)-1]
+	}
+	return ""
+}
+
+type requestIDKey struct{}
+
+// RequestID returns the id requestIDUnary/Stream put in ctx.
+func RequestID(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey{}).(string)
+	return id
+}
+
+func withRequestID(ctx context.Context) context.Context {
+	md, _ := metadata.FromIncomingContext(ctx)
+	id := lastMD(md, "x-mq-request-id")
+	if id == "" {
+		id = lastMD(md, "x-request-id")
+	}
+	if id == "" || len(id) > 128 {
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		id = hex.EncodeToString(b[:])
+	}
+	ctx = context.WithValue(ctx, requestIDKey{}, id)
+	fields := logging.Fields{"request_id", id}
+	if cid := lastMD(md, "x-mq-client-id"); cid != "" {
+		fields = append(fields, "client_id", cid)
+	}
+	return logging.InjectFields(ctx, fields)
+}
+
+func requestIDUnary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	ctx = withRequestID(ctx)
+	_ = grpc.SetHeader(ctx, metadata.Pairs("x-request-id", RequestID(ctx)))
+	return h(ctx, req)
+}
+
+type wrappedStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (w wrappedStream) Context() context.Context { return w.ctx }
+
+func requestIDStream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	ctx := withRequestID(ss.Context())
+	_ = ss.SetHeader(metadata.Pairs("x-request-id", RequestID(ctx)))
+	return h(srv, wrappedStream{ServerStream: ss, ctx: ctx})
+}
+
+// drainUnary refuses new unary calls once draining starts: UNAVAILABLE
+// promises that nothing happened, so clients and proxies retry elsewhere.
+// Health checks pass through so probes see NOT_SERVING.
+func drainUnary(g *admission.Gate) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		if info.FullMethod == "/grpc.health.v1.Health/Check" {
+			return h(ctx, req)
+		}
+		if !g.Enter() {
+			return nil, status.Error(codes.Unavailable, "mqgate is draining for shutdown; nothing was done, retry on another instance")
+		}
+		defer g.Leave()
+		return h(ctx, req)
+	}
+}

@@ -1,0 +1,145 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"time"
+)
+
+// Config is the whole server configuration. cmd/mqgate fills it from
+// flags, MQGATE_* environment variables and an optional YAML file.
+type Config struct {
+	// DataDir holds the store, metadata, the TLS certificate created at
+	// first start and the receipt-handle key.
+	DataDir string
+	// GRPCAddr is the MessagingService listener (TLS and plaintext on one
+	// port).
+	GRPCAddr string
+	// HTTPAddr serves REST, /healthz, /readyz, /metrics and /openapi.json.
+	HTTPAddr string
+	// RemotingAddr is the classic remoting listener; empty disables it.
+	RemotingAddr string
+	// AdvertiseAddr is the host:port routes tell clients to dial; empty
+	// means the address the client itself dialed.
+	AdvertiseAddr string
+	// ShutdownTimeout bounds the whole shutdown from the first signal.
+	ShutdownTimeout time.Duration
+	// TLSCert and TLSKey are PEM files; both empty means a self-signed
+	// certificate kept in the data dir.
+	TLSCert, TLSKey string
+	// Flush is the commit-log flush policy: "async" or "sync".
+	Flush string
+	// FlushInterval is how often async flush runs.
+	FlushInterval time.Duration
+	// FlushTimeout bounds how long a sync append waits for its fsync
+	// before answering FLUSH_DISK_TIMEOUT (the record is still stored).
+	FlushTimeout time.Duration
+	// SegmentSize is the commit-log segment file size in bytes.
+	SegmentSize int64
+	// Retention deletes commit-log segments older than this (0 keeps all).
+	Retention time.Duration
+	// DiskUsageLimit deletes the oldest segments while the data disk is
+	// fuller than this percentage (0 disables).
+	DiskUsageLimit int
+	// AutoCreate creates unknown topics and groups on first use. A
+	// development setting.
+	AutoCreate bool
+	// GRPCMaxConnectionAge, when set, closes gRPC connections older than
+	// this after GRPCMaxConnectionAgeGrace. Zero (the default) never does:
+	// clients keep a Telemetry stream open for their lifetime.
+	GRPCMaxConnectionAge      time.Duration
+	GRPCMaxConnectionAgeGrace time.Duration
+	// GRPCMaxConnectionIdle closes connections with no RPC for this long.
+	GRPCMaxConnectionIdle time.Duration
+	// LogLevel is debug, info, warn or error; LogFormat is json or text.
+	LogLevel  string
+	LogFormat string
+}
+
+// Defaults returns the configuration `mqgate serve` uses with no settings.
+func Defaults() Config {
+	return Config{
+		DataDir:                   "./data",
+		GRPCAddr:                  ":8081",
+		HTTPAddr:                  ":8080",
+		RemotingAddr:              ":9876",
+		ShutdownTimeout:           30 * time.Second,
+		Flush:                     "async",
+		FlushInterval:             200 * time.Millisecond,
+		FlushTimeout:              2 * time.Second,
+		SegmentSize:               1 << 30,
+		Retention:                 72 * time.Hour,
+		DiskUsageLimit:            90,
+		GRPCMaxConnectionAgeGrace: 30 * time.Second,
+		GRPCMaxConnectionIdle:     0,
+		LogLevel:                  "info",
+		LogFormat:                 "json",
+	}
+}
+
+// Validate reports every problem in c, naming the setting.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(name, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: "+format, append([]any{name}, args...)...))
+	}
+	if c.DataDir == "" {
+		bad("data-dir", "must not be empty")
+	}
+	checkAddr := func(name, v string, optional bool) {
+		if v == "" {
+			if !optional {
+				bad(name, "must not be empty")
+			}
+			return
+		}
+		if _, _, err := net.SplitHostPort(v); err != nil {
+			bad(name, "%q is not host:port: %v", v, err)
+		}
+	}
+	checkAddr("grpc-addr", c.GRPCAddr, false)
+	checkAddr("http-addr", c.HTTPAddr, false)
+	checkAddr("remoting-addr", c.RemotingAddr, true)
+	checkAddr("advertise-addr", c.AdvertiseAddr, true)
+	if c.ShutdownTimeout <= 0 {
+		bad("shutdown-timeout", "must be positive, got %s", c.ShutdownTimeout)
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		bad("tls-cert", "tls-cert and tls-key must be set together")
+	}
+	switch c.Flush {
+	case "async", "sync":
+	default:
+		bad("flush", "must be async or sync, got %q", c.Flush)
+	}
+	if c.FlushInterval <= 0 {
+		bad("flush-interval", "must be positive, got %s", c.FlushInterval)
+	}
+	if c.FlushTimeout <= 0 {
+		bad("flush-timeout", "must be positive, got %s", c.FlushTimeout)
+	}
+	if c.SegmentSize < 1<<20 {
+		bad("segment-size", "must be at least 1 MiB, got %d", c.SegmentSize)
+	}
+	if c.Retention < 0 {
+		bad("retention", "must not be negative")
+	}
+	if c.DiskUsageLimit < 0 || c.DiskUsageLimit > 99 {
+		bad("disk-usage-limit", "must be a percentage in [0, 99], got %d", c.DiskUsageLimit)
+	}
+	if c.GRPCMaxConnectionAge < 0 || c.GRPCMaxConnectionAgeGrace < 0 || c.GRPCMaxConnectionIdle < 0 {
+		bad("grpc-max-connection-age", "connection age, grace and idle must not be negative")
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("log-level", "must be debug, info, warn or error, got %q", c.LogLevel)
+	}
+	switch c.LogFormat {
+	case "json", "text":
+	default:
+		bad("log-format", "must be json or text, got %q", c.LogFormat)
+	}
+	return errors.Join(errs...)
+}

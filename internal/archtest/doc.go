@@ -1,0 +1,8 @@
+// Package archtest enforces mqgate's import rules (ARCHITECTURE.md §3):
+// dependencies point one way, cmd → gateway → broker → storage; broker and
+// storage never see generated protobuf code; internal/ sits below
+// everything; sdk/ depends only on gen/, grpc and protobuf. The rules live
+// in rules.go and are checked against `go list` by the test.
+//
+// It must not import any mqgate package.
+package archtest

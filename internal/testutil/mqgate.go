@@ -1,0 +1,255 @@
+package testutil
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var (
+	buildOnce sync.Once
+	buildPath string
+	buildErr  error
+)
+
+// RepoRoot returns the module root (the directory holding go.mod).
+func RepoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+// Binary builds ./cmd/mqgate once per test process (with the race detector
+// when the test binary has it) and returns its path.
+func Binary(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "mqgate-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		buildPath = filepath.Join(dir, "mqgate")
+		args := []string{"build", "-o", buildPath}
+		if raceEnabled {
+			args = append(args, "-race")
+		}
+		args = append(args, "./cmd/mqgate")
+		cmd := exec.Command("go", args...)
+		cmd.Dir = RepoRoot()
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build mqgate: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return buildPath
+}
+
+// Proc is a running mqgate process.
+type Proc struct {
+	t       testing.TB
+	Cmd     *exec.Cmd
+	DataDir string
+	// Addresses from the "mqgate ready" log line.
+	GRPC, HTTP, Remoting string
+
+	mu     sync.Mutex
+	lines  []map[string]any
+	raw    bytes.Buffer
+	cond   *sync.Cond
+	done   chan struct{}
+	waited error
+}
+
+// StartOptions tune Start.
+type StartOptions struct {
+	// DataDir reuses a directory (restart tests); empty makes a temp one.
+	DataDir string
+	// Args are extra flags after the listener flags.
+	Args []string
+	// Env adds KEY=VALUE pairs.
+	Env []string
+	// NoRemoting disables the remoting listener.
+	NoRemoting bool
+	// ReadyTimeout bounds the wait for the ready line (default 60 s).
+	ReadyTimeout time.Duration
+}
+
+// Start runs `mqgate serve` on 127.0.0.1:0 ports and waits until it logs
+// that it is ready. The process is killed at test cleanup if still running.
+func Start(t testing.TB, o StartOptions) *Proc {
+	t.Helper()
+	bin := Binary(t)
+	if o.DataDir == "" {
+		o.DataDir = t.TempDir()
+	}
+	args := []string{"serve", "--data-dir", o.DataDir, "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0",
+		"--log-format", "json", "--log-level", "debug"}
+	if o.NoRemoting {
+		args = append(args, "--remoting-addr", "")
+	} else {
+		args = append(args, "--remoting-addr", "127.0.0.1:0")
+	}
+	args = append(args, o.Args...)
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), o.Env...)
+	cmd.Stdout = io.Discard
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Proc{t: t, Cmd: cmd, DataDir: o.DataDir, done: make(chan struct{})}
+	p.cond = sync.NewCond(&p.mu)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go p.readLogs(stderr)
+	go func() {
+		err := cmd.Wait()
+		p.mu.Lock()
+		p.waited = err
+		p.mu.Unlock()
+		close(p.done)
+		p.mu.Lock()
+		p.cond.Broadcast()
+		p.mu.Unlock()
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			_ = cmd.Process.Kill()
+			<-p.done
+		}
+		if t.Failed() {
+			t.Logf("mqgate log (%s):\n%s", o.DataDir, p.Log())
+		}
+	})
+	to := o.ReadyTimeout
+	if to == 0 {
+		to = 60 * time.Second
+	}
+	ready, ok := p.WaitLog(to, func(m map[string]any) bool { return m["msg"] == "mqgate ready" || m["msg"] == "mqgate failed to start" })
+	if !ok || ready["msg"] != "mqgate ready" {
+		t.Fatalf("mqgate did not become ready:\n%s", p.Log())
+	}
+	p.GRPC, _ = ready["grpc"].(string)
+	p.HTTP, _ = ready["http"].(string)
+	p.Remoting, _ = ready["remoting"].(string)
+	return p
+}
+
+func (p *Proc) readLogs(r io.Reader) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 1<<22)
+	for sc.Scan() {
+		line := sc.Bytes()
+		var m map[string]any
+		p.mu.Lock()
+		p.raw.Write(line)
+		p.raw.WriteByte('\n')
+		if json.Unmarshal(line, &m) == nil {
+			p.lines = append(p.lines, m)
+		}
+		p.cond.Broadcast()
+		p.mu.Unlock()
+	}
+}
+
+// Log returns everything the process wrote to stderr so far.
+func (p *Proc) Log() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.raw.String()
+}
+
+// WaitLog waits until a JSON log line satisfies match, the process exits, or
+// timeout passes.
+func (p *Proc) WaitLog(timeout time.Duration, match func(map[string]any) bool) (map[string]any, bool) {
+	deadline := time.Now().Add(timeout)
+	timer := time.AfterFunc(timeout, func() { p.mu.Lock(); p.cond.Broadcast(); p.mu.Unlock() })
+	defer timer.Stop()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	seen := 0
+	for {
+		for ; seen < len(p.lines); seen++ {
+			if match(p.lines[seen]) {
+				return p.lines[seen], true
+			}
+		}
+		select {
+		case <-p.done:
+			// drain lines written before exit
+			for ; seen < len(p.lines); seen++ {
+				if match(p.lines[seen]) {
+					return p.lines[seen], true
+				}
+			}
+			return nil, false
+		default:
+		}
+		if time.Now().After(deadline) {
+			return nil, false
+		}
+		p.cond.Wait()
+	}
+}
+
+// Signal sends sig to the process.
+func (p *Proc) Signal(sig syscall.Signal) {
+	p.t.Helper()
+	if err := p.Cmd.Process.Signal(sig); err != nil {
+		p.t.Fatalf("signal %v: %v", sig, err)
+	}
+}
+
+// Kill9 kills the process with SIGKILL and waits for it.
+func (p *Proc) Kill9() {
+	_ = p.Cmd.Process.Signal(syscall.SIGKILL)
+	<-p.done
+}
+
+// Wait waits up to timeout for exit and returns the exit code (-1 when it
+// did not exit in time).
+func (p *Proc) Wait(timeout time.Duration) int {
+	select {
+	case <-p.done:
+	case <-time.After(timeout):
+		return -1
+	}
+	return p.Cmd.ProcessState.ExitCode()
+}
+
+// Stop sends SIGTERM and requires a clean exit (status 0) within timeout.
+func (p *Proc) Stop(timeout time.Duration) {
+	p.t.Helper()
+	p.Signal(syscall.SIGTERM)
+	if code := p.Wait(timeout); code != 0 {
+		p.t.Fatalf("mqgate exit status %d after SIGTERM (want 0):\n%s", code, p.Log())
+	}
+}
+
+// Context returns a context that ends after d, cancelled at cleanup.
+func Context(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// HasLine reports whether any log line so far contains s.
+func (p *Proc) HasLine(s string) bool { return strings.Contains(p.Log(), s) }
