@@ -24,6 +24,10 @@ run: build ## run mqgate with embedded defaults (data in ./data, topics/groups a
 .PHONY: test
 test: ## run every test (unit, race, fuzz seeds, end to end)
 	$(GO) test -race -count=1 -timeout 40m ./...
+	# The official RocketMQ Go client races internally, so the end-to-end
+	# tests that drive it run without -race (the server they start is built
+	# normally too); everything else above ran under -race.
+	$(GO) test -count=1 -timeout 30m ./internal/e2e/...
 
 .PHONY: test-short
 test-short: ## quick tests only (skips end-to-end and crash loops)

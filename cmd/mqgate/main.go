@@ -18,6 +18,8 @@ const usage = `mqgate — a RocketMQ 5 compatible messaging gateway
 
 Usage:
   mqgate [serve] [flags]      run the gateway (the default command)
+  mqgate topic ...            create, list, describe or delete topics on a running gateway
+  mqgate group ...            create, list, describe or delete consumer groups on a running gateway
   mqgate version              print the version
   mqgate help                 this text
 
@@ -32,6 +34,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch cmd {
 	case "serve":
 		return serve(ctx, args, stdout, stderr)
+	case "topic":
+		return topicCmd(ctx, args, stdout, stderr)
+	case "group":
+		return groupCmd(ctx, args, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "mqgate", version)
 		return 0

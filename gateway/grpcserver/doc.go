@@ -3,7 +3,24 @@
 // health and reflection, and the apache.rocketmq.v2 MessagingService whose
 // handlers convert between v2 messages and broker calls.
 //
+// Files: server.go (options, interceptor order), clientid.go (the client-id
+// interceptors and the status-only response of every method), service.go
+// (MessagingService, its Broker port and constants), one file per RPC
+// family — route.go, client.go (Heartbeat, Telemetry,
+// NotifyClientTermination), producer.go, consumer.go (Receive, Ack,
+// ChangeInvisibleDuration, ForwardMessageToDeadLetterQueue),
+// unsupported.go (NOT_IMPLEMENTED answers for RPCs of later issues) —
+// validate.go (names, namespaces), convert.go (v2 ↔ domain) and status.go
+// (the one mqerr.Kind → v2 Code / gRPC code table).
+//
+// Business outcomes travel as the response's status with gRPC OK (spec
+// §1.6); gRPC errors are used only for draining (UNAVAILABLE), Telemetry
+// settings validation (INVALID_ARGUMENT / INTERNAL) and transport
+// failures. Resources are keyed "ns%name" inside mqgate when a namespace
+// is set; outgoing Resources carry the bare name and the namespace.
+//
 // The v2 and domain types meet only in this package's convert files, and
 // every error leaving a handler is mapped in status.go. It must not import
-// storage/ or another listener package (rest, remoting).
+// storage/ or another listener package (rest, remoting, admin); client
+// state lives in gateway/session.
 package grpcserver

@@ -27,6 +27,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/mqgate/mqgate/gateway/admission"
+	"github.com/mqgate/mqgate/gateway/session"
 )
 
 // MaxRecvMsgSize accepts a 4 MiB body plus envelope, and batches (spec §1.3).
@@ -43,6 +44,9 @@ type Options struct {
 	TracerProvider         trace.TracerProvider
 	Gate                   *admission.Gate
 	ExtraUnaryInterceptors []grpc.UnaryServerInterceptor
+	// Sessions, when set, is told about every MessagingService call (a
+	// client is alive while it calls).
+	Sessions *session.Registry
 }
 
 // Server wraps a grpc.Server with health state.
@@ -91,20 +95,24 @@ func New(o Options) *Server {
 		log.ErrorContext(ctx, "panic in gRPC handler", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 		return status.Error(codes.Internal, "internal error (logged by the server)")
 	})
-	// Interceptor order, outermost first: request id (so every later log
-	// line carries it) → logging (sees the final outcome, including a
-	// recovered panic) → drain admission → recovery (innermost, so what it
-	// returns is what logging and tracing record).
+	// Interceptor order, outermost first: request id and client metadata
+	// (so every later log line carries them) → logging (sees the final
+	// outcome, including a recovered panic) → drain admission → client id
+	// (MessagingService only: answers CLIENT_ID_REQUIRED as a payload and
+	// marks the client seen) → recovery (innermost, so what it returns is
+	// what logging and tracing record).
 	unary := []grpc.UnaryServerInterceptor{
 		requestIDUnary,
 		logging.UnaryServerInterceptor(lg, logOpts...),
 		drainUnary(gate),
+		clientIDUnary(o.Sessions),
 	}
 	unary = append(unary, o.ExtraUnaryInterceptors...)
 	unary = append(unary, recovery.UnaryServerInterceptor(recoverOpt))
 	stream := []grpc.StreamServerInterceptor{
 		requestIDStream,
 		logging.StreamServerInterceptor(lg, logOpts...),
+		clientIDStream(o.Sessions),
 		recovery.StreamServerInterceptor(recoverOpt),
 	}
 	sopts := []grpc.ServerOption{
@@ -188,12 +196,33 @@ func lastMD(md metadata.MD, key string) string {
 	return ""
 }
 
-type requestIDKey struct{}
+type callInfoKey struct{}
+
+// callInfo is what the outermost interceptor reads from the metadata once
+// per call.
+type callInfo struct {
+	requestID string
+	// clientID is the last x-mq-client-id value (headers repeat on client
+	// retries, spec §1.5).
+	clientID string
+}
 
 // RequestID returns the id requestIDUnary/Stream put in ctx.
 func RequestID(ctx context.Context) string {
-	id, _ := ctx.Value(requestIDKey{}).(string)
-	return id
+	ci, _ := ctx.Value(callInfoKey{}).(*callInfo)
+	if ci == nil {
+		return ""
+	}
+	return ci.requestID
+}
+
+// ClientID returns the caller's x-mq-client-id (its last value), or "".
+func ClientID(ctx context.Context) string {
+	ci, _ := ctx.Value(callInfoKey{}).(*callInfo)
+	if ci == nil {
+		return ""
+	}
+	return ci.clientID
 }
 
 func withRequestID(ctx context.Context) context.Context {
@@ -207,10 +236,11 @@ func withRequestID(ctx context.Context) context.Context {
 		_, _ = rand.Read(b[:])
 		id = hex.EncodeToString(b[:])
 	}
-	ctx = context.WithValue(ctx, requestIDKey{}, id)
+	ci := &callInfo{requestID: id, clientID: lastMD(md, "x-mq-client-id")}
+	ctx = context.WithValue(ctx, callInfoKey{}, ci)
 	fields := logging.Fields{"request_id", id}
-	if cid := lastMD(md, "x-mq-client-id"); cid != "" {
-		fields = append(fields, "client_id", cid)
+	if ci.clientID != "" {
+		fields = append(fields, "client_id", ci.clientID)
 	}
 	return logging.InjectFields(ctx, fields)
 }

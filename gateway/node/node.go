@@ -8,13 +8,18 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"sync/atomic"
 
+	"github.com/mqgate/mqgate/broker"
+	"github.com/mqgate/mqgate/gateway/admin"
 	"github.com/mqgate/mqgate/gateway/admission"
 	"github.com/mqgate/mqgate/gateway/grpcserver"
 	"github.com/mqgate/mqgate/gateway/rest"
+	"github.com/mqgate/mqgate/gateway/session"
 	"github.com/mqgate/mqgate/internal/lifecycle"
 	"github.com/mqgate/mqgate/internal/telemetry"
+	"github.com/mqgate/mqgate/storage"
 )
 
 // Options are the non-configuration inputs of Open.
@@ -42,8 +47,11 @@ type Node struct {
 
 	group *lifecycle.Group
 
-	grpc *grpcserver.Server
-	http *rest.Server
+	store  *storage.Store
+	broker *broker.Broker
+	sess   *session.Registry
+	grpc   *grpcserver.Server
+	http   *rest.Server
 
 	addrs    Addrs
 	ready    atomic.Bool
@@ -77,6 +85,16 @@ func Open(ctx context.Context, cfg Config, o Options) (*Node, error) {
 		},
 		StopFn: func(ctx context.Context) error { return n.tel.Shutdown(ctx) },
 	})
+	n.add(o, lifecycle.Func{ComponentName: "storage", StartFn: n.startStorage,
+		StopFn: func(ctx context.Context) error { return n.store.Close(ctx) }})
+	n.add(o, lifecycle.Func{ComponentName: "broker", StartFn: n.startBroker,
+		StopFn: func(ctx context.Context) error { return n.broker.Close(ctx) }})
+	n.add(o, lifecycle.Func{ComponentName: "session",
+		StartFn: func(ctx context.Context) error {
+			n.sess = session.New(session.Config{OnGone: n.broker.ReleaseClient, Logger: n.log})
+			return n.sess.Start(ctx)
+		},
+		StopFn: func(ctx context.Context) error { return n.sess.Stop(ctx) }})
 	n.add(o, lifecycle.Func{ComponentName: "grpc", StartFn: n.startGRPC,
 		StopFn: func(ctx context.Context) error { return n.grpc.Stop(ctx) }})
 	n.add(o, lifecycle.Func{ComponentName: "http", StartFn: n.startHTTP,
@@ -106,6 +124,65 @@ func (n *Node) add(o Options, c lifecycle.Func) {
 	n.owner.Add(c)
 }
 
+func (n *Node) startStorage(ctx context.Context) error {
+	mode, err := storage.ParseFlushMode(n.cfg.Flush)
+	if err != nil {
+		return err
+	}
+	retention := n.cfg.Retention
+	if retention == 0 {
+		retention = -1 // keep everything
+	}
+	usage := float64(n.cfg.DiskUsageLimit)
+	if usage == 0 {
+		usage = -1
+	}
+	st, err := storage.Open(filepath.Join(n.cfg.DataDir, "store"), storage.Options{
+		SegmentSize:      n.cfg.SegmentSize,
+		FlushMode:        mode,
+		FlushInterval:    n.cfg.FlushInterval,
+		FlushTimeout:     n.cfg.FlushTimeout,
+		RetentionTime:    retention,
+		DiskUsagePercent: usage,
+		StoreHost:        n.storeHost(),
+		Logger:           n.log,
+	})
+	if err != nil {
+		return err
+	}
+	n.store = st
+	rec := st.Recovery()
+	n.log.Info("store open", "clean_shutdown_before", rec.Clean, "log_end", rec.LogEnd, "truncated_bytes", rec.Truncated,
+		"replayed_bytes", rec.ReplayedBytes, "recovery", rec.Duration)
+	return nil
+}
+
+func (n *Node) startBroker(ctx context.Context) error {
+	b, err := broker.Open(ctx, broker.Config{AutoCreate: n.cfg.AutoCreate, Logger: n.log}, n.store)
+	if err != nil {
+		return err
+	}
+	n.broker = b
+	return nil
+}
+
+// storeHost is what records say about where they were stored.
+func (n *Node) storeHost() string {
+	if n.cfg.AdvertiseAddr != "" {
+		return n.cfg.AdvertiseAddr
+	}
+	host, port, err := net.SplitHostPort(n.cfg.GRPCAddr)
+	if err != nil {
+		return n.cfg.GRPCAddr
+	}
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		if h, err := os.Hostname(); err == nil {
+			host = h
+		}
+	}
+	return net.JoinHostPort(host, port)
+}
+
 func (n *Node) startGRPC(ctx context.Context) error {
 	cert, err := grpcserver.LoadOrCreateCertificate(n.cfg.DataDir, n.cfg.TLSCert, n.cfg.TLSKey)
 	if err != nil {
@@ -120,7 +197,15 @@ func (n *Node) startGRPC(ctx context.Context) error {
 		MeterProvider:         n.tel.Meters,
 		TracerProvider:        n.tel.Tracers,
 		Gate:                  n.gate,
+		Sessions:              n.sess,
 	})
+	svc, err := grpcserver.NewMessagingService(grpcserver.ServiceConfig{AdvertiseAddr: n.cfg.AdvertiseAddr, Logger: n.log},
+		n.broker, n.sess, n.gate)
+	if err != nil {
+		return err
+	}
+	svc.Register(n.grpc.GRPC)
+	admin.New(n.broker).Register(n.grpc.GRPC)
 	lis, err := listen(ctx, "grpc-addr", n.cfg.GRPCAddr)
 	if err != nil {
 		return err
@@ -176,6 +261,9 @@ func (n *Node) Ready() error {
 func (n *Node) Shutdown(ctx context.Context) lifecycle.Report {
 	n.stopping.Store(true)
 	n.gate.StartDrain()
+	if n.broker != nil {
+		n.broker.Drain()
+	}
 	if n.grpc != nil {
 		n.grpc.SetServing(false)
 	}

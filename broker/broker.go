@@ -1,0 +1,347 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/mqgate/mqgate/broker/delay"
+	"github.com/mqgate/mqgate/broker/longpoll"
+	"github.com/mqgate/mqgate/broker/metadata"
+	"github.com/mqgate/mqgate/broker/model"
+	"github.com/mqgate/mqgate/broker/mqerr"
+	"github.com/mqgate/mqgate/broker/offset"
+	"github.com/mqgate/mqgate/broker/pop"
+	"github.com/mqgate/mqgate/broker/produce"
+	"github.com/mqgate/mqgate/broker/txn"
+	"github.com/mqgate/mqgate/internal/clock"
+	"github.com/mqgate/mqgate/storage"
+)
+
+// Config configures the broker.
+type Config struct {
+	// AutoCreate creates unknown topics and groups on first use.
+	AutoCreate    bool
+	DefaultQueues int32
+	Limits        produce.Limits
+	Clock         clock.Clock
+	Logger        *slog.Logger
+	// MaxParkedPolls bounds long polls waiting at once.
+	MaxParkedPolls int
+	// PopSnapshotInterval bounds the POP journal replayed at start.
+	PopSnapshotInterval time.Duration
+	// Txn tunes transaction checks.
+	Txn txn.Config
+}
+
+// Broker owns the broker services and hands each the narrow store
+// capabilities it needs.
+type Broker struct {
+	cfg   Config
+	log   *slog.Logger
+	store *storage.Store
+	hub   *longpoll.Hub
+	meta  *metadata.Service
+	prod  *produce.Service
+	pop   *pop.Service
+	delay *delay.Service
+	txn   *txn.Service
+	offs  *offset.Service
+}
+
+// Open starts the broker on an open store.
+func Open(ctx context.Context, cfg Config, st *storage.Store) (*Broker, error) {
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	b := &Broker{cfg: cfg, log: cfg.Logger, store: st}
+	b.hub = longpoll.New(cfg.MaxParkedPolls)
+	st.SetArrivalHook(func(topic string, _ int32, _ int64) { b.hub.Notify(topic) })
+	b.meta = metadata.New(metadata.Config{AutoCreate: cfg.AutoCreate, DefaultQueues: cfg.DefaultQueues, Clock: cfg.Clock}, st.Meta(), st)
+	p, err := pop.Open(ctx, pop.Config{Clock: cfg.Clock, Logger: cfg.Logger, Hub: b.hub, SnapshotInterval: cfg.PopSnapshotInterval},
+		st, st.Meta(), b.meta)
+	if err != nil {
+		return nil, err
+	}
+	b.pop = p
+	b.meta.OnTopicDeleted(p.DropTopic)
+	b.meta.OnGroupDeleted(p.DropGroup)
+	b.delay, err = delay.Open(ctx, delay.Config{Clock: cfg.Clock, Logger: cfg.Logger}, st, st.Meta(), b.meta)
+	if err != nil {
+		_ = p.Close(ctx)
+		return nil, err
+	}
+	tc := cfg.Txn
+	tc.Clock, tc.Logger = cfg.Clock, cfg.Logger
+	b.txn, err = txn.Open(ctx, tc, st, st.Meta(), b.meta)
+	if err != nil {
+		_ = errors.Join(p.Close(ctx), b.delay.Close(ctx))
+		return nil, err
+	}
+	b.offs = offset.New(st, st.Meta(), b.hub, cfg.Clock)
+	b.prod = produce.New(produce.Config{Limits: cfg.Limits, Clock: cfg.Clock, Delay: b.delay, Txn: b.txn}, st)
+	return b, nil
+}
+
+// SetCheckBackSender installs the port transaction checks go through.
+func (b *Broker) SetCheckBackSender(c txn.CheckBackSender) { b.txn.SetSender(c) }
+
+// Drain wakes every parked receive (they answer "no message") and makes
+// new receives return at once. Called first at shutdown.
+func (b *Broker) Drain() { b.hub.Close() }
+
+// Close stops background work and persists final state. The store is
+// closed by its owner afterwards.
+func (b *Broker) Close(ctx context.Context) error {
+	b.hub.Close()
+	return errors.Join(b.txn.Close(ctx), b.delay.Close(ctx), b.pop.Close(ctx))
+}
+
+// Limits are the message limits producers are told about.
+func (b *Broker) Limits() produce.Limits { return b.prod.Limits() }
+
+// CreateTopic creates a topic.
+func (b *Broker) CreateTopic(ctx context.Context, t model.Topic) (model.Topic, error) {
+	return b.meta.CreateTopic(ctx, t)
+}
+
+// Topic returns a topic, creating a NORMAL one when auto-create is on.
+func (b *Broker) Topic(ctx context.Context, name string) (model.Topic, error) {
+	return b.meta.Topic(ctx, name)
+}
+
+// GetTopic returns a topic without auto-creating it.
+func (b *Broker) GetTopic(ctx context.Context, name string) (model.Topic, error) {
+	return b.meta.GetTopic(ctx, name)
+}
+
+// ListTopics lists topics sorted by name.
+func (b *Broker) ListTopics(ctx context.Context) ([]model.Topic, error) {
+	return b.meta.ListTopics(ctx)
+}
+
+// DeleteTopic deletes a topic and its queues.
+func (b *Broker) DeleteTopic(ctx context.Context, name string) error {
+	return b.meta.DeleteTopic(ctx, name)
+}
+
+// CreateGroup creates a consumer group.
+func (b *Broker) CreateGroup(ctx context.Context, g model.Group) (model.Group, error) {
+	return b.meta.CreateGroup(ctx, g)
+}
+
+// Group returns a group, creating it when auto-create is on.
+func (b *Broker) Group(ctx context.Context, name string) (model.Group, error) {
+	return b.meta.Group(ctx, name)
+}
+
+// GetGroup returns a group without auto-creating it.
+func (b *Broker) GetGroup(ctx context.Context, name string) (model.Group, error) {
+	return b.meta.GetGroup(ctx, name)
+}
+
+// ListGroups lists groups sorted by name.
+func (b *Broker) ListGroups(ctx context.Context) ([]model.Group, error) {
+	return b.meta.ListGroups(ctx)
+}
+
+// DeleteGroup deletes a group.
+func (b *Broker) DeleteGroup(ctx context.Context, name string) error {
+	return b.meta.DeleteGroup(ctx, name)
+}
+
+// Send validates and stores msgs, all for topic. A returned error rejects
+// the whole request; per-message outcomes are in the results, in order.
+func (b *Broker) Send(ctx context.Context, topic string, msgs []*model.Message, p model.Producer) ([]model.SendResult, error) {
+	if err := metadata.ValidateTopicName(topic); err != nil {
+		return nil, err
+	}
+	t, err := b.meta.Topic(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	return b.prod.Send(ctx, t, msgs, p)
+}
+
+// Receive pops up to req.Max visible messages, long-polling up to
+// req.Wait. Nothing found ⇒ KindMessageNotFound.
+func (b *Broker) Receive(ctx context.Context, req ReceiveRequest) ([]*model.Delivered, error) {
+	t, g, err := b.resolve(ctx, req.Group, req.Topic)
+	if err != nil {
+		return nil, err
+	}
+	if !t.Perm.Readable() {
+		return nil, mqerr.Errorf(mqerr.KindForbidden, "topic %q is not readable", t.Name)
+	}
+	if !req.AutoRenew && (req.Invisible < MinReceiveInvisible || req.Invisible > MaxInvisible) {
+		return nil, mqerr.Errorf(mqerr.KindIllegalInvisibleTime, "invisible duration %s is outside [%s, %s]", req.Invisible, MinReceiveInvisible, MaxInvisible)
+	}
+	max := req.Max
+	if max <= 0 {
+		max = 1
+	}
+	if max > MaxReceiveBatch {
+		max = MaxReceiveBatch
+	}
+	if req.QueueID >= t.Queues {
+		return nil, mqerr.Errorf(mqerr.KindBadRequest, "topic %q has no queue %d", t.Name, req.QueueID)
+	}
+	if req.QueueID < 0 {
+		req.QueueID = -1
+	}
+	return b.pop.Receive(ctx, pop.ReceiveRequest{Group: g, Topic: t, Filter: req.Filter, Max: max, Invisible: req.Invisible,
+		AutoRenew: req.AutoRenew, ClientID: req.ClientID, Wait: req.Wait, QueueID: req.QueueID, AttemptID: req.AttemptID})
+}
+
+func (b *Broker) resolve(ctx context.Context, group, topic string) (model.Topic, model.Group, error) {
+	if err := metadata.ValidateTopicName(topic); err != nil {
+		return model.Topic{}, model.Group{}, err
+	}
+	if err := metadata.ValidateGroupName(group); err != nil {
+		return model.Topic{}, model.Group{}, err
+	}
+	t, err := b.meta.Topic(ctx, topic)
+	if err != nil {
+		return model.Topic{}, model.Group{}, err
+	}
+	g, err := b.meta.Group(ctx, group)
+	if err != nil {
+		return model.Topic{}, model.Group{}, err
+	}
+	return t, g, nil
+}
+
+func (b *Broker) checkNames(group, topic string) error {
+	return errors.Join(metadata.ValidateTopicName(topic), metadata.ValidateGroupName(group))
+}
+
+// Ack acknowledges deliveries by handle; one error (or nil) per handle.
+func (b *Broker) Ack(ctx context.Context, group, topic string, handles []string) []error {
+	if err := b.checkNames(group, topic); err != nil {
+		errs := make([]error, len(handles))
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
+	}
+	return b.pop.Ack(ctx, group, topic, handles)
+}
+
+// ChangeInvisible moves a delivery's visibility to now+d and returns its
+// new handle (the old one is superseded).
+func (b *Broker) ChangeInvisible(ctx context.Context, group, topic, handle string, d time.Duration) (string, error) {
+	if err := b.checkNames(group, topic); err != nil {
+		return "", err
+	}
+	if d < 0 || d > MaxInvisible {
+		return "", mqerr.Errorf(mqerr.KindIllegalInvisibleTime, "invisible duration %s is outside [0, %s]", d, MaxInvisible)
+	}
+	return b.pop.ChangeInvisible(ctx, group, topic, handle, d)
+}
+
+// Release withdraws deliveries that never reached the consumer: visible
+// again at once, without counting an attempt.
+func (b *Broker) Release(ctx context.Context, group, topic string, handles []string) []error {
+	if err := b.checkNames(group, topic); err != nil {
+		errs := make([]error, len(handles))
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
+	}
+	return b.pop.Release(ctx, group, topic, handles)
+}
+
+// ForwardToDLQ moves a delivery to the group's dead-letter topic.
+func (b *Broker) ForwardToDLQ(ctx context.Context, group, topic, handle string) error {
+	if err := b.checkNames(group, topic); err != nil {
+		return err
+	}
+	return b.pop.ForwardToDLQ(ctx, group, topic, handle)
+}
+
+// ReleaseClient ends auto-renewal for a client that is gone.
+func (b *Broker) ReleaseClient(clientID string) {
+	b.pop.ReleaseClient(context.Background(), clientID)
+}
+
+// PopStats describes every POP subscription (in flight, positions).
+func (b *Broker) PopStats() []pop.Stats { return b.pop.Stats() }
+
+// EndTransaction commits or rolls back a transactional message. Repeating
+// the applied resolution is OK; Unspecified changes nothing.
+func (b *Broker) EndTransaction(ctx context.Context, topic, messageID, transactionID string, r txn.Resolution) error {
+	if err := metadata.ValidateTopicName(topic); err != nil {
+		return err
+	}
+	if transactionID == "" {
+		return mqerr.Errorf(mqerr.KindInvalidTransactionID, "transaction id is blank")
+	}
+	if _, err := b.meta.GetTopic(ctx, topic); err != nil {
+		return err
+	}
+	return b.txn.End(ctx, topic, messageID, transactionID, r)
+}
+
+// Recall cancels a pending delayed message by its recall handle and
+// returns its message id.
+func (b *Broker) Recall(ctx context.Context, topic, handle string) (string, error) {
+	if err := metadata.ValidateTopicName(topic); err != nil {
+		return "", err
+	}
+	if handle == "" {
+		return "", mqerr.Errorf(mqerr.KindBadRequest, "recall handle is empty")
+	}
+	t, err := b.meta.GetTopic(ctx, topic)
+	if err != nil {
+		return "", err
+	}
+	return b.delay.Recall(ctx, t, handle)
+}
+
+// Pull reads a queue from an offset without POP state (see offset.Pull).
+func (b *Broker) Pull(ctx context.Context, group, topic string, queue int32, from int64, max int, f model.Filter, wait time.Duration) (offset.PullResult, error) {
+	t, _, err := b.resolve(ctx, group, topic)
+	if err != nil {
+		return offset.PullResult{}, err
+	}
+	if !t.Perm.Readable() {
+		return offset.PullResult{}, mqerr.Errorf(mqerr.KindForbidden, "topic %q is not readable", t.Name)
+	}
+	return b.offs.Pull(ctx, t, queue, from, max, f, wait)
+}
+
+// UpdateOffset commits a group's offset for a queue.
+func (b *Broker) UpdateOffset(ctx context.Context, group, topic string, queue int32, off int64) error {
+	t, _, err := b.resolve(ctx, group, topic)
+	if err != nil {
+		return err
+	}
+	_, err = b.offs.Update(t, group, queue, off)
+	return err
+}
+
+// GetOffset returns a group's committed offset for a queue.
+func (b *Broker) GetOffset(ctx context.Context, group, topic string, queue int32) (int64, error) {
+	t, _, err := b.resolve(ctx, group, topic)
+	if err != nil {
+		return 0, err
+	}
+	return b.offs.Get(t, group, queue)
+}
+
+// QueryOffset finds the beginning, end or a time's offset of a queue.
+func (b *Broker) QueryOffset(ctx context.Context, topic string, queue int32, p offset.Policy, at time.Time) (int64, error) {
+	if err := metadata.ValidateTopicName(topic); err != nil {
+		return 0, err
+	}
+	t, err := b.meta.GetTopic(ctx, topic)
+	if err != nil {
+		return 0, err
+	}
+	return b.offs.Query(t, queue, p, at)
+}

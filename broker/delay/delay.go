@@ -1,0 +1,206 @@
+// Package delay holds delayed messages until their delivery time, then
+// publishes them to their topic (within milliseconds of the due time, by a
+// timer on the earliest due message), and cancels them on recall. Pending
+// messages survive restarts: they are staged records (broker/staged).
+//
+// delay must not import gen/, gateway/ or other broker services except
+// through the interfaces it declares.
+package delay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/mqgate/mqgate/broker/model"
+	"github.com/mqgate/mqgate/broker/mqerr"
+	"github.com/mqgate/mqgate/broker/produce"
+	"github.com/mqgate/mqgate/broker/staged"
+	"github.com/mqgate/mqgate/broker/stored"
+	"github.com/mqgate/mqgate/internal/clock"
+	"github.com/mqgate/mqgate/internal/lifecycle"
+	"github.com/mqgate/mqgate/storage"
+	"github.com/mqgate/mqgate/storage/message"
+)
+
+// System topics of the delay service.
+const (
+	StageTopic = "rmq_sys_delay"
+	OpsTopic   = "rmq_sys_delay_ops"
+)
+
+// Topics resolves a destination topic at publish time.
+type Topics interface {
+	GetTopic(ctx context.Context, name string) (model.Topic, error)
+}
+
+// Config configures the service.
+type Config struct {
+	Clock  clock.Clock
+	Logger *slog.Logger
+}
+
+// Service is the delay service.
+type Service struct {
+	cfg    Config
+	log    *slog.Logger
+	clk    clock.Clock
+	stage  *staged.Stage
+	topics Topics
+	token  *staged.Token
+	rr     sync.Map
+	kick   chan struct{}
+	group  *lifecycle.Group
+}
+
+// Open recovers pending delayed messages and starts the publisher.
+func Open(ctx context.Context, cfg Config, st staged.Store, blobs staged.Blobs, topics Topics) (*Service, error) {
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	stage, err := staged.Open(ctx, "delay", StageTopic, OpsTopic, st, blobs, cfg.Logger, dueOf)
+	if err != nil {
+		return nil, err
+	}
+	tok, err := staged.LoadToken(blobs, "recall-handle-key", "d1.")
+	if err != nil {
+		return nil, err
+	}
+	s := &Service{cfg: cfg, log: cfg.Logger, clk: cfg.Clock, stage: stage, topics: topics, token: tok, kick: make(chan struct{}, 1)}
+	s.group = lifecycle.NewGroup(ctx)
+	if err := s.group.Go("delay-publisher", s.loop); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func dueOf(m *message.Message) int64 {
+	d := stored.FromRecord(m)
+	return d.DeliveryTime.UnixMilli()
+}
+
+// Close stops the publisher and records the low-water mark.
+func (s *Service) Close(ctx context.Context) error {
+	err := s.group.Shutdown(ctx)
+	return errors.Join(err, s.stage.SaveLowWater(s.clk.Now().UnixMilli()))
+}
+
+// Pending is the number of delayed messages waiting.
+func (s *Service) Pending() int { return s.stage.Len() }
+
+// Stage stores a delayed message; it becomes visible at m.DeliveryTime.
+func (s *Service) Stage(ctx context.Context, topic model.Topic, m *model.Message, p model.Producer) (model.SendResult, error) {
+	rec := stored.ToRecord(m, StageTopic, 0)
+	due := m.DeliveryTime.UnixMilli()
+	off, res, err := s.stage.Put(ctx, rec, due)
+	if err != nil {
+		return model.SendResult{}, produce.AppendError(err)
+	}
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+	r := model.SendResult{MessageID: m.ID, Offset: off, RecallHandle: s.token.Encode(off, due, topic.Name)}
+	if res.Status == storage.StatusFlushTimeout {
+		r.Err = mqerr.Errorf(mqerr.KindFlushTimeout, "stored, but the disk flush did not finish in time; the message is not yet durable")
+	}
+	return r, nil
+}
+
+// Recall cancels a pending delayed message and returns its message id.
+func (s *Service) Recall(ctx context.Context, topic model.Topic, handle string) (string, error) {
+	if topic.Type != model.TopicDelay && topic.Type != model.TopicMixed {
+		return "", mqerr.Errorf(mqerr.KindMessageTypeConflict, "topic %q is a %s topic; only delayed messages can be recalled", topic.Name, topic.Type)
+	}
+	off, _, err := s.token.Decode(handle, topic.Name)
+	if err != nil {
+		return "", mqerr.Errorf(mqerr.KindBadRequest, "recall handle is %v", err)
+	}
+	_, m, err := s.stage.Get(off)
+	if err != nil {
+		return "", mqerr.Wrap(mqerr.KindStoreUnavailable, err, "reading the delayed message")
+	}
+	if m == nil {
+		return "", s.notPending(off)
+	}
+	id := m.UniqKey()
+	if _, err := s.stage.Resolve(ctx, off, staged.OpRecalled); err != nil {
+		if errors.Is(err, staged.ErrNotPending) {
+			return "", s.notPending(off)
+		}
+		return "", produce.AppendError(err)
+	}
+	return id, nil
+}
+
+func (s *Service) notPending(off int64) error {
+	if r, ok := s.stage.Outcome(off); ok {
+		return mqerr.Errorf(mqerr.KindMessageNotFound, "the delayed message was already %s", r.Op)
+	}
+	return mqerr.Errorf(mqerr.KindMessageNotFound, "no pending delayed message for this recall handle (already delivered or unknown)")
+}
+
+func (s *Service) loop(ctx context.Context) {
+	for {
+		now := s.clk.Now().UnixMilli()
+		due, next := s.stage.Due(now, 256)
+		for _, p := range due {
+			if err := s.publish(ctx, p); err != nil {
+				s.log.Warn("delay: publishing a due message failed; retrying", "offset", p.Offset, "err", err)
+			}
+		}
+		if len(due) == 256 {
+			continue
+		}
+		var tc <-chan time.Time
+		var t clock.Timer
+		if next > 0 {
+			t = clock.At(s.clk, time.UnixMilli(next))
+			tc = t.C()
+		}
+		select {
+		case <-ctx.Done():
+			if t != nil {
+				t.Stop()
+			}
+			return
+		case <-s.kick:
+		case <-tc:
+		}
+		if t != nil {
+			t.Stop()
+		}
+	}
+}
+
+func (s *Service) publish(ctx context.Context, p staged.Pending) error {
+	_, rec, err := s.stage.Get(p.Offset)
+	if err != nil || rec == nil {
+		return err
+	}
+	d := stored.FromRecord(rec)
+	topic, err := s.topics.GetTopic(ctx, d.Topic)
+	if mqerr.KindOf(err) == mqerr.KindTopicNotFound {
+		s.log.Warn("delay: destination topic was deleted; dropping the message", "topic", d.Topic, "message_id", d.ID)
+		_, err = s.stage.Resolve(ctx, p.Offset, staged.OpFired)
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	out := *rec
+	out.Properties = append([]message.Property(nil), rec.Properties...)
+	out.Topic = topic.Name
+	out.QueueID = produce.PickQueue(topic, d.MessageGroup, &s.rr)
+	out.Del(stored.PropRealTopic)
+	if _, err := s.stage.Resolve(ctx, p.Offset, staged.OpFired, &out); err != nil && !errors.Is(err, staged.ErrNotPending) {
+		return fmt.Errorf("publishing to %s: %w", topic.Name, err)
+	}
+	return nil
+}

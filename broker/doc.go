@@ -1,0 +1,9 @@
+// Package broker is mqgate's embedded broker: topics and groups, sending,
+// POP receive/ack/change-invisibility with redelivery, retry and dead
+// letters, long polling, and (in later packages) FIFO, delay, transactions
+// and offsets. It speaks Go types only (broker/model); every error it
+// returns carries an mqerr.Kind.
+//
+// broker must not import gen/, grpc, protobuf or any gateway package; it
+// reaches storage through the narrow capabilities storage exposes.
+package broker

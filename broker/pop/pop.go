@@ -1,0 +1,1076 @@
+package pop
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/mqgate/mqgate/broker/longpoll"
+	"github.com/mqgate/mqgate/broker/model"
+	"github.com/mqgate/mqgate/broker/mqerr"
+	"github.com/mqgate/mqgate/broker/stored"
+	"github.com/mqgate/mqgate/internal/clock"
+	"github.com/mqgate/mqgate/internal/lifecycle"
+	"github.com/mqgate/mqgate/storage"
+	"github.com/mqgate/mqgate/storage/message"
+)
+
+// Store is what pop needs from the store.
+type Store interface {
+	Append(ctx context.Context, msgs ...*message.Message) (storage.AppendResult, error)
+	ReadQueue(topic string, queueID int32, fromOffset int64, max int) ([]storage.QueueEntry, error)
+	ReadMessage(physOffset int64, size int32) (*message.Message, error)
+	QueueRange(topic string, queueID int32) (min, max int64)
+	LogRange() (min, written int64)
+	WaitDispatched(ctx context.Context, pos int64) error
+}
+
+// Blobs persists the snapshot and the handle key.
+type Blobs interface {
+	SaveBlob(name string, data []byte) error
+	LoadBlob(name string) ([]byte, bool, error)
+}
+
+// DLQTopics creates a group's dead-letter topic on first use.
+type DLQTopics interface {
+	EnsureDLQ(ctx context.Context, group string) (model.Topic, error)
+}
+
+// Config configures the service.
+type Config struct {
+	Clock  clock.Clock
+	Logger *slog.Logger
+	Hub    *longpoll.Hub
+	// SnapshotInterval bounds how much journal a restart replays.
+	SnapshotInterval time.Duration
+	// RenewInterval is how often auto-renewed deliveries are checked.
+	RenewInterval time.Duration
+	// MaxHeld bounds FIFO messages held back per subscription.
+	MaxHeld int
+}
+
+// Service is the POP engine.
+type Service struct {
+	cfg    Config
+	log    *slog.Logger
+	store  Store
+	blobs  Blobs
+	dlq    DLQTopics
+	codec  *HandleCodec
+	clk    clock.Clock
+	hub    *longpoll.Hub
+	group  *lifecycle.Group
+	snapMu sync.Mutex
+
+	mu   sync.Mutex
+	subs map[subKey]*sub
+
+	schedMu   sync.Mutex
+	sched     subHeap
+	schedKick chan struct{}
+}
+
+type subKey struct{ group, topic string }
+
+const (
+	snapshotBlob = "pop-state"
+	keyBlob      = "receipt-handle-key"
+)
+
+// Open loads the handle key (creating it on first start), the last state
+// snapshot and replays the journal written since, then starts the
+// background work (redelivery wake-ups, auto-renew, snapshots).
+func Open(ctx context.Context, cfg Config, st Store, blobs Blobs, dlq DLQTopics) (*Service, error) {
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Hub == nil {
+		cfg.Hub = longpoll.New(0)
+	}
+	if cfg.SnapshotInterval <= 0 {
+		cfg.SnapshotInterval = 10 * time.Second
+	}
+	if cfg.RenewInterval <= 0 {
+		cfg.RenewInterval = 5 * time.Second
+	}
+	if cfg.MaxHeld <= 0 {
+		cfg.MaxHeld = 10000
+	}
+	s := &Service{cfg: cfg, log: cfg.Logger, store: st, blobs: blobs, dlq: dlq, clk: cfg.Clock, hub: cfg.Hub,
+		subs: make(map[subKey]*sub), schedKick: make(chan struct{}, 1)}
+	codec, err := loadCodec(blobs)
+	if err != nil {
+		return nil, err
+	}
+	s.codec = codec
+	if err := s.recover(ctx); err != nil {
+		return nil, err
+	}
+	s.group = lifecycle.NewGroup(ctx)
+	if err := s.group.Go("pop-wakeups", s.wakeLoop); err != nil {
+		return nil, err
+	}
+	if err := s.group.Go("pop-renew", s.renewLoop); err != nil {
+		return nil, err
+	}
+	if err := s.group.Go("pop-snapshot", s.snapshotLoop); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Close stops background work and writes a final snapshot.
+func (s *Service) Close(ctx context.Context) error {
+	err := s.group.Shutdown(ctx)
+	return errors.Join(err, s.snapshot())
+}
+
+// Codec returns the handle codec (tests and tools).
+func (s *Service) Codec() *HandleCodec { return s.codec }
+
+func (s *Service) now() int64 { return s.clk.Now().UnixMilli() }
+
+func (s *Service) getSub(group, topic string, create bool) *sub {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := subKey{group, topic}
+	sb := s.subs[k]
+	if sb == nil && create {
+		sb = newSub(group, topic)
+		s.subs[k] = sb
+	}
+	return sb
+}
+
+// DropTopic forgets every subscription of a deleted topic.
+func (s *Service) DropTopic(topic string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k := range s.subs {
+		if k.topic == topic {
+			delete(s.subs, k)
+		}
+	}
+}
+
+// DropGroup forgets every subscription of a deleted group.
+func (s *Service) DropGroup(group string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k := range s.subs {
+		if k.group == group {
+			delete(s.subs, k)
+		}
+	}
+}
+
+// ReceiveRequest is one receive, with topic and group already resolved.
+type ReceiveRequest struct {
+	Group     model.Group
+	Topic     model.Topic
+	Filter    model.Filter
+	Max       int
+	Invisible time.Duration
+	AutoRenew bool
+	ClientID  string
+	Wait      time.Duration
+	QueueID   int32 // -1: any
+	// AttemptID: a FIFO receive repeating the attempt id of its previous,
+	// still in-flight batch gets that batch again (new handles, same
+	// attempt) instead of being blocked by it.
+	AttemptID string
+	// Drain ends a long poll early (the gateway is shutting down).
+	Drain <-chan struct{}
+}
+
+// Receive delivers up to Max messages, long-polling up to Wait when none
+// is visible. Nothing found ⇒ KindMessageNotFound.
+func (s *Service) Receive(ctx context.Context, req ReceiveRequest) ([]*model.Delivered, error) {
+	if req.Max <= 0 {
+		req.Max = 1
+	}
+	if req.AutoRenew {
+		req.Invisible = 60 * time.Second
+	}
+	sb := s.getSub(req.Group.Name, req.Topic.Name, true)
+	fl := newFilter(req.Filter)
+	var until time.Time
+	if req.Wait > 0 {
+		until = s.clk.Now().Add(req.Wait)
+	}
+	for {
+		ch, release, err := s.hub.Watch(sb.key)
+		if err != nil {
+			return nil, err
+		}
+		out, err := s.tryPop(ctx, sb, &req, fl)
+		if err != nil || len(out) > 0 {
+			release()
+			return out, err
+		}
+		if !s.clk.Now().Before(until) {
+			release()
+			return nil, noMessage(req)
+		}
+		t := clock.At(s.clk, until)
+		select {
+		case <-ch:
+		case <-t.C():
+		case <-ctx.Done():
+		case <-req.Drain:
+		case <-s.hub.Closed():
+		}
+		t.Stop()
+		release()
+		if ctx.Err() != nil || isClosed(req.Drain) || isClosed(s.hub.Closed()) {
+			// One last non-waiting look, then answer "nothing".
+			out, err := s.tryPop(ctx, sb, &req, fl)
+			if err != nil || len(out) > 0 {
+				return out, err
+			}
+			return nil, noMessage(req)
+		}
+	}
+}
+
+func isClosed(ch <-chan struct{}) bool {
+	if ch == nil {
+		return false
+	}
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+func noMessage(req ReceiveRequest) error {
+	return mqerr.Errorf(mqerr.KindMessageNotFound, "no new message in topic %q for group %q", req.Topic.Name, req.Group.Name)
+}
+
+// filter caches the tag hashes of a filter.
+type filter struct {
+	f      model.Filter
+	hashes map[int64]struct{}
+}
+
+func newFilter(f model.Filter) *filter {
+	fl := &filter{f: f}
+	if !f.All() {
+		fl.hashes = make(map[int64]struct{}, len(f.Tags))
+		for t := range f.Tags {
+			fl.hashes[message.TagHash(t)] = struct{}{}
+		}
+	}
+	return fl
+}
+
+// pick is one delivery chosen by tryPop.
+type pick struct {
+	f   *flight
+	msg *message.Message
+}
+
+// tryPop makes one non-waiting delivery attempt.
+func (s *Service) tryPop(ctx context.Context, sb *sub, req *ReceiveRequest, fl *filter) ([]*model.Delivered, error) {
+	now := s.now()
+	inv := req.Invisible.Milliseconds()
+	maxAttempts := uint32(req.Group.MaxDeliveryAttempts)
+	if maxAttempts == 0 {
+		maxAttempts = model.DefaultMaxDeliveryAttempts
+	}
+	fifo := req.Group.FIFO
+	var (
+		picks  []pick
+		toDLQ  []pick
+		lost   []*flight
+		rec    = jrecord{op: opDeliver, group: sb.group, topic: sb.topic, at: now}
+		undo   []func()
+		nexts  = map[int32]int64{}
+		unheld []*flight
+	)
+	sb.mu.Lock()
+	if fifo && req.AttemptID != "" {
+		if again := s.repeatAttempt(sb, req, now, inv, &rec); again != nil {
+			s.scheduleLocked(sb)
+			sb.mu.Unlock()
+			if err := s.journal(ctx, &rec); err != nil {
+				return nil, err
+			}
+			out := make([]*model.Delivered, 0, len(again))
+			for _, p := range again {
+				out = append(out, s.delivered(sb, p.f, p.msg, req, now))
+			}
+			return out, nil
+		}
+	}
+	// 1. Due redeliveries first, so they are not starved by new messages.
+	var deferred []*flight
+	for len(picks) < req.Max && len(sb.due) > 0 && sb.due[0].visibleAt <= now {
+		f := heap.Pop(&sb.due).(*flight)
+		if req.QueueID >= 0 && f.queue != req.QueueID {
+			deferred = append(deferred, f)
+			continue
+		}
+		m, err := s.store.ReadMessage(f.phys, f.size)
+		if err != nil {
+			s.log.Warn("pop: in-flight message unreadable; dropping it", "group", sb.group, "topic", sb.topic,
+				"queue", f.queue, "offset", f.offset, "err", err)
+			f.hidx = -1
+			lost = append(lost, f)
+			continue
+		}
+		if f.flags&flagMoving != 0 {
+			deferred = append(deferred, f)
+			continue
+		}
+		if f.epoch >= maxAttempts {
+			// Leased to this call while it moves the message; due again
+			// (and retried) if the move fails.
+			f.flags |= flagMoving
+			f.visibleAt = now + dlqLease.Milliseconds()
+			toDLQ = append(toDLQ, pick{f, m})
+			deferred = append(deferred, f)
+			continue
+		}
+		prev := *f
+		f.epoch++
+		f.gen++
+		f.visibleAt = now + inv
+		f.renewFrom, f.renewN = now, 0
+		f.flags &^= flagAutoRenew
+		f.client = ""
+		if req.AutoRenew {
+			f.flags |= flagAutoRenew
+			f.client = req.ClientID
+		}
+		heap.Push(&sb.due, f)
+		ff := f
+		undo = append(undo, func() { saved := prev; saved.hidx = ff.hidx; *ff = saved; sb.setDeadline(ff, now) })
+		picks = append(picks, pick{f, m})
+		rec.entries = append(rec.entries, entryOf(f))
+	}
+	for _, f := range deferred {
+		heap.Push(&sb.due, f)
+	}
+	for _, f := range lost {
+		if nf := sb.remove(f, now); nf != nil {
+			unheld = append(unheld, nf)
+		}
+	}
+	// 2. New messages, round robin over the queues.
+	var readErr error
+	nq := req.Topic.Queues
+	if len(picks) < req.Max && nq > 0 {
+		start := sb.rr
+		sb.rr = (sb.rr + 1) % nq
+		for i := int32(0); i < nq && len(picks) < req.Max; i++ {
+			qid := (start + i) % nq
+			if req.QueueID >= 0 && qid != req.QueueID {
+				continue
+			}
+			q := sb.q(qid)
+			if q.next < 0 {
+				q.next, _ = s.store.QueueRange(sb.topic, qid)
+			}
+			before := q.next
+			if err := s.readFresh(sb, q, qid, req, fl, fifo, now, inv, &picks, &rec); err != nil {
+				readErr = err
+				break
+			}
+			if q.next != before {
+				nexts[qid] = q.next
+				b := before
+				qq := q
+				undo = append(undo, func() {
+					if qq.next > b {
+						qq.next = b
+					}
+				})
+			}
+		}
+	}
+	for qid, n := range nexts {
+		rec.nexts = append(rec.nexts, qnext{qid, n})
+	}
+	if fifo && req.AttemptID != "" {
+		fl := make([]*flight, len(picks))
+		for i, p := range picks {
+			fl[i] = p.f
+		}
+		sb.rememberAttempt(req.AttemptID, fl)
+	}
+	s.scheduleLocked(sb)
+	sb.mu.Unlock()
+
+	if len(unheld) > 0 {
+		s.hub.Notify(sb.key)
+	}
+	for _, p := range toDLQ {
+		if err := s.moveToDLQ(ctx, sb, p.f, p.msg, "max delivery attempts reached"); err != nil {
+			s.log.Warn("pop: moving to the dead-letter queue failed; will retry", "group", sb.group, "err", err)
+			sb.mu.Lock()
+			p.f.flags &^= flagMoving
+			sb.mu.Unlock()
+		}
+	}
+	if len(rec.entries) == 0 && len(rec.nexts) == 0 {
+		return nil, readErr
+	}
+	if err := s.journal(ctx, &rec); err != nil {
+		sb.mu.Lock()
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
+		}
+		// Fresh deliveries that could not be recorded become visible again
+		// without counting an attempt.
+		for _, p := range picks {
+			if p.f.epoch == 1 && sb.queues[p.f.queue].flights[p.f.offset] == p.f && p.f.visibleAt == now+inv {
+				sb.remove(p.f, now)
+			}
+		}
+		s.scheduleLocked(sb)
+		sb.mu.Unlock()
+		return nil, err
+	}
+	out := make([]*model.Delivered, 0, len(picks))
+	for _, p := range picks {
+		out = append(out, s.delivered(sb, p.f, p.msg, req, now))
+	}
+	return out, nil
+}
+
+// readFresh reads new messages of one queue into picks (or holds FIFO ones
+// back), advancing q.next over everything it consumed or filtered out.
+func (s *Service) readFresh(sb *sub, q *qstate, qid int32, req *ReceiveRequest, fl *filter, fifo bool, now, inv int64, picks *[]pick, rec *jrecord) error {
+	for len(*picks) < req.Max {
+		want := req.Max - len(*picks)
+		if !fl.f.All() || fifo {
+			want = max(want, 64)
+		}
+		ents, err := s.store.ReadQueue(sb.topic, qid, q.next, want)
+		if errors.Is(err, storage.ErrOffsetMoved) {
+			min, _ := s.store.QueueRange(sb.topic, qid)
+			s.log.Info("pop: retention removed unread messages", "group", sb.group, "topic", sb.topic, "queue", qid, "from", q.next, "to", min)
+			if min <= q.next {
+				return nil
+			}
+			q.next = min
+			continue
+		}
+		if err != nil {
+			return mqerr.Wrap(mqerr.KindStoreUnavailable, err, "reading queue")
+		}
+		if len(ents) == 0 {
+			return nil
+		}
+		for _, e := range ents {
+			if len(*picks) >= req.Max {
+				return nil
+			}
+			if fl.hashes != nil {
+				if _, ok := fl.hashes[e.TagHash]; !ok {
+					q.next = e.QueueOffset + 1
+					continue
+				}
+			}
+			m, err := s.store.ReadMessage(e.PhysOffset, e.Size)
+			if err != nil {
+				s.log.Warn("pop: unreadable message skipped", "topic", sb.topic, "queue", qid, "offset", e.QueueOffset, "err", err)
+				q.next = e.QueueOffset + 1
+				continue
+			}
+			if !fl.f.Match(m.Tag()) {
+				q.next = e.QueueOffset + 1
+				continue
+			}
+			m.QueueOffset = e.QueueOffset
+			f := &flight{queue: qid, offset: e.QueueOffset, phys: e.PhysOffset, size: e.Size, epoch: 1,
+				visibleAt: now + inv, renewFrom: now, hidx: -1}
+			if fifo {
+				if g, _ := m.Get(stored.PropShardingKey); g != "" {
+					f.msgGroup = g
+					f.flags |= flagFIFO
+					if sb.active[g] > 0 || len(sb.held[g]) > 0 {
+						if sb.heldCount() >= s.cfg.MaxHeld {
+							return nil // do not read further until the group moves
+						}
+						f.flags |= flagHeld
+						f.epoch = 0
+						f.visibleAt = 0
+						sb.add(f)
+						q.next = e.QueueOffset + 1
+						rec.entries = append(rec.entries, entryOf(f))
+						continue
+					}
+				}
+			}
+			if req.AutoRenew {
+				f.flags |= flagAutoRenew
+				f.client = req.ClientID
+			}
+			sb.add(f)
+			q.next = e.QueueOffset + 1
+			*picks = append(*picks, pick{f, m})
+			rec.entries = append(rec.entries, entryOf(f))
+		}
+	}
+	return nil
+}
+
+func (s *sub) heldCount() (n int) {
+	for _, l := range s.held {
+		n += len(l)
+	}
+	return n
+}
+
+// dlqLease is how long a message being moved to the DLQ is hidden from
+// other receives.
+const dlqLease = 5 * time.Second
+
+func entryOf(f *flight) jentry {
+	return jentry{queue: f.queue, offset: f.offset, epoch: f.epoch, gen: f.gen, visibleAt: f.visibleAt,
+		phys: f.phys, size: f.size, flags: f.flags &^ flagMoving, msgGroup: f.msgGroup, client: f.client}
+}
+
+func (s *Service) delivered(sb *sub, f *flight, m *message.Message, req *ReceiveRequest, now int64) *model.Delivered {
+	d := stored.FromRecord(m)
+	d.Message.Topic = req.Topic.Name
+	d.QueueID = f.queue
+	d.QueueOffset = f.offset
+	d.Attempt = int32(f.epoch)
+	d.InvisibleFor = time.Duration(f.visibleAt-now) * time.Millisecond
+	var flags uint8
+	if f.fifo() {
+		flags |= HandleFIFO
+	}
+	if f.flags&flagAutoRenew != 0 {
+		flags |= HandleAutoRenew
+	}
+	d.ReceiptHandle = s.codec.Encode(Handle{Flags: flags, Queue: f.queue, Offset: f.offset, Epoch: f.epoch, Gen: f.gen,
+		Retrieved: now, Invisible: uint32(max(f.visibleAt-now, 0)), GroupHash: sb.gh, TopicHash: sb.th})
+	return d
+}
+
+// journal appends records to the journal topic.
+func (s *Service) journal(ctx context.Context, recs ...*jrecord) error {
+	msgs := make([]*message.Message, len(recs))
+	for i, r := range recs {
+		msgs[i] = &message.Message{Topic: JournalTopic, QueueID: 0, BornTime: r.at, Body: r.encode(nil)}
+	}
+	res, err := s.store.Append(ctx, msgs...)
+	if err != nil {
+		return storeError(err)
+	}
+	if res.Status == storage.StatusFlushTimeout {
+		s.log.Warn("pop: state change recorded but its fsync timed out", "records", len(recs))
+	}
+	return nil
+}
+
+func storeError(err error) error {
+	switch {
+	case errors.Is(err, storage.ErrClosed):
+		return mqerr.Wrap(mqerr.KindUnavailable, err, "store is closed")
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return mqerr.Wrap(mqerr.KindRequestTimeout, err, "recording consumption state")
+	}
+	return mqerr.Wrap(mqerr.KindStoreUnavailable, err, "recording consumption state")
+}
+
+// moveToDLQ appends a copy of the message to %DLQ%<group> and records the
+// flight as done, in one atomic append, then forgets the flight.
+func (s *Service) moveToDLQ(ctx context.Context, sb *sub, f *flight, m *message.Message, why string) error {
+	t, err := s.dlq.EnsureDLQ(ctx, sb.group)
+	if err != nil {
+		return err
+	}
+	cp := *m
+	cp.Topic = t.Name
+	cp.QueueID = 0
+	cp.Properties = append([]message.Property(nil), m.Properties...)
+	if _, ok := cp.Get(stored.PropDLQOriginTopic); !ok {
+		cp.Set(stored.PropDLQOriginTopic, sb.topic)
+		cp.Set(stored.PropDLQOriginID, m.UniqKey())
+	}
+	cp.Del(stored.PropRealTopic)
+	cp.Set(stored.PropReconsumeTime, strconv.FormatUint(uint64(f.epoch), 10))
+	now := s.now()
+	rec := jrecord{op: opDone, group: sb.group, topic: sb.topic, at: now, entries: []jentry{{queue: f.queue, offset: f.offset, epoch: f.epoch, gen: f.gen}}}
+	res, err := s.store.Append(ctx, &cp, &message.Message{Topic: JournalTopic, BornTime: now, Body: rec.encode(nil)})
+	if err != nil {
+		return storeError(err)
+	}
+	_ = res
+	sb.mu.Lock()
+	var unheld *flight
+	if cur := sb.queues[f.queue].flights[f.offset]; cur == f {
+		unheld = sb.remove(f, now)
+	}
+	s.scheduleLocked(sb)
+	sb.mu.Unlock()
+	if unheld != nil {
+		s.hub.Notify(sb.key)
+	}
+	s.log.Info("pop: message moved to the dead-letter queue", "group", sb.group, "topic", sb.topic,
+		"queue", f.queue, "offset", f.offset, "attempts", f.epoch, "dlq", t.Name, "reason", why)
+	return nil
+}
+
+// invalid builds the INVALID_RECEIPT_HANDLE error.
+func invalid(format string, args ...any) error {
+	return mqerr.Errorf(mqerr.KindInvalidReceiptHandle, "invalid receipt handle: "+format, args...)
+}
+
+// lookup validates a handle against the current state; sb.mu is held.
+func (s *Service) lookup(sb *sub, h Handle, now int64) (*flight, error) {
+	if sb == nil {
+		return nil, invalid("no message of this topic is in flight for this group")
+	}
+	if h.GroupHash != sb.gh || h.TopicHash != sb.th {
+		return nil, invalid("issued for another consumer group or topic")
+	}
+	q := sb.queues[h.Queue]
+	var f *flight
+	if q != nil {
+		f = q.flights[h.Offset]
+	}
+	switch {
+	case f == nil || f.held() || f.flags&flagMoving != 0:
+		return nil, invalid("the message is no longer in flight (already acknowledged, dead-lettered or expired and redelivered)")
+	case h.Epoch < f.epoch:
+		return nil, invalid("the message was redelivered since this handle was issued")
+	case h.Epoch > f.epoch:
+		return nil, invalid("the delivery was withdrawn before it reached the consumer")
+	case h.Gen < f.gen:
+		return nil, invalid("superseded by a later ChangeInvisibleDuration: use the newest handle")
+	case h.Gen > f.gen:
+		return nil, invalid("the delivery was withdrawn before it reached the consumer")
+	case now >= f.visibleAt:
+		return nil, invalid("the invisible duration expired at %s; the message will be redelivered", time.UnixMilli(f.visibleAt).UTC().Format(time.RFC3339Nano))
+	}
+	return f, nil
+}
+
+func (s *Service) decode(handle string) (Handle, error) {
+	h, err := s.codec.Decode(handle)
+	if err != nil {
+		return h, mqerr.Wrap(mqerr.KindInvalidReceiptHandle, err, "invalid receipt handle")
+	}
+	return h, nil
+}
+
+// Ack acknowledges deliveries; one error (nil on success) per handle.
+func (s *Service) Ack(ctx context.Context, group, topic string, handles []string) []error {
+	errs := make([]error, len(handles))
+	sb := s.getSub(group, topic, false)
+	now := s.now()
+	rec := jrecord{op: opAck, group: group, topic: topic, at: now}
+	var acked []*flight
+	var idx []int
+	var unheld bool
+	if sb != nil {
+		sb.mu.Lock()
+	}
+	for i, hs := range handles {
+		h, err := s.decode(hs)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		var f *flight
+		if sb != nil {
+			f, err = s.lookup(sb, h, now)
+		} else {
+			_, err = s.lookup(nil, h, now)
+		}
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		if sb.remove(f, now) != nil {
+			unheld = true
+		}
+		acked = append(acked, f)
+		idx = append(idx, i)
+		rec.entries = append(rec.entries, jentry{queue: f.queue, offset: f.offset, epoch: f.epoch, gen: f.gen})
+	}
+	if sb != nil {
+		s.scheduleLocked(sb)
+		sb.mu.Unlock()
+	}
+	if len(acked) == 0 {
+		return errs
+	}
+	if unheld {
+		s.hub.Notify(sb.key)
+	}
+	if err := s.journal(ctx, &rec); err != nil {
+		sb.mu.Lock()
+		for _, f := range acked {
+			if sb.q(f.queue).flights[f.offset] == nil {
+				sb.add(f)
+			}
+		}
+		s.scheduleLocked(sb)
+		sb.mu.Unlock()
+		for _, i := range idx {
+			errs[i] = err
+		}
+	}
+	return errs
+}
+
+// ChangeInvisible sets a delivery's deadline to now+d and returns the new
+// handle; the old one is superseded. Later redelivery counts an attempt.
+func (s *Service) ChangeInvisible(ctx context.Context, group, topic, handle string, d time.Duration) (string, error) {
+	h, err := s.decode(handle)
+	if err != nil {
+		return "", err
+	}
+	sb := s.getSub(group, topic, false)
+	now := s.now()
+	if sb == nil {
+		_, err := s.lookup(nil, h, now)
+		return "", err
+	}
+	sb.mu.Lock()
+	f, err := s.lookup(sb, h, now)
+	if err != nil {
+		sb.mu.Unlock()
+		return "", err
+	}
+	prevGen, prevAt, prevFlags, prevClient := f.gen, f.visibleAt, f.flags, f.client
+	f.gen++
+	f.flags &^= flagAutoRenew
+	f.client = ""
+	sb.setDeadline(f, now+d.Milliseconds())
+	rec := jrecord{op: opChange, group: group, topic: topic, at: now,
+		entries: []jentry{{queue: f.queue, offset: f.offset, epoch: f.epoch, gen: f.gen, visibleAt: f.visibleAt, flags: f.flags}}}
+	nh := Handle{Flags: h.Flags &^ HandleAutoRenew, Queue: f.queue, Offset: f.offset, Epoch: f.epoch, Gen: f.gen,
+		Retrieved: now, Invisible: uint32(d.Milliseconds()), GroupHash: sb.gh, TopicHash: sb.th}
+	s.scheduleLocked(sb)
+	sb.mu.Unlock()
+	if d <= 0 {
+		s.hub.Notify(sb.key)
+	}
+	if err := s.journal(ctx, &rec); err != nil {
+		sb.mu.Lock()
+		if sb.q(f.queue).flights[f.offset] == f && f.gen == prevGen+1 {
+			f.gen, f.flags, f.client = prevGen, prevFlags, prevClient
+			sb.setDeadline(f, prevAt)
+			s.scheduleLocked(sb)
+		}
+		sb.mu.Unlock()
+		return "", err
+	}
+	return s.codec.Encode(nh), nil
+}
+
+// ForwardToDLQ moves a delivery to the group's dead-letter topic now.
+func (s *Service) ForwardToDLQ(ctx context.Context, group, topic, handle string) error {
+	h, err := s.decode(handle)
+	if err != nil {
+		return err
+	}
+	sb := s.getSub(group, topic, false)
+	now := s.now()
+	if sb == nil {
+		_, err := s.lookup(nil, h, now)
+		return err
+	}
+	sb.mu.Lock()
+	f, err := s.lookup(sb, h, now)
+	sb.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	m, err := s.store.ReadMessage(f.phys, f.size)
+	if err != nil {
+		return mqerr.Wrap(mqerr.KindStoreUnavailable, err, "reading the message to forward")
+	}
+	return s.moveToDLQ(ctx, sb, f, m, "forwarded by the consumer")
+}
+
+// ReleaseClient makes the auto-renewed deliveries of a client that went
+// away visible again after a second (spec §4.2).
+func (s *Service) ReleaseClient(ctx context.Context, clientID string) {
+	if clientID == "" {
+		return
+	}
+	now := s.now()
+	for _, sb := range s.allSubs() {
+		rec := jrecord{op: opChange, group: sb.group, topic: sb.topic, at: now}
+		sb.mu.Lock()
+		for _, f := range sb.due {
+			if f.flags&flagAutoRenew != 0 && f.client == clientID {
+				f.flags &^= flagAutoRenew
+				f.client = ""
+				sb.setDeadline(f, min(f.visibleAt, now+1000))
+				rec.entries = append(rec.entries, jentry{queue: f.queue, offset: f.offset, epoch: f.epoch, gen: f.gen, visibleAt: f.visibleAt, flags: f.flags})
+			}
+		}
+		s.scheduleLocked(sb)
+		sb.mu.Unlock()
+		if len(rec.entries) > 0 {
+			if err := s.journal(ctx, &rec); err != nil {
+				s.log.Warn("pop: recording a released client's deliveries failed", "client", clientID, "err", err)
+			}
+		}
+	}
+}
+
+func (s *Service) allSubs() []*sub {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*sub, 0, len(s.subs))
+	for _, sb := range s.subs {
+		out = append(out, sb)
+	}
+	return out
+}
+
+// renewSchedule is how far each successive renewal pushes the deadline.
+var renewSchedule = []time.Duration{time.Minute, 3 * time.Minute, 5 * time.Minute, 10 * time.Minute, 30 * time.Minute, time.Hour}
+
+const (
+	renewAhead   = 10 * time.Second
+	renewMaxTime = 3 * time.Hour
+)
+
+func (s *Service) renewLoop(ctx context.Context) {
+	t := s.clk.NewTimer(s.cfg.RenewInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+		}
+		s.renew(ctx)
+		t.Reset(s.cfg.RenewInterval)
+	}
+}
+
+// renew extends auto-renewed deliveries close to their deadline, without
+// changing their handles' generation (push consumers ack with the handle
+// they got at delivery).
+func (s *Service) renew(ctx context.Context) {
+	now := s.now()
+	for _, sb := range s.allSubs() {
+		rec := jrecord{op: opChange, group: sb.group, topic: sb.topic, at: now}
+		sb.mu.Lock()
+		var touched []*flight
+		for _, f := range sb.due {
+			if f.flags&flagAutoRenew == 0 || f.visibleAt <= now || f.visibleAt-now > renewAhead.Milliseconds() {
+				continue
+			}
+			if now-f.renewFrom >= renewMaxTime.Milliseconds() {
+				f.flags &^= flagAutoRenew // let it expire: redelivered with attempt+1
+				f.client = ""
+			} else {
+				d := renewSchedule[min(int(f.renewN), len(renewSchedule)-1)]
+				f.renewN++
+				f.visibleAt = now + d.Milliseconds()
+			}
+			touched = append(touched, f)
+			rec.entries = append(rec.entries, jentry{queue: f.queue, offset: f.offset, epoch: f.epoch, gen: f.gen, visibleAt: f.visibleAt, flags: f.flags})
+		}
+		for _, f := range touched {
+			if f.hidx >= 0 {
+				heap.Fix(&sb.due, f.hidx)
+			}
+		}
+		s.scheduleLocked(sb)
+		sb.mu.Unlock()
+		if len(rec.entries) > 0 {
+			if err := s.journal(ctx, &rec); err != nil {
+				s.log.Warn("pop: recording renewals failed", "group", sb.group, "err", err)
+			}
+		}
+	}
+}
+
+// scheduleLocked (sb.mu held) arranges for sb's waiters to be woken at its
+// earliest deadline.
+func (s *Service) scheduleLocked(sb *sub) {
+	at := sb.earliest()
+	s.schedMu.Lock()
+	defer s.schedMu.Unlock()
+	if at == 0 {
+		if sb.sidx >= 0 {
+			heap.Remove(&s.sched, sb.sidx)
+		}
+		return
+	}
+	if sb.sidx >= 0 {
+		if sb.wakeAt == at {
+			return
+		}
+		sb.wakeAt = at
+		heap.Fix(&s.sched, sb.sidx)
+	} else {
+		sb.wakeAt = at
+		heap.Push(&s.sched, sb)
+	}
+	if s.sched[0] == sb {
+		select {
+		case s.schedKick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// wakeLoop wakes the long polls of subscriptions whose deliveries expire,
+// so redeliveries go out at the deadline.
+func (s *Service) wakeLoop(ctx context.Context) {
+	for {
+		s.schedMu.Lock()
+		next := int64(0)
+		now := s.now()
+		var due []*sub
+		for len(s.sched) > 0 && s.sched[0].wakeAt <= now {
+			due = append(due, heap.Pop(&s.sched).(*sub))
+		}
+		if len(s.sched) > 0 {
+			next = s.sched[0].wakeAt
+		}
+		s.schedMu.Unlock()
+		for _, sb := range due {
+			s.hub.Notify(sb.key)
+		}
+		var tc <-chan time.Time
+		var t clock.Timer
+		if next > 0 {
+			t = clock.At(s.clk, time.UnixMilli(next))
+			tc = t.C()
+		}
+		select {
+		case <-ctx.Done():
+			if t != nil {
+				t.Stop()
+			}
+			return
+		case <-s.schedKick:
+		case <-tc:
+		}
+		if t != nil {
+			t.Stop()
+		}
+	}
+}
+
+// Stats describes one subscription.
+type Stats struct {
+	Group, Topic string
+	InFlight     int
+	Held         int
+	// Next is the fresh-read position per queue.
+	Next map[int32]int64
+}
+
+// Stats returns every subscription's state.
+func (s *Service) Stats() []Stats {
+	var out []Stats
+	for _, sb := range s.allSubs() {
+		sb.mu.Lock()
+		st := Stats{Group: sb.group, Topic: sb.topic, Held: sb.heldCount(), Next: map[int32]int64{}}
+		st.InFlight = sb.inflight() - st.Held
+		for id, q := range sb.queues {
+			st.Next[id] = q.next
+		}
+		sb.mu.Unlock()
+		out = append(out, st)
+	}
+	return out
+}
+
+func (s *Service) String() string { return fmt.Sprintf("pop(%d subscriptions)", len(s.allSubs())) }
+
+// Snapshot persists the state now (it also runs periodically and at Close).
+func (s *Service) Snapshot() error { return s.snapshot() }
+
+// Abort stops background work WITHOUT a final snapshot, leaving the state
+// to be rebuilt from the last snapshot and the journal, as after a crash.
+// Tests use it; Close is the normal stop.
+func (s *Service) Abort(ctx context.Context) error { return s.group.Shutdown(ctx) }
+
+// Release withdraws deliveries that never reached the consumer (the
+// response could not be written): they become visible at once and their
+// next delivery carries the same attempt number.
+func (s *Service) Release(ctx context.Context, group, topic string, handles []string) []error {
+	errs := make([]error, len(handles))
+	sb := s.getSub(group, topic, false)
+	now := s.now()
+	rec := jrecord{op: opChange, group: group, topic: topic, at: now}
+	if sb != nil {
+		sb.mu.Lock()
+	}
+	for i, hs := range handles {
+		h, err := s.decode(hs)
+		if err == nil {
+			var f *flight
+			f, err = s.lookup(sb, h, now)
+			if err == nil {
+				f.epoch--
+				f.gen++
+				f.flags &^= flagAutoRenew
+				f.client = ""
+				sb.setDeadline(f, now)
+				rec.entries = append(rec.entries, jentry{queue: f.queue, offset: f.offset, epoch: f.epoch, gen: f.gen, visibleAt: f.visibleAt, flags: f.flags})
+			}
+		}
+		errs[i] = err
+	}
+	if sb != nil {
+		s.scheduleLocked(sb)
+		sb.mu.Unlock()
+	}
+	if len(rec.entries) > 0 {
+		s.hub.Notify(sb.key)
+		if err := s.journal(ctx, &rec); err != nil {
+			// The in-memory state already has them visible; after a crash
+			// they would wait for their deadline instead. Report, do not undo.
+			s.log.Warn("pop: recording released deliveries failed", "group", group, "err", err)
+		}
+	}
+	return errs
+}
+
+// repeatAttempt (sb.mu held) re-issues a FIFO batch whose response the
+// client lost: same messages, same attempt, new handles and deadline. It
+// returns nil unless every message of that batch is still in flight.
+func (s *Service) repeatAttempt(sb *sub, req *ReceiveRequest, now, inv int64, rec *jrecord) []pick {
+	prev := sb.attempts[req.AttemptID]
+	if len(prev) == 0 {
+		return nil
+	}
+	for _, f := range prev {
+		if q := sb.queues[f.queue]; q == nil || q.flights[f.offset] != f || f.held() || f.visibleAt <= now {
+			return nil
+		}
+	}
+	var out []pick
+	for _, f := range prev {
+		m, err := s.store.ReadMessage(f.phys, f.size)
+		if err != nil {
+			return nil
+		}
+		f.gen++
+		sb.setDeadline(f, now+inv)
+		rec.op = opChange
+		rec.entries = append(rec.entries, jentry{queue: f.queue, offset: f.offset, epoch: f.epoch, gen: f.gen, visibleAt: f.visibleAt, flags: f.flags})
+		out = append(out, pick{f, m})
+	}
+	return out
+}

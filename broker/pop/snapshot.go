@@ -1,0 +1,304 @@
+package pop
+
+import (
+	"container/heap"
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/mqgate/mqgate/storage"
+)
+
+// loadCodec loads the receipt-handle key and store incarnation, creating
+// them on first start. Losing them invalidates outstanding handles (the
+// messages are then simply redelivered).
+func loadCodec(b Blobs) (*HandleCodec, error) {
+	data, ok, err := b.LoadBlob(keyBlob)
+	if err != nil {
+		return nil, fmt.Errorf("receipt-handle key: %w", err)
+	}
+	if !ok {
+		data = make([]byte, 36)
+		if _, err := rand.Read(data); err != nil {
+			return nil, err
+		}
+		if err := b.SaveBlob(keyBlob, data); err != nil {
+			return nil, fmt.Errorf("saving the receipt-handle key: %w", err)
+		}
+	}
+	if len(data) < 20 {
+		return nil, fmt.Errorf("receipt-handle key blob is %d bytes (damaged)", len(data))
+	}
+	return NewHandleCodec(data[4:], binary.BigEndian.Uint32(data[:4]))
+}
+
+// Snapshot layout (the blob store frames it with a checksum):
+//
+//	"MQPS" | version u8 (=1) | logPos varint | journalOffset varint
+//	nsubs uvarint, per sub: group str | topic str | rr varint | nqueues uvarint
+//	  per queue: id varint | next varint | nflights uvarint
+//	    per flight: offset | phys | size | epoch | gen | visibleAt | flags u8 |
+//	                msgGroup str | client str | renewFrom | renewN
+//
+// logPos is the log position read when the snapshot started: every journal
+// record below it is reflected; records at or above it are replayed.
+var snapMagic = []byte("MQPS")
+
+const snapVersion = 1
+
+func (s *Service) snapshotLoop(ctx context.Context) {
+	t := s.clk.NewTimer(s.cfg.SnapshotInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+		}
+		if err := s.snapshot(); err != nil {
+			s.log.Warn("pop: state snapshot failed (the journal still has everything)", "err", err)
+		}
+		t.Reset(s.cfg.SnapshotInterval)
+	}
+}
+
+// snapshot persists the whole state so a restart replays only the journal
+// written after it.
+func (s *Service) snapshot() error {
+	s.snapMu.Lock()
+	defer s.snapMu.Unlock()
+	_, jnext := s.store.QueueRange(JournalTopic, 0)
+	_, logPos := s.store.LogRange()
+	b := append([]byte(nil), snapMagic...)
+	b = append(b, snapVersion)
+	b = binary.AppendVarint(b, logPos)
+	b = binary.AppendVarint(b, jnext)
+	subs := s.allSubs()
+	b = binary.AppendUvarint(b, uint64(len(subs)))
+	for _, sb := range subs {
+		sb.mu.Lock()
+		b = putStr(b, sb.group)
+		b = putStr(b, sb.topic)
+		b = binary.AppendVarint(b, int64(sb.rr))
+		b = binary.AppendUvarint(b, uint64(len(sb.queues)))
+		for id, q := range sb.queues {
+			b = binary.AppendVarint(b, int64(id))
+			b = binary.AppendVarint(b, q.next)
+			b = binary.AppendUvarint(b, uint64(len(q.flights)))
+			for _, f := range q.flights {
+				b = binary.AppendVarint(b, f.offset)
+				b = binary.AppendVarint(b, f.phys)
+				b = binary.AppendVarint(b, int64(f.size))
+				b = binary.AppendUvarint(b, uint64(f.epoch))
+				b = binary.AppendUvarint(b, uint64(f.gen))
+				b = binary.AppendVarint(b, f.visibleAt)
+				b = append(b, f.flags&^flagMoving)
+				b = putStr(b, f.msgGroup)
+				b = putStr(b, f.client)
+				b = binary.AppendVarint(b, f.renewFrom)
+				b = append(b, f.renewN)
+			}
+		}
+		sb.mu.Unlock()
+	}
+	return s.blobs.SaveBlob(snapshotBlob, b)
+}
+
+type snapshotState struct {
+	logPos, journalOffset int64
+	subs                  []*sub
+}
+
+func decodeSnapshot(b []byte) (snapshotState, error) {
+	var st snapshotState
+	if len(b) < 5 || string(b[:4]) != string(snapMagic) {
+		return st, fmt.Errorf("%w: pop snapshot magic", errJournal)
+	}
+	if b[4] != snapVersion {
+		return st, fmt.Errorf("%w: pop snapshot version %d", errJournal, b[4])
+	}
+	r := &reader{b: b[5:]}
+	st.logPos = r.varint("log position")
+	st.journalOffset = r.varint("journal offset")
+	n := r.count("subscription count", 4)
+	for i := 0; i < n && r.err == nil; i++ {
+		sb := newSub(r.str("group"), r.str("topic"))
+		sb.rr = r.i32("round robin")
+		nq := r.count("queue count", 3)
+		for j := 0; j < nq && r.err == nil; j++ {
+			qid := r.i32("queue")
+			q := sb.q(qid)
+			q.next = r.varint("next")
+			nf := r.count("flight count", 11)
+			for k := 0; k < nf && r.err == nil; k++ {
+				f := &flight{hidx: -1}
+				f.offset = r.varint("offset")
+				f.phys = r.varint("phys")
+				f.size = r.i32("size")
+				f.epoch = uint32(r.uvarint("epoch"))
+				f.gen = uint32(r.uvarint("gen"))
+				f.visibleAt = r.varint("visible-at")
+				f.flags = r.byte1("flags") &^ flagMoving
+				f.msgGroup = r.str("message group")
+				f.client = r.str("client")
+				f.renewFrom = r.varint("renew start")
+				f.renewN = r.byte1("renewals")
+				if r.err == nil {
+					if _, dup := q.flights[f.offset]; dup {
+						r.fail("duplicate flight")
+						break
+					}
+					f.queue = qid
+					sb.add(f)
+				}
+			}
+		}
+		st.subs = append(st.subs, sb)
+	}
+	if r.err == nil && len(r.b) != 0 {
+		r.fail("trailing bytes")
+	}
+	return st, r.err
+}
+
+// recover rebuilds the state: snapshot, then the journal after it.
+func (s *Service) recover(ctx context.Context) error {
+	t0 := time.Now()
+	var from, logPos int64
+	data, ok, err := s.blobs.LoadBlob(snapshotBlob)
+	if err != nil {
+		return fmt.Errorf("pop state snapshot: %w", err)
+	}
+	if ok {
+		st, err := decodeSnapshot(data)
+		if err != nil {
+			return fmt.Errorf("pop state snapshot: %w", err)
+		}
+		for _, sb := range st.subs {
+			s.subs[subKey{sb.group, sb.topic}] = sb
+		}
+		from, logPos = st.journalOffset, st.logPos
+	}
+	_, written := s.store.LogRange()
+	if err := s.store.WaitDispatched(ctx, written); err != nil {
+		return fmt.Errorf("waiting for the store to dispatch its log: %w", err)
+	}
+	if min, _ := s.store.QueueRange(JournalTopic, 0); from < min {
+		if ok {
+			s.log.Warn("pop: journal records after the snapshot were removed by retention; state may be stale",
+				"snapshot_offset", from, "journal_min", min)
+		}
+		from = min
+	}
+	replayed := 0
+	for {
+		ents, err := s.store.ReadQueue(JournalTopic, 0, from, 512)
+		if errors.Is(err, storage.ErrOffsetMoved) {
+			from, _ = s.store.QueueRange(JournalTopic, 0)
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("reading the pop journal: %w", err)
+		}
+		if len(ents) == 0 {
+			break
+		}
+		for _, e := range ents {
+			from = e.QueueOffset + 1
+			if e.PhysOffset < logPos {
+				continue
+			}
+			m, err := s.store.ReadMessage(e.PhysOffset, e.Size)
+			if err != nil {
+				return fmt.Errorf("reading pop journal record %d: %w", e.QueueOffset, err)
+			}
+			rec, err := decodeRecord(m.Body)
+			if err != nil {
+				s.log.Warn("pop: skipping an undecodable journal record", "offset", e.QueueOffset, "err", err)
+				continue
+			}
+			s.apply(&rec)
+			replayed++
+		}
+	}
+	now := s.now()
+	for _, sb := range s.subs {
+		sb.mu.Lock()
+		for g, list := range sb.held {
+			if sb.active[g] == 0 && len(list) > 0 {
+				sb.unhold(list[0], now)
+			}
+		}
+		s.scheduleLocked(sb)
+		sb.mu.Unlock()
+	}
+	s.log.Info("pop: state recovered", "snapshot", ok, "replayed_records", replayed, "subscriptions", len(s.subs), "elapsed", time.Since(t0))
+	return nil
+}
+
+// detach removes f from every structure without FIFO follow-up (replay).
+func (sb *sub) detach(f *flight) {
+	if q := sb.queues[f.queue]; q != nil && q.flights[f.offset] == f {
+		delete(q.flights, f.offset)
+	}
+	if f.hidx >= 0 {
+		heap.Remove(&sb.due, f.hidx)
+	}
+	if f.held() {
+		sb.held[f.msgGroup] = removeHeld(sb.held[f.msgGroup], f)
+		if len(sb.held[f.msgGroup]) == 0 {
+			delete(sb.held, f.msgGroup)
+		}
+	} else if f.fifo() {
+		if sb.active[f.msgGroup]--; sb.active[f.msgGroup] <= 0 {
+			delete(sb.active, f.msgGroup)
+		}
+	}
+}
+
+// apply replays one journal record. Replay is idempotent: a record older
+// than the state it meets (lower epoch or generation) changes nothing.
+func (s *Service) apply(r *jrecord) {
+	sb := s.subs[subKey{r.group, r.topic}]
+	if sb == nil {
+		sb = newSub(r.group, r.topic)
+		s.subs[subKey{r.group, r.topic}] = sb
+	}
+	for _, e := range r.entries {
+		q := sb.q(e.queue)
+		f := q.flights[e.offset]
+		switch r.op {
+		case opDeliver:
+			if f != nil {
+				if e.gen < f.gen || e.gen == f.gen && e.epoch < f.epoch {
+					continue
+				}
+				sb.detach(f)
+			}
+			sb.add(&flight{queue: e.queue, offset: e.offset, phys: e.phys, size: e.size, epoch: e.epoch, gen: e.gen,
+				visibleAt: e.visibleAt, flags: e.flags &^ flagMoving, msgGroup: e.msgGroup, client: e.client, renewFrom: r.at, hidx: -1})
+		case opAck, opDone:
+			if f != nil && f.gen <= e.gen {
+				sb.detach(f)
+			}
+		case opChange:
+			if f != nil && f.gen <= e.gen && !f.held() {
+				f.epoch = e.epoch
+				f.gen = e.gen
+				f.flags = e.flags &^ flagMoving
+				if f.flags&flagAutoRenew == 0 {
+					f.client = ""
+				}
+				sb.setDeadline(f, e.visibleAt)
+			}
+		}
+	}
+	for _, n := range r.nexts {
+		if q := sb.q(n.queue); n.next > q.next {
+			q.next = n.next
+		}
+	}
+}

@@ -1,0 +1,267 @@
+package pop
+
+import (
+	"container/heap"
+	"sync"
+)
+
+// flight is one message of one (group, topic) that was delivered and not
+// yet acknowledged, or (flagHeld) read but held back behind its FIFO
+// message group. It lives in its queue's flights map and, unless held, in
+// the subscription's deadline heap.
+type flight struct {
+	queue  int32
+	offset int64
+	phys   int64
+	size   int32
+	epoch  uint32 // deliveries so far; the current delivery's attempt
+	// gen versions the record: it grows with every change a client can
+	// see (redelivery, ChangeInvisibleDuration, release) and orders journal
+	// replay; a handle is valid only for the gen it was issued with.
+	gen       uint32
+	visibleAt int64 // unix ms: deadline while in flight, due time after
+	flags     uint8
+	msgGroup  string
+	client    string // auto-renewing client
+	renewFrom int64  // unix ms of the delivery renewals count from
+	renewN    uint8
+	hidx      int // index in sub.due, -1 when not there
+}
+
+func (f *flight) held() bool { return f.flags&flagHeld != 0 }
+
+// qstate is one queue of a subscription.
+type qstate struct {
+	// next is the first offset never read for this group; every offset
+	// below it is done or in flights.
+	next    int64
+	flights map[int64]*flight
+}
+
+// sub is the POP state of one (group, topic): its lock guards everything
+// below, including the flights.
+type sub struct {
+	mu    sync.Mutex
+	group string
+	topic string
+	key   string // long-poll key
+	gh    uint32 // NameHash(group)
+	th    uint32 // NameHash(topic)
+
+	queues map[int32]*qstate
+	due    flightHeap
+	rr     int32
+
+	// FIFO: flights of each message group that are in flight or due (at
+	// most one is delivered at a time), and the held ones in offset order.
+	active map[string]int
+	held   map[string][]*flight
+
+	// attempts remembers the flights a FIFO receive delivered, by the
+	// client's attempt id, so a retried receive gets them again.
+	attempts     map[string][]*flight
+	attemptOrder []string
+
+	// scheduler bookkeeping, guarded by Service.schedMu
+	wakeAt int64
+	sidx   int
+}
+
+func newSub(group, topic string) *sub {
+	return &sub{group: group, topic: topic, key: pollKey(topic), gh: NameHash(group), th: NameHash(topic),
+		queues: make(map[int32]*qstate), active: make(map[string]int), held: make(map[string][]*flight),
+		attempts: make(map[string][]*flight), sidx: -1}
+}
+
+func pollKey(topic string) string { return topic }
+
+func (s *sub) q(id int32) *qstate {
+	q := s.queues[id]
+	if q == nil {
+		q = &qstate{next: -1, flights: make(map[int64]*flight)}
+		s.queues[id] = q
+	}
+	return q
+}
+
+// add inserts a new flight.
+func (s *sub) add(f *flight) {
+	s.q(f.queue).flights[f.offset] = f
+	if f.held() {
+		s.held[f.msgGroup] = insertHeld(s.held[f.msgGroup], f)
+		f.hidx = -1
+		return
+	}
+	if f.fifo() {
+		s.active[f.msgGroup]++
+	}
+	heap.Push(&s.due, f)
+}
+
+// remove deletes a flight (acked, moved to the DLQ, lost to retention).
+// When it was the active flight of a FIFO message group, the group's next
+// held flight becomes due at now; remove returns it (nil otherwise).
+func (s *sub) remove(f *flight, now int64) *flight {
+	q := s.queues[f.queue]
+	if q != nil && q.flights[f.offset] == f {
+		delete(q.flights, f.offset)
+	}
+	if f.hidx >= 0 {
+		heap.Remove(&s.due, f.hidx)
+	}
+	if f.held() {
+		s.held[f.msgGroup] = removeHeld(s.held[f.msgGroup], f)
+		if len(s.held[f.msgGroup]) == 0 {
+			delete(s.held, f.msgGroup)
+		}
+		return nil
+	}
+	if !f.fifo() {
+		return nil
+	}
+	if s.active[f.msgGroup]--; s.active[f.msgGroup] > 0 {
+		return nil
+	}
+	delete(s.active, f.msgGroup)
+	if list := s.held[f.msgGroup]; len(list) > 0 {
+		next := list[0]
+		s.unhold(next, now)
+		return next
+	}
+	return nil
+}
+
+// fifo reports whether the flight belongs to an ordered message group.
+func (f *flight) fifo() bool { return f.flags&flagFIFO != 0 && f.msgGroup != "" }
+
+// setDeadline moves a flight (not held) to a new visibleAt.
+func (s *sub) setDeadline(f *flight, at int64) {
+	f.visibleAt = at
+	if f.hidx >= 0 {
+		heap.Fix(&s.due, f.hidx)
+	} else if !f.held() {
+		heap.Push(&s.due, f)
+	}
+}
+
+// release turns a held flight into a due one.
+func (s *sub) unhold(f *flight, at int64) {
+	s.held[f.msgGroup] = removeHeld(s.held[f.msgGroup], f)
+	if len(s.held[f.msgGroup]) == 0 {
+		delete(s.held, f.msgGroup)
+	}
+	f.flags &^= flagHeld
+	f.visibleAt = at
+	s.active[f.msgGroup]++
+	heap.Push(&s.due, f)
+}
+
+// earliest is the next deadline, or 0 with nothing in flight.
+func (s *sub) earliest() int64 {
+	if len(s.due) == 0 {
+		return 0
+	}
+	return s.due[0].visibleAt
+}
+
+func (s *sub) inflight() (n int) {
+	for _, q := range s.queues {
+		n += len(q.flights)
+	}
+	return n
+}
+
+func insertHeld(list []*flight, f *flight) []*flight {
+	i := len(list)
+	for i > 0 && (list[i-1].queue > f.queue || list[i-1].queue == f.queue && list[i-1].offset > f.offset) {
+		i--
+	}
+	list = append(list, nil)
+	copy(list[i+1:], list[i:])
+	list[i] = f
+	return list
+}
+
+func removeHeld(list []*flight, f *flight) []*flight {
+	for i, x := range list {
+		if x == f {
+			return append(list[:i], list[i+1:]...)
+		}
+	}
+	return list
+}
+
+// flightHeap orders flights by visibleAt, then queue and offset (so
+// redeliveries of one message group come back in order).
+type flightHeap []*flight
+
+func (h flightHeap) Len() int { return len(h) }
+func (h flightHeap) Less(i, j int) bool {
+	a, b := h[i], h[j]
+	if a.visibleAt != b.visibleAt {
+		return a.visibleAt < b.visibleAt
+	}
+	if a.queue != b.queue {
+		return a.queue < b.queue
+	}
+	return a.offset < b.offset
+}
+func (h flightHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].hidx = i
+	h[j].hidx = j
+}
+func (h *flightHeap) Push(x any) {
+	f := x.(*flight)
+	f.hidx = len(*h)
+	*h = append(*h, f)
+}
+func (h *flightHeap) Pop() any {
+	old := *h
+	f := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	f.hidx = -1
+	return f
+}
+
+// subHeap orders subscriptions by the time their waiters must be woken.
+type subHeap []*sub
+
+func (h subHeap) Len() int           { return len(h) }
+func (h subHeap) Less(i, j int) bool { return h[i].wakeAt < h[j].wakeAt }
+func (h subHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].sidx = i
+	h[j].sidx = j
+}
+func (h *subHeap) Push(x any) {
+	s := x.(*sub)
+	s.sidx = len(*h)
+	*h = append(*h, s)
+}
+func (h *subHeap) Pop() any {
+	old := *h
+	s := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	s.sidx = -1
+	return s
+}
+
+// maxAttemptIDs bounds the remembered FIFO attempt ids per subscription.
+const maxAttemptIDs = 1024
+
+func (s *sub) rememberAttempt(id string, fl []*flight) {
+	if id == "" || len(fl) == 0 {
+		return
+	}
+	if _, ok := s.attempts[id]; !ok {
+		s.attemptOrder = append(s.attemptOrder, id)
+	}
+	s.attempts[id] = fl
+	for len(s.attemptOrder) > maxAttemptIDs {
+		delete(s.attempts, s.attemptOrder[0])
+		s.attemptOrder = s.attemptOrder[1:]
+	}
+}

@@ -1,0 +1,10 @@
+// Package produce stores what producers send: it validates each message
+// (names, sizes, properties, tags, keys, message group, delivery time,
+// message type against the topic's type), picks the queue (hash of the
+// message group for FIFO, round robin otherwise; a batch stays in one
+// queue) and appends through the store, mapping the receipt honestly: a
+// flush timeout is reported per message, never as OK.
+//
+// produce must not import gen/, gateway/ or other broker services except
+// through the interfaces it declares.
+package produce

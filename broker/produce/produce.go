@@ -1,0 +1,177 @@
+package produce
+
+import (
+	"context"
+	"errors"
+	"hash/fnv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mqgate/mqgate/broker/model"
+	"github.com/mqgate/mqgate/broker/mqerr"
+	"github.com/mqgate/mqgate/broker/stored"
+	"github.com/mqgate/mqgate/internal/clock"
+	"github.com/mqgate/mqgate/storage"
+	"github.com/mqgate/mqgate/storage/message"
+)
+
+// Appender is the store's append capability.
+type Appender interface {
+	Append(ctx context.Context, msgs ...*message.Message) (storage.AppendResult, error)
+}
+
+// Special routes a message that does not go straight to its topic's
+// queues (delayed, transactional); nil handlers reject such messages.
+type Special interface {
+	// Stage stores m for later delivery and returns its result.
+	Stage(ctx context.Context, topic model.Topic, m *model.Message, p model.Producer) (model.SendResult, error)
+}
+
+// Config configures the service.
+type Config struct {
+	Limits Limits
+	Clock  clock.Clock
+	// Delay and Txn take delayed and transactional messages.
+	Delay Special
+	Txn   Special
+}
+
+// Service stores sent messages.
+type Service struct {
+	cfg   Config
+	store Appender
+	rr    sync.Map // topic → *atomic.Uint32
+}
+
+// New returns the service.
+func New(cfg Config, st Appender) *Service {
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real{}
+	}
+	cfg.Limits = cfg.Limits.withDefaults()
+	return &Service{cfg: cfg, store: st}
+}
+
+// Limits returns the effective limits.
+func (s *Service) Limits() Limits { return s.cfg.Limits }
+
+// Send validates msgs (all for topic) and stores them. A validation error
+// rejects the whole request; per-message outcomes are in the results.
+func (s *Service) Send(ctx context.Context, topic model.Topic, msgs []*model.Message, p model.Producer) ([]model.SendResult, error) {
+	if len(msgs) == 0 {
+		return nil, mqerr.Errorf(mqerr.KindMessageCorrupted, "no message to send")
+	}
+	if !topic.Perm.Writable() {
+		return nil, mqerr.Errorf(mqerr.KindForbidden, "topic %q is not writable", topic.Name)
+	}
+	now := s.cfg.Clock.Now()
+	special := false
+	for i, m := range msgs {
+		if m.Topic != topic.Name {
+			return nil, mqerr.Errorf(mqerr.KindMessageCorrupted, "message %d is for topic %q, not %q: a batch has one topic", i, m.Topic, topic.Name)
+		}
+		if err := Validate(m, topic, now, s.cfg.Limits); err != nil {
+			return nil, err
+		}
+		if m.BornTime.IsZero() {
+			m.BornTime = now
+		}
+		if m.BornHost == "" {
+			m.BornHost = p.Host
+		}
+		if m.Transactional || m.DeliveryTime.After(now) {
+			special = true
+		}
+	}
+	if special {
+		return s.sendSpecial(ctx, topic, msgs, p, now)
+	}
+	q := s.pickQueue(topic, msgs[0])
+	recs := make([]*message.Message, len(msgs))
+	for i, m := range msgs {
+		recs[i] = stored.ToRecord(m, topic.Name, q)
+	}
+	res, err := s.store.Append(ctx, recs...)
+	if err != nil {
+		return nil, AppendError(err)
+	}
+	out := make([]model.SendResult, len(msgs))
+	for i, m := range msgs {
+		out[i] = model.SendResult{MessageID: m.ID, QueueID: q, Offset: res.Entries[i].QueueOffset}
+		if res.Status == storage.StatusFlushTimeout {
+			out[i].Err = mqerr.Errorf(mqerr.KindFlushTimeout, "stored, but the disk flush did not finish in time; the message is not yet durable")
+		}
+	}
+	return out, nil
+}
+
+func (s *Service) sendSpecial(ctx context.Context, topic model.Topic, msgs []*model.Message, p model.Producer, now time.Time) ([]model.SendResult, error) {
+	out := make([]model.SendResult, len(msgs))
+	for i, m := range msgs {
+		var h Special
+		switch {
+		case m.Transactional:
+			h = s.cfg.Txn
+		case m.DeliveryTime.After(now):
+			h = s.cfg.Delay
+		default:
+			r, err := s.Send(ctx, topic, []*model.Message{m}, p)
+			if err != nil {
+				out[i] = model.SendResult{MessageID: m.ID, Err: err}
+			} else {
+				out[i] = r[0]
+			}
+			continue
+		}
+		if h == nil {
+			return nil, mqerr.Errorf(mqerr.KindUnsupported, "%s messages are not supported by this server yet", m.ActualType())
+		}
+		r, err := h.Stage(ctx, topic, m, p)
+		if err != nil {
+			if len(msgs) == 1 {
+				return nil, err
+			}
+			r = model.SendResult{MessageID: m.ID, Err: err}
+		}
+		out[i] = r
+	}
+	return out, nil
+}
+
+// AppendError classifies a store append failure.
+func AppendError(err error) error {
+	switch {
+	case errors.Is(err, storage.ErrClosed):
+		return mqerr.Wrap(mqerr.KindUnavailable, err, "the store is closed")
+	case errors.Is(err, storage.ErrTooLarge):
+		return mqerr.Wrap(mqerr.KindBodyTooLarge, err, "message too large for the store")
+	case errors.Is(err, storage.ErrNotWritable):
+		return mqerr.Wrap(mqerr.KindStoreUnavailable, err, "the store cannot write (disk full or failing); nothing was stored")
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return mqerr.Wrap(mqerr.KindRequestTimeout, err, "the send was cancelled before it was stored")
+	}
+	return mqerr.Wrap(mqerr.KindStoreUnavailable, err, "storing the message")
+}
+
+// PickQueue chooses a queue: the message group's hash for FIFO messages,
+// round robin otherwise.
+func (s *Service) pickQueue(t model.Topic, m *model.Message) int32 {
+	return PickQueue(t, m.MessageGroup, &s.rr)
+}
+
+// PickQueue is shared with the delay and transaction services so a
+// message lands in the queue a direct send would pick.
+func PickQueue(t model.Topic, messageGroup string, rr *sync.Map) int32 {
+	n := t.Queues
+	if n <= 1 {
+		return 0
+	}
+	if messageGroup != "" {
+		h := fnv.New32a()
+		h.Write([]byte(messageGroup))
+		return int32(h.Sum32() % uint32(n))
+	}
+	v, _ := rr.LoadOrStore(t.Name, new(atomic.Uint32))
+	return int32(v.(*atomic.Uint32).Add(1) % uint32(n))
+}

@@ -1,0 +1,178 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	adminv1 "github.com/mqgate/mqgate/gen/mqgate/admin/v1"
+)
+
+// Exit statuses of the client subcommands.
+const (
+	exitOK    = 0
+	exitFail  = 1 // the server refused, or could not be reached
+	exitUsage = 2
+)
+
+const defaultServer = "127.0.0.1:8081"
+
+// clientFlags are the flags every admin subcommand takes.
+type clientFlags struct {
+	server  string
+	tls     bool
+	json    bool
+	timeout time.Duration
+}
+
+func (c *clientFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.server, "server", defaultServer, "address (HOST:PORT) of the running mqgate's gRPC port")
+	fs.BoolVar(&c.tls, "tls", false, "connect with TLS (the certificate is not verified)")
+	fs.BoolVar(&c.json, "json", false, "print the result as JSON")
+	fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "give up after this long")
+}
+
+// newFlagSet returns a flag set that reports errors instead of exiting or
+// printing: the caller prints one message and the command's usage.
+func newFlagSet(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	return fs
+}
+
+// parseInterleaved parses flags that may come before, between or after
+// positional arguments ("topic create NAME --queues 4" and "topic create
+// --queues 4 NAME" both work) and returns the positional ones.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		if rest[0] == "--" {
+			return append(pos, rest[1:]...), nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+// adminConn is a connection to a running mqgate's AdminService.
+type adminConn struct {
+	flags  clientFlags
+	conn   *grpc.ClientConn
+	client adminv1.AdminServiceClient
+}
+
+func dialAdmin(c clientFlags) (*adminConn, error) {
+	creds := insecure.NewCredentials()
+	if c.tls {
+		creds = credentials.NewTLS(&tls.Config{InsecureSkipVerify: true}) //nolint:gosec // mqgate's default certificate is self-signed
+	}
+	conn, err := grpc.NewClient(c.server, grpc.WithTransportCredentials(creds))
+	if err != nil {
+		return nil, fmt.Errorf("--server %q: %v", c.server, err)
+	}
+	return &adminConn{flags: c, conn: conn, client: adminv1.NewAdminServiceClient(conn)}, nil
+}
+
+func (a *adminConn) Close() { _ = a.conn.Close() }
+
+// call runs one RPC under the --timeout.
+func (a *adminConn) call(ctx context.Context, fn func(ctx context.Context, c adminv1.AdminServiceClient) error) error {
+	ctx, cancel := context.WithTimeout(ctx, a.flags.timeout)
+	defer cancel()
+	return fn(ctx, a.client)
+}
+
+// explainError turns an RPC failure into one line for the user: the
+// server's own message for refusals, and a hint about `mqgate serve` when
+// nothing answers at the address.
+func explainError(err error, c clientFlags) string {
+	st, ok := status.FromError(err)
+	if !ok {
+		return err.Error()
+	}
+	switch st.Code() {
+	case codes.Unavailable:
+		msg := st.Message()
+		switch {
+		case strings.Contains(msg, "connection refused"):
+			return fmt.Sprintf("nothing is listening at %s (connection refused): is `mqgate serve` running at that address? (set --server HOST:PORT)", c.server)
+		case strings.Contains(msg, "draining"):
+			return fmt.Sprintf("mqgate at %s is shutting down: %s", c.server, msg)
+		}
+		return fmt.Sprintf("cannot reach mqgate at %s (%s): is `mqgate serve` running at that address?", c.server, msg)
+	case codes.DeadlineExceeded:
+		return fmt.Sprintf("no answer from %s within %s: is `mqgate serve` running at that address?", c.server, c.timeout)
+	case codes.Unimplemented:
+		return fmt.Sprintf("the server at %s does not offer the mqgate admin API (%s): is it an mqgate gRPC port?", c.server, st.Message())
+	}
+	return fmt.Sprintf("%s (%s)", st.Message(), st.Code())
+}
+
+// printJSON writes m as indented protojson. protojson varies its
+// whitespace on purpose; json.Indent makes the output stable for scripts.
+func printJSON(w io.Writer, m proto.Message) error {
+	b, err := protojson.MarshalOptions{EmitUnpopulated: true}.Marshal(m)
+	if err != nil {
+		return err
+	}
+	var out bytes.Buffer
+	if err := json.Indent(&out, b, "", "  "); err != nil {
+		return err
+	}
+	out.WriteByte('\n')
+	_, err = w.Write(out.Bytes())
+	return err
+}
+
+// errUsage marks argument errors (exit status 2).
+var errUsage = errors.New("usage")
+
+func usageErr(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", errUsage, fmt.Sprintf(format, args...))
+}
+
+// runClient runs a parsed subcommand against the server and maps the
+// outcome to an exit status, printing errors as "mqgate <cmd>: <reason>".
+func runClient(ctx context.Context, name string, c clientFlags, stderr io.Writer, fn func(ctx context.Context, a *adminConn) error) int {
+	a, err := dialAdmin(c)
+	if err != nil {
+		fmt.Fprintf(stderr, "mqgate %s: %v\n", name, err)
+		return exitUsage
+	}
+	defer a.Close()
+	if err := fn(ctx, a); err != nil {
+		fmt.Fprintf(stderr, "mqgate %s: %s\n", name, explainError(err, c))
+		return exitFail
+	}
+	return exitOK
+}
+
+func formatTime(t *timestamppb.Timestamp) string {
+	if t == nil {
+		return "-"
+	}
+	return t.AsTime().Local().Format(time.RFC3339)
+}

@@ -1,0 +1,207 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	adminv1 "github.com/mqgate/mqgate/gen/mqgate/admin/v1"
+)
+
+func TestParseTopicArgs(t *testing.T) {
+	cases := []struct {
+		args []string
+		want topicCommand
+		err  string // substring; "" means success
+	}{
+		{args: []string{"create", "orders"}, want: topicCommand{sub: "create", name: "orders", typ: "NORMAL"}},
+		{args: []string{"create", "orders", "--type", "fifo", "--queues", "4"}, want: topicCommand{sub: "create", name: "orders", typ: "FIFO", queues: 4}},
+		{args: []string{"create", "--queues=3", "orders", "--type=MIXED", "--json"}, want: topicCommand{sub: "create", name: "orders", typ: "MIXED", queues: 3}},
+		{args: []string{"create", "orders", "--server", "10.0.0.1:9000", "--tls"}, want: topicCommand{sub: "create", name: "orders", typ: "NORMAL"}},
+		{args: []string{"list"}, want: topicCommand{sub: "list"}},
+		{args: []string{"describe", "orders"}, want: topicCommand{sub: "describe", name: "orders"}},
+		{args: []string{"delete", "orders"}, want: topicCommand{sub: "delete", name: "orders"}},
+		{args: []string{}, err: "missing subcommand"},
+		{args: []string{"frobnicate"}, err: "unknown subcommand"},
+		{args: []string{"create"}, err: "exactly one topic NAME"},
+		{args: []string{"create", "a", "b"}, err: "exactly one topic NAME"},
+		{args: []string{"create", "a", "--type", "LITE"}, err: "--type"},
+		{args: []string{"create", "a", "--queues", "-1"}, err: "--queues"},
+		{args: []string{"create", "a", "--queues", "many"}, err: "invalid value"},
+		{args: []string{"create", "a", "--nope"}, err: "not defined"},
+		{args: []string{"list", "x"}, err: "no arguments"},
+		{args: []string{"delete"}, err: "exactly one topic NAME"},
+	}
+	for _, c := range cases {
+		got, err := parseTopicArgs(c.args)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) || !errors.Is(err, errUsage) {
+				t.Errorf("%q: err %v, want usage error containing %q", c.args, err, c.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%q: %v", c.args, err)
+			continue
+		}
+		if got.sub != c.want.sub || got.name != c.want.name || got.typ != c.want.typ || got.queues != c.want.queues {
+			t.Errorf("%q: got %+v, want %+v", c.args, got, c.want)
+		}
+		if strings.Contains(strings.Join(c.args, " "), "10.0.0.1:9000") && (got.client.server != "10.0.0.1:9000" || !got.client.tls) {
+			t.Errorf("%q: client flags %+v", c.args, got.client)
+		}
+		if !strings.Contains(strings.Join(c.args, " "), "--server") && got.client.server != "127.0.0.1:8081" {
+			t.Errorf("%q: default server %q", c.args, got.client.server)
+		}
+		if strings.Contains(strings.Join(c.args, " "), "--json") != got.client.json {
+			t.Errorf("%q: json %v", c.args, got.client.json)
+		}
+	}
+	if _, err := parseTopicArgs([]string{"create", "-h"}); !errors.Is(err, flag.ErrHelp) {
+		t.Errorf("-h: %v", err)
+	}
+}
+
+func TestParseGroupArgs(t *testing.T) {
+	cases := []struct {
+		args []string
+		want groupCommand
+		err  string
+	}{
+		{args: []string{"create", "g"}, want: groupCommand{sub: "create", name: "g"}},
+		{args: []string{"create", "g", "--fifo", "--max-delivery-attempts", "2", "--retry", "Exponential"},
+			want: groupCommand{sub: "create", name: "g", fifo: true, maxAttempts: 2, retry: "exponential"}},
+		{args: []string{"create", "--retry=customized", "g"}, want: groupCommand{sub: "create", name: "g", retry: "customized"}},
+		{args: []string{"list", "--json"}, want: groupCommand{sub: "list"}},
+		{args: []string{"describe", "g"}, want: groupCommand{sub: "describe", name: "g"}},
+		{args: []string{"delete", "g"}, want: groupCommand{sub: "delete", name: "g"}},
+		{args: []string{"create", "g", "--retry", "linear"}, err: "--retry"},
+		{args: []string{"create", "g", "--max-delivery-attempts", "-3"}, err: "--max-delivery-attempts"},
+		{args: []string{"create"}, err: "exactly one group NAME"},
+		{args: []string{"remove", "g"}, err: "unknown subcommand"},
+	}
+	for _, c := range cases {
+		got, err := parseGroupArgs(c.args)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%q: err %v, want %q", c.args, err, c.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%q: %v", c.args, err)
+			continue
+		}
+		if got.sub != c.want.sub || got.name != c.want.name || got.fifo != c.want.fifo || got.maxAttempts != c.want.maxAttempts || got.retry != c.want.retry {
+			t.Errorf("%q: got %+v, want %+v", c.args, got, c.want)
+		}
+	}
+}
+
+func TestUsageErrorsExitTwo(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"topic", "create"}, &out, &errb); code != exitUsage {
+		t.Fatalf("exit %d, want %d", code, exitUsage)
+	}
+	if !strings.Contains(errb.String(), "exactly one topic NAME") || !strings.Contains(errb.String(), "Usage:") {
+		t.Fatalf("stderr %q", errb.String())
+	}
+	out.Reset()
+	if code := run(context.Background(), []string{"group", "help"}, &out, &errb); code != exitOK || !strings.Contains(out.String(), "--max-delivery-attempts") {
+		t.Fatalf("group help: %d %q", code, out.String())
+	}
+}
+
+func TestConnectionRefusedNamesServe(t *testing.T) {
+	// A port nothing listens on.
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	lis.Close()
+	var out, errb bytes.Buffer
+	code := run(context.Background(), []string{"topic", "list", "--server", addr, "--timeout", "5s"}, &out, &errb)
+	if code != exitFail {
+		t.Fatalf("exit %d, want %d", code, exitFail)
+	}
+	if msg := errb.String(); !strings.Contains(msg, addr) || !strings.Contains(msg, "mqgate serve") {
+		t.Fatalf("stderr %q does not say whether mqgate serve runs at %s", msg, addr)
+	}
+}
+
+// fakeAdmin answers the admin API from memory, to test the commands'
+// output and error reporting without a server.
+type fakeAdmin struct {
+	adminv1.UnimplementedAdminServiceServer
+	topics map[string]*adminv1.Topic
+}
+
+func (f *fakeAdmin) CreateTopic(_ context.Context, r *adminv1.CreateTopicRequest) (*adminv1.CreateTopicResponse, error) {
+	if _, ok := f.topics[r.Name]; ok {
+		return nil, status.Errorf(codes.AlreadyExists, "topic %q already exists", r.Name)
+	}
+	q := r.Queues
+	if q == 0 {
+		q = 8
+	}
+	t := &adminv1.Topic{Name: r.Name, Type: r.Type, Queues: q, Permission: "READ_WRITE"}
+	f.topics[r.Name] = t
+	return &adminv1.CreateTopicResponse{Topic: t}, nil
+}
+
+func (f *fakeAdmin) ListTopics(context.Context, *adminv1.ListTopicsRequest) (*adminv1.ListTopicsResponse, error) {
+	var out []*adminv1.Topic
+	for _, t := range f.topics {
+		out = append(out, t)
+	}
+	return &adminv1.ListTopicsResponse{Topics: out}, nil
+}
+
+func TestTopicCommandsAgainstFakeServer(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer()
+	adminv1.RegisterAdminServiceServer(gs, &fakeAdmin{topics: map[string]*adminv1.Topic{}})
+	go func() { _ = gs.Serve(lis) }()
+	defer gs.Stop()
+	addr := lis.Addr().String()
+	runCmd := func(args ...string) (int, string, string) {
+		var out, errb bytes.Buffer
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		code := run(ctx, append(args, "--server", addr), &out, &errb)
+		return code, out.String(), errb.String()
+	}
+	code, out, _ := runCmd("topic", "create", "orders", "--type", "fifo", "--queues", "4")
+	if code != 0 || out != "created topic orders (type FIFO, 4 queues)\n" {
+		t.Fatalf("create: %d %q", code, out)
+	}
+	code, _, errs := runCmd("topic", "create", "orders")
+	if code != exitFail || !strings.Contains(errs, `topic "orders" already exists`) {
+		t.Fatalf("duplicate create: %d %q", code, errs)
+	}
+	code, out, _ = runCmd("topic", "list")
+	if code != 0 || !strings.Contains(out, "NAME") || !strings.Contains(out, "orders") || !strings.Contains(out, "FIFO") {
+		t.Fatalf("list: %d %q", code, out)
+	}
+	code, out, _ = runCmd("topic", "list", "--json")
+	if code != 0 || !strings.Contains(out, `"name": "orders"`) {
+		t.Fatalf("list --json: %d %q", code, out)
+	}
+	code, _, errs = runCmd("group", "list")
+	if code != exitFail || !strings.Contains(errs, "does not offer the mqgate admin API") && !strings.Contains(errs, "Unimplemented") {
+		t.Fatalf("unimplemented: %d %q", code, errs)
+	}
+}

@@ -1,0 +1,181 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	adminv1 "github.com/mqgate/mqgate/gen/mqgate/admin/v1"
+)
+
+const groupUsage = `Usage:
+  mqgate group create NAME [--fifo] [--max-delivery-attempts N] [--retry customized|exponential]
+  mqgate group list
+  mqgate group describe NAME
+  mqgate group delete NAME
+
+Every command talks to a running mqgate and takes:
+  --server HOST:PORT   its gRPC port (default 127.0.0.1:8081)
+  --tls                use TLS (the certificate is not verified)
+  --json               print JSON instead of text
+  --timeout DURATION   give up after this long (default 10s)
+`
+
+// groupCommand is a parsed `mqgate group ...` command line.
+type groupCommand struct {
+	sub         string
+	name        string
+	fifo        bool
+	maxAttempts int32
+	retry       string // "", "customized" or "exponential"
+	client      clientFlags
+}
+
+func parseGroupArgs(args []string) (groupCommand, error) {
+	var gc groupCommand
+	if len(args) == 0 {
+		return gc, usageErr("missing subcommand (create, list, describe or delete)")
+	}
+	gc.sub = args[0]
+	fs := newFlagSet("mqgate group " + gc.sub)
+	gc.client.register(fs)
+	var attempts int
+	switch gc.sub {
+	case "create":
+		fs.BoolVar(&gc.fifo, "fifo", false, "deliver each message group in order, one message at a time")
+		fs.IntVar(&attempts, "max-delivery-attempts", 0, "deliveries before a message goes to %DLQ%<group> (0: the server default, 17)")
+		fs.StringVar(&gc.retry, "retry", "", "redelivery backoff: customized (1s 5s 10s 30s 1m … 2h, the default) or exponential (5s doubling to 2h)")
+	case "list", "describe", "delete":
+	case "help", "-h", "--help":
+		return gc, flag.ErrHelp
+	default:
+		return gc, usageErr("unknown subcommand %q (want create, list, describe or delete)", gc.sub)
+	}
+	pos, err := parseInterleaved(fs, args[1:])
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return gc, err
+		}
+		return gc, usageErr("%v", err)
+	}
+	switch gc.sub {
+	case "list":
+		if len(pos) != 0 {
+			return gc, usageErr("group list takes no arguments, got %q", pos)
+		}
+	default:
+		if len(pos) != 1 {
+			return gc, usageErr("group %s needs exactly one group NAME, got %d arguments", gc.sub, len(pos))
+		}
+		gc.name = pos[0]
+	}
+	if gc.sub == "create" {
+		if attempts < 0 || attempts > 1<<20 {
+			return gc, usageErr("--max-delivery-attempts %d: want a positive number (or 0 for the server default)", attempts)
+		}
+		gc.maxAttempts = int32(attempts)
+		gc.retry = strings.ToLower(gc.retry)
+		switch gc.retry {
+		case "", "customized", "exponential":
+		default:
+			return gc, usageErr("--retry %q: want customized or exponential", gc.retry)
+		}
+	}
+	return gc, nil
+}
+
+func groupCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	gc, err := parseGroupArgs(args)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, groupUsage)
+		return exitOK
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "mqgate group: %v\n\n%s", strings.TrimPrefix(err.Error(), "usage: "), groupUsage)
+		return exitUsage
+	}
+	return runClient(ctx, "group "+gc.sub, gc.client, stderr, func(ctx context.Context, a *adminConn) error {
+		switch gc.sub {
+		case "create":
+			var resp *adminv1.CreateGroupResponse
+			err := a.call(ctx, func(ctx context.Context, c adminv1.AdminServiceClient) (err error) {
+				resp, err = c.CreateGroup(ctx, &adminv1.CreateGroupRequest{Name: gc.name, Fifo: gc.fifo,
+					MaxDeliveryAttempts: gc.maxAttempts, RetryPolicy: gc.retry})
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			if gc.client.json {
+				return printJSON(stdout, resp.GetGroup())
+			}
+			g := resp.GetGroup()
+			fmt.Fprintf(stdout, "created group %s (fifo %t, max delivery attempts %d, retry %s)\n",
+				g.GetName(), g.GetFifo(), g.GetMaxDeliveryAttempts(), g.GetRetryPolicy())
+		case "list":
+			var resp *adminv1.ListGroupsResponse
+			err := a.call(ctx, func(ctx context.Context, c adminv1.AdminServiceClient) (err error) {
+				resp, err = c.ListGroups(ctx, &adminv1.ListGroupsRequest{})
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			if gc.client.json {
+				return printJSON(stdout, resp)
+			}
+			printGroups(stdout, resp.GetGroups())
+		case "describe":
+			var resp *adminv1.GetGroupResponse
+			err := a.call(ctx, func(ctx context.Context, c adminv1.AdminServiceClient) (err error) {
+				resp, err = c.GetGroup(ctx, &adminv1.GetGroupRequest{Name: gc.name})
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			if gc.client.json {
+				return printJSON(stdout, resp.GetGroup())
+			}
+			g := resp.GetGroup()
+			w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintf(w, "name:\t%s\n", g.GetName())
+			fmt.Fprintf(w, "fifo:\t%t\n", g.GetFifo())
+			fmt.Fprintf(w, "max delivery attempts:\t%d\n", g.GetMaxDeliveryAttempts())
+			fmt.Fprintf(w, "retry policy:\t%s\n", g.GetRetryPolicy())
+			fmt.Fprintf(w, "dead-letter topic:\t%%DLQ%%%s\n", g.GetName())
+			fmt.Fprintf(w, "created:\t%s\n", formatTime(g.GetCreateTime()))
+			return w.Flush()
+		case "delete":
+			err := a.call(ctx, func(ctx context.Context, c adminv1.AdminServiceClient) error {
+				_, err := c.DeleteGroup(ctx, &adminv1.DeleteGroupRequest{Name: gc.name})
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			if gc.client.json {
+				return printJSON(stdout, &adminv1.DeleteGroupResponse{})
+			}
+			fmt.Fprintf(stdout, "deleted group %s\n", gc.name)
+		}
+		return nil
+	})
+}
+
+func printGroups(w io.Writer, gs []*adminv1.Group) {
+	if len(gs) == 0 {
+		fmt.Fprintln(w, "no groups")
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tFIFO\tMAX ATTEMPTS\tRETRY\tCREATED")
+	for _, g := range gs {
+		fmt.Fprintf(tw, "%s\t%t\t%d\t%s\t%s\n", g.GetName(), g.GetFifo(), g.GetMaxDeliveryAttempts(), g.GetRetryPolicy(), formatTime(g.GetCreateTime()))
+	}
+	_ = tw.Flush()
+}

@@ -1,0 +1,182 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	adminv1 "github.com/mqgate/mqgate/gen/mqgate/admin/v1"
+)
+
+const topicUsage = `Usage:
+  mqgate topic create NAME [--type NORMAL|FIFO|DELAY|TRANSACTION|MIXED] [--queues N]
+  mqgate topic list
+  mqgate topic describe NAME
+  mqgate topic delete NAME
+
+Every command talks to a running mqgate and takes:
+  --server HOST:PORT   its gRPC port (default 127.0.0.1:8081)
+  --tls                use TLS (the certificate is not verified)
+  --json               print JSON instead of text
+  --timeout DURATION   give up after this long (default 10s)
+`
+
+var topicTypes = []string{"NORMAL", "FIFO", "DELAY", "TRANSACTION", "MIXED"}
+
+// topicCommand is a parsed `mqgate topic ...` command line.
+type topicCommand struct {
+	sub    string // create, list, describe, delete
+	name   string
+	typ    string // upper case
+	queues int32
+	client clientFlags
+}
+
+func parseTopicArgs(args []string) (topicCommand, error) {
+	var tc topicCommand
+	if len(args) == 0 {
+		return tc, usageErr("missing subcommand (create, list, describe or delete)")
+	}
+	tc.sub = args[0]
+	fs := newFlagSet("mqgate topic " + tc.sub)
+	tc.client.register(fs)
+	var typ string
+	var queues int
+	switch tc.sub {
+	case "create":
+		fs.StringVar(&typ, "type", "NORMAL", "message type the topic accepts: "+strings.Join(topicTypes, ", "))
+		fs.IntVar(&queues, "queues", 0, "number of queues (0: the server default, 8)")
+	case "list", "describe", "delete":
+	case "help", "-h", "--help":
+		return tc, flag.ErrHelp
+	default:
+		return tc, usageErr("unknown subcommand %q (want create, list, describe or delete)", tc.sub)
+	}
+	pos, err := parseInterleaved(fs, args[1:])
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return tc, err
+		}
+		return tc, usageErr("%v", err)
+	}
+	switch tc.sub {
+	case "list":
+		if len(pos) != 0 {
+			return tc, usageErr("topic list takes no arguments, got %q", pos)
+		}
+	default:
+		if len(pos) != 1 {
+			return tc, usageErr("topic %s needs exactly one topic NAME, got %d arguments", tc.sub, len(pos))
+		}
+		tc.name = pos[0]
+	}
+	if tc.sub == "create" {
+		tc.typ = strings.ToUpper(typ)
+		ok := false
+		for _, t := range topicTypes {
+			ok = ok || t == tc.typ
+		}
+		if !ok {
+			return tc, usageErr("--type %q: want one of %s", typ, strings.Join(topicTypes, ", "))
+		}
+		if queues < 0 || queues > 1<<16 {
+			return tc, usageErr("--queues %d: want a positive number (or 0 for the server default)", queues)
+		}
+		tc.queues = int32(queues)
+	}
+	return tc, nil
+}
+
+func topicCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	tc, err := parseTopicArgs(args)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, topicUsage)
+		return exitOK
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "mqgate topic: %v\n\n%s", strings.TrimPrefix(err.Error(), "usage: "), topicUsage)
+		return exitUsage
+	}
+	return runClient(ctx, "topic "+tc.sub, tc.client, stderr, func(ctx context.Context, a *adminConn) error {
+		switch tc.sub {
+		case "create":
+			var resp *adminv1.CreateTopicResponse
+			err := a.call(ctx, func(ctx context.Context, c adminv1.AdminServiceClient) (err error) {
+				resp, err = c.CreateTopic(ctx, &adminv1.CreateTopicRequest{Name: tc.name, Type: tc.typ, Queues: tc.queues})
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			if tc.client.json {
+				return printJSON(stdout, resp.GetTopic())
+			}
+			t := resp.GetTopic()
+			fmt.Fprintf(stdout, "created topic %s (type %s, %d queues)\n", t.GetName(), t.GetType(), t.GetQueues())
+		case "list":
+			var resp *adminv1.ListTopicsResponse
+			err := a.call(ctx, func(ctx context.Context, c adminv1.AdminServiceClient) (err error) {
+				resp, err = c.ListTopics(ctx, &adminv1.ListTopicsRequest{})
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			if tc.client.json {
+				return printJSON(stdout, resp)
+			}
+			printTopics(stdout, resp.GetTopics())
+		case "describe":
+			var resp *adminv1.GetTopicResponse
+			err := a.call(ctx, func(ctx context.Context, c adminv1.AdminServiceClient) (err error) {
+				resp, err = c.GetTopic(ctx, &adminv1.GetTopicRequest{Name: tc.name})
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			if tc.client.json {
+				return printJSON(stdout, resp.GetTopic())
+			}
+			t := resp.GetTopic()
+			w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintf(w, "name:\t%s\n", t.GetName())
+			fmt.Fprintf(w, "type:\t%s\n", t.GetType())
+			fmt.Fprintf(w, "queues:\t%d\n", t.GetQueues())
+			fmt.Fprintf(w, "permission:\t%s\n", t.GetPermission())
+			fmt.Fprintf(w, "created:\t%s\n", formatTime(t.GetCreateTime()))
+			return w.Flush()
+		case "delete":
+			err := a.call(ctx, func(ctx context.Context, c adminv1.AdminServiceClient) error {
+				_, err := c.DeleteTopic(ctx, &adminv1.DeleteTopicRequest{Name: tc.name})
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			if tc.client.json {
+				return printJSON(stdout, &adminv1.DeleteTopicResponse{})
+			}
+			fmt.Fprintf(stdout, "deleted topic %s\n", tc.name)
+		}
+		return nil
+	})
+}
+
+func printTopics(w io.Writer, ts []*adminv1.Topic) {
+	if len(ts) == 0 {
+		fmt.Fprintln(w, "no topics")
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tTYPE\tQUEUES\tPERMISSION\tCREATED")
+	for _, t := range ts {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", t.GetName(), t.GetType(), t.GetQueues(), t.GetPermission(),
+			formatTime(t.GetCreateTime()))
+	}
+	_ = tw.Flush()
+}

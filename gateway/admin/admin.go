@@ -1,0 +1,207 @@
+package admin
+
+import (
+	"context"
+	"strings"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/mqgate/mqgate/broker"
+	"github.com/mqgate/mqgate/broker/model"
+	"github.com/mqgate/mqgate/broker/mqerr"
+	adminv1 "github.com/mqgate/mqgate/gen/mqgate/admin/v1"
+)
+
+// Broker is the part of the broker facade the admin service uses;
+// *broker.Broker implements it.
+type Broker interface {
+	CreateTopic(ctx context.Context, t model.Topic) (model.Topic, error)
+	GetTopic(ctx context.Context, name string) (model.Topic, error)
+	ListTopics(ctx context.Context) ([]model.Topic, error)
+	DeleteTopic(ctx context.Context, name string) error
+	CreateGroup(ctx context.Context, g model.Group) (model.Group, error)
+	GetGroup(ctx context.Context, name string) (model.Group, error)
+	ListGroups(ctx context.Context) ([]model.Group, error)
+	DeleteGroup(ctx context.Context, name string) error
+}
+
+var _ Broker = (*broker.Broker)(nil)
+
+// Service implements adminv1.AdminServiceServer. It embeds the Unsafe
+// interface so a new admin RPC is a compile error until answered.
+type Service struct {
+	adminv1.UnsafeAdminServiceServer
+	b Broker
+}
+
+// New returns the service.
+func New(b Broker) *Service { return &Service{b: b} }
+
+// Register adds the service to gs.
+func (s *Service) Register(gs grpc.ServiceRegistrar) { adminv1.RegisterAdminServiceServer(gs, s) }
+
+func (s *Service) CreateTopic(ctx context.Context, req *adminv1.CreateTopicRequest) (*adminv1.CreateTopicResponse, error) {
+	name := req.GetName()
+	if strings.TrimSpace(name) == "" {
+		return nil, status.Error(codes.InvalidArgument, "topic name is required")
+	}
+	typ, err := model.ParseTopicType(req.GetType())
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "topic %q: %v", name, err)
+	}
+	if req.GetQueues() < 0 {
+		return nil, status.Errorf(codes.InvalidArgument, "topic %q: queue count %d is negative", name, req.GetQueues())
+	}
+	t, err := s.b.CreateTopic(ctx, model.Topic{Name: name, Type: typ, Queues: req.GetQueues(), Perm: model.PermReadWrite})
+	if err != nil {
+		return nil, toStatus(err, "topic", name)
+	}
+	return &adminv1.CreateTopicResponse{Topic: topicToV1(t)}, nil
+}
+
+func (s *Service) GetTopic(ctx context.Context, req *adminv1.GetTopicRequest) (*adminv1.GetTopicResponse, error) {
+	if strings.TrimSpace(req.GetName()) == "" {
+		return nil, status.Error(codes.InvalidArgument, "topic name is required")
+	}
+	t, err := s.b.GetTopic(ctx, req.GetName())
+	if err != nil {
+		return nil, toStatus(err, "topic", req.GetName())
+	}
+	return &adminv1.GetTopicResponse{Topic: topicToV1(t)}, nil
+}
+
+func (s *Service) ListTopics(ctx context.Context, _ *adminv1.ListTopicsRequest) (*adminv1.ListTopicsResponse, error) {
+	ts, err := s.b.ListTopics(ctx)
+	if err != nil {
+		return nil, toStatus(err, "topics", "")
+	}
+	out := make([]*adminv1.Topic, len(ts))
+	for i, t := range ts {
+		out[i] = topicToV1(t)
+	}
+	return &adminv1.ListTopicsResponse{Topics: out}, nil
+}
+
+func (s *Service) DeleteTopic(ctx context.Context, req *adminv1.DeleteTopicRequest) (*adminv1.DeleteTopicResponse, error) {
+	if strings.TrimSpace(req.GetName()) == "" {
+		return nil, status.Error(codes.InvalidArgument, "topic name is required")
+	}
+	if err := s.b.DeleteTopic(ctx, req.GetName()); err != nil {
+		return nil, toStatus(err, "topic", req.GetName())
+	}
+	return &adminv1.DeleteTopicResponse{}, nil
+}
+
+func (s *Service) CreateGroup(ctx context.Context, req *adminv1.CreateGroupRequest) (*adminv1.CreateGroupResponse, error) {
+	name := req.GetName()
+	if strings.TrimSpace(name) == "" {
+		return nil, status.Error(codes.InvalidArgument, "consumer group name is required")
+	}
+	if req.GetMaxDeliveryAttempts() < 0 {
+		return nil, status.Errorf(codes.InvalidArgument, "consumer group %q: max delivery attempts %d is negative", name, req.GetMaxDeliveryAttempts())
+	}
+	retry, err := model.ParseRetryPolicy(req.GetRetryPolicy())
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "consumer group %q: %v", name, err)
+	}
+	g, err := s.b.CreateGroup(ctx, model.Group{Name: name, FIFO: req.GetFifo(), MaxDeliveryAttempts: req.GetMaxDeliveryAttempts(), Retry: retry})
+	if err != nil {
+		return nil, toStatus(err, "consumer group", name)
+	}
+	return &adminv1.CreateGroupResponse{Group: groupToV1(g)}, nil
+}
+
+func (s *Service) GetGroup(ctx context.Context, req *adminv1.GetGroupRequest) (*adminv1.GetGroupResponse, error) {
+	if strings.TrimSpace(req.GetName()) == "" {
+		return nil, status.Error(codes.InvalidArgument, "consumer group name is required")
+	}
+	g, err := s.b.GetGroup(ctx, req.GetName())
+	if err != nil {
+		return nil, toStatus(err, "consumer group", req.GetName())
+	}
+	return &adminv1.GetGroupResponse{Group: groupToV1(g)}, nil
+}
+
+func (s *Service) ListGroups(ctx context.Context, _ *adminv1.ListGroupsRequest) (*adminv1.ListGroupsResponse, error) {
+	gs, err := s.b.ListGroups(ctx)
+	if err != nil {
+		return nil, toStatus(err, "consumer groups", "")
+	}
+	out := make([]*adminv1.Group, len(gs))
+	for i, g := range gs {
+		out[i] = groupToV1(g)
+	}
+	return &adminv1.ListGroupsResponse{Groups: out}, nil
+}
+
+func (s *Service) DeleteGroup(ctx context.Context, req *adminv1.DeleteGroupRequest) (*adminv1.DeleteGroupResponse, error) {
+	if strings.TrimSpace(req.GetName()) == "" {
+		return nil, status.Error(codes.InvalidArgument, "consumer group name is required")
+	}
+	if err := s.b.DeleteGroup(ctx, req.GetName()); err != nil {
+		return nil, toStatus(err, "consumer group", req.GetName())
+	}
+	return &adminv1.DeleteGroupResponse{}, nil
+}
+
+func topicToV1(t model.Topic) *adminv1.Topic {
+	out := &adminv1.Topic{Name: t.Name, Type: t.Type.String(), Queues: t.Queues, Permission: t.Perm.String()}
+	if !t.CreateTime.IsZero() {
+		out.CreateTime = timestamppb.New(t.CreateTime)
+	}
+	return out
+}
+
+func groupToV1(g model.Group) *adminv1.Group {
+	out := &adminv1.Group{Name: g.Name, Fifo: g.FIFO, MaxDeliveryAttempts: g.MaxDeliveryAttempts, RetryPolicy: g.Retry.Kind.String()}
+	if !g.CreateTime.IsZero() {
+		out.CreateTime = timestamppb.New(g.CreateTime)
+	}
+	return out
+}
+
+// grpcCodes maps error kinds to gRPC codes for the admin API.
+var grpcCodes = map[mqerr.Kind]codes.Code{
+	mqerr.KindBadRequest:       codes.InvalidArgument,
+	mqerr.KindIllegalTopic:     codes.InvalidArgument,
+	mqerr.KindIllegalGroup:     codes.InvalidArgument,
+	mqerr.KindNotFound:         codes.NotFound,
+	mqerr.KindTopicNotFound:    codes.NotFound,
+	mqerr.KindGroupNotFound:    codes.NotFound,
+	mqerr.KindAlreadyExists:    codes.AlreadyExists,
+	mqerr.KindForbidden:        codes.PermissionDenied,
+	mqerr.KindUnauthorized:     codes.Unauthenticated,
+	mqerr.KindTooManyRequests:  codes.ResourceExhausted,
+	mqerr.KindRequestTimeout:   codes.DeadlineExceeded,
+	mqerr.KindFlushTimeout:     codes.DeadlineExceeded,
+	mqerr.KindCanceled:         codes.Canceled,
+	mqerr.KindUnavailable:      codes.Unavailable,
+	mqerr.KindStoreUnavailable: codes.Unavailable,
+	mqerr.KindNotImplemented:   codes.Unimplemented,
+	mqerr.KindUnsupported:      codes.Unimplemented,
+	mqerr.KindInternal:         codes.Internal,
+}
+
+// toStatus converts a broker error into a gRPC status whose message names
+// the resource (what, name).
+func toStatus(err error, what, name string) error {
+	code, ok := grpcCodes[mqerr.KindOf(err)]
+	if !ok {
+		code = codes.InvalidArgument
+		if mqerr.KindOf(err) == mqerr.KindInternal {
+			code = codes.Internal
+		}
+	}
+	msg := mqerr.Message(err)
+	if name != "" && !strings.Contains(msg, name) {
+		msg = what + " " + quote(name) + ": " + msg
+	} else if name == "" && !strings.Contains(msg, what) {
+		msg = what + ": " + msg
+	}
+	return status.Error(code, msg)
+}
+
+func quote(s string) string { return `"` + s + `"` }

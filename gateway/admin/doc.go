@@ -1,0 +1,9 @@
+// Package admin serves mqgate.admin.v1.AdminService: topic and consumer
+// group management over the broker's metadata methods, used by the
+// `mqgate topic` / `mqgate group` commands. Unlike the RocketMQ v2
+// services, errors are plain gRPC status codes (InvalidArgument, NotFound,
+// AlreadyExists, …) whose messages name the resource.
+//
+// admin must not import another listener package (grpcserver, rest,
+// remoting), storage/ or the apache.rocketmq.v2 protos.
+package admin

@@ -1,0 +1,202 @@
+package grpcserver
+
+import (
+	"crypto/md5"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/mqgate/mqgate/broker/model"
+	"github.com/mqgate/mqgate/gateway/session"
+	v2 "github.com/mqgate/mqgate/gen/apache/rocketmq/v2"
+)
+
+// This file is where v2 and domain types meet (ARCHITECTURE §3 rule 2).
+
+func messageTypeToModel(t v2.MessageType) model.MessageType {
+	switch t {
+	case v2.MessageType_NORMAL:
+		return model.MessageNormal
+	case v2.MessageType_FIFO:
+		return model.MessageFIFO
+	case v2.MessageType_DELAY:
+		return model.MessageDelay
+	case v2.MessageType_TRANSACTION:
+		return model.MessageTransaction
+	}
+	return model.MessageUnspecified
+}
+
+func messageTypeToV2(t model.MessageType) v2.MessageType {
+	switch t {
+	case model.MessageNormal:
+		return v2.MessageType_NORMAL
+	case model.MessageFIFO:
+		return v2.MessageType_FIFO
+	case model.MessageDelay:
+		return v2.MessageType_DELAY
+	case model.MessageTransaction:
+		return v2.MessageType_TRANSACTION
+	}
+	return v2.MessageType_MESSAGE_TYPE_UNSPECIFIED
+}
+
+// deliveredToV2 builds a delivered message (spec §6.2). topic is the
+// Resource the consumer asked for: bare name plus namespace, also for
+// messages read from the retry queue (spec §3.2, §3.3).
+func deliveredToV2(d *model.Delivered, topic *v2.Resource) *v2.Message {
+	sp := &v2.SystemProperties{
+		Keys:         d.Keys,
+		MessageId:    d.ID,
+		BodyDigest:   &v2.Digest{Type: v2.DigestType_MD5, Checksum: md5Upper(d.Body)},
+		BodyEncoding: v2.Encoding_IDENTITY,
+		BornHost:     d.BornHost,
+		StoreHost:    d.StoreHost,
+		QueueId:      d.QueueID,
+		QueueOffset:  &d.QueueOffset,
+	}
+	if d.Tag != "" {
+		sp.Tag = &d.Tag
+	}
+	if d.BodyGzip {
+		sp.BodyEncoding = v2.Encoding_GZIP
+	}
+	mt := d.Type
+	if mt == model.MessageUnspecified {
+		mt = d.ActualType()
+	}
+	sp.MessageType = messageTypeToV2(mt)
+	if !d.BornTime.IsZero() {
+		sp.BornTimestamp = timestamppb.New(d.BornTime)
+	}
+	if !d.StoreTime.IsZero() {
+		sp.StoreTimestamp = timestamppb.New(d.StoreTime)
+	}
+	if !d.DeliveryTime.IsZero() {
+		sp.DeliveryTimestamp = timestamppb.New(d.DeliveryTime)
+	}
+	if d.ReceiptHandle != "" {
+		sp.ReceiptHandle = &d.ReceiptHandle
+	}
+	if d.InvisibleFor > 0 {
+		sp.InvisibleDuration = durationpb.New(d.InvisibleFor)
+	}
+	// MUST be ≥ 1 (spec §13.10): 0 breaks the Go client's backoff and FIFO
+	// attempt counting.
+	attempt := max(d.Attempt, 1)
+	sp.DeliveryAttempt = &attempt
+	if d.MessageGroup != "" {
+		sp.MessageGroup = &d.MessageGroup
+	}
+	if d.TraceContext != "" {
+		sp.TraceContext = &d.TraceContext
+	}
+	if d.DLQOriginTopic != "" || d.DLQOriginID != "" {
+		sp.DeadLetterQueue = &v2.DeadLetterQueue{Topic: d.DLQOriginTopic, MessageId: d.DLQOriginID}
+	}
+	return &v2.Message{Topic: topic, UserProperties: d.Properties, SystemProperties: sp, Body: d.Body}
+}
+
+// md5Upper is the upper-case hex MD5 of b: the digest the official
+// clients verify byte for byte (spec §13.11).
+func md5Upper(b []byte) string {
+	const digits = "0123456789ABCDEF"
+	sum := md5.Sum(b)
+	var out [2 * md5.Size]byte
+	for i, c := range sum {
+		out[2*i] = digits[c>>4]
+		out[2*i+1] = digits[c&0x0f]
+	}
+	return string(out[:])
+}
+
+func clientTypeToSession(t v2.ClientType) session.ClientType {
+	switch t {
+	case v2.ClientType_PRODUCER:
+		return session.ClientProducer
+	case v2.ClientType_PUSH_CONSUMER:
+		return session.ClientPushConsumer
+	case v2.ClientType_SIMPLE_CONSUMER:
+		return session.ClientSimpleConsumer
+	case v2.ClientType_PULL_CONSUMER:
+		return session.ClientPullConsumer
+	case v2.ClientType_LITE_PUSH_CONSUMER:
+		return session.ClientLitePushConsumer
+	case v2.ClientType_LITE_SIMPLE_CONSUMER:
+		return session.ClientLiteSimpleConsumer
+	}
+	return session.ClientUnspecified
+}
+
+// settingsToSession converts validated client Settings. topicKeys and
+// groupKey are the resource keys the caller computed while validating.
+func settingsToSession(in *v2.Settings, groupKey string, pubTopics []string, subs map[string]session.FilterExpression) *session.Settings {
+	out := &session.Settings{
+		ClientType:       clientTypeToSession(in.GetClientType()),
+		Group:            groupKey,
+		Subscriptions:    subs,
+		PublishingTopics: pubTopics,
+		RequestTimeout:   durationOr(in.GetRequestTimeout(), 0),
+	}
+	if sub := in.GetSubscription(); sub != nil {
+		out.LongPollingTimeout = durationOr(sub.GetLongPollingTimeout(), 0)
+	}
+	if ua := in.GetUserAgent(); ua != nil {
+		out.UserAgent = session.UserAgent{Language: ua.GetLanguage().String(), Version: ua.GetVersion(),
+			Platform: ua.GetPlatform(), Hostname: ua.GetHostname()}
+	}
+	return out
+}
+
+func filterTypeToSession(t v2.FilterType) session.FilterType {
+	if t == v2.FilterType_SQL {
+		return session.FilterSQL
+	}
+	return session.FilterTag
+}
+
+// durationOr converts d, or returns def when d is absent or invalid.
+func durationOr(d *durationpb.Duration, def time.Duration) time.Duration {
+	if d == nil || d.CheckValid() != nil {
+		return def
+	}
+	return d.AsDuration()
+}
+
+// retryPolicyToV2 is a consumer group's redelivery policy as Settings
+// report it (spec §5.3.3): exactly one strategy, always present.
+func retryPolicyToV2(g model.Group) *v2.RetryPolicy {
+	attempts := g.MaxDeliveryAttempts
+	if attempts <= 0 {
+		attempts = model.DefaultMaxDeliveryAttempts
+	}
+	rp := &v2.RetryPolicy{MaxAttempts: attempts}
+	switch g.Retry.Kind {
+	case model.RetryExponential:
+		p := g.Retry
+		if p.Initial <= 0 || p.Max <= 0 || p.Multiplier <= 0 {
+			p = model.ExponentialRetryPolicy()
+		}
+		rp.Strategy = &v2.RetryPolicy_ExponentialBackoff{ExponentialBackoff: &v2.ExponentialBackoff{
+			Initial: durationpb.New(p.Initial), Max: durationpb.New(p.Max), Multiplier: float32(p.Multiplier)}}
+	default:
+		steps := g.Retry.Steps
+		if len(steps) == 0 {
+			steps = model.DefaultCustomizedSteps
+		}
+		next := make([]*durationpb.Duration, len(steps))
+		for i, d := range steps {
+			next[i] = durationpb.New(d)
+		}
+		rp.Strategy = &v2.RetryPolicy_CustomizedBackoff{CustomizedBackoff: &v2.CustomizedBackoff{Next: next}}
+	}
+	return rp
+}
+
+// producerBackoff is what producers are told (spec §5.3.3): 3 attempts,
+// exponential 10 ms → 1 s ×2 (used after TOO_MANY_REQUESTS).
+func producerBackoff() *v2.RetryPolicy {
+	return &v2.RetryPolicy{MaxAttempts: 3, Strategy: &v2.RetryPolicy_ExponentialBackoff{ExponentialBackoff: &v2.ExponentialBackoff{
+		Initial: durationpb.New(10 * time.Millisecond), Max: durationpb.New(time.Second), Multiplier: 2}}}
+}

@@ -1,0 +1,112 @@
+package grpcserver
+
+import (
+	"context"
+
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+
+	"github.com/mqgate/mqgate/broker/model"
+	v2 "github.com/mqgate/mqgate/gen/apache/rocketmq/v2"
+)
+
+// QueryRoute returns one READ_WRITE queue per queue of the topic, ids
+// 0..N-1, all on broker {name, id 0, endpoints} (spec §5.1). The answer is
+// identical on every call for the same topic and access point: the Go
+// client rebuilds its load balancers whenever a route differs.
+func (s *MessagingService) QueryRoute(ctx context.Context, req *v2.QueryRouteRequest) (*v2.QueryRouteResponse, error) {
+	key, err := checkTopic(req.GetTopic())
+	if err != nil {
+		return &v2.QueryRouteResponse{Status: statusOf(ctx, s.log, err)}, nil
+	}
+	ep := s.routeEndpoints(ctx, req.GetEndpoints())
+	if ep == nil {
+		return &v2.QueryRouteResponse{Status: statusNoEndpoint}, nil
+	}
+	t, err := s.b.Topic(ctx, key)
+	if err != nil {
+		return &v2.QueryRouteResponse{Status: statusOf(ctx, s.log, err)}, nil
+	}
+	br := &v2.Broker{Name: s.brokerName, Id: 0, Endpoints: ep}
+	perm := permissionOf(t.Perm)
+	accept := acceptTypes(t.Type)
+	topic := &v2.Resource{ResourceNamespace: req.GetTopic().GetResourceNamespace(), Name: req.GetTopic().GetName()}
+	qs := make([]*v2.MessageQueue, t.Queues)
+	for i := range qs {
+		qs[i] = &v2.MessageQueue{Topic: topic, Id: int32(i), Permission: perm, Broker: br, AcceptMessageTypes: accept}
+	}
+	return &v2.QueryRouteResponse{Status: statusOK, MessageQueues: qs}, nil
+}
+
+// routeEndpoints picks what clients should dial: --advertise-addr when
+// set; else the access point the client sent, echoed exactly (survives
+// NAT and port mapping); else the :authority of this call (the host:port
+// the client dialed, e.g. through Envoy); nil when none is usable.
+func (s *MessagingService) routeEndpoints(ctx context.Context, req *v2.Endpoints) *v2.Endpoints {
+	if s.advertised != nil {
+		return s.advertised
+	}
+	if addrs := req.GetAddresses(); len(addrs) > 0 && addrs[0].GetHost() != "" && addrs[0].GetPort() > 0 {
+		out := &v2.Endpoints{Scheme: req.GetScheme(), Addresses: make([]*v2.Address, 0, len(addrs))}
+		for _, a := range addrs {
+			if a.GetHost() != "" && a.GetPort() > 0 {
+				out.Addresses = append(out.Addresses, &v2.Address{Host: a.GetHost(), Port: a.GetPort()})
+			}
+		}
+		if out.Scheme == v2.AddressScheme_ADDRESS_SCHEME_UNSPECIFIED {
+			out.Scheme = schemeOf(out.Addresses[0].Host)
+		}
+		return out
+	}
+	localPort := 0
+	if p, ok := peer.FromContext(ctx); ok && p.LocalAddr != nil {
+		if ep, err := endpointsFromHostPort(p.LocalAddr.String(), 0); err == nil {
+			localPort = int(ep.Addresses[0].Port)
+		}
+	}
+	if vals := metadata.ValueFromIncomingContext(ctx, ":authority"); len(vals) > 0 {
+		if ep, err := endpointsFromHostPort(vals[len(vals)-1], localPort); err == nil {
+			return ep
+		}
+	}
+	return nil
+}
+
+func permissionOf(p model.Perm) v2.Permission {
+	switch p {
+	case model.PermRead:
+		return v2.Permission_READ
+	case model.PermWrite:
+		return v2.Permission_WRITE
+	case model.PermNone:
+		return v2.Permission_NONE
+	}
+	return v2.Permission_READ_WRITE
+}
+
+// acceptTypes is the route's accept_message_types for a topic type (spec
+// §3.4). The slices are shared and never modified.
+func acceptTypes(t model.TopicType) []v2.MessageType {
+	switch t {
+	case model.TopicNormal:
+		return acceptNormal
+	case model.TopicFIFO:
+		return acceptFIFO
+	case model.TopicDelay:
+		return acceptDelay
+	case model.TopicTransaction:
+		return acceptTransaction
+	case model.TopicMixed:
+		return acceptMixed
+	}
+	return acceptUnspecified
+}
+
+var (
+	acceptNormal      = []v2.MessageType{v2.MessageType_NORMAL}
+	acceptFIFO        = []v2.MessageType{v2.MessageType_FIFO}
+	acceptDelay       = []v2.MessageType{v2.MessageType_DELAY}
+	acceptTransaction = []v2.MessageType{v2.MessageType_TRANSACTION}
+	acceptMixed       = []v2.MessageType{v2.MessageType_NORMAL, v2.MessageType_FIFO, v2.MessageType_DELAY, v2.MessageType_TRANSACTION}
+	acceptUnspecified = []v2.MessageType{v2.MessageType_MESSAGE_TYPE_UNSPECIFIED}
+)

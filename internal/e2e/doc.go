@@ -1,0 +1,14 @@
+// Package e2e holds mqgate's end-to-end tests: each starts the real
+// `mqgate serve` binary on free loopback ports (internal/testutil), creates
+// topics and groups with the `mqgate topic|group` commands, and drives it
+// with the official RocketMQ 5 Go client v5.1.3 — plus a raw gRPC client
+// built on that client's own generated protocol package where the official
+// client validates locally, hides a status (SimpleConsumer.Ack ignores it)
+// or cannot send a malformed request.
+//
+// The package has no non-test code. Its tests must import only the
+// official client (and its protocol package), gen/mqgate/admin/v1,
+// internal/testutil and libraries: importing mqgate's own
+// gen/apache/rocketmq/v2 as well would register the same protobuf names
+// twice and panic at init. They are skipped with -short.
+package e2e

@@ -1,0 +1,31 @@
+// Package commitlog owns the append-only log of records (package message)
+// in segment files, its single writer goroutine, group commit, fsync
+// policy, torn-tail recovery and ref-counted read access to segments.
+//
+// # Files
+//
+//	<dir>/<base offset, 20 digits>.log
+//
+// A segment holds whole records only. Segments are contiguous: the base of
+// segment i+1 is the base of segment i plus its length. A segment is
+// closed (a new one started) when the next record would take it past
+// SegmentSize; there is no filler record. Physical offsets are therefore
+// global byte positions in the concatenated log.
+//
+// # Concurrency
+//
+// One writer goroutine owns the active segment's writes, assigns physical
+// offsets, per-(topic, queue) queue offsets and store times, and writes
+// each batch of queued appends with as few write calls as possible. One
+// syncer goroutine fsyncs (every FlushInterval/FlushBytes in async mode,
+// as soon as anything is written in sync mode) and publishes the durable
+// position. Readers see bytes below Written() only. Segments are reference
+// counted: retention removes a segment from the list and unlinks its file,
+// but the mapping and descriptor live until the last reader releases it.
+//
+// Lock order: Log.mu (segment list) is never held while waiting on the
+// writer's queue lock (Log.qmu) or during I/O other than Map.
+//
+// commitlog imports storage/message, storage/vfs and the standard library
+// only; it knows nothing of consume queues, the index, or the broker.
+package commitlog

@@ -1,0 +1,950 @@
+package commitlog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"runtime"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mqgate/mqgate/storage/internal/serr"
+	"github.com/mqgate/mqgate/storage/message"
+	"github.com/mqgate/mqgate/storage/vfs"
+)
+
+// Options configure a Log.
+type Options struct {
+	FS            vfs.FS
+	Dir           string
+	SegmentSize   int64
+	MaxRecordSize int
+	// SyncMode: the syncer fsyncs as soon as anything new is written, so
+	// one fsync covers every append queued meanwhile (group commit).
+	SyncMode bool
+	// Async mode: fsync every FlushInterval, or sooner once FlushBytes
+	// are unsynced.
+	FlushInterval time.Duration
+	FlushBytes    int64
+	Now           func() time.Time
+	Logger        *slog.Logger
+	// OnSync is called by the syncer after each fsync round.
+	OnSync func(bytes int64, d time.Duration, err error)
+	// Notify, if set, is signalled (without blocking) whenever the written
+	// or durable position advances.
+	Notify chan struct{}
+}
+
+// Recovery tells Open what the previous run left.
+type Recovery struct {
+	// From is a record boundary known to be durable and valid (the
+	// checkpoint's flushed position); validation starts there. A negative
+	// value validates the whole log.
+	From int64
+	// CleanEnd, when >= 0, is the log end recorded by a clean shutdown:
+	// if the files end exactly there, no record is scanned.
+	CleanEnd int64
+}
+
+// RecoveryResult reports what Open found.
+type RecoveryResult struct {
+	Min, End  int64
+	Scanned   int64 // bytes validated
+	Records   int   // records validated
+	Truncated int64 // bytes dropped (torn or invalid tail, orphan segments)
+	FastPath  bool
+}
+
+// Record is one encoded, not yet sealed, record to append.
+type Record struct {
+	Data    []byte // from message.Encode
+	CRC     uint32 // partial CRC from message.Encode
+	Topic   string
+	QueueID int32
+	// ResetTopic makes the writer forget every queue offset of Topic
+	// after this record (a topic deletion marker).
+	ResetTopic bool
+}
+
+// Entry is where an appended record went.
+type Entry struct {
+	Phys        int64
+	Size        int32
+	QueueOffset int64
+	StoreTime   int64
+}
+
+type qkey struct {
+	topic string
+	queue int32
+}
+
+type request struct {
+	recs    []Record
+	entries []Entry
+	end     int64
+	err     error
+	done    chan struct{}
+}
+
+type undo struct {
+	k       qkey
+	v       int64
+	existed bool
+}
+
+// Log is the commit log. See the package doc.
+type Log struct {
+	opts   Options
+	logger *slog.Logger
+
+	mu   sync.RWMutex // segment list
+	segs []*segment
+
+	min     atomic.Int64
+	written atomic.Int64
+	durable atomic.Int64
+	failed  atomic.Pointer[error]
+
+	// writer state, owned by the writer goroutine after Start
+	active    *segment
+	qoff      map[qkey]int64
+	lastStore int64
+	buf       []byte
+	undo      []undo
+
+	qmu    sync.Mutex
+	queue  []*request
+	spare  []*request
+	closed bool
+	wake   chan struct{}
+
+	syncWake chan struct{}
+	syncMu   sync.Mutex // serializes Sync rounds (syncer and explicit calls)
+	dmu      sync.Mutex
+	dch      chan struct{}
+
+	stopWriter chan struct{}
+	writerDone chan struct{}
+	stopSyncer chan struct{}
+	syncerDone chan struct{}
+	started    bool
+}
+
+// Open opens (creating if needed) the log in opts.Dir and recovers it.
+// Call SetQueueOffsets, then Start before appending.
+func Open(opts Options, rec Recovery) (*Log, RecoveryResult, error) {
+	if opts.SegmentSize <= 0 || opts.MaxRecordSize <= message.MinSize || int64(opts.MaxRecordSize) > opts.SegmentSize {
+		return nil, RecoveryResult{}, fmt.Errorf("%w: segment size %d, max record %d", serr.ErrInvalid, opts.SegmentSize, opts.MaxRecordSize)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.FlushInterval <= 0 {
+		opts.FlushInterval = 500 * time.Millisecond
+	}
+	l := &Log{
+		opts: opts, logger: opts.Logger, qoff: map[qkey]int64{},
+		wake: make(chan struct{}, 1), syncWake: make(chan struct{}, 1), dch: make(chan struct{}),
+		stopWriter: make(chan struct{}), writerDone: make(chan struct{}),
+		stopSyncer: make(chan struct{}), syncerDone: make(chan struct{}),
+	}
+	if err := opts.FS.MkdirAll(opts.Dir); err != nil {
+		return nil, RecoveryResult{}, err
+	}
+	res, err := l.recover(rec)
+	if err != nil {
+		l.closeSegments()
+		return nil, res, err
+	}
+	return l, res, nil
+}
+
+func (l *Log) mapLen() int {
+	if l.opts.SegmentSize > 1<<40 {
+		return 0
+	}
+	return int(l.opts.SegmentSize)
+}
+
+func (l *Log) recover(rec Recovery) (RecoveryResult, error) {
+	fs, dir := l.opts.FS, l.opts.Dir
+	names, err := fs.List(dir)
+	if err != nil {
+		return RecoveryResult{}, err
+	}
+	var bases []int64
+	for _, n := range names {
+		if b, ok := parseSegName(n); ok {
+			bases = append(bases, b)
+		}
+	}
+	sort.Slice(bases, func(i, j int) bool { return bases[i] < bases[j] })
+	var res RecoveryResult
+	if len(bases) == 0 {
+		f, err := fs.Create(segPath(dir, 0))
+		if err != nil {
+			return res, err
+		}
+		if err := fs.SyncDir(dir); err != nil {
+			f.Close()
+			return res, err
+		}
+		l.segs = []*segment{newSegment(0, segPath(dir, 0), f, l.mapLen())}
+		l.active = l.segs[0]
+		res.FastPath = rec.CleanEnd == 0
+		return res, nil
+	}
+	sizes := make([]int64, 0, len(bases))
+	for _, b := range bases {
+		f, err := fs.OpenRW(segPath(dir, b))
+		if err != nil {
+			return res, err
+		}
+		sz, err := f.Size()
+		if err != nil {
+			f.Close()
+			return res, err
+		}
+		l.segs = append(l.segs, newSegment(b, segPath(dir, b), f, l.mapLen()))
+		sizes = append(sizes, sz)
+	}
+	// Contiguity: a segment that does not start where the previous one
+	// ends follows lost bytes; it and everything after it are orphans.
+	for i := 0; i+1 < len(l.segs); i++ {
+		if l.segs[i].base+sizes[i] != l.segs[i+1].base {
+			l.logger.Warn("commitlog: segment gap, dropping later segments",
+				"segment", l.segs[i].path, "end", l.segs[i].base+sizes[i], "next", l.segs[i+1].base)
+			for j := i + 1; j < len(l.segs); j++ {
+				res.Truncated += sizes[j]
+				l.segs[j].release()
+				if err := fs.Remove(l.segs[j].path); err != nil {
+					return res, err
+				}
+			}
+			l.segs, sizes = l.segs[:i+1], sizes[:i+1]
+			if err := fs.SyncDir(dir); err != nil {
+				return res, err
+			}
+			break
+		}
+	}
+	last := len(l.segs) - 1
+	end := l.segs[last].base + sizes[last]
+	res.Min = l.segs[0].base
+	if rec.CleanEnd >= 0 && rec.CleanEnd == end {
+		res.FastPath = true
+	} else {
+		start := rec.From
+		if start < l.segs[0].base || start > end {
+			start = l.segs[0].base
+		}
+		var err error
+		end, err = l.scanFrom(start, sizes, &res)
+		if err != nil {
+			return res, err
+		}
+	}
+	l.active = l.segs[len(l.segs)-1]
+	l.min.Store(l.segs[0].base)
+	l.written.Store(end)
+	l.durable.Store(end)
+	res.End = end
+	return res, nil
+}
+
+// scanFrom validates records from start to the end of the log, truncating
+// at the first invalid one. It returns the valid end.
+func (l *Log) scanFrom(start int64, sizes []int64, res *RecoveryResult) (int64, error) {
+	i := sort.Search(len(l.segs), func(i int) bool { return l.segs[i].base > start }) - 1
+	pos := start
+	for ; i < len(l.segs); i++ {
+		s := l.segs[i]
+		segEnd := s.base + sizes[i]
+		valid, n, err := ScanValid(s.f, pos-s.base, sizes[i], s.base, l.opts.MaxRecordSize, 4<<20)
+		if err != nil {
+			return 0, fmt.Errorf("commitlog: scan %s: %w", s.path, err)
+		}
+		res.Records += n
+		res.Scanned += valid - (pos - s.base)
+		pos = s.base + valid
+		if pos == segEnd {
+			continue
+		}
+		// Invalid or torn record at pos: keep the valid prefix only.
+		l.logger.Warn("commitlog: truncating invalid tail", "segment", s.path, "at", pos, "dropped", segEnd-pos)
+		res.Truncated += segEnd - pos
+		if err := s.f.Truncate(pos - s.base); err != nil {
+			return 0, err
+		}
+		if err := s.f.Sync(); err != nil {
+			return 0, err
+		}
+		for j := i + 1; j < len(l.segs); j++ {
+			res.Truncated += sizes[j]
+			l.segs[j].release()
+			if err := l.opts.FS.Remove(l.segs[j].path); err != nil {
+				return 0, err
+			}
+		}
+		l.segs = l.segs[:i+1]
+		if err := l.opts.FS.SyncDir(l.opts.Dir); err != nil {
+			return 0, err
+		}
+		break
+	}
+	return pos, nil
+}
+
+// ScanValid validates records in r between file offsets off and end,
+// where file offset 0 is log position base, reading chunk bytes at a time.
+// It returns the file offset where the valid prefix ends and the number of
+// valid records. A record is valid when message.Verify accepts it and its
+// physical offset field equals its position.
+func ScanValid(r io.ReaderAt, off, end, base int64, maxRecord, chunk int) (int64, int, error) {
+	if chunk < maxRecord {
+		chunk = maxRecord
+	}
+	buf := make([]byte, min(int64(chunk), max(end-off, 0)))
+	records := 0
+	for off < end {
+		n := min(int64(len(buf)), end-off)
+		if _, err := r.ReadAt(buf[:n], off); err != nil && !(errors.Is(err, io.EOF)) {
+			return off, records, err
+		}
+		b := buf[:n]
+		p := 0
+		for p < len(b) {
+			size, err := message.Verify(b[p:], maxRecord)
+			if errors.Is(err, message.ErrShort) && int64(len(b)) == n && off+int64(len(b)) < end && p > 0 {
+				break // record continues past this chunk: read from it again
+			}
+			if err != nil {
+				return off + int64(p), records, nil
+			}
+			h, _ := message.ParseHeader(b[p:])
+			if h.PhysOffset != base+off+int64(p) {
+				return off + int64(p), records, nil
+			}
+			p += size
+			records++
+		}
+		if p == 0 {
+			return off, records, nil
+		}
+		off += int64(p)
+	}
+	return off, records, nil
+}
+
+// SetQueueOffsets installs the next queue offset of each (topic, queue),
+// as recovered from the consume queues. Call before Start.
+func (l *Log) SetQueueOffsets(next func(yield func(topic string, queue int32, next int64))) {
+	next(func(t string, q int32, n int64) { l.qoff[qkey{t, q}] = n })
+}
+
+// SetLastStoreTime makes store times at least ms (monotonic across restarts).
+func (l *Log) SetLastStoreTime(ms int64) {
+	if ms > l.lastStore {
+		l.lastStore = ms
+	}
+}
+
+// Start launches the writer and syncer goroutines.
+func (l *Log) Start() {
+	l.started = true
+	go l.writeLoop()
+	go l.syncLoop()
+}
+
+// Min is the first position still stored.
+func (l *Log) Min() int64 { return l.min.Load() }
+
+// Written is the end of the written log; readers see bytes below it.
+func (l *Log) Written() int64 { return l.written.Load() }
+
+// Durable is the end of the fsynced log.
+func (l *Log) Durable() int64 { return l.durable.Load() }
+
+// Failed returns the sticky error that made the log read-only, if any.
+func (l *Log) Failed() error {
+	if p := l.failed.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+func (l *Log) setFailed(err error) {
+	e := fmt.Errorf("%w: %w", serr.ErrNotWritable, err)
+	l.failed.CompareAndSwap(nil, &e)
+}
+
+// Append queues records for the writer and waits until they are written
+// (not necessarily durable). Records of one call are contiguous in the
+// log. It returns each record's entry and the end position of the call.
+func (l *Log) Append(ctx context.Context, recs []Record) ([]Entry, int64, error) {
+	if err := l.Failed(); err != nil {
+		return nil, 0, err
+	}
+	r := &request{recs: recs, done: make(chan struct{})}
+	l.qmu.Lock()
+	if l.closed {
+		l.qmu.Unlock()
+		return nil, 0, serr.ErrClosed
+	}
+	l.queue = append(l.queue, r)
+	l.qmu.Unlock()
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+	select {
+	case <-r.done:
+		return r.entries, r.end, r.err
+	case <-ctx.Done():
+		return nil, 0, fmt.Errorf("commitlog: append: %w (the records may still be written)", ctx.Err())
+	}
+}
+
+func (l *Log) writeLoop() {
+	defer close(l.writerDone)
+	for {
+		select {
+		case <-l.wake:
+		case <-l.stopWriter:
+			// Drain what was queued before close.
+			l.qmu.Lock()
+			batch := l.queue
+			l.queue = nil
+			l.qmu.Unlock()
+			if len(batch) > 0 {
+				l.writeBatch(batch)
+			}
+			return
+		}
+		for {
+			// Let appenders that are runnable (typically the ones the last
+			// batch just woke) enqueue first: batches grow under load, and
+			// with nothing else runnable this returns at once.
+			l.gather()
+			l.qmu.Lock()
+			if len(l.queue) == 0 {
+				l.qmu.Unlock()
+				break
+			}
+			batch := l.queue
+			l.queue, l.spare = l.spare[:0], nil
+			l.qmu.Unlock()
+			l.writeBatch(batch)
+			clear(batch)
+			l.spare = batch
+		}
+	}
+}
+
+const maxWriteChunk = 4 << 20
+
+// gather yields while appenders keep arriving (a few times at most), so
+// one write serves many of them.
+func (l *Log) gather() {
+	for i := 0; i < 8; i++ {
+		l.qmu.Lock()
+		n := len(l.queue)
+		l.qmu.Unlock()
+		runtime.Gosched()
+		l.qmu.Lock()
+		m := len(l.queue)
+		l.qmu.Unlock()
+		if m == n {
+			return
+		}
+	}
+}
+
+func (l *Log) roll(base int64) (*segment, error) {
+	p := segPath(l.opts.Dir, base)
+	f, err := l.opts.FS.Create(p)
+	if err != nil {
+		return nil, err
+	}
+	if err := l.opts.FS.SyncDir(l.opts.Dir); err != nil {
+		f.Close()
+		l.opts.FS.Remove(p)
+		return nil, err
+	}
+	s := newSegment(base, p, f, l.mapLen())
+	l.mu.Lock()
+	l.segs = append(l.segs, s)
+	l.mu.Unlock()
+	return s, nil
+}
+
+func (l *Log) writeBatch(batch []*request) {
+	if err := l.Failed(); err != nil {
+		for _, r := range batch {
+			r.err = err
+			close(r.done)
+		}
+		return
+	}
+	now := l.opts.Now().UnixMilli()
+	if now < l.lastStore {
+		now = l.lastStore
+	}
+	l.lastStore = now
+	start := l.written.Load()
+	first := l.active
+	pos := start
+	seg := l.active
+	bufPos := pos
+	buf := l.buf[:0]
+	l.undo = l.undo[:0]
+	var newSegs []*segment
+	var err error
+	flush := func() error {
+		if len(buf) == 0 {
+			return nil
+		}
+		_, err := seg.f.WriteAt(buf, bufPos-seg.base)
+		buf = buf[:0]
+		bufPos = pos
+		return err
+	}
+outer:
+	for _, r := range batch {
+		r.entries = make([]Entry, len(r.recs))
+		for i := range r.recs {
+			rec := &r.recs[i]
+			n := int64(len(rec.Data))
+			if pos > seg.base && pos-seg.base+n > l.opts.SegmentSize {
+				if err = flush(); err != nil {
+					break outer
+				}
+				if seg, err = l.roll(pos); err != nil {
+					break outer
+				}
+				newSegs = append(newSegs, seg)
+				bufPos = pos
+			}
+			k := qkey{rec.Topic, rec.QueueID}
+			qo, ok := l.qoff[k]
+			l.undo = append(l.undo, undo{k, qo, ok})
+			l.qoff[k] = qo + 1
+			if rec.ResetTopic {
+				for kk, v := range l.qoff {
+					if kk.topic == rec.Topic {
+						l.undo = append(l.undo, undo{kk, v, true})
+						delete(l.qoff, kk)
+					}
+				}
+			}
+			message.Seal(rec.Data, rec.CRC, pos, qo, now)
+			buf = append(buf, rec.Data...)
+			r.entries[i] = Entry{Phys: pos, Size: int32(n), QueueOffset: qo, StoreTime: now}
+			pos += n
+			if len(buf) >= maxWriteChunk {
+				if err = flush(); err != nil {
+					break outer
+				}
+			}
+		}
+		r.end = pos
+	}
+	if err == nil {
+		err = flush()
+	}
+	if cap(buf) <= 2*maxWriteChunk {
+		l.buf = buf[:0]
+	}
+	if err != nil {
+		l.rollback(start, first, newSegs)
+		e := fmt.Errorf("%w: %w", serr.ErrNotWritable, err)
+		l.logger.Error("commitlog: write failed; batch rejected", "err", err, "records_at", start)
+		for _, r := range batch {
+			r.entries, r.end, r.err = nil, 0, e
+			close(r.done)
+		}
+		return
+	}
+	l.active = seg
+	l.written.Store(pos)
+	l.notify()
+	for _, r := range batch {
+		close(r.done)
+	}
+	if l.opts.SyncMode || pos-l.durable.Load() >= l.opts.FlushBytes && l.opts.FlushBytes > 0 {
+		select {
+		case l.syncWake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// rollback undoes a failed batch: queue offsets, new segments, and any
+// bytes written past start.
+func (l *Log) rollback(start int64, first *segment, newSegs []*segment) {
+	for i := len(l.undo) - 1; i >= 0; i-- {
+		u := l.undo[i]
+		if u.existed {
+			l.qoff[u.k] = u.v
+		} else {
+			delete(l.qoff, u.k)
+		}
+	}
+	if len(newSegs) > 0 {
+		l.mu.Lock()
+		l.segs = l.segs[:len(l.segs)-len(newSegs)]
+		l.mu.Unlock()
+		for _, s := range newSegs {
+			s.release()
+			l.opts.FS.Remove(s.path)
+		}
+		l.opts.FS.SyncDir(l.opts.Dir)
+	}
+	if err := first.f.Truncate(start - first.base); err != nil {
+		// The bytes past start are garbage that recovery will cut; later
+		// writes overwrite them in place.
+		l.logger.Warn("commitlog: truncate after failed write", "err", err)
+	}
+	l.active = first
+}
+
+func (l *Log) syncLoop() {
+	defer close(l.syncerDone)
+	var tick <-chan time.Time
+	if !l.opts.SyncMode {
+		t := time.NewTicker(l.opts.FlushInterval)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case <-l.syncWake:
+		case <-tick:
+		case <-l.stopSyncer:
+			return
+		}
+		if l.opts.SyncMode {
+			// Group commit: let appenders that are runnable reach the log
+			// before the fsync starts, so one fsync covers them all.
+			for i := 0; i < 8; i++ {
+				w := l.written.Load()
+				l.gather()
+				l.qmu.Lock()
+				idle := len(l.queue) == 0
+				l.qmu.Unlock()
+				if idle && l.written.Load() == w {
+					break
+				}
+			}
+		}
+		l.Sync()
+	}
+}
+
+// Sync fsyncs everything written so far and publishes the durable
+// position. The syncer calls it; Close and tests may too.
+func (l *Log) Sync() error {
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
+	if err := l.Failed(); err != nil {
+		return err
+	}
+	target := l.written.Load()
+	from := l.durable.Load()
+	if target <= from {
+		return nil
+	}
+	t0 := time.Now()
+	l.mu.RLock()
+	var segs []*segment
+	for i, s := range l.segs {
+		end := target
+		if i+1 < len(l.segs) {
+			end = l.segs[i+1].base
+		}
+		if end > from && s.base < target {
+			s.acquire()
+			segs = append(segs, s)
+		}
+	}
+	l.mu.RUnlock()
+	var err error
+	for _, s := range segs {
+		if err == nil {
+			err = s.f.Sync()
+		}
+		s.release()
+	}
+	if l.opts.OnSync != nil {
+		l.opts.OnSync(target-from, time.Since(t0), err)
+	}
+	if err != nil {
+		// After a failed fsync the page cache state is unknown: stop
+		// accepting writes until the store is reopened and recovered.
+		l.setFailed(fmt.Errorf("fsync: %w", err))
+		l.logger.Error("commitlog: fsync failed; log is now read-only", "err", err)
+		l.broadcast()
+		return l.Failed()
+	}
+	l.durable.Store(target)
+	l.broadcast()
+	l.notify()
+	return nil
+}
+
+func (l *Log) notify() {
+	if l.opts.Notify != nil {
+		select {
+		case l.opts.Notify <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (l *Log) broadcast() {
+	l.dmu.Lock()
+	close(l.dch)
+	l.dch = make(chan struct{})
+	l.dmu.Unlock()
+}
+
+func (l *Log) durableCh() <-chan struct{} {
+	l.dmu.Lock()
+	defer l.dmu.Unlock()
+	return l.dch
+}
+
+// WaitDurable waits until pos is durable, ctx is done or the deadline
+// passes. It reports whether pos is durable; a non-nil error means the
+// log failed (fsync error).
+func (l *Log) WaitDurable(ctx context.Context, pos int64, deadline time.Time) (bool, error) {
+	var timer *time.Timer
+	var tc <-chan time.Time
+	for {
+		if l.durable.Load() >= pos {
+			return true, nil
+		}
+		if err := l.Failed(); err != nil {
+			return false, err
+		}
+		ch := l.durableCh()
+		if l.durable.Load() >= pos {
+			return true, nil
+		}
+		if timer == nil && !deadline.IsZero() {
+			d := time.Until(deadline)
+			if d <= 0 {
+				return false, nil
+			}
+			timer = time.NewTimer(d)
+			defer timer.Stop()
+			tc = timer.C
+		}
+		select {
+		case <-ch:
+		case <-tc:
+			return l.durable.Load() >= pos, nil
+		case <-ctx.Done():
+			return l.durable.Load() >= pos, nil
+		}
+	}
+}
+
+// segFor returns the segment holding pos, acquired, and its end.
+func (l *Log) segFor(pos int64) (*segment, int64, error) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if len(l.segs) == 0 {
+		return nil, 0, serr.ErrClosed
+	}
+	if pos < l.segs[0].base {
+		return nil, 0, fmt.Errorf("%w: position %d below log start %d", serr.ErrOffsetMoved, pos, l.segs[0].base)
+	}
+	i := sort.Search(len(l.segs), func(i int) bool { return l.segs[i].base > pos }) - 1
+	s := l.segs[i]
+	end := l.written.Load()
+	if i+1 < len(l.segs) {
+		end = l.segs[i+1].base
+	}
+	s.acquire()
+	return s, end, nil
+}
+
+// Read returns a fresh copy of the record bytes [pos, pos+size). The CRC is
+// not checked here (message.Decode does).
+func (l *Log) Read(pos int64, size int) ([]byte, error) {
+	if size < message.MinSize || size > l.opts.MaxRecordSize || pos < 0 {
+		return nil, fmt.Errorf("%w: read at %d size %d", serr.ErrInvalid, pos, size)
+	}
+	if pos+int64(size) > l.written.Load() {
+		return nil, fmt.Errorf("%w: position %d beyond written log %d", serr.ErrNotFound, pos+int64(size), l.written.Load())
+	}
+	s, end, err := l.segFor(pos)
+	if err != nil {
+		return nil, err
+	}
+	defer s.release()
+	if pos+int64(size) > end {
+		return nil, fmt.Errorf("%w: record at %d size %d crosses segment end %d", serr.ErrCorrupt, pos, size, end)
+	}
+	off := pos - s.base
+	if mm := s.data(); mm != nil && off+int64(size) <= int64(len(mm)) {
+		// append to nil allocates without zeroing what it copies over.
+		return append([]byte(nil), mm[off:off+int64(size)]...), nil
+	}
+	buf := make([]byte, size)
+	if _, err := s.f.ReadAt(buf, off); err != nil {
+		return nil, fmt.Errorf("commitlog: read %s at %d: %w", s.path, off, err)
+	}
+	return buf, nil
+}
+
+// ReadRange copies log bytes starting at pos into buf, stopping at limit
+// and at the end of pos's segment. It returns the number of bytes copied.
+func (l *Log) ReadRange(pos int64, buf []byte, limit int64) (int, error) {
+	s, end, err := l.segFor(pos)
+	if err != nil {
+		return 0, err
+	}
+	defer s.release()
+	end = min(end, limit, pos+int64(len(buf)))
+	if end <= pos {
+		return 0, nil
+	}
+	n := int(end - pos)
+	off := pos - s.base
+	if mm := s.data(); mm != nil && off+int64(n) <= int64(len(mm)) {
+		return copy(buf[:n], mm[off:]), nil
+	}
+	if _, err := s.f.ReadAt(buf[:n], off); err != nil && !errors.Is(err, io.EOF) {
+		return 0, err
+	}
+	return n, nil
+}
+
+// View returns the log bytes from pos up to limit (and the end of pos's
+// segment) without copying when the segment is memory-mapped; otherwise it
+// copies into buf. Call release when done with the bytes.
+func (l *Log) View(pos int64, buf []byte, limit int64) ([]byte, func(), error) {
+	s, end, err := l.segFor(pos)
+	if err != nil {
+		return nil, nil, err
+	}
+	end = min(end, limit)
+	off := pos - s.base
+	if mm := s.data(); mm != nil && end > pos && s.base+int64(len(mm)) >= end {
+		return mm[off : end-s.base], s.release, nil
+	}
+	s.release()
+	n, err := l.ReadRange(pos, buf, limit)
+	if err != nil {
+		return nil, nil, err
+	}
+	return buf[:n], func() {}, nil
+}
+
+// SegmentInfo describes a segment.
+type SegmentInfo struct {
+	Base, End int64
+	Active    bool
+}
+
+// Segments lists the segments, oldest first.
+func (l *Log) Segments() []SegmentInfo {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	out := make([]SegmentInfo, len(l.segs))
+	w := l.written.Load()
+	for i, s := range l.segs {
+		out[i] = SegmentInfo{Base: s.base, End: w, Active: i == len(l.segs)-1}
+		if i+1 < len(l.segs) {
+			out[i].End = l.segs[i+1].base
+		}
+	}
+	return out
+}
+
+// StoreTimeAt returns the store time of the record at pos.
+func (l *Log) StoreTimeAt(pos int64) (int64, error) {
+	var hdr [64]byte
+	s, _, err := l.segFor(pos)
+	if err != nil {
+		return 0, err
+	}
+	defer s.release()
+	if _, err := s.f.ReadAt(hdr[:], pos-s.base); err != nil && !errors.Is(err, io.EOF) {
+		return 0, err
+	}
+	h, err := message.ParseHeader(hdr[:])
+	if err != nil {
+		return 0, err
+	}
+	return h.StoreTime, nil
+}
+
+// RemoveOldest deletes the oldest segment if it is not the active one and
+// it ends at or below upTo. Readers holding it keep their access until
+// they release it.
+func (l *Log) RemoveOldest(upTo int64) (bool, error) {
+	l.mu.Lock()
+	if len(l.segs) < 2 || l.segs[1].base > upTo {
+		l.mu.Unlock()
+		return false, nil
+	}
+	s := l.segs[0]
+	l.segs = l.segs[1:]
+	l.min.Store(l.segs[0].base)
+	l.mu.Unlock()
+	err := l.opts.FS.Remove(s.path)
+	s.release()
+	if err != nil {
+		return true, err
+	}
+	return true, l.opts.FS.SyncDir(l.opts.Dir)
+}
+
+// Stop stops accepting appends, writes what was queued and fsyncs (unless
+// abandon is set, which simulates a crash). Reads keep working until Close.
+func (l *Log) Stop(abandon bool) error {
+	l.qmu.Lock()
+	if l.closed {
+		l.qmu.Unlock()
+		return serr.ErrClosed
+	}
+	l.closed = true
+	l.qmu.Unlock()
+	var err error
+	if l.started {
+		close(l.stopWriter)
+		<-l.writerDone
+		close(l.stopSyncer)
+		<-l.syncerDone
+	}
+	if !abandon {
+		err = l.Sync()
+	}
+	l.broadcast()
+	return err
+}
+
+// Close closes the segment files (after Stop). Readers holding a segment
+// keep it until they release it.
+func (l *Log) Close() { l.closeSegments() }
+
+func (l *Log) closeSegments() {
+	l.mu.Lock()
+	segs := l.segs
+	l.segs = nil
+	l.mu.Unlock()
+	for _, s := range segs {
+		s.release()
+	}
+}

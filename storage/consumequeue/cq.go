@@ -1,0 +1,316 @@
+package consumequeue
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/mqgate/mqgate/storage/internal/serr"
+	"github.com/mqgate/mqgate/storage/vfs"
+)
+
+// EntrySize is the width of one entry.
+const EntrySize = 28
+
+// Entry is one consume-queue entry.
+type Entry struct {
+	QueueOffset int64 // implied by position; filled on read
+	PhysOffset  int64
+	Size        int32
+	TagHash     int64
+	StoreTime   int64
+}
+
+func putEntry(b []byte, e Entry) {
+	le := binary.LittleEndian
+	le.PutUint64(b[0:], uint64(e.PhysOffset))
+	le.PutUint32(b[8:], uint32(e.Size))
+	le.PutUint64(b[12:], uint64(e.TagHash))
+	le.PutUint64(b[20:], uint64(e.StoreTime))
+}
+
+func getEntry(b []byte) Entry {
+	le := binary.LittleEndian
+	return Entry{
+		PhysOffset: int64(le.Uint64(b[0:])),
+		Size:       int32(le.Uint32(b[8:])),
+		TagHash:    int64(le.Uint64(b[12:])),
+		StoreTime:  int64(le.Uint64(b[20:])),
+	}
+}
+
+// Escape maps a topic name to a directory name.
+func Escape(topic string) string {
+	var sb strings.Builder
+	for i := 0; i < len(topic); i++ {
+		c := topic[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' {
+			sb.WriteByte(c)
+		} else {
+			fmt.Fprintf(&sb, "%%%02X", c)
+		}
+	}
+	return sb.String()
+}
+
+// Unescape inverts Escape.
+func Unescape(name string) (string, error) {
+	var sb strings.Builder
+	for i := 0; i < len(name); i++ {
+		if name[i] != '%' {
+			sb.WriteByte(name[i])
+			continue
+		}
+		if i+2 >= len(name) {
+			return "", fmt.Errorf("%w: bad escaped topic %q", serr.ErrInvalid, name)
+		}
+		v, err := strconv.ParseUint(name[i+1:i+3], 16, 8)
+		if err != nil {
+			return "", fmt.Errorf("%w: bad escaped topic %q", serr.ErrInvalid, name)
+		}
+		sb.WriteByte(byte(v))
+		i += 2
+	}
+	return sb.String(), nil
+}
+
+type cqFile struct {
+	base    int64
+	path    string
+	f       vfs.File
+	removed atomic.Bool
+}
+
+// Queue is one consume queue.
+type Queue struct {
+	set   *Set
+	Topic string
+	ID    int32
+	dir   string
+
+	mu    sync.RWMutex // files
+	files []*cqFile
+
+	min  atomic.Int64
+	next atomic.Int64
+	buf  []byte // dispatcher scratch
+}
+
+// Min is the first readable offset.
+func (q *Queue) Min() int64 { return q.min.Load() }
+
+// Next is one past the last visible offset.
+func (q *Queue) Next() int64 { return q.next.Load() }
+
+func (q *Queue) fileFor(off int64) (*cqFile, int) {
+	i := sort.Search(len(q.files), func(i int) bool { return q.files[i].base > off }) - 1
+	if i < 0 {
+		return nil, -1
+	}
+	return q.files[i], i
+}
+
+// readRaw reads entries [from, from+n) (all must be within files).
+func (q *Queue) readRaw(from int64, n int, buf []byte) error {
+	per := q.set.perFile
+	for n > 0 {
+		f, _ := q.fileFor(from)
+		if f == nil {
+			return fmt.Errorf("%w: queue %s/%d offset %d has no file", serr.ErrNotFound, q.Topic, q.ID, from)
+		}
+		k := min(int64(n), f.base+per-from)
+		if _, err := f.f.ReadAt(buf[:k*EntrySize], (from-f.base)*EntrySize); err != nil {
+			if errors.Is(err, io.EOF) {
+				return fmt.Errorf("%w: queue %s/%d short file at %d", serr.ErrCorrupt, q.Topic, q.ID, from)
+			}
+			return err
+		}
+		buf = buf[k*EntrySize:]
+		from += k
+		n -= int(k)
+	}
+	return nil
+}
+
+// Read returns up to max entries starting at from. It returns an error
+// wrapping ErrOffsetMoved when from is below Min, and no entries when
+// from >= Next.
+func (q *Queue) Read(from int64, max int) ([]Entry, error) {
+	if max <= 0 {
+		return nil, nil
+	}
+	q.mu.RLock()
+	defer q.mu.RUnlock()
+	next := q.next.Load()
+	if m := q.min.Load(); from < m {
+		return nil, fmt.Errorf("%w: queue %s/%d offset %d < min %d", serr.ErrOffsetMoved, q.Topic, q.ID, from, m)
+	}
+	if from >= next {
+		return nil, nil
+	}
+	n := int(min(int64(max), next-from))
+	buf := make([]byte, n*EntrySize)
+	if err := q.readRaw(from, n, buf); err != nil {
+		return nil, err
+	}
+	out := make([]Entry, n)
+	for i := range out {
+		out[i] = getEntry(buf[i*EntrySize:])
+		out[i].QueueOffset = from + int64(i)
+	}
+	return out, nil
+}
+
+func (q *Queue) entryAt(off int64) (Entry, error) {
+	var b [EntrySize]byte
+	if err := q.readRaw(off, 1, b[:]); err != nil {
+		return Entry{}, err
+	}
+	e := getEntry(b[:])
+	e.QueueOffset = off
+	return e, nil
+}
+
+// search returns the first offset in [lo, hi) whose entry satisfies ok
+// (which must be monotone), or hi.
+func (q *Queue) search(lo, hi int64, ok func(Entry) bool) (int64, error) {
+	var err error
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		e, e2 := q.entryAt(mid)
+		if e2 != nil {
+			err = e2
+			break
+		}
+		if ok(e) {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return lo, err
+}
+
+// OffsetForTime returns the first offset whose store time is >= ms, or
+// Next if there is none.
+func (q *Queue) OffsetForTime(ms int64) (int64, error) {
+	q.mu.RLock()
+	defer q.mu.RUnlock()
+	return q.search(q.min.Load(), q.next.Load(), func(e Entry) bool { return e.StoreTime >= ms })
+}
+
+// TrimBelow advances Min past entries pointing below logMin and removes
+// files holding only such entries (never the last file).
+func (q *Queue) TrimBelow(logMin int64) error {
+	q.mu.RLock()
+	m, err := q.search(q.min.Load(), q.next.Load(), func(e Entry) bool { return e.PhysOffset >= logMin })
+	q.mu.RUnlock()
+	if err != nil {
+		return err
+	}
+	if m > q.min.Load() {
+		q.min.Store(m)
+	}
+	per := q.set.perFile
+	q.mu.Lock()
+	var drop []*cqFile
+	for len(q.files) > 1 && q.files[0].base+per <= m {
+		drop = append(drop, q.files[0])
+		q.files = q.files[1:]
+	}
+	q.mu.Unlock()
+	for _, f := range drop {
+		f.removed.Store(true)
+		f.f.Close()
+		if err := q.set.fs.Remove(f.path); err != nil {
+			return err
+		}
+	}
+	if len(drop) > 0 {
+		return q.set.fs.SyncDir(q.dir)
+	}
+	return nil
+}
+
+// Append writes entries for offsets [first, first+len) and then makes
+// them visible. Only the dispatcher calls it. first must equal Next,
+// except on an empty queue, which then starts at first.
+func (q *Queue) Append(first int64, entries []Entry) error {
+	if len(entries) == 0 {
+		return nil
+	}
+	next := q.next.Load()
+	if first != next {
+		if q.min.Load() != next {
+			return fmt.Errorf("%w: queue %s/%d append at %d, next is %d", serr.ErrInvalid, q.Topic, q.ID, first, next)
+		}
+		// Empty queue: restart at first (a recreated or trimmed queue).
+		q.min.Store(first)
+		q.next.Store(first)
+	}
+	need := len(entries) * EntrySize
+	if cap(q.buf) < need {
+		q.buf = make([]byte, need)
+	}
+	b := q.buf[:need]
+	for i, e := range entries {
+		putEntry(b[i*EntrySize:], e)
+	}
+	per := q.set.perFile
+	off := first
+	for len(b) > 0 {
+		base := off / per * per
+		f, err := q.fileAt(base)
+		if err != nil {
+			return err
+		}
+		k := min(int64(len(b)/EntrySize), base+per-off)
+		if _, err := f.f.WriteAt(b[:k*EntrySize], (off-base)*EntrySize); err != nil {
+			return fmt.Errorf("consumequeue: write %s: %w", f.path, err)
+		}
+		q.set.markDirty(f)
+		b = b[k*EntrySize:]
+		off += k
+	}
+	q.next.Store(off)
+	return nil
+}
+
+// fileAt returns the file with the given base, creating it (dispatcher only).
+func (q *Queue) fileAt(base int64) (*cqFile, error) {
+	q.mu.RLock()
+	if n := len(q.files); n > 0 && q.files[n-1].base == base {
+		f := q.files[n-1]
+		q.mu.RUnlock()
+		return f, nil
+	}
+	q.mu.RUnlock()
+	p := filepath.Join(q.dir, fmt.Sprintf("%020d.cq", base))
+	vf, err := q.set.fs.Create(p)
+	if err != nil {
+		return nil, fmt.Errorf("consumequeue: create %s: %w", p, err)
+	}
+	f := &cqFile{base: base, path: p, f: vf}
+	q.mu.Lock()
+	q.files = append(q.files, f)
+	q.mu.Unlock()
+	q.set.markDirtyDir(q.dir)
+	return f, nil
+}
+
+func (q *Queue) close() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, f := range q.files {
+		f.removed.Store(true)
+		f.f.Close()
+	}
+	q.files = nil
+}

@@ -1,0 +1,324 @@
+package storage
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mqgate/mqgate/storage/consumequeue"
+	"github.com/mqgate/mqgate/storage/message"
+)
+
+// dispatcher is the reput loop: it reads the commit log from its position
+// up to the visible limit (written in async mode, durable in sync mode, so
+// a sync-mode reader never sees a record that a crash could take back) and
+// appends consume-queue entries and index keys. It owns its position and
+// the views' write side; it publishes progress through pos and wakes
+// waiters and the arrival hook after each batch.
+type dispatcher struct {
+	s      *Store
+	pos    atomic.Int64
+	last   atomic.Int64 // last store time seen
+	notify chan struct{}
+	buf    []byte
+
+	pending map[*consumequeue.Queue]*pendingQ
+	order   []*consumequeue.Queue
+
+	lastStore int64
+	indexed   int64 // records below this position are in the index (memory)
+
+	mu      sync.Mutex
+	ch      chan struct{}
+	failErr error
+
+	stopCh chan struct{}
+	done   chan struct{}
+}
+
+type pendingQ struct {
+	first int64
+	ents  []consumequeue.Entry
+}
+
+const dispatchChunk = 1 << 20
+
+func newDispatcher(s *Store, start int64, notify chan struct{}) *dispatcher {
+	d := &dispatcher{s: s, notify: notify, ch: make(chan struct{}), stopCh: make(chan struct{}), done: make(chan struct{}),
+		buf: make([]byte, dispatchChunk+s.opts.MaxRecordSize), pending: map[*consumequeue.Queue]*pendingQ{}}
+	d.pos.Store(start)
+	d.indexed = s.idx.End()
+	return d
+}
+
+func (d *dispatcher) lastStoreTime() int64 { return d.last.Load() }
+
+func (d *dispatcher) limit() int64 {
+	if d.s.opts.FlushMode == FlushSync {
+		return d.s.log.Durable()
+	}
+	return d.s.log.Written()
+}
+
+// catchUp dispatches synchronously up to end (used by Open).
+func (d *dispatcher) catchUp(end int64) error {
+	for d.pos.Load() < end {
+		if err := d.step(end); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (d *dispatcher) run() {
+	defer close(d.done)
+	backoff := 10 * time.Millisecond
+	for {
+		lim := d.limit()
+		if d.pos.Load() < lim {
+			lim = d.gather(lim)
+			err := d.step(lim)
+			if err != nil && !errors.Is(err, ErrCorrupt) {
+				// An I/O error (disk full): drop the partial batch and retry;
+				// entries already written are skipped on the retry.
+				clear(d.pending)
+				d.order = d.order[:0]
+				d.s.logger.Warn("storage: dispatch failed, retrying", "err", err, "at", d.pos.Load(), "in", backoff)
+				t := time.NewTimer(backoff)
+				select {
+				case <-t.C:
+				case <-d.stopCh:
+					t.Stop()
+					return
+				}
+				backoff = min(2*backoff, time.Second)
+				continue
+			}
+			backoff = 10 * time.Millisecond
+			if err != nil {
+				d.s.logger.Error("storage: dispatcher stopped", "err", err, "at", d.pos.Load())
+				d.mu.Lock()
+				d.failErr = err
+				close(d.ch)
+				d.ch = make(chan struct{})
+				d.mu.Unlock()
+				<-d.stopCh
+				return
+			}
+			continue
+		}
+		select {
+		case <-d.notify:
+		case <-d.stopCh:
+			return
+		}
+	}
+}
+
+// gather yields while the log keeps growing (a few times at most), so a
+// step covers more records: fewer, larger queue writes under load.
+func (d *dispatcher) gather(lim int64) int64 {
+	for i := 0; i < 4 && lim-d.pos.Load() < dispatchChunk/4; i++ {
+		runtime.Gosched()
+		n := d.limit()
+		if n == lim {
+			break
+		}
+		lim = n
+	}
+	return lim
+}
+
+func (d *dispatcher) stop() {
+	select {
+	case <-d.stopCh:
+	default:
+		close(d.stopCh)
+	}
+	<-d.done
+}
+
+// step dispatches one chunk of the log below lim.
+func (d *dispatcher) step(lim int64) error {
+	pos := d.pos.Load()
+	b, release, err := d.s.log.View(pos, d.buf, min(lim, pos+dispatchChunk))
+	if err != nil {
+		return err
+	}
+	defer release()
+	p := 0
+	for p < len(b) {
+		size, err := message.PeekSize(b[p:], d.s.opts.MaxRecordSize)
+		if err != nil {
+			return fmt.Errorf("%w: dispatch at %d: %w", ErrCorrupt, pos+int64(p), err)
+		}
+		if p+size > len(b) {
+			break
+		}
+		v, err := message.ParseView(b[p : p+size])
+		if err != nil {
+			return fmt.Errorf("%w: dispatch at %d: %w", ErrCorrupt, pos+int64(p), err)
+		}
+		if v.PhysOffset != pos+int64(p) {
+			return fmt.Errorf("%w: dispatch at %d: record claims %d", ErrCorrupt, pos+int64(p), v.PhysOffset)
+		}
+		if err := d.apply(&v); err != nil {
+			return err
+		}
+		p += size
+	}
+	if p == 0 {
+		return fmt.Errorf("%w: dispatch at %d: no complete record below %d", ErrCorrupt, pos, lim)
+	}
+	if err := d.flush(); err != nil {
+		return err
+	}
+	d.s.idx.SetEnd(pos + int64(p))
+	d.pos.Store(pos + int64(p))
+	d.last.Store(d.lastStore)
+	d.mu.Lock()
+	close(d.ch)
+	d.ch = make(chan struct{})
+	d.mu.Unlock()
+	return nil
+}
+
+func (d *dispatcher) apply(v *message.View) error {
+	if v.StoreTime > d.lastStore {
+		d.lastStore = v.StoreTime
+	}
+	if v.Flags&message.FlagControl != 0 {
+		if string(v.Prop(ctrlProp)) == ctrlDeleteTopic {
+			if err := d.flush(); err != nil {
+				return err
+			}
+			return d.s.cqs.DeleteTopic(string(v.Topic))
+		}
+		return nil
+	}
+	q := d.s.cqs.GetBytes(v.Topic, v.QueueID)
+	if q == nil {
+		var err error
+		if q, err = d.s.cqs.Ensure(string(v.Topic), v.QueueID); err != nil {
+			return err
+		}
+	}
+	pq := d.pending[q]
+	if pq == nil {
+		pq = &pendingQ{first: -1}
+		d.pending[q] = pq
+		d.order = append(d.order, q)
+	}
+	e := consumequeue.Entry{PhysOffset: v.PhysOffset, Size: v.Size,
+		TagHash: message.TagHashBytes(v.Prop(message.PropTags)), StoreTime: v.StoreTime}
+	switch {
+	case pq.first >= 0 && v.QueueOffset == pq.first+int64(len(pq.ents)):
+		pq.ents = append(pq.ents, e)
+	case pq.first >= 0:
+		return fmt.Errorf("%w: queue %s/%d: record at %d has queue offset %d, expected %d",
+			ErrCorrupt, v.Topic, v.QueueID, v.PhysOffset, v.QueueOffset, pq.first+int64(len(pq.ents)))
+	case v.QueueOffset < q.Next():
+		// Already in the queue (replay over entries that recovery kept).
+	case v.QueueOffset == q.Next() || q.Min() == q.Next():
+		pq.first = v.QueueOffset
+		pq.ents = append(pq.ents, e)
+	default:
+		return fmt.Errorf("%w: queue %s/%d: record at %d has queue offset %d past the queue end %d",
+			ErrCorrupt, v.Topic, v.QueueID, v.PhysOffset, v.QueueOffset, q.Next())
+	}
+	if v.PhysOffset >= d.indexed {
+		if err := d.index(v); err != nil {
+			return err
+		}
+		d.indexed = v.PhysOffset + int64(v.Size)
+	}
+	return nil
+}
+
+func idKeyHash(topic []byte, id []byte) uint64 {
+	h := message.FNV64a(message.FNVOffset, "I")
+	h = message.FNV64aBytes(h, topic)
+	h = message.FNV64a(h, "\x00")
+	return message.FNV64aBytes(h, id)
+}
+
+func keyHash(topic []byte, key []byte) uint64 {
+	h := message.FNV64a(message.FNVOffset, "K")
+	h = message.FNV64aBytes(h, topic)
+	h = message.FNV64a(h, "\x00")
+	return message.FNV64aBytes(h, key)
+}
+
+func (d *dispatcher) index(v *message.View) error {
+	if id := v.Prop(message.PropUniqKey); len(id) > 0 {
+		if err := d.s.idx.Put(idKeyHash(v.Topic, id), v.PhysOffset, v.Size, v.StoreTime); err != nil {
+			return err
+		}
+	}
+	keys := v.Prop(message.PropKeys)
+	for len(keys) > 0 {
+		keys = bytes.TrimLeft(keys, " ")
+		i := bytes.IndexByte(keys, ' ')
+		if i < 0 {
+			i = len(keys)
+		}
+		if i > 0 {
+			if err := d.s.idx.Put(keyHash(v.Topic, keys[:i]), v.PhysOffset, v.Size, v.StoreTime); err != nil {
+				return err
+			}
+		}
+		keys = keys[i:]
+	}
+	return nil
+}
+
+// flush writes pending queue entries and calls the arrival hook.
+func (d *dispatcher) flush() error {
+	hook := d.s.hook.Load()
+	for _, q := range d.order {
+		pq := d.pending[q]
+		if len(pq.ents) > 0 {
+			if err := q.Append(pq.first, pq.ents); err != nil {
+				return err
+			}
+			if hook != nil {
+				(*hook)(q.Topic, q.ID, q.Next())
+			}
+		}
+		delete(d.pending, q)
+	}
+	d.order = d.order[:0]
+	return nil
+}
+
+func (d *dispatcher) wait(ctx context.Context, pos int64) error {
+	for {
+		if d.pos.Load() >= pos {
+			return nil
+		}
+		d.mu.Lock()
+		ch, ferr := d.ch, d.failErr
+		d.mu.Unlock()
+		if ferr != nil {
+			return ferr
+		}
+		if d.pos.Load() >= pos {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("storage: wait dispatched %d (at %d): %w", pos, d.pos.Load(), ctx.Err())
+		case <-d.done:
+			if d.pos.Load() >= pos {
+				return nil
+			}
+			return ErrClosed
+		}
+	}
+}

@@ -1,0 +1,37 @@
+// Package index owns the key index: lookup of commit-log records by a
+// 64-bit key hash (the store hashes "topic + message id" and
+// "topic + key") within a store-time range. It is a view rebuilt from the
+// commit log: missing or damaged files are dropped and re-indexed.
+//
+// # Design and memory bound
+//
+// Like RocketMQ's IndexFile, the index is a sequence of fixed-capacity
+// hash-slot files, each an on-disk hash table with chaining:
+//
+//	<dir>/<first log position, 20 digits>.idx
+//
+//	header (64 bytes, little-endian)
+//	  0  4 magic "MQGI"     4  4 version (1)
+//	  8  4 slot count       12 4 entry capacity
+//	  16 4 entry count      20 8 first log position covered
+//	  28 8 end log position (every record below it is indexed)
+//	  36 8 min store time   44 8 max store time
+//	  52 4 sealed (0/1)     56 4 CRC32C of bytes [0,56)
+//	slots:   slot count × 4 bytes   (entry number + 1 of the newest entry in the slot; 0 = empty)
+//	entries: capacity × 32 bytes    (hash 8 | log position 8 | size 4 | previous entry number + 1 4 | store time 8)
+//
+// Only the active (last) file is held in memory — its slot table and
+// entries — so memory is bounded by SlotCount×4 + Capacity×32 bytes
+// (34 MiB with the defaults) however large the log grows; sealed files are
+// read with pread on lookup. Lookups walk files newest first, skipping
+// those whose time range cannot match. Hash collisions are possible: the
+// caller must check the record it reads.
+//
+// Durability: Sync writes new entries, fsyncs, then writes the dirty slot
+// pages and the header (with the end position) and fsyncs again. On open
+// the active file's slot table is rebuilt from its entries, so a torn slot
+// page cannot point at a missing entry. A file whose header fails its CRC
+// is dropped with every later file and re-indexed from the log.
+//
+// index imports storage/vfs, storage/internal/serr and the standard library.
+package index

@@ -1,0 +1,476 @@
+package index
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"log/slog"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/mqgate/mqgate/storage/internal/serr"
+	"github.com/mqgate/mqgate/storage/vfs"
+)
+
+const (
+	headerSize = 64
+	entrySize  = 32
+	magic      = uint32('M') | uint32('Q')<<8 | uint32('G')<<16 | uint32('I')<<24
+	version    = 1
+	pageSlots  = 1024
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Options configure an Index.
+type Options struct {
+	FS       vfs.FS
+	Dir      string
+	Slots    int // per file; default 1<<19
+	Capacity int // entries per file; default 1<<20
+	Logger   *slog.Logger
+	// LogMin and LogEnd bound the commit log: files entirely below LogMin
+	// are removed, entries at or past LogEnd dropped.
+	LogMin, LogEnd int64
+}
+
+// Hit is one candidate record.
+type Hit struct {
+	Phys      int64
+	Size      int32
+	StoreTime int64
+}
+
+type header struct {
+	slots, capacity, count uint32
+	first, end             int64
+	minTime, maxTime       int64
+	sealed                 bool
+}
+
+func (h header) encode(b []byte) {
+	le := binary.LittleEndian
+	le.PutUint32(b[0:], magic)
+	le.PutUint32(b[4:], version)
+	le.PutUint32(b[8:], h.slots)
+	le.PutUint32(b[12:], h.capacity)
+	le.PutUint32(b[16:], h.count)
+	le.PutUint64(b[20:], uint64(h.first))
+	le.PutUint64(b[28:], uint64(h.end))
+	le.PutUint64(b[36:], uint64(h.minTime))
+	le.PutUint64(b[44:], uint64(h.maxTime))
+	var s uint32
+	if h.sealed {
+		s = 1
+	}
+	le.PutUint32(b[52:], s)
+	le.PutUint32(b[56:], crc32.Checksum(b[:56], castagnoli))
+	le.PutUint32(b[60:], 0)
+}
+
+func decodeHeader(b []byte) (header, error) {
+	le := binary.LittleEndian
+	if len(b) < headerSize || le.Uint32(b[0:]) != magic || le.Uint32(b[4:]) != version ||
+		le.Uint32(b[56:]) != crc32.Checksum(b[:56], castagnoli) {
+		return header{}, fmt.Errorf("%w: index header", serr.ErrCorrupt)
+	}
+	h := header{
+		slots: le.Uint32(b[8:]), capacity: le.Uint32(b[12:]), count: le.Uint32(b[16:]),
+		first: int64(le.Uint64(b[20:])), end: int64(le.Uint64(b[28:])),
+		minTime: int64(le.Uint64(b[36:])), maxTime: int64(le.Uint64(b[44:])),
+		sealed: le.Uint32(b[52:]) == 1,
+	}
+	if h.slots == 0 || h.count > h.capacity || h.end < h.first {
+		return header{}, fmt.Errorf("%w: index header values", serr.ErrCorrupt)
+	}
+	return h, nil
+}
+
+type file struct {
+	path string
+	f    vfs.File
+	h    header
+	// active file only
+	slots     []uint32
+	entries   []byte
+	persisted uint32 // entries written to the file
+	dirtyPg   map[int]struct{}
+	newFile   bool // its directory entry is not yet synced
+}
+
+func (f *file) slotsOff() int64   { return headerSize }
+func (f *file) entriesOff() int64 { return headerSize + int64(f.h.slots)*4 }
+
+// Index is the key index. Put/SetEnd are called by the dispatcher only;
+// Lookup is safe concurrently.
+type Index struct {
+	opts   Options
+	logger *slog.Logger
+
+	mu     sync.RWMutex
+	sealed []*file
+	active *file
+	syncMu sync.Mutex
+}
+
+// Open loads the index, dropping what is damaged or past opts.LogEnd.
+// End() tells from which log position the caller must re-index.
+func Open(opts Options) (*Index, error) {
+	if opts.Slots <= 0 {
+		opts.Slots = 1 << 19
+	}
+	if opts.Capacity <= 0 {
+		opts.Capacity = 1 << 20
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	x := &Index{opts: opts, logger: opts.Logger}
+	if err := opts.FS.MkdirAll(opts.Dir); err != nil {
+		return nil, err
+	}
+	names, err := opts.FS.List(opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+	var bases []int64
+	for _, n := range names {
+		if !strings.HasSuffix(n, ".idx") {
+			if strings.HasSuffix(n, ".tmp") {
+				opts.FS.Remove(filepath.Join(opts.Dir, n))
+			}
+			continue
+		}
+		if b, err := strconv.ParseInt(strings.TrimSuffix(n, ".idx"), 10, 64); err == nil {
+			bases = append(bases, b)
+		}
+	}
+	sort.Slice(bases, func(i, j int) bool { return bases[i] < bases[j] })
+	var files []*file
+	var bad bool
+	for _, b := range bases {
+		p := filepath.Join(opts.Dir, fmt.Sprintf("%020d.idx", b))
+		if bad {
+			opts.FS.Remove(p)
+			continue
+		}
+		f, err := x.load(p, b)
+		if err != nil {
+			x.logger.Warn("index: dropping damaged file and later ones; they will be rebuilt", "file", p, "err", err)
+			opts.FS.Remove(p)
+			bad = true
+			continue
+		}
+		files = append(files, f)
+	}
+	// Drop files entirely past the log end or below the log min.
+	for len(files) > 0 && files[len(files)-1].h.first >= opts.LogEnd && files[len(files)-1].h.first > opts.LogMin {
+		f := files[len(files)-1]
+		f.f.Close()
+		opts.FS.Remove(f.path)
+		files = files[:len(files)-1]
+	}
+	for len(files) > 1 && files[0].h.end <= opts.LogMin && files[0].h.sealed {
+		files[0].f.Close()
+		opts.FS.Remove(files[0].path)
+		files = files[1:]
+	}
+	if err := opts.FS.SyncDir(opts.Dir); err != nil {
+		return nil, err
+	}
+	if len(files) > 0 && !files[len(files)-1].h.sealed {
+		x.active = files[len(files)-1]
+		files = files[:len(files)-1]
+		if err := x.activate(x.active); err != nil {
+			return nil, err
+		}
+	}
+	x.sealed = files
+	if x.active == nil {
+		start := opts.LogMin
+		if n := len(files); n > 0 {
+			start = max(files[n-1].h.end, opts.LogMin)
+		}
+		if err := x.newActive(start); err != nil {
+			return nil, err
+		}
+	}
+	return x, nil
+}
+
+func (x *Index) load(p string, base int64) (*file, error) {
+	f, err := x.opts.FS.OpenRW(p)
+	if err != nil {
+		return nil, err
+	}
+	var hb [headerSize]byte
+	if _, err := f.ReadAt(hb[:], 0); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%w: %v", serr.ErrCorrupt, err)
+	}
+	h, err := decodeHeader(hb[:])
+	if err == nil && h.first != base {
+		err = fmt.Errorf("%w: index file name/header mismatch", serr.ErrCorrupt)
+	}
+	if err == nil {
+		sz, _ := f.Size()
+		if sz < headerSize+int64(h.slots)*4+int64(h.count)*entrySize {
+			err = fmt.Errorf("%w: index file short", serr.ErrCorrupt)
+		}
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return &file{path: p, f: f, h: h}, nil
+}
+
+// activate loads the active file's entries and rebuilds its slot table,
+// cutting entries at or past LogEnd.
+func (x *Index) activate(f *file) error {
+	f.entries = make([]byte, int(f.h.count)*entrySize, int(f.h.capacity)*entrySize)
+	if f.h.count > 0 {
+		if _, err := f.f.ReadAt(f.entries, f.entriesOff()); err != nil {
+			return err
+		}
+	}
+	n := sort.Search(int(f.h.count), func(i int) bool {
+		return int64(binary.LittleEndian.Uint64(f.entries[i*entrySize+8:])) >= x.opts.LogEnd
+	})
+	if uint32(n) != f.h.count || f.h.end > x.opts.LogEnd {
+		f.h.count = uint32(n)
+		f.entries = f.entries[:n*entrySize]
+		f.h.end = min(f.h.end, x.opts.LogEnd)
+	}
+	f.persisted = f.h.count
+	f.slots = make([]uint32, f.h.slots)
+	f.dirtyPg = map[int]struct{}{}
+	for i := 0; i < n; i++ {
+		e := f.entries[i*entrySize:]
+		s := binary.LittleEndian.Uint64(e) % uint64(f.h.slots)
+		binary.LittleEndian.PutUint32(e[20:], f.slots[s])
+		f.slots[s] = uint32(i + 1)
+		f.dirtyPg[int(s)/pageSlots] = struct{}{}
+	}
+	// Entries' prev links were rewritten consistently with the rebuilt
+	// slots: write them back on the next Sync.
+	f.persisted = 0
+	return nil
+}
+
+func (x *Index) newActive(first int64) error {
+	p := filepath.Join(x.opts.Dir, fmt.Sprintf("%020d.idx", first))
+	vf, err := x.opts.FS.Create(p)
+	if err != nil {
+		return err
+	}
+	f := &file{path: p, f: vf, h: header{slots: uint32(x.opts.Slots), capacity: uint32(x.opts.Capacity), first: first, end: first},
+		slots: make([]uint32, x.opts.Slots), entries: make([]byte, 0, 64*entrySize), dirtyPg: map[int]struct{}{}, newFile: true}
+	var hb [headerSize]byte
+	f.h.encode(hb[:])
+	if _, err := vf.WriteAt(hb[:], 0); err != nil {
+		vf.Close()
+		return err
+	}
+	x.active = f
+	return nil
+}
+
+// End is the log position up to which every record is indexed.
+func (x *Index) End() int64 {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return x.active.h.end
+}
+
+// Put adds one key hash for the record at phys. The dispatcher calls it
+// in log order, then SetEnd.
+func (x *Index) Put(hash uint64, phys int64, size int32, storeTime int64) error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	f := x.active
+	if f.h.count >= f.h.capacity {
+		if err := x.rotate(phys); err != nil {
+			return err
+		}
+		f = x.active
+	}
+	s := hash % uint64(f.h.slots)
+	var e [entrySize]byte
+	le := binary.LittleEndian
+	le.PutUint64(e[0:], hash)
+	le.PutUint64(e[8:], uint64(phys))
+	le.PutUint32(e[16:], uint32(size))
+	le.PutUint32(e[20:], f.slots[s])
+	le.PutUint64(e[24:], uint64(storeTime))
+	f.entries = append(f.entries, e[:]...)
+	f.h.count++
+	f.slots[s] = f.h.count
+	f.dirtyPg[int(s)/pageSlots] = struct{}{}
+	if f.h.count == 1 || storeTime < f.h.minTime {
+		f.h.minTime = storeTime
+	}
+	if storeTime > f.h.maxTime {
+		f.h.maxTime = storeTime
+	}
+	return nil
+}
+
+// SetEnd records that every record below end is indexed.
+func (x *Index) SetEnd(end int64) {
+	x.mu.Lock()
+	if end > x.active.h.end {
+		x.active.h.end = end
+	}
+	x.mu.Unlock()
+}
+
+// rotate seals the active file and starts one at phys. Caller holds mu.
+func (x *Index) rotate(phys int64) error {
+	f := x.active
+	f.h.end = phys
+	f.h.sealed = true
+	if err := x.persist(f); err != nil {
+		return err
+	}
+	f.slots, f.entries, f.dirtyPg = nil, nil, nil
+	x.sealed = append(x.sealed, f)
+	if err := x.newActive(phys); err != nil {
+		return err
+	}
+	return x.opts.FS.SyncDir(x.opts.Dir)
+}
+
+// persist writes what changed in the active file and fsyncs it (entries
+// first, then slots and header).
+func (x *Index) persist(f *file) error {
+	if f.persisted < f.h.count {
+		b := f.entries[int(f.persisted)*entrySize : int(f.h.count)*entrySize]
+		if _, err := f.f.WriteAt(b, f.entriesOff()+int64(f.persisted)*entrySize); err != nil {
+			return err
+		}
+	}
+	if err := f.f.Sync(); err != nil {
+		return err
+	}
+	f.persisted = f.h.count
+	var pg [pageSlots * 4]byte
+	for p := range f.dirtyPg {
+		lo := p * pageSlots
+		hi := min(lo+pageSlots, len(f.slots))
+		for i := lo; i < hi; i++ {
+			binary.LittleEndian.PutUint32(pg[(i-lo)*4:], f.slots[i])
+		}
+		if _, err := f.f.WriteAt(pg[:(hi-lo)*4], f.slotsOff()+int64(lo)*4); err != nil {
+			return err
+		}
+	}
+	clear(f.dirtyPg)
+	var hb [headerSize]byte
+	f.h.encode(hb[:])
+	if _, err := f.f.WriteAt(hb[:], 0); err != nil {
+		return err
+	}
+	if err := f.f.Sync(); err != nil {
+		return err
+	}
+	if f.newFile {
+		if err := x.opts.FS.SyncDir(x.opts.Dir); err != nil {
+			return err
+		}
+		f.newFile = false
+	}
+	return nil
+}
+
+// Sync makes everything Put so far durable, with End() as of the call.
+func (x *Index) Sync() error {
+	x.syncMu.Lock()
+	defer x.syncMu.Unlock()
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.persist(x.active)
+}
+
+// Lookup returns up to max records whose key hash is hash and whose store
+// time is in [beginMs, endMs], newest first.
+func (x *Index) Lookup(hash uint64, beginMs, endMs int64, max int) ([]Hit, error) {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	var out []Hit
+	le := binary.LittleEndian
+	f := x.active
+	if f.h.count > 0 && f.h.maxTime >= beginMs && f.h.minTime <= endMs {
+		for n := f.slots[hash%uint64(f.h.slots)]; n != 0 && len(out) < max; {
+			e := f.entries[(n-1)*entrySize:]
+			if le.Uint64(e) == hash {
+				if t := int64(le.Uint64(e[24:])); t >= beginMs && t <= endMs {
+					out = append(out, Hit{Phys: int64(le.Uint64(e[8:])), Size: int32(le.Uint32(e[16:])), StoreTime: t})
+				}
+			}
+			n = le.Uint32(e[20:])
+		}
+	}
+	for i := len(x.sealed) - 1; i >= 0 && len(out) < max; i-- {
+		f := x.sealed[i]
+		if f.h.count == 0 || f.h.maxTime < beginMs || f.h.minTime > endMs {
+			continue
+		}
+		var sb [4]byte
+		if _, err := f.f.ReadAt(sb[:], f.slotsOff()+int64(hash%uint64(f.h.slots))*4); err != nil {
+			return out, err
+		}
+		var e [entrySize]byte
+		for n := le.Uint32(sb[:]); n != 0 && len(out) < max; n = le.Uint32(e[20:]) {
+			if n > f.h.count {
+				return out, fmt.Errorf("%w: index %s chain", serr.ErrCorrupt, f.path)
+			}
+			if _, err := f.f.ReadAt(e[:], f.entriesOff()+int64(n-1)*entrySize); err != nil {
+				return out, err
+			}
+			if le.Uint64(e[:]) == hash {
+				if t := int64(le.Uint64(e[24:])); t >= beginMs && t <= endMs {
+					out = append(out, Hit{Phys: int64(le.Uint64(e[8:])), Size: int32(le.Uint32(e[16:])), StoreTime: t})
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// RemoveBelow deletes sealed files that index only records below logMin.
+func (x *Index) RemoveBelow(logMin int64) error {
+	x.mu.Lock()
+	var drop []*file
+	for len(x.sealed) > 0 && x.sealed[0].h.end <= logMin {
+		drop = append(drop, x.sealed[0])
+		x.sealed = x.sealed[1:]
+	}
+	x.mu.Unlock()
+	for _, f := range drop {
+		f.f.Close()
+		if err := x.opts.FS.Remove(f.path); err != nil {
+			return err
+		}
+	}
+	if len(drop) > 0 {
+		return x.opts.FS.SyncDir(x.opts.Dir)
+	}
+	return nil
+}
+
+// Close closes the files (without syncing; call Sync first).
+func (x *Index) Close() {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for _, f := range x.sealed {
+		f.f.Close()
+	}
+	if x.active != nil {
+		x.active.f.Close()
+	}
+	x.sealed, x.active = nil, nil
+}

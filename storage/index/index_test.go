@@ -1,0 +1,96 @@
+package index
+
+import (
+	"testing"
+
+	"github.com/mqgate/mqgate/storage/vfs"
+)
+
+func TestPutLookupRotateReopen(t *testing.T) {
+	fs := vfs.NewMem()
+	o := Options{FS: fs, Dir: "/x", Slots: 8, Capacity: 16, LogEnd: 1 << 40}
+	x, err := Open(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 50 records, hash = i%5: spans 4 files.
+	for i := int64(0); i < 50; i++ {
+		if err := x.Put(uint64(i%5), i*100, 10, 1000+i); err != nil {
+			t.Fatal(err)
+		}
+		x.SetEnd(i*100 + 10)
+	}
+	check := func(x *Index, wantN int) {
+		hits, err := x.Lookup(3, 0, 1<<62, 100)
+		if err != nil || len(hits) != wantN {
+			t.Fatalf("hits %d %v", len(hits), err)
+		}
+		for i, h := range hits {
+			if (h.Phys/100)%5 != 3 || i > 0 && h.Phys >= hits[i-1].Phys {
+				t.Fatalf("hit %+v not newest-first for hash 3", h)
+			}
+		}
+		if hits, _ := x.Lookup(3, 1010, 1020, 100); len(hits) != 2 {
+			t.Fatalf("time range: %d", len(hits))
+		}
+	}
+	check(x, 10)
+	if err := x.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	x.Close()
+	x, err = Open(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if x.End() != 49*100+10 {
+		t.Fatalf("end %d", x.End())
+	}
+	check(x, 10)
+	x.Close()
+	// Reopen with a shorter log: entries past it are dropped.
+	o.LogEnd = 4500
+	x, err = Open(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(x, 9)
+	if x.End() > 4500 {
+		t.Fatalf("end %d past log end", x.End())
+	}
+	if err := x.RemoveBelow(3300); err != nil {
+		t.Fatal(err)
+	}
+	if hits, _ := x.Lookup(3, 0, 1<<62, 100); len(hits) >= 9 {
+		t.Fatalf("retention kept %d", len(hits))
+	}
+	x.Close()
+}
+
+func TestDamagedFileIsDropped(t *testing.T) {
+	fs := vfs.NewMem()
+	o := Options{FS: fs, Dir: "/x", Slots: 8, Capacity: 16, LogEnd: 1 << 40}
+	x, _ := Open(o)
+	for i := int64(0); i < 40; i++ {
+		x.Put(7, i*10, 10, i)
+		x.SetEnd(i*10 + 10)
+	}
+	x.Sync()
+	x.Close()
+	names, _ := fs.List("/x")
+	f, _ := fs.OpenRW("/x/" + names[1])
+	f.WriteAt([]byte{0xff}, 17) // header byte: CRC fails
+	f.Close()
+	x, err := Open(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Only the first file survives; End says where re-indexing starts.
+	if x.End() != 160 {
+		t.Fatalf("end %d, want 160", x.End())
+	}
+	if hits, _ := x.Lookup(7, 0, 1<<62, 100); len(hits) != 16 {
+		t.Fatalf("hits %d", len(hits))
+	}
+	x.Close()
+}

@@ -1,0 +1,27 @@
+// Package meta owns the store's metadata: topics, consumer groups,
+// consumer offsets and named blobs of broker state (POP revive progress,
+// the receipt-handle MAC key, ...).
+//
+// Each kind is one whole-snapshot file in the meta directory:
+//
+//	topics.snap  groups.snap  offsets.snap  blob-<name>.snap
+//
+// written as: temp file, fsync, rename the current file to .prev, rename
+// the temp file into place, fsync the directory. A snapshot is
+//
+//	0  4 magic "MQGS"   4  4 version (1)   8  4 payload length   12 4 CRC32C(payload)
+//	16 …  payload (JSON)
+//
+// Durability of writes: PutTopic, DeleteTopic, PutGroup, DeleteGroup and
+// SaveBlob return after the snapshot is fsynced (durable when they return
+// nil). CommitOffset only updates memory and returns DurabilityMemory; the
+// offsets are persisted by Flush (the store calls it every
+// MetaFlushInterval and on Close).
+//
+// Loading: a corrupt current snapshot is a clear error wrapping
+// ErrCorrupt that names the file; the previous good snapshot (.prev) is
+// kept, and Options.FallbackToPrevious makes Open use it instead. A crash
+// between the two renames is recovered from the fsynced temp file.
+//
+// meta imports storage/vfs, storage/internal/serr and the standard library.
+package meta

@@ -1,0 +1,561 @@
+package meta
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"hash/crc32"
+	"log/slog"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mqgate/mqgate/storage/internal/serr"
+	"github.com/mqgate/mqgate/storage/vfs"
+)
+
+// TopicType is the message type a topic accepts.
+type TopicType int
+
+const (
+	TopicNormal TopicType = iota
+	TopicFIFO
+	TopicDelay
+	TopicTransaction
+	TopicMixed
+)
+
+func (t TopicType) String() string {
+	switch t {
+	case TopicNormal:
+		return "NORMAL"
+	case TopicFIFO:
+		return "FIFO"
+	case TopicDelay:
+		return "DELAY"
+	case TopicTransaction:
+		return "TRANSACTION"
+	case TopicMixed:
+		return "MIXED"
+	}
+	return fmt.Sprintf("TopicType(%d)", int(t))
+}
+
+// Perm is a RocketMQ-style permission bit set.
+type Perm int
+
+const (
+	PermWrite     Perm = 2
+	PermRead      Perm = 4
+	PermReadWrite      = PermRead | PermWrite
+)
+
+// Topic is a topic's metadata.
+type Topic struct {
+	Name       string            `json:"name"`
+	Type       TopicType         `json:"type"`
+	QueueCount int32             `json:"queue_count"`
+	Perm       Perm              `json:"perm"`
+	Attributes map[string]string `json:"attributes,omitempty"`
+	CreateTime int64             `json:"create_time"` // unix ms
+}
+
+// RetryPolicy is a group's redelivery backoff: exponential, or the
+// customized list when Customized is non-empty.
+type RetryPolicy struct {
+	Initial    time.Duration   `json:"initial,omitempty"`
+	Max        time.Duration   `json:"max,omitempty"`
+	Multiplier float64         `json:"multiplier,omitempty"`
+	Customized []time.Duration `json:"customized,omitempty"`
+}
+
+// Group is a consumer group's metadata.
+type Group struct {
+	Name                string            `json:"name"`
+	RetryPolicy         RetryPolicy       `json:"retry_policy"`
+	MaxDeliveryAttempts int32             `json:"max_delivery_attempts"`
+	FIFO                bool              `json:"fifo"`
+	Attributes          map[string]string `json:"attributes,omitempty"`
+	CreateTime          int64             `json:"create_time"`
+}
+
+// OffsetKey names a committed consumer offset.
+type OffsetKey struct {
+	Group   string `json:"group"`
+	Topic   string `json:"topic"`
+	QueueID int32  `json:"queue_id"`
+}
+
+type offsetRec struct {
+	OffsetKey
+	Offset int64 `json:"offset"`
+}
+
+// Durability says whether a metadata write is on disk yet.
+type Durability int
+
+const (
+	DurabilityMemory Durability = iota // persisted by the next Flush
+	DurabilityLocal                    // fsynced
+)
+
+// Options configure a Store.
+type Options struct {
+	Logger *slog.Logger
+	// FallbackToPrevious loads <file>.prev when a snapshot is corrupt
+	// instead of failing Open.
+	FallbackToPrevious bool
+}
+
+// Store holds metadata in memory and persists it as snapshots. It is
+// safe for concurrent use.
+type Store struct {
+	fs     vfs.FS
+	dir    string
+	opts   Options
+	logger *slog.Logger
+
+	mu           sync.Mutex // state
+	topics       map[string]Topic
+	groups       map[string]Group
+	offsets      map[OffsetKey]int64
+	offsetsDirty bool
+
+	wmu sync.Mutex // snapshot writers (one at a time, in version order)
+}
+
+const (
+	snapMagic  = uint32('M') | uint32('Q')<<8 | uint32('G')<<16 | uint32('S')<<24
+	snapHeader = 16
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// EncodeSnapshot frames payload.
+func EncodeSnapshot(payload []byte) []byte {
+	b := make([]byte, snapHeader+len(payload))
+	le := binary.LittleEndian
+	le.PutUint32(b[0:], snapMagic)
+	le.PutUint32(b[4:], 1)
+	le.PutUint32(b[8:], uint32(len(payload)))
+	le.PutUint32(b[12:], crc32.Checksum(payload, castagnoli))
+	copy(b[snapHeader:], payload)
+	return b
+}
+
+// DecodeSnapshot validates a framed snapshot and returns its payload.
+func DecodeSnapshot(b []byte) ([]byte, error) {
+	le := binary.LittleEndian
+	if len(b) < snapHeader {
+		return nil, fmt.Errorf("%w: snapshot of %d bytes", serr.ErrCorrupt, len(b))
+	}
+	if le.Uint32(b[0:]) != snapMagic || le.Uint32(b[4:]) != 1 {
+		return nil, fmt.Errorf("%w: snapshot magic/version", serr.ErrCorrupt)
+	}
+	n := le.Uint32(b[8:])
+	if uint64(n) != uint64(len(b)-snapHeader) {
+		return nil, fmt.Errorf("%w: snapshot length %d, have %d", serr.ErrCorrupt, n, len(b)-snapHeader)
+	}
+	p := b[snapHeader:]
+	if crc32.Checksum(p, castagnoli) != le.Uint32(b[12:]) {
+		return nil, fmt.Errorf("%w: snapshot checksum", serr.ErrCorrupt)
+	}
+	return p, nil
+}
+
+// Open loads the metadata in dir.
+func Open(fs vfs.FS, dir string, opts Options) (*Store, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if err := fs.MkdirAll(dir); err != nil {
+		return nil, err
+	}
+	s := &Store{fs: fs, dir: dir, opts: opts, logger: opts.Logger,
+		topics: map[string]Topic{}, groups: map[string]Group{}, offsets: map[OffsetKey]int64{}}
+	var topics []Topic
+	if err := s.load("topics", &topics); err != nil {
+		return nil, err
+	}
+	for _, t := range topics {
+		s.topics[t.Name] = t
+	}
+	var groups []Group
+	if err := s.load("groups", &groups); err != nil {
+		return nil, err
+	}
+	for _, g := range groups {
+		s.groups[g.Name] = g
+	}
+	var offs []offsetRec
+	if err := s.load("offsets", &offs); err != nil {
+		return nil, err
+	}
+	for _, o := range offs {
+		s.offsets[o.OffsetKey] = o.Offset
+	}
+	return s, nil
+}
+
+func (s *Store) path(name string) string { return filepath.Join(s.dir, name+".snap") }
+
+// readSnap returns the payload of the named snapshot (nil if none).
+func (s *Store) readSnap(name string) ([]byte, error) {
+	cur := s.path(name)
+	b, err := vfs.ReadFile(s.fs, cur)
+	switch {
+	case err == nil:
+		p, derr := DecodeSnapshot(b)
+		if derr == nil {
+			return p, nil
+		}
+		if !s.opts.FallbackToPrevious {
+			return nil, fmt.Errorf("meta: %s: %w (previous snapshot kept as %s.prev)", cur, derr, cur)
+		}
+		s.logger.Warn("meta: corrupt snapshot, using previous", "file", cur, "err", derr)
+	case vfs.IsNotExist(err):
+		// Crash between the renames: the temp file was fsynced.
+		if b, err := vfs.ReadFile(s.fs, cur+".tmp"); err == nil {
+			if p, derr := DecodeSnapshot(b); derr == nil {
+				if err := s.fs.Rename(cur+".tmp", cur); err != nil {
+					return nil, err
+				}
+				return p, s.fs.SyncDir(s.dir)
+			}
+		}
+	default:
+		return nil, fmt.Errorf("meta: %s: %w", cur, err)
+	}
+	b, err = vfs.ReadFile(s.fs, cur+".prev")
+	if vfs.IsNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	p, derr := DecodeSnapshot(b)
+	if derr != nil {
+		return nil, fmt.Errorf("meta: %s.prev: %w", cur, derr)
+	}
+	return p, nil
+}
+
+func (s *Store) load(name string, v any) error {
+	p, err := s.readSnap(name)
+	if err != nil || p == nil {
+		return err
+	}
+	if err := json.Unmarshal(p, v); err != nil {
+		return fmt.Errorf("meta: %s: %w: %v", s.path(name), serr.ErrCorrupt, err)
+	}
+	return nil
+}
+
+// writeSnap persists payload as the named snapshot (durable on return).
+func (s *Store) writeSnap(name string, payload []byte) error {
+	cur := s.path(name)
+	tmp := cur + ".tmp"
+	f, err := s.fs.Create(tmp)
+	if err != nil {
+		return err
+	}
+	b := EncodeSnapshot(payload)
+	if _, err := f.WriteAt(b, 0); err != nil {
+		f.Close()
+		return fmt.Errorf("meta: write %s: %w", tmp, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("meta: fsync %s: %w", tmp, err)
+	}
+	f.Close()
+	if _, _, err := s.fs.Stat(cur); err == nil {
+		if err := s.fs.Rename(cur, cur+".prev"); err != nil {
+			return err
+		}
+	}
+	if err := s.fs.Rename(tmp, cur); err != nil {
+		return err
+	}
+	return s.fs.SyncDir(s.dir)
+}
+
+func (s *Store) persistTopics() error {
+	s.mu.Lock()
+	ts := make([]Topic, 0, len(s.topics))
+	for _, t := range s.topics {
+		ts = append(ts, t)
+	}
+	s.mu.Unlock()
+	sort.Slice(ts, func(i, j int) bool { return ts[i].Name < ts[j].Name })
+	b, _ := json.Marshal(ts)
+	return s.writeSnap("topics", b)
+}
+
+func (s *Store) persistGroups() error {
+	s.mu.Lock()
+	gs := make([]Group, 0, len(s.groups))
+	for _, g := range s.groups {
+		gs = append(gs, g)
+	}
+	s.mu.Unlock()
+	sort.Slice(gs, func(i, j int) bool { return gs[i].Name < gs[j].Name })
+	b, _ := json.Marshal(gs)
+	return s.writeSnap("groups", b)
+}
+
+func validName(kind, n string) error {
+	if n == "" || len(n) > 255 || strings.ContainsAny(n, "\x00/") {
+		return fmt.Errorf("%w: %s name %q", serr.ErrInvalid, kind, n)
+	}
+	return nil
+}
+
+// PutTopic creates or replaces a topic; durable when it returns nil.
+func (s *Store) PutTopic(t Topic) error {
+	if err := validName("topic", t.Name); err != nil {
+		return err
+	}
+	if t.QueueCount <= 0 {
+		return fmt.Errorf("%w: topic %q queue count %d", serr.ErrInvalid, t.Name, t.QueueCount)
+	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	s.mu.Lock()
+	t.Attributes = cloneMap(t.Attributes)
+	s.topics[t.Name] = t
+	s.mu.Unlock()
+	return s.persistTopics()
+}
+
+// DeleteTopic removes a topic and its committed offsets; durable when it
+// returns nil.
+func (s *Store) DeleteTopic(name string) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	s.mu.Lock()
+	_, ok := s.topics[name]
+	delete(s.topics, name)
+	for k := range s.offsets {
+		if k.Topic == name {
+			delete(s.offsets, k)
+			s.offsetsDirty = true
+		}
+	}
+	s.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("%w: topic %q", serr.ErrNotFound, name)
+	}
+	if err := s.persistTopics(); err != nil {
+		return err
+	}
+	return s.flushOffsets()
+}
+
+// Topic returns a topic.
+func (s *Store) Topic(name string) (Topic, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.topics[name]
+	t.Attributes = cloneMap(t.Attributes)
+	return t, ok
+}
+
+// Topics returns every topic, sorted by name.
+func (s *Store) Topics() []Topic {
+	s.mu.Lock()
+	out := make([]Topic, 0, len(s.topics))
+	for _, t := range s.topics {
+		t.Attributes = cloneMap(t.Attributes)
+		out = append(out, t)
+	}
+	s.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// PutGroup creates or replaces a group; durable when it returns nil.
+func (s *Store) PutGroup(g Group) error {
+	if err := validName("group", g.Name); err != nil {
+		return err
+	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	s.mu.Lock()
+	g.Attributes = cloneMap(g.Attributes)
+	g.RetryPolicy.Customized = append([]time.Duration(nil), g.RetryPolicy.Customized...)
+	s.groups[g.Name] = g
+	s.mu.Unlock()
+	return s.persistGroups()
+}
+
+// DeleteGroup removes a group and its offsets; durable when it returns nil.
+func (s *Store) DeleteGroup(name string) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	s.mu.Lock()
+	_, ok := s.groups[name]
+	delete(s.groups, name)
+	for k := range s.offsets {
+		if k.Group == name {
+			delete(s.offsets, k)
+			s.offsetsDirty = true
+		}
+	}
+	s.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("%w: group %q", serr.ErrNotFound, name)
+	}
+	if err := s.persistGroups(); err != nil {
+		return err
+	}
+	return s.flushOffsets()
+}
+
+// Group returns a group.
+func (s *Store) Group(name string) (Group, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g, ok := s.groups[name]
+	g.Attributes = cloneMap(g.Attributes)
+	return g, ok
+}
+
+// Groups returns every group, sorted by name.
+func (s *Store) Groups() []Group {
+	s.mu.Lock()
+	out := make([]Group, 0, len(s.groups))
+	for _, g := range s.groups {
+		g.Attributes = cloneMap(g.Attributes)
+		out = append(out, g)
+	}
+	s.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// CommitOffset records a consumer offset in memory; it is persisted by
+// the next Flush (DurabilityMemory until then).
+func (s *Store) CommitOffset(k OffsetKey, offset int64) Durability {
+	s.mu.Lock()
+	s.offsets[k] = offset
+	s.offsetsDirty = true
+	s.mu.Unlock()
+	return DurabilityMemory
+}
+
+// Offset returns a committed offset.
+func (s *Store) Offset(k OffsetKey) (int64, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok := s.offsets[k]
+	return v, ok
+}
+
+// Offsets returns every committed offset of group (all groups if "").
+func (s *Store) Offsets(group string) map[OffsetKey]int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[OffsetKey]int64{}
+	for k, v := range s.offsets {
+		if group == "" || k.Group == group {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func (s *Store) flushOffsets() error {
+	s.mu.Lock()
+	if !s.offsetsDirty {
+		s.mu.Unlock()
+		return nil
+	}
+	recs := make([]offsetRec, 0, len(s.offsets))
+	for k, v := range s.offsets {
+		recs = append(recs, offsetRec{k, v})
+	}
+	s.offsetsDirty = false
+	s.mu.Unlock()
+	sort.Slice(recs, func(i, j int) bool {
+		a, b := recs[i], recs[j]
+		if a.Group != b.Group {
+			return a.Group < b.Group
+		}
+		if a.Topic != b.Topic {
+			return a.Topic < b.Topic
+		}
+		return a.QueueID < b.QueueID
+	})
+	b, _ := json.Marshal(recs)
+	if err := s.writeSnap("offsets", b); err != nil {
+		s.mu.Lock()
+		s.offsetsDirty = true
+		s.mu.Unlock()
+		return err
+	}
+	return nil
+}
+
+// Flush persists committed offsets changed since the last Flush; when it
+// returns nil every CommitOffset before the call is durable.
+func (s *Store) Flush() error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	return s.flushOffsets()
+}
+
+func blobName(name string) (string, error) {
+	if err := validName("blob", name); err != nil {
+		return "", err
+	}
+	return "blob-" + name, nil
+}
+
+// SaveBlob persists a named blob of broker state; durable when it
+// returns nil.
+func (s *Store) SaveBlob(name string, data []byte) error {
+	n, err := blobName(name)
+	if err != nil {
+		return err
+	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	return s.writeSnap(n, data)
+}
+
+// LoadBlob returns a named blob; ok is false if it was never saved.
+func (s *Store) LoadBlob(name string) (data []byte, ok bool, err error) {
+	n, err := blobName(name)
+	if err != nil {
+		return nil, false, err
+	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	p, err := s.readSnap(n)
+	if err != nil {
+		return nil, false, err
+	}
+	if p == nil {
+		// Distinguish an empty saved blob from none.
+		_, _, serrStat := s.fs.Stat(s.path(n))
+		return nil, serrStat == nil, nil
+	}
+	return p, true, nil
+}
+
+// Close persists pending offsets.
+func (s *Store) Close() error { return s.Flush() }
+
+func cloneMap(m map[string]string) map[string]string {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}

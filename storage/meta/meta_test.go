@@ -1,0 +1,159 @@
+package meta
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mqgate/mqgate/storage/internal/serr"
+	"github.com/mqgate/mqgate/storage/vfs"
+)
+
+func open(t *testing.T, fs vfs.FS, o Options) *Store {
+	t.Helper()
+	s, err := Open(fs, "/m", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestRoundTrip(t *testing.T) {
+	fs := vfs.NewMem()
+	s := open(t, fs, Options{})
+	topic := Topic{Name: "T", Type: TopicFIFO, QueueCount: 8, Perm: PermReadWrite, Attributes: map[string]string{"a": "b"}, CreateTime: 5}
+	group := Group{Name: "G", MaxDeliveryAttempts: 16, FIFO: true,
+		RetryPolicy: RetryPolicy{Initial: time.Second, Max: time.Minute, Multiplier: 2, Customized: []time.Duration{time.Second}}}
+	if err := s.PutTopic(topic); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutGroup(group); err != nil {
+		t.Fatal(err)
+	}
+	k := OffsetKey{"G", "T", 3}
+	if d := s.CommitOffset(k, 42); d != DurabilityMemory {
+		t.Fatal("commit offset claims durability")
+	}
+	if err := s.SaveBlob("revive", []byte{1, 2, 3}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SaveBlob("empty", nil); err != nil {
+		t.Fatal(err)
+	}
+	// Offsets are not durable before Flush: a power loss forgets them.
+	crashed := open(t, fs.CrashClone(nil), Options{})
+	if _, ok := crashed.Offset(k); ok {
+		t.Fatal("unflushed offset survived a crash")
+	}
+	if got, ok := crashed.Topic("T"); !ok || !reflect.DeepEqual(got, topic) {
+		t.Fatalf("durable topic lost: %+v", got)
+	}
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	r := open(t, fs.CrashClone(nil), Options{})
+	if got, _ := r.Group("G"); !reflect.DeepEqual(got, group) {
+		t.Fatalf("group %+v", got)
+	}
+	if v, ok := r.Offset(k); !ok || v != 42 {
+		t.Fatalf("offset %d %v", v, ok)
+	}
+	if b, ok, err := r.LoadBlob("revive"); err != nil || !ok || string(b) != "\x01\x02\x03" {
+		t.Fatalf("blob %v %v %v", b, ok, err)
+	}
+	if b, ok, err := r.LoadBlob("empty"); err != nil || !ok || len(b) != 0 {
+		t.Fatalf("empty blob %v %v %v", b, ok, err)
+	}
+	if _, ok, err := r.LoadBlob("none"); ok || err != nil {
+		t.Fatal("missing blob")
+	}
+	if err := r.DeleteTopic("T"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := r.Offset(k); ok {
+		t.Fatal("offsets of deleted topic kept")
+	}
+	if err := r.DeleteTopic("T"); !errors.Is(err, serr.ErrNotFound) {
+		t.Fatal(err)
+	}
+	if err := r.PutTopic(Topic{Name: "", QueueCount: 1}); !errors.Is(err, serr.ErrInvalid) {
+		t.Fatal(err)
+	}
+}
+
+func TestCorruptSnapshot(t *testing.T) {
+	fs := vfs.NewMem()
+	s := open(t, fs, Options{})
+	s.PutTopic(Topic{Name: "A", QueueCount: 1})
+	s.PutTopic(Topic{Name: "B", QueueCount: 1}) // topics.snap.prev holds {A}
+	f, _ := fs.OpenRW("/m/topics.snap")
+	f.WriteAt([]byte{'X'}, 20)
+	f.Close()
+	_, err := Open(fs, "/m", Options{})
+	if !errors.Is(err, serr.ErrCorrupt) || !strings.Contains(err.Error(), "topics.snap") {
+		t.Fatalf("corrupt snapshot: %v", err)
+	}
+	r := open(t, fs, Options{FallbackToPrevious: true})
+	if _, ok := r.Topic("A"); !ok {
+		t.Fatal("previous snapshot not used")
+	}
+	if _, ok := r.Topic("B"); ok {
+		t.Fatal("corrupt snapshot used")
+	}
+}
+
+// TestCrashBetweenWriteAndRename: a power loss at any step of a snapshot
+// write leaves either the old or the new contents, never nothing.
+func TestCrashBetweenWriteAndRename(t *testing.T) {
+	for _, failOn := range []string{"write", "sync", "rename1", "rename2", "syncdir"} {
+		t.Run(failOn, func(t *testing.T) {
+			mem := vfs.NewMem()
+			efs := vfs.NewErrorFS(mem, nil)
+			s := open(t, efs, Options{})
+			if err := s.PutTopic(Topic{Name: "old", QueueCount: 1}); err != nil {
+				t.Fatal(err)
+			}
+			renames := 0
+			efs.SetInject(func(op vfs.Op, path string) error {
+				switch {
+				case failOn == "write" && op == vfs.OpWrite,
+					failOn == "sync" && op == vfs.OpSync,
+					failOn == "syncdir" && op == vfs.OpSyncDir:
+					return syscall.EIO
+				case op == vfs.OpRename:
+					renames++
+					if failOn == "rename1" && renames == 1 || failOn == "rename2" && renames == 2 {
+						return syscall.EIO
+					}
+				}
+				return nil
+			})
+			if err := s.PutTopic(Topic{Name: "new", QueueCount: 1}); err == nil {
+				t.Fatal("injected failure not reported")
+			}
+			r := open(t, mem.CrashClone(nil), Options{})
+			_, hasOld := r.Topic("old")
+			_, hasNew := r.Topic("new")
+			if !hasOld {
+				t.Fatalf("after crash: old=%v new=%v", hasOld, hasNew)
+			}
+		})
+	}
+}
+
+func FuzzDecodeSnapshot(f *testing.F) {
+	f.Add(EncodeSnapshot([]byte(`[{"name":"T"}]`)))
+	f.Add([]byte("MQGS"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		p, err := DecodeSnapshot(b)
+		if err != nil {
+			return
+		}
+		if string(EncodeSnapshot(p)) != string(b) {
+			t.Fatal("accepted snapshot does not re-encode identically")
+		}
+	})
+}

@@ -1,0 +1,150 @@
+package storage
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/mqgate/mqgate/storage/internal/serr"
+	"github.com/mqgate/mqgate/storage/vfs"
+)
+
+// FlushMode selects when appended records are fsynced.
+type FlushMode int
+
+const (
+	// FlushAsync: fsync every FlushInterval or FlushBytes; appends return
+	// once written (Durability Memory).
+	FlushAsync FlushMode = iota
+	// FlushSync: an append returns after the fsync that covers it
+	// (Durability Local); one fsync serves every append queued meanwhile.
+	FlushSync
+)
+
+func (m FlushMode) String() string {
+	if m == FlushSync {
+		return "sync"
+	}
+	return "async"
+}
+
+// ParseFlushMode parses "async" or "sync".
+func ParseFlushMode(s string) (FlushMode, error) {
+	switch s {
+	case "async", "":
+		return FlushAsync, nil
+	case "sync":
+		return FlushSync, nil
+	}
+	return 0, fmt.Errorf("%w: flush mode %q (want async|sync)", serr.ErrInvalid, s)
+}
+
+// Options configure a Store. The zero value of each field means its default.
+type Options struct {
+	FS vfs.FS // default vfs.Default
+
+	SegmentSize int64 // commit-log segment size; default 1 GiB
+
+	FlushMode     FlushMode
+	FlushInterval time.Duration // async: default 500ms
+	FlushBytes    int64         // async: default 16 MiB
+	// FlushTimeout bounds how long a sync-mode append waits for its fsync
+	// before answering FlushTimeout (the record IS in the log). Default 2s.
+	FlushTimeout time.Duration
+
+	MaxBodySize   int // default 4 MiB
+	MaxRecordSize int // default MaxBodySize + 256 KiB (topic, hosts, properties)
+
+	// RetentionTime deletes whole segments whose records are all older;
+	// default 72h; negative disables.
+	RetentionTime time.Duration
+	// DiskUsagePercent deletes the oldest segments while the file system
+	// is fuller than this; default 85; negative disables.
+	DiskUsagePercent  float64
+	RetentionInterval time.Duration // default 10s
+
+	// CheckpointInterval: how often consume queues and the index are
+	// fsynced and the checkpoint written. Recovery after a crash replays
+	// the log written since the last checkpoint. Default 1s.
+	CheckpointInterval time.Duration
+	// MetaFlushInterval: how often asynchronous metadata (consumer
+	// offsets) is persisted. Default 5s.
+	MetaFlushInterval time.Duration
+
+	CQEntriesPerFile int64 // default 300000 (8.4 MB files)
+	IndexSlots       int   // default 1<<19
+	IndexCapacity    int   // entries per index file; default 1<<20
+
+	StoreHost string // written into each record's store host
+	Now       func() time.Time
+	Logger    *slog.Logger
+}
+
+// Defaults returns o with every zero field set to its default.
+func (o Options) Defaults() Options {
+	if o.FS == nil {
+		o.FS = vfs.Default
+	}
+	if o.SegmentSize == 0 {
+		o.SegmentSize = 1 << 30
+	}
+	if o.FlushInterval == 0 {
+		o.FlushInterval = 500 * time.Millisecond
+	}
+	if o.FlushBytes == 0 {
+		o.FlushBytes = 16 << 20
+	}
+	if o.FlushTimeout == 0 {
+		o.FlushTimeout = 2 * time.Second
+	}
+	if o.MaxBodySize == 0 {
+		o.MaxBodySize = 4 << 20
+	}
+	if o.MaxRecordSize == 0 {
+		o.MaxRecordSize = o.MaxBodySize + 256<<10
+	}
+	if o.RetentionTime == 0 {
+		o.RetentionTime = 72 * time.Hour
+	}
+	if o.DiskUsagePercent == 0 {
+		o.DiskUsagePercent = 85
+	}
+	if o.RetentionInterval == 0 {
+		o.RetentionInterval = 10 * time.Second
+	}
+	if o.CheckpointInterval == 0 {
+		o.CheckpointInterval = time.Second
+	}
+	if o.MetaFlushInterval == 0 {
+		o.MetaFlushInterval = 5 * time.Second
+	}
+	if o.CQEntriesPerFile == 0 {
+		o.CQEntriesPerFile = 300_000
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+// Validate reports an inconsistent configuration.
+func (o Options) Validate() error {
+	switch {
+	case o.SegmentSize < 4<<10:
+		return fmt.Errorf("%w: segment size %d < 4 KiB", serr.ErrInvalid, o.SegmentSize)
+	case o.MaxBodySize <= 0 || o.MaxRecordSize <= o.MaxBodySize:
+		return fmt.Errorf("%w: max body %d, max record %d", serr.ErrInvalid, o.MaxBodySize, o.MaxRecordSize)
+	case int64(o.MaxRecordSize) > o.SegmentSize:
+		return fmt.Errorf("%w: max record %d larger than segment %d", serr.ErrInvalid, o.MaxRecordSize, o.SegmentSize)
+	case o.FlushMode != FlushAsync && o.FlushMode != FlushSync:
+		return fmt.Errorf("%w: flush mode %d", serr.ErrInvalid, o.FlushMode)
+	case o.FlushInterval < 0 || o.FlushTimeout < 0 || o.CheckpointInterval < 0 || o.RetentionInterval < 0:
+		return fmt.Errorf("%w: negative interval", serr.ErrInvalid)
+	case o.DiskUsagePercent > 100:
+		return fmt.Errorf("%w: disk usage percent %v", serr.ErrInvalid, o.DiskUsagePercent)
+	}
+	return nil
+}

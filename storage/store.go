@@ -1,0 +1,615 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mqgate/mqgate/storage/commitlog"
+	"github.com/mqgate/mqgate/storage/consumequeue"
+	"github.com/mqgate/mqgate/storage/index"
+	"github.com/mqgate/mqgate/storage/internal/serr"
+	"github.com/mqgate/mqgate/storage/message"
+	"github.com/mqgate/mqgate/storage/meta"
+	"github.com/mqgate/mqgate/storage/vfs"
+)
+
+// Error sentinels; match with errors.Is.
+var (
+	ErrClosed      = serr.ErrClosed
+	ErrNotWritable = serr.ErrNotWritable
+	ErrCorrupt     = serr.ErrCorrupt
+	ErrOffsetMoved = serr.ErrOffsetMoved
+	ErrTooLarge    = serr.ErrTooLarge
+	ErrNotFound    = serr.ErrNotFound
+	ErrInvalid     = serr.ErrInvalid
+	ErrLocked      = serr.ErrLocked
+)
+
+// Status is the outcome of an accepted append.
+type Status int
+
+const (
+	// StatusOK: written, and durable as Durability says.
+	StatusOK Status = iota
+	// StatusFlushTimeout: sync mode only; the records ARE in the log but
+	// their fsync did not finish within min(FlushTimeout, ctx deadline).
+	StatusFlushTimeout
+)
+
+func (s Status) String() string {
+	if s == StatusFlushTimeout {
+		return "FLUSH_DISK_TIMEOUT"
+	}
+	return "OK"
+}
+
+// Durability says how far an acknowledged append got.
+type Durability int
+
+const (
+	// DurabilityMemory: written to the OS (survives a process crash, not
+	// a power loss).
+	DurabilityMemory Durability = iota
+	// DurabilityLocal: fsynced to the local disk.
+	DurabilityLocal
+)
+
+func (d Durability) String() string {
+	if d == DurabilityLocal {
+		return "LOCAL"
+	}
+	return "MEMORY"
+}
+
+// AppendEntry is where one appended message went.
+type AppendEntry struct {
+	PhysOffset  int64
+	Size        int32
+	QueueOffset int64
+	StoreTime   int64 // unix ms
+}
+
+// AppendResult is the receipt of an Append call.
+type AppendResult struct {
+	Status     Status
+	Durability Durability
+	Entries    []AppendEntry // one per message, in order
+	// End is the log position after the last record: WaitDispatched(ctx,
+	// End) makes the records readable through their queues.
+	End int64
+}
+
+// QueueEntry is a consume-queue entry.
+type QueueEntry = consumequeue.Entry
+
+// ArrivalHook is called on the dispatcher goroutine after new entries of
+// (topic, queueID) become visible; next is the queue's new Next. It must
+// not block (signal a channel, wake a waiter, return).
+type ArrivalHook func(topic string, queueID int32, next int64)
+
+// Store is the mqgate store: one commit log, its consume queues, key
+// index, and metadata snapshots. See doc.go.
+type Store struct {
+	dir    string
+	opts   Options
+	fs     vfs.FS
+	logger *slog.Logger
+
+	lock io.Closer
+	log  *commitlog.Log
+	cqs  *consumequeue.Set
+	idx  *index.Index
+	meta *meta.Store
+	disp *dispatcher
+
+	hook atomic.Pointer[ArrivalHook]
+	c    counters
+
+	closed    atomic.Bool
+	closeOnce sync.Once
+	closeErr  error
+	bgStop    chan struct{}
+	bgDone    chan struct{}
+	cpMu      sync.Mutex // checkpoint writers
+	lastCP    atomic.Int64
+	encPool   sync.Pool
+
+	recovery RecoveryInfo
+}
+
+// RecoveryInfo describes what Open did.
+type RecoveryInfo struct {
+	Clean         bool // previous run closed cleanly (fast path)
+	LogMin        int64
+	LogEnd        int64
+	ScannedBytes  int64 // log bytes validated
+	Truncated     int64 // bytes of torn/invalid tail dropped
+	ReplayedBytes int64 // log bytes re-dispatched into queues/index
+	Duration      time.Duration
+}
+
+// Open opens (or creates) the store in dir and recovers it.
+func Open(dir string, opts Options) (*Store, error) {
+	t0 := time.Now()
+	opts = opts.Defaults()
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	fs := opts.FS
+	if err := fs.MkdirAll(dir); err != nil {
+		return nil, fmt.Errorf("storage: %w", err)
+	}
+	lk, err := fs.Lock(filepath.Join(dir, lockFile))
+	if err != nil {
+		if errors.Is(err, vfs.ErrLocked) {
+			return nil, fmt.Errorf("%w: %s: %w", serr.ErrLocked, dir, err)
+		}
+		return nil, fmt.Errorf("storage: lock %s: %w", dir, err)
+	}
+	s := &Store{dir: dir, opts: opts, fs: fs, logger: opts.Logger, lock: lk, bgStop: make(chan struct{}), bgDone: make(chan struct{})}
+	if err := s.open(); err != nil {
+		s.closeParts()
+		lk.Close()
+		return nil, err
+	}
+	s.recovery.Duration = time.Since(t0)
+	s.logger.Info("storage: opened", "dir", dir, "clean", s.recovery.Clean, "log_end", s.recovery.LogEnd,
+		"scanned", s.recovery.ScannedBytes, "replayed", s.recovery.ReplayedBytes, "truncated", s.recovery.Truncated,
+		"took", s.recovery.Duration)
+	return s, nil
+}
+
+func (s *Store) open() error {
+	fs, dir, o := s.fs, s.dir, s.opts
+	cp, haveCP := readCheckpoint(fs, dir)
+	_, _, runErr := fs.Stat(filepath.Join(dir, runningFile))
+	clean := haveCP && cp.Clean && vfs.IsNotExist(runErr)
+	rec := commitlog.Recovery{From: -1, CleanEnd: -1}
+	if haveCP {
+		rec.From = cp.Flushed
+	}
+	if clean {
+		rec.CleanEnd = cp.LogEnd
+	}
+	notify := make(chan struct{}, 1)
+	lg, res, err := commitlog.Open(commitlog.Options{
+		FS: fs, Dir: filepath.Join(dir, "commitlog"), SegmentSize: o.SegmentSize, MaxRecordSize: o.MaxRecordSize,
+		SyncMode: o.FlushMode == FlushSync, FlushInterval: o.FlushInterval, FlushBytes: o.FlushBytes,
+		Now: o.Now, Logger: o.Logger, Notify: notify,
+		OnSync: func(_ int64, d time.Duration, err error) {
+			s.c.fsyncs.Add(1)
+			s.c.fsyncLat.observe(d)
+			if err != nil {
+				s.c.fsyncErrors.Add(1)
+			}
+		},
+	}, rec)
+	if err != nil {
+		return fmt.Errorf("storage: commit log: %w", err)
+	}
+	s.log = lg
+	clean = clean && res.FastPath
+	s.recovery = RecoveryInfo{Clean: clean, LogMin: res.Min, LogEnd: res.End, ScannedBytes: res.Scanned, Truncated: res.Truncated}
+
+	// Consume queues: keep entries below the checkpointed dispatch
+	// position (fsynced before the checkpoint was written).
+	d := res.Min
+	if haveCP {
+		d = max(min(cp.Dispatched, res.End), res.Min)
+	}
+	if s.cqs, err = consumequeue.Open(consumequeue.Options{FS: fs, Dir: filepath.Join(dir, "consumequeue"),
+		EntriesPerFile: o.CQEntriesPerFile, Logger: o.Logger, TruncateAt: d}); err != nil {
+		return fmt.Errorf("storage: consume queues: %w", err)
+	}
+	if s.idx, err = index.Open(index.Options{FS: fs, Dir: filepath.Join(dir, "index"), Slots: o.IndexSlots,
+		Capacity: o.IndexCapacity, Logger: o.Logger, LogMin: res.Min, LogEnd: res.End}); err != nil {
+		return fmt.Errorf("storage: index: %w", err)
+	}
+	if s.meta, err = meta.Open(fs, filepath.Join(dir, "meta"), meta.Options{Logger: o.Logger}); err != nil {
+		return fmt.Errorf("storage: metadata: %w", err)
+	}
+	s.cqs.All(func(q *consumequeue.Queue) { q.TrimBelow(res.Min) })
+
+	// Replay the log tail into the views, synchronously.
+	start := max(min(d, s.idx.End()), res.Min)
+	s.disp = newDispatcher(s, start, notify)
+	if err := s.disp.catchUp(res.End); err != nil {
+		return fmt.Errorf("storage: replay: %w", err)
+	}
+	s.recovery.ReplayedBytes = res.End - start
+	lg.SetQueueOffsets(func(yield func(string, int32, int64)) {
+		s.cqs.All(func(q *consumequeue.Queue) { yield(q.Topic, q.ID, q.Next()) })
+	})
+	lg.SetLastStoreTime(max(cp.LastStoreTime, s.disp.lastStore))
+
+	// From here on a crash must take the recovery path.
+	if err := s.markRunning(); err != nil {
+		return err
+	}
+	if !clean || !haveCP {
+		// Make the recovered state the new baseline.
+		if err := s.checkpoint(false); err != nil {
+			return err
+		}
+	}
+	lg.Start()
+	go s.disp.run()
+	go s.background()
+	return nil
+}
+
+func (s *Store) markRunning() error {
+	f, err := s.fs.Create(filepath.Join(s.dir, runningFile))
+	if err != nil {
+		return fmt.Errorf("storage: marker: %w", err)
+	}
+	f.Close()
+	return s.fs.SyncDir(s.dir)
+}
+
+// checkpoint fsyncs the views and records how far recovery can trust them.
+func (s *Store) checkpoint(clean bool) error {
+	s.cpMu.Lock()
+	defer s.cpMu.Unlock()
+	d := s.disp.pos.Load()
+	if err := s.cqs.Sync(); err != nil {
+		return fmt.Errorf("storage: checkpoint: %w", err)
+	}
+	if err := s.idx.Sync(); err != nil {
+		return fmt.Errorf("storage: checkpoint: %w", err)
+	}
+	cp := checkpoint{Flushed: s.log.Durable(), Dispatched: d, LogEnd: s.log.Written(), LastStoreTime: s.disp.lastStoreTime(), Clean: clean}
+	if err := writeCheckpoint(s.fs, s.dir, cp); err != nil {
+		return fmt.Errorf("storage: checkpoint: %w", err)
+	}
+	s.lastCP.Store(d)
+	return nil
+}
+
+// Dir is the data directory.
+func (s *Store) Dir() string { return s.dir }
+
+// Recovery reports what Open found and did.
+func (s *Store) Recovery() RecoveryInfo { return s.recovery }
+
+// Meta is the metadata store (topics, groups, offsets, blobs).
+func (s *Store) Meta() *meta.Store { return s.meta }
+
+type encBuf struct{ b []byte }
+
+// Append appends msgs to the log as one contiguous batch (they may name
+// different topics and queues) and returns the receipt. The store sets
+// StoreTime, StoreHost, queue and physical offsets; msgs are not modified.
+//
+// In async mode it returns once the records are written (Durability
+// Memory). In sync mode it then waits for the fsync that covers them, at
+// most min(FlushTimeout, ctx deadline): StatusOK with DurabilityLocal, or
+// StatusFlushTimeout with DurabilityMemory — the records are in the log
+// either way. Errors: ErrClosed, ErrTooLarge, ErrInvalid, ErrNotWritable
+// (disk full or I/O error: nothing of this call is in the log; or a failed
+// fsync, after which the store refuses writes until reopened).
+func (s *Store) Append(ctx context.Context, msgs ...*message.Message) (AppendResult, error) {
+	t0 := time.Now()
+	res, err := s.append(ctx, msgs, false)
+	if err != nil {
+		s.c.appendErrors.Add(1)
+		return res, err
+	}
+	s.c.appendLat.observe(time.Since(t0))
+	return res, nil
+}
+
+func (s *Store) append(ctx context.Context, msgs []*message.Message, control bool) (AppendResult, error) {
+	if s.closed.Load() {
+		return AppendResult{}, serr.ErrClosed
+	}
+	if len(msgs) == 0 {
+		return AppendResult{}, fmt.Errorf("%w: no messages", serr.ErrInvalid)
+	}
+	recs := make([]commitlog.Record, len(msgs))
+	bufs := make([]*encBuf, len(msgs))
+	release := func() {
+		for _, b := range bufs {
+			if b != nil && cap(b.b) <= 64<<10 {
+				s.encPool.Put(b)
+			}
+		}
+	}
+	var total int
+	for i, m := range msgs {
+		if m == nil || m.QueueID < 0 && !control || m.Flags&message.FlagControl != 0 && !control {
+			release()
+			return AppendResult{}, fmt.Errorf("%w: message %d: nil, negative queue id or reserved flag", serr.ErrInvalid, i)
+		}
+		if len(m.Body) > s.opts.MaxBodySize {
+			release()
+			return AppendResult{}, fmt.Errorf("%w: body of %d bytes exceeds %d", serr.ErrTooLarge, len(m.Body), s.opts.MaxBodySize)
+		}
+		mm := *m
+		mm.StoreHost = s.opts.StoreHost
+		eb, _ := s.encPool.Get().(*encBuf)
+		if eb == nil {
+			eb = &encBuf{}
+		}
+		bufs[i] = eb
+		data, crc, err := message.Encode(eb.b[:0], &mm)
+		if err != nil {
+			release()
+			return AppendResult{}, fmt.Errorf("%w: message %d: %w", serr.ErrInvalid, i, err)
+		}
+		eb.b = data
+		if len(data) > s.opts.MaxRecordSize {
+			release()
+			return AppendResult{}, fmt.Errorf("%w: record of %d bytes exceeds %d", serr.ErrTooLarge, len(data), s.opts.MaxRecordSize)
+		}
+		total += len(data)
+		recs[i] = commitlog.Record{Data: data, CRC: crc, Topic: m.Topic, QueueID: m.QueueID, ResetTopic: control}
+	}
+	ents, end, err := s.log.Append(ctx, recs)
+	if err != nil {
+		if ctx.Err() == nil {
+			release()
+		}
+		if errors.Is(err, serr.ErrClosed) {
+			return AppendResult{}, err
+		}
+		return AppendResult{}, fmt.Errorf("storage: append: %w", err)
+	}
+	release()
+	res := AppendResult{Status: StatusOK, Durability: DurabilityMemory, Entries: make([]AppendEntry, len(ents)), End: end}
+	for i, e := range ents {
+		res.Entries[i] = AppendEntry{PhysOffset: e.Phys, Size: e.Size, QueueOffset: e.QueueOffset, StoreTime: e.StoreTime}
+	}
+	s.c.appends.Add(uint64(len(msgs)))
+	s.c.appendBytes.Add(uint64(total))
+	if s.opts.FlushMode == FlushSync {
+		deadline := time.Now().Add(s.opts.FlushTimeout)
+		if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+			deadline = d
+		}
+		ok, err := s.log.WaitDurable(ctx, end, deadline)
+		if err != nil {
+			return res, fmt.Errorf("storage: records written but not durable: %w", err)
+		}
+		if !ok {
+			s.c.flushTimeouts.Add(1)
+			res.Status = StatusFlushTimeout
+			return res, nil
+		}
+		res.Durability = DurabilityLocal
+	} else if s.log.Durable() >= end {
+		res.Durability = DurabilityLocal
+	}
+	return res, nil
+}
+
+// Sync fsyncs everything appended so far (any mode).
+func (s *Store) Sync() error { return s.log.Sync() }
+
+// ReadMessage reads and verifies the record at physOffset. The body is
+// copied once from the log into the returned message.
+func (s *Store) ReadMessage(physOffset int64, size int32) (*message.Message, error) {
+	if physOffset < s.log.Min() {
+		return nil, fmt.Errorf("%w: log position %d below log start %d", serr.ErrOffsetMoved, physOffset, s.log.Min())
+	}
+	b, err := s.log.Read(physOffset, int(size))
+	if err != nil {
+		return nil, err
+	}
+	m, err := message.Decode(b, s.opts.MaxRecordSize)
+	if err != nil {
+		return nil, fmt.Errorf("%w: record at %d: %w", serr.ErrCorrupt, physOffset, err)
+	}
+	if m.PhysOffset != physOffset || m.Size != size {
+		return nil, fmt.Errorf("%w: record at %d claims position %d size %d", serr.ErrCorrupt, physOffset, m.PhysOffset, m.Size)
+	}
+	return m, nil
+}
+
+// ReadQueue returns up to max dispatched entries of (topic, queueID) from
+// fromOffset. Below the queue's min it fails with ErrOffsetMoved; at or
+// past its max it returns no entries. A queue never written is empty.
+func (s *Store) ReadQueue(topic string, queueID int32, fromOffset int64, max int) ([]QueueEntry, error) {
+	q := s.cqs.Get(topic, queueID)
+	if q == nil {
+		return nil, nil
+	}
+	ents, err := q.Read(fromOffset, max)
+	if err != nil {
+		return nil, err
+	}
+	if len(ents) > 0 && ents[0].PhysOffset < s.log.Min() {
+		// Retention removed the log under these entries; trim the queue.
+		if err := q.TrimBelow(s.log.Min()); err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: queue %s/%d offset %d < min %d", serr.ErrOffsetMoved, topic, queueID, fromOffset, q.Min())
+	}
+	return ents, nil
+}
+
+// ReadMessages reads up to max messages of (topic, queueID) from
+// fromOffset (ReadQueue + ReadMessage) and returns the next offset to read.
+func (s *Store) ReadMessages(topic string, queueID int32, fromOffset int64, max int) ([]*message.Message, int64, error) {
+	ents, err := s.ReadQueue(topic, queueID, fromOffset, max)
+	if err != nil {
+		return nil, fromOffset, err
+	}
+	out := make([]*message.Message, 0, len(ents))
+	for _, e := range ents {
+		m, err := s.ReadMessage(e.PhysOffset, e.Size)
+		if err != nil {
+			return out, e.QueueOffset, err
+		}
+		m.QueueOffset = e.QueueOffset
+		out = append(out, m)
+	}
+	return out, fromOffset + int64(len(ents)), nil
+}
+
+// QueueRange returns the queue's min offset and max (next) offset.
+func (s *Store) QueueRange(topic string, queueID int32) (min, max int64) {
+	q := s.cqs.Get(topic, queueID)
+	if q == nil {
+		return 0, 0
+	}
+	return q.Min(), q.Next()
+}
+
+// OffsetForTime returns the first offset of the queue stored at or after
+// unixMs (the max offset if none).
+func (s *Store) OffsetForTime(topic string, queueID int32, unixMs int64) (int64, error) {
+	q := s.cqs.Get(topic, queueID)
+	if q == nil {
+		return 0, nil
+	}
+	return q.OffsetForTime(unixMs)
+}
+
+// QueueIDs lists the queues of topic that exist in the store.
+func (s *Store) QueueIDs(topic string) []int32 { return s.cqs.QueueIDs(topic) }
+
+// Topics lists the topics that have consume queues in the store.
+func (s *Store) Topics() []string { return s.cqs.Topics() }
+
+// DeleteTopic removes the topic's consume queues and forgets its queue
+// offsets (a recreated topic starts at 0). It appends a control record so
+// that recovery replays the deletion; the log keeps the bytes until
+// retention. It returns once the queues are gone.
+func (s *Store) DeleteTopic(ctx context.Context, topic string) error {
+	m := &message.Message{Topic: topic, QueueID: -1, Flags: message.FlagControl}
+	m.Set(ctrlProp, ctrlDeleteTopic)
+	res, err := s.append(ctx, []*message.Message{m}, true)
+	if err != nil {
+		return err
+	}
+	if s.opts.FlushMode == FlushSync && res.Durability != DurabilityLocal {
+		// The deletion record must reach the queues: wait for its fsync.
+		if _, err := s.log.WaitDurable(ctx, res.End, time.Time{}); err != nil {
+			return err
+		}
+	}
+	return s.WaitDispatched(ctx, res.End)
+}
+
+const (
+	ctrlProp        = "__MQGATE_CTRL"
+	ctrlDeleteTopic = "DELETE_TOPIC"
+)
+
+// SetArrivalHook installs the hook called when queues grow (nil removes it).
+func (s *Store) SetArrivalHook(h ArrivalHook) {
+	if h == nil {
+		s.hook.Store(nil)
+		return
+	}
+	s.hook.Store(&h)
+}
+
+// DispatchedUpTo is the log position below which every record is visible
+// through its consume queue and the index.
+func (s *Store) DispatchedUpTo() int64 { return s.disp.pos.Load() }
+
+// WaitDispatched waits until every record below pos is visible through
+// its queue (read-your-writes: pass AppendResult.End).
+func (s *Store) WaitDispatched(ctx context.Context, pos int64) error { return s.disp.wait(ctx, pos) }
+
+// LogRange returns the first and one-past-last positions of the log.
+func (s *Store) LogRange() (min, written int64) { return s.log.Min(), s.log.Written() }
+
+// Stats returns a snapshot of counters, positions and latencies.
+func (s *Store) Stats() Stats {
+	st := Stats{
+		Appends: s.c.appends.Load(), AppendBytes: s.c.appendBytes.Load(), AppendErrors: s.c.appendErrors.Load(),
+		FlushTimeouts: s.c.flushTimeouts.Load(), Fsyncs: s.c.fsyncs.Load(), FsyncErrors: s.c.fsyncErrors.Load(),
+		AppendLatency: s.c.appendLat.snapshot(), FsyncLatency: s.c.fsyncLat.snapshot(),
+		LogMin: s.log.Min(), Written: s.log.Written(), Durable: s.log.Durable(), Dispatched: s.disp.pos.Load(),
+		Segments: len(s.log.Segments()), CheckpointedDispatch: s.lastCP.Load(),
+	}
+	st.FlushLag = st.Written - st.Durable
+	st.DispatchLag = st.Written - st.Dispatched
+	s.cqs.All(func(*consumequeue.Queue) { st.Queues++ })
+	return st
+}
+
+// Close stops appends, lets the dispatcher catch up, fsyncs everything and
+// writes a clean checkpoint, all bounded by ctx. It returns nil only if
+// the shutdown was clean; otherwise the error says why and the next Open
+// takes the full recovery path (nothing acknowledged is lost either way).
+func (s *Store) Close(ctx context.Context) error {
+	s.closeOnce.Do(func() { s.closeErr = s.close(ctx, false) })
+	return s.closeErr
+}
+
+func (s *Store) close(ctx context.Context, crash bool) error {
+	s.closed.Store(true)
+	close(s.bgStop)
+	<-s.bgDone
+	var errs []error
+	if err := s.log.Stop(crash); err != nil {
+		errs = append(errs, fmt.Errorf("final log fsync: %w", err))
+	}
+	if crash {
+		s.disp.stop()
+		s.closeParts()
+		s.lock.Close()
+		return nil
+	}
+	// In sync mode only durable records are dispatched; after a failed
+	// fsync that is less than what was written.
+	if err := s.disp.wait(ctx, s.disp.limit()); err != nil {
+		errs = append(errs, fmt.Errorf("dispatch catch-up: %w", err))
+	}
+	s.disp.stop()
+	clean := len(errs) == 0 && s.disp.pos.Load() == s.log.Written() && s.log.Durable() == s.log.Written()
+	if err := ctx.Err(); err != nil && clean {
+		clean = false
+		errs = append(errs, err)
+	}
+	if err := s.checkpoint(clean); err != nil {
+		errs = append(errs, err)
+		clean = false
+	}
+	if err := s.meta.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("metadata: %w", err))
+	}
+	if clean {
+		if err := s.fs.Remove(filepath.Join(s.dir, runningFile)); err != nil {
+			errs = append(errs, err)
+		} else if err := s.fs.SyncDir(s.dir); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	s.closeParts()
+	s.lock.Close()
+	if len(errs) > 0 {
+		return fmt.Errorf("storage: unclean close (next open recovers from the last checkpoint): %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+// closeParts closes files of whatever was opened.
+func (s *Store) closeParts() {
+	if s.idx != nil {
+		s.idx.Close()
+	}
+	if s.cqs != nil {
+		s.cqs.Close()
+	}
+	if s.log != nil {
+		s.log.Close()
+	}
+}
+
+// crash stops the store as a kill -9 would leave it: no final fsync, no
+// checkpoint, the running marker stays. For tests and benchmarks.
+func (s *Store) crash() {
+	s.closeOnce.Do(func() { s.closeErr = s.close(context.Background(), true) })
+}

@@ -1,0 +1,22 @@
+// Package vfs is the file-system seam of the store.
+//
+// It owns the FS and File interfaces and four implementations:
+//
+//   - Default / NewOS(): the real file system (pread/pwrite, fdatasync,
+//     flock, statfs, read-only mmap of files).
+//   - NewMem(): an in-memory file system that also tracks durability the
+//     way a strict POSIX file system does: file contents become durable on
+//     File.Sync, directory entries (create, rename, remove) on SyncDir of
+//     the parent. (*MemFS).CrashClone returns the file system a machine
+//     would see after power loss — the "crash FS" of the tests: unsynced
+//     bytes and unsynced names are dropped, optionally keeping a random
+//     prefix of unsynced appends (a torn tail).
+//   - NewErrorFS(fs, inject): wraps any FS and lets a test fail chosen
+//     operations (ENOSPC on write, EIO on sync, ...).
+//
+// All writes go through WriteAt: the store always knows the position it
+// writes, so a failed or partial write can be retried or truncated away.
+//
+// vfs imports only the standard library and golang.org/x/sys. It must not
+// import any other mqgate package.
+package vfs

@@ -1,0 +1,131 @@
+package vfs
+
+import (
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+)
+
+// File is an open file. A File has one owner; concurrent ReadAt calls are
+// safe, writes must be serialized by the owner.
+type File interface {
+	io.ReaderAt
+	io.WriterAt
+	io.Closer
+	// Sync makes the file's contents durable (fdatasync).
+	Sync() error
+	// Truncate changes the file size.
+	Truncate(size int64) error
+	// Size returns the current file size.
+	Size() (int64, error)
+}
+
+// Mapper is implemented by files that can be memory-mapped read-only.
+// The returned slice may be longer than the file; bytes past the end of
+// the file must not be touched (SIGBUS). Unmap with the returned func.
+type Mapper interface {
+	Map(length int) (data []byte, unmap func() error, err error)
+}
+
+// DiskUsage describes the file system holding a directory.
+type DiskUsage struct {
+	Total uint64 // bytes
+	Free  uint64 // bytes available to us
+}
+
+// UsedPercent is the share of Total that is not Free, 0..100.
+func (d DiskUsage) UsedPercent() float64 {
+	if d.Total == 0 {
+		return 0
+	}
+	return float64(d.Total-d.Free) * 100 / float64(d.Total)
+}
+
+// FS is the file-system interface used by every storage package.
+type FS interface {
+	// Create creates or truncates a file for reading and writing.
+	Create(name string) (File, error)
+	// OpenRW opens an existing file for reading and writing.
+	OpenRW(name string) (File, error)
+	// Open opens an existing file read-only.
+	Open(name string) (File, error)
+	Remove(name string) error
+	RemoveAll(name string) error
+	Rename(oldname, newname string) error
+	MkdirAll(dir string) error
+	// List returns the names (not paths) of the entries of dir, sorted.
+	List(dir string) ([]string, error)
+	// Stat reports whether name exists and whether it is a directory.
+	Stat(name string) (size int64, isDir bool, err error)
+	// SyncDir makes the directory's entries durable.
+	SyncDir(dir string) error
+	// Lock takes an exclusive advisory lock on name (created if missing).
+	// It fails with ErrLocked if another holder has it.
+	Lock(name string) (io.Closer, error)
+	// Usage reports the capacity of the file system holding dir.
+	Usage(dir string) (DiskUsage, error)
+}
+
+// ErrLocked is returned by Lock when the lock is held elsewhere.
+var ErrLocked = errors.New("vfs: locked by another process")
+
+// IsNotExist reports whether err means a missing file.
+func IsNotExist(err error) bool { return errors.Is(err, os.ErrNotExist) }
+
+// WriteFileAtomic writes data to name via a temporary file: write, fsync,
+// rename, fsync directory. Either the old or the new contents survive a crash.
+func WriteFileAtomic(fs FS, name string, data []byte) error {
+	tmp := name + ".tmp"
+	f, err := fs.Create(tmp)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteAt(data, 0); err != nil {
+		f.Close()
+		fs.Remove(tmp)
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		fs.Remove(tmp)
+		return err
+	}
+	if err := f.Close(); err != nil {
+		fs.Remove(tmp)
+		return err
+	}
+	if err := fs.Rename(tmp, name); err != nil {
+		fs.Remove(tmp)
+		return err
+	}
+	return fs.SyncDir(filepath.Dir(name))
+}
+
+// ReadFile reads a whole file.
+func ReadFile(fs FS, name string) ([]byte, error) {
+	f, err := fs.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	n, err := f.Size()
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, n)
+	if _, err := f.ReadAt(b, 0); err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	return b, nil
+}
+
+func sortedNames(m map[string]struct{}) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
