@@ -40,10 +40,16 @@ $(BUF):
 .PHONY: tools
 tools: $(BUF) ## install pinned buf into .bin (protoc plugins are go.mod tools)
 
+# The OpenAPI document is also copied next to the HTTP listener, which embeds
+# it for /openapi.json (go:embed cannot reach gen/ from gateway/rest).
+OPENAPI_JSON := gen/openapi/mqgate.swagger.json
+OPENAPI_EMBED := gateway/rest/openapi.json
+
 .PHONY: generate
 generate: $(BUF) ## regenerate gen/ from proto/ (byte for byte)
 	mkdir -p gen && find gen -mindepth 1 -maxdepth 1 ! -name README.md -exec rm -rf {} +
 	$(BUF) generate
+	cp $(OPENAPI_JSON) $(OPENAPI_EMBED)
 
 .PHONY: check-generated
 check-generated: $(BUF) ## fail when gen/ is stale (regenerates into a temp dir and diffs)
@@ -51,7 +57,9 @@ check-generated: $(BUF) ## fail when gen/ is stale (regenerates into a temp dir 
 	$(BUF) generate -o "$$tmp" && \
 	if ! diff -r -x README.md gen "$$tmp/gen" >"$$tmp/diff"; then \
 		echo "gen/ is stale: run 'make generate' and commit the result"; \
-		head -n 40 "$$tmp/diff"; exit 1; fi
+		head -n 40 "$$tmp/diff"; exit 1; fi; \
+	if ! cmp -s "$$tmp/$(OPENAPI_JSON)" $(OPENAPI_EMBED); then \
+		echo "$(OPENAPI_EMBED) is stale: run 'make generate' and commit the result"; exit 1; fi
 
 .PHONY: lint
 lint: $(BUF) ## buf lint + go vet + gofmt
@@ -60,7 +68,11 @@ lint: $(BUF) ## buf lint + go vet + gofmt
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' | grep -v '^gen/'))" || (gofmt -l $$(git ls-files '*.go' | grep -v '^gen/'); exit 1)
 
 .PHONY: bench
-bench: ## all benchmarks
+bench: build ## mqgate bench (produce async+sync, consume, e2e) against the echo ceiling, then Go benchmarks
+	./mqgate bench produce --flush async
+	./mqgate bench produce --flush sync
+	./mqgate bench consume --backlog 200000 --duration 5s
+	./mqgate bench e2e --rate 5000
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./...
 
 .PHONY: bench-storage

@@ -146,7 +146,9 @@ func (d *dispatcher) stop() {
 // step dispatches one chunk of the log below lim.
 func (d *dispatcher) step(lim int64) error {
 	pos := d.pos.Load()
-	b, release, err := d.s.log.View(pos, d.buf, min(lim, pos+dispatchChunk))
+	// Up to a chunk plus the largest record (d.buf's size), so a record
+	// larger than a chunk still fits in one view.
+	b, release, err := d.s.log.View(pos, d.buf, min(lim, pos+int64(len(d.buf))))
 	if err != nil {
 		return err
 	}

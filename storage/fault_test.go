@@ -6,6 +6,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/mqgate/mqgate/storage/vfs"
 )
@@ -132,6 +133,52 @@ func TestFsyncFailure(t *testing.T) {
 	s = mustOpen(t, "/d", testOpts(mem))
 	if _, err := s.Append(context.Background(), msg("T", 0, 3)); err != nil {
 		t.Fatalf("reopen recovers writability: %v", err)
+	}
+	verifyConsistent(t, s)
+	mustClose(t, s)
+}
+
+// TestFlushTimeout: in sync mode an append whose fsync does not finish
+// within FlushTimeout (or the ctx deadline, if sooner) is answered
+// StatusFlushTimeout with DurabilityMemory; the record is in the log and
+// becomes durable and visible once the fsync completes.
+func TestFlushTimeout(t *testing.T) {
+	mem := vfs.NewMem()
+	efs := vfs.NewErrorFS(mem, nil)
+	o := testOpts(efs)
+	o.FlushMode = FlushSync
+	o.FlushTimeout = 20 * time.Millisecond
+	s := mustOpen(t, "/d", o)
+	release := make(chan struct{})
+	efs.SetInject(func(op vfs.Op, path string) error {
+		if op == vfs.OpSync && strings.Contains(path, "commitlog") {
+			<-release // a disk that stalls
+		}
+		return nil
+	})
+	res, err := s.Append(context.Background(), msg("T", 0, 0))
+	if err != nil || res.Status != StatusFlushTimeout || res.Durability != DurabilityMemory {
+		t.Fatalf("stalled fsync: %+v %v", res, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
+	res2, err := s.Append(ctx, msg("T", 0, 1)) // the ctx deadline is sooner
+	cancel()
+	if err != nil || res2.Status != StatusFlushTimeout {
+		t.Fatalf("ctx deadline: %+v %v", res2, err)
+	}
+	if s.Stats().FlushTimeouts != 2 {
+		t.Fatal("flush timeouts not counted")
+	}
+	close(release)
+	efs.SetInject(nil)
+	if err := s.WaitDispatched(context.Background(), res2.End); err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range []AppendResult{res, res2} {
+		m, err := s.ReadMessage(r.Entries[0].PhysOffset, r.Entries[0].Size)
+		if err != nil || !sameMessage(m, msg("T", 0, i)) {
+			t.Fatalf("timed-out record %d not in the log: %v", i, err)
+		}
 	}
 	verifyConsistent(t, s)
 	mustClose(t, s)

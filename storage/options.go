@@ -72,8 +72,8 @@ type Options struct {
 	MetaFlushInterval time.Duration
 
 	CQEntriesPerFile int64 // default 300000 (8.4 MB files)
-	IndexSlots       int   // default 1<<19
-	IndexCapacity    int   // entries per index file; default 1<<20
+	IndexSlots       int   // default 1<<17
+	IndexCapacity    int   // entries per index file; default 1<<18 (8 MiB)
 
 	StoreHost string // written into each record's store host
 	Now       func() time.Time

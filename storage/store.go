@@ -613,3 +613,46 @@ func (s *Store) closeParts() {
 func (s *Store) crash() {
 	s.closeOnce.Do(func() { s.closeErr = s.close(context.Background(), true) })
 }
+
+// Appender appends records (produce, POP checkpoints, delay, txn, retry).
+type Appender interface {
+	Append(ctx context.Context, msgs ...*message.Message) (AppendResult, error)
+}
+
+// QueueReader reads consume queues and their records.
+type QueueReader interface {
+	ReadQueue(topic string, queueID int32, fromOffset int64, max int) ([]QueueEntry, error)
+	ReadMessages(topic string, queueID int32, fromOffset int64, max int) ([]*message.Message, int64, error)
+	ReadMessage(physOffset int64, size int32) (*message.Message, error)
+	QueueRange(topic string, queueID int32) (min, max int64)
+	OffsetForTime(topic string, queueID int32, unixMs int64) (int64, error)
+	QueueIDs(topic string) []int32
+}
+
+// MessageLookup finds records by message id or key.
+type MessageLookup interface {
+	LookupByID(topic, id string, max int) ([]*message.Message, error)
+	LookupByKey(topic, key string, beginMs, endMs int64, max int) ([]*message.Message, error)
+}
+
+// Progress exposes dispatch progress and arrivals (long polling).
+type Progress interface {
+	DispatchedUpTo() int64
+	WaitDispatched(ctx context.Context, pos int64) error
+	SetArrivalHook(h ArrivalHook)
+}
+
+// Admin is what topic administration needs.
+type Admin interface {
+	DeleteTopic(ctx context.Context, topic string) error
+	Topics() []string
+	Stats() Stats
+}
+
+var (
+	_ Appender      = (*Store)(nil)
+	_ QueueReader   = (*Store)(nil)
+	_ MessageLookup = (*Store)(nil)
+	_ Progress      = (*Store)(nil)
+	_ Admin         = (*Store)(nil)
+)

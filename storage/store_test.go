@@ -130,6 +130,17 @@ func TestIndexLookups(t *testing.T) {
 	s = mustOpen(t, "/d", testOpts(s.fs))
 	check(s)
 	mustClose(t, s)
+	// A missing index is rebuilt from the log.
+	if err := s.fs.RemoveAll("/d/index"); err != nil {
+		t.Fatal(err)
+	}
+	s = mustOpen(t, "/d", testOpts(s.fs))
+	if s.Recovery().ReplayedBytes == 0 {
+		t.Fatal("index not rebuilt")
+	}
+	check(s)
+	verifyConsistent(t, s)
+	mustClose(t, s)
 }
 
 func TestDeleteTopic(t *testing.T) {

@@ -156,6 +156,10 @@ func (s *Service) Stage(ctx context.Context, topic model.Topic, m *model.Message
 	if err != nil {
 		return model.SendResult{}, produce.AppendError(err)
 	}
+	select { // the checker may be idle (nothing pending) or timed for a later check
+	case s.kick <- struct{}{}:
+	default:
+	}
 	r := model.SendResult{MessageID: m.ID, Offset: off, TransactionID: s.token.Encode(off, 0, topic.Name)}
 	if res.Status == storage.StatusFlushTimeout {
 		r.Err = mqerr.Errorf(mqerr.KindFlushTimeout, "stored, but the disk flush did not finish in time; the message is not yet durable")

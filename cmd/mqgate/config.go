@@ -20,10 +20,11 @@ import (
 // YAML key (name:) and, upper-cased with '-' as '_' and an MQGATE_ prefix,
 // the environment variable.
 type setting struct {
-	name  string
-	usage string
-	get   func(*node.Config) string
-	set   func(*node.Config, string) error
+	name   string
+	usage  string
+	get    func(*node.Config) string
+	set    func(*node.Config, string) error
+	isBool bool // --name alone means true
 }
 
 func (s setting) env() string {
@@ -50,7 +51,7 @@ func durSetting(name, usage string, field func(*node.Config) *time.Duration) set
 }
 
 func boolSetting(name, usage string, field func(*node.Config) *bool) setting {
-	return setting{name: name, usage: usage,
+	return setting{name: name, usage: usage, isBool: true,
 		get: func(c *node.Config) string { return strconv.FormatBool(*field(c)) },
 		set: func(c *node.Config, v string) error {
 			b, err := strconv.ParseBool(strings.TrimSpace(v))
@@ -121,6 +122,17 @@ func findSetting(name string) (setting, bool) {
 	return setting{}, false
 }
 
+// flagValue holds a flag's raw text until precedence is applied; bool
+// settings accept the bare form (--auto-create).
+type flagValue struct {
+	val    string
+	isBool bool
+}
+
+func (v *flagValue) String() string     { return v.val }
+func (v *flagValue) Set(s string) error { v.val = s; return nil }
+func (v *flagValue) IsBoolFlag() bool   { return v.isBool }
+
 // loadConfig builds the effective configuration with precedence
 // flag > MQGATE_* env > YAML file (--config or MQGATE_CONFIG) > default.
 // warn receives non-fatal notes (unknown MQGATE_* variables).
@@ -130,9 +142,11 @@ func loadConfig(args []string, environ []string, warn func(string)) (node.Config
 	cfg := node.Defaults()
 	configPath := fs.String("config", "", "YAML file with settings (keys as the flag names)")
 	printConfig := fs.Bool("print-config", false, "print the effective configuration as YAML and exit")
-	flagVals := map[string]*string{}
+	flagVals := map[string]*flagValue{}
 	for _, s := range settings {
-		flagVals[s.name] = fs.String(s.name, s.get(&cfg), s.usage+" (env "+s.env()+")")
+		v := &flagValue{val: s.get(&cfg), isBool: s.isBool}
+		flagVals[s.name] = v
+		fs.Var(v, s.name, s.usage+" (env "+s.env()+")")
 	}
 	if err := fs.Parse(args); err != nil {
 		return cfg, fs, false, err
@@ -180,7 +194,7 @@ func loadConfig(args []string, environ []string, warn func(string)) (node.Config
 			return
 		}
 		if s, ok := findSetting(f.Name); ok {
-			if err := s.set(&cfg, *flagVals[f.Name]); err != nil {
+			if err := s.set(&cfg, flagVals[f.Name].val); err != nil {
 				ferr = fmt.Errorf("flag --%s: %w", f.Name, err)
 			}
 		}

@@ -121,3 +121,14 @@ func TestPrintConfigRoundTrips(t *testing.T) {
 		t.Fatalf("round trip changed the config:\n%+v\n%+v", cfg, cfg2)
 	}
 }
+
+func TestConfigBareBoolFlag(t *testing.T) {
+	cfg, _, _, err := loadConfig([]string{"--auto-create", "--log-level", "warn"}, nil, func(string) {})
+	if err != nil || !cfg.AutoCreate || cfg.LogLevel != "warn" {
+		t.Fatalf("cfg=%+v err=%v", cfg, err)
+	}
+	cfg, _, _, err = loadConfig([]string{"--auto-create=false"}, []string{"MQGATE_AUTO_CREATE=true"}, func(string) {})
+	if err != nil || cfg.AutoCreate {
+		t.Fatalf("explicit false: %+v %v", cfg.AutoCreate, err)
+	}
+}

@@ -1,6 +1,8 @@
 // Command mqgate runs the gateway (`mqgate serve`, the default) and talks
-// to a running one (`mqgate topic`, `mqgate group`, ...).
+// to a running one (`mqgate topic`, `mqgate group`, ...). The message
+// commands (send, receive, ack) use mqgate's own sdk/; the inspection
+// commands (topic/group describe, message show) the admin API.
 //
-// cmd/mqgate may import gateway/node, gen/ and internal/; it must not import
+// cmd/mqgate may import gateway/node, gen/, sdk/ and internal/; it must not import
 // broker/ or storage/ directly: the server is composed by gateway/node.
 package main

@@ -130,26 +130,7 @@ func groupCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			}
 			printGroups(stdout, resp.GetGroups())
 		case "describe":
-			var resp *adminv1.GetGroupResponse
-			err := a.call(ctx, func(ctx context.Context, c adminv1.AdminServiceClient) (err error) {
-				resp, err = c.GetGroup(ctx, &adminv1.GetGroupRequest{Name: gc.name})
-				return err
-			})
-			if err != nil {
-				return err
-			}
-			if gc.client.json {
-				return printJSON(stdout, resp.GetGroup())
-			}
-			g := resp.GetGroup()
-			w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintf(w, "name:\t%s\n", g.GetName())
-			fmt.Fprintf(w, "fifo:\t%t\n", g.GetFifo())
-			fmt.Fprintf(w, "max delivery attempts:\t%d\n", g.GetMaxDeliveryAttempts())
-			fmt.Fprintf(w, "retry policy:\t%s\n", g.GetRetryPolicy())
-			fmt.Fprintf(w, "dead-letter topic:\t%%DLQ%%%s\n", g.GetName())
-			fmt.Fprintf(w, "created:\t%s\n", formatTime(g.GetCreateTime()))
-			return w.Flush()
+			return describeGroup(ctx, a, gc.name, stdout) // describe.go: progress per topic, DLQ size
 		case "delete":
 			err := a.call(ctx, func(ctx context.Context, c adminv1.AdminServiceClient) error {
 				_, err := c.DeleteGroup(ctx, &adminv1.DeleteGroupRequest{Name: gc.name})

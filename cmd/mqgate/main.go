@@ -20,6 +20,11 @@ Usage:
   mqgate [serve] [flags]      run the gateway (the default command)
   mqgate topic ...            create, list, describe or delete topics on a running gateway
   mqgate group ...            create, list, describe or delete consumer groups on a running gateway
+  mqgate bench ...            load generator: produce, consume or e2e, with a gRPC echo baseline
+  mqgate send ...             send a message (or one per line of standard input)
+  mqgate receive ...          receive messages of a consumer group, printed as JSON lines
+  mqgate ack ...              acknowledge received messages by receipt handle
+  mqgate message show ...     find stored messages by message id or key
   mqgate version              print the version
   mqgate help                 this text
 
@@ -38,6 +43,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return topicCmd(ctx, args, stdout, stderr)
 	case "group":
 		return groupCmd(ctx, args, stdout, stderr)
+	case "bench":
+		return benchCmd(ctx, args, stdout, stderr)
+	case "send":
+		return sendCmd(ctx, args, os.Stdin, stdout, stderr)
+	case "receive":
+		return receiveCmd(ctx, args, stdout, stderr)
+	case "ack":
+		return ackCmd(ctx, args, stdout, stderr)
+	case "message":
+		return messageCmd(ctx, args, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "mqgate", version)
 		return 0

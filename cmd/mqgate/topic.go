@@ -131,25 +131,7 @@ func topicCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			}
 			printTopics(stdout, resp.GetTopics())
 		case "describe":
-			var resp *adminv1.GetTopicResponse
-			err := a.call(ctx, func(ctx context.Context, c adminv1.AdminServiceClient) (err error) {
-				resp, err = c.GetTopic(ctx, &adminv1.GetTopicRequest{Name: tc.name})
-				return err
-			})
-			if err != nil {
-				return err
-			}
-			if tc.client.json {
-				return printJSON(stdout, resp.GetTopic())
-			}
-			t := resp.GetTopic()
-			w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintf(w, "name:\t%s\n", t.GetName())
-			fmt.Fprintf(w, "type:\t%s\n", t.GetType())
-			fmt.Fprintf(w, "queues:\t%d\n", t.GetQueues())
-			fmt.Fprintf(w, "permission:\t%s\n", t.GetPermission())
-			fmt.Fprintf(w, "created:\t%s\n", formatTime(t.GetCreateTime()))
-			return w.Flush()
+			return describeTopic(ctx, a, tc.name, stdout) // describe.go: queue offsets, groups' progress
 		case "delete":
 			err := a.call(ctx, func(ctx context.Context, c adminv1.AdminServiceClient) error {
 				_, err := c.DeleteTopic(ctx, &adminv1.DeleteTopicRequest{Name: tc.name})

@@ -26,6 +26,15 @@ type Broker interface {
 	GetGroup(ctx context.Context, name string) (model.Group, error)
 	ListGroups(ctx context.Context) ([]model.Group, error)
 	DeleteGroup(ctx context.Context, name string) error
+	Inspector
+}
+
+// Inspector is the read-only part of the facade behind DescribeTopic,
+// DescribeGroup and LookupMessage (inspect.go).
+type Inspector interface {
+	DescribeTopic(ctx context.Context, name string) (broker.TopicDescription, error)
+	DescribeGroup(ctx context.Context, name string) (broker.GroupDescription, error)
+	LookupMessage(ctx context.Context, req broker.LookupRequest) ([]broker.FoundMessage, error)
 }
 
 var _ Broker = (*broker.Broker)(nil)

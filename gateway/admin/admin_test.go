@@ -20,6 +20,8 @@ type fakeBroker struct {
 	topics map[string]model.Topic
 	groups map[string]model.Group
 	last   model.Group
+
+	Inspector // nil: inspect_test.go runs those RPCs over a real broker
 }
 
 func newFake() *fakeBroker {

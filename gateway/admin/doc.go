@@ -1,6 +1,8 @@
 // Package admin serves mqgate.admin.v1.AdminService: topic and consumer
-// group management over the broker's metadata methods, used by the
-// `mqgate topic` / `mqgate group` commands. Unlike the RocketMQ v2
+// group management over the broker's metadata methods (admin.go), and the
+// read-only inspection RPCs DescribeTopic, DescribeGroup and LookupMessage
+// over the broker's inspect facade (inspect.go), used by the `mqgate topic`,
+// `mqgate group` and `mqgate message` commands. Unlike the RocketMQ v2
 // services, errors are plain gRPC status codes (InvalidArgument, NotFound,
 // AlreadyExists, …) whose messages name the resource.
 //

@@ -115,9 +115,15 @@ func (s *MessagingService) receiveRequest(ctx context.Context, req *v2.ReceiveMe
 		Wait:      wait,
 		AttemptID: req.GetAttemptId(),
 		// Upstream pops across all queues of the broker whatever the id
-		// (spec §5.8.1 step 6); FIFO assignments (QueryAssignment) will
-		// narrow this when they exist.
+		// (spec §5.8.1 step 6): simple consumers name a route queue round
+		// robin, and waiting on that one queue would miss the others.
+		// Push consumers (auto_renew) name the queue of their assignment:
+		// −1 for non-FIFO groups, one queue each for FIFO groups
+		// (QueryAssignment), which is honoured.
 		QueueID: -1,
+	}
+	if req.GetAutoRenew() && req.GetMessageQueue().GetId() >= 0 {
+		rr.QueueID = req.GetMessageQueue().GetId()
 	}
 	return rr, &v2.Resource{ResourceNamespace: t.GetResourceNamespace(), Name: t.GetName()}, nil
 }

@@ -8,6 +8,9 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/mqgate/mqgate/broker/model"
+	"github.com/mqgate/mqgate/broker/mqerr"
+	"github.com/mqgate/mqgate/broker/offset"
+	"github.com/mqgate/mqgate/broker/txn"
 	"github.com/mqgate/mqgate/gateway/session"
 	v2 "github.com/mqgate/mqgate/gen/apache/rocketmq/v2"
 )
@@ -141,12 +144,32 @@ func settingsToSession(in *v2.Settings, groupKey string, pubTopics []string, sub
 	}
 	if sub := in.GetSubscription(); sub != nil {
 		out.LongPollingTimeout = durationOr(sub.GetLongPollingTimeout(), 0)
+		out.Names = addName(out.Names, sub.GetGroup())
+		for _, e := range sub.GetSubscriptions() {
+			out.Names = addName(out.Names, e.GetTopic())
+		}
+	}
+	for _, t := range in.GetPublishing().GetTopics() {
+		out.Names = addName(out.Names, t)
 	}
 	if ua := in.GetUserAgent(); ua != nil {
 		out.UserAgent = session.UserAgent{Language: ua.GetLanguage().String(), Version: ua.GetVersion(),
 			Platform: ua.GetPlatform(), Hostname: ua.GetHostname()}
 	}
 	return out
+}
+
+// addName records how the client names a namespaced resource (keys
+// without a namespace are their own name).
+func addName(m map[string]session.Name, r *v2.Resource) map[string]session.Name {
+	if r.GetResourceNamespace() == "" {
+		return m
+	}
+	if m == nil {
+		m = make(map[string]session.Name, 2)
+	}
+	m[resourceKey(r.GetResourceNamespace(), r.GetName())] = session.Name{Namespace: r.GetResourceNamespace(), Name: r.GetName()}
+	return m
 }
 
 func filterTypeToSession(t v2.FilterType) session.FilterType {
@@ -199,4 +222,36 @@ func retryPolicyToV2(g model.Group) *v2.RetryPolicy {
 func producerBackoff() *v2.RetryPolicy {
 	return &v2.RetryPolicy{MaxAttempts: 3, Strategy: &v2.RetryPolicy_ExponentialBackoff{ExponentialBackoff: &v2.ExponentialBackoff{
 		Initial: durationpb.New(10 * time.Millisecond), Max: durationpb.New(time.Second), Multiplier: 2}}}
+}
+
+func resolutionToTxn(r v2.TransactionResolution) (txn.Resolution, error) {
+	switch r {
+	case v2.TransactionResolution_TRANSACTION_RESOLUTION_UNSPECIFIED:
+		return txn.Unspecified, nil
+	case v2.TransactionResolution_COMMIT:
+		return txn.Commit, nil
+	case v2.TransactionResolution_ROLLBACK:
+		return txn.Rollback, nil
+	}
+	return txn.Unspecified, mqerr.Errorf(mqerr.KindBadRequest, "unknown transaction resolution %d (want COMMIT or ROLLBACK)", int32(r))
+}
+
+// queryPolicyToOffset converts a QueryOffset policy; TIMESTAMP needs a
+// valid timestamp (BAD_REQUEST otherwise).
+func queryPolicyToOffset(p v2.QueryOffsetPolicy, ts *timestamppb.Timestamp) (offset.Policy, time.Time, error) {
+	switch p {
+	case v2.QueryOffsetPolicy_BEGINNING:
+		return offset.Beginning, time.Time{}, nil
+	case v2.QueryOffsetPolicy_END:
+		return offset.End, time.Time{}, nil
+	case v2.QueryOffsetPolicy_TIMESTAMP:
+		if ts == nil {
+			return 0, time.Time{}, mqerr.Errorf(mqerr.KindBadRequest, "query_offset_policy TIMESTAMP needs a timestamp")
+		}
+		if err := ts.CheckValid(); err != nil {
+			return 0, time.Time{}, mqerr.Errorf(mqerr.KindBadRequest, "timestamp is not a valid time: %v", err)
+		}
+		return offset.Timestamp, ts.AsTime(), nil
+	}
+	return 0, time.Time{}, mqerr.Errorf(mqerr.KindBadRequest, "unknown query_offset_policy %d (want BEGINNING, END or TIMESTAMP)", int32(p))
 }

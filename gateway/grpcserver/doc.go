@@ -6,12 +6,15 @@
 // Files: server.go (options, interceptor order), clientid.go (the client-id
 // interceptors and the status-only response of every method), service.go
 // (MessagingService, its Broker port and constants), one file per RPC
-// family — route.go, client.go (Heartbeat, Telemetry,
-// NotifyClientTermination), producer.go, consumer.go (Receive, Ack,
-// ChangeInvisibleDuration, ForwardMessageToDeadLetterQueue),
-// unsupported.go (NOT_IMPLEMENTED answers for RPCs of later issues) —
-// validate.go (names, namespaces), convert.go (v2 ↔ domain) and status.go
-// (the one mqerr.Kind → v2 Code / gRPC code table).
+// family — route.go (QueryRoute, QueryAssignment), client.go (Heartbeat,
+// Telemetry, NotifyClientTermination), producer.go (SendMessage,
+// RecallMessage), consumer.go (Receive, Ack, ChangeInvisibleDuration,
+// ForwardMessageToDeadLetterQueue), transaction.go (EndTransaction and
+// the broker's transaction check-back port over the session registry's
+// Telemetry streams), offset.go (PullMessage, UpdateOffset, GetOffset,
+// QueryOffset), unsupported.go (NOT_IMPLEMENTED for SyncLiteSubscription)
+// — validate.go (names, namespaces), convert.go (v2 ↔ domain) and
+// status.go (the one mqerr.Kind → v2 Code / gRPC code table).
 //
 // Business outcomes travel as the response's status with gRPC OK (spec
 // §1.6); gRPC errors are used only for draining (UNAVAILABLE), Telemetry

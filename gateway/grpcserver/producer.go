@@ -52,6 +52,28 @@ func (s *MessagingService) SendMessage(ctx context.Context, req *v2.SendMessageR
 	return &v2.SendMessageResponse{Status: combine(sts), Entries: entries}, nil
 }
 
+// RecallMessage cancels a pending delayed message by the recall handle
+// its send returned (spec §5.6, REC codes): a blank, garbled or forged
+// handle, or one minted for another topic ⇒ BAD_REQUEST; a message
+// already delivered, recalled or unknown ⇒ MESSAGE_NOT_FOUND; a topic
+// that is not a DELAY (or MIXED) topic ⇒ MESSAGE_PROPERTY_CONFLICT_WITH_TYPE.
+// Success answers OK with the recalled message's id.
+func (s *MessagingService) RecallMessage(ctx context.Context, req *v2.RecallMessageRequest) (*v2.RecallMessageResponse, error) {
+	topic, err := checkTopic(req.GetTopic())
+	if err != nil {
+		return &v2.RecallMessageResponse{Status: statusOf(ctx, s.log, err)}, nil
+	}
+	if isBlank(req.GetRecallHandle()) {
+		return &v2.RecallMessageResponse{Status: statusOf(ctx, s.log,
+			mqerr.Errorf(mqerr.KindBadRequest, "recall_handle is blank"))}, nil
+	}
+	id, err := s.b.Recall(ctx, topic, req.GetRecallHandle())
+	if err != nil {
+		return &v2.RecallMessageResponse{Status: statusOf(ctx, s.log, err)}, nil
+	}
+	return &v2.RecallMessageResponse{Status: statusOK, MessageId: id}, nil
+}
+
 // toModelMessages validates a send request in the order of spec §5.4 and
 // converts it. It returns the topic key.
 func toModelMessages(in []*v2.Message, now time.Time) (string, []*model.Message, error) {

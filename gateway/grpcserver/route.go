@@ -7,6 +7,7 @@ import (
 	"google.golang.org/grpc/peer"
 
 	"github.com/mqgate/mqgate/broker/model"
+	"github.com/mqgate/mqgate/broker/mqerr"
 	v2 "github.com/mqgate/mqgate/gen/apache/rocketmq/v2"
 )
 
@@ -36,6 +37,54 @@ func (s *MessagingService) QueryRoute(ctx context.Context, req *v2.QueryRouteReq
 		qs[i] = &v2.MessageQueue{Topic: topic, Id: int32(i), Permission: perm, Broker: br, AcceptMessageTypes: accept}
 	}
 	return &v2.QueryRouteResponse{Status: statusOK, MessageQueues: qs}, nil
+}
+
+// QueryAssignment tells a push consumer which queues to receive from (spec
+// §5.7). Every consumer of the group gets the same answer (POP needs no
+// exclusive partitioning), identical on every call — the Go push consumer
+// keys its process queues by the assignment's text and recreates them on
+// any difference: for a non-FIFO group one assignment with queue id −1
+// ("any queue of this broker"); for a FIFO group one per readable queue
+// id 0..N-1 (ReceiveMessage then honours the id). No readable queue ⇒
+// FORBIDDEN.
+func (s *MessagingService) QueryAssignment(ctx context.Context, req *v2.QueryAssignmentRequest) (*v2.QueryAssignmentResponse, error) {
+	topicKey, err := checkTopic(req.GetTopic())
+	if err != nil {
+		return &v2.QueryAssignmentResponse{Status: statusOf(ctx, s.log, err)}, nil
+	}
+	groupKey, err := checkGroup(req.GetGroup())
+	if err != nil {
+		return &v2.QueryAssignmentResponse{Status: statusOf(ctx, s.log, err)}, nil
+	}
+	t, err := s.b.Topic(ctx, topicKey)
+	if err != nil {
+		return &v2.QueryAssignmentResponse{Status: statusOf(ctx, s.log, err)}, nil
+	}
+	g, err := s.b.Group(ctx, groupKey)
+	if err != nil {
+		return &v2.QueryAssignmentResponse{Status: statusOf(ctx, s.log, err)}, nil
+	}
+	if !t.Perm.Readable() || t.Queues <= 0 {
+		return &v2.QueryAssignmentResponse{Status: statusOf(ctx, s.log,
+			mqerr.Errorf(mqerr.KindForbidden, "topic %q has no readable queue", req.GetTopic().GetName()))}, nil
+	}
+	ep := s.routeEndpoints(ctx, req.GetEndpoints())
+	if ep == nil {
+		return &v2.QueryAssignmentResponse{Status: statusNoEndpoint}, nil
+	}
+	br := &v2.Broker{Name: s.brokerName, Id: 0, Endpoints: ep}
+	perm := permissionOf(t.Perm)
+	topic := &v2.Resource{ResourceNamespace: req.GetTopic().GetResourceNamespace(), Name: req.GetTopic().GetName()}
+	if !g.FIFO {
+		return &v2.QueryAssignmentResponse{Status: statusOK, Assignments: []*v2.Assignment{
+			{MessageQueue: &v2.MessageQueue{Topic: topic, Id: -1, Permission: perm, Broker: br}},
+		}}, nil
+	}
+	as := make([]*v2.Assignment, t.Queues)
+	for i := range as {
+		as[i] = &v2.Assignment{MessageQueue: &v2.MessageQueue{Topic: topic, Id: int32(i), Permission: perm, Broker: br}}
+	}
+	return &v2.QueryAssignmentResponse{Status: statusOK, Assignments: as}, nil
 }
 
 // routeEndpoints picks what clients should dial: --advertise-addr when

@@ -12,6 +12,8 @@ import (
 
 	"github.com/mqgate/mqgate/broker"
 	"github.com/mqgate/mqgate/broker/model"
+	"github.com/mqgate/mqgate/broker/offset"
+	"github.com/mqgate/mqgate/broker/txn"
 	"github.com/mqgate/mqgate/gateway/admission"
 	"github.com/mqgate/mqgate/gateway/session"
 	v2 "github.com/mqgate/mqgate/gen/apache/rocketmq/v2"
@@ -30,6 +32,12 @@ type Broker interface {
 	ChangeInvisible(ctx context.Context, group, topic, handle string, d time.Duration) (string, error)
 	ForwardToDLQ(ctx context.Context, group, topic, handle string) error
 	Release(ctx context.Context, group, topic string, handles []string) []error
+	EndTransaction(ctx context.Context, topic, messageID, transactionID string, r txn.Resolution) error
+	Recall(ctx context.Context, topic, handle string) (string, error)
+	Pull(ctx context.Context, group, topic string, queue int32, from int64, max int, f model.Filter, wait time.Duration) (offset.PullResult, error)
+	UpdateOffset(ctx context.Context, group, topic string, queue int32, off int64) error
+	GetOffset(ctx context.Context, group, topic string, queue int32) (int64, error)
+	QueryOffset(ctx context.Context, topic string, queue int32, p offset.Policy, at time.Time) (int64, error)
 }
 
 var _ Broker = (*broker.Broker)(nil)

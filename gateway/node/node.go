@@ -12,10 +12,13 @@ import (
 	"sync/atomic"
 
 	"github.com/mqgate/mqgate/broker"
+	"github.com/mqgate/mqgate/broker/txn"
 	"github.com/mqgate/mqgate/gateway/admin"
 	"github.com/mqgate/mqgate/gateway/admission"
 	"github.com/mqgate/mqgate/gateway/grpcserver"
+	"github.com/mqgate/mqgate/gateway/remoting"
 	"github.com/mqgate/mqgate/gateway/rest"
+	"github.com/mqgate/mqgate/gateway/restapi"
 	"github.com/mqgate/mqgate/gateway/session"
 	"github.com/mqgate/mqgate/internal/lifecycle"
 	"github.com/mqgate/mqgate/internal/telemetry"
@@ -51,7 +54,14 @@ type Node struct {
 	broker *broker.Broker
 	sess   *session.Registry
 	grpc   *grpcserver.Server
-	http   *rest.Server
+	// classic and remoting serve classic RocketMQ clients (nil when
+	// --remoting-addr is empty); checkBacks are the listeners' transaction
+	// check-back senders, asked in listener order (addCheckBack).
+	classic    *broker.Classic
+	remoting   *remoting.Server
+	checkBacks broker.CheckBackFanOut
+	http       *rest.Server
+	inproc     *rest.InProcess // REST's connection to grpc
 
 	addrs    Addrs
 	ready    atomic.Bool
@@ -97,8 +107,11 @@ func Open(ctx context.Context, cfg Config, o Options) (*Node, error) {
 		StopFn: func(ctx context.Context) error { return n.sess.Stop(ctx) }})
 	n.add(o, lifecycle.Func{ComponentName: "grpc", StartFn: n.startGRPC,
 		StopFn: func(ctx context.Context) error { return n.grpc.Stop(ctx) }})
+	if cfg.RemotingAddr != "" {
+		n.add(o, lifecycle.Func{ComponentName: "remoting", StartFn: n.startRemoting, StopFn: n.stopRemoting})
+	}
 	n.add(o, lifecycle.Func{ComponentName: "http", StartFn: n.startHTTP,
-		StopFn: func(ctx context.Context) error { return n.http.Stop(ctx) }})
+		StopFn: func(ctx context.Context) error { return errors.Join(n.http.Stop(ctx), n.inproc.Close()) }})
 
 	if err := n.owner.Start(ctx); err != nil {
 		return nil, err
@@ -204,8 +217,10 @@ func (n *Node) startGRPC(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	n.addCheckBack(svc.CheckBackSender())
 	svc.Register(n.grpc.GRPC)
 	admin.New(n.broker).Register(n.grpc.GRPC)
+	restapi.New(restapi.Config{Logger: n.log}, n.broker).Register(n.grpc.GRPC)
 	lis, err := listen(ctx, "grpc-addr", n.cfg.GRPCAddr)
 	if err != nil {
 		return err
@@ -218,8 +233,67 @@ func (n *Node) startGRPC(ctx context.Context) error {
 	})
 }
 
-func (n *Node) startHTTP(ctx context.Context) error {
-	n.http = rest.New(rest.Options{Ready: n.Ready, Metrics: n.tel.MetricsHandler(), Logger: n.log})
+// startRemoting opens the classic broker services and binds the classic
+// remoting listener (NameServer + Broker on one port).
+func (n *Node) startRemoting(ctx context.Context) error {
+	cl, err := n.broker.OpenClassic(ctx)
+	if err != nil {
+		return err
+	}
+	host := ""
+	if n.cfg.AdvertiseAddr != "" {
+		host, _, _ = net.SplitHostPort(n.cfg.AdvertiseAddr)
+	}
+	srv, err := remoting.New(remoting.Config{AdvertiseHost: host, Logger: n.log, Pid: os.Getpid()}, cl)
+	if err == nil {
+		err = srv.Start(ctx, n.cfg.RemotingAddr)
+	}
+	if err != nil {
+		return errors.Join(err, cl.Close(ctx))
+	}
+	n.classic, n.remoting = cl, srv
+	n.addrs.Remoting = srv.Addr()
+	n.addCheckBack(srv)
+	return nil
+}
+
+func (n *Node) stopRemoting(ctx context.Context) error {
+	if n.remoting == nil {
+		return nil
+	}
+	return errors.Join(n.remoting.Stop(ctx), n.classic.Close(ctx))
+}
+
+// addCheckBack adds a listener's transaction check-back sender; the
+// broker asks them in the order added (gRPC first, then remoting).
+func (n *Node) addCheckBack(s txn.CheckBackSender) {
+	n.checkBacks = append(n.checkBacks, s)
+	n.broker.SetCheckBackSender(n.checkBacks)
+}
+
+func (n *Node) startHTTP(ctx context.Context) (err error) {
+	// REST calls reach the gRPC server in process: same interceptors and
+	// stats handler, no socket.
+	if n.inproc, err = rest.NewInProcess(); err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			_ = n.inproc.Close()
+		}
+	}()
+	if err := n.group.Go("grpc-in-process-serve", func(context.Context) {
+		if err := n.grpc.Serve(n.inproc.Listener()); err != nil {
+			n.log.Error("in-process gRPC listener failed", "err", err)
+		}
+	}); err != nil {
+		return err
+	}
+	n.http, err = rest.New(rest.Options{Ready: n.Ready, Metrics: n.tel.MetricsHandler(), Logger: n.log,
+		API: n.inproc.Conn(), MeterProvider: n.tel.Meters, TracerProvider: n.tel.Tracers})
+	if err != nil {
+		return err
+	}
 	lis, err := listen(ctx, "http-addr", n.cfg.HTTPAddr)
 	if err != nil {
 		return err
@@ -252,6 +326,8 @@ func (n *Node) Ready() error {
 		return errors.New("draining for shutdown")
 	case !n.ready.Load():
 		return errors.New("starting")
+	case n.cfg.RemotingAddr != "" && (n.remoting == nil || n.remoting.Addr() == ""):
+		return errors.New("the remoting listener is not up")
 	}
 	return nil
 }

@@ -8,6 +8,10 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc"
 )
 
 // Options configure the HTTP listener.
@@ -18,21 +22,41 @@ type Options struct {
 	// Metrics serves /metrics; nil leaves it unregistered.
 	Metrics http.Handler
 	Logger  *slog.Logger
+	// API is the gRPC connection the REST API (/v1/...) calls: the node's
+	// own gRPC server through an InProcess connection. nil serves only the
+	// operational endpoints and /openapi.json.
+	API grpc.ClientConnInterface
+	// MeterProvider and TracerProvider receive the HTTP metrics and spans
+	// (nil: OpenTelemetry's globals).
+	MeterProvider  metric.MeterProvider
+	TracerProvider trace.TracerProvider
+	// MaxRequestBytes caps a REST request body; larger ones get 413
+	// (default DefaultMaxRequestBytes).
+	MaxRequestBytes int64
 }
+
+// DefaultMaxRequestBytes fits a send of a few 4 MiB messages in base64; a
+// batch up to the gRPC limit goes over gRPC.
+const DefaultMaxRequestBytes = 16 << 20
 
 // Server is the HTTP listener.
 type Server struct {
-	mux  *http.ServeMux
-	srv  *http.Server
-	opts Options
+	mux     *http.ServeMux
+	srv     *http.Server
+	opts    Options
+	maxBody int64
 }
 
-// New builds the HTTP server with the operational endpoints registered.
-func New(o Options) *Server {
+// New builds the HTTP server with the operational endpoints, /openapi.json
+// and, when o.API is set, the REST API under /v1/.
+func New(o Options) (*Server, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	s := &Server{mux: http.NewServeMux(), opts: o}
+	s := &Server{mux: http.NewServeMux(), opts: o, maxBody: o.MaxRequestBytes}
+	if s.maxBody <= 0 {
+		s.maxBody = DefaultMaxRequestBytes
+	}
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprintln(w, "ok")
@@ -51,13 +75,21 @@ func New(o Options) *Server {
 	if o.Metrics != nil {
 		s.mux.Handle("GET /metrics", o.Metrics)
 	}
+	s.mux.HandleFunc("GET /openapi.json", serveOpenAPI)
+	if o.API != nil {
+		api, err := s.newGateway(o.API)
+		if err != nil {
+			return nil, err
+		}
+		s.mux.Handle("/v1/", api)
+	}
 	s.srv = &http.Server{
 		Handler:           s.mux,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(o.Logger.Handler(), slog.LevelWarn),
 	}
-	return s
+	return s, nil
 }
 
 // Handle registers an extra handler (REST API, OpenAPI document).

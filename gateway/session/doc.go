@@ -6,9 +6,12 @@
 //     subscriptions, publishing topics, timeouts, user agent);
 //   - when it was last seen (any call, heartbeat or control-stream frame);
 //   - its current control stream (the gRPC Telemetry stream), through which
-//     the server pushes commands such as transaction check-backs. Sends on
-//     one stream are serialised by a Link; commands are opaque values that
-//     the edge owning the stream knows how to write.
+//     the server pushes commands such as transaction check-backs
+//     (SendToProducer reaches one live producer of a topic; the gRPC edge
+//     builds the command and adapts this to broker/txn.CheckBackSender,
+//     which session cannot import). Sends on one stream are serialised by
+//     a Link; commands are opaque values that the edge owning the stream
+//     knows how to write.
 //
 // A client not seen for the liveness timeout (120 s, spec §4.2) expires;
 // expiry and an explicit termination call Config.OnGone (the node passes

@@ -86,7 +86,27 @@ type Settings struct {
 	// LongPollingTimeout is how long the client lets a receive wait (zero:
 	// not declared).
 	LongPollingTimeout time.Duration
-	UserAgent          UserAgent
+	// Names maps the resource keys above to the names the client used
+	// (namespace and bare name, spec §3.3); keys without a namespace may
+	// be absent.
+	Names     map[string]Name
+	UserAgent UserAgent
+}
+
+// Name is a resource as a client names it.
+type Name struct {
+	Namespace, Name string
+}
+
+// NameOf returns how the client names the resource key: as it declared it,
+// else the key itself without a namespace.
+func (s *Settings) NameOf(key string) Name {
+	if s != nil {
+		if n, ok := s.Names[key]; ok {
+			return n
+		}
+	}
+	return Name{Name: key}
 }
 
 // Publishes reports whether the settings declare topic for publishing.
@@ -320,6 +340,31 @@ func (r *Registry) ProducersOf(topic string) []ClientRef {
 	return r.collect(func(s *Settings) bool {
 		return s.ClientType == ClientProducer && s.Publishes(topic)
 	}, true)
+}
+
+// ErrNoProducer is returned by SendToProducer when no producer of the
+// topic could be reached.
+var ErrNoProducer = errors.New("session: no live producer of the topic has an open control stream")
+
+// SendToProducer writes one command to one live producer of topic: the
+// most recently seen one whose settings declare topic and whose control
+// stream is open; when a write fails (the stream is gone) the next one is
+// tried. build makes the command for the chosen client (commands may
+// depend on its settings, e.g. its namespace). It returns the id of the
+// client reached, or ErrNoProducer.
+func (r *Registry) SendToProducer(topic string, build func(ClientRef) Command) (string, error) {
+	var errs []error
+	for _, ref := range r.ProducersOf(topic) {
+		err := r.Send(ref.ID, build(ref))
+		if err == nil {
+			return ref.ID, nil
+		}
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		return "", fmt.Errorf("%w: %w", ErrNoProducer, errors.Join(errs...))
+	}
+	return "", ErrNoProducer
 }
 
 // ConsumersOf lists the clients whose settings name group.

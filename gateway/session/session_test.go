@@ -206,3 +206,49 @@ func TestScannerUsesClock(t *testing.T) {
 		t.Fatalf("expired after only %s", now.Sub(seen))
 	}
 }
+
+// SendToProducer reaches one live producer of the topic, most recently
+// seen first, and falls over to the next when a stream write fails.
+func TestSendToProducer(t *testing.T) {
+	r, f, _ := newReg(t)
+	if _, err := r.SendToProducer("orders", func(ClientRef) Command { return "x" }); !errors.Is(err, ErrNoProducer) {
+		t.Fatalf("no producers: %v", err)
+	}
+	r.UpdateSettings("p1", &Settings{ClientType: ClientProducer, PublishingTopics: []string{"ns%orders"},
+		Names: map[string]Name{"ns%orders": {Namespace: "ns", Name: "orders"}}})
+	r.UpdateSettings("p2", &Settings{ClientType: ClientProducer, PublishingTopics: []string{"ns%orders"}})
+	r.UpdateSettings("c1", &Settings{ClientType: ClientPushConsumer, Group: "g",
+		Subscriptions: map[string]FilterExpression{"ns%orders": {}}})
+	s1, s2 := &recStream{t: t}, &recStream{t: t}
+	r.Attach("c1", &recStream{t: t})
+	r.Attach("p1", s1)
+	f.Advance(time.Second)
+	r.Attach("p2", s2)
+	build := func(ref ClientRef) Command {
+		n := ref.Settings.NameOf("ns%orders")
+		return ref.ID + ":" + n.Namespace + "/" + n.Name
+	}
+	id, err := r.SendToProducer("ns%orders", build)
+	if err != nil || id != "p2" || len(s2.sent) != 1 || s2.sent[0] != "p2:/ns%orders" || len(s1.sent) != 0 {
+		t.Fatalf("first send: %q %v; p1 %v p2 %v", id, err, s1.sent, s2.sent)
+	}
+	// p2's stream breaks: the next producer gets it, built for p1 (its own
+	// names).
+	s2.err = errors.New("broken pipe")
+	id, err = r.SendToProducer("ns%orders", build)
+	if err != nil || id != "p1" || len(s1.sent) != 1 || s1.sent[0] != "p1:ns/orders" {
+		t.Fatalf("fail-over: %q %v; p1 %v", id, err, s1.sent)
+	}
+	// Every stream broken: a clear error.
+	s1.err = errors.New("broken pipe")
+	if _, err := r.SendToProducer("ns%orders", build); !errors.Is(err, ErrNoProducer) {
+		t.Fatalf("all broken: %v", err)
+	}
+	if _, err := r.SendToProducer("other", build); !errors.Is(err, ErrNoProducer) {
+		t.Fatalf("unknown topic: %v", err)
+	}
+	var nilSettings *Settings
+	if n := nilSettings.NameOf("a%b"); n != (Name{Name: "a%b"}) {
+		t.Fatalf("NameOf on nil settings: %+v", n)
+	}
+}

@@ -2,7 +2,6 @@ package commitlog
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -47,7 +46,7 @@ func newSegment(base int64, path string, f vfs.File, mapLen int) *segment {
 func (s *segment) data() []byte {
 	s.mapOnce.Do(func() {
 		m, ok := s.f.(vfs.Mapper)
-		if !ok || s.mapLen <= 0 || os.Getenv("MQGATE_NOMMAP") == "1" {
+		if !ok || s.mapLen <= 0 {
 			return
 		}
 		b, unmap, err := m.Map(s.mapLen)

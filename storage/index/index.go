@@ -29,8 +29,8 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 type Options struct {
 	FS       vfs.FS
 	Dir      string
-	Slots    int // per file; default 1<<19
-	Capacity int // entries per file; default 1<<20
+	Slots    int // per file; default 1<<17
+	Capacity int // entries per file; default 1<<18
 	Logger   *slog.Logger
 	// LogMin and LogEnd bound the commit log: files entirely below LogMin
 	// are removed, entries at or past LogEnd dropped.
@@ -99,6 +99,10 @@ type file struct {
 	persisted uint32 // entries written to the file
 	dirtyPg   map[int]struct{}
 	newFile   bool // its directory entry is not yet synced
+	// wmu serializes writes to the file between Sync (which runs without
+	// Index.mu) and rotation; sealedDone is set once rotation persisted it.
+	wmu        sync.Mutex
+	sealedDone bool
 }
 
 func (f *file) slotsOff() int64   { return headerSize }
@@ -120,10 +124,10 @@ type Index struct {
 // End() tells from which log position the caller must re-index.
 func Open(opts Options) (*Index, error) {
 	if opts.Slots <= 0 {
-		opts.Slots = 1 << 19
+		opts.Slots = 1 << 17
 	}
 	if opts.Capacity <= 0 {
-		opts.Capacity = 1 << 20
+		opts.Capacity = 1 << 18
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -181,7 +185,10 @@ func Open(opts Options) (*Index, error) {
 	if err := opts.FS.SyncDir(opts.Dir); err != nil {
 		return nil, err
 	}
-	if len(files) > 0 && !files[len(files)-1].h.sealed {
+	// The last file becomes the active one if it is not sealed, or if it
+	// indexes records past the log end (activate cuts them).
+	if n := len(files); n > 0 && (!files[n-1].h.sealed || files[n-1].h.end > opts.LogEnd) {
+		files[n-1].h.sealed = false
 		x.active = files[len(files)-1]
 		files = files[:len(files)-1]
 		if err := x.activate(x.active); err != nil {
@@ -248,16 +255,19 @@ func (x *Index) activate(f *file) error {
 	f.persisted = f.h.count
 	f.slots = make([]uint32, f.h.slots)
 	f.dirtyPg = map[int]struct{}{}
+	// The on-disk slot table may be torn: rewrite all of it on next Sync.
+	for p := 0; p*pageSlots < len(f.slots); p++ {
+		f.dirtyPg[p] = struct{}{}
+	}
 	for i := 0; i < n; i++ {
 		e := f.entries[i*entrySize:]
 		s := binary.LittleEndian.Uint64(e) % uint64(f.h.slots)
 		binary.LittleEndian.PutUint32(e[20:], f.slots[s])
 		f.slots[s] = uint32(i + 1)
-		f.dirtyPg[int(s)/pageSlots] = struct{}{}
 	}
-	// Entries' prev links were rewritten consistently with the rebuilt
-	// slots: write them back on the next Sync.
-	f.persisted = 0
+	// Rebuilding in entry order reproduces exactly the prev links written
+	// by Put, so the entries on disk stay valid; only slot pages (all
+	// marked dirty above) and the header are rewritten by the next Sync.
 	return nil
 }
 
@@ -333,9 +343,18 @@ func (x *Index) rotate(phys int64) error {
 	f := x.active
 	f.h.end = phys
 	f.h.sealed = true
+	// Write the whole slot table: a concurrent Sync may have taken some
+	// dirty pages and will skip them once it sees the file sealed.
+	for p := 0; p*pageSlots < len(f.slots); p++ {
+		f.dirtyPg[p] = struct{}{}
+	}
 	if err := x.persist(f); err != nil {
+		f.h.sealed = false
 		return err
 	}
+	f.wmu.Lock()
+	f.sealedDone = true
+	f.wmu.Unlock()
 	f.slots, f.entries, f.dirtyPg = nil, nil, nil
 	x.sealed = append(x.sealed, f)
 	if err := x.newActive(phys); err != nil {
@@ -344,55 +363,123 @@ func (x *Index) rotate(phys int64) error {
 	return x.opts.FS.SyncDir(x.opts.Dir)
 }
 
-// persist writes what changed in the active file and fsyncs it (entries
-// first, then slots and header).
-func (x *Index) persist(f *file) error {
+// snapshot is what one persist round writes, captured under Index.mu.
+type snapshot struct {
+	entries   []byte // entries [from, count)
+	from      uint32
+	count     uint32
+	pages     map[int][]byte // slot page index → bytes
+	header    [headerSize]byte
+	syncDir   bool
+	forSealed bool
+}
+
+// snap captures the unpersisted state of f. Caller holds x.mu.
+func (x *Index) snap(f *file) *snapshot {
+	sn := &snapshot{from: f.persisted, count: f.h.count, pages: map[int][]byte{}, syncDir: f.newFile, forSealed: f.h.sealed}
 	if f.persisted < f.h.count {
-		b := f.entries[int(f.persisted)*entrySize : int(f.h.count)*entrySize]
-		if _, err := f.f.WriteAt(b, f.entriesOff()+int64(f.persisted)*entrySize); err != nil {
-			return err
-		}
+		// Entries below count are never modified again: share them.
+		sn.entries = f.entries[int(f.persisted)*entrySize : int(f.h.count)*entrySize]
 	}
-	if err := f.f.Sync(); err != nil {
-		return err
-	}
-	f.persisted = f.h.count
-	var pg [pageSlots * 4]byte
 	for p := range f.dirtyPg {
 		lo := p * pageSlots
 		hi := min(lo+pageSlots, len(f.slots))
+		b := make([]byte, (hi-lo)*4)
 		for i := lo; i < hi; i++ {
-			binary.LittleEndian.PutUint32(pg[(i-lo)*4:], f.slots[i])
+			binary.LittleEndian.PutUint32(b[(i-lo)*4:], f.slots[i])
 		}
-		if _, err := f.f.WriteAt(pg[:(hi-lo)*4], f.slotsOff()+int64(lo)*4); err != nil {
+		sn.pages[p] = b
+	}
+	clear(f.dirtyPg)
+	f.h.encode(sn.header[:])
+	return sn
+}
+
+// write persists a snapshot: entries, fsync, slot pages and header,
+// fsync. Caller holds f.wmu (not x.mu).
+func (x *Index) write(f *file, sn *snapshot) error {
+	if len(sn.entries) > 0 {
+		if _, err := f.f.WriteAt(sn.entries, f.entriesOff()+int64(sn.from)*entrySize); err != nil {
 			return err
 		}
 	}
-	clear(f.dirtyPg)
-	var hb [headerSize]byte
-	f.h.encode(hb[:])
-	if _, err := f.f.WriteAt(hb[:], 0); err != nil {
+	if err := f.f.Sync(); err != nil {
+		return err
+	}
+	for p, b := range sn.pages {
+		if _, err := f.f.WriteAt(b, f.slotsOff()+int64(p*pageSlots)*4); err != nil {
+			return err
+		}
+	}
+	if _, err := f.f.WriteAt(sn.header[:], 0); err != nil {
 		return err
 	}
 	if err := f.f.Sync(); err != nil {
 		return err
 	}
-	if f.newFile {
-		if err := x.opts.FS.SyncDir(x.opts.Dir); err != nil {
-			return err
-		}
-		f.newFile = false
+	if sn.syncDir {
+		return x.opts.FS.SyncDir(x.opts.Dir)
 	}
 	return nil
 }
 
+// persist writes and fsyncs everything of f synchronously (rotation).
+// Caller holds x.mu.
+func (x *Index) persist(f *file) error {
+	f.wmu.Lock()
+	defer f.wmu.Unlock()
+	sn := x.snap(f)
+	if err := x.write(f, sn); err != nil {
+		x.requeue(f, sn)
+		return err
+	}
+	f.persisted, f.newFile = sn.count, false
+	return nil
+}
+
+// requeue marks a failed snapshot's pages dirty again. Caller holds x.mu.
+func (x *Index) requeue(f *file, sn *snapshot) {
+	if f.dirtyPg == nil {
+		return
+	}
+	for p := range sn.pages {
+		f.dirtyPg[p] = struct{}{}
+	}
+}
+
 // Sync makes everything Put so far durable, with End() as of the call.
+// The dispatcher keeps indexing while the fsyncs run: only capturing
+// the snapshot holds the index lock.
 func (x *Index) Sync() error {
 	x.syncMu.Lock()
 	defer x.syncMu.Unlock()
 	x.mu.Lock()
+	f := x.active
+	sn := x.snap(f)
+	x.mu.Unlock()
+	// Lock order: x.mu before f.wmu (rotate holds x.mu, then f.wmu); we
+	// hold f.wmu without x.mu.
+	f.wmu.Lock()
+	if f.sealedDone {
+		// Rotation persisted the whole file (and sealed it) meanwhile.
+		f.wmu.Unlock()
+		return nil
+	}
+	err := x.write(f, sn)
+	f.wmu.Unlock()
+	x.mu.Lock()
 	defer x.mu.Unlock()
-	return x.persist(x.active)
+	if err != nil {
+		x.requeue(f, sn)
+		return err
+	}
+	if sn.count > f.persisted {
+		f.persisted = sn.count
+	}
+	if sn.syncDir {
+		f.newFile = false
+	}
+	return nil
 }
 
 // Lookup returns up to max records whose key hash is hash and whose store

@@ -34,5 +34,9 @@
 // its size. Decode and the recovery scan never return a record that fails
 // any of these checks.
 //
+// Decode makes no copies: the returned Message's strings and Body alias the
+// buffer it was given (the store hands it a fresh copy of the record, so a
+// read copies the body exactly once). Encode/Seal never retain the input.
+//
 // message imports only the standard library.
 package message

@@ -1,6 +1,3 @@
-// Package serr holds the storage error sentinels shared by every storage
-// package, so errors.Is works across layers; package storage re-exports
-// them. It imports only the standard library.
 package serr
 
 import "errors"

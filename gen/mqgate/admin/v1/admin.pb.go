@@ -1,4 +1,5 @@
-// mqgate's own administration API: topics and consumer groups.
+// mqgate's own administration API: topics, consumer groups, queue offsets,
+// group progress and message lookup.
 //
 // Used by the `mqgate topic` / `mqgate group` CLI and served over REST through
 // grpc-gateway (HTTP rules live in proto/http/admin.yaml, not here). Errors are
@@ -941,6 +942,882 @@ func (*DeleteGroupResponse) Descriptor() ([]byte, []int) {
 	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{17}
 }
 
+// Positions of one queue of a topic.
+type QueueOffsets struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Queue id.
+	QueueId int32 `protobuf:"varint,1,opt,name=queue_id,json=queueId,proto3" json:"queue_id,omitempty"`
+	// Oldest offset still stored (retention moves it up).
+	MinOffset int64 `protobuf:"varint,2,opt,name=min_offset,json=minOffset,proto3" json:"min_offset,omitempty"`
+	// Next offset to be written: the queue holds [min_offset, max_offset).
+	MaxOffset     int64 `protobuf:"varint,3,opt,name=max_offset,json=maxOffset,proto3" json:"max_offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueueOffsets) Reset() {
+	*x = QueueOffsets{}
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueOffsets) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueOffsets) ProtoMessage() {}
+
+func (x *QueueOffsets) ProtoReflect() protoreflect.Message {
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueOffsets.ProtoReflect.Descriptor instead.
+func (*QueueOffsets) Descriptor() ([]byte, []int) {
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *QueueOffsets) GetQueueId() int32 {
+	if x != nil {
+		return x.QueueId
+	}
+	return 0
+}
+
+func (x *QueueOffsets) GetMinOffset() int64 {
+	if x != nil {
+		return x.MinOffset
+	}
+	return 0
+}
+
+func (x *QueueOffsets) GetMaxOffset() int64 {
+	if x != nil {
+		return x.MaxOffset
+	}
+	return 0
+}
+
+// How far a consumer group got in one queue of a topic.
+type GroupQueueProgress struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Queue id.
+	QueueId int32 `protobuf:"varint,1,opt,name=queue_id,json=queueId,proto3" json:"queue_id,omitempty"`
+	// First offset the group has not read yet.
+	ConsumedOffset int64 `protobuf:"varint,2,opt,name=consumed_offset,json=consumedOffset,proto3" json:"consumed_offset,omitempty"`
+	// Next offset to be written (see QueueOffsets.max_offset).
+	MaxOffset int64 `protobuf:"varint,3,opt,name=max_offset,json=maxOffset,proto3" json:"max_offset,omitempty"`
+	// Messages of this queue never delivered to the group:
+	// max_offset - consumed_offset.
+	Ready         int64 `protobuf:"varint,4,opt,name=ready,proto3" json:"ready,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupQueueProgress) Reset() {
+	*x = GroupQueueProgress{}
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupQueueProgress) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupQueueProgress) ProtoMessage() {}
+
+func (x *GroupQueueProgress) ProtoReflect() protoreflect.Message {
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupQueueProgress.ProtoReflect.Descriptor instead.
+func (*GroupQueueProgress) Descriptor() ([]byte, []int) {
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *GroupQueueProgress) GetQueueId() int32 {
+	if x != nil {
+		return x.QueueId
+	}
+	return 0
+}
+
+func (x *GroupQueueProgress) GetConsumedOffset() int64 {
+	if x != nil {
+		return x.ConsumedOffset
+	}
+	return 0
+}
+
+func (x *GroupQueueProgress) GetMaxOffset() int64 {
+	if x != nil {
+		return x.MaxOffset
+	}
+	return 0
+}
+
+func (x *GroupQueueProgress) GetReady() int64 {
+	if x != nil {
+		return x.Ready
+	}
+	return 0
+}
+
+// How far a consumer group got in one topic.
+type GroupTopicProgress struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Consumer group.
+	Group string `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	// Topic.
+	Topic string `protobuf:"bytes,2,opt,name=topic,proto3" json:"topic,omitempty"`
+	// Messages never delivered to the group yet (sum of the queues' ready).
+	Ready int64 `protobuf:"varint,3,opt,name=ready,proto3" json:"ready,omitempty"`
+	// Delivered and not acknowledged yet: invisible until their deadline, or
+	// past it and waiting for redelivery.
+	InFlight int64 `protobuf:"varint,4,opt,name=in_flight,json=inFlight,proto3" json:"in_flight,omitempty"`
+	// FIFO messages read but held back behind an earlier message of their
+	// message group.
+	Held int64 `protobuf:"varint,5,opt,name=held,proto3" json:"held,omitempty"`
+	// Messages the group has not finished: ready + in_flight + held.
+	Backlog int64 `protobuf:"varint,6,opt,name=backlog,proto3" json:"backlog,omitempty"`
+	// Per queue, by queue id.
+	Queues        []*GroupQueueProgress `protobuf:"bytes,7,rep,name=queues,proto3" json:"queues,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupTopicProgress) Reset() {
+	*x = GroupTopicProgress{}
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupTopicProgress) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupTopicProgress) ProtoMessage() {}
+
+func (x *GroupTopicProgress) ProtoReflect() protoreflect.Message {
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupTopicProgress.ProtoReflect.Descriptor instead.
+func (*GroupTopicProgress) Descriptor() ([]byte, []int) {
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *GroupTopicProgress) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *GroupTopicProgress) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *GroupTopicProgress) GetReady() int64 {
+	if x != nil {
+		return x.Ready
+	}
+	return 0
+}
+
+func (x *GroupTopicProgress) GetInFlight() int64 {
+	if x != nil {
+		return x.InFlight
+	}
+	return 0
+}
+
+func (x *GroupTopicProgress) GetHeld() int64 {
+	if x != nil {
+		return x.Held
+	}
+	return 0
+}
+
+func (x *GroupTopicProgress) GetBacklog() int64 {
+	if x != nil {
+		return x.Backlog
+	}
+	return 0
+}
+
+func (x *GroupTopicProgress) GetQueues() []*GroupQueueProgress {
+	if x != nil {
+		return x.Queues
+	}
+	return nil
+}
+
+// Describes a topic with its queue offsets and the progress of every group
+// that has received from it; NotFound if absent.
+type DescribeTopicRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Topic name.
+	Name          string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeTopicRequest) Reset() {
+	*x = DescribeTopicRequest{}
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeTopicRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeTopicRequest) ProtoMessage() {}
+
+func (x *DescribeTopicRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeTopicRequest.ProtoReflect.Descriptor instead.
+func (*DescribeTopicRequest) Descriptor() ([]byte, []int) {
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *DescribeTopicRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// Result of DescribeTopic.
+type DescribeTopicResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The topic.
+	Topic *Topic `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	// Every queue, by queue id.
+	Queues []*QueueOffsets `protobuf:"bytes,2,rep,name=queues,proto3" json:"queues,omitempty"`
+	// Messages stored in all queues (sum of max_offset - min_offset).
+	Messages int64 `protobuf:"varint,3,opt,name=messages,proto3" json:"messages,omitempty"`
+	// Every consumer group that has received from the topic, by name.
+	Groups        []*GroupTopicProgress `protobuf:"bytes,4,rep,name=groups,proto3" json:"groups,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeTopicResponse) Reset() {
+	*x = DescribeTopicResponse{}
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeTopicResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeTopicResponse) ProtoMessage() {}
+
+func (x *DescribeTopicResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeTopicResponse.ProtoReflect.Descriptor instead.
+func (*DescribeTopicResponse) Descriptor() ([]byte, []int) {
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *DescribeTopicResponse) GetTopic() *Topic {
+	if x != nil {
+		return x.Topic
+	}
+	return nil
+}
+
+func (x *DescribeTopicResponse) GetQueues() []*QueueOffsets {
+	if x != nil {
+		return x.Queues
+	}
+	return nil
+}
+
+func (x *DescribeTopicResponse) GetMessages() int64 {
+	if x != nil {
+		return x.Messages
+	}
+	return 0
+}
+
+func (x *DescribeTopicResponse) GetGroups() []*GroupTopicProgress {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
+}
+
+// A consumer group's dead-letter topic.
+type DeadLetterQueue struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Topic name: "%DLQ%" + group.
+	Topic string `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	// Whether it exists (it is created with the first dead letter).
+	Exists bool `protobuf:"varint,2,opt,name=exists,proto3" json:"exists,omitempty"`
+	// Messages stored in it.
+	Messages      int64 `protobuf:"varint,3,opt,name=messages,proto3" json:"messages,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeadLetterQueue) Reset() {
+	*x = DeadLetterQueue{}
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeadLetterQueue) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeadLetterQueue) ProtoMessage() {}
+
+func (x *DeadLetterQueue) ProtoReflect() protoreflect.Message {
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeadLetterQueue.ProtoReflect.Descriptor instead.
+func (*DeadLetterQueue) Descriptor() ([]byte, []int) {
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *DeadLetterQueue) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *DeadLetterQueue) GetExists() bool {
+	if x != nil {
+		return x.Exists
+	}
+	return false
+}
+
+func (x *DeadLetterQueue) GetMessages() int64 {
+	if x != nil {
+		return x.Messages
+	}
+	return 0
+}
+
+// Describes a group with its progress per topic and its dead-letter queue;
+// NotFound if absent.
+type DescribeGroupRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Group name.
+	Name          string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeGroupRequest) Reset() {
+	*x = DescribeGroupRequest{}
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeGroupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeGroupRequest) ProtoMessage() {}
+
+func (x *DescribeGroupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeGroupRequest.ProtoReflect.Descriptor instead.
+func (*DescribeGroupRequest) Descriptor() ([]byte, []int) {
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *DescribeGroupRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// Result of DescribeGroup.
+type DescribeGroupResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The group.
+	Group *Group `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	// Every topic the group has received from, by name.
+	Topics []*GroupTopicProgress `protobuf:"bytes,2,rep,name=topics,proto3" json:"topics,omitempty"`
+	// The group's dead-letter queue.
+	DeadLetterQueue *DeadLetterQueue `protobuf:"bytes,3,opt,name=dead_letter_queue,json=deadLetterQueue,proto3" json:"dead_letter_queue,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *DescribeGroupResponse) Reset() {
+	*x = DescribeGroupResponse{}
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeGroupResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeGroupResponse) ProtoMessage() {}
+
+func (x *DescribeGroupResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeGroupResponse.ProtoReflect.Descriptor instead.
+func (*DescribeGroupResponse) Descriptor() ([]byte, []int) {
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *DescribeGroupResponse) GetGroup() *Group {
+	if x != nil {
+		return x.Group
+	}
+	return nil
+}
+
+func (x *DescribeGroupResponse) GetTopics() []*GroupTopicProgress {
+	if x != nil {
+		return x.Topics
+	}
+	return nil
+}
+
+func (x *DescribeGroupResponse) GetDeadLetterQueue() *DeadLetterQueue {
+	if x != nil {
+		return x.DeadLetterQueue
+	}
+	return nil
+}
+
+// Finds stored messages by client message id or by key. At least one of
+// message_id and key is required; with both, a message matching either is
+// returned.
+type LookupMessageRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Topic to search; empty searches every topic (dead-letter topics and
+	// delayed messages waiting for their time included).
+	Topic string `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	// Client message id (SystemProperties.message_id).
+	MessageId string `protobuf:"bytes,2,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	// Message key (SystemProperties.keys).
+	Key string `protobuf:"bytes,3,opt,name=key,proto3" json:"key,omitempty"`
+	// Most messages to return; 0 means 32, at most 256.
+	Max           int32 `protobuf:"varint,4,opt,name=max,proto3" json:"max,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LookupMessageRequest) Reset() {
+	*x = LookupMessageRequest{}
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LookupMessageRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LookupMessageRequest) ProtoMessage() {}
+
+func (x *LookupMessageRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LookupMessageRequest.ProtoReflect.Descriptor instead.
+func (*LookupMessageRequest) Descriptor() ([]byte, []int) {
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *LookupMessageRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *LookupMessageRequest) GetMessageId() string {
+	if x != nil {
+		return x.MessageId
+	}
+	return ""
+}
+
+func (x *LookupMessageRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *LookupMessageRequest) GetMax() int32 {
+	if x != nil {
+		return x.Max
+	}
+	return 0
+}
+
+// Result of LookupMessage.
+type LookupMessageResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Matching messages, newest first.
+	Messages      []*StoredMessage `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LookupMessageResponse) Reset() {
+	*x = LookupMessageResponse{}
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LookupMessageResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LookupMessageResponse) ProtoMessage() {}
+
+func (x *LookupMessageResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LookupMessageResponse.ProtoReflect.Descriptor instead.
+func (*LookupMessageResponse) Descriptor() ([]byte, []int) {
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *LookupMessageResponse) GetMessages() []*StoredMessage {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
+
+// A message as stored.
+type StoredMessage struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Topic the message belongs to (its destination, for delayed messages).
+	Topic string `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	// Client message id.
+	MessageId string `protobuf:"bytes,2,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	// Tag, empty if none.
+	Tag string `protobuf:"bytes,3,opt,name=tag,proto3" json:"tag,omitempty"`
+	// Keys.
+	Keys []string `protobuf:"bytes,4,rep,name=keys,proto3" json:"keys,omitempty"`
+	// User properties.
+	Properties map[string]string `protobuf:"bytes,5,rep,name=properties,proto3" json:"properties,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// FIFO message group, empty if none.
+	MessageGroup string `protobuf:"bytes,6,opt,name=message_group,json=messageGroup,proto3" json:"message_group,omitempty"`
+	// Requested delivery time of a delayed message.
+	DeliveryTime *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=delivery_time,json=deliveryTime,proto3" json:"delivery_time,omitempty"`
+	// When the producer created the message.
+	BornTime *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=born_time,json=bornTime,proto3" json:"born_time,omitempty"`
+	// Producer host.
+	BornHost string `protobuf:"bytes,9,opt,name=born_host,json=bornHost,proto3" json:"born_host,omitempty"`
+	// When mqgate stored this record.
+	StoreTime *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=store_time,json=storeTime,proto3" json:"store_time,omitempty"`
+	// Queue id in topic (for SCHEDULED: of the internal delay queue).
+	QueueId int32 `protobuf:"varint,11,opt,name=queue_id,json=queueId,proto3" json:"queue_id,omitempty"`
+	// Queue offset.
+	QueueOffset int64 `protobuf:"varint,12,opt,name=queue_offset,json=queueOffset,proto3" json:"queue_offset,omitempty"`
+	// Body, at most its first 64 KiB (see body_truncated).
+	Body []byte `protobuf:"bytes,13,opt,name=body,proto3" json:"body,omitempty"`
+	// Full body size in bytes.
+	BodySize int32 `protobuf:"varint,14,opt,name=body_size,json=bodySize,proto3" json:"body_size,omitempty"`
+	// Whether body holds only the first 64 KiB.
+	BodyTruncated bool `protobuf:"varint,15,opt,name=body_truncated,json=bodyTruncated,proto3" json:"body_truncated,omitempty"`
+	// "STORED" (in its topic's queue) or "SCHEDULED" (a delayed message not
+	// yet due, or recalled).
+	State string `protobuf:"bytes,16,opt,name=state,proto3" json:"state,omitempty"`
+	// Message type: "NORMAL", "FIFO", "DELAY" or "TRANSACTION".
+	Type string `protobuf:"bytes,17,opt,name=type,proto3" json:"type,omitempty"`
+	// Delivery attempts recorded with the message (redeliveries, dead
+	// letters).
+	ReconsumeTimes int32 `protobuf:"varint,18,opt,name=reconsume_times,json=reconsumeTimes,proto3" json:"reconsume_times,omitempty"`
+	// For a dead letter: the topic it was consumed from.
+	DlqOriginTopic string `protobuf:"bytes,19,opt,name=dlq_origin_topic,json=dlqOriginTopic,proto3" json:"dlq_origin_topic,omitempty"`
+	// For a dead letter: its original message id.
+	DlqOriginMessageId string `protobuf:"bytes,20,opt,name=dlq_origin_message_id,json=dlqOriginMessageId,proto3" json:"dlq_origin_message_id,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *StoredMessage) Reset() {
+	*x = StoredMessage{}
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StoredMessage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StoredMessage) ProtoMessage() {}
+
+func (x *StoredMessage) ProtoReflect() protoreflect.Message {
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StoredMessage.ProtoReflect.Descriptor instead.
+func (*StoredMessage) Descriptor() ([]byte, []int) {
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *StoredMessage) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *StoredMessage) GetMessageId() string {
+	if x != nil {
+		return x.MessageId
+	}
+	return ""
+}
+
+func (x *StoredMessage) GetTag() string {
+	if x != nil {
+		return x.Tag
+	}
+	return ""
+}
+
+func (x *StoredMessage) GetKeys() []string {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+func (x *StoredMessage) GetProperties() map[string]string {
+	if x != nil {
+		return x.Properties
+	}
+	return nil
+}
+
+func (x *StoredMessage) GetMessageGroup() string {
+	if x != nil {
+		return x.MessageGroup
+	}
+	return ""
+}
+
+func (x *StoredMessage) GetDeliveryTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.DeliveryTime
+	}
+	return nil
+}
+
+func (x *StoredMessage) GetBornTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.BornTime
+	}
+	return nil
+}
+
+func (x *StoredMessage) GetBornHost() string {
+	if x != nil {
+		return x.BornHost
+	}
+	return ""
+}
+
+func (x *StoredMessage) GetStoreTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StoreTime
+	}
+	return nil
+}
+
+func (x *StoredMessage) GetQueueId() int32 {
+	if x != nil {
+		return x.QueueId
+	}
+	return 0
+}
+
+func (x *StoredMessage) GetQueueOffset() int64 {
+	if x != nil {
+		return x.QueueOffset
+	}
+	return 0
+}
+
+func (x *StoredMessage) GetBody() []byte {
+	if x != nil {
+		return x.Body
+	}
+	return nil
+}
+
+func (x *StoredMessage) GetBodySize() int32 {
+	if x != nil {
+		return x.BodySize
+	}
+	return 0
+}
+
+func (x *StoredMessage) GetBodyTruncated() bool {
+	if x != nil {
+		return x.BodyTruncated
+	}
+	return false
+}
+
+func (x *StoredMessage) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *StoredMessage) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *StoredMessage) GetReconsumeTimes() int32 {
+	if x != nil {
+		return x.ReconsumeTimes
+	}
+	return 0
+}
+
+func (x *StoredMessage) GetDlqOriginTopic() string {
+	if x != nil {
+		return x.DlqOriginTopic
+	}
+	return ""
+}
+
+func (x *StoredMessage) GetDlqOriginMessageId() string {
+	if x != nil {
+		return x.DlqOriginMessageId
+	}
+	return ""
+}
+
 var File_mqgate_admin_v1_admin_proto protoreflect.FileDescriptor
 
 const file_mqgate_admin_v1_admin_proto_rawDesc = "" +
@@ -994,7 +1871,81 @@ const file_mqgate_admin_v1_admin_proto_rawDesc = "" +
 	"\x06groups\x18\x01 \x03(\v2\x16.mqgate.admin.v1.GroupR\x06groups\"(\n" +
 	"\x12DeleteGroupRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"\x15\n" +
-	"\x13DeleteGroupResponse2\xc6\x05\n" +
+	"\x13DeleteGroupResponse\"g\n" +
+	"\fQueueOffsets\x12\x19\n" +
+	"\bqueue_id\x18\x01 \x01(\x05R\aqueueId\x12\x1d\n" +
+	"\n" +
+	"min_offset\x18\x02 \x01(\x03R\tminOffset\x12\x1d\n" +
+	"\n" +
+	"max_offset\x18\x03 \x01(\x03R\tmaxOffset\"\x8d\x01\n" +
+	"\x12GroupQueueProgress\x12\x19\n" +
+	"\bqueue_id\x18\x01 \x01(\x05R\aqueueId\x12'\n" +
+	"\x0fconsumed_offset\x18\x02 \x01(\x03R\x0econsumedOffset\x12\x1d\n" +
+	"\n" +
+	"max_offset\x18\x03 \x01(\x03R\tmaxOffset\x12\x14\n" +
+	"\x05ready\x18\x04 \x01(\x03R\x05ready\"\xde\x01\n" +
+	"\x12GroupTopicProgress\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
+	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x14\n" +
+	"\x05ready\x18\x03 \x01(\x03R\x05ready\x12\x1b\n" +
+	"\tin_flight\x18\x04 \x01(\x03R\binFlight\x12\x12\n" +
+	"\x04held\x18\x05 \x01(\x03R\x04held\x12\x18\n" +
+	"\abacklog\x18\x06 \x01(\x03R\abacklog\x12;\n" +
+	"\x06queues\x18\a \x03(\v2#.mqgate.admin.v1.GroupQueueProgressR\x06queues\"*\n" +
+	"\x14DescribeTopicRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\xd5\x01\n" +
+	"\x15DescribeTopicResponse\x12,\n" +
+	"\x05topic\x18\x01 \x01(\v2\x16.mqgate.admin.v1.TopicR\x05topic\x125\n" +
+	"\x06queues\x18\x02 \x03(\v2\x1d.mqgate.admin.v1.QueueOffsetsR\x06queues\x12\x1a\n" +
+	"\bmessages\x18\x03 \x01(\x03R\bmessages\x12;\n" +
+	"\x06groups\x18\x04 \x03(\v2#.mqgate.admin.v1.GroupTopicProgressR\x06groups\"[\n" +
+	"\x0fDeadLetterQueue\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x16\n" +
+	"\x06exists\x18\x02 \x01(\bR\x06exists\x12\x1a\n" +
+	"\bmessages\x18\x03 \x01(\x03R\bmessages\"*\n" +
+	"\x14DescribeGroupRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\xd0\x01\n" +
+	"\x15DescribeGroupResponse\x12,\n" +
+	"\x05group\x18\x01 \x01(\v2\x16.mqgate.admin.v1.GroupR\x05group\x12;\n" +
+	"\x06topics\x18\x02 \x03(\v2#.mqgate.admin.v1.GroupTopicProgressR\x06topics\x12L\n" +
+	"\x11dead_letter_queue\x18\x03 \x01(\v2 .mqgate.admin.v1.DeadLetterQueueR\x0fdeadLetterQueue\"o\n" +
+	"\x14LookupMessageRequest\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1d\n" +
+	"\n" +
+	"message_id\x18\x02 \x01(\tR\tmessageId\x12\x10\n" +
+	"\x03key\x18\x03 \x01(\tR\x03key\x12\x10\n" +
+	"\x03max\x18\x04 \x01(\x05R\x03max\"S\n" +
+	"\x15LookupMessageResponse\x12:\n" +
+	"\bmessages\x18\x01 \x03(\v2\x1e.mqgate.admin.v1.StoredMessageR\bmessages\"\xb6\x06\n" +
+	"\rStoredMessage\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1d\n" +
+	"\n" +
+	"message_id\x18\x02 \x01(\tR\tmessageId\x12\x10\n" +
+	"\x03tag\x18\x03 \x01(\tR\x03tag\x12\x12\n" +
+	"\x04keys\x18\x04 \x03(\tR\x04keys\x12N\n" +
+	"\n" +
+	"properties\x18\x05 \x03(\v2..mqgate.admin.v1.StoredMessage.PropertiesEntryR\n" +
+	"properties\x12#\n" +
+	"\rmessage_group\x18\x06 \x01(\tR\fmessageGroup\x12?\n" +
+	"\rdelivery_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\fdeliveryTime\x127\n" +
+	"\tborn_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\bbornTime\x12\x1b\n" +
+	"\tborn_host\x18\t \x01(\tR\bbornHost\x129\n" +
+	"\n" +
+	"store_time\x18\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\tstoreTime\x12\x19\n" +
+	"\bqueue_id\x18\v \x01(\x05R\aqueueId\x12!\n" +
+	"\fqueue_offset\x18\f \x01(\x03R\vqueueOffset\x12\x12\n" +
+	"\x04body\x18\r \x01(\fR\x04body\x12\x1b\n" +
+	"\tbody_size\x18\x0e \x01(\x05R\bbodySize\x12%\n" +
+	"\x0ebody_truncated\x18\x0f \x01(\bR\rbodyTruncated\x12\x14\n" +
+	"\x05state\x18\x10 \x01(\tR\x05state\x12\x12\n" +
+	"\x04type\x18\x11 \x01(\tR\x04type\x12'\n" +
+	"\x0freconsume_times\x18\x12 \x01(\x05R\x0ereconsumeTimes\x12(\n" +
+	"\x10dlq_origin_topic\x18\x13 \x01(\tR\x0edlqOriginTopic\x121\n" +
+	"\x15dlq_origin_message_id\x18\x14 \x01(\tR\x12dlqOriginMessageId\x1a=\n" +
+	"\x0fPropertiesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x012\xe6\a\n" +
 	"\fAdminService\x12X\n" +
 	"\vCreateTopic\x12#.mqgate.admin.v1.CreateTopicRequest\x1a$.mqgate.admin.v1.CreateTopicResponse\x12O\n" +
 	"\bGetTopic\x12 .mqgate.admin.v1.GetTopicRequest\x1a!.mqgate.admin.v1.GetTopicResponse\x12U\n" +
@@ -1005,7 +1956,10 @@ const file_mqgate_admin_v1_admin_proto_rawDesc = "" +
 	"\bGetGroup\x12 .mqgate.admin.v1.GetGroupRequest\x1a!.mqgate.admin.v1.GetGroupResponse\x12U\n" +
 	"\n" +
 	"ListGroups\x12\".mqgate.admin.v1.ListGroupsRequest\x1a#.mqgate.admin.v1.ListGroupsResponse\x12X\n" +
-	"\vDeleteGroup\x12#.mqgate.admin.v1.DeleteGroupRequest\x1a$.mqgate.admin.v1.DeleteGroupResponseB6Z4github.com/mqgate/mqgate/gen/mqgate/admin/v1;adminv1b\x06proto3"
+	"\vDeleteGroup\x12#.mqgate.admin.v1.DeleteGroupRequest\x1a$.mqgate.admin.v1.DeleteGroupResponse\x12^\n" +
+	"\rDescribeTopic\x12%.mqgate.admin.v1.DescribeTopicRequest\x1a&.mqgate.admin.v1.DescribeTopicResponse\x12^\n" +
+	"\rDescribeGroup\x12%.mqgate.admin.v1.DescribeGroupRequest\x1a&.mqgate.admin.v1.DescribeGroupResponse\x12^\n" +
+	"\rLookupMessage\x12%.mqgate.admin.v1.LookupMessageRequest\x1a&.mqgate.admin.v1.LookupMessageResponseB6Z4github.com/mqgate/mqgate/gen/mqgate/admin/v1;adminv1b\x06proto3"
 
 var (
 	file_mqgate_admin_v1_admin_proto_rawDescOnce sync.Once
@@ -1019,7 +1973,7 @@ func file_mqgate_admin_v1_admin_proto_rawDescGZIP() []byte {
 	return file_mqgate_admin_v1_admin_proto_rawDescData
 }
 
-var file_mqgate_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_mqgate_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_mqgate_admin_v1_admin_proto_goTypes = []any{
 	(*Topic)(nil),                 // 0: mqgate.admin.v1.Topic
 	(*CreateTopicRequest)(nil),    // 1: mqgate.admin.v1.CreateTopicRequest
@@ -1039,38 +1993,68 @@ var file_mqgate_admin_v1_admin_proto_goTypes = []any{
 	(*ListGroupsResponse)(nil),    // 15: mqgate.admin.v1.ListGroupsResponse
 	(*DeleteGroupRequest)(nil),    // 16: mqgate.admin.v1.DeleteGroupRequest
 	(*DeleteGroupResponse)(nil),   // 17: mqgate.admin.v1.DeleteGroupResponse
-	(*timestamppb.Timestamp)(nil), // 18: google.protobuf.Timestamp
+	(*QueueOffsets)(nil),          // 18: mqgate.admin.v1.QueueOffsets
+	(*GroupQueueProgress)(nil),    // 19: mqgate.admin.v1.GroupQueueProgress
+	(*GroupTopicProgress)(nil),    // 20: mqgate.admin.v1.GroupTopicProgress
+	(*DescribeTopicRequest)(nil),  // 21: mqgate.admin.v1.DescribeTopicRequest
+	(*DescribeTopicResponse)(nil), // 22: mqgate.admin.v1.DescribeTopicResponse
+	(*DeadLetterQueue)(nil),       // 23: mqgate.admin.v1.DeadLetterQueue
+	(*DescribeGroupRequest)(nil),  // 24: mqgate.admin.v1.DescribeGroupRequest
+	(*DescribeGroupResponse)(nil), // 25: mqgate.admin.v1.DescribeGroupResponse
+	(*LookupMessageRequest)(nil),  // 26: mqgate.admin.v1.LookupMessageRequest
+	(*LookupMessageResponse)(nil), // 27: mqgate.admin.v1.LookupMessageResponse
+	(*StoredMessage)(nil),         // 28: mqgate.admin.v1.StoredMessage
+	nil,                           // 29: mqgate.admin.v1.StoredMessage.PropertiesEntry
+	(*timestamppb.Timestamp)(nil), // 30: google.protobuf.Timestamp
 }
 var file_mqgate_admin_v1_admin_proto_depIdxs = []int32{
-	18, // 0: mqgate.admin.v1.Topic.create_time:type_name -> google.protobuf.Timestamp
+	30, // 0: mqgate.admin.v1.Topic.create_time:type_name -> google.protobuf.Timestamp
 	0,  // 1: mqgate.admin.v1.CreateTopicResponse.topic:type_name -> mqgate.admin.v1.Topic
 	0,  // 2: mqgate.admin.v1.GetTopicResponse.topic:type_name -> mqgate.admin.v1.Topic
 	0,  // 3: mqgate.admin.v1.ListTopicsResponse.topics:type_name -> mqgate.admin.v1.Topic
-	18, // 4: mqgate.admin.v1.Group.create_time:type_name -> google.protobuf.Timestamp
+	30, // 4: mqgate.admin.v1.Group.create_time:type_name -> google.protobuf.Timestamp
 	9,  // 5: mqgate.admin.v1.CreateGroupResponse.group:type_name -> mqgate.admin.v1.Group
 	9,  // 6: mqgate.admin.v1.GetGroupResponse.group:type_name -> mqgate.admin.v1.Group
 	9,  // 7: mqgate.admin.v1.ListGroupsResponse.groups:type_name -> mqgate.admin.v1.Group
-	1,  // 8: mqgate.admin.v1.AdminService.CreateTopic:input_type -> mqgate.admin.v1.CreateTopicRequest
-	3,  // 9: mqgate.admin.v1.AdminService.GetTopic:input_type -> mqgate.admin.v1.GetTopicRequest
-	5,  // 10: mqgate.admin.v1.AdminService.ListTopics:input_type -> mqgate.admin.v1.ListTopicsRequest
-	7,  // 11: mqgate.admin.v1.AdminService.DeleteTopic:input_type -> mqgate.admin.v1.DeleteTopicRequest
-	10, // 12: mqgate.admin.v1.AdminService.CreateGroup:input_type -> mqgate.admin.v1.CreateGroupRequest
-	12, // 13: mqgate.admin.v1.AdminService.GetGroup:input_type -> mqgate.admin.v1.GetGroupRequest
-	14, // 14: mqgate.admin.v1.AdminService.ListGroups:input_type -> mqgate.admin.v1.ListGroupsRequest
-	16, // 15: mqgate.admin.v1.AdminService.DeleteGroup:input_type -> mqgate.admin.v1.DeleteGroupRequest
-	2,  // 16: mqgate.admin.v1.AdminService.CreateTopic:output_type -> mqgate.admin.v1.CreateTopicResponse
-	4,  // 17: mqgate.admin.v1.AdminService.GetTopic:output_type -> mqgate.admin.v1.GetTopicResponse
-	6,  // 18: mqgate.admin.v1.AdminService.ListTopics:output_type -> mqgate.admin.v1.ListTopicsResponse
-	8,  // 19: mqgate.admin.v1.AdminService.DeleteTopic:output_type -> mqgate.admin.v1.DeleteTopicResponse
-	11, // 20: mqgate.admin.v1.AdminService.CreateGroup:output_type -> mqgate.admin.v1.CreateGroupResponse
-	13, // 21: mqgate.admin.v1.AdminService.GetGroup:output_type -> mqgate.admin.v1.GetGroupResponse
-	15, // 22: mqgate.admin.v1.AdminService.ListGroups:output_type -> mqgate.admin.v1.ListGroupsResponse
-	17, // 23: mqgate.admin.v1.AdminService.DeleteGroup:output_type -> mqgate.admin.v1.DeleteGroupResponse
-	16, // [16:24] is the sub-list for method output_type
-	8,  // [8:16] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	19, // 8: mqgate.admin.v1.GroupTopicProgress.queues:type_name -> mqgate.admin.v1.GroupQueueProgress
+	0,  // 9: mqgate.admin.v1.DescribeTopicResponse.topic:type_name -> mqgate.admin.v1.Topic
+	18, // 10: mqgate.admin.v1.DescribeTopicResponse.queues:type_name -> mqgate.admin.v1.QueueOffsets
+	20, // 11: mqgate.admin.v1.DescribeTopicResponse.groups:type_name -> mqgate.admin.v1.GroupTopicProgress
+	9,  // 12: mqgate.admin.v1.DescribeGroupResponse.group:type_name -> mqgate.admin.v1.Group
+	20, // 13: mqgate.admin.v1.DescribeGroupResponse.topics:type_name -> mqgate.admin.v1.GroupTopicProgress
+	23, // 14: mqgate.admin.v1.DescribeGroupResponse.dead_letter_queue:type_name -> mqgate.admin.v1.DeadLetterQueue
+	28, // 15: mqgate.admin.v1.LookupMessageResponse.messages:type_name -> mqgate.admin.v1.StoredMessage
+	29, // 16: mqgate.admin.v1.StoredMessage.properties:type_name -> mqgate.admin.v1.StoredMessage.PropertiesEntry
+	30, // 17: mqgate.admin.v1.StoredMessage.delivery_time:type_name -> google.protobuf.Timestamp
+	30, // 18: mqgate.admin.v1.StoredMessage.born_time:type_name -> google.protobuf.Timestamp
+	30, // 19: mqgate.admin.v1.StoredMessage.store_time:type_name -> google.protobuf.Timestamp
+	1,  // 20: mqgate.admin.v1.AdminService.CreateTopic:input_type -> mqgate.admin.v1.CreateTopicRequest
+	3,  // 21: mqgate.admin.v1.AdminService.GetTopic:input_type -> mqgate.admin.v1.GetTopicRequest
+	5,  // 22: mqgate.admin.v1.AdminService.ListTopics:input_type -> mqgate.admin.v1.ListTopicsRequest
+	7,  // 23: mqgate.admin.v1.AdminService.DeleteTopic:input_type -> mqgate.admin.v1.DeleteTopicRequest
+	10, // 24: mqgate.admin.v1.AdminService.CreateGroup:input_type -> mqgate.admin.v1.CreateGroupRequest
+	12, // 25: mqgate.admin.v1.AdminService.GetGroup:input_type -> mqgate.admin.v1.GetGroupRequest
+	14, // 26: mqgate.admin.v1.AdminService.ListGroups:input_type -> mqgate.admin.v1.ListGroupsRequest
+	16, // 27: mqgate.admin.v1.AdminService.DeleteGroup:input_type -> mqgate.admin.v1.DeleteGroupRequest
+	21, // 28: mqgate.admin.v1.AdminService.DescribeTopic:input_type -> mqgate.admin.v1.DescribeTopicRequest
+	24, // 29: mqgate.admin.v1.AdminService.DescribeGroup:input_type -> mqgate.admin.v1.DescribeGroupRequest
+	26, // 30: mqgate.admin.v1.AdminService.LookupMessage:input_type -> mqgate.admin.v1.LookupMessageRequest
+	2,  // 31: mqgate.admin.v1.AdminService.CreateTopic:output_type -> mqgate.admin.v1.CreateTopicResponse
+	4,  // 32: mqgate.admin.v1.AdminService.GetTopic:output_type -> mqgate.admin.v1.GetTopicResponse
+	6,  // 33: mqgate.admin.v1.AdminService.ListTopics:output_type -> mqgate.admin.v1.ListTopicsResponse
+	8,  // 34: mqgate.admin.v1.AdminService.DeleteTopic:output_type -> mqgate.admin.v1.DeleteTopicResponse
+	11, // 35: mqgate.admin.v1.AdminService.CreateGroup:output_type -> mqgate.admin.v1.CreateGroupResponse
+	13, // 36: mqgate.admin.v1.AdminService.GetGroup:output_type -> mqgate.admin.v1.GetGroupResponse
+	15, // 37: mqgate.admin.v1.AdminService.ListGroups:output_type -> mqgate.admin.v1.ListGroupsResponse
+	17, // 38: mqgate.admin.v1.AdminService.DeleteGroup:output_type -> mqgate.admin.v1.DeleteGroupResponse
+	22, // 39: mqgate.admin.v1.AdminService.DescribeTopic:output_type -> mqgate.admin.v1.DescribeTopicResponse
+	25, // 40: mqgate.admin.v1.AdminService.DescribeGroup:output_type -> mqgate.admin.v1.DescribeGroupResponse
+	27, // 41: mqgate.admin.v1.AdminService.LookupMessage:output_type -> mqgate.admin.v1.LookupMessageResponse
+	31, // [31:42] is the sub-list for method output_type
+	20, // [20:31] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_mqgate_admin_v1_admin_proto_init() }
@@ -1084,7 +2068,7 @@ func file_mqgate_admin_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mqgate_admin_v1_admin_proto_rawDesc), len(file_mqgate_admin_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   18,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

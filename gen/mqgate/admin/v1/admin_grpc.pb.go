@@ -1,4 +1,5 @@
-// mqgate's own administration API: topics and consumer groups.
+// mqgate's own administration API: topics, consumer groups, queue offsets,
+// group progress and message lookup.
 //
 // Used by the `mqgate topic` / `mqgate group` CLI and served over REST through
 // grpc-gateway (HTTP rules live in proto/http/admin.yaml, not here). Errors are
@@ -27,14 +28,17 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	AdminService_CreateTopic_FullMethodName = "/mqgate.admin.v1.AdminService/CreateTopic"
-	AdminService_GetTopic_FullMethodName    = "/mqgate.admin.v1.AdminService/GetTopic"
-	AdminService_ListTopics_FullMethodName  = "/mqgate.admin.v1.AdminService/ListTopics"
-	AdminService_DeleteTopic_FullMethodName = "/mqgate.admin.v1.AdminService/DeleteTopic"
-	AdminService_CreateGroup_FullMethodName = "/mqgate.admin.v1.AdminService/CreateGroup"
-	AdminService_GetGroup_FullMethodName    = "/mqgate.admin.v1.AdminService/GetGroup"
-	AdminService_ListGroups_FullMethodName  = "/mqgate.admin.v1.AdminService/ListGroups"
-	AdminService_DeleteGroup_FullMethodName = "/mqgate.admin.v1.AdminService/DeleteGroup"
+	AdminService_CreateTopic_FullMethodName   = "/mqgate.admin.v1.AdminService/CreateTopic"
+	AdminService_GetTopic_FullMethodName      = "/mqgate.admin.v1.AdminService/GetTopic"
+	AdminService_ListTopics_FullMethodName    = "/mqgate.admin.v1.AdminService/ListTopics"
+	AdminService_DeleteTopic_FullMethodName   = "/mqgate.admin.v1.AdminService/DeleteTopic"
+	AdminService_CreateGroup_FullMethodName   = "/mqgate.admin.v1.AdminService/CreateGroup"
+	AdminService_GetGroup_FullMethodName      = "/mqgate.admin.v1.AdminService/GetGroup"
+	AdminService_ListGroups_FullMethodName    = "/mqgate.admin.v1.AdminService/ListGroups"
+	AdminService_DeleteGroup_FullMethodName   = "/mqgate.admin.v1.AdminService/DeleteGroup"
+	AdminService_DescribeTopic_FullMethodName = "/mqgate.admin.v1.AdminService/DescribeTopic"
+	AdminService_DescribeGroup_FullMethodName = "/mqgate.admin.v1.AdminService/DescribeGroup"
+	AdminService_LookupMessage_FullMethodName = "/mqgate.admin.v1.AdminService/LookupMessage"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -59,6 +63,12 @@ type AdminServiceClient interface {
 	ListGroups(ctx context.Context, in *ListGroupsRequest, opts ...grpc.CallOption) (*ListGroupsResponse, error)
 	// Deletes a group.
 	DeleteGroup(ctx context.Context, in *DeleteGroupRequest, opts ...grpc.CallOption) (*DeleteGroupResponse, error)
+	// Describes a topic: queue offsets and the groups' progress.
+	DescribeTopic(ctx context.Context, in *DescribeTopicRequest, opts ...grpc.CallOption) (*DescribeTopicResponse, error)
+	// Describes a group: backlog, in-flight count and dead letters per topic.
+	DescribeGroup(ctx context.Context, in *DescribeGroupRequest, opts ...grpc.CallOption) (*DescribeGroupResponse, error)
+	// Finds stored messages by message id or key.
+	LookupMessage(ctx context.Context, in *LookupMessageRequest, opts ...grpc.CallOption) (*LookupMessageResponse, error)
 }
 
 type adminServiceClient struct {
@@ -149,6 +159,36 @@ func (c *adminServiceClient) DeleteGroup(ctx context.Context, in *DeleteGroupReq
 	return out, nil
 }
 
+func (c *adminServiceClient) DescribeTopic(ctx context.Context, in *DescribeTopicRequest, opts ...grpc.CallOption) (*DescribeTopicResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DescribeTopicResponse)
+	err := c.cc.Invoke(ctx, AdminService_DescribeTopic_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) DescribeGroup(ctx context.Context, in *DescribeGroupRequest, opts ...grpc.CallOption) (*DescribeGroupResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DescribeGroupResponse)
+	err := c.cc.Invoke(ctx, AdminService_DescribeGroup_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) LookupMessage(ctx context.Context, in *LookupMessageRequest, opts ...grpc.CallOption) (*LookupMessageResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(LookupMessageResponse)
+	err := c.cc.Invoke(ctx, AdminService_LookupMessage_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -171,6 +211,12 @@ type AdminServiceServer interface {
 	ListGroups(context.Context, *ListGroupsRequest) (*ListGroupsResponse, error)
 	// Deletes a group.
 	DeleteGroup(context.Context, *DeleteGroupRequest) (*DeleteGroupResponse, error)
+	// Describes a topic: queue offsets and the groups' progress.
+	DescribeTopic(context.Context, *DescribeTopicRequest) (*DescribeTopicResponse, error)
+	// Describes a group: backlog, in-flight count and dead letters per topic.
+	DescribeGroup(context.Context, *DescribeGroupRequest) (*DescribeGroupResponse, error)
+	// Finds stored messages by message id or key.
+	LookupMessage(context.Context, *LookupMessageRequest) (*LookupMessageResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -204,6 +250,15 @@ func (UnimplementedAdminServiceServer) ListGroups(context.Context, *ListGroupsRe
 }
 func (UnimplementedAdminServiceServer) DeleteGroup(context.Context, *DeleteGroupRequest) (*DeleteGroupResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteGroup not implemented")
+}
+func (UnimplementedAdminServiceServer) DescribeTopic(context.Context, *DescribeTopicRequest) (*DescribeTopicResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DescribeTopic not implemented")
+}
+func (UnimplementedAdminServiceServer) DescribeGroup(context.Context, *DescribeGroupRequest) (*DescribeGroupResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DescribeGroup not implemented")
+}
+func (UnimplementedAdminServiceServer) LookupMessage(context.Context, *LookupMessageRequest) (*LookupMessageResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method LookupMessage not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -370,6 +425,60 @@ func _AdminService_DeleteGroup_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_DescribeTopic_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DescribeTopicRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).DescribeTopic(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_DescribeTopic_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).DescribeTopic(ctx, req.(*DescribeTopicRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_DescribeGroup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DescribeGroupRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).DescribeGroup(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_DescribeGroup_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).DescribeGroup(ctx, req.(*DescribeGroupRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_LookupMessage_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LookupMessageRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).LookupMessage(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_LookupMessage_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).LookupMessage(ctx, req.(*LookupMessageRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -408,6 +517,18 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteGroup",
 			Handler:    _AdminService_DeleteGroup_Handler,
+		},
+		{
+			MethodName: "DescribeTopic",
+			Handler:    _AdminService_DescribeTopic_Handler,
+		},
+		{
+			MethodName: "DescribeGroup",
+			Handler:    _AdminService_DescribeGroup_Handler,
+		},
+		{
+			MethodName: "LookupMessage",
+			Handler:    _AdminService_LookupMessage_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

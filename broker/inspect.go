@@ -1,0 +1,264 @@
+package broker
+
+import (
+	"context"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/mqgate/mqgate/broker/delay"
+	"github.com/mqgate/mqgate/broker/metadata"
+	"github.com/mqgate/mqgate/broker/model"
+	"github.com/mqgate/mqgate/broker/mqerr"
+	"github.com/mqgate/mqgate/broker/stored"
+	"github.com/mqgate/mqgate/storage/message"
+)
+
+// This file is the read-only inspection side of the facade (operators'
+// `topic describe`, `group describe`, `message show`): queue offsets from
+// the store, consumption progress from PopStats, lookups through the
+// store's id/key index. Nothing here changes state.
+
+// QueueOffsets are the stored range of one queue: [Min, Max).
+type QueueOffsets struct {
+	QueueID  int32
+	Min, Max int64
+}
+
+// GroupQueueProgress is how far a group read one queue.
+type GroupQueueProgress struct {
+	QueueID int32
+	// Consumed is the first offset the group has not read yet.
+	Consumed int64
+	Max      int64
+	// Ready = Max − Consumed: never delivered to the group.
+	Ready int64
+}
+
+// GroupTopicProgress is a group's progress in one topic.
+type GroupTopicProgress struct {
+	Group, Topic string
+	Ready        int64
+	// InFlight: delivered, not acked (invisible, or due for redelivery).
+	InFlight int64
+	// Held: FIFO messages read but waiting behind their message group.
+	Held int64
+	// Backlog = Ready + InFlight + Held.
+	Backlog int64
+	Queues  []GroupQueueProgress
+}
+
+// TopicDescription is DescribeTopic's answer.
+type TopicDescription struct {
+	Topic    model.Topic
+	Queues   []QueueOffsets
+	Messages int64
+	Groups   []GroupTopicProgress
+}
+
+// DeadLetterInfo describes a group's %DLQ% topic.
+type DeadLetterInfo struct {
+	Topic    string
+	Exists   bool
+	Messages int64
+}
+
+// GroupDescription is DescribeGroup's answer.
+type GroupDescription struct {
+	Group  model.Group
+	Topics []GroupTopicProgress
+	DLQ    DeadLetterInfo
+}
+
+// DescribeTopic returns a topic's queue offsets and the progress of every
+// group that has received from it. It never auto-creates.
+func (b *Broker) DescribeTopic(ctx context.Context, name string) (TopicDescription, error) {
+	t, err := b.meta.GetTopic(ctx, name)
+	if err != nil {
+		return TopicDescription{}, err
+	}
+	d := TopicDescription{Topic: t}
+	d.Queues, d.Messages = b.queueOffsets(t)
+	for _, st := range b.pop.Stats() {
+		if st.Topic == t.Name {
+			d.Groups = append(d.Groups, b.progress(t, st.Group, st.Next, st.InFlight, st.Held))
+		}
+	}
+	sort.Slice(d.Groups, func(i, j int) bool { return d.Groups[i].Group < d.Groups[j].Group })
+	return d, nil
+}
+
+// DescribeGroup returns a group's progress in every topic it has received
+// from and the size of its dead-letter topic. It never auto-creates.
+func (b *Broker) DescribeGroup(ctx context.Context, name string) (GroupDescription, error) {
+	g, err := b.meta.GetGroup(ctx, name)
+	if err != nil {
+		return GroupDescription{}, err
+	}
+	d := GroupDescription{Group: g, DLQ: DeadLetterInfo{Topic: metadata.DLQTopic(g.Name)}}
+	for _, st := range b.pop.Stats() {
+		if st.Group != g.Name {
+			continue
+		}
+		t, err := b.meta.GetTopic(ctx, st.Topic)
+		if err != nil {
+			continue // deleted since; its state is being dropped
+		}
+		d.Topics = append(d.Topics, b.progress(t, g.Name, st.Next, st.InFlight, st.Held))
+	}
+	sort.Slice(d.Topics, func(i, j int) bool { return d.Topics[i].Topic < d.Topics[j].Topic })
+	switch dt, err := b.meta.GetTopic(ctx, d.DLQ.Topic); {
+	case err == nil:
+		d.DLQ.Exists = true
+		_, d.DLQ.Messages = b.queueOffsets(dt)
+	case mqerr.KindOf(err) != mqerr.KindTopicNotFound:
+		return GroupDescription{}, err
+	}
+	return d, nil
+}
+
+func (b *Broker) queueOffsets(t model.Topic) ([]QueueOffsets, int64) {
+	out := make([]QueueOffsets, 0, t.Queues)
+	var total int64
+	for q := int32(0); q < t.Queues; q++ {
+		lo, hi := b.store.QueueRange(t.Name, q)
+		out = append(out, QueueOffsets{QueueID: q, Min: lo, Max: hi})
+		total += hi - lo
+	}
+	return out, total
+}
+
+// progress folds one POP subscription's positions into per-queue counts.
+// A queue the group never read starts at the queue's min offset (pop's
+// start position), and a position retention overtook counts from min.
+func (b *Broker) progress(t model.Topic, group string, next map[int32]int64, inFlight, held int) GroupTopicProgress {
+	p := GroupTopicProgress{Group: group, Topic: t.Name, InFlight: int64(inFlight), Held: int64(held)}
+	for q := int32(0); q < t.Queues; q++ {
+		lo, hi := b.store.QueueRange(t.Name, q)
+		c, ok := next[q]
+		if !ok || c < lo {
+			c = lo
+		}
+		ready := max(hi-c, 0)
+		p.Queues = append(p.Queues, GroupQueueProgress{QueueID: q, Consumed: c, Max: hi, Ready: ready})
+		p.Ready += ready
+	}
+	p.Backlog = p.Ready + p.InFlight + p.Held
+	return p
+}
+
+// LookupRequest finds stored messages by client message id or key.
+type LookupRequest struct {
+	// Topic to search; empty means every topic.
+	Topic string
+	// ID and Key: a record matching either is returned (at least one).
+	ID, Key string
+	// Max results (≤ 0: 32; capped at MaxLookup).
+	Max int
+}
+
+// MaxLookup caps one lookup.
+const MaxLookup = 256
+
+// FoundMessage is one lookup hit.
+type FoundMessage struct {
+	model.Delivered
+	// Scheduled: a delayed message still in the delay stage (not due yet,
+	// or recalled); QueueID/QueueOffset are then the stage's.
+	Scheduled bool
+}
+
+// LookupMessage finds messages by id or key, newest first. Delayed
+// messages not yet delivered are found in the delay stage and reported
+// Scheduled; once delivered only the topic's copy is returned.
+func (b *Broker) LookupMessage(ctx context.Context, req LookupRequest) ([]FoundMessage, error) {
+	if strings.TrimSpace(req.ID) == "" && strings.TrimSpace(req.Key) == "" {
+		return nil, mqerr.Errorf(mqerr.KindBadRequest, "a message id or a key is required")
+	}
+	if req.Max <= 0 {
+		req.Max = 32
+	}
+	req.Max = min(req.Max, MaxLookup)
+	var topics []string
+	if req.Topic != "" {
+		if err := metadata.ValidateTopicName(req.Topic); err != nil {
+			return nil, err
+		}
+		t, err := b.meta.GetTopic(ctx, req.Topic)
+		if err != nil {
+			return nil, err
+		}
+		topics = []string{t.Name}
+	} else {
+		ts, err := b.meta.ListTopics(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range ts {
+			topics = append(topics, t.Name)
+		}
+	}
+	want := make(map[string]bool, len(topics))
+	for _, t := range topics {
+		want[t] = true
+	}
+	type key struct {
+		topic string
+		queue int32
+		off   int64
+	}
+	seen := map[key]bool{}
+	delivered := map[string]bool{} // topic + "\x00" + id found in its topic
+	var out []FoundMessage
+	add := func(ms []*message.Message, scheduled bool) {
+		for _, m := range ms {
+			k := key{m.Topic, m.QueueID, m.QueueOffset}
+			if seen[k] {
+				continue
+			}
+			seen[k] = true
+			d := stored.FromRecord(m)
+			if scheduled && (!want[d.Topic] || delivered[d.Topic+"\x00"+d.ID]) {
+				continue
+			}
+			if !scheduled {
+				delivered[d.Topic+"\x00"+d.ID] = true
+			}
+			out = append(out, FoundMessage{Delivered: *d, Scheduled: scheduled})
+		}
+	}
+	search := func(topic string) error {
+		if req.ID != "" {
+			ms, err := b.store.LookupByID(topic, req.ID, req.Max)
+			if err != nil {
+				return mqerr.Wrap(mqerr.KindInternal, err, "looking up message id in "+topic)
+			}
+			add(ms, topic == delay.StageTopic)
+		}
+		if req.Key != "" {
+			ms, err := b.store.LookupByKey(topic, req.Key, 0, b.cfg.Clock.Now().Add(24*time.Hour).UnixMilli(), req.Max)
+			if err != nil {
+				return mqerr.Wrap(mqerr.KindInternal, err, "looking up message key in "+topic)
+			}
+			add(ms, topic == delay.StageTopic)
+		}
+		return nil
+	}
+	for _, t := range topics {
+		if err := ctx.Err(); err != nil {
+			return nil, mqerr.Wrap(mqerr.KindCanceled, err, "message lookup")
+		}
+		if err := search(t); err != nil {
+			return nil, err
+		}
+	}
+	// Delayed messages wait in the stage topic, indexed under its name.
+	if err := search(delay.StageTopic); err != nil {
+		return nil, err
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].StoreTime.After(out[j].StoreTime) })
+	if len(out) > req.Max {
+		out = out[:req.Max]
+	}
+	return out, nil
+}

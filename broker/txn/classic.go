@@ -1,0 +1,80 @@
+package txn
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/mqgate/mqgate/broker/model"
+	"github.com/mqgate/mqgate/broker/mqerr"
+	"github.com/mqgate/mqgate/broker/produce"
+	"github.com/mqgate/mqgate/broker/stored"
+	"github.com/mqgate/mqgate/storage"
+	"github.com/mqgate/mqgate/storage/message"
+)
+
+// This file serves the classic remoting protocol, whose producers send
+// ready-made records (every property they set must survive, PGROUP
+// included) and whose END_TRANSACTION names the half message by its
+// commit-log position rather than by a transaction id.
+
+// StagedHalf is where a half message was stored.
+type StagedHalf struct {
+	// Offset is the half message's offset in the half topic (classic:
+	// tranStateTableOffset).
+	Offset int64
+	Entry  storage.AppendEntry
+	// TransactionID is the id EndTransaction takes.
+	TransactionID string
+	// FlushTimeout: stored but not yet durable.
+	FlushTimeout bool
+}
+
+// StageRecord stores rec as a half message of topic. rec keeps its
+// properties; its topic, queue and prepared flag are set here.
+func (s *Service) StageRecord(ctx context.Context, topic model.Topic, queue int32, rec *message.Message) (StagedHalf, error) {
+	rec.Set(stored.PropRealTopic, topic.Name)
+	rec.Set(stored.PropRealQueue, strconv.Itoa(int(queue)))
+	rec.Set(stored.PropTranMsg, "true")
+	rec.Flags |= stored.FlagTransactionPrepared
+	wait := s.cfg.FirstCheck
+	if v, ok := rec.Get(stored.PropCheckImmunity); ok {
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n > 0 {
+			wait = time.Duration(min(n, int64(produce.DefaultLimits().MaxTxRecovery/time.Second))) * time.Second
+		}
+	}
+	due := s.clk.Now().Add(wait).UnixMilli()
+	off, res, err := s.stage.Put(ctx, rec, due)
+	if err != nil {
+		return StagedHalf{}, produce.AppendError(err)
+	}
+	select { // the checker may be idle or timed for a later check
+	case s.kick <- struct{}{}:
+	default:
+	}
+	return StagedHalf{Offset: off, Entry: res.Entries[0], TransactionID: s.token.Encode(off, 0, topic.Name),
+		FlushTimeout: res.Status == storage.StatusFlushTimeout}, nil
+}
+
+// TransactionIDFor mints the transaction id of the half message at
+// offset off of the half topic, destined for topic.
+func (s *Service) TransactionIDFor(off int64, topic string) string {
+	return s.token.Encode(off, 0, topic)
+}
+
+// HalfRecord returns the pending half message a transaction id names
+// (KindInvalidTransactionID when it is not pending any more).
+func (s *Service) HalfRecord(topic, transactionID string) (*message.Message, error) {
+	off, _, err := s.token.Decode(transactionID, topic)
+	if err != nil {
+		return nil, mqerr.Errorf(mqerr.KindInvalidTransactionID, "transaction id is %v", err)
+	}
+	_, rec, err := s.stage.Get(off)
+	if err != nil {
+		return nil, mqerr.Wrap(mqerr.KindStoreUnavailable, err, "reading the half message")
+	}
+	if rec == nil {
+		return nil, mqerr.Errorf(mqerr.KindInvalidTransactionID, "the transaction is no longer pending")
+	}
+	return rec, nil
+}

@@ -1,0 +1,719 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	v2 "github.com/mqgate/mqgate/gen/apache/rocketmq/v2"
+)
+
+const benchUsage = `Usage: mqgate bench produce|consume|e2e [flags]
+
+Measures mqgate against a plain gRPC echo server (same calls, same payloads,
+no work) started in the same run, and prints each figure as a ratio to it.
+Without --server, bench starts its own mqgate (a child process on a temporary
+data dir) so it can also measure the server's CPU per message.
+
+  produce  N producers on N connections, one message per SendMessage call
+  consume  receive (batch 32) + one batched ack per batch from a backlog
+  e2e      send at a fixed rate while consumers long-poll; send→receive latency
+
+`
+
+type benchOpts struct {
+	mode      string
+	server    string
+	serverPID int
+	producers int
+	consumers int
+	size      int
+	duration  time.Duration
+	warmup    time.Duration
+	backlog   int
+	rate      int
+	flush     string
+	topic     string
+	group     string
+	jsonOut   bool
+}
+
+func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "echo-server" {
+		return benchEchoServer(args[1:], stdout, stderr)
+	}
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		fmt.Fprint(stderr, benchUsage)
+		return 2
+	}
+	o := benchOpts{mode: args[0]}
+	fs := flag.NewFlagSet("mqgate bench "+o.mode, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.server, "server", "", "an already running mqgate (host:port, plaintext gRPC); default: start one")
+	fs.IntVar(&o.serverPID, "server-pid", 0, "pid of --server, to measure its CPU")
+	fs.IntVar(&o.producers, "producers", 16, "producers, one connection each")
+	fs.IntVar(&o.consumers, "consumers", 4, "consumers, one connection each")
+	fs.IntVar(&o.size, "size", 1024, "message body bytes")
+	fs.DurationVar(&o.duration, "duration", 10*time.Second, "measured time per run")
+	fs.DurationVar(&o.warmup, "warmup", 2*time.Second, "unmeasured warm-up per run")
+	fs.IntVar(&o.backlog, "backlog", 200000, "consume: messages preloaded before consuming")
+	fs.IntVar(&o.rate, "rate", 5000, "e2e: messages per second sent")
+	fs.StringVar(&o.flush, "flush", "async", "flush policy of the mqgate bench starts (async|sync)")
+	fs.StringVar(&o.topic, "topic", "", "topic (default bench-<mode>-<random>)")
+	fs.StringVar(&o.group, "group", "", "consumer group (default bench-<random>)")
+	fs.BoolVar(&o.jsonOut, "json", false, "print results as JSON")
+	if err := fs.Parse(args[1:]); err != nil {
+		return 2
+	}
+	switch o.mode {
+	case "produce", "consume", "e2e":
+	default:
+		fmt.Fprintf(stderr, "mqgate bench: unknown mode %q\n\n%s", o.mode, benchUsage)
+		return 2
+	}
+	suffix := randHex(4)
+	if o.topic == "" {
+		o.topic = "bench-" + o.mode + "-" + suffix
+	}
+	if o.group == "" {
+		o.group = "bench-" + suffix
+	}
+	res, err := runBench(ctx, o, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "mqgate bench: %v\n", err)
+		return 1
+	}
+	if o.jsonOut {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(res)
+	} else {
+		printBench(stdout, o, res)
+	}
+	return 0
+}
+
+// benchFigures is one run's measurements.
+type benchFigures struct {
+	Target      string  `json:"target"`
+	Messages    int64   `json:"messages"`
+	Seconds     float64 `json:"seconds"`
+	PerSecond   float64 `json:"msgs_per_sec"`
+	P50us       float64 `json:"p50_us"`
+	P99us       float64 `json:"p99_us"`
+	P999us      float64 `json:"p999_us"`
+	CPUusPerMsg float64 `json:"server_cpu_us_per_msg,omitempty"`
+	Errors      int64   `json:"errors"`
+	RSSAnonMiB  float64 `json:"server_rss_anon_mib,omitempty"`
+}
+
+type benchResult struct {
+	Mode   string        `json:"mode"`
+	Flush  string        `json:"flush,omitempty"`
+	Echo   *benchFigures `json:"echo,omitempty"`
+	Mqgate benchFigures  `json:"mqgate"`
+	Ratio  float64       `json:"ratio_to_echo,omitempty"`
+}
+
+func printBench(w io.Writer, o benchOpts, r benchResult) {
+	fmt.Fprintf(w, "mode %s, %d-byte messages", r.Mode, o.size)
+	if r.Flush != "" {
+		fmt.Fprintf(w, ", mqgate flush %s", r.Flush)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "%-8s %12s %10s %10s %10s %14s %8s\n", "target", "msgs/s", "p50", "p99", "p999", "srv CPU/msg", "errors")
+	row := func(f benchFigures) {
+		cpu := "-"
+		if f.CPUusPerMsg > 0 {
+			cpu = fmt.Sprintf("%.1fµs", f.CPUusPerMsg)
+		}
+		fmt.Fprintf(w, "%-8s %12.0f %9.0fµs %9.0fµs %9.0fµs %14s %8d\n", f.Target, f.PerSecond, f.P50us, f.P99us, f.P999us, cpu, f.Errors)
+	}
+	if r.Echo != nil {
+		row(*r.Echo)
+	}
+	row(r.Mqgate)
+	if r.Echo != nil {
+		fmt.Fprintf(w, "ratio mqgate/echo msgs/s: %.2f\n", r.Ratio)
+	}
+	if r.Mqgate.RSSAnonMiB > 0 {
+		fmt.Fprintf(w, "mqgate anonymous (non-file-backed) memory after the run: %.1f MiB\n", r.Mqgate.RSSAnonMiB)
+	}
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// child is a process bench started.
+type child struct {
+	cmd  *exec.Cmd
+	addr string
+	dir  string
+}
+
+func (c *child) stop() {
+	if c == nil || c.cmd.Process == nil {
+		return
+	}
+	_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = c.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		_ = c.cmd.Process.Kill()
+		<-done
+	}
+	if c.dir != "" {
+		_ = os.RemoveAll(c.dir)
+	}
+}
+
+func startEcho(size int) (*child, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(self, "bench", "echo-server", "--size", strconv.Itoa(size))
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		_ = cmd.Process.Kill()
+		return nil, fmt.Errorf("echo server did not start: %w", err)
+	}
+	return &child{cmd: cmd, addr: strings.TrimSpace(line)}, nil
+}
+
+func startMqgate(flush string) (*child, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "mqgate-bench-")
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(self, "serve", "--data-dir", filepath.Join(dir, "data"), "--grpc-addr", "127.0.0.1:0",
+		"--http-addr", "127.0.0.1:0", "--remoting-addr", "", "--flush", flush, "--auto-create", "--log-level", "info",
+		"--log-format", "json", "--segment-size", "256MiB")
+	errp, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	c := &child{cmd: cmd, dir: dir}
+	sc := bufio.NewScanner(errp)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var m map[string]any
+		if json.Unmarshal(sc.Bytes(), &m) != nil {
+			continue
+		}
+		if m["msg"] == "mqgate ready" {
+			c.addr, _ = m["grpc"].(string)
+			go func() { _, _ = io.Copy(io.Discard, errp) }()
+			return c, nil
+		}
+		if m["level"] == "ERROR" {
+			c.stop()
+			return nil, fmt.Errorf("mqgate failed to start: %s", sc.Text())
+		}
+	}
+	c.stop()
+	return nil, errors.New("mqgate exited before it was ready")
+}
+
+// cpuTicks reads a process's user+system CPU in clock ticks (1/100 s).
+func cpuTicks(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	f := strings.Fields(s[i+2:])
+	if len(f) < 13 {
+		return 0, errors.New("short /proc stat")
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return u + st, nil
+}
+
+func rssAnonMiB(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "RssAnon:") {
+			f := strings.Fields(line)
+			kb, _ := strconv.ParseFloat(f[1], 64)
+			return kb / 1024
+		}
+	}
+	return 0
+}
+
+func runBench(ctx context.Context, o benchOpts, log io.Writer) (benchResult, error) {
+	res := benchResult{Mode: o.mode}
+	var echo *child
+	if o.mode != "e2e" {
+		var err error
+		echo, err = startEcho(o.size)
+		if err != nil {
+			return res, err
+		}
+		defer echo.stop()
+	}
+	target, pid := o.server, o.serverPID
+	if target == "" {
+		srv, err := startMqgate(o.flush)
+		if err != nil {
+			return res, err
+		}
+		defer srv.stop()
+		target, pid = srv.addr, srv.cmd.Process.Pid
+		res.Flush = o.flush
+	}
+	if echo != nil {
+		fmt.Fprintf(log, "bench: echo server at %s\n", echo.addr)
+		f, err := runWorkload(ctx, o, "echo", echo.addr, echo.cmd.Process.Pid, log)
+		if err != nil {
+			return res, fmt.Errorf("echo run: %w", err)
+		}
+		res.Echo = &f
+	}
+	fmt.Fprintf(log, "bench: mqgate at %s\n", target)
+	f, err := runWorkload(ctx, o, "mqgate", target, pid, log)
+	if err != nil {
+		return res, fmt.Errorf("mqgate run: %w", err)
+	}
+	if pid > 0 {
+		f.RSSAnonMiB = rssAnonMiB(pid)
+	}
+	res.Mqgate = f
+	if res.Echo != nil && res.Echo.PerSecond > 0 {
+		res.Ratio = f.PerSecond / res.Echo.PerSecond
+	}
+	return res, nil
+}
+
+// benchConn is one client connection with mqgate's required headers.
+type benchConn struct {
+	cc  *grpc.ClientConn
+	cli v2.MessagingServiceClient
+	md  metadata.MD
+}
+
+func dialBench(addr string, i int) (*benchConn, error) {
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
+	if err != nil {
+		return nil, err
+	}
+	return &benchConn{cc: cc, cli: v2.NewMessagingServiceClient(cc),
+		md: metadata.Pairs("x-mq-client-id", fmt.Sprintf("bench@%d@%d", os.Getpid(), i), "x-mq-language", "GO", "x-mq-protocol", "v2")}, nil
+}
+
+func (c *benchConn) ctx(parent context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(parent, d)
+	return metadata.NewOutgoingContext(ctx, c.md), cancel
+}
+
+func runWorkload(ctx context.Context, o benchOpts, name, addr string, pid int, log io.Writer) (benchFigures, error) {
+	switch o.mode {
+	case "produce":
+		return benchProduce(ctx, o, name, addr, pid)
+	case "consume":
+		return benchConsume(ctx, o, name, addr, pid, log)
+	default:
+		return benchE2E(ctx, o, name, addr, pid)
+	}
+}
+
+func newMessage(topic string, body []byte, seq int64, props map[string]string) *v2.Message {
+	return &v2.Message{
+		Topic:          &v2.Resource{Name: topic},
+		UserProperties: props,
+		SystemProperties: &v2.SystemProperties{
+			MessageId:    fmt.Sprintf("01BENC%028X", seq),
+			MessageType:  v2.MessageType_NORMAL,
+			BodyEncoding: v2.Encoding_IDENTITY,
+			BornHost:     "bench",
+		},
+		Body: body,
+	}
+}
+
+var benchSeq atomic.Int64
+
+// measure runs worker(i) on n goroutines for warmup+duration and returns
+// counts and latencies recorded after the warm-up.
+type sampler struct {
+	mu    sync.Mutex
+	lat   []time.Duration
+	count atomic.Int64
+	errs  atomic.Int64
+	on    atomic.Bool
+}
+
+func (s *sampler) add(local []time.Duration) {
+	s.mu.Lock()
+	s.lat = append(s.lat, local...)
+	s.mu.Unlock()
+}
+
+func (s *sampler) figures(name string, secs float64, cpu int64) benchFigures {
+	sort.Slice(s.lat, func(i, j int) bool { return s.lat[i] < s.lat[j] })
+	pct := func(p float64) float64 {
+		if len(s.lat) == 0 {
+			return 0
+		}
+		return float64(s.lat[min(int(float64(len(s.lat))*p), len(s.lat)-1)].Microseconds())
+	}
+	f := benchFigures{Target: name, Messages: s.count.Load(), Seconds: secs, Errors: s.errs.Load(),
+		P50us: pct(0.50), P99us: pct(0.99), P999us: pct(0.999)}
+	if secs > 0 {
+		f.PerSecond = float64(f.Messages) / secs
+	}
+	if cpu > 0 && f.Messages > 0 {
+		f.CPUusPerMsg = float64(cpu) * 10000 / float64(f.Messages) // ticks are 10 ms
+	}
+	return f
+}
+
+// window runs the measured part: it flips the sampler on after warm-up and
+// returns the measured seconds and server CPU ticks.
+func window(ctx context.Context, o benchOpts, s *sampler, pid int) (float64, int64) {
+	select {
+	case <-time.After(o.warmup):
+	case <-ctx.Done():
+	}
+	c0, _ := cpuTicks(pid)
+	t0 := time.Now()
+	s.on.Store(true)
+	select {
+	case <-time.After(o.duration):
+	case <-ctx.Done():
+	}
+	s.on.Store(false)
+	secs := time.Since(t0).Seconds()
+	c1, _ := cpuTicks(pid)
+	if pid <= 0 {
+		return secs, 0
+	}
+	return secs, c1 - c0
+}
+
+func benchProduce(ctx context.Context, o benchOpts, name, addr string, pid int) (benchFigures, error) {
+	conns := make([]*benchConn, o.producers)
+	for i := range conns {
+		c, err := dialBench(addr, i)
+		if err != nil {
+			return benchFigures{}, err
+		}
+		defer c.cc.Close()
+		conns[i] = c
+	}
+	body := make([]byte, o.size)
+	runCtx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	s := &sampler{}
+	for _, c := range conns {
+		wg.Add(1)
+		go func(c *benchConn) {
+			defer wg.Done()
+			local := make([]time.Duration, 0, 1<<16)
+			for runCtx.Err() == nil {
+				m := newMessage(o.topic, body, benchSeq.Add(1), nil)
+				cctx, cancel := c.ctx(runCtx, 5*time.Second)
+				t0 := time.Now()
+				resp, err := c.cli.SendMessage(cctx, &v2.SendMessageRequest{Messages: []*v2.Message{m}})
+				d := time.Since(t0)
+				cancel()
+				if !s.on.Load() {
+					continue
+				}
+				if err != nil || resp.GetStatus().GetCode() != v2.Code_OK {
+					if runCtx.Err() == nil {
+						s.errs.Add(1)
+					}
+					continue
+				}
+				s.count.Add(1)
+				local = append(local, d)
+			}
+			s.add(local)
+		}(c)
+	}
+	secs, cpu := window(ctx, o, s, pid)
+	stop()
+	wg.Wait()
+	return s.figures(name, secs, cpu), nil
+}
+
+// preload fills the topic with n messages (batches of 32 from 8 senders).
+func preload(ctx context.Context, o benchOpts, addr string, n int, log io.Writer) error {
+	body := make([]byte, o.size)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errc := make(chan error, 8)
+	t0 := time.Now()
+	for w := 0; w < 8; w++ {
+		c, err := dialBench(addr, 100+w)
+		if err != nil {
+			return err
+		}
+		defer c.cc.Close()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				start := next.Add(32) - 32
+				if start >= int64(n) {
+					return
+				}
+				cnt := min(int64(32), int64(n)-start)
+				msgs := make([]*v2.Message, cnt)
+				for i := range msgs {
+					msgs[i] = newMessage(o.topic, body, benchSeq.Add(1), nil)
+				}
+				cctx, cancel := c.ctx(ctx, 30*time.Second)
+				resp, err := c.cli.SendMessage(cctx, &v2.SendMessageRequest{Messages: msgs})
+				cancel()
+				if err == nil && resp.GetStatus().GetCode() != v2.Code_OK {
+					err = fmt.Errorf("preload send: %v", resp.GetStatus())
+				}
+				if err != nil {
+					errc <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	select {
+	case err := <-errc:
+		return err
+	default:
+	}
+	fmt.Fprintf(log, "bench: preloaded %d messages in %s\n", n, time.Since(t0).Round(time.Millisecond))
+	return nil
+}
+
+// receiveBatch does one ReceiveMessage call and returns the messages.
+func receiveBatch(ctx context.Context, c *benchConn, o benchOpts, wait time.Duration) ([]*v2.Message, error) {
+	cctx, cancel := c.ctx(ctx, wait+5*time.Second)
+	defer cancel()
+	st, err := c.cli.ReceiveMessage(cctx, &v2.ReceiveMessageRequest{
+		Group:              &v2.Resource{Name: o.group},
+		MessageQueue:       &v2.MessageQueue{Topic: &v2.Resource{Name: o.topic}, Id: -1},
+		FilterExpression:   &v2.FilterExpression{Type: v2.FilterType_TAG, Expression: "*"},
+		BatchSize:          32,
+		InvisibleDuration:  durationpb.New(30 * time.Second),
+		LongPollingTimeout: durationpb.New(wait),
+	})
+	if err != nil {
+		return nil, err
+	}
+	var out []*v2.Message
+	for {
+		r, err := st.Recv()
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return out, err
+		}
+		if m := r.GetMessage(); m != nil {
+			out = append(out, m)
+		}
+	}
+}
+
+func ackBatch(ctx context.Context, c *benchConn, o benchOpts, msgs []*v2.Message) error {
+	entries := make([]*v2.AckMessageEntry, len(msgs))
+	for i, m := range msgs {
+		entries[i] = &v2.AckMessageEntry{MessageId: m.GetSystemProperties().GetMessageId(), ReceiptHandle: m.GetSystemProperties().GetReceiptHandle()}
+	}
+	cctx, cancel := c.ctx(ctx, 5*time.Second)
+	defer cancel()
+	resp, err := c.cli.AckMessage(cctx, &v2.AckMessageRequest{Group: &v2.Resource{Name: o.group}, Topic: &v2.Resource{Name: o.topic}, Entries: entries})
+	if err != nil {
+		return err
+	}
+	if resp.GetStatus().GetCode() != v2.Code_OK {
+		return fmt.Errorf("ack: %v", resp.GetStatus())
+	}
+	return nil
+}
+
+func benchConsume(ctx context.Context, o benchOpts, name, addr string, pid int, log io.Writer) (benchFigures, error) {
+	if name != "echo" {
+		if err := preload(ctx, o, addr, o.backlog, log); err != nil {
+			return benchFigures{}, err
+		}
+	}
+	conns := make([]*benchConn, o.consumers)
+	for i := range conns {
+		c, err := dialBench(addr, 200+i)
+		if err != nil {
+			return benchFigures{}, err
+		}
+		defer c.cc.Close()
+		conns[i] = c
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	s := &sampler{}
+	var drained atomic.Int64
+	for _, c := range conns {
+		wg.Add(1)
+		go func(c *benchConn) {
+			defer wg.Done()
+			local := make([]time.Duration, 0, 1<<14)
+			for runCtx.Err() == nil {
+				t0 := time.Now()
+				msgs, err := receiveBatch(runCtx, c, o, 0)
+				if err == nil && len(msgs) > 0 {
+					err = ackBatch(runCtx, c, o, msgs)
+				}
+				d := time.Since(t0)
+				if len(msgs) == 0 && err == nil {
+					drained.Add(1)
+				}
+				if !s.on.Load() {
+					continue
+				}
+				if err != nil {
+					if runCtx.Err() == nil {
+						s.errs.Add(1)
+					}
+					continue
+				}
+				s.count.Add(int64(len(msgs)))
+				local = append(local, d)
+			}
+			s.add(local)
+		}(c)
+	}
+	secs, cpu := window(ctx, o, s, pid)
+	stop()
+	wg.Wait()
+	f := s.figures(name, secs, cpu)
+	if name != "echo" && drained.Load() > 0 {
+		fmt.Fprintf(log, "bench: the backlog ran out during the run (%d empty receives); raise --backlog or lower --duration for a steady-state figure\n", drained.Load())
+	}
+	return f, nil
+}
+
+func benchE2E(ctx context.Context, o benchOpts, name, addr string, pid int) (benchFigures, error) {
+	prod, err := dialBench(addr, 300)
+	if err != nil {
+		return benchFigures{}, err
+	}
+	defer prod.cc.Close()
+	body := make([]byte, o.size)
+	// Create topic and group (auto-create) and let consumers park first.
+	warm := newMessage(o.topic, body, benchSeq.Add(1), map[string]string{"bench_sent_ns": "0"})
+	cctx, cancel := prod.ctx(ctx, 10*time.Second)
+	if _, err := prod.cli.SendMessage(cctx, &v2.SendMessageRequest{Messages: []*v2.Message{warm}}); err != nil {
+		cancel()
+		return benchFigures{}, err
+	}
+	cancel()
+	runCtx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	s := &sampler{}
+	for i := 0; i < max(o.consumers, 1); i++ {
+		c, err := dialBench(addr, 310+i)
+		if err != nil {
+			stop()
+			return benchFigures{}, err
+		}
+		defer c.cc.Close()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var local []time.Duration
+			for runCtx.Err() == nil {
+				msgs, err := receiveBatch(runCtx, c, o, 2*time.Second)
+				now := time.Now()
+				if err != nil || len(msgs) == 0 {
+					continue
+				}
+				for _, m := range msgs {
+					ns, _ := strconv.ParseInt(m.UserProperties["bench_sent_ns"], 10, 64)
+					if ns > 0 && s.on.Load() {
+						local = append(local, now.Sub(time.Unix(0, ns)))
+						s.count.Add(1)
+					}
+				}
+				_ = ackBatch(runCtx, c, o, msgs)
+			}
+			s.add(local)
+		}()
+	}
+	// Paced sender: one message every 1/rate seconds, from 4 goroutines.
+	interval := time.Second / time.Duration(max(o.rate, 1))
+	start := time.Now()
+	var sent atomic.Int64
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for runCtx.Err() == nil {
+				k := sent.Add(1)
+				due := start.Add(time.Duration(k) * interval)
+				if d := time.Until(due); d > 0 {
+					time.Sleep(d)
+				}
+				m := newMessage(o.topic, body, benchSeq.Add(1), map[string]string{"bench_sent_ns": strconv.FormatInt(time.Now().UnixNano(), 10)})
+				cctx, cancel := prod.ctx(runCtx, 5*time.Second)
+				_, err := prod.cli.SendMessage(cctx, &v2.SendMessageRequest{Messages: []*v2.Message{m}})
+				cancel()
+				if err != nil && runCtx.Err() == nil && s.on.Load() {
+					s.errs.Add(1)
+				}
+			}
+		}()
+	}
+	secs, cpu := window(ctx, o, s, pid)
+	stop()
+	wg.Wait()
+	return s.figures(name, secs, cpu), nil
+}

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	v2 "github.com/mqgate/mqgate/gen/apache/rocketmq/v2"
+)
+
+// echoServer is the benchmark's ceiling: a plain gRPC server answering the
+// same MessagingService calls with the same payload shapes, doing no work.
+// Whatever mqgate costs beyond it is mqgate's own.
+type echoServer struct {
+	v2.UnimplementedMessagingServiceServer
+	batch []*v2.Message
+}
+
+func newEchoServer(size int) *echoServer {
+	body := make([]byte, size)
+	e := &echoServer{}
+	for i := 0; i < 32; i++ {
+		e.batch = append(e.batch, &v2.Message{
+			Topic: &v2.Resource{Name: "bench"},
+			SystemProperties: &v2.SystemProperties{
+				MessageId: fmt.Sprintf("ECHO%030d", i), BodyDigest: &v2.Digest{Type: v2.DigestType_MD5, Checksum: "0"},
+				BodyEncoding: v2.Encoding_IDENTITY, MessageType: v2.MessageType_NORMAL, BornTimestamp: timestamppb.Now(),
+				BornHost: "bench", StoreTimestamp: timestamppb.Now(), StoreHost: "bench", QueueId: 0, QueueOffset: ptr(int64(i)),
+				ReceiptHandle:   ptr("r1.AQAAAAAAAAAAAAAAAAAAAQAAAAAAAAGMXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXX"),
+				DeliveryAttempt: ptr(int32(1)),
+			},
+			Body: body,
+		})
+	}
+	return e
+}
+
+func ptr[T any](v T) *T { return &v }
+
+var okStatus = &v2.Status{Code: v2.Code_OK, Message: "OK"}
+
+func (e *echoServer) SendMessage(_ context.Context, req *v2.SendMessageRequest) (*v2.SendMessageResponse, error) {
+	out := &v2.SendMessageResponse{Status: okStatus}
+	for i, m := range req.Messages {
+		out.Entries = append(out.Entries, &v2.SendResultEntry{Status: okStatus, MessageId: m.GetSystemProperties().GetMessageId(), Offset: int64(i)})
+	}
+	return out, nil
+}
+
+func (e *echoServer) ReceiveMessage(req *v2.ReceiveMessageRequest, stream grpc.ServerStreamingServer[v2.ReceiveMessageResponse]) error {
+	if err := stream.Send(&v2.ReceiveMessageResponse{Content: &v2.ReceiveMessageResponse_Status{Status: okStatus}}); err != nil {
+		return err
+	}
+	n := min(int(req.GetBatchSize()), len(e.batch))
+	for _, m := range e.batch[:n] {
+		if err := stream.Send(&v2.ReceiveMessageResponse{Content: &v2.ReceiveMessageResponse_Message{Message: m}}); err != nil {
+			return err
+		}
+	}
+	return stream.Send(&v2.ReceiveMessageResponse{Content: &v2.ReceiveMessageResponse_DeliveryTimestamp{DeliveryTimestamp: timestamppb.Now()}})
+}
+
+func (e *echoServer) AckMessage(_ context.Context, req *v2.AckMessageRequest) (*v2.AckMessageResponse, error) {
+	out := &v2.AckMessageResponse{Status: okStatus}
+	for _, en := range req.Entries {
+		out.Entries = append(out.Entries, &v2.AckMessageResultEntry{MessageId: en.MessageId, ReceiptHandle: en.ReceiptHandle, Status: okStatus})
+	}
+	return out, nil
+}
+
+func (e *echoServer) QueryRoute(_ context.Context, req *v2.QueryRouteRequest) (*v2.QueryRouteResponse, error) {
+	return &v2.QueryRouteResponse{Status: okStatus}, nil
+}
+
+// benchEchoServer runs the echo server until SIGTERM/SIGINT, printing its
+// address as the first stdout line (hidden subcommand used by `bench`).
+func benchEchoServer(args []string, stdout, stderr io.Writer) int {
+	addr, size := "127.0.0.1:0", 1024
+	for i := 0; i+1 < len(args); i += 2 {
+		switch args[i] {
+		case "--addr":
+			addr = args[i+1]
+		case "--size":
+			fmt.Sscan(args[i+1], &size)
+		}
+	}
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		fmt.Fprintln(stderr, "echo server:", err)
+		return 1
+	}
+	s := grpc.NewServer(grpc.MaxRecvMsgSize(130 << 20))
+	v2.RegisterMessagingServiceServer(s, newEchoServer(size))
+	fmt.Fprintln(stdout, lis.Addr().String())
+	if f, ok := stdout.(*os.File); ok {
+		_ = f.Sync()
+	}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	go func() { <-sigs; s.Stop() }()
+	_ = s.Serve(lis)
+	_ = time.Second
+	return 0
+}

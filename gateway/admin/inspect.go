@@ -1,0 +1,119 @@
+package admin
+
+import (
+	"context"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/mqgate/mqgate/broker"
+	adminv1 "github.com/mqgate/mqgate/gen/mqgate/admin/v1"
+)
+
+// MaxLookupBody is how much of each body LookupMessage returns.
+const MaxLookupBody = 64 << 10
+
+func (s *Service) DescribeTopic(ctx context.Context, req *adminv1.DescribeTopicRequest) (*adminv1.DescribeTopicResponse, error) {
+	if strings.TrimSpace(req.GetName()) == "" {
+		return nil, status.Error(codes.InvalidArgument, "topic name is required")
+	}
+	d, err := s.b.DescribeTopic(ctx, req.GetName())
+	if err != nil {
+		return nil, toStatus(err, "topic", req.GetName())
+	}
+	out := &adminv1.DescribeTopicResponse{Topic: topicToV1(d.Topic), Messages: d.Messages}
+	for _, q := range d.Queues {
+		out.Queues = append(out.Queues, &adminv1.QueueOffsets{QueueId: q.QueueID, MinOffset: q.Min, MaxOffset: q.Max})
+	}
+	for _, g := range d.Groups {
+		out.Groups = append(out.Groups, progressToV1(g))
+	}
+	return out, nil
+}
+
+func (s *Service) DescribeGroup(ctx context.Context, req *adminv1.DescribeGroupRequest) (*adminv1.DescribeGroupResponse, error) {
+	if strings.TrimSpace(req.GetName()) == "" {
+		return nil, status.Error(codes.InvalidArgument, "consumer group name is required")
+	}
+	d, err := s.b.DescribeGroup(ctx, req.GetName())
+	if err != nil {
+		return nil, toStatus(err, "consumer group", req.GetName())
+	}
+	out := &adminv1.DescribeGroupResponse{Group: groupToV1(d.Group),
+		DeadLetterQueue: &adminv1.DeadLetterQueue{Topic: d.DLQ.Topic, Exists: d.DLQ.Exists, Messages: d.DLQ.Messages}}
+	for _, p := range d.Topics {
+		out.Topics = append(out.Topics, progressToV1(p))
+	}
+	return out, nil
+}
+
+func (s *Service) LookupMessage(ctx context.Context, req *adminv1.LookupMessageRequest) (*adminv1.LookupMessageResponse, error) {
+	if strings.TrimSpace(req.GetMessageId()) == "" && strings.TrimSpace(req.GetKey()) == "" {
+		return nil, status.Error(codes.InvalidArgument, "a message id or a key is required")
+	}
+	if req.GetMax() < 0 {
+		return nil, status.Errorf(codes.InvalidArgument, "max %d is negative", req.GetMax())
+	}
+	found, err := s.b.LookupMessage(ctx, broker.LookupRequest{Topic: req.GetTopic(), ID: req.GetMessageId(), Key: req.GetKey(), Max: int(req.GetMax())})
+	if err != nil {
+		what, name := "message lookup", ""
+		if req.GetTopic() != "" {
+			what, name = "topic", req.GetTopic()
+		}
+		return nil, toStatus(err, what, name)
+	}
+	out := &adminv1.LookupMessageResponse{Messages: make([]*adminv1.StoredMessage, 0, len(found))}
+	for _, f := range found {
+		out.Messages = append(out.Messages, storedToV1(f))
+	}
+	return out, nil
+}
+
+func progressToV1(p broker.GroupTopicProgress) *adminv1.GroupTopicProgress {
+	out := &adminv1.GroupTopicProgress{Group: p.Group, Topic: p.Topic, Ready: p.Ready, InFlight: p.InFlight, Held: p.Held, Backlog: p.Backlog}
+	for _, q := range p.Queues {
+		out.Queues = append(out.Queues, &adminv1.GroupQueueProgress{QueueId: q.QueueID, ConsumedOffset: q.Consumed, MaxOffset: q.Max, Ready: q.Ready})
+	}
+	return out
+}
+
+func storedToV1(f broker.FoundMessage) *adminv1.StoredMessage {
+	m := &adminv1.StoredMessage{
+		Topic:              f.Topic,
+		MessageId:          f.ID,
+		Tag:                f.Tag,
+		Keys:               f.Keys,
+		Properties:         f.Properties,
+		MessageGroup:       f.MessageGroup,
+		BornHost:           f.BornHost,
+		QueueId:            f.QueueID,
+		QueueOffset:        f.QueueOffset,
+		BodySize:           int32(len(f.Body)),
+		State:              "STORED",
+		ReconsumeTimes:     f.ReconsumeTimes,
+		DlqOriginTopic:     f.DLQOriginTopic,
+		DlqOriginMessageId: f.DLQOriginID,
+	}
+	if t := f.ActualType(); t != 0 {
+		m.Type = t.String()
+	}
+	if f.Scheduled {
+		m.State = "SCHEDULED"
+	}
+	m.Body = f.Body
+	if len(m.Body) > MaxLookupBody {
+		m.Body, m.BodyTruncated = m.Body[:MaxLookupBody], true
+	}
+	if !f.DeliveryTime.IsZero() {
+		m.DeliveryTime = timestamppb.New(f.DeliveryTime)
+	}
+	if !f.BornTime.IsZero() && f.BornTime.UnixMilli() != 0 {
+		m.BornTime = timestamppb.New(f.BornTime)
+	}
+	if !f.StoreTime.IsZero() {
+		m.StoreTime = timestamppb.New(f.StoreTime)
+	}
+	return m
+}

@@ -1,0 +1,10 @@
+// Package client is a minimal classic remoting client for mqgate's tests
+// and benchmarks: one connection, requests matched to responses by
+// opaque, server requests handed to registered handlers. It is not a
+// RocketMQ client (no routes, rebalancing or retries).
+//
+// Each connection has one reader goroutine, which ends when the connection
+// closes.
+//
+// client imports the remoting codec and the standard library only.
+package client

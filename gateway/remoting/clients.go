@@ -1,0 +1,383 @@
+package remoting
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mqgate/mqgate/gateway/remoting/codec"
+)
+
+// heartbeatData is HEART_BEAT's body (spec remoting §4.1). Fields whose
+// type differs between clients (codeSet: strings from Go, numbers from
+// Java) are kept raw and ignored.
+type heartbeatData struct {
+	ClientID        string `json:"clientID"`
+	ProducerDataSet []struct {
+		GroupName string `json:"groupName"`
+	} `json:"producerDataSet"`
+	ConsumerDataSet []consumerData `json:"consumerDataSet"`
+	WithoutSub      bool           `json:"withoutSub"`
+}
+
+type consumerData struct {
+	GroupName           string             `json:"groupName"`
+	ConsumeType         string             `json:"consumeType"`
+	MessageModel        string             `json:"messageModel"`
+	ConsumeFromWhere    string             `json:"consumeFromWhere"`
+	SubscriptionDataSet []subscriptionData `json:"subscriptionDataSet"`
+}
+
+type subscriptionData struct {
+	Topic          string          `json:"topic"`
+	SubString      string          `json:"subString"`
+	ExpressionType string          `json:"expressionType"`
+	TagsSet        json.RawMessage `json:"tagsSet"`
+	CodeSet        json.RawMessage `json:"codeSet"`
+	SubVersion     json.RawMessage `json:"subVersion"`
+}
+
+// maxHeartbeatGroups bounds the groups one heartbeat may register.
+const maxHeartbeatGroups = 1024
+
+// decodeHeartbeat parses and checks a HEART_BEAT body (empty: an empty
+// heartbeat, which Java may send).
+func decodeHeartbeat(body []byte) (*heartbeatData, error) {
+	var hb heartbeatData
+	if len(body) > 0 {
+		if err := json.Unmarshal(body, &hb); err != nil {
+			return nil, fmt.Errorf("heartbeat body is not HeartbeatData JSON: %w", err)
+		}
+	}
+	if hb.ClientID == "" && (len(hb.ProducerDataSet) > 0 || len(hb.ConsumerDataSet) > 0) {
+		return nil, errors.New("heartbeat without clientID")
+	}
+	if len(hb.ProducerDataSet)+len(hb.ConsumerDataSet) > maxHeartbeatGroups {
+		return nil, fmt.Errorf("heartbeat names %d groups, at most %d", len(hb.ProducerDataSet)+len(hb.ConsumerDataSet), maxHeartbeatGroups)
+	}
+	return &hb, nil
+}
+
+// member is one client instance in one group.
+type member struct {
+	clientID string
+	conn     *conn
+	seen     time.Time
+	// consumers only
+	model, from string
+	subs        map[string]subscriptionData
+}
+
+// registry tracks classic clients by group: consumer lists for
+// rebalancing, subscriptions for pulls, producer connections for
+// transaction checks. Members leave when their connection closes (Go
+// never unregisters) or after ClientExpiry without a heartbeat.
+type registry struct {
+	s         *Server
+	mu        sync.Mutex
+	consumers map[string]map[string]*member
+	producers map[string]map[string]*member
+	members   int // entries of both maps
+}
+
+func newRegistry(s *Server) *registry {
+	return &registry{s: s, consumers: make(map[string]map[string]*member), producers: make(map[string]map[string]*member)}
+}
+
+// maxMembers bounds registered (group, client) pairs; a heartbeat that
+// would add more is refused (SYSTEM_BUSY: clients retry).
+const maxMembers = 100000
+
+var errRegistryFull = errors.New("too many registered clients")
+
+// heartbeat registers hb from c and returns the consumer groups whose
+// member set changed.
+func (r *registry) heartbeat(c *conn, hb *heartbeatData, now time.Time) ([]string, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.members+len(hb.ProducerDataSet)+len(hb.ConsumerDataSet) > maxMembers {
+		return nil, errRegistryFull
+	}
+	for _, p := range hb.ProducerDataSet {
+		if p.GroupName == "" {
+			continue
+		}
+		g := r.producers[p.GroupName]
+		if g == nil {
+			g = make(map[string]*member)
+			r.producers[p.GroupName] = g
+		}
+		if g[hb.ClientID] == nil {
+			r.members++
+		}
+		g[hb.ClientID] = &member{clientID: hb.ClientID, conn: c, seen: now}
+	}
+	var changed []string
+	for _, cd := range hb.ConsumerDataSet {
+		if cd.GroupName == "" {
+			continue
+		}
+		g := r.consumers[cd.GroupName]
+		if g == nil {
+			g = make(map[string]*member)
+			r.consumers[cd.GroupName] = g
+		}
+		old := g[hb.ClientID]
+		m := &member{clientID: hb.ClientID, conn: c, seen: now, model: cd.MessageModel, from: cd.ConsumeFromWhere,
+			subs: make(map[string]subscriptionData, len(cd.SubscriptionDataSet))}
+		if hb.WithoutSub && old != nil {
+			m.subs = old.subs
+		} else {
+			for _, sd := range cd.SubscriptionDataSet {
+				m.subs[sd.Topic] = sd
+			}
+		}
+		g[hb.ClientID] = m
+		if old == nil {
+			r.members++
+		}
+		if old == nil || old.conn != c {
+			changed = append(changed, cd.GroupName)
+		}
+	}
+	return changed, nil
+}
+
+// sentHalf registers c as a producer of group when it sends a half
+// message: the Go producer heartbeats only to brokers in its cached
+// routes, every 30 s, so its first heartbeat may come long after its
+// first transaction needs a check.
+func (r *registry) sentHalf(c *conn, group string, now time.Time) {
+	if group == "" {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	g := r.producers[group]
+	if g == nil {
+		g = make(map[string]*member)
+		r.producers[group] = g
+	}
+	key := "conn@" + c.remote.String()
+	if g[key] == nil {
+		if r.members >= maxMembers {
+			return
+		}
+		r.members++
+	}
+	g[key] = &member{clientID: key, conn: c, seen: now}
+}
+
+// unregister removes clientID from the named groups.
+func (r *registry) unregister(clientID, producerGroup, consumerGroup string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if g := r.producers[producerGroup]; g != nil {
+		if _, ok := g[clientID]; ok {
+			delete(g, clientID)
+			r.members--
+		}
+		if len(g) == 0 {
+			delete(r.producers, producerGroup)
+		}
+	}
+	if g := r.consumers[consumerGroup]; g != nil {
+		if _, ok := g[clientID]; ok {
+			delete(g, clientID)
+			r.members--
+			if len(g) == 0 {
+				delete(r.consumers, consumerGroup)
+			}
+			return []string{consumerGroup}
+		}
+	}
+	return nil
+}
+
+// drop removes members matching gone and returns the consumer groups that
+// changed.
+func (r *registry) drop(gone func(*member) bool) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for name, g := range r.producers {
+		for id, m := range g {
+			if gone(m) {
+				delete(g, id)
+				r.members--
+			}
+		}
+		if len(g) == 0 {
+			delete(r.producers, name)
+		}
+	}
+	var changed []string
+	for name, g := range r.consumers {
+		n := len(g)
+		for id, m := range g {
+			if gone(m) {
+				delete(g, id)
+				r.members--
+			}
+		}
+		if len(g) != n {
+			changed = append(changed, name)
+		}
+		if len(g) == 0 {
+			delete(r.consumers, name)
+		}
+	}
+	return changed
+}
+
+func (r *registry) connClosed(c *conn) {
+	r.notify(r.drop(func(m *member) bool { return m.conn == c }))
+}
+
+func (r *registry) expire(before time.Time) {
+	changed := r.drop(func(m *member) bool { return m.seen.Before(before) })
+	if len(changed) > 0 {
+		r.s.log.Info("remoting: clients expired without heartbeat", "groups", changed)
+	}
+	r.notify(changed)
+}
+
+// consumerIDs lists a group's client ids, sorted.
+func (r *registry) consumerIDs(group string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ids := make([]string, 0, len(r.consumers[group]))
+	for id := range r.consumers[group] {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// subscription returns the expression a group's consumers registered for
+// topic.
+func (r *registry) subscription(group, topic string) (subscriptionData, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, m := range r.consumers[group] {
+		if sd, ok := m.subs[topic]; ok {
+			return sd, true
+		}
+	}
+	return subscriptionData{}, false
+}
+
+// producerConns lists the connections of a producer group's live clients
+// (most recently seen first).
+func (r *registry) producerConns(group string) []*conn {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ms := make([]*member, 0, len(r.producers[group]))
+	for _, m := range r.producers[group] {
+		ms = append(ms, m)
+	}
+	slices.SortFunc(ms, func(a, b *member) int { return b.seen.Compare(a.seen) })
+	out := make([]*conn, 0, len(ms))
+	for _, m := range ms {
+		if !slices.Contains(out, m.conn) {
+			out = append(out, m.conn)
+		}
+	}
+	return out
+}
+
+// notify sends NOTIFY_CONSUMER_IDS_CHANGED (oneway) to every connection
+// of each group, so its consumers rebalance now instead of within 20 s.
+// It runs with no lock held.
+func (r *registry) notify(groups []string) {
+	for _, g := range groups {
+		r.mu.Lock()
+		var conns []*conn
+		for _, m := range r.consumers[g] {
+			if !slices.Contains(conns, m.conn) {
+				conns = append(conns, m.conn)
+			}
+		}
+		r.mu.Unlock()
+		for _, c := range conns {
+			_ = r.s.request(c, reqNotifyConsumerIDsChanged, map[string]string{"consumerGroup": g}, nil)
+		}
+	}
+}
+
+// ---- handlers ----------------------------------------------------------------
+
+func (s *Server) heartbeat(c *conn, req *codec.Command) *codec.Command {
+	hb, err := decodeHeartbeat(req.Body)
+	if err != nil {
+		return invalid("%v", err)
+	}
+	ctx, cancel := s.requestContext(c)
+	defer cancel()
+	// Groups and retry topics are created on first sight: stock clients
+	// cannot create them and would retry forever (trap 16).
+	for _, cd := range hb.ConsumerDataSet {
+		if cd.GroupName == "" {
+			continue
+		}
+		if _, err := s.cl.EnsureRetry(ctx, cd.GroupName); err != nil {
+			return s.fail(ctx, err)
+		}
+	}
+	changed, err := s.reg.heartbeat(c, hb, s.cfg.Clock.Now())
+	if err != nil {
+		return &codec.Command{Code: codeSystemBusy, Remark: err.Error()}
+	}
+	s.reg.notify(changed)
+	return ok()
+}
+
+func (s *Server) unregisterClient(c *conn, req *codec.Command) *codec.Command {
+	id := req.Get("clientID")
+	if id == "" {
+		return invalid("clientID is required")
+	}
+	s.reg.notify(s.reg.unregister(id, req.Get("producerGroup"), req.Get("consumerGroup")))
+	return ok()
+}
+
+func (s *Server) consumerList(c *conn, req *codec.Command) *codec.Command {
+	g := req.Get("consumerGroup")
+	if g == "" {
+		return invalid("consumerGroup is required")
+	}
+	ids := s.reg.consumerIDs(g)
+	if len(ids) == 0 {
+		return &codec.Command{Code: codeSystemError, Remark: "no consumer for this group, " + g}
+	}
+	body, _ := json.Marshal(struct {
+		ConsumerIDList []string `json:"consumerIdList"`
+	}{ids})
+	return &codec.Command{Code: codeSuccess, Body: body}
+}
+
+func (s *Server) checkClientConfig(c *conn, req *codec.Command) *codec.Command {
+	var cc struct {
+		SubscriptionData *subscriptionData `json:"subscriptionData"`
+	}
+	if err := json.Unmarshal(req.Body, &cc); err != nil {
+		return invalid("CHECK_CLIENT_CONFIG body is not JSON: %v", err)
+	}
+	if cc.SubscriptionData != nil && strings.EqualFold(cc.SubscriptionData.ExpressionType, "SQL92") {
+		return &codec.Command{Code: codeSystemError, Remark: "The broker does not support consumer to filter message by SQL92"}
+	}
+	return ok()
+}
+
+// requestContext bounds a non-polling request. It is not cancelled when
+// the connection closes: a client that sends UPDATE_CONSUMER_OFFSET or
+// END_TRANSACTION and hangs up at once still gets them applied. (Long
+// polls use the connection's context and end with it.)
+func (s *Server) requestContext(c *conn) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(s.group.Context(), s.cfg.RequestTimeout)
+}

@@ -1,0 +1,92 @@
+package remoting
+
+import (
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/mqgate/mqgate/gateway/remoting/codec"
+	"github.com/mqgate/mqgate/internal/clock"
+)
+
+// Config configures the listener. The zero value of each field means its
+// default.
+type Config struct {
+	// AdvertiseHost is the host routes, cluster info and message ids name
+	// (with the listener's own port). Empty: the address the client
+	// dialed (the connection's local address).
+	AdvertiseHost string
+	// ClusterName and BrokerName of the one logical broker (DefaultCluster,
+	// broker-a).
+	ClusterName, BrokerName string
+	// MaxFrame refuses larger frames (16 MiB, upstream's limit).
+	MaxFrame int
+	// MaxInFlight bounds concurrent requests per connection (256).
+	MaxInFlight int
+	// MaxBytesInFlight bounds the request bytes held by all connections at
+	// once (256 MiB); a reader waits for room before taking a frame.
+	MaxBytesInFlight int64
+	// IdleTimeout closes a connection that sent nothing for this long
+	// (120 s; live clients heartbeat every 30 s).
+	IdleTimeout time.Duration
+	// WriteTimeout bounds writing one frame (10 s).
+	WriteTimeout time.Duration
+	// MaxPullWait caps a long-polling pull (25 s: clients time out at 30).
+	MaxPullWait time.Duration
+	// ClientExpiry drops a client not heard from for this long (120 s).
+	ClientExpiry time.Duration
+	// RequestTimeout bounds one non-polling request (30 s).
+	RequestTimeout time.Duration
+	Clock          clock.Clock
+	Logger         *slog.Logger
+	// Pid goes into minted message ids (os.Getpid()).
+	Pid int
+}
+
+func (c Config) withDefaults() Config {
+	if c.ClusterName == "" {
+		c.ClusterName = "DefaultCluster"
+	}
+	if c.BrokerName == "" {
+		c.BrokerName = "broker-a"
+	}
+	if c.MaxFrame <= 0 {
+		c.MaxFrame = codec.DefaultMaxFrame
+	}
+	if c.MaxInFlight <= 0 {
+		c.MaxInFlight = 256
+	}
+	if c.MaxBytesInFlight <= 0 {
+		c.MaxBytesInFlight = 256 << 20
+	}
+	if c.IdleTimeout <= 0 {
+		c.IdleTimeout = 120 * time.Second
+	}
+	if c.WriteTimeout <= 0 {
+		c.WriteTimeout = 10 * time.Second
+	}
+	if c.MaxPullWait <= 0 {
+		c.MaxPullWait = 25 * time.Second
+	}
+	if c.ClientExpiry <= 0 {
+		c.ClientExpiry = 120 * time.Second
+	}
+	if c.RequestTimeout <= 0 {
+		c.RequestTimeout = 30 * time.Second
+	}
+	if c.Clock == nil {
+		c.Clock = clock.Real{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// Validate reports a configuration that cannot work.
+func (c Config) Validate() error {
+	if c.MaxFrame > 0 && c.MaxFrame < 1<<10 {
+		return errors.New("remoting: max frame must be at least 1 KiB")
+	}
+	return nil
+}

@@ -1,0 +1,261 @@
+package remoting
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/netip"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mqgate/mqgate/gateway/remoting/codec"
+)
+
+// conn is one client connection: its reader goroutine (serve) owns the
+// read side; writes are whole frames under wmu.
+type conn struct {
+	s      *Server
+	nc     net.Conn
+	remote netip.AddrPort
+	local  netip.AddrPort
+	ctx    context.Context
+	cancel context.CancelFunc
+	sem    chan struct{}
+	busy   atomic.Int64
+
+	wmu    sync.Mutex
+	wbuf   []byte
+	closed atomic.Bool
+	once   sync.Once
+}
+
+func addrPortOf(a net.Addr) netip.AddrPort {
+	if ta, ok := a.(*net.TCPAddr); ok {
+		ap := ta.AddrPort()
+		return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+	}
+	ap, _ := netip.ParseAddrPort(a.String())
+	return ap
+}
+
+func (s *Server) newConn(nc net.Conn) *conn {
+	c := &conn{s: s, nc: nc, remote: addrPortOf(nc.RemoteAddr()), local: addrPortOf(nc.LocalAddr()),
+		sem: make(chan struct{}, s.cfg.MaxInFlight)}
+	c.ctx, c.cancel = context.WithCancel(s.group.Context())
+	return c
+}
+
+func (c *conn) String() string { return c.remote.String() }
+
+// close closes the socket, cancels the connection's requests and drops
+// the clients registered through it.
+func (c *conn) close() {
+	c.once.Do(func() {
+		c.closed.Store(true)
+		c.cancel()
+		c.nc.Close()
+		c.s.untrack(c)
+		c.s.reg.connClosed(c)
+		c.s.locks.connClosed(c)
+	})
+}
+
+// abort closes the socket only; the reader then fails and runs close.
+// (Writers must not run close themselves: it notifies other connections,
+// and two writers doing so could wait on each other's write locks.)
+func (c *conn) abort() {
+	c.closed.Store(true)
+	c.nc.Close()
+}
+
+func (c *conn) serve(context.Context) {
+	defer c.close()
+	br := bufio.NewReaderSize(c.nc, 32<<10)
+	log := c.s.log
+	for {
+		if err := c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.IdleTimeout)); err != nil {
+			return
+		}
+		frame, err := codec.ReadFrame(br, c.s.cfg.MaxFrame)
+		if err != nil {
+			var ne net.Error
+			switch {
+			case errors.Is(err, codec.ErrMalformed):
+				log.Warn("remoting: malformed frame; closing the connection", "remote", c.remote.String(), "err", err)
+				c.refuse(0, err)
+			case errors.As(err, &ne) && ne.Timeout() && !c.closed.Load():
+				log.Info("remoting: idle connection closed", "remote", c.remote.String(), "idle", c.s.cfg.IdleTimeout)
+			case errors.Is(err, io.EOF), c.closed.Load():
+			default:
+				log.Debug("remoting: connection read failed", "remote", c.remote.String(), "err", err)
+			}
+			return
+		}
+		cmd, err := codec.Decode(frame)
+		if err != nil {
+			log.Warn("remoting: undecodable frame; closing the connection", "remote", c.remote.String(), "err", err)
+			c.refuse(guessOpaque(frame), err)
+			return
+		}
+		if cmd.IsResponse() {
+			// Answers to our oneway requests: nothing waits for them.
+			continue
+		}
+		if c.s.draining.Load() {
+			c.reply(cmd, &codec.Command{Code: codeServiceNotAvailable, Remark: "mqgate is shutting down; retry on another broker"})
+			continue
+		}
+		select {
+		case c.sem <- struct{}{}:
+		case <-c.ctx.Done():
+			return
+		}
+		n := int64(len(frame))
+		if !c.s.budget.acquire(c.ctx, n) {
+			<-c.sem
+			return
+		}
+		c.busy.Add(1)
+		err = c.s.group.Go("remoting-request", func(context.Context) {
+			defer func() {
+				c.busy.Add(-1)
+				c.s.budget.release(n)
+				<-c.sem
+			}()
+			c.dispatch(cmd)
+		})
+		if err != nil {
+			c.busy.Add(-1)
+			c.s.budget.release(n)
+			<-c.sem
+			c.reply(cmd, &codec.Command{Code: codeServiceNotAvailable, Remark: "mqgate is shutting down; retry on another broker"})
+		}
+	}
+}
+
+// guessOpaque finds the opaque of a frame whose header failed to decode,
+// when its fixed binary part is intact (JSON headers: 0).
+func guessOpaque(frame []byte) int32 {
+	if len(frame) >= 4+13 && frame[0] == codec.RocketMQ {
+		return int32(uint32(frame[9])<<24 | uint32(frame[10])<<16 | uint32(frame[11])<<8 | uint32(frame[12]))
+	}
+	return 0
+}
+
+// refuse answers a malformed frame with an error response (best effort:
+// a client that cannot parse it times out) before the connection closes.
+func (c *conn) refuse(opaque int32, err error) {
+	_ = c.write(&codec.Command{Code: codeInvalidParameter, Language: "JAVA", Version: Version, Opaque: opaque,
+		Flag: codec.FlagResponse, Remark: "malformed frame, closing the connection: " + err.Error()})
+}
+
+func (c *conn) dispatch(req *codec.Command) {
+	defer func() {
+		if r := recover(); r != nil {
+			c.s.log.Error("remoting: handler panicked", "code", req.Code, "panic", r, "stack", string(debug.Stack()))
+			c.reply(req, &codec.Command{Code: codeSystemError, Remark: "internal error (logged by the server)"})
+		}
+	}()
+	h := c.s.handlers[req.Code]
+	if h == nil {
+		c.reply(req, &codec.Command{Code: codeRequestCodeNotSupported, Remark: " request type " + itoa(int64(req.Code)) + " not supported"})
+		return
+	}
+	resp := h(c, req)
+	if resp != nil {
+		c.reply(req, resp)
+	}
+}
+
+// reply sends resp as the answer to req, unless req is oneway.
+func (c *conn) reply(req, resp *codec.Command) {
+	if req.IsOneway() {
+		return
+	}
+	resp.Opaque = req.Opaque
+	resp.Flag |= codec.FlagResponse
+	resp.Language = "JAVA"
+	resp.Version = Version
+	if err := c.write(resp); err != nil && !c.closed.Load() {
+		c.s.log.Debug("remoting: writing a response failed", "remote", c.remote.String(), "code", req.Code, "err", err)
+	}
+}
+
+var errConnClosed = errors.New("remoting: connection closed")
+
+// write sends one whole frame; a failed write closes the connection.
+func (c *conn) write(cmd *codec.Command) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.closed.Load() {
+		return errConnClosed
+	}
+	hdr, err := codec.AppendFrameHeader(c.wbuf[:0], cmd, codec.JSON)
+	if err != nil {
+		return err
+	}
+	if cap(hdr) <= 64<<10 {
+		c.wbuf = hdr[:0]
+	}
+	if err := c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.WriteTimeout)); err != nil {
+		c.abort()
+		return err
+	}
+	bufs := net.Buffers{hdr}
+	if len(cmd.Body) > 0 {
+		bufs = append(bufs, cmd.Body)
+	}
+	if _, err := bufs.WriteTo(c.nc); err != nil {
+		c.abort()
+		return err
+	}
+	return nil
+}
+
+// budget bounds bytes held by requests in flight across connections.
+type budget struct {
+	mu    sync.Mutex
+	cond  *sync.Cond
+	max   int64
+	inUse int64
+}
+
+func newBudget(max int64) *budget {
+	b := &budget{max: max}
+	b.cond = sync.NewCond(&b.mu)
+	return b
+}
+
+// acquire takes n bytes (a request larger than the whole budget waits
+// until nothing else is held). It fails when ctx ends first.
+func (b *budget) acquire(ctx context.Context, n int64) bool {
+	n = min(n, b.max)
+	stop := context.AfterFunc(ctx, func() {
+		b.mu.Lock()
+		b.cond.Broadcast()
+		b.mu.Unlock()
+	})
+	defer stop()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for b.inUse+n > b.max {
+		if ctx.Err() != nil {
+			return false
+		}
+		b.cond.Wait()
+	}
+	b.inUse += n
+	return true
+}
+
+func (b *budget) release(n int64) {
+	n = min(n, b.max)
+	b.mu.Lock()
+	b.inUse -= n
+	b.cond.Broadcast()
+	b.mu.Unlock()
+}

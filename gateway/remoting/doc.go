@@ -1,0 +1,67 @@
+// Package remoting is mqgate's classic RocketMQ remoting listener: one TCP
+// port that answers as NameServer (routes that advertise this listener's
+// own address, cluster info, topic lists) and as Broker (send, pull with
+// long polling, heartbeats and consumer lists, offsets, send-back, end
+// transaction and transaction checks, topic and group administration,
+// query and view, the POP codes) over the same broker and store as the
+// gRPC listener. Protocol facts: shared/spec/remoting.md.
+//
+// Connections: one reader goroutine per connection decodes frames and
+// starts one goroutine per request (lifecycle group), bounded by a
+// per-connection in-flight limit and a server-wide byte budget, so a
+// parked pull never blocks a send on the same connection. Frames are
+// written whole under the connection's write lock. A malformed frame gets
+// one error response and closes that connection only; an idle connection
+// (nothing read for IdleTimeout) is closed.
+//
+// Errors: every broker error maps to a remoting response code in ONE
+// table (responsecode.go).
+//
+// Locking: registry.mu guards the client registry, locks.mu the orderly
+// locks, conn.wmu one connection's writes. They never nest; server
+// requests to clients (NOTIFY_CONSUMER_IDS_CHANGED, CHECK_TRANSACTION_STATE)
+// are written after registry.mu is released.
+//
+// # Compatibility traps (spec remoting §16): where each is covered
+//
+//	 1 concurrent requests per connection    TestParkedPullDoesNotBlockSendOnTheSameConnection
+//	 2 int16 code/version, string ext values TestResponseShapeAndOneway, codec TestJSONHeaderIsWhatGoClientsDecode
+//	 3 opaque, response bit, oneway           TestResponseShapeAndOneway
+//	 4 both header types in, JSON out         TestResponseShapeAndOneway, TestPopFamily (codes > int16)
+//	 5 unknown codes answered                 TestResponseShapeAndOneway, e2e TestMalformedFrames…
+//	 6 route JSON shape                       TestRouteAdvertisesThisListener
+//	 7 reachable IPv4 advertised address      TestRouteAdvertisesThisListener; without --advertise-addr the
+//	                                          route names the connection's local address, the one the client
+//	                                          dialed, which is never 0.0.0.0 or [::]
+//	 8 %RETRY% routes on demand               TestRetryRouteOnDemandAndUnknownTopics
+//	 9 TBW102                                 TestAutoCreateTopicRoute
+//	10 consumers need existing topics         e2e tests create topics first (admin CreateTopic)
+//	11 long polling                           TestLongPollIsHeldAndCapped
+//	12 pull answer fields                     TestPullStatusTable
+//	13 PULL_OFFSET_MOVED only per the table   TestPullStatusTable
+//	14 new group starts at 0                  TestOffsets
+//	15 exact client ids, dropped on close     TestConsumerListFollowsConnections, TestClientsExpireWithoutHeartbeats
+//	16 groups and retry topics auto-created   TestConsumerListFollowsConnections, TestRetryRouteOnDemandAndUnknownTopics
+//	17 send-back must succeed                 TestSendBackRetriesThenDeadLetters, e2e TestClassicRetryThenDLQ
+//	18 retry delay levels start at 3          TestSendBackRetriesThenDeadLetters
+//	19 orderly locks; STOREHOST dialable      TestOrderlyLocks, TestSendAnswerAndRecordLayout
+//	20 Go and Java heartbeat forms            TestConsumerListFollowsConnections
+//	21 record layout                          wire TestRecordLayoutOffsets, TestSendAnswerAndRecordLayout
+//	22 SYSFLAG bit 0 matches the body         TestCompressedBodies
+//	23 property strings < 32 KiB              TestShardingKeyAndPropertyLimits (wireProperties caps outgoing)
+//	24 minted ids for Go batches              TestBatchSendMintsIDs
+//	25 send answer fields                     TestSendAnswerAndRecordLayout
+//	26 SHARDING_KEY is a plain property       TestShardingKeyAndPropertyLimits
+//	27 CreateTopic refusals logged            TestTopicAdmin
+//	28 cluster info, PUT_KV_CONFIG            TestRouteAdvertisesThisListener, TestTopicListAndKVConfig
+//	29 topic attributes                       TestTopicAdmin, FuzzTopicAttributes
+//	30 VIP channel (port − 2)                 not served: mqgate listens on one port; Java clients ≤ 4.4.0
+//	                                          must set vipChannelEnabled=false (4.5.1+ default to it)
+//	31 no IS_SUPPORT_HEART_BEAT_V2            TestConsumerListFollowsConnections
+//	32 checks only to the half's group        TestTransactionsEndAndCheckBack
+//	33 POP answers always carry their fields  TestPopFamily
+//
+// remoting must not import gen/, another listener (gateway/grpcserver,
+// gateway/rest, gateway/admin) or storage (storage/message excepted): it
+// reaches the store through broker.Classic.
+package remoting

@@ -1,0 +1,79 @@
+package remoting
+
+import (
+	"testing"
+
+	"github.com/mqgate/mqgate/broker/model"
+	"github.com/mqgate/mqgate/gateway/remoting/codec"
+)
+
+// Decoders of request bodies and header strings (spec remoting §16 fuzz
+// list): none may panic. FuzzHeartbeat's corpus holds heartbeats captured
+// from the classic Go client (internal/e2e/remoting TestCaptureSeedFrames).
+
+func FuzzHeartbeat(f *testing.F) {
+	f.Add(heartbeatBody("192.0.2.2@16152", []string{"PG"}, map[string][]string{"CG": {"%RETRY%CG", "T1:a || b"}}))
+	f.Add([]byte(`{"clientID":"x","consumerDataSet":[{"groupName":"g","subscriptionDataSet":[{"topic":"t","codeSet":[97]}]}]}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		hb, err := decodeHeartbeat(body)
+		if err != nil {
+			return
+		}
+		if hb.ClientID == "" && len(hb.ProducerDataSet)+len(hb.ConsumerDataSet) > 0 {
+			t.Fatal("accepted a heartbeat without client id")
+		}
+		for _, cd := range hb.ConsumerDataSet {
+			for _, sd := range cd.SubscriptionDataSet {
+				_, _ = model.ParseTagFilter(sd.SubString)
+			}
+		}
+	})
+}
+
+func FuzzTopicAttributes(f *testing.F) {
+	for _, s := range []string{"+message.type=FIFO", "+message.type=FIFO,-queue.type", "", "+a=b,+a=c", "-x"} {
+		f.Add(s, true)
+	}
+	f.Fuzz(func(t *testing.T, s string, create bool) {
+		typ, err := parseAttributes(s, create, model.TopicNormal)
+		if err == nil && typ.String() == "" {
+			t.Fatal("no type")
+		}
+	})
+}
+
+func FuzzPopExtraInfo(f *testing.F) {
+	f.Add(popCK(0, 1700000000000, 60000, 0, "broker-a", 3, 42))
+	f.Add("0 1 2")
+	f.Fuzz(func(t *testing.T, s string) {
+		if pt, ok := parseCK(s); ok && popCK(0, pt, 0, 0, "b", 0, 0) == "" {
+			t.Fatal("unreachable")
+		}
+	})
+}
+
+func FuzzLockBody(f *testing.F) {
+	f.Add([]byte(`{"consumerGroup":"CG","clientId":"c","mqSet":[{"topic":"T","brokerName":"broker-a","queueId":0}]}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		b, bad := decodeLockBody(&codec.Command{Body: body})
+		if bad == nil && (b.ConsumerGroup == "" || len(b.MQSet) > maxLocksPerRequest) {
+			t.Fatal("accepted an invalid lock body")
+		}
+	})
+}
+
+func FuzzBatchAck(f *testing.F) {
+	f.Add([]byte(`{"brokerName":"broker-a","acks":[{"c":"PG","t":"T","r":"0","so":0,"q":0,"rq":0,"pt":1700000000000,"it":60000,"b":"BA=="}]}`))
+	f.Add([]byte(`{"acks":[{"consumerGroup":"PG","topic":"T","startOffset":5,"queueId":1,"popTime":1,"bitSet":"AQ=="}]}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		acks, err := decodeBatchAck(body)
+		if err != nil {
+			return
+		}
+		for _, a := range acks {
+			if len(a.Bits) > maxBatchAckBits {
+				t.Fatal("bit set over the limit accepted")
+			}
+		}
+	})
+}

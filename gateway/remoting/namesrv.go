@@ -1,0 +1,217 @@
+package remoting
+
+import (
+	"encoding/json"
+	"sort"
+	"strconv"
+	"sync"
+
+	"github.com/mqgate/mqgate/broker/model"
+	"github.com/mqgate/mqgate/broker/mqerr"
+	"github.com/mqgate/mqgate/gateway/remoting/codec"
+)
+
+// The NameServer side: every route names this listener as the only
+// broker (brokerAddrs {"0": <advertised>}) — never the gRPC port.
+
+// autoCreateTopic is upstream's auto-create template topic.
+const autoCreateTopic = "TBW102"
+
+// Route JSON (spec remoting §3.1). encoding/json output is compact, and
+// brokerAddrs, a map[int64]string, is written with quoted numeric keys
+// and no whitespace: Go v2.1.2 cuts brokerAddrs by hand.
+type queueData struct {
+	BrokerName     string `json:"brokerName"`
+	ReadQueueNums  int32  `json:"readQueueNums"`
+	WriteQueueNums int32  `json:"writeQueueNums"`
+	Perm           int32  `json:"perm"`
+	TopicSysFlag   int32  `json:"topicSysFlag"`
+}
+
+type brokerData struct {
+	Cluster            string           `json:"cluster"`
+	BrokerName         string           `json:"brokerName"`
+	BrokerAddrs        map[int64]string `json:"brokerAddrs"`
+	EnableActingMaster bool             `json:"enableActingMaster"`
+}
+
+type topicRouteData struct {
+	QueueDatas        []queueData         `json:"queueDatas"`
+	BrokerDatas       []brokerData        `json:"brokerDatas"`
+	FilterServerTable map[string][]string `json:"filterServerTable"`
+}
+
+// Permission bits of routes and topic configs.
+const (
+	permInherit = 1
+	permWrite   = 2
+	permRead    = 4
+)
+
+func permOf(p model.Perm) int32 {
+	switch p {
+	case model.PermRead:
+		return permRead
+	case model.PermWrite:
+		return permWrite
+	case model.PermNone:
+		return 0
+	}
+	return permRead | permWrite
+}
+
+func permFrom(bits int32) model.Perm {
+	switch r, w := bits&permRead != 0, bits&permWrite != 0; {
+	case r && w:
+		return model.PermReadWrite
+	case r:
+		return model.PermRead
+	case w:
+		return model.PermWrite
+	}
+	return model.PermNone
+}
+
+func (s *Server) brokerData(c *conn) brokerData {
+	return brokerData{Cluster: s.cfg.ClusterName, BrokerName: s.cfg.BrokerName, BrokerAddrs: map[int64]string{0: s.advertised(c)}}
+}
+
+func (s *Server) routeInfo(c *conn, req *codec.Command) *codec.Command {
+	f := fields{req: req}
+	topic := f.str("topic", true)
+	if r := f.failed(); r != nil {
+		return r
+	}
+	notFound := &codec.Command{Code: codeTopicNotExist, Remark: "No topic route info in name server for the topic: " + topic}
+	var qd queueData
+	if topic == autoCreateTopic {
+		// Producers of an unknown topic fall back to this route; only
+		// offer it when a send would create the topic (trap 9).
+		if !s.cl.AutoCreate() {
+			return notFound
+		}
+		qd = queueData{ReadQueueNums: 8, WriteQueueNums: 8, Perm: permRead | permWrite | permInherit}
+	} else {
+		ctx, cancel := s.requestContext(c)
+		defer cancel()
+		t, err := s.cl.RouteTopic(ctx, topic)
+		if err != nil {
+			if k := mqerr.KindOf(err); k == mqerr.KindTopicNotFound || k == mqerr.KindIllegalTopic {
+				return notFound
+			}
+			return s.fail(ctx, err)
+		}
+		qd = queueData{ReadQueueNums: t.Queues, WriteQueueNums: t.Queues, Perm: permOf(t.Perm)}
+	}
+	qd.BrokerName = s.cfg.BrokerName
+	body, err := json.Marshal(topicRouteData{QueueDatas: []queueData{qd}, BrokerDatas: []brokerData{s.brokerData(c)},
+		FilterServerTable: map[string][]string{}})
+	if err != nil {
+		return s.fail(c.ctx, err)
+	}
+	return &codec.Command{Code: codeSuccess, Body: body}
+}
+
+func (s *Server) clusterInfo(c *conn, req *codec.Command) *codec.Command {
+	bd := s.brokerData(c)
+	body, err := json.Marshal(struct {
+		BrokerAddrTable  map[string]brokerData `json:"brokerAddrTable"`
+		ClusterAddrTable map[string][]string   `json:"clusterAddrTable"`
+	}{map[string]brokerData{bd.BrokerName: bd}, map[string][]string{bd.Cluster: {bd.BrokerName}}})
+	if err != nil {
+		return s.fail(c.ctx, err)
+	}
+	return &codec.Command{Code: codeSuccess, Body: body}
+}
+
+func (s *Server) topicList(c *conn, req *codec.Command) *codec.Command {
+	ctx, cancel := s.requestContext(c)
+	defer cancel()
+	ts, err := s.b.ListTopics(ctx)
+	if err != nil {
+		return s.fail(ctx, err)
+	}
+	names := make([]string, 0, len(ts))
+	for _, t := range ts {
+		names = append(names, t.Name)
+	}
+	body, _ := json.Marshal(struct {
+		TopicList []string `json:"topicList"`
+	}{names})
+	return &codec.Command{Code: codeSuccess, Body: body}
+}
+
+// deleteTopicInNamesrv is the second half of a delete (215 then 216): with
+// one process it is the same deletion, so a missing topic is fine.
+func (s *Server) deleteTopicInNamesrv(c *conn, req *codec.Command) *codec.Command {
+	f := fields{req: req}
+	topic := f.str("topic", true)
+	if r := f.failed(); r != nil {
+		return r
+	}
+	ctx, cancel := s.requestContext(c)
+	defer cancel()
+	if err := s.b.DeleteTopic(ctx, topic); err != nil && mqerr.KindOf(err) != mqerr.KindTopicNotFound {
+		return s.fail(ctx, err)
+	}
+	return ok()
+}
+
+// kvConfig keeps PUT_KV_CONFIG values (e.g. mqadmin's ORDER_TOPIC_CONFIG)
+// in memory: mqgate derives nothing from them.
+type kvConfig struct {
+	mu sync.Mutex
+	m  map[string]string
+}
+
+const maxKV = 10000
+
+func kvKey(ns, k string) string { return strconv.Itoa(len(ns)) + ":" + ns + k }
+
+func (s *Server) putKV(c *conn, req *codec.Command) *codec.Command {
+	f := fields{req: req}
+	ns, k, v := f.str("namespace", true), f.str("key", true), f.str("value", false)
+	if r := f.failed(); r != nil {
+		return r
+	}
+	s.kv.mu.Lock()
+	defer s.kv.mu.Unlock()
+	if _, exists := s.kv.m[kvKey(ns, k)]; !exists && len(s.kv.m) >= maxKV {
+		return &codec.Command{Code: codeSystemBusy, Remark: "too many KV config entries"}
+	}
+	s.kv.m[kvKey(ns, k)] = v
+	return ok()
+}
+
+func (s *Server) getKV(c *conn, req *codec.Command) *codec.Command {
+	f := fields{req: req}
+	ns, k := f.str("namespace", true), f.str("key", true)
+	if r := f.failed(); r != nil {
+		return r
+	}
+	s.kv.mu.Lock()
+	v, found := s.kv.m[kvKey(ns, k)]
+	s.kv.mu.Unlock()
+	if !found {
+		return &codec.Command{Code: codeQueryNotFound, Remark: "No config item, Namespace: " + ns + " Key: " + k}
+	}
+	return &codec.Command{Code: codeSuccess, Ext: map[string]string{"value": v}}
+}
+
+func (s *Server) deleteKV(c *conn, req *codec.Command) *codec.Command {
+	f := fields{req: req}
+	ns, k := f.str("namespace", true), f.str("key", true)
+	if r := f.failed(); r != nil {
+		return r
+	}
+	s.kv.mu.Lock()
+	delete(s.kv.m, kvKey(ns, k))
+	s.kv.mu.Unlock()
+	return ok()
+}
+
+// sortedTopics is for deterministic admin answers.
+func sortedTopics(ts []model.Topic) []model.Topic {
+	sort.Slice(ts, func(i, j int) bool { return ts[i].Name < ts[j].Name })
+	return ts
+}

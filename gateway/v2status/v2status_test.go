@@ -1,0 +1,38 @@
+package v2status
+
+import (
+	"testing"
+
+	"google.golang.org/grpc/codes"
+
+	"github.com/mqgate/mqgate/broker/mqerr"
+	v2 "github.com/mqgate/mqgate/gen/apache/rocketmq/v2"
+)
+
+func TestTableCoversEveryKind(t *testing.T) {
+	for _, k := range mqerr.Kinds() {
+		m, ok := Of(k)
+		if !ok {
+			t.Errorf("mqerr.%s has no row in v2status's table", k)
+			continue
+		}
+		if m.V2 == v2.Code_OK || m.V2 == v2.Code_MULTIPLE_RESULTS || m.V2 < 40000 || m.V2 >= 60000 {
+			t.Errorf("mqerr.%s maps to %s, not an error code", k, m.V2)
+		}
+		if m.GRPC == codes.OK {
+			t.Errorf("mqerr.%s maps to gRPC OK", k)
+		}
+		// Codes newer than the Go v5.1.3 client's enum print as garbage
+		// there (spec §2.1, §13.25).
+		switch m.V2 {
+		case v2.Code_ILLEGAL_LITE_TOPIC, v2.Code_INVALID_CLIENT_PROPERTIES, v2.Code_LITE_TOPIC_QUOTA_EXCEEDED, v2.Code_LITE_SUBSCRIPTION_QUOTA_EXCEEDED:
+			t.Errorf("mqerr.%s maps to %s, unknown to v5.1.3 clients", k, m.V2)
+		}
+	}
+	if _, ok := Of(mqerr.Kind(-1)); ok {
+		t.Error("a negative kind has a row")
+	}
+	if _, ok := Of(mqerr.Kind(len(mqerr.Kinds()))); ok {
+		t.Error("a kind past the last has a row")
+	}
+}

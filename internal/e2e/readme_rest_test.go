@@ -1,0 +1,220 @@
+package e2e
+
+// The README's "## REST" curl examples, run as written (with the port of a
+// real mqgate substituted) by bash, curl and jq; each command followed by a
+// "# → ANSWER" comment must answer that (see matchAnswer), so the README
+// cannot rot.
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/mqgate/mqgate/internal/testutil"
+)
+
+// readmeStep is one logical command of the README and the answer shown
+// for it ("" when none).
+type readmeStep struct {
+	cmd, want string
+}
+
+// restReadmeSteps extracts the sh code blocks of the README's REST section.
+func restReadmeSteps(t *testing.T) []readmeStep {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(testutil.RepoRoot(), "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(b), "\n## REST\n")
+	if !ok {
+		t.Fatal("README.md has no ## REST section")
+	}
+	if i := strings.Index(section, "\n## "); i >= 0 {
+		section = section[:i]
+	}
+	var steps []readmeStep
+	in := false
+	var pending string
+	for _, line := range strings.Split(section, "\n") {
+		switch {
+		case strings.HasPrefix(line, "```sh"):
+			in = true
+			continue
+		case strings.HasPrefix(line, "```"):
+			in = false
+			continue
+		case !in:
+			continue
+		}
+		if pending != "" {
+			pending += "\n" + line
+		} else {
+			pending = line
+		}
+		if strings.HasSuffix(line, "\\") {
+			continue
+		}
+		l := strings.TrimSpace(pending)
+		pending = ""
+		switch {
+		case strings.HasPrefix(l, "# → "):
+			if len(steps) == 0 || steps[len(steps)-1].want != "" {
+				t.Fatalf("README answer %q follows no command", l)
+			}
+			steps[len(steps)-1].want = strings.TrimPrefix(l, "# → ")
+		case l == "" || strings.HasPrefix(l, "#"):
+		default:
+			steps = append(steps, readmeStep{cmd: l})
+		}
+	}
+	return steps
+}
+
+func TestREADMERESTExamples(t *testing.T) {
+	e2e(t)
+	for _, tool := range []string{"bash", "curl", "jq"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("the README's REST examples need %s (.ci/run installs it): %v", tool, err)
+		}
+	}
+	steps := restReadmeSteps(t)
+	all := ""
+	for _, s := range steps {
+		all += s.cmd + "\n"
+	}
+	// The examples the README must keep showing.
+	for _, must := range []string{"/v1/topics -d", "/v1/groups -d", "/messages", ":receive", ":changeInvisibleDuration", ":ack"} {
+		if !strings.Contains(all, must) {
+			t.Errorf("the README's REST examples lost their %q command", must)
+		}
+	}
+	p := start(t, startOpts())
+	out := t.TempDir()
+	var script strings.Builder
+	script.WriteString("set -euo pipefail\n")
+	checked := 0
+	for i, s := range steps {
+		cmd := strings.ReplaceAll(s.cmd, "localhost:8080", p.HTTP)
+		if s.want == "" {
+			script.WriteString(cmd + "\n")
+			continue
+		}
+		checked++
+		fmt.Fprintf(&script, "__answer=$(%s)\nprintf '%%s' \"$__answer\" > %q\n", cmd, filepath.Join(out, fmt.Sprint(i)))
+	}
+	if checked < 5 {
+		t.Fatalf("only %d README commands show their answer", checked)
+	}
+	run := exec.Command("bash", "-c", script.String())
+	if b, err := run.CombinedOutput(); err != nil {
+		t.Fatalf("the README's REST examples failed: %v\n%s\nscript:\n%s", err, b, script.String())
+	}
+	for i, s := range steps {
+		if s.want == "" {
+			continue
+		}
+		got, err := os.ReadFile(filepath.Join(out, fmt.Sprint(i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := matchAnswer(string(got), s.want); err != nil {
+			t.Errorf("README command\n  %s\nanswered\n  %s\nbut the README shows\n  %s\n%v", s.cmd, got, s.want, err)
+		}
+	}
+}
+
+// trailer is what curl -w adds after the JSON (" HTTP 404").
+var trailer = regexp.MustCompile(`\s+(HTTP \d{3})\s*$`)
+
+// matchAnswer checks got against the README's answer: the same JSON, where
+// objects may have more fields than shown, arrays have exactly the shown
+// elements, and "…" inside a string stands for any text; an " HTTP nnn"
+// trailer must match exactly.
+func matchAnswer(got, want string) error {
+	gt, wt := "", ""
+	if m := trailer.FindStringSubmatchIndex(want); m != nil {
+		wt, want = want[m[2]:m[3]], want[:m[0]]
+	}
+	if m := trailer.FindStringSubmatchIndex(got); m != nil {
+		gt, got = got[m[2]:m[3]], got[:m[0]]
+	}
+	if gt != wt {
+		return fmt.Errorf("status %q, README shows %q", gt, wt)
+	}
+	var g, w any
+	if err := json.Unmarshal([]byte(want), &w); err != nil {
+		return fmt.Errorf("the README's answer is not JSON: %v", err)
+	}
+	if err := json.Unmarshal([]byte(got), &g); err != nil {
+		return fmt.Errorf("the answer is not JSON: %v", err)
+	}
+	return matchJSON("$", g, w)
+}
+
+func matchJSON(path string, g, w any) error {
+	switch w := w.(type) {
+	case map[string]any:
+		gm, ok := g.(map[string]any)
+		if !ok {
+			return fmt.Errorf("%s: %v is not an object", path, g)
+		}
+		for k, wv := range w {
+			gv, ok := gm[k]
+			if !ok {
+				return fmt.Errorf("%s.%s is missing", path, k)
+			}
+			if err := matchJSON(path+"."+k, gv, wv); err != nil {
+				return err
+			}
+		}
+		return nil
+	case []any:
+		ga, ok := g.([]any)
+		if !ok || len(ga) != len(w) {
+			return fmt.Errorf("%s: %v, want %d elements", path, g, len(w))
+		}
+		for i := range w {
+			if err := matchJSON(fmt.Sprintf("%s[%d]", path, i), ga[i], w[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	case string:
+		gs, ok := g.(string)
+		if !ok || !matchEllipsis(gs, w) {
+			return fmt.Errorf("%s: %v, want %q", path, g, w)
+		}
+		return nil
+	default:
+		if fmt.Sprint(g) != fmt.Sprint(w) {
+			return fmt.Errorf("%s: %v, want %v", path, g, w)
+		}
+		return nil
+	}
+}
+
+// matchEllipsis matches s against pattern, where "…" is any text.
+func matchEllipsis(s, pattern string) bool {
+	parts := strings.Split(pattern, "…")
+	if len(parts) == 1 {
+		return s == pattern
+	}
+	if !strings.HasPrefix(s, parts[0]) {
+		return false
+	}
+	s = s[len(parts[0]):]
+	for _, part := range parts[1 : len(parts)-1] {
+		i := strings.Index(s, part)
+		if i < 0 {
+			return false
+		}
+		s = s[i+len(part):]
+	}
+	return strings.HasSuffix(s, parts[len(parts)-1])
+}

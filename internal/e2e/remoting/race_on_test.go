@@ -1,0 +1,5 @@
+//go:build race
+
+package remotinge2e
+
+const raceDetector = true

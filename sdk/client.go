@@ -1,0 +1,328 @@
+package sdk
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha1"
+	"crypto/tls"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	v2 "github.com/mqgate/mqgate/gen/apache/rocketmq/v2"
+)
+
+// Version is this SDK's version, sent as x-mq-client-version and in the
+// Telemetry user agent.
+const Version = "0.1.0"
+
+// DefaultRequestTimeout bounds a unary call whose ctx has no deadline
+// (Ack, ChangeInvisibleDuration, heartbeats, termination).
+const DefaultRequestTimeout = 3 * time.Second
+
+// Option configures Dial.
+type Option func(*config)
+
+type config struct {
+	tls            *tls.Config
+	accessKey      string
+	secretKey      string
+	namespace      string
+	clientID       string
+	requestTimeout time.Duration
+	dialOpts       []grpc.DialOption
+}
+
+// WithTLS connects with TLS without verifying the server's certificate
+// (mqgate creates a self-signed one; the official clients do the same).
+// Without it the SDK speaks plaintext HTTP/2; mqgate accepts both on one
+// port.
+func WithTLS() Option {
+	return func(c *config) {
+		c.tls = &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}} //nolint:gosec // documented: mqgate's default certificate is self-signed
+	}
+}
+
+// WithTLSConfig connects with TLS using cfg (for verified certificates).
+func WithTLSConfig(cfg *tls.Config) Option { return func(c *config) { c.tls = cfg } }
+
+// WithCredentials signs every call with the MQv2-HMAC-SHA1 authorization
+// header (spec §12): the access key names the user, the secret key signs
+// the x-mq-date-time header.
+func WithCredentials(accessKey, secretKey string) Option {
+	return func(c *config) { c.accessKey, c.secretKey = accessKey, secretKey }
+}
+
+// WithNamespace puts every topic and group in namespace ns.
+func WithNamespace(ns string) Option { return func(c *config) { c.namespace = ns } }
+
+// WithClientID sets the base of the client ids (default host@pid@random);
+// each producer and consumer appends "@<n>".
+func WithClientID(id string) Option { return func(c *config) { c.clientID = id } }
+
+// WithRequestTimeout bounds calls whose ctx has no deadline (default 3 s).
+// Sends have their own ProducerConfig.Timeout.
+func WithRequestTimeout(d time.Duration) Option { return func(c *config) { c.requestTimeout = d } }
+
+// WithDialOptions adds grpc dial options (interceptors, keepalive, ...).
+func WithDialOptions(opts ...grpc.DialOption) Option {
+	return func(c *config) { c.dialOpts = append(c.dialOpts, opts...) }
+}
+
+// Client is a connection to one mqgate (or RocketMQ proxy) endpoint. It
+// is safe for concurrent use. Producers and consumers made from it share
+// the connection; Close closes them all.
+type Client struct {
+	cfg      config
+	endpoint string
+	conn     *grpc.ClientConn
+	ms       v2.MessagingServiceClient
+	seq      atomic.Int64
+
+	mu      sync.Mutex
+	closed  bool
+	members map[closer]struct{}
+}
+
+type closer interface {
+	Close(ctx context.Context) error
+}
+
+// Dial connects to endpoint ("host:port") and waits until the connection
+// is ready or ctx ends. A server that cannot be reached is an error
+// wrapping ErrUnavailable that says why (e.g. connection refused).
+func Dial(ctx context.Context, endpoint string, opts ...Option) (*Client, error) {
+	c := &Client{endpoint: endpoint, members: map[closer]struct{}{}}
+	c.cfg.requestTimeout = DefaultRequestTimeout
+	for _, o := range opts {
+		o(&c.cfg)
+	}
+	if c.cfg.clientID == "" {
+		c.cfg.clientID = defaultClientID()
+	}
+	creds := insecure.NewCredentials()
+	if c.cfg.tls != nil {
+		creds = credentials.NewTLS(c.cfg.tls)
+	}
+	dopts := append([]grpc.DialOption{
+		grpc.WithTransportCredentials(creds),
+		grpc.WithStatsHandler(attemptStats{}),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64 << 20)),
+	}, c.cfg.dialOpts...)
+	conn, err := grpc.NewClient(endpoint, dopts...)
+	if err != nil {
+		return nil, fmt.Errorf("sdk: dial %s: %w", endpoint, err)
+	}
+	c.conn, c.ms = conn, v2.NewMessagingServiceClient(conn)
+	if err := c.waitReady(ctx); err != nil {
+		_ = conn.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// waitReady connects and waits for READY. On a failed connection attempt
+// it asks once more without waiting, so the error carries grpc's reason.
+func (c *Client) waitReady(ctx context.Context) error {
+	c.conn.Connect()
+	for {
+		s := c.conn.GetState()
+		switch s {
+		case connectivity.Ready:
+			return nil
+		case connectivity.TransientFailure:
+			_, err := healthpb.NewHealthClient(c.conn).Check(ctx, &healthpb.HealthCheckRequest{})
+			if err == nil || status.Code(err) == codes.Unimplemented {
+				return nil // reconnected meanwhile
+			}
+			return fmt.Errorf("sdk: cannot reach %s: %w: %s", c.endpoint, ErrUnavailable, status.Convert(err).Message())
+		}
+		if !c.conn.WaitForStateChange(ctx, s) {
+			return fmt.Errorf("sdk: cannot reach %s: %w: not connected before the deadline (%v)", c.endpoint, ErrUnavailable, ctx.Err())
+		}
+	}
+}
+
+// Endpoint is the address the client dialed.
+func (c *Client) Endpoint() string { return c.endpoint }
+
+// Close closes every producer and consumer still open (NotifyClient-
+// Termination, Telemetry streams ended, their goroutines stopped), then
+// the connection. Everything shares ctx's deadline; what did not finish
+// by then is listed in the returned *CloseError.
+func (c *Client) Close(ctx context.Context) error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	members := make([]closer, 0, len(c.members))
+	for m := range c.members {
+		members = append(members, m)
+	}
+	c.mu.Unlock()
+	errs := make([]error, len(members))
+	var wg sync.WaitGroup
+	for i, m := range members {
+		wg.Add(1)
+		go func() { // closed in parallel: one deadline for all
+			defer wg.Done()
+			errs[i] = m.Close(ctx)
+		}()
+	}
+	wg.Wait()
+	if err := c.conn.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("connection: %w", err))
+	}
+	return closeErr(errs)
+}
+
+func (c *Client) register(m closer) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return fmt.Errorf("sdk: %w", ErrClosed)
+	}
+	c.members[m] = struct{}{}
+	return nil
+}
+
+func (c *Client) unregister(m closer) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.members, m)
+}
+
+func (c *Client) newClientID() string {
+	return c.cfg.clientID + "@" + strconv.FormatInt(c.seq.Add(1), 10)
+}
+
+func (c *Client) resource(name string) *v2.Resource {
+	return &v2.Resource{ResourceNamespace: c.cfg.namespace, Name: name}
+}
+
+// withTimeout gives ctx the request timeout when it has no deadline.
+func (c *Client) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, c.cfg.requestTimeout)
+}
+
+// outgoing returns ctx carrying the v2 request headers (spec §1.5) for
+// clientID. Each call gets fresh values (request id, date, signature); a
+// retry never accumulates duplicate headers.
+func (c *Client) outgoing(ctx context.Context, clientID string) context.Context {
+	md, _ := metadata.FromOutgoingContext(ctx)
+	md = md.Copy()
+	now := time.Now()
+	date := now.Format("20060102T150405Z") // local time with a literal Z, as every client does (spec §1.5)
+	md.Set("x-mq-client-id", clientID)
+	md.Set("x-mq-language", "GO")
+	md.Set("x-mq-protocol", "v2")
+	md.Set("x-mq-client-version", Version)
+	md.Set("x-mq-request-id", newRequestID())
+	md.Set("x-mq-date-time", date)
+	if c.cfg.namespace != "" {
+		md.Set("x-mq-namespace", c.cfg.namespace)
+	}
+	if c.cfg.accessKey != "" || c.cfg.secretKey != "" {
+		md.Set("authorization", authorization(c.cfg.accessKey, c.cfg.secretKey, date))
+	}
+	return metadata.NewOutgoingContext(ctx, md)
+}
+
+// authorization builds the MQv2-HMAC-SHA1 header (spec §12.1).
+func authorization(accessKey, secretKey, date string) string {
+	mac := hmac.New(sha1.New, []byte(secretKey))
+	mac.Write([]byte(date))
+	return "MQv2-HMAC-SHA1 Credential=" + accessKey + ", SignedHeaders=x-mq-date-time, Signature=" + hex.EncodeToString(mac.Sum(nil))
+}
+
+func newRequestID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b[:])
+	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+func defaultClientID() string {
+	host, _ := os.Hostname()
+	if host == "" {
+		host = "localhost"
+	}
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return host + "@" + strconv.Itoa(os.Getpid()) + "@" + hex.EncodeToString(b[:])
+}
+
+// accessPoint describes endpoint for the Settings' access_point.
+func accessPoint(endpoint string) *v2.Endpoints {
+	host, port, err := net.SplitHostPort(endpoint)
+	if err != nil {
+		host, port = endpoint, "8081"
+	}
+	p, _ := strconv.Atoi(port)
+	scheme := v2.AddressScheme_DOMAIN_NAME
+	if ip := net.ParseIP(host); ip != nil {
+		scheme = v2.AddressScheme_IPv4
+		if ip.To4() == nil {
+			scheme = v2.AddressScheme_IPv6
+		}
+	}
+	return &v2.Endpoints{Scheme: scheme, Addresses: []*v2.Address{{Host: host, Port: int32(p)}}}
+}
+
+// grpcErr wraps a gRPC-level failure of op, marking UNAVAILABLE with
+// ErrUnavailable.
+func grpcErr(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	switch st.Code() {
+	case codes.Unavailable:
+		return fmt.Errorf("%s: %w: %s", op, ErrUnavailable, st.Message())
+	case codes.DeadlineExceeded:
+		return fmt.Errorf("%s: %w (%s)", op, context.DeadlineExceeded, st.Message())
+	case codes.Canceled:
+		return fmt.Errorf("%s: %w (%s)", op, context.Canceled, st.Message())
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
+
+func trimSpace(ss []string) []string {
+	out := ss[:0:0]
+	for _, s := range ss {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}

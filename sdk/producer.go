@@ -1,0 +1,321 @@
+package sdk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	v2 "github.com/mqgate/mqgate/gen/apache/rocketmq/v2"
+)
+
+// DefaultSendTimeout is a send's deadline when its ctx has none.
+const DefaultSendTimeout = 5 * time.Second
+
+// ProducerConfig configures NewProducer.
+type ProducerConfig struct {
+	// Topics the producer will send to, declared in its Telemetry
+	// settings (optional: any topic can be sent to).
+	Topics []string
+	// MaxAttempts is the most attempts one send makes, the first
+	// included (0: the server's policy, 3 with mqgate).
+	MaxAttempts int
+	// Timeout is the deadline of a send whose ctx has none (0:
+	// DefaultSendTimeout). All attempts share it.
+	Timeout time.Duration
+}
+
+// Producer sends messages. It is safe for concurrent use.
+type Producer struct {
+	c    *Client
+	cfg  ProducerConfig
+	sess *session
+
+	closeOnce sync.Once
+	closeErr  error
+	closed    chan struct{}
+}
+
+// NewProducer starts a producer: it opens its Telemetry stream and waits
+// for the server's settings until ctx ends.
+func (c *Client) NewProducer(ctx context.Context, cfg ProducerConfig) (*Producer, error) {
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultSendTimeout
+	}
+	topics := make([]*v2.Resource, 0, len(cfg.Topics))
+	for _, t := range trimSpace(cfg.Topics) {
+		topics = append(topics, c.resource(t))
+	}
+	ct := v2.ClientType_PRODUCER
+	settings := &v2.Settings{
+		ClientType:     &ct,
+		AccessPoint:    accessPoint(c.endpoint),
+		RequestTimeout: durationpb.New(cfg.Timeout),
+		PubSub:         &v2.Settings_Publishing{Publishing: &v2.Publishing{Topics: topics}},
+		UserAgent:      userAgent(),
+	}
+	s, err := c.startSession(ctx, "producer", settings, &v2.HeartbeatRequest{ClientType: ct}, nil)
+	if err != nil {
+		return nil, err
+	}
+	p := &Producer{c: c, cfg: cfg, sess: s, closed: make(chan struct{})}
+	if err := c.register(p); err != nil { // the client was closed meanwhile
+		_ = s.shutdown(ctx)
+		return nil, err
+	}
+	return p, nil
+}
+
+// ClientID is the producer's client id (x-mq-client-id).
+func (p *Producer) ClientID() string { return p.sess.clientID }
+
+// Close notifies the server, ends the Telemetry stream and waits for the
+// producer's goroutines until ctx ends. Sends after Close fail with
+// ErrClosed.
+func (p *Producer) Close(ctx context.Context) error {
+	p.closeOnce.Do(func() {
+		close(p.closed)
+		p.closeErr = p.sess.shutdown(ctx)
+		p.c.unregister(p)
+	})
+	return p.closeErr
+}
+
+// Send sends one message. See SendBatch for the retry contract.
+func (p *Producer) Send(ctx context.Context, m *Message) (SendReceipt, error) {
+	rs, err := p.SendBatch(ctx, []*Message{m})
+	if len(rs) == 1 {
+		return rs[0], err
+	}
+	return SendReceipt{}, err
+}
+
+// policy is the retry policy: attempts and TOO_MANY_REQUESTS backoff.
+type policy struct {
+	attempts         int
+	initial, maxWait time.Duration
+	multiplier       float64
+}
+
+func (p *Producer) policy() policy {
+	pol := policy{attempts: 3, initial: 10 * time.Millisecond, maxWait: time.Second, multiplier: 2}
+	if bp := p.sess.serverSettings().GetBackoffPolicy(); bp != nil {
+		if bp.GetMaxAttempts() > 0 {
+			pol.attempts = int(bp.GetMaxAttempts())
+		}
+		if e := bp.GetExponentialBackoff(); e != nil {
+			pol.initial, pol.maxWait = e.GetInitial().AsDuration(), e.GetMax().AsDuration()
+			if e.GetMultiplier() >= 1 {
+				pol.multiplier = float64(e.GetMultiplier())
+			}
+		}
+	}
+	if p.cfg.MaxAttempts > 0 {
+		pol.attempts = p.cfg.MaxAttempts
+	}
+	return pol
+}
+
+func (pol policy) backoff(failed int) time.Duration {
+	d := float64(pol.initial) * math.Pow(pol.multiplier, float64(failed-1))
+	return time.Duration(min(d, float64(pol.maxWait)))
+}
+
+// outcome of one attempt.
+type outcome int
+
+const (
+	outStored   outcome = iota // every entry OK
+	outRetry                   // nothing stored, safe to try again
+	outRejected                // nothing stored, trying again would not help
+	outUnknown                 // may have been stored
+	outMixed                   // entries differ (some stored)
+)
+
+// SendBatch sends messages of one topic in one request (the server stores
+// them in one queue, in order) and returns one receipt per message.
+//
+// The retry contract: one deadline (ctx's, else ProducerConfig.Timeout)
+// covers every attempt, and each attempt runs with what remains of it; no
+// attempt starts once it has passed. An attempt is repeated, with the same
+// message ids, only if it certainly stored nothing: the server answered
+// TOO_MANY_REQUESTS (after the server's backoff, if it fits before the
+// deadline) or gRPC UNAVAILABLE, or the request never left this process.
+// A failure is a *SendError whose outcome is ErrNotStored,
+// ErrOutcomeUnknown (the request left and no answer came: it may be
+// stored) or ErrNotDurable (stored, flush not confirmed; receipts are
+// returned).
+func (p *Producer) SendBatch(ctx context.Context, msgs []*Message) ([]SendReceipt, error) {
+	if len(msgs) == 0 {
+		return nil, errors.New("sdk: SendBatch: no messages")
+	}
+	topic := msgs[0].Topic
+	ids := make([]string, len(msgs))
+	now := time.Now()
+	req := &v2.SendMessageRequest{Messages: make([]*v2.Message, len(msgs))}
+	for i, m := range msgs {
+		if m == nil || m.Topic == "" {
+			return nil, &SendError{Topic: topic, Outcome: ErrNotStored, Err: fmt.Errorf("message %d has no topic", i)}
+		}
+		if m.Topic != topic {
+			return nil, &SendError{Topic: topic, Outcome: ErrNotStored, Err: fmt.Errorf("one batch must have one topic (%q and %q differ)", topic, m.Topic)}
+		}
+		ids[i] = m.ID
+		if ids[i] == "" {
+			ids[i] = NewMessageID()
+		}
+		req.Messages[i] = toV2(m, ids[i], p.c.resource(topic), now)
+	}
+	fail := func(attempts int, out error, cause error) *SendError {
+		return &SendError{Topic: topic, MessageIDs: ids, Attempts: attempts, Outcome: out, Err: cause}
+	}
+	select {
+	case <-p.closed:
+		return nil, fail(0, ErrNotStored, fmt.Errorf("producer %w", ErrClosed))
+	default:
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, p.cfg.Timeout)
+		defer cancel()
+	}
+	pol := p.policy()
+	for n := 1; ; n++ {
+		if err := ctx.Err(); err != nil {
+			// Only reachable before the first attempt: later ones check
+			// the time left before sleeping.
+			return nil, fail(n-1, ErrNotStored, err)
+		}
+		resp, out, cause := p.attempt(ctx, req)
+		switch out {
+		case outStored:
+			return receipts(resp), nil
+		case outMixed:
+			return receipts(resp), fail(n, mixedOutcome(resp), cause)
+		case outUnknown:
+			return nil, fail(n, ErrOutcomeUnknown, cause)
+		case outRejected:
+			if isNotDurable(cause) {
+				return receipts(resp), fail(n, ErrNotDurable, cause)
+			}
+			return nil, fail(n, ErrNotStored, cause)
+		}
+		// outRetry: nothing stored.
+		if n >= pol.attempts {
+			return nil, fail(n, ErrNotStored, cause)
+		}
+		wait := time.Duration(0)
+		if errors.Is(cause, ErrTooManyRequests) || errors.Is(cause, ErrUnavailable) {
+			wait = pol.backoff(n)
+		}
+		if dl, _ := ctx.Deadline(); time.Until(dl) <= wait {
+			return nil, fail(n, ErrNotStored, fmt.Errorf("%w; no time left for another attempt before the deadline", cause))
+		}
+		if wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return nil, fail(n, ErrNotStored, fmt.Errorf("%w; deadline reached while backing off", cause))
+			case <-t.C:
+			}
+		}
+	}
+}
+
+// attempt makes one SendMessage call and classifies what happened.
+func (p *Producer) attempt(ctx context.Context, req *v2.SendMessageRequest) (*v2.SendMessageResponse, outcome, error) {
+	actx, a := withAttempt(p.c.outgoing(ctx, p.sess.clientID))
+	resp, err := p.c.ms.SendMessage(actx, req)
+	if err != nil {
+		return nil, classifyRPCError(err, a), grpcErr("SendMessage", err)
+	}
+	st := resp.GetStatus()
+	switch st.GetCode() {
+	case v2.Code_OK:
+		if len(resp.GetEntries()) != len(req.GetMessages()) {
+			return nil, outUnknown, fmt.Errorf("SendMessage: %d result entries for %d messages", len(resp.GetEntries()), len(req.GetMessages()))
+		}
+		return resp, outStored, nil
+	case v2.Code_MULTIPLE_RESULTS:
+		return resp, outMixed, statusErr("SendMessage", st)
+	}
+	return resp, classifyCode(st.GetCode()), statusErr("SendMessage", st)
+}
+
+// classifyCode sorts a non-OK payload status.
+func classifyCode(c v2.Code) outcome {
+	switch {
+	case c == v2.Code_TOO_MANY_REQUESTS:
+		return outRetry
+	case c == v2.Code_MASTER_PERSISTENCE_TIMEOUT || c == v2.Code_SLAVE_PERSISTENCE_TIMEOUT || c == v2.Code_HA_NOT_AVAILABLE:
+		return outRejected // stored; SendBatch reports ErrNotDurable
+	case c == v2.Code_REQUEST_TIMEOUT:
+		return outUnknown
+	case c >= 40000 && c < 50000:
+		return outRejected // validation, missing topic, forbidden...: nothing stored
+	}
+	return outUnknown // internal errors: the server cannot promise nothing was stored
+}
+
+func isNotDurable(err error) bool {
+	switch CodeOf(err) {
+	case CodeMasterPersistenceTimeout, CodeSlavePersistenceTimeout, CodeHANotAvailable:
+		return true
+	}
+	return false
+}
+
+// classifyRPCError sorts a gRPC-level failure by what reached the wire.
+func classifyRPCError(err error, a *attempt) outcome {
+	code := status.Code(err)
+	if !a.sent.Load() {
+		// The request never left: nothing happened. A connection problem
+		// may clear up; anything else (deadline, message too large) will not.
+		if code == codes.Unavailable {
+			return outRetry
+		}
+		return outRejected
+	}
+	if a.answered.Load() {
+		switch code {
+		case codes.Unavailable:
+			return outRetry // the server's own "nothing happened" (drain)
+		case codes.InvalidArgument, codes.Unimplemented, codes.Unauthenticated, codes.PermissionDenied,
+			codes.ResourceExhausted, codes.FailedPrecondition, codes.OutOfRange, codes.NotFound, codes.AlreadyExists:
+			return outRejected // refused before any handler stored anything
+		}
+	}
+	return outUnknown
+}
+
+func receipts(resp *v2.SendMessageResponse) []SendReceipt {
+	out := make([]SendReceipt, len(resp.GetEntries()))
+	for i, e := range resp.GetEntries() {
+		if e.GetStatus().GetCode() == v2.Code_OK || isNotDurable(statusErr("", e.GetStatus())) {
+			out[i] = SendReceipt{MessageID: e.GetMessageId(), Offset: e.GetOffset(), RecallHandle: e.GetRecallHandle()}
+		}
+	}
+	return out
+}
+
+// mixedOutcome is the weakest promise among differing entries.
+func mixedOutcome(resp *v2.SendMessageResponse) error {
+	out := ErrNotDurable
+	for _, e := range resp.GetEntries() {
+		switch c := e.GetStatus().GetCode(); {
+		case c == v2.Code_OK:
+		case classifyCode(c) == outUnknown:
+			return ErrOutcomeUnknown
+		case !isNotDurable(statusErr("", e.GetStatus())):
+			out = ErrNotStored // some entries were refused; receipts show which were stored
+		}
+	}
+	return out
+}

@@ -1,0 +1,253 @@
+package sdk_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mqgate/mqgate/sdk"
+)
+
+// These tests run against the real mqgate process TestMain started.
+
+func dial(t *testing.T) *sdk.Client {
+	t.Helper()
+	needServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := sdk.Dial(ctx, endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := c.Close(ctx); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return c
+}
+
+func ctxFor(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func TestSendReceiveAckChangeInvisible(t *testing.T) {
+	c := dial(t)
+	ctx := ctxFor(t, 30*time.Second)
+	p, err := c.NewProducer(ctx, sdk.ProducerConfig{Topics: []string{"sdk-e2e"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent := map[string]string{}
+	for i := 0; i < 3; i++ {
+		body := fmt.Sprintf("message %d", i)
+		r, err := p.Send(ctx, &sdk.Message{Topic: "sdk-e2e", Body: []byte(body), Tag: "t1", Keys: []string{"k" + fmt.Sprint(i)},
+			Properties: map[string]string{"n": fmt.Sprint(i)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(r.MessageID) != 34 {
+			t.Fatalf("message id %q", r.MessageID)
+		}
+		sent[r.MessageID] = body
+	}
+	cons, err := c.NewSimpleConsumer(ctx, sdk.ConsumerConfig{Group: "sdk-e2e-g", Subscriptions: map[string]string{"sdk-e2e": "t1"}, Await: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []*sdk.ReceivedMessage
+	for len(got) < 3 {
+		ms, err := cons.Receive(ctx, 32, 20*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ms) == 0 {
+			t.Fatalf("no message within Await; got %d of 3", len(got))
+		}
+		got = append(got, ms...)
+	}
+	for _, m := range got {
+		if sent[m.ID] != string(m.Body) || m.Tag != "t1" || len(m.Keys) != 1 || m.Properties["n"] == "" || m.DeliveryAttempt != 1 ||
+			m.ReceiptHandle == "" || m.Topic != "sdk-e2e" || m.StoreTime.IsZero() || m.InvisibleDuration != 20*time.Second {
+			t.Fatalf("received %+v", m)
+		}
+	}
+
+	// Extend one, then ack it with the NEW handle; the old one is refused.
+	m := got[0]
+	old := m.ReceiptHandle
+	if err := cons.ChangeInvisibleDuration(ctx, m, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if m.ReceiptHandle == old || m.InvisibleDuration != time.Minute {
+		t.Fatalf("handle not replaced: %+v", m)
+	}
+	stale := *m
+	stale.ReceiptHandle = old
+	if err := cons.Ack(ctx, &stale); !errors.Is(err, sdk.ErrInvalidReceiptHandle) {
+		t.Fatalf("ack with the superseded handle: %v, want ErrInvalidReceiptHandle", err)
+	}
+	for _, m := range got {
+		if err := cons.Ack(ctx, m); err != nil {
+			t.Fatalf("ack %s: %v", m.ID, err)
+		}
+	}
+	// Nothing is left for the group.
+	short := ctxFor(t, 1500*time.Millisecond)
+	if ms, err := cons.Receive(short, 32, 20*time.Second); err != nil || len(ms) != 0 {
+		t.Fatalf("after acking everything: %d messages, %v", len(ms), err)
+	}
+}
+
+// Ack failures are returned, not swallowed (the official Go client's
+// SimpleConsumer.Ack returns nil whatever the server said).
+func TestAckFailureIsReturned(t *testing.T) {
+	c := dial(t)
+	ctx := ctxFor(t, 30*time.Second)
+	p, err := c.NewProducer(ctx, sdk.ProducerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Send(ctx, &sdk.Message{Topic: "sdk-ackfail", Body: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	cons, err := c.NewSimpleConsumer(ctx, sdk.ConsumerConfig{Group: "sdk-ackfail-g", Subscriptions: map[string]string{"sdk-ackfail": "*"}, Await: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms, err := cons.Receive(ctx, 1, 10*time.Second)
+	if err != nil || len(ms) != 1 {
+		t.Fatalf("receive: %d %v", len(ms), err)
+	}
+	if err := cons.Ack(ctx, ms[0]); err != nil {
+		t.Fatal(err)
+	}
+	// Acking twice, and acking a forged handle, are refused with
+	// INVALID_RECEIPT_HANDLE.
+	err = cons.Ack(ctx, ms[0])
+	var se *sdk.StatusError
+	if !errors.Is(err, sdk.ErrInvalidReceiptHandle) || !errors.As(err, &se) || se.Op != "AckMessage" || se.Message == "" {
+		t.Fatalf("second ack: %v", err)
+	}
+	forged := *ms[0]
+	forged.ReceiptHandle = "r1.not-a-handle"
+	if err := cons.Ack(ctx, &forged); !errors.Is(err, sdk.ErrInvalidReceiptHandle) {
+		t.Fatalf("forged handle: %v", err)
+	}
+	errs, err := cons.AckHandles(ctx, "sdk-ackfail", "bogus-1", "bogus-2")
+	if err != nil || len(errs) != 2 || !errors.Is(errs[0], sdk.ErrInvalidReceiptHandle) || !errors.Is(errs[1], sdk.ErrInvalidReceiptHandle) {
+		t.Fatalf("AckHandles: %v %v", errs, err)
+	}
+	// A wrong topic is the request's error.
+	if _, err := cons.AckHandles(ctx, "bad topic!", "x"); sdk.CodeOf(err) != sdk.CodeIllegalTopic {
+		t.Fatalf("illegal topic: %v", err)
+	}
+}
+
+// A refusal is final: one attempt, ErrNotStored, the server's code.
+func TestRefusedSendIsNotRetried(t *testing.T) {
+	c := dial(t)
+	ctx := ctxFor(t, 30*time.Second)
+	p, err := c.NewProducer(ctx, sdk.ProducerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A FIFO message (message group) to a NORMAL topic.
+	_, err = p.Send(ctx, &sdk.Message{Topic: "sdk-e2e", Body: []byte("x"), MessageGroup: "g1"})
+	var se *sdk.SendError
+	if !errors.Is(err, sdk.ErrNotStored) || !errors.Is(err, sdk.ErrMessageTypeConflict) || !errors.As(err, &se) || se.Attempts != 1 || se.MayBeStored() {
+		t.Fatalf("err = %v", err)
+	}
+	_, err = p.Send(ctx, &sdk.Message{Topic: "sdk-e2e"})
+	if sdk.CodeOf(err) != sdk.Code(41302) || !errors.Is(err, sdk.ErrNotStored) { // MESSAGE_BODY_EMPTY
+		t.Fatalf("empty body: %v", err)
+	}
+}
+
+// A batch goes to one queue, in order, one receipt per message.
+func TestSendBatch(t *testing.T) {
+	c := dial(t)
+	ctx := ctxFor(t, 30*time.Second)
+	p, err := c.NewProducer(ctx, sdk.ProducerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var batch []*sdk.Message
+	for i := 0; i < 5; i++ {
+		batch = append(batch, &sdk.Message{Topic: "sdk-batch", Body: []byte(fmt.Sprint(i))})
+	}
+	rs, err := p.SendBatch(ctx, batch)
+	if err != nil || len(rs) != 5 {
+		t.Fatalf("%v %v", rs, err)
+	}
+	for i := 1; i < 5; i++ {
+		if rs[i].Offset != rs[i-1].Offset+1 || rs[i].MessageID == rs[i-1].MessageID {
+			t.Fatalf("receipts %+v", rs)
+		}
+	}
+	if _, err := p.SendBatch(ctx, []*sdk.Message{{Topic: "a", Body: []byte("x")}, {Topic: "b", Body: []byte("x")}}); !errors.Is(err, sdk.ErrNotStored) {
+		t.Fatalf("two topics: %v", err)
+	}
+}
+
+// Close leaves no goroutine of the SDK (or of grpc's client) behind.
+func TestCloseLeavesNoGoroutines(t *testing.T) {
+	needServer(t)
+	base := runtime.NumGoroutine()
+	ctx := ctxFor(t, 30*time.Second)
+	c, err := sdk.Dial(ctx, endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.NewProducer(ctx, sdk.ProducerConfig{Topics: []string{"sdk-leak"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Send(ctx, &sdk.Message{Topic: "sdk-leak", Body: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	cons, err := c.NewSimpleConsumer(ctx, sdk.ConsumerConfig{Group: "sdk-leak-g", Subscriptions: map[string]string{"sdk-leak": "*"}, Await: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms, err := cons.Receive(ctx, 1, 10*time.Second)
+	if err != nil || len(ms) != 1 {
+		t.Fatalf("receive: %d %v", len(ms), err)
+	}
+	if err := cons.Ack(ctx, ms[0]); err != nil {
+		t.Fatal(err)
+	}
+	if runtime.NumGoroutine() <= base {
+		t.Fatal("the client started no goroutines: the check below would prove nothing")
+	}
+	if err := c.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > base || sdkStacks() != "" {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("%d goroutines after Close, %d before:\n%s", runtime.NumGoroutine(), base, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(5 * time.Millisecond) // grpc ends some goroutines asynchronously after Close
+	}
+}
+
+func sdkStacks() string {
+	buf := make([]byte, 1<<20)
+	var out []string
+	for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+		if strings.Contains(g, "mqgate/sdk.(*") || strings.Contains(g, "grpc.(*ClientConn)") || strings.Contains(g, "transport.(*http2Client)") {
+			out = append(out, g)
+		}
+	}
+	return strings.Join(out, "\n\n")
+}
