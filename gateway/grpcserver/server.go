@@ -2,17 +2,14 @@ package grpcserver
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/tls"
-	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"net"
 	"runtime/debug"
 	"time"
 
-	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
-	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
+		"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
@@ -84,34 +81,25 @@ func New(o Options) *Server {
 	// policy (5 min, no pings without streams) would GOAWAY them.
 	kaep := keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}
 
-	lg := logging.LoggerFunc(func(ctx context.Context, lvl logging.Level, msg string, fields ...any) {
-		log.Log(ctx, slog.Level(lvl), msg, fields...)
-	})
-	logOpts := []logging.Option{
-		logging.WithLogOnEvents(logging.FinishCall),
-		logging.WithLevels(codeToLevel),
-	}
 	recoverOpt := recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
 		log.ErrorContext(ctx, "panic in gRPC handler", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 		return status.Error(codes.Internal, "internal error (logged by the server)")
 	})
-	// Interceptor order, outermost first: request id and client metadata
-	// (so every later log line carries them) → logging (sees the final
-	// outcome, including a recovered panic) → drain admission → client id
-	// (MessagingService only: answers CLIENT_ID_REQUIRED as a payload and
-	// marks the client seen) → recovery (innermost, so what it returns is
-	// what logging and tracing record).
+	// Interceptor order, outermost first: call log (reads request id and
+	// client id once, then logs the final outcome — including a recovered
+	// panic and the v2 status the response carries) → drain admission →
+	// client id (MessagingService only: answers CLIENT_ID_REQUIRED as a
+	// payload and marks the client seen) → recovery (innermost, so what it
+	// returns is what logging and tracing record).
 	unary := []grpc.UnaryServerInterceptor{
-		requestIDUnary,
-		logging.UnaryServerInterceptor(lg, logOpts...),
+		callLogUnary(log),
 		drainUnary(gate),
 		clientIDUnary(o.Sessions),
 	}
 	unary = append(unary, o.ExtraUnaryInterceptors...)
 	unary = append(unary, recovery.UnaryServerInterceptor(recoverOpt))
 	stream := []grpc.StreamServerInterceptor{
-		requestIDStream,
-		logging.StreamServerInterceptor(lg, logOpts...),
+		callLogStream(log),
 		clientIDStream(o.Sessions),
 		recovery.StreamServerInterceptor(recoverOpt),
 	}
@@ -175,18 +163,6 @@ func (s *Server) Stop(ctx context.Context) error {
 	}
 }
 
-func codeToLevel(c codes.Code) logging.Level {
-	switch c {
-	case codes.OK, codes.Canceled, codes.DeadlineExceeded, codes.NotFound, codes.AlreadyExists,
-		codes.InvalidArgument, codes.FailedPrecondition, codes.Unauthenticated, codes.PermissionDenied:
-		return logging.LevelDebug
-	case codes.Unavailable, codes.ResourceExhausted:
-		return logging.LevelInfo
-	default:
-		return logging.LevelWarn
-	}
-}
-
 // lastMD returns the last value of key: retrying clients resend the same
 // context, so headers can repeat (spec §1.5).
 func lastMD(md metadata.MD, key string) string {
@@ -207,7 +183,7 @@ type callInfo struct {
 	clientID string
 }
 
-// RequestID returns the id requestIDUnary/Stream put in ctx.
+// RequestID returns the request id the call log put in ctx.
 func RequestID(ctx context.Context) string {
 	ci, _ := ctx.Value(callInfoKey{}).(*callInfo)
 	if ci == nil {
@@ -223,45 +199,6 @@ func ClientID(ctx context.Context) string {
 		return ""
 	}
 	return ci.clientID
-}
-
-func withRequestID(ctx context.Context) context.Context {
-	md, _ := metadata.FromIncomingContext(ctx)
-	id := lastMD(md, "x-mq-request-id")
-	if id == "" {
-		id = lastMD(md, "x-request-id")
-	}
-	if id == "" || len(id) > 128 {
-		var b [8]byte
-		_, _ = rand.Read(b[:])
-		id = hex.EncodeToString(b[:])
-	}
-	ci := &callInfo{requestID: id, clientID: lastMD(md, "x-mq-client-id")}
-	ctx = context.WithValue(ctx, callInfoKey{}, ci)
-	fields := logging.Fields{"request_id", id}
-	if ci.clientID != "" {
-		fields = append(fields, "client_id", ci.clientID)
-	}
-	return logging.InjectFields(ctx, fields)
-}
-
-func requestIDUnary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-	ctx = withRequestID(ctx)
-	_ = grpc.SetHeader(ctx, metadata.Pairs("x-request-id", RequestID(ctx)))
-	return h(ctx, req)
-}
-
-type wrappedStream struct {
-	grpc.ServerStream
-	ctx context.Context
-}
-
-func (w wrappedStream) Context() context.Context { return w.ctx }
-
-func requestIDStream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-	ctx := withRequestID(ss.Context())
-	_ = ss.SetHeader(metadata.Pairs("x-request-id", RequestID(ctx)))
-	return h(srv, wrappedStream{ServerStream: ss, ctx: ctx})
 }
 
 // drainUnary refuses new unary calls once draining starts: UNAVAILABLE

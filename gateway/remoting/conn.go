@@ -80,7 +80,20 @@ func (c *conn) serve(context.Context) {
 		if err := c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.IdleTimeout)); err != nil {
 			return
 		}
-		frame, err := codec.ReadFrame(br, c.s.cfg.MaxFrame)
+		// Reserve the frame's bytes in the server-wide budget before
+		// allocating them: all connections together hold at most
+		// MaxBytesInFlight of request frames (plus one frame when a single
+		// frame is larger than the budget).
+		var frame []byte
+		n, err := codec.ReadLength(br, c.s.cfg.MaxFrame)
+		if err == nil {
+			if !c.s.budget.acquire(c.ctx, int64(n)) {
+				return
+			}
+			if frame, err = codec.ReadRest(br, n); err != nil {
+				c.s.budget.release(int64(n))
+			}
+		}
 		if err != nil {
 			var ne net.Error
 			switch {
@@ -95,42 +108,42 @@ func (c *conn) serve(context.Context) {
 			}
 			return
 		}
+		size := int64(n)
 		cmd, err := codec.Decode(frame)
 		if err != nil {
+			c.s.budget.release(size)
 			log.Warn("remoting: undecodable frame; closing the connection", "remote", c.remote.String(), "err", err)
 			c.refuse(guessOpaque(frame), err)
 			return
 		}
 		if cmd.IsResponse() {
 			// Answers to our oneway requests: nothing waits for them.
+			c.s.budget.release(size)
 			continue
 		}
 		if c.s.draining.Load() {
+			c.s.budget.release(size)
 			c.reply(cmd, &codec.Command{Code: codeServiceNotAvailable, Remark: "mqgate is shutting down; retry on another broker"})
 			continue
 		}
 		select {
 		case c.sem <- struct{}{}:
 		case <-c.ctx.Done():
-			return
-		}
-		n := int64(len(frame))
-		if !c.s.budget.acquire(c.ctx, n) {
-			<-c.sem
+			c.s.budget.release(size)
 			return
 		}
 		c.busy.Add(1)
 		err = c.s.group.Go("remoting-request", func(context.Context) {
 			defer func() {
 				c.busy.Add(-1)
-				c.s.budget.release(n)
+				c.s.budget.release(size)
 				<-c.sem
 			}()
 			c.dispatch(cmd)
 		})
 		if err != nil {
 			c.busy.Add(-1)
-			c.s.budget.release(n)
+			c.s.budget.release(size)
 			<-c.sem
 			c.reply(cmd, &codec.Command{Code: codeServiceNotAvailable, Remark: "mqgate is shutting down; retry on another broker"})
 		}

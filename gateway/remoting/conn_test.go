@@ -204,3 +204,33 @@ func TestStopAnswersParkedPullsAndRefusesNewWork(t *testing.T) {
 		t.Fatal("connection not closed by Stop")
 	}
 }
+
+// The server-wide byte budget: request frames of all connections hold at
+// most MaxBytesInFlight; a reader waits for room before it allocates.
+func TestByteBudgetAcrossConnections(t *testing.T) {
+	e := newEnv(t, func(c *Config, _ *broker.Config) { c.MaxBytesInFlight = 1024 })
+	a, b := e.dial(), e.dial()
+	e.createTopic(a, "T", 1, "")
+	parked := make(chan *codec.Command, 1)
+	go func() {
+		r, _ := a.Invoke(e.ctx, &codec.Command{Code: reqPullMessage, Ext: pullExt("CG", "T", 0, 0, pullSuspend, 20000)})
+		parked <- r
+	}()
+	eventually(t, "the pull to park", func() bool { return e.cl.Parked() == 1 })
+	sent := make(chan *codec.Command, 1)
+	go func() {
+		r, _ := b.Invoke(e.ctx, &codec.Command{Code: reqSendMessage, Body: make([]byte, 2000), Ext: map[string]string{
+			"producerGroup": "PG", "topic": "T", "queueId": "0", "sysFlag": "0", "bornTimestamp": "1", "flag": "0"}})
+		sent <- r
+	}()
+	select {
+	case r := <-sent:
+		t.Fatalf("a frame over the free budget was taken: %+v", r)
+	case <-time.After(100 * time.Millisecond):
+	}
+	e.clk.Advance(20 * time.Second)
+	<-parked
+	if r := <-sent; r == nil || r.Code != codeSuccess {
+		t.Fatalf("send after the budget freed: %+v", r)
+	}
+}

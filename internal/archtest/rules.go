@@ -28,7 +28,7 @@ func rel(p string) (string, bool) {
 func under(p, dir string) bool { return p == dir || strings.HasPrefix(p, dir+"/") }
 
 // edges of gateway listeners that must not import each other.
-var listeners = []string{"gateway/grpcserver", "gateway/rest", "gateway/remoting", "gateway/admin"}
+var listeners = []string{"gateway/grpcserver", "gateway/rest", "gateway/restapi", "gateway/remoting", "gateway/admin"}
 
 func isStd(p string) bool {
 	first, _, _ := strings.Cut(p, "/")

@@ -74,17 +74,32 @@ func malformed(format string, args ...any) error {
 // (type, header length, header, body). A length below 4 or above max is
 // refused before anything more is read.
 func ReadFrame(r io.Reader, max int) ([]byte, error) {
+	n, err := ReadLength(r, max)
+	if err != nil {
+		return nil, err
+	}
+	return ReadRest(r, n)
+}
+
+// ReadLength reads and checks a frame's length field (4 ≤ n ≤ max), so a
+// caller can reserve memory before ReadRest allocates it.
+func ReadLength(r io.Reader, max int) (int, error) {
 	var lb [4]byte
 	if _, err := io.ReadFull(r, lb[:]); err != nil {
-		return nil, err
+		return 0, err
 	}
 	n := binary.BigEndian.Uint32(lb[:])
 	if n < 4 {
-		return nil, malformed("frame length %d is below 4", n)
+		return 0, malformed("frame length %d is below 4", n)
 	}
 	if uint64(n) > uint64(max) {
-		return nil, malformed("frame length %d exceeds the limit %d", n, max)
+		return 0, malformed("frame length %d exceeds the limit %d", n, max)
 	}
+	return int(n), nil
+}
+
+// ReadRest reads the n bytes of a frame that follow its length field.
+func ReadRest(r io.Reader, n int) ([]byte, error) {
 	buf := make([]byte, n)
 	if _, err := io.ReadFull(r, buf); err != nil {
 		if errors.Is(err, io.EOF) {

@@ -279,3 +279,41 @@ func TestClassicTransaction(t *testing.T) {
 		t.Fatal("the rolled-back message was delivered")
 	}
 }
+
+// A new group with the client's default CONSUME_FROM_LAST_OFFSET still
+// reads what was produced before it started on a young topic (trap 14),
+// and an orderly consumer (LOCK_BATCH_MQ) gets one queue's messages in
+// order.
+func TestClassicDefaultStartAndOrderly(t *testing.T) {
+	e2e(t)
+	p := start(t)
+	topic := uniq("T")
+	createTopic(t, p, topic, 1)
+	pr := newProducer(t, p)
+	ctx := ctxT(t, 60*time.Second)
+	for i := range 10 {
+		if r, err := pr.SendSync(ctx, primitive.NewMessage(topic, []byte(fmt.Sprint(i)))); err != nil || r.Status != primitive.SendOK {
+			t.Fatalf("send %d: %v %v", i, r, err)
+		}
+	}
+	var mu sync.Mutex
+	var order []string
+	col := newCollector()
+	newPushConsumer(t, p, uniq("CG"), topic, func(_ context.Context, ms ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+		mu.Lock()
+		for _, m := range ms {
+			order = append(order, string(m.Body))
+		}
+		mu.Unlock()
+		col.add("c", ms...)
+		return consumer.ConsumeSuccess, nil
+	}, consumer.WithConsumeFromWhere(consumer.ConsumeFromLastOffset), consumer.WithConsumerOrder(true))
+	col.wait(t, 45*time.Second, "the ten messages", func() bool { return len(col.seen) == 10 })
+	mu.Lock()
+	defer mu.Unlock()
+	for i, b := range order[:10] {
+		if b != fmt.Sprint(i) {
+			t.Fatalf("orderly consumption out of order: %v", order)
+		}
+	}
+}
