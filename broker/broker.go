@@ -6,6 +6,9 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/mqgate/mqgate/broker/delay"
 	"github.com/mqgate/mqgate/broker/longpoll"
 	"github.com/mqgate/mqgate/broker/metadata"
@@ -33,6 +36,11 @@ type Config struct {
 	PopSnapshotInterval time.Duration
 	// Txn tunes transaction checks.
 	Txn txn.Config
+	// Tracers and Meters receive the broker's spans and metrics
+	// (observe.go); nil turns either off. Pass a nil Tracers when spans
+	// are not exported: then no span is even started.
+	Tracers trace.TracerProvider
+	Meters  metric.MeterProvider
 }
 
 // Broker owns the broker services and hands each the narrow store
@@ -48,6 +56,7 @@ type Broker struct {
 	delay *delay.Service
 	txn   *txn.Service
 	offs  *offset.Service
+	obs   *observer
 }
 
 // Open starts the broker on an open store.
@@ -58,12 +67,12 @@ func Open(ctx context.Context, cfg Config, st *storage.Store) (*Broker, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	b := &Broker{cfg: cfg, log: cfg.Logger, store: st}
+	b := &Broker{cfg: cfg, log: cfg.Logger, store: st, obs: newObserver(cfg.Tracers, cfg.Meters)}
 	b.hub = longpoll.New(cfg.MaxParkedPolls)
 	st.SetArrivalHook(func(topic string, _ int32, _ int64) { b.hub.Notify(topic) })
 	b.meta = metadata.New(metadata.Config{AutoCreate: cfg.AutoCreate, DefaultQueues: cfg.DefaultQueues, Clock: cfg.Clock}, st.Meta(), st)
 	p, err := pop.Open(ctx, pop.Config{Clock: cfg.Clock, Logger: cfg.Logger, Hub: b.hub, SnapshotInterval: cfg.PopSnapshotInterval},
-		st, st.Meta(), b.meta)
+		b.obs.popStore(st), st.Meta(), b.meta)
 	if err != nil {
 		return nil, err
 	}
@@ -83,7 +92,8 @@ func Open(ctx context.Context, cfg Config, st *storage.Store) (*Broker, error) {
 		return nil, err
 	}
 	b.offs = offset.New(st, st.Meta(), b.hub, cfg.Clock)
-	b.prod = produce.New(produce.Config{Limits: cfg.Limits, Clock: cfg.Clock, Delay: b.delay, Txn: b.txn}, st)
+	b.prod = produce.New(produce.Config{Limits: cfg.Limits, Clock: cfg.Clock, Delay: b.delay, Txn: b.txn}, b.obs.appender(st))
+	b.obs.observe(cfg.Meters, b)
 	return b, nil
 }
 
@@ -97,6 +107,7 @@ func (b *Broker) Drain() { b.hub.Close() }
 // Close stops background work and persists final state. The store is
 // closed by its owner afterwards.
 func (b *Broker) Close(ctx context.Context) error {
+	b.obs.close()
 	b.hub.Close()
 	return errors.Join(b.txn.Close(ctx), b.delay.Close(ctx), b.pop.Close(ctx))
 }
@@ -156,7 +167,9 @@ func (b *Broker) DeleteGroup(ctx context.Context, name string) error {
 
 // Send validates and stores msgs, all for topic. A returned error rejects
 // the whole request; per-message outcomes are in the results, in order.
-func (b *Broker) Send(ctx context.Context, topic string, msgs []*model.Message, p model.Producer) ([]model.SendResult, error) {
+func (b *Broker) Send(ctx context.Context, topic string, msgs []*model.Message, p model.Producer) (res []model.SendResult, err error) {
+	ctx, sp := b.obs.startSend(ctx, topic, msgs)
+	defer func() { b.obs.sent(ctx, sp, topic, msgs, res, err) }()
 	if err := metadata.ValidateTopicName(topic); err != nil {
 		return nil, err
 	}
@@ -169,7 +182,16 @@ func (b *Broker) Send(ctx context.Context, topic string, msgs []*model.Message, 
 
 // Receive pops up to req.Max visible messages, long-polling up to
 // req.Wait. Nothing found ⇒ KindMessageNotFound.
-func (b *Broker) Receive(ctx context.Context, req ReceiveRequest) ([]*model.Delivered, error) {
+func (b *Broker) Receive(ctx context.Context, req ReceiveRequest) (out []*model.Delivered, err error) {
+	ctx, sp := b.obs.startReceive(ctx, req)
+	defer func() { b.obs.received(ctx, sp, req, out, err) }()
+	select {
+	case <-b.hub.Closed():
+		// Draining for shutdown: acks are refused from now on, so a
+		// delivery would only come back as a duplicate after the restart.
+		return nil, mqerr.Errorf(mqerr.KindMessageNotFound, "mqgate is draining for shutdown: no new deliveries")
+	default:
+	}
 	t, g, err := b.resolve(ctx, req.Group, req.Topic)
 	if err != nil {
 		return nil, err
@@ -220,7 +242,9 @@ func (b *Broker) checkNames(group, topic string) error {
 }
 
 // Ack acknowledges deliveries by handle; one error (or nil) per handle.
-func (b *Broker) Ack(ctx context.Context, group, topic string, handles []string) []error {
+func (b *Broker) Ack(ctx context.Context, group, topic string, handles []string) (errs []error) {
+	ctx, sp := b.obs.startAck(ctx, group, topic, len(handles))
+	defer func() { b.obs.acked(ctx, sp, group, topic, errs) }()
 	if err := b.checkNames(group, topic); err != nil {
 		errs := make([]error, len(handles))
 		for i := range errs {
@@ -315,13 +339,14 @@ func (b *Broker) Pull(ctx context.Context, group, topic string, queue int32, fro
 	return b.offs.Pull(ctx, t, queue, from, max, f, wait)
 }
 
-// UpdateOffset commits a group's offset for a queue.
+// UpdateOffset commits a group's offset for a queue; it is on disk when
+// this returns nil.
 func (b *Broker) UpdateOffset(ctx context.Context, group, topic string, queue int32, off int64) error {
 	t, _, err := b.resolve(ctx, group, topic)
 	if err != nil {
 		return err
 	}
-	_, err = b.offs.Update(t, group, queue, off)
+	_, err = b.offs.Update(t, group, queue, off, true)
 	return err
 }
 

@@ -35,6 +35,8 @@ type Store interface {
 type Offsets interface {
 	CommitOffset(k meta.OffsetKey, offset int64) meta.Durability
 	Offset(k meta.OffsetKey) (int64, bool)
+	// Flush persists committed offsets now (fsynced when it returns nil).
+	Flush() error
 }
 
 // Service serves offsets and pulls.
@@ -184,7 +186,10 @@ func (s *Service) read(t model.Topic, q int32, offset int64, max int, f model.Fi
 }
 
 // Update commits a group's offset for a queue. It must lie in [min, max].
-func (s *Service) Update(t model.Topic, group string, q int32, offset int64) (meta.Durability, error) {
+// With durable set it returns only once the offset is on disk (a consumer
+// managing its own progress is told OK only for what survives a crash);
+// otherwise it is persisted by the next periodic metadata flush.
+func (s *Service) Update(t model.Topic, group string, q int32, offset int64, durable bool) (meta.Durability, error) {
 	lo, hi, err := s.Range(t, q)
 	if err != nil {
 		return 0, err
@@ -192,7 +197,14 @@ func (s *Service) Update(t model.Topic, group string, q int32, offset int64) (me
 	if offset < lo || offset > hi {
 		return 0, mqerr.Errorf(mqerr.KindIllegalOffset, "offset %d is outside [%d, %d] of %s/%d", offset, lo, hi, t.Name, q)
 	}
-	return s.offsets.CommitOffset(meta.OffsetKey{Group: group, Topic: t.Name, QueueID: q}, offset), nil
+	d := s.offsets.CommitOffset(meta.OffsetKey{Group: group, Topic: t.Name, QueueID: q}, offset)
+	if durable && d != meta.DurabilityLocal {
+		if err := s.offsets.Flush(); err != nil {
+			return d, mqerr.Wrap(mqerr.KindStoreUnavailable, err, "persisting the committed offset")
+		}
+		d = meta.DurabilityLocal
+	}
+	return d, nil
 }
 
 // Get returns a group's committed offset (KindOffsetNotFound when none).

@@ -221,15 +221,22 @@ func (s *Service) Receive(ctx context.Context, req ReceiveRequest) ([]*model.Del
 			return nil, noMessage(req)
 		}
 		t := clock.At(s.clk, until)
+		var why string
 		select {
 		case <-ch:
+			why = WakeArrival
 		case <-t.C():
+			why = WakeDeadline
 		case <-ctx.Done():
+			why = WakeCancelled
 		case <-req.Drain:
+			why = WakeShutdown
 		case <-s.hub.Closed():
+			why = WakeShutdown
 		}
 		t.Stop()
 		release()
+		noteWake(ctx, why)
 		if ctx.Err() != nil || isClosed(req.Drain) || isClosed(s.hub.Closed()) {
 			// One last non-waiting look, then answer "nothing".
 			out, err := s.tryPop(ctx, sb, &req, fl)

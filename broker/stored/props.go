@@ -29,6 +29,9 @@ const (
 	PropKeysList = "__MQG_KEYS"
 	// PropTxID is the transaction id minted at send; mqgate's own name.
 	PropTxID = "__MQG_TXID"
+	// PropClassicFlag keeps a classic producer's user FLAG; mqgate's own
+	// name, hidden from v2 consumers.
+	PropClassicFlag = "__MQG_FLAG"
 )
 
 // FlagGzip is the RocketMQ sysflag bit for a compressed body.
@@ -53,7 +56,7 @@ func init() {
 		"TIMER_ROLL_TIMES", "TIMER_OUT_MS", "TIMER_DEL_UNIQKEY", "TIMER_DELAY_LEVEL", "__BORNHOST",
 		"BORN_TIMESTAMP", "DLQ_ORIGIN_TOPIC", "DLQ_ORIGIN_MESSAGE_ID", "__CRC32#",
 		// stored by mqgate as well
-		PropShardingKey, PropCheckImmunity, PropTraceContext, PropKeysList, PropTxID,
+		PropShardingKey, PropCheckImmunity, PropTraceContext, PropKeysList, PropTxID, PropClassicFlag,
 	} {
 		reserved[n] = true
 	}

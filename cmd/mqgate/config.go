@@ -97,6 +97,7 @@ var settings = []setting{
 	strSetting("remoting-addr", "classic remoting listen address; empty disables", func(c *node.Config) *string { return &c.RemotingAddr }),
 	strSetting("advertise-addr", "host:port that routes tell clients to dial; empty = the address the client dialed", func(c *node.Config) *string { return &c.AdvertiseAddr }),
 	durSetting("shutdown-timeout", "one deadline for the whole shutdown, fixed at the first signal", func(c *node.Config) *time.Duration { return &c.ShutdownTimeout }),
+	durSetting("drain-notice", "at shutdown, keep listeners open this long after health turns NOT_SERVING so proxies stop routing (part of shutdown-timeout)", func(c *node.Config) *time.Duration { return &c.DrainNotice }),
 	strSetting("tls-cert", "PEM certificate for the gRPC port (default: self-signed, kept in the data dir)", func(c *node.Config) *string { return &c.TLSCert }),
 	strSetting("tls-key", "PEM private key matching --tls-cert", func(c *node.Config) *string { return &c.TLSKey }),
 	strSetting("flush", "commit-log flush policy: async or sync (group commit)", func(c *node.Config) *string { return &c.Flush }),

@@ -11,6 +11,7 @@ type Gate struct {
 	once     sync.Once
 	ch       chan struct{}
 	inflight atomic.Int64
+	rejected atomic.Int64
 }
 
 // NewGate returns an accepting gate.
@@ -35,6 +36,7 @@ func (g *Gate) Draining() <-chan struct{} { return g.ch }
 // draining. Every true must be paired with Leave.
 func (g *Gate) Enter() bool {
 	if g.draining.Load() {
+		g.rejected.Add(1)
 		return false
 	}
 	g.inflight.Add(1)
@@ -46,3 +48,6 @@ func (g *Gate) Leave() { g.inflight.Add(-1) }
 
 // InFlight is the number of calls between Enter and Leave.
 func (g *Gate) InFlight() int64 { return g.inflight.Load() }
+
+// Rejected counts the calls Enter refused because of the drain.
+func (g *Gate) Rejected() int64 { return g.rejected.Load() }

@@ -25,6 +25,11 @@ type Config struct {
 	AdvertiseAddr string
 	// ShutdownTimeout bounds the whole shutdown from the first signal.
 	ShutdownTimeout time.Duration
+	// DrainNotice is how long, at shutdown, the listeners stay open after
+	// health turned NOT_SERVING and new calls are refused, so proxies stop
+	// routing here first. It is part of ShutdownTimeout (never more than
+	// half of what is left of it).
+	DrainNotice time.Duration
 	// TLSCert and TLSKey are PEM files; both empty means a self-signed
 	// certificate kept in the data dir.
 	TLSCert, TLSKey string
@@ -65,6 +70,7 @@ func Defaults() Config {
 		HTTPAddr:                  ":8080",
 		RemotingAddr:              ":9876",
 		ShutdownTimeout:           30 * time.Second,
+		DrainNotice:               2 * time.Second,
 		Flush:                     "async",
 		FlushInterval:             200 * time.Millisecond,
 		FlushTimeout:              2 * time.Second,
@@ -104,6 +110,9 @@ func (c Config) Validate() error {
 	checkAddr("advertise-addr", c.AdvertiseAddr, true)
 	if c.ShutdownTimeout <= 0 {
 		bad("shutdown-timeout", "must be positive, got %s", c.ShutdownTimeout)
+	}
+	if c.DrainNotice < 0 {
+		bad("drain-notice", "must not be negative, got %s", c.DrainNotice)
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		bad("tls-cert", "tls-cert and tls-key must be set together")

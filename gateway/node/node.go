@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync/atomic"
+	"time"
 
 	"github.com/mqgate/mqgate/broker"
 	"github.com/mqgate/mqgate/broker/txn"
@@ -66,6 +67,9 @@ type Node struct {
 	addrs    Addrs
 	ready    atomic.Bool
 	stopping atomic.Bool
+	// unobserve removes the store's and the gate's metric callbacks
+	// (observe.go) before the store closes.
+	unobserve func()
 }
 
 // Open starts a node. On error everything already started is stopped.
@@ -91,12 +95,20 @@ func Open(ctx context.Context, cfg Config, o Options) (*Node, error) {
 		StartFn: func(ctx context.Context) error {
 			t, err := telemetry.Setup(ctx, telemetry.Options{ServiceVersion: o.Version})
 			n.tel = t
+			if err == nil && t.Export != "" {
+				log.Info("OpenTelemetry export over OTLP", "export", t.Export)
+			}
 			return err
 		},
 		StopFn: func(ctx context.Context) error { return n.tel.Shutdown(ctx) },
 	})
 	n.add(o, lifecycle.Func{ComponentName: "storage", StartFn: n.startStorage,
-		StopFn: func(ctx context.Context) error { return n.store.Close(ctx) }})
+		StopFn: func(ctx context.Context) error {
+			if n.unobserve != nil {
+				n.unobserve()
+			}
+			return n.store.Close(ctx)
+		}})
 	n.add(o, lifecycle.Func{ComponentName: "broker", StartFn: n.startBroker,
 		StopFn: func(ctx context.Context) error { return n.broker.Close(ctx) }})
 	n.add(o, lifecycle.Func{ComponentName: "session",
@@ -112,6 +124,10 @@ func Open(ctx context.Context, cfg Config, o Options) (*Node, error) {
 	}
 	n.add(o, lifecycle.Func{ComponentName: "http", StartFn: n.startHTTP,
 		StopFn: func(ctx context.Context) error { return errors.Join(n.http.Stop(ctx), n.inproc.Close()) }})
+
+	// Registered last, so it is the first thing Shutdown waits for: health
+	// is already NOT_SERVING and new calls refused, listeners still open.
+	n.add(o, lifecycle.Func{ComponentName: "drain-notice", StopFn: n.drainNotice})
 
 	if err := n.owner.Start(ctx); err != nil {
 		return nil, err
@@ -171,11 +187,16 @@ func (n *Node) startStorage(ctx context.Context) error {
 }
 
 func (n *Node) startBroker(ctx context.Context) error {
-	b, err := broker.Open(ctx, broker.Config{AutoCreate: n.cfg.AutoCreate, Logger: n.log}, n.store)
+	b, err := broker.Open(ctx, broker.Config{AutoCreate: n.cfg.AutoCreate, Logger: n.log,
+		Tracers: n.brokerTracers(), Meters: n.tel.Meters}, n.store)
 	if err != nil {
 		return err
 	}
 	n.broker = b
+	n.unobserve, err = n.observe()
+	if err != nil {
+		return errors.Join(fmt.Errorf("store metrics: %w", err), b.Close(ctx))
+	}
 	return nil
 }
 
@@ -334,14 +355,47 @@ func (n *Node) Ready() error {
 
 // Shutdown drains and stops every component against ctx's deadline (fix it
 // once, at the first signal) and returns the report.
+//
+// Order: health NOT_SERVING and /readyz 503 first (proxies and probes
+// stop routing here), then the admission gate refuses new unary calls
+// (UNAVAILABLE: nothing happened, retry elsewhere) and parked long polls
+// wake and answer "no message"; then the drain notice (the first
+// component stopped, drainNotice) keeps the listeners open a moment so
+// proxies notice; then the components stop in reverse start order —
+// listeners close after their in-flight calls finish (or at the
+// deadline), then session, broker, store, telemetry.
 func (n *Node) Shutdown(ctx context.Context) lifecycle.Report {
 	n.stopping.Store(true)
+	if n.grpc != nil {
+		n.grpc.SetServing(false)
+	}
 	n.gate.StartDrain()
 	if n.broker != nil {
 		n.broker.Drain()
 	}
-	if n.grpc != nil {
-		n.grpc.SetServing(false)
-	}
 	return n.owner.Shutdown(ctx)
+}
+
+// drainNotice waits cfg.DrainNotice, but never more than half of what is
+// left of ctx's deadline (the rest of the shutdown needs it), while the
+// listeners stay open: new calls are already refused and health says
+// NOT_SERVING, so proxies and load balancers stop routing to this node
+// before its ports close.
+func (n *Node) drainNotice(ctx context.Context) error {
+	d := n.cfg.DrainNotice
+	if dl, ok := ctx.Deadline(); ok {
+		d = min(d, time.Until(dl)/2)
+	}
+	if d <= 0 {
+		return nil
+	}
+	n.log.Info("draining: health NOT_SERVING, new calls refused; listeners close after the drain notice", "notice", d.String())
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

@@ -19,7 +19,7 @@ import (
 
 // Properties of the classic wire that mqgate keeps in its own records.
 const (
-	propFlag    = "__MQG_FLAG" // non-zero user FLAG of a classic message
+	propFlag    = stored.PropClassicFlag // non-zero user FLAG of a classic message
 	propPopCK   = "POP_CK"
 	propCluster = "CLUSTER"
 	mqgPrefix   = "__MQG_"

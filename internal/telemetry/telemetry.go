@@ -7,58 +7,128 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/propagation"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 )
 
 // Options configure Setup.
 type Options struct {
 	ServiceName    string
 	ServiceVersion string
-	// SpanExporters receive every finished span (tests, OTLP).
+	// SpanExporters receive every finished span (tests). Spans are
+	// recorded when there is at least one, or when OTLP export is
+	// configured through the environment.
 	SpanExporters []sdktrace.SpanExporter
 }
 
 // Telemetry holds the providers. Components take what they need from it.
 type Telemetry struct {
-	Meters   *sdkmetric.MeterProvider
-	Tracers  *sdktrace.TracerProvider
+	Meters *sdkmetric.MeterProvider
+	// Tracers records spans only when they go somewhere (an OTLP endpoint
+	// or Options.SpanExporters); otherwise it is the no-op provider, so
+	// instrumented hot paths pay (almost) nothing. Trace context is still
+	// propagated either way.
+	Tracers trace.TracerProvider
+	// Tracing reports whether Tracers records spans. Code that would
+	// build span attributes checks it (or span.IsRecording) first.
+	Tracing  bool
 	Registry *prometheus.Registry
+	// Export describes where OTLP data goes ("" when nowhere), for the
+	// start-up log.
+	Export string
+
+	sdkTracers *sdktrace.TracerProvider
+	external   *externalMetrics
+}
+
+// Propagator is the W3C trace context + baggage propagator Setup installs
+// globally (otelgrpc and otelhttp read the global one).
+func Propagator() propagation.TextMapPropagator {
+	return propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
 }
 
 // Setup builds the providers. Call Shutdown last, after every component
 // that records into them has stopped.
+//
+// OTLP export follows the standard environment variables:
+// OTEL_EXPORTER_OTLP_ENDPOINT (or the _TRACES_/_METRICS_ variants) turns it
+// on; OTEL_EXPORTER_OTLP_PROTOCOL is http/protobuf (default) or grpc;
+// OTEL_TRACES_EXPORTER / OTEL_METRICS_EXPORTER = none turn one signal off;
+// OTEL_SDK_DISABLED=true turns both off. The exporters themselves read
+// headers, timeouts, TLS and compression (OTEL_EXPORTER_OTLP_*), the batch
+// span processor OTEL_BSP_*, the sampler OTEL_TRACES_SAMPLER[_ARG] and the
+// metric reader OTEL_METRIC_EXPORT_INTERVAL. /metrics (Prometheus) is
+// always served.
 func Setup(ctx context.Context, opts Options) (*Telemetry, error) {
 	if opts.ServiceName == "" {
 		opts.ServiceName = "mqgate"
 	}
-	res, err := resource.Merge(resource.Default(), resource.NewWithAttributes(semconv.SchemaURL,
-		semconv.ServiceName(opts.ServiceName), semconv.ServiceVersion(opts.ServiceVersion)))
+	// Attributes first, then the environment (OTEL_SERVICE_NAME,
+	// OTEL_RESOURCE_ATTRIBUTES), which wins.
+	res, err := resource.New(ctx,
+		resource.WithSchemaURL(semconv.SchemaURL),
+		resource.WithAttributes(semconv.ServiceName(opts.ServiceName), semconv.ServiceVersion(opts.ServiceVersion)),
+		resource.WithTelemetrySDK(),
+		resource.WithFromEnv())
 	if err != nil {
 		return nil, fmt.Errorf("telemetry resource: %w", err)
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	exp, err := otelprom.New(otelprom.WithRegisterer(reg))
+	exp, err := readExportConfig(os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+
+	t := &Telemetry{Registry: prometheus.NewRegistry(), external: newExternalMetrics()}
+	t.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	prom, err := otelprom.New(otelprom.WithRegisterer(t.Registry), otelprom.WithProducer(t.external))
 	if err != nil {
 		return nil, fmt.Errorf("prometheus exporter: %w", err)
 	}
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithResource(res), sdkmetric.WithReader(exp))
-	tpOpts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res)}
-	for _, e := range opts.SpanExporters {
-		tpOpts = append(tpOpts, sdktrace.WithBatcher(e))
+	mopts := []sdkmetric.Option{sdkmetric.WithResource(res), sdkmetric.WithReader(prom)}
+	if exp.metrics {
+		me, err := newMetricExporter(ctx, exp.metricsProtocol)
+		if err != nil {
+			return nil, err
+		}
+		mopts = append(mopts, sdkmetric.WithReader(sdkmetric.NewPeriodicReader(me, sdkmetric.WithProducer(t.external))))
 	}
-	tp := sdktrace.NewTracerProvider(tpOpts...)
-	return &Telemetry{Meters: mp, Tracers: tp, Registry: reg}, nil
+	t.Meters = sdkmetric.NewMeterProvider(mopts...)
+
+	spanExporters := append([]sdktrace.SpanExporter(nil), opts.SpanExporters...)
+	if exp.traces {
+		se, err := newSpanExporter(ctx, exp.tracesProtocol)
+		if err != nil {
+			_ = t.Meters.Shutdown(ctx)
+			return nil, err
+		}
+		spanExporters = append(spanExporters, se)
+	}
+	if len(spanExporters) > 0 {
+		tpOpts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res)}
+		for _, e := range spanExporters {
+			tpOpts = append(tpOpts, sdktrace.WithBatcher(e))
+		}
+		t.sdkTracers = sdktrace.NewTracerProvider(tpOpts...)
+		t.Tracers, t.Tracing = t.sdkTracers, true
+	} else {
+		t.Tracers = noop.NewTracerProvider()
+	}
+	t.Export = exp.describe()
+	otel.SetTextMapPropagator(Propagator())
+	return t, nil
 }
 
 // Meter returns a named meter.
@@ -72,9 +142,15 @@ func (t *Telemetry) MetricsHandler() http.Handler {
 	return promhttp.HandlerFor(t.Registry, promhttp.HandlerOpts{})
 }
 
-// Shutdown flushes and stops the providers.
+// Shutdown flushes and stops the providers (the last OTLP export happens
+// here).
 func (t *Telemetry) Shutdown(ctx context.Context) error {
-	return errors.Join(t.Tracers.Shutdown(ctx), t.Meters.Shutdown(ctx))
+	var errs []error
+	if t.sdkTracers != nil {
+		errs = append(errs, t.sdkTracers.Shutdown(ctx))
+	}
+	errs = append(errs, t.Meters.Shutdown(ctx))
+	return errors.Join(errs...)
 }
 
 // NewLogger returns a slog logger writing JSON or text at level, adding

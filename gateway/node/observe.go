@@ -1,0 +1,125 @@
+package node
+
+import (
+	"context"
+	"errors"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/mqgate/mqgate/internal/telemetry"
+	"github.com/mqgate/mqgate/storage"
+)
+
+// This file wires the metrics of the parts that must not import
+// OpenTelemetry themselves: the store (storage keeps its own counters and
+// latency histograms, read here at each collection) and the admission
+// gate. The broker records its own (broker/observe.go).
+
+const (
+	storeScope     = "github.com/mqgate/mqgate/storage"
+	admissionScope = "github.com/mqgate/mqgate/gateway/admission"
+)
+
+// brokerTracers is what the broker gets for spans: nil unless spans are
+// exported, so an unobserved hot path does not even start no-op spans.
+func (n *Node) brokerTracers() trace.TracerProvider {
+	if n.tel == nil || !n.tel.Tracing {
+		return nil
+	}
+	return n.tel.Tracers
+}
+
+// observe registers the store's and the gate's metrics; the returned
+// function removes them (called before the store closes).
+func (n *Node) observe() (remove func(), err error) {
+	st, tel := n.store, n.tel
+	removeAppend := tel.AddHistogram(telemetry.HistogramSource{
+		Scope: storeScope, Name: "mqgate.store.append.duration", Unit: "s",
+		Description: "Store Append calls, from the call to the answer (including the fsync wait with --flush sync)",
+		Snapshot:    func() telemetry.Histogram { return histogramOf(st.Stats().AppendLatency) },
+	})
+	removeFsync := tel.AddHistogram(telemetry.HistogramSource{
+		Scope: storeScope, Name: "mqgate.store.fsync.duration", Unit: "s",
+		Description: "Commit-log fsyncs",
+		Snapshot:    func() telemetry.Histogram { return histogramOf(st.Stats().FsyncLatency) },
+	})
+
+	m := tel.Meter(storeScope)
+	var errs []error
+	gauge := func(name, unit, desc string) metric.Int64ObservableGauge {
+		g, err := m.Int64ObservableGauge(name, metric.WithUnit(unit), metric.WithDescription(desc))
+		errs = append(errs, err)
+		return g
+	}
+	counter := func(name, unit, desc string) metric.Int64ObservableCounter {
+		c, err := m.Int64ObservableCounter(name, metric.WithUnit(unit), metric.WithDescription(desc))
+		errs = append(errs, err)
+		return c
+	}
+	flushLag := gauge("mqgate.store.flush.lag", "By", "Bytes written to the commit log but not yet fsynced (written − durable)")
+	dispatchLag := gauge("mqgate.store.dispatch.lag", "By", "Bytes written to the commit log but not yet visible in consume queues")
+	segments := gauge("mqgate.store.segments", "{segment}", "Commit-log segment files")
+	appends := counter("mqgate.store.appends", "{record}", "Records appended to the commit log (messages and mqgate's own records)")
+	appendBytes := counter("mqgate.store.append.size", "By", "Bytes appended to the commit log")
+	appendErrors := counter("mqgate.store.append.errors", "{call}", "Append calls that failed (nothing stored)")
+	flushTimeouts := counter("mqgate.store.flush.timeouts", "{call}", "Sync-mode appends answered before their fsync finished (stored, not yet durable)")
+	fsyncErrors := counter("mqgate.store.fsync.errors", "{fsync}", "Failed commit-log fsyncs")
+	rejections, err := tel.Meter(admissionScope).Int64ObservableCounter("mqgate.admission.rejections", metric.WithUnit("{request}"),
+		metric.WithDescription("Requests refused by admission, by mqgate.reason: draining (shutting down: nothing was done) or polling_full (too many parked receives)"))
+	errs = append(errs, err)
+	if err := errors.Join(errs...); err != nil {
+		removeAppend()
+		removeFsync()
+		return nil, err
+	}
+	draining := metric.WithAttributeSet(attribute.NewSet(attribute.String("mqgate.reason", "draining")))
+	pollingFull := metric.WithAttributeSet(attribute.NewSet(attribute.String("mqgate.reason", "polling_full")))
+	reg, err := m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		s := st.Stats()
+		o.ObserveInt64(flushLag, s.FlushLag)
+		o.ObserveInt64(dispatchLag, s.DispatchLag)
+		o.ObserveInt64(segments, int64(s.Segments))
+		o.ObserveInt64(appends, int64(s.Appends))
+		o.ObserveInt64(appendBytes, int64(s.AppendBytes))
+		o.ObserveInt64(appendErrors, int64(s.AppendErrors))
+		o.ObserveInt64(flushTimeouts, int64(s.FlushTimeouts))
+		o.ObserveInt64(fsyncErrors, int64(s.FsyncErrors))
+		return nil
+	}, flushLag, dispatchLag, segments, appends, appendBytes, appendErrors, flushTimeouts, fsyncErrors)
+	if err != nil {
+		removeAppend()
+		removeFsync()
+		return nil, err
+	}
+	regAdm, err := tel.Meter(admissionScope).RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		o.ObserveInt64(rejections, n.gate.Rejected(), draining)
+		if b := n.broker; b != nil {
+			o.ObserveInt64(rejections, b.PollingFullRejections(), pollingFull)
+		}
+		return nil
+	}, rejections)
+	if err != nil {
+		_ = reg.Unregister()
+		removeAppend()
+		removeFsync()
+		return nil, err
+	}
+	return func() {
+		_ = reg.Unregister()
+		_ = regAdm.Unregister()
+		removeAppend()
+		removeFsync()
+	}, nil
+}
+
+// histogramOf converts the store's power-of-two microsecond histogram to
+// seconds.
+func histogramOf(h storage.Histogram) telemetry.Histogram {
+	out := telemetry.Histogram{Bounds: make([]float64, len(h.UpperBounds)), Counts: h.Counts, Count: h.Count, Sum: h.Sum.Seconds()}
+	for i, b := range h.UpperBounds {
+		out.Bounds[i] = b.Seconds()
+	}
+	return out
+}

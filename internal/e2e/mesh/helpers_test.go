@@ -1,0 +1,435 @@
+package mesh
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	rmq "github.com/apache/rocketmq-clients/golang/v5"
+	"github.com/apache/rocketmq-clients/golang/v5/credentials"
+	pb "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
+	"google.golang.org/grpc"
+	grpccreds "google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/mqgate/mqgate/internal/testutil"
+)
+
+func TestMain(m *testing.M) {
+	// The official client logs to $user.home/logs/rocketmqlogs by default;
+	// keep its (warning) logs in a temporary directory.
+	dir, err := os.MkdirTemp("", "mqgate-mesh-client-logs-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Setenv(rmq.CLIENT_LOG_ROOT, dir)
+	os.Setenv(rmq.CLIENT_LOG_LEVEL, "warn")
+	rmq.ResetLogger()
+	code := m.Run()
+	if code != 0 {
+		fmt.Fprintf(os.Stderr, "official client logs kept in %s\n", dir)
+	} else {
+		os.RemoveAll(dir)
+	}
+	os.Exit(code)
+}
+
+// e2e skips in -short mode and under -race (the official Go client v5.1.3
+// races internally; see internal/e2e) and marks the test parallel.
+func e2e(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("end-to-end (starts the mqgate binary)")
+	}
+	if raceDetector && os.Getenv("MQGATE_E2E_RACE") == "" {
+		t.Skip("the official Go client v5.1.3 has internal data races; run the end-to-end tests without -race (set MQGATE_E2E_RACE=1 to run them anyway)")
+	}
+	t.Parallel()
+}
+
+var idSeq atomic.Int64
+
+func uniq(prefix string) string { return fmt.Sprintf("%s-%d-%d", prefix, os.Getpid(), idSeq.Add(1)) }
+
+// start runs mqgate without the remoting listener.
+func start(t *testing.T, o testutil.StartOptions) *testutil.Proc {
+	t.Helper()
+	o.NoRemoting = true
+	return testutil.Start(t, o)
+}
+
+// cli runs `mqgate <args> --server <grpc>` and fails the test unless it
+// exits 0.
+func cli(t *testing.T, grpcAddr string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(testutil.Binary(t), append(args, "--server", grpcAddr)...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("mqgate %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// clientConfig points the official client at addr only.
+func clientConfig(addr, group string) *rmq.Config {
+	// Credentials must be non-nil: v5.1.3 dereferences them in Sign.
+	return &rmq.Config{Endpoint: addr, ConsumerGroup: group, Credentials: &credentials.SessionCredentials{}}
+}
+
+func newProducer(t *testing.T, addr string, topics ...string) rmq.Producer {
+	t.Helper()
+	pr, err := rmq.NewProducer(clientConfig(addr, ""), rmq.WithTopics(topics...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pr.Start(); err != nil {
+		t.Fatalf("producer start: %v", err)
+	}
+	t.Cleanup(func() { _ = pr.GracefulStop() })
+	return pr
+}
+
+func newConsumer(t *testing.T, addr, group, topic string, await time.Duration) rmq.SimpleConsumer {
+	t.Helper()
+	c, err := rmq.NewSimpleConsumer(clientConfig(addr, group), rmq.WithSimpleAwaitDuration(await),
+		rmq.WithSimpleSubscriptionExpressions(map[string]*rmq.FilterExpression{topic: rmq.SUB_ALL}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatalf("consumer start: %v", err)
+	}
+	t.Cleanup(func() { _ = c.GracefulStop() })
+	return c
+}
+
+func isNoMessage(err error) bool {
+	e, ok := rmq.AsErrRpcStatus(err)
+	return ok && e.Code == int32(pb.Code_MESSAGE_NOT_FOUND)
+}
+
+// receiveAll receives and acks until every id in want arrived (or the
+// timeout passes) and returns what arrived: id → body.
+func receiveAll(t *testing.T, c rmq.SimpleConsumer, want map[string]bool, timeout time.Duration) map[string]string {
+	t.Helper()
+	got := map[string]string{}
+	deadline := time.Now().Add(timeout)
+	missing := func() int {
+		n := 0
+		for id := range want {
+			if _, ok := got[id]; !ok {
+				n++
+			}
+		}
+		return n
+	}
+	for missing() > 0 && time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		mvs, err := c.Receive(ctx, 32, 20*time.Second)
+		cancel()
+		if isNoMessage(err) {
+			continue
+		}
+		if err != nil {
+			t.Fatalf("receive: %v", err)
+		}
+		for _, mv := range mvs {
+			got[mv.GetMessageId()] = string(mv.GetBody())
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			if err := c.Ack(ctx, mv); err != nil {
+				t.Fatalf("ack %s: %v", mv.GetMessageId(), err)
+			}
+			cancel()
+		}
+	}
+	return got
+}
+
+// rawClient is a plain gRPC client on the official client's protocol
+// package, for calls the official client hides (QueryRoute's answer,
+// statuses, trace headers).
+type rawClient struct {
+	pb.MessagingServiceClient
+	conn *grpc.ClientConn
+	id   string
+}
+
+func dialRaw(t *testing.T, addr string, useTLS bool) *rawClient {
+	t.Helper()
+	creds := insecure.NewCredentials()
+	if useTLS {
+		creds = grpccreds.NewTLS(&tls.Config{InsecureSkipVerify: true})
+	}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return &rawClient{MessagingServiceClient: pb.NewMessagingServiceClient(conn), conn: conn, id: uniq("raw-client")}
+}
+
+// ctx is a call context carrying the client id and extra metadata pairs.
+func (r *rawClient) ctx(t *testing.T, d time.Duration, kv ...string) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return metadata.AppendToOutgoingContext(ctx, append([]string{"x-mq-client-id", r.id, "x-mq-language", "GO", "x-mq-protocol", "v2"}, kv...)...)
+}
+
+func res(name string) *pb.Resource { return &pb.Resource{Name: name} }
+
+// endpointsOf is the access point a client dialing addr sends.
+func endpointsOf(t *testing.T, addr string) *pb.Endpoints {
+	t.Helper()
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int32
+	fmt.Sscan(port, &n)
+	return &pb.Endpoints{Scheme: pb.AddressScheme_IPv4, Addresses: []*pb.Address{{Host: host, Port: n}}}
+}
+
+// httpDo sends a JSON request and returns the status and body.
+func httpDo(t *testing.T, method, url, body string, header ...string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// waitFor polls cond until it holds or timeout passes.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// freePort reserves a loopback port number (released before returning;
+// the caller binds it soon after).
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// proxy is an nginx process running deploy/nginx/nginx.conf.
+type proxy struct {
+	GRPC, HTTP string // the proxy's listen addresses
+	dir        string
+	cmd        *exec.Cmd
+	done       chan struct{}
+}
+
+// nginxBinary finds nginx, failing the test when it is missing unless
+// MQGATE_E2E_NO_NGINX=1 asks to skip.
+func nginxBinary(t *testing.T) string {
+	t.Helper()
+	if p, err := exec.LookPath("nginx"); err == nil {
+		return p
+	}
+	for _, p := range []string{"/usr/sbin/nginx", "/usr/local/sbin/nginx", "/usr/local/nginx/sbin/nginx"} {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("MQGATE_E2E_NO_NGINX") == "1" {
+		t.Skip("nginx is not installed and MQGATE_E2E_NO_NGINX=1: skipping the proxy test")
+	}
+	t.Fatal("nginx is not installed: the service-mesh tests run mqgate behind it. Install it (Debian: apt-get install -y nginx-light; .ci/run does) or set MQGATE_E2E_NO_NGINX=1 to skip these tests")
+	return ""
+}
+
+// startProxy runs nginx with the shipped configuration, its upstreams
+// pointing at grpcUpstream and httpUpstream, on free loopback ports, with
+// everything (pid, logs, temp files, certificate) under a temp directory.
+func startProxy(t *testing.T, grpcUpstream, httpUpstream string) *proxy {
+	t.Helper()
+	bin := nginxBinary(t)
+	dir := t.TempDir()
+	for _, d := range []string{"tls", "tmp"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeSelfSigned(t, filepath.Join(dir, "tls"))
+	src, err := os.ReadFile(filepath.Join(testutil.RepoRoot(), "deploy", "nginx", "nginx.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proxy{dir: dir, done: make(chan struct{}),
+		GRPC: fmt.Sprintf("127.0.0.1:%d", freePort(t)), HTTP: fmt.Sprintf("127.0.0.1:%d", freePort(t))}
+	userLine := ""
+	if os.Geteuid() == 0 {
+		// As root the workers would switch to www-data, which cannot read
+		// the test's temp directory: keep them as the current user.
+		u, err := user.Current()
+		if err != nil {
+			t.Fatal(err)
+		}
+		userLine = "user " + u.Username + ";\n"
+	}
+	tmp := filepath.Join(dir, "tmp")
+	conf := substitute(t, string(src), []struct{ from, to string }{
+		{"user www-data;\n", userLine},
+		{"worker_processes auto;", "worker_processes 1;"},
+		{"worker_connections 4096;", "worker_connections 512;"},
+		{"pid /run/nginx-mqgate.pid;", "pid " + filepath.Join(dir, "nginx.pid") + ";"},
+		{"error_log /var/log/nginx/mqgate-error.log warn;", "error_log " + filepath.Join(dir, "error.log") + " info;"},
+		{"access_log /var/log/nginx/mqgate-access.log;", "access_log " + filepath.Join(dir, "access.log") + ";"},
+		{"\nhttp {\n", "\nhttp {\n    client_body_temp_path " + tmp + "/body;\n    proxy_temp_path " + tmp + "/proxy;\n" +
+			"    fastcgi_temp_path " + tmp + "/fastcgi;\n    uwsgi_temp_path " + tmp + "/uwsgi;\n    scgi_temp_path " + tmp + "/scgi;\n"},
+		{"server mqgate:8081;", "server " + grpcUpstream + ";"},
+		{"server mqgate:8080;", "server " + httpUpstream + ";"},
+		{"listen 8081 ssl http2;", "listen " + p.GRPC + " ssl http2;"},
+		{"listen 8080;", "listen " + p.HTTP + ";"},
+		{"ssl_certificate /etc/nginx/tls/tls.crt;", "ssl_certificate " + filepath.Join(dir, "tls", "tls.crt") + ";"},
+		{"ssl_certificate_key /etc/nginx/tls/tls.key;", "ssl_certificate_key " + filepath.Join(dir, "tls", "tls.key") + ";"},
+	})
+	confPath := filepath.Join(dir, "nginx.conf")
+	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	check := exec.Command(bin, "-t", "-p", dir, "-c", confPath, "-e", filepath.Join(dir, "error.log"))
+	check.Stdout, check.Stderr = &out, &out
+	if err := check.Run(); err != nil {
+		t.Fatalf("nginx -t rejects deploy/nginx/nginx.conf: %v\n%s\n%s", err, out.String(), conf)
+	}
+	p.cmd = exec.Command(bin, "-p", dir, "-c", confPath, "-e", filepath.Join(dir, "error.log"), "-g", "daemon off;")
+	p.cmd.Stdout, p.cmd.Stderr = io.Discard, io.Discard
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = p.cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		// SIGQUIT: graceful stop of the master and its workers; then the
+		// whole process group of the nginx we started, if anything is left.
+		_ = p.cmd.Process.Signal(syscall.SIGQUIT)
+		select {
+		case <-p.done:
+		case <-time.After(10 * time.Second):
+			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+			<-p.done
+		}
+		if t.Failed() {
+			t.Logf("nginx error log:\n%s", p.file("error.log"))
+		}
+	})
+	for _, addr := range []string{p.GRPC, p.HTTP} {
+		waitFor(t, 10*time.Second, "nginx listening on "+addr, func() bool {
+			select {
+			case <-p.done:
+				t.Fatalf("nginx exited:\n%s", p.file("error.log"))
+			default:
+			}
+			c, err := net.DialTimeout("tcp", addr, time.Second)
+			if err == nil {
+				c.Close()
+			}
+			return err == nil
+		})
+	}
+	return p
+}
+
+func (p *proxy) file(name string) string {
+	b, _ := os.ReadFile(filepath.Join(p.dir, name))
+	return string(b)
+}
+
+// accessCount counts access-log lines whose request mentions path.
+func (p *proxy) accessCount(path string) int {
+	n := 0
+	for _, l := range strings.Split(p.file("access.log"), "\n") {
+		if strings.Contains(l, path) {
+			n++
+		}
+	}
+	return n
+}
+
+// substitute applies each replacement exactly once, failing when the
+// shipped file no longer has the text (so the test always runs that file).
+func substitute(t *testing.T, s string, reps []struct{ from, to string }) string {
+	t.Helper()
+	for _, r := range reps {
+		if n := strings.Count(s, r.from); n != 1 {
+			t.Fatalf("deploy/nginx/nginx.conf has %d occurrences of %q, want 1: update the test with the file", n, r.from)
+		}
+		s = strings.Replace(s, r.from, r.to, 1)
+	}
+	return s
+}
+
+// writeSelfSigned writes tls.crt and tls.key (clients do not verify).
+func writeSelfSigned(t *testing.T, dir string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "mqgate-mesh-test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "tls.crt"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "tls.key"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}

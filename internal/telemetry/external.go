@@ -1,0 +1,111 @@
+package telemetry
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/sdk/instrumentation"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+)
+
+// Histogram is a cumulative histogram aggregated elsewhere (the store
+// keeps its own latency histograms without importing OpenTelemetry).
+// Counts has one more element than Bounds: Counts[i] counts values up to
+// Bounds[i], the last one everything above.
+type Histogram struct {
+	Bounds []float64
+	Counts []uint64
+	Count  uint64
+	Sum    float64
+}
+
+// HistogramSource describes one externally aggregated histogram. Snapshot
+// is called at every collection (a /metrics scrape, an OTLP export) and
+// must be cheap and safe for concurrent use.
+type HistogramSource struct {
+	// Scope is the instrumentation scope (usually the package path).
+	Scope       string
+	Name        string
+	Unit        string
+	Description string
+	Attributes  []attribute.KeyValue
+	Snapshot    func() Histogram
+}
+
+// externalMetrics is an sdk/metric Producer: both readers (Prometheus and
+// OTLP) pull its histograms beside the SDK's own instruments.
+type externalMetrics struct {
+	mu      sync.Mutex
+	sources []*registeredSource
+}
+
+type registeredSource struct {
+	HistogramSource
+	start time.Time
+	attrs attribute.Set
+}
+
+func newExternalMetrics() *externalMetrics { return &externalMetrics{} }
+
+// AddHistogram exports src until the returned function is called.
+func (t *Telemetry) AddHistogram(src HistogramSource) (remove func()) {
+	rs := &registeredSource{HistogramSource: src, start: time.Now(), attrs: attribute.NewSet(src.Attributes...)}
+	m := t.external
+	m.mu.Lock()
+	m.sources = append(m.sources, rs)
+	m.mu.Unlock()
+	return func() {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		for i, s := range m.sources {
+			if s == rs {
+				m.sources = append(m.sources[:i:i], m.sources[i+1:]...)
+				return
+			}
+		}
+	}
+}
+
+// Produce implements sdk/metric.Producer.
+func (m *externalMetrics) Produce(context.Context) ([]metricdata.ScopeMetrics, error) {
+	m.mu.Lock()
+	sources := append([]*registeredSource(nil), m.sources...)
+	m.mu.Unlock()
+	if len(sources) == 0 {
+		return nil, nil
+	}
+	now := time.Now()
+	byScope := map[string]int{}
+	var out []metricdata.ScopeMetrics
+	for _, s := range sources {
+		h := s.Snapshot()
+		if len(h.Counts) != len(h.Bounds)+1 {
+			continue // malformed: never export a lie
+		}
+		// The source's counters are read one by one while writers go on:
+		// make the total agree with the buckets.
+		h.Count = 0
+		for _, c := range h.Counts {
+			h.Count += c
+		}
+		i, ok := byScope[s.Scope]
+		if !ok {
+			i = len(out)
+			byScope[s.Scope] = i
+			out = append(out, metricdata.ScopeMetrics{Scope: instrumentation.Scope{Name: s.Scope}})
+		}
+		out[i].Metrics = append(out[i].Metrics, metricdata.Metrics{
+			Name: s.Name, Description: s.Description, Unit: s.Unit,
+			Data: metricdata.Histogram[float64]{
+				Temporality: metricdata.CumulativeTemporality,
+				DataPoints: []metricdata.HistogramDataPoint[float64]{{
+					Attributes: s.attrs, StartTime: s.start, Time: now,
+					Count: h.Count, Bounds: h.Bounds, BucketCounts: h.Counts, Sum: h.Sum,
+				}},
+			},
+		})
+	}
+	return out, nil
+}

@@ -1,0 +1,161 @@
+package telemetry
+
+import (
+	"context"
+	"io"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+)
+
+func TestReadExportConfig(t *testing.T) {
+	for _, tc := range []struct {
+		name            string
+		env             map[string]string
+		traces, metrics bool
+		tProto, mProto  string
+		wantErr         string
+	}{
+		{name: "nothing set: no OTLP"},
+		{name: "endpoint: both, http/protobuf by default",
+			env:    map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"},
+			traces: true, metrics: true, tProto: protoHTTP, mProto: protoHTTP},
+		{name: "grpc protocol",
+			env:    map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4317", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"},
+			traces: true, metrics: true, tProto: protoGRPC, mProto: protoGRPC},
+		{name: "signal protocol wins",
+			env:    map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4317", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL": "http/protobuf"},
+			traces: true, metrics: true, tProto: protoGRPC, mProto: protoHTTP},
+		{name: "traces only by signal endpoint",
+			env:    map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://c:4318/v1/traces"},
+			traces: true, tProto: protoHTTP},
+		{name: "metrics none",
+			env:    map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_METRICS_EXPORTER": "none"},
+			traces: true, tProto: protoHTTP},
+		{name: "metrics prometheus means /metrics only",
+			env: map[string]string{"OTEL_METRICS_EXPORTER": "prometheus"}},
+		{name: "explicit otlp without endpoint uses the default endpoint",
+			env:    map[string]string{"OTEL_TRACES_EXPORTER": "otlp"},
+			traces: true, tProto: protoHTTP},
+		{name: "sdk disabled",
+			env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_SDK_DISABLED": "true"}},
+		{name: "unsupported exporter",
+			env: map[string]string{"OTEL_TRACES_EXPORTER": "zipkin"}, wantErr: `OTEL_TRACES_EXPORTER="zipkin"`},
+		{name: "unsupported protocol",
+			env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"}, wantErr: `"http/json"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := readExportConfig(func(k string) string { return tc.env[k] })
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want one containing %s", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.traces != tc.traces || c.metrics != tc.metrics || c.tracesProtocol != tc.tProto || c.metricsProtocol != tc.mProto {
+				t.Fatalf("got %+v", c)
+			}
+		})
+	}
+}
+
+func clearOTelEnv(t *testing.T) {
+	for _, k := range []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+		"OTEL_TRACES_EXPORTER", "OTEL_METRICS_EXPORTER", "OTEL_SDK_DISABLED"} {
+		t.Setenv(k, "")
+	}
+}
+
+// Without an exporter nothing records spans (the hot paths pay nothing),
+// but W3C trace context still propagates.
+func TestSetupWithoutExportRecordsNothing(t *testing.T) {
+	clearOTelEnv(t)
+	tel, err := Setup(context.Background(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tel.Shutdown(context.Background())
+	if tel.Tracing || tel.Export != "" {
+		t.Fatalf("tracing %v, export %q without any exporter", tel.Tracing, tel.Export)
+	}
+	carrier := propagation.MapCarrier{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
+	ctx := otel.GetTextMapPropagator().Extract(context.Background(), carrier)
+	ctx, sp := tel.Tracer("t").Start(ctx, "x")
+	defer sp.End()
+	if sp.IsRecording() {
+		t.Fatal("a span records without an exporter")
+	}
+	out := propagation.MapCarrier{}
+	otel.GetTextMapPropagator().Inject(ctx, out)
+	if !strings.Contains(out["traceparent"], "4bf92f3577b34da6a3ce929d0e0e4736") {
+		t.Fatalf("trace context not propagated: %v", out)
+	}
+}
+
+func TestSetupWithSpanExporterRecords(t *testing.T) {
+	clearOTelEnv(t)
+	exp := tracetest.NewInMemoryExporter()
+	tel, err := Setup(context.Background(), Options{SpanExporters: []sdktrace.SpanExporter{exp}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, sp := tel.Tracer("t").Start(context.Background(), "recorded")
+	if !tel.Tracing || !sp.IsRecording() {
+		t.Fatal("spans do not record with an exporter")
+	}
+	sp.End()
+	defer tel.Shutdown(context.Background())
+	if err := tel.Tracers.(*sdktrace.TracerProvider).ForceFlush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := exp.GetSpans(); len(got) != 1 || got[0].Name != "recorded" {
+		t.Fatalf("exported %v", got)
+	}
+}
+
+// External histograms (the store's) appear on /metrics with their
+// buckets, and disappear when removed.
+func TestExternalHistogramOnMetrics(t *testing.T) {
+	clearOTelEnv(t)
+	tel, err := Setup(context.Background(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tel.Shutdown(context.Background())
+	remove := tel.AddHistogram(HistogramSource{Scope: "test", Name: "mqgate.test.duration", Unit: "s", Description: "test",
+		Snapshot: func() Histogram {
+			return Histogram{Bounds: []float64{0.001, 0.002}, Counts: []uint64{3, 2, 1}, Count: 99, Sum: 0.5}
+		}})
+	body := scrape(t, tel)
+	for _, want := range []string{
+		`mqgate_test_duration_seconds_bucket{otel_scope_name="test",otel_scope_schema_url="",otel_scope_version="",le="0.001"} 3`,
+		`mqgate_test_duration_seconds_bucket{otel_scope_name="test",otel_scope_schema_url="",otel_scope_version="",le="0.002"} 5`,
+		`le="+Inf"} 6`,
+		`mqgate_test_duration_seconds_count{otel_scope_name="test",otel_scope_schema_url="",otel_scope_version=""} 6`,
+		`mqgate_test_duration_seconds_sum{otel_scope_name="test",otel_scope_schema_url="",otel_scope_version=""} 0.5`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	remove()
+	if strings.Contains(scrape(t, tel), "mqgate_test_duration") {
+		t.Error("a removed histogram is still exported")
+	}
+}
+
+func scrape(t *testing.T, tel *Telemetry) string {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	tel.MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	b, _ := io.ReadAll(rec.Body)
+	return string(b)
+}
