@@ -4,6 +4,9 @@
 // and offsets. It speaks Go types only (broker/model); every error it
 // returns carries an mqerr.Kind.
 //
+// Spans (produce.Send → store.Append, pop.Receive, pop.Ack) and metrics
+// are observe.go's; they use the OpenTelemetry API only, never its SDK.
+//
 // broker must not import gen/, grpc, protobuf or any gateway package; it
 // reaches storage through the narrow capabilities storage exposes.
 package broker

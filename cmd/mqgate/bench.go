@@ -29,7 +29,7 @@ import (
 	v2 "github.com/mqgate/mqgate/gen/apache/rocketmq/v2"
 )
 
-const benchUsage = `Usage: mqgate bench produce|consume|e2e [flags]
+const benchUsage = `Usage: mqgate bench produce|consume|e2e|http|remoting [flags]
 
 Measures mqgate against a plain gRPC echo server (same calls, same payloads,
 no work) started in the same run, and prints each figure as a ratio to it.
@@ -39,6 +39,8 @@ data dir) so it can also measure the server's CPU per message.
   produce  N producers on N connections, one message per SendMessage call
   consume  receive (batch 32) + one batched ack per batch from a backlog
   e2e      send at a fixed rate while consumers long-poll; send→receive latency
+  http     produce over gRPC, then over REST (HTTP/1.1 keep-alive), same server
+  remoting produce over gRPC, then over classic remoting, same server
 
 `
 
@@ -87,7 +89,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return 2
 	}
 	switch o.mode {
-	case "produce", "consume", "e2e":
+	case "produce", "consume", "e2e", "http", "remoting":
 	default:
 		fmt.Fprintf(stderr, "mqgate bench: unknown mode %q\n\n%s", o.mode, benchUsage)
 		return 2
@@ -155,7 +157,11 @@ func printBench(w io.Writer, o benchOpts, r benchResult) {
 	}
 	row(r.Mqgate)
 	if r.Echo != nil {
-		fmt.Fprintf(w, "ratio mqgate/echo msgs/s: %.2f\n", r.Ratio)
+		base := "echo"
+		if r.Mode == "http" || r.Mode == "remoting" {
+			base = "grpc"
+		}
+		fmt.Fprintf(w, "ratio %s/%s msgs/s: %.2f\n", r.Mqgate.Target, base, r.Ratio)
 	}
 	if r.Mqgate.RSSAnonMiB > 0 {
 		fmt.Fprintf(w, "mqgate anonymous (non-file-backed) memory after the run: %.1f MiB\n", r.Mqgate.RSSAnonMiB)
@@ -170,9 +176,10 @@ func randHex(n int) string {
 
 // child is a process bench started.
 type child struct {
-	cmd  *exec.Cmd
-	addr string
-	dir  string
+	cmd            *exec.Cmd
+	addr           string
+	http, remoting string
+	dir            string
 }
 
 func (c *child) stop() {
@@ -215,7 +222,7 @@ func startEcho(size int) (*child, error) {
 	return &child{cmd: cmd, addr: strings.TrimSpace(line)}, nil
 }
 
-func startMqgate(flush string) (*child, error) {
+func startMqgate(flush string, remoting bool) (*child, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -224,8 +231,12 @@ func startMqgate(flush string) (*child, error) {
 	if err != nil {
 		return nil, err
 	}
+	remAddr := ""
+	if remoting {
+		remAddr = "127.0.0.1:0"
+	}
 	cmd := exec.Command(self, "serve", "--data-dir", filepath.Join(dir, "data"), "--grpc-addr", "127.0.0.1:0",
-		"--http-addr", "127.0.0.1:0", "--remoting-addr", "", "--flush", flush, "--auto-create", "--log-level", "info",
+		"--http-addr", "127.0.0.1:0", "--remoting-addr", remAddr, "--flush", flush, "--auto-create", "--log-level", "info",
 		"--log-format", "json", "--segment-size", "256MiB")
 	errp, err := cmd.StderrPipe()
 	if err != nil {
@@ -244,6 +255,8 @@ func startMqgate(flush string) (*child, error) {
 		}
 		if m["msg"] == "mqgate ready" {
 			c.addr, _ = m["grpc"].(string)
+			c.http, _ = m["http"].(string)
+			c.remoting, _ = m["remoting"].(string)
 			go func() { _, _ = io.Copy(io.Discard, errp) }()
 			return c, nil
 		}
@@ -290,6 +303,18 @@ func rssAnonMiB(pid int) float64 {
 
 func runBench(ctx context.Context, o benchOpts, log io.Writer) (benchResult, error) {
 	res := benchResult{Mode: o.mode}
+	if o.mode == "http" || o.mode == "remoting" {
+		if o.server != "" {
+			return res, fmt.Errorf("%s mode starts its own mqgate (it needs its HTTP and remoting addresses); drop --server", o.mode)
+		}
+		srv, err := startMqgate(o.flush, o.mode == "remoting")
+		if err != nil {
+			return res, err
+		}
+		defer srv.stop()
+		fmt.Fprintf(log, "bench: mqgate gRPC at %s\n", srv.addr)
+		return benchOtherProtocol(ctx, o, srv, srv.addr, srv.cmd.Process.Pid, log)
+	}
 	var echo *child
 	if o.mode != "e2e" {
 		var err error
@@ -301,7 +326,7 @@ func runBench(ctx context.Context, o benchOpts, log io.Writer) (benchResult, err
 	}
 	target, pid := o.server, o.serverPID
 	if target == "" {
-		srv, err := startMqgate(o.flush)
+		srv, err := startMqgate(o.flush, false)
 		if err != nil {
 			return res, err
 		}

@@ -14,7 +14,7 @@ func TestBenchRuns(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts servers")
 	}
-	for _, mode := range []string{"produce", "consume", "e2e"} {
+	for _, mode := range []string{"produce", "consume", "e2e", "http", "remoting"} {
 		t.Run(mode, func(t *testing.T) {
 			out, err := exec.Command(testutil.Binary(t), "bench", mode, "--json", "--duration", "400ms", "--warmup", "0s",
 				"--producers", "2", "--consumers", "2", "--backlog", "2000", "--rate", "200").Output()

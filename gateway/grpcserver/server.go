@@ -25,6 +25,7 @@ import (
 
 	"github.com/mqgate/mqgate/gateway/admission"
 	"github.com/mqgate/mqgate/gateway/session"
+	v2 "github.com/mqgate/mqgate/gen/apache/rocketmq/v2"
 )
 
 // MaxRecvMsgSize accepts a 4 MiB body plus envelope, and batches (spec §1.3).
@@ -201,12 +202,28 @@ func ClientID(ctx context.Context) string {
 	return ci.clientID
 }
 
+// finishesWork lists the unary methods drainUnary lets through.
+var finishesWork = map[string]bool{
+	"/grpc.health.v1.Health/Check":                                     true,
+	v2.MessagingService_AckMessage_FullMethodName:                      true,
+	v2.MessagingService_ChangeInvisibleDuration_FullMethodName:         true,
+	v2.MessagingService_ForwardMessageToDeadLetterQueue_FullMethodName: true,
+	v2.MessagingService_EndTransaction_FullMethodName:                  true,
+	v2.MessagingService_Heartbeat_FullMethodName:                       true,
+	v2.MessagingService_NotifyClientTermination_FullMethodName:         true,
+}
+
 // drainUnary refuses new unary calls once draining starts: UNAVAILABLE
 // promises that nothing happened, so clients and proxies retry elsewhere.
 // Health checks pass through so probes see NOT_SERVING.
+//
+// Calls that finish work already handed out — acks, invisibility changes,
+// dead-lettering, transaction resolutions, heartbeats and goodbyes — still
+// pass while draining: refusing them would only turn messages the client
+// has processed into duplicates after the restart.
 func drainUnary(g *admission.Gate) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-		if info.FullMethod == "/grpc.health.v1.Health/Check" {
+		if finishesWork[info.FullMethod] {
 			return h(ctx, req)
 		}
 		if !g.Enter() {

@@ -93,7 +93,7 @@ func Open(ctx context.Context, cfg Config, o Options) (*Node, error) {
 	n.add(o, lifecycle.Func{ComponentName: "goroutines", StopFn: n.group.Shutdown})
 	n.add(o, lifecycle.Func{ComponentName: "telemetry",
 		StartFn: func(ctx context.Context) error {
-			t, err := telemetry.Setup(ctx, telemetry.Options{ServiceVersion: o.Version})
+			t, err := telemetry.Setup(ctx, telemetry.Options{ServiceVersion: o.Version, Logger: log})
 			n.tel = t
 			if err == nil && t.Export != "" {
 				log.Info("OpenTelemetry export over OTLP", "export", t.Export)

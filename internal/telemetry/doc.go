@@ -6,7 +6,8 @@
 // nothing), the global W3C trace-context + baggage propagator, histograms
 // aggregated outside OpenTelemetry (the store's latencies, external.go),
 // and a logger that carries the trace and span ids of the context it logs
-// with.
+// with. The final OTLP export at Shutdown gets at most 5 s of the shutdown
+// deadline, and its failure is logged rather than failing the shutdown.
 //
 // Files: telemetry.go (Setup, providers, logger), otlp.go (which signals
 // go over OTLP, and how), external.go (the Producer for external

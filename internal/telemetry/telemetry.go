@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -32,6 +33,9 @@ type Options struct {
 	// recorded when there is at least one, or when OTLP export is
 	// configured through the environment.
 	SpanExporters []sdktrace.SpanExporter
+	// Logger receives OpenTelemetry's own errors (a collector that cannot
+	// be reached); nil: slog.Default().
+	Logger *slog.Logger
 }
 
 // Telemetry holds the providers. Components take what they need from it.
@@ -52,7 +56,12 @@ type Telemetry struct {
 
 	sdkTracers *sdktrace.TracerProvider
 	external   *externalMetrics
+	log        *slog.Logger
 }
+
+// flushBudget bounds the final export at Shutdown: an unreachable
+// collector must not hold the process until the shutdown deadline.
+const flushBudget = 5 * time.Second
 
 // Propagator is the W3C trace context + baggage propagator Setup installs
 // globally (otelgrpc and otelhttp read the global one).
@@ -91,7 +100,11 @@ func Setup(ctx context.Context, opts Options) (*Telemetry, error) {
 		return nil, err
 	}
 
-	t := &Telemetry{Registry: prometheus.NewRegistry(), external: newExternalMetrics()}
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	t := &Telemetry{Registry: prometheus.NewRegistry(), external: newExternalMetrics(), log: log}
 	t.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	prom, err := otelprom.New(otelprom.WithRegisterer(t.Registry), otelprom.WithProducer(t.external))
 	if err != nil {
@@ -128,6 +141,9 @@ func Setup(ctx context.Context, opts Options) (*Telemetry, error) {
 	}
 	t.Export = exp.describe()
 	otel.SetTextMapPropagator(Propagator())
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+		log.Warn("OpenTelemetry error", "err", err)
+	}))
 	return t, nil
 }
 
@@ -142,15 +158,22 @@ func (t *Telemetry) MetricsHandler() http.Handler {
 	return promhttp.HandlerFor(t.Registry, promhttp.HandlerOpts{})
 }
 
-// Shutdown flushes and stops the providers (the last OTLP export happens
-// here).
+// Shutdown flushes and stops the providers: the last OTLP export happens
+// here, within flushBudget of ctx. A failed export is logged, not
+// returned: lost telemetry does not make a shutdown unclean (and a
+// collector that is down must not cost the whole shutdown deadline).
 func (t *Telemetry) Shutdown(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, flushBudget)
+	defer cancel()
 	var errs []error
 	if t.sdkTracers != nil {
 		errs = append(errs, t.sdkTracers.Shutdown(ctx))
 	}
 	errs = append(errs, t.Meters.Shutdown(ctx))
-	return errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		t.log.Warn("OpenTelemetry: the final export failed; telemetry since the previous export is lost", "err", err)
+	}
+	return nil
 }
 
 // NewLogger returns a slog logger writing JSON or text at level, adding

@@ -3,14 +3,19 @@ package telemetry
 import (
 	"context"
 	"io"
+	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	colmetricspb "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"google.golang.org/protobuf/proto"
 )
 
 func TestReadExportConfig(t *testing.T) {
@@ -158,4 +163,46 @@ func scrape(t *testing.T, tel *Telemetry) string {
 	tel.MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	b, _ := io.ReadAll(rec.Body)
 	return string(b)
+}
+
+// With only OTEL_EXPORTER_OTLP_ENDPOINT set, traces and metrics go out over
+// OTLP/HTTP (the default protocol) to /v1/traces and /v1/metrics, flushed
+// at Shutdown.
+func TestOTLPHTTPExportByDefault(t *testing.T) {
+	clearOTelEnv(t)
+	var mu sync.Mutex
+	got := map[string][]byte{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		got[r.URL.Path] = append(got[r.URL.Path], b...)
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/x-protobuf")
+	}))
+	defer srv.Close()
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", srv.URL)
+	tel, err := Setup(context.Background(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !tel.Tracing || !strings.Contains(tel.Export, "http/protobuf") {
+		t.Fatalf("tracing %v, export %q", tel.Tracing, tel.Export)
+	}
+	_, sp := tel.Tracer("t").Start(context.Background(), "exported-span")
+	sp.End()
+	c, _ := tel.Meter("t").Int64Counter("mqgate.test.counter")
+	c.Add(context.Background(), 1)
+	if err := tel.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	var traces coltracepb.ExportTraceServiceRequest
+	if err := proto.Unmarshal(got["/v1/traces"], &traces); err != nil || !strings.Contains(traces.String(), "exported-span") {
+		t.Errorf("/v1/traces: %v %v", err, traces.String())
+	}
+	var metrics colmetricspb.ExportMetricsServiceRequest
+	if err := proto.Unmarshal(got["/v1/metrics"], &metrics); err != nil || !strings.Contains(metrics.String(), "mqgate.test.counter") {
+		t.Errorf("/v1/metrics: %v %.300s", err, metrics.String())
+	}
 }

@@ -98,7 +98,7 @@ func Start(t testing.TB, o StartOptions) *Proc {
 		o.DataDir = t.TempDir()
 	}
 	args := []string{"serve", "--data-dir", o.DataDir, "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0",
-		"--log-format", "json", "--log-level", "debug"}
+		"--log-format", "json", "--log-level", "debug", "--drain-notice", "0s"}
 	if o.NoRemoting {
 		args = append(args, "--remoting-addr", "")
 	} else {

@@ -18,7 +18,10 @@ import (
 	"github.com/mqgate/mqgate/internal/testutil"
 )
 
-var parkedRE = regexp.MustCompile(`(?m)^mqgate_polls_parked\{[^}]*\} (\d+)`)
+var (
+	parkedRE   = regexp.MustCompile(`(?m)^mqgate_polls_parked\{[^}]*\} (\d+)`)
+	rejectedRE = regexp.MustCompile(`(?m)^mqgate_admission_rejections_total\{mqgate_reason="draining"[^}]*\} (\d+)`)
+)
 
 // parked reads the parked-polls gauge from /metrics.
 func parked(t *testing.T, p *testutil.Proc) int {
@@ -119,6 +122,10 @@ func TestDrainOnSIGTERM(t *testing.T) {
 	}
 	if code, body := httpDo(t, "GET", "http://"+p.HTTP+"/readyz", ""); code != 503 {
 		t.Fatalf("/readyz during the drain notice: %d %s, want 503", code, body)
+	}
+	_, metrics := httpDo(t, "GET", "http://"+p.HTTP+"/metrics", "")
+	if m := rejectedRE.FindStringSubmatch(metrics); m == nil || m[1] == "0" {
+		t.Fatalf("the refused send is not counted as a draining admission rejection:\n%s", rejectedRE.FindString(metrics))
 	}
 	if time.Since(sigterm) >= notice {
 		t.Fatalf("the checks above took longer than the %s notice; they prove nothing", notice)
