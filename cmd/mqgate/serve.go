@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 	"time"
 
@@ -37,6 +38,12 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	log := telemetry.NewLogger(stderr, cfg.LogLevel, cfg.LogFormat)
+	// Diagnostic hook for performance work: profile the whole run.
+	if path := os.Getenv("MQGATE_TEST_CPUPROFILE"); path != "" {
+		if f, err := os.Create(path); err == nil && pprof.StartCPUProfile(f) == nil {
+			defer func() { pprof.StopCPUProfile(); f.Close() }()
+		}
+	}
 	for _, w := range warnings {
 		log.Warn(w)
 	}

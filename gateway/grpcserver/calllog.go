@@ -33,30 +33,35 @@ func lastValue(ctx context.Context, key string) string {
 	return ""
 }
 
-// withCallInfo stores the call's ids in ctx. It reports whether the
-// request id was minted here (the client sent none), in which case the
-// response header tells the client which id to quote.
-func withCallInfo(ctx context.Context) (context.Context, *callInfo, bool) {
+// withCallInfo stores the call's ids in ctx. A request id is minted only
+// when something asks for one and the client sent none (the official
+// clients always send x-mq-request-id; REST echoes its own).
+func withCallInfo(ctx context.Context) (context.Context, *callInfo) {
 	ci := &callInfo{requestID: lastValue(ctx, "x-mq-request-id"), clientID: lastValue(ctx, "x-mq-client-id")}
 	if ci.requestID == "" {
 		ci.requestID = lastValue(ctx, "x-request-id")
 	}
-	minted := false
-	if ci.requestID == "" || len(ci.requestID) > 128 {
-		var b [8]byte
-		_, _ = rand.Read(b[:])
-		ci.requestID = hex.EncodeToString(b[:])
-		minted = true
+	if len(ci.requestID) > 128 {
+		ci.requestID = ""
 	}
-	return context.WithValue(ctx, callInfoKey{}, ci), ci, minted
+	return context.WithValue(ctx, callInfoKey{}, ci), ci
+}
+
+// id returns the request id, minting one on first use.
+func (ci *callInfo) id() string {
+	ci.once.Do(func() {
+		if ci.requestID == "" {
+			var b [8]byte
+			_, _ = rand.Read(b[:])
+			ci.requestID = hex.EncodeToString(b[:])
+		}
+	})
+	return ci.requestID
 }
 
 func callLogUnary(log *slog.Logger) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-		ctx, ci, minted := withCallInfo(ctx)
-		if minted {
-			_ = grpc.SetHeader(ctx, metadata.Pairs("x-request-id", ci.requestID))
-		}
+		ctx, ci := withCallInfo(ctx)
 		start := time.Now()
 		resp, err := h(ctx, req)
 		logCall(ctx, log, info.FullMethod, ci, start, resp, err)
@@ -73,10 +78,7 @@ func (c callStream) Context() context.Context { return c.ctx }
 
 func callLogStream(log *slog.Logger) grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-		ctx, ci, minted := withCallInfo(ss.Context())
-		if minted {
-			_ = ss.SetHeader(metadata.Pairs("x-request-id", ci.requestID))
-		}
+		ctx, ci := withCallInfo(ss.Context())
 		start := time.Now()
 		err := h(srv, callStream{ServerStream: ss, ctx: ctx})
 		logCall(ctx, log, info.FullMethod, ci, start, nil, err)
@@ -101,7 +103,7 @@ func logCall(ctx context.Context, log *slog.Logger, method string, ci *callInfo,
 		slog.String("grpc.method", method),
 		slog.String("grpc.code", code.String()),
 		slog.Duration("elapsed", time.Since(start)),
-		slog.String("request_id", ci.requestID),
+		slog.String("request_id", ci.id()),
 	}
 	if ci.clientID != "" {
 		attrs = append(attrs, slog.String("client_id", ci.clientID))

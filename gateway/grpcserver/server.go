@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"runtime"
 	"runtime/debug"
+	"sync"
 	"time"
 
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
@@ -105,6 +107,10 @@ func New(o Options) *Server {
 		recovery.StreamServerInterceptor(recoverOpt),
 	}
 	sopts := []grpc.ServerOption{
+		// A fixed pool of stream workers serves RPCs on goroutines whose
+		// stacks have already grown to the depth of the interceptor chain;
+		// a fresh goroutine per RPC spent ~12% of the CPU in stack growth.
+		grpc.NumStreamWorkers(uint32(4 * runtime.GOMAXPROCS(0))),
 		grpc.MaxRecvMsgSize(MaxRecvMsgSize),
 		grpc.KeepaliveParams(kasp),
 		grpc.KeepaliveEnforcementPolicy(kaep),
@@ -178,6 +184,7 @@ type callInfoKey struct{}
 // callInfo is what the outermost interceptor reads from the metadata once
 // per call.
 type callInfo struct {
+	once      sync.Once
 	requestID string
 	// clientID is the last x-mq-client-id value (headers repeat on client
 	// retries, spec §1.5).
@@ -190,7 +197,7 @@ func RequestID(ctx context.Context) string {
 	if ci == nil {
 		return ""
 	}
-	return ci.requestID
+	return ci.id()
 }
 
 // ClientID returns the caller's x-mq-client-id (its last value), or "".
