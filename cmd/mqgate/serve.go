@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"runtime/pprof"
@@ -63,7 +64,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		n, err := node.Open(startCtx, cfg, node.Options{Logger: log, Version: version, HangOnStop: os.Getenv("MQGATE_TEST_HANG_STOP")})
 		openc <- opened{n, err}
 	}()
-	var n *node.Node
+	var (
+		n   *node.Node
+		sig os.Signal
+	)
 	select {
 	case o := <-openc:
 		if o.err != nil {
@@ -71,19 +75,27 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		n = o.n
-	case sig := <-sigs:
-		log.Info("signal during start: aborting", "signal", sig.String())
+		sig = <-sigs
+	case sig = <-sigs:
+		// A signal while starting: the deadline is fixed now, start is
+		// cancelled, and whatever did start is shut down like any node.
+		deadline := time.Now().Add(cfg.ShutdownTimeout)
+		log.Info("signal during start: aborting the start", "signal", sig.String(), "deadline", deadline)
 		cancelStart()
-		if o := <-openc; o.err == nil {
-			sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
-			defer cancel()
-			o.n.Shutdown(sctx)
+		o := <-openc
+		if o.err != nil {
+			log.Error("mqgate did not finish starting", "err", o.err)
+			return 1
 		}
-		return 1
+		n = o.n
+		return shutdown(log, n, sig, deadline, sigs)
 	}
+	return shutdown(log, n, sig, time.Now().Add(cfg.ShutdownTimeout), sigs)
+}
 
-	sig := <-sigs
-	deadline := time.Now().Add(cfg.ShutdownTimeout)
+// shutdown stops n against one absolute deadline, logs the report and
+// returns the exit status: 0 only when every component stopped cleanly.
+func shutdown(log *slog.Logger, n *node.Node, sig os.Signal, deadline time.Time, sigs <-chan os.Signal) int {
 	log.Info("shutting down", "signal", sig.String(), "deadline", deadline)
 	sctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
