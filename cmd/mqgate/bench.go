@@ -713,11 +713,25 @@ func benchE2E(ctx context.Context, o benchOpts, name, addr string, pid int) (ben
 			s.add(local)
 		}()
 	}
-	// Paced sender: one message every 1/rate seconds, from 4 goroutines.
+	// Paced sender: one message every 1/rate seconds, from enough
+	// goroutines (over 4 connections) that the rate does not depend on
+	// one call's latency.
 	interval := time.Second / time.Duration(max(o.rate, 1))
 	start := time.Now()
 	var sent atomic.Int64
-	for w := 0; w < 4; w++ {
+	senders := make([]*benchConn, 4)
+	senders[0] = prod
+	for i := 1; i < len(senders); i++ {
+		c, err := dialBench(addr, 300+i)
+		if err != nil {
+			stop()
+			return benchFigures{}, err
+		}
+		defer c.cc.Close()
+		senders[i] = c
+	}
+	for w := 0; w < 32; w++ {
+		prod := senders[w%len(senders)]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
