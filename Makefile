@@ -22,7 +22,8 @@ run: build ## run mqgate with embedded defaults (data in ./data, topics/groups a
 	./mqgate serve --data-dir $(DATA_DIR) --auto-create
 
 .PHONY: test
-test: ## run every test (unit, race, fuzz seeds, end to end)
+test: ## run every test (unit, race, fuzz seeds, end to end); installs nginx/curl/jq when root on Debian
+	@./.ci/deps
 	$(GO) test -race -count=1 -timeout 40m ./...
 	# The official RocketMQ Go client races internally, so the end-to-end
 	# tests that drive it run without -race (the server they start is built
