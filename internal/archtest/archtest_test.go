@@ -3,7 +3,9 @@ package archtest
 import (
 	"bufio"
 	"bytes"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -62,5 +64,28 @@ func TestCheckCatchesForbiddenEdges(t *testing.T) {
 	}
 	if v := Check(good); len(v) != 0 {
 		t.Fatalf("allowed edges flagged: %v", v)
+	}
+}
+
+// Every package (gen/ aside) says in a doc.go what it owns and what it
+// must not import.
+func TestEveryPackageHasDocGo(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{.Dir}}", Module+"/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	n := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		path, dir, _ := strings.Cut(line, " ")
+		if r, _ := rel(path); under(r, "gen") {
+			continue
+		}
+		n++
+		if _, err := os.Stat(filepath.Join(dir, "doc.go")); err != nil {
+			t.Errorf("%s has no doc.go", path)
+		}
+	}
+	if n < 20 {
+		t.Fatalf("only %d packages checked", n)
 	}
 }
