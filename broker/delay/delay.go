@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"time"
 
 	"github.com/mqgate/mqgate/broker/model"
 	"github.com/mqgate/mqgate/broker/mqerr"
@@ -140,36 +139,11 @@ func (s *Service) notPending(off int64) error {
 }
 
 func (s *Service) loop(ctx context.Context) {
-	for {
-		now := s.clk.Now().UnixMilli()
-		due, next := s.stage.Due(now, 256)
-		for _, p := range due {
-			if err := s.publish(ctx, p); err != nil {
-				s.log.Warn("delay: publishing a due message failed; retrying", "offset", p.Offset, "err", err)
-			}
+	s.stage.Run(ctx, s.clk, s.kick, 256, func(ctx context.Context, p staged.Pending, now int64) {
+		if err := s.publish(ctx, p); err != nil {
+			s.log.Warn("delay: publishing a due message failed; retrying", "offset", p.Offset, "err", err)
 		}
-		if len(due) == 256 {
-			continue
-		}
-		var tc <-chan time.Time
-		var t clock.Timer
-		if next > 0 {
-			t = clock.At(s.clk, time.UnixMilli(next))
-			tc = t.C()
-		}
-		select {
-		case <-ctx.Done():
-			if t != nil {
-				t.Stop()
-			}
-			return
-		case <-s.kick:
-		case <-tc:
-		}
-		if t != nil {
-			t.Stop()
-		}
-	}
+	})
 }
 
 func (s *Service) publish(ctx context.Context, p staged.Pending) error {

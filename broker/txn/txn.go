@@ -220,34 +220,9 @@ func (s *Service) finished(off int64, want staged.Op) error {
 }
 
 func (s *Service) loop(ctx context.Context) {
-	for {
-		now := s.clk.Now().UnixMilli()
-		due, next := s.stage.Due(now, 64)
-		for _, p := range due {
-			s.check(ctx, p, now)
-		}
-		if len(due) == 64 {
-			continue
-		}
-		var tc <-chan time.Time
-		var t clock.Timer
-		if next > 0 {
-			t = clock.At(s.clk, time.UnixMilli(next))
-			tc = t.C()
-		}
-		select {
-		case <-ctx.Done():
-			if t != nil {
-				t.Stop()
-			}
-			return
-		case <-s.kick:
-		case <-tc:
-		}
-		if t != nil {
-			t.Stop()
-		}
-	}
+	s.stage.Run(ctx, s.clk, s.kick, 64, func(ctx context.Context, p staged.Pending, now int64) {
+		s.check(ctx, p, now)
+	})
 }
 
 func (s *Service) check(ctx context.Context, p staged.Pending, now int64) {
