@@ -12,9 +12,19 @@
 // SegmentSize; there is no filler record. Physical offsets are therefore
 // global byte positions in the concatenated log.
 //
+// With Options.ZeroAhead (sync mode), the active segment's file is longer
+// than the log: a zeroer goroutine keeps ZeroAhead bytes past the write
+// position written with zeros and fdatasynced through its own handle, so
+// that fsync rounds overwrite allocated blocks and commit no metadata
+// (zero.go). The log ends at the first invalid record, which a zero tail
+// is; recovery cuts the tail (not counted as damage when all zeros) and the
+// zeroer rewrites it. A segment is cut to its exact end and fdatasynced
+// before the next one is created, and the active one on a clean Stop, so
+// closed segments' file sizes remain log lengths.
+//
 // # Concurrency
 //
-// One writer goroutine owns the active segment's writes, assigns physical
+// One writer goroutine owns the active segment's record writes, assigns physical
 // offsets, per-(topic, queue) queue offsets and store times, and writes
 // each batch of queued appends with as few write calls as possible. One
 // syncer goroutine fsyncs (every FlushInterval/FlushBytes in async mode,

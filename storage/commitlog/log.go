@@ -37,6 +37,10 @@ type Options struct {
 	// Notify, if set, is signalled (without blocking) whenever the written
 	// or durable position advances.
 	Notify chan struct{}
+	// ZeroAhead > 0 keeps that many bytes of the active segment past the
+	// write position written with zeros and fdatasynced (see zero.go), so
+	// that fsyncs of appended records do not change the file's size.
+	ZeroAhead int64
 }
 
 // Recovery tells Open what the previous run left.
@@ -134,6 +138,8 @@ type Log struct {
 	lastFsync   time.Duration
 	dmu         sync.Mutex
 	dch         chan struct{}
+
+	z zeroState // pre-zeroing, see zero.go
 
 	stopWriter chan struct{}
 	writerDone chan struct{}
@@ -285,9 +291,14 @@ func (l *Log) scanFrom(start int64, sizes []int64, res *RecoveryResult) (int64, 
 		if pos == segEnd {
 			continue
 		}
-		// Invalid or torn record at pos: keep the valid prefix only.
-		l.logger.Warn("commitlog: truncating invalid tail", "segment", s.path, "at", pos, "dropped", segEnd-pos)
-		res.Truncated += segEnd - pos
+		// Invalid or torn record at pos: keep the valid prefix only. A
+		// tail of zeros (pre-zeroed, see zero.go) holds no data.
+		if i == len(l.segs)-1 && allZero(s.f, pos-s.base, sizes[i]) {
+			l.logger.Debug("commitlog: cutting zero tail", "segment", s.path, "at", pos, "bytes", segEnd-pos)
+		} else {
+			l.logger.Warn("commitlog: truncating invalid tail", "segment", s.path, "at", pos, "dropped", segEnd-pos)
+			res.Truncated += segEnd - pos
+		}
 		if err := s.f.Truncate(pos - s.base); err != nil {
 			return 0, err
 		}
@@ -367,6 +378,7 @@ func (l *Log) SetLastStoreTime(ms int64) {
 // Start launches the writer and syncer goroutines.
 func (l *Log) Start() {
 	l.started = true
+	l.startZeroer()
 	go l.writeLoop()
 	go l.syncLoop()
 }
@@ -478,7 +490,16 @@ func (l *Log) gather() {
 	}
 }
 
-func (l *Log) roll(base int64) (*segment, error) {
+func (l *Log) roll(old *segment, base int64) (*segment, error) {
+	if l.zeroing() {
+		// The old segment must end exactly at base, durably, before a
+		// segment starting at base exists: recovery checks contiguity by
+		// file sizes.
+		l.retarget(nil, 0)
+		if err := l.cutTail(old, base-old.base); err != nil {
+			return nil, err
+		}
+	}
 	p := segPath(l.opts.Dir, base)
 	f, err := l.opts.FS.Create(p)
 	if err != nil {
@@ -493,6 +514,7 @@ func (l *Log) roll(base int64) (*segment, error) {
 	l.mu.Lock()
 	l.segs = append(l.segs, s)
 	l.mu.Unlock()
+	l.retarget(s, 0)
 	return s, nil
 }
 
@@ -522,6 +544,7 @@ func (l *Log) writeBatch(batch []*request) {
 		if len(buf) == 0 {
 			return nil
 		}
+		l.reserve(seg, bufPos-seg.base+int64(len(buf)))
 		_, err := seg.f.WriteAt(buf, bufPos-seg.base)
 		buf = buf[:0]
 		bufPos = pos
@@ -537,7 +560,7 @@ outer:
 				if err = flush(); err != nil {
 					break outer
 				}
-				if seg, err = l.roll(pos); err != nil {
+				if seg, err = l.roll(seg, pos); err != nil {
 					break outer
 				}
 				newSegs = append(newSegs, seg)
@@ -618,11 +641,13 @@ func (l *Log) rollback(start int64, first *segment, newSegs []*segment) {
 		}
 		l.opts.FS.SyncDir(l.opts.Dir)
 	}
+	l.retarget(nil, 0) // no zero write in flight while truncating
 	if err := first.f.Truncate(start - first.base); err != nil {
 		// The bytes past start are garbage that recovery will cut; later
 		// writes overwrite them in place.
 		l.logger.Warn("commitlog: truncate after failed write", "err", err)
 	}
+	l.retarget(first, start-first.base)
 	l.active = first
 }
 
@@ -657,8 +682,8 @@ func (l *Log) syncLoop() {
 
 // pace delays a sync-mode fsync so that it covers as many appenders as
 // the previous one did: one fsync released N waiters, who typically append
-// again at once; waiting for them (at most the previous fsync's duration,
-// capped at 2ms) instead of syncing the first arrival alone keeps batches
+// again at once; waiting for them (at most half the previous fsync's duration,
+// capped at 1ms) instead of syncing the first arrival alone keeps batches
 // large under load. With nothing else runnable and one appender it does
 // not wait at all.
 func (l *Log) pace(timer *time.Timer) {
@@ -977,9 +1002,17 @@ func (l *Log) Stop(abandon bool) error {
 		<-l.writerDone
 		close(l.stopSyncer)
 		<-l.syncerDone
+		l.stopZeroer()
 	}
 	if !abandon {
 		err = l.Sync()
+		if err == nil && l.started && l.zeroing() {
+			// A closed log has no zero tail: the file size is the log end
+			// again (the clean-open fast path compares them).
+			if err = l.cutTail(l.active, l.written.Load()-l.active.base); err != nil {
+				err = fmt.Errorf("commitlog: cut zero tail: %w", err)
+			}
+		}
 	}
 	l.broadcast()
 	return err

@@ -27,6 +27,18 @@ type MemFS struct {
 	locks    map[string]bool
 	capacity atomic.Int64 // 0: unlimited
 	used     atomic.Int64 // bytes of file data; updated without mu (lock order is mu → inode)
+
+	tearOverwrites func(name string) bool
+}
+
+// SetTearOverwrites makes CrashClone (with an rng) also keep a random
+// prefix of unsynced overwrites in the files for which f returns true
+// (such as records written into a pre-zeroed log tail). The clone keeps
+// the setting.
+func (m *MemFS) SetTearOverwrites(f func(name string) bool) {
+	m.mu.Lock()
+	m.tearOverwrites = f
+	m.mu.Unlock()
 }
 
 type memInode struct {
@@ -52,19 +64,38 @@ func (m *MemFS) SetCapacity(n int64) { m.capacity.Store(n) }
 // CrashClone returns the file system as it would be after a power loss:
 // only durable names with their durable contents. If rng is non-nil, a
 // random prefix of each file's unsynced appended bytes also survives
-// (a torn write), as page cache write-back can do.
+// (a torn write), as page cache write-back can do; for files chosen by
+// SetTearOverwrites, a prefix of the unsynced changes from the first byte
+// that differs (overwrites of durable bytes included) survives instead.
 func (m *MemFS) CrashClone(rng *rand.Rand) *MemFS {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	out := NewMem()
 	out.capacity.Store(m.capacity.Load())
+	out.tearOverwrites = m.tearOverwrites
 	for d := range m.dirs {
 		out.dirs[d] = struct{}{}
 	}
 	for name, ino := range m.dfiles {
 		ino.mu.RLock()
 		data := append([]byte(nil), ino.durable...)
-		if rng != nil && len(ino.data) > len(data) && rng.Intn(2) == 0 {
+		if rng != nil && m.tearOverwrites != nil && m.tearOverwrites(name) && rng.Intn(2) == 0 {
+			// A prefix of the unsynced changes reaches the disk: from the
+			// first byte that differs from the durable contents (an
+			// overwrite, such as a record written into a pre-zeroed
+			// tail, or an append) up to a random point.
+			i := 0
+			for i < len(data) && i < len(ino.data) && data[i] == ino.data[i] {
+				i++
+			}
+			if i < len(ino.data) && len(ino.data) >= len(data) {
+				k := i + rng.Intn(len(ino.data)-i+1)
+				if k > len(data) {
+					data = append(data, make([]byte, k-len(data))...)
+				}
+				copy(data[i:k], ino.data[i:k])
+			}
+		} else if rng != nil && len(ino.data) > len(data) && rng.Intn(2) == 0 {
 			k := len(data) + rng.Intn(len(ino.data)-len(data)+1)
 			data = append(data, ino.data[len(data):k]...)
 		}

@@ -139,6 +139,42 @@ func TestMemCrash(t *testing.T) {
 	}
 }
 
+// TestMemTearOverwrites: with SetTearOverwrites, a crash keeps a random
+// prefix of unsynced overwrites of durable bytes (such as records written
+// into a pre-zeroed tail), never anything past it, and never changes
+// bytes before the first overwritten one.
+func TestMemTearOverwrites(t *testing.T) {
+	m := NewMem()
+	m.MkdirAll("/d")
+	m.SetTearOverwrites(func(name string) bool { return name == "/d/f" })
+	f, _ := m.Create("/d/f")
+	f.WriteAt([]byte("head"), 0)
+	f.WriteAt(make([]byte, 12), 4) // zero tail
+	f.Sync()
+	m.SyncDir("/d")
+	f.WriteAt([]byte("RECORD"), 4) // not synced
+	seen := map[int]bool{}
+	for i := 0; i < 200; i++ {
+		b, _ := ReadFile(m.CrashClone(rand.New(rand.NewSource(int64(i)))), "/d/f")
+		if len(b) != 16 || string(b[:4]) != "head" {
+			t.Fatalf("clone %q", b)
+		}
+		n := 0
+		for n < 6 && b[4+n] == "RECORD"[n] {
+			n++
+		}
+		for _, c := range b[4+n:] {
+			if c != 0 {
+				t.Fatalf("clone %q: more than a prefix of the overwrite", b)
+			}
+		}
+		seen[n] = true
+	}
+	if !seen[0] || !seen[6] || len(seen) < 4 {
+		t.Fatalf("torn overwrites not varied: %v", seen)
+	}
+}
+
 func TestErrorFS(t *testing.T) {
 	e := NewErrorFS(NewMem(), func(op Op, path string) error {
 		if op == OpSync {
