@@ -176,3 +176,26 @@ func formatTime(t *timestamppb.Timestamp) string {
 	}
 	return t.AsTime().Local().Format(time.RFC3339)
 }
+
+// resourceName parses the rest of a topic or group command line (flags
+// may be interleaved with the NAME): list takes no NAME, every other
+// subcommand exactly one.
+func resourceName(fs *flag.FlagSet, args []string, kind, sub string) (string, error) {
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return "", err
+		}
+		return "", usageErr("%v", err)
+	}
+	if sub == "list" {
+		if len(pos) != 0 {
+			return "", usageErr("%s list takes no arguments, got %q", kind, pos)
+		}
+		return "", nil
+	}
+	if len(pos) != 1 {
+		return "", usageErr("%s %s needs exactly one %s NAME, got %d arguments", kind, sub, kind, len(pos))
+	}
+	return pos[0], nil
+}

@@ -55,24 +55,11 @@ func parseGroupArgs(args []string) (groupCommand, error) {
 	default:
 		return gc, usageErr("unknown subcommand %q (want create, list, describe or delete)", gc.sub)
 	}
-	pos, err := parseInterleaved(fs, args[1:])
+	name, err := resourceName(fs, args[1:], "group", gc.sub)
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return gc, err
-		}
-		return gc, usageErr("%v", err)
+		return gc, err
 	}
-	switch gc.sub {
-	case "list":
-		if len(pos) != 0 {
-			return gc, usageErr("group list takes no arguments, got %q", pos)
-		}
-	default:
-		if len(pos) != 1 {
-			return gc, usageErr("group %s needs exactly one group NAME, got %d arguments", gc.sub, len(pos))
-		}
-		gc.name = pos[0]
-	}
+	gc.name = name
 	if gc.sub == "create" {
 		if attempts < 0 || attempts > 1<<20 {
 			return gc, usageErr("--max-delivery-attempts %d: want a positive number (or 0 for the server default)", attempts)

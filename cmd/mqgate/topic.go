@@ -56,24 +56,11 @@ func parseTopicArgs(args []string) (topicCommand, error) {
 	default:
 		return tc, usageErr("unknown subcommand %q (want create, list, describe or delete)", tc.sub)
 	}
-	pos, err := parseInterleaved(fs, args[1:])
+	name, err := resourceName(fs, args[1:], "topic", tc.sub)
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return tc, err
-		}
-		return tc, usageErr("%v", err)
+		return tc, err
 	}
-	switch tc.sub {
-	case "list":
-		if len(pos) != 0 {
-			return tc, usageErr("topic list takes no arguments, got %q", pos)
-		}
-	default:
-		if len(pos) != 1 {
-			return tc, usageErr("topic %s needs exactly one topic NAME, got %d arguments", tc.sub, len(pos))
-		}
-		tc.name = pos[0]
-	}
+	tc.name = name
 	if tc.sub == "create" {
 		tc.typ = strings.ToUpper(typ)
 		ok := false
