@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/mqgate/mqgate/storage/message"
-	"github.com/mqgate/mqgate/storage/vfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -39,6 +38,56 @@ func benchMsg(topic string, q int32, body []byte, id int) *message.Message {
 	return m
 }
 
+// openBench opens a store for a benchmark, without retention.
+func openBench(b *testing.B, dir string, o Options) *Store {
+	b.Helper()
+	o.RetentionTime, o.DiskUsagePercent = -1, -1
+	s, err := Open(dir, o)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return s
+}
+
+// appendConcurrently runs workers goroutines that together make b.N calls
+// of appendOne (i counts the calls from 1) and returns how long they took.
+func appendConcurrently(b *testing.B, workers int, appendOne func(w int, i int64) error) time.Duration {
+	var next atomic.Int64
+	t0 := time.Now()
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for {
+				i := next.Add(1)
+				if i > int64(b.N) {
+					return
+				}
+				if err := appendOne(w, i); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}(w)
+	}
+	wg.Wait()
+	return time.Since(t0)
+}
+
+// rawFile creates the file of a raw baseline run; done removes it.
+func rawFile(b *testing.B, dir string) (f *os.File, done func()) {
+	p := filepath.Join(dir, "raw")
+	f, err := os.Create(p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return f, func() {
+		f.Close()
+		os.Remove(p)
+	}
+}
+
 func recordSize(m *message.Message) int64 {
 	mm := *m
 	n, _ := message.EncodedSize(&mm)
@@ -48,13 +97,8 @@ func recordSize(m *message.Message) int64 {
 // rawSequentialWrite writes total bytes in 1 MiB pwrites and fdatasyncs
 // once: the disk's sequential write limit.
 func rawSequentialWrite(b *testing.B, dir string, total int64) time.Duration {
-	p := filepath.Join(dir, "raw")
-	f, err := os.Create(p)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer os.Remove(p)
-	defer f.Close()
+	f, done := rawFile(b, dir)
+	defer done()
 	buf := make([]byte, 1<<20)
 	for i := range buf {
 		buf[i] = byte(i)
@@ -77,11 +121,7 @@ func rawSequentialWrite(b *testing.B, dir string, total int64) time.Duration {
 // same bytes. Target ratio >= 0.7.
 func BenchmarkAppendAsync(b *testing.B) {
 	dir := benchDir(b)
-	s, err := Open(filepath.Join(dir, "store"), Options{FlushMode: FlushAsync, RetentionTime: -1, DiskUsagePercent: -1,
-		FlushBytes: flushBytesForBench()})
-	if err != nil {
-		b.Fatal(err)
-	}
+	s := openBench(b, filepath.Join(dir, "store"), Options{FlushMode: FlushAsync, FlushBytes: flushBytesForBench()})
 	body := make([]byte, 1024)
 	rec := recordSize(benchMsg("BenchTopic", 0, body, 0))
 	const workers = 16
@@ -93,36 +133,22 @@ func BenchmarkAppendAsync(b *testing.B) {
 			pool[w] = append(pool[w], benchMsg("BenchTopic", int32(w%8), body, w*512+i))
 		}
 	}
-	var next atomic.Int64
+	sent := make([]int, workers) // per worker, owned by it
 	b.SetBytes(rec)
 	// The raw limit is measured before and after (the better one counts),
 	// on the same disk, for the same bytes.
 	rawBefore := rawSequentialWrite(b, dir, rec*int64(b.N))
 	b.ResetTimer()
+	appendPhase := appendConcurrently(b, workers, func(w int, _ int64) error {
+		_, err := s.Append(context.Background(), pool[w][sent[w]%len(pool[w])])
+		sent[w]++
+		return err
+	})
 	t0 := time.Now()
-	var wg sync.WaitGroup
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func(w int) {
-			defer wg.Done()
-			for j := 0; ; j++ {
-				i := next.Add(1)
-				if i > int64(b.N) {
-					return
-				}
-				if _, err := s.Append(context.Background(), pool[w][j%len(pool[w])]); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		}(w)
-	}
-	wg.Wait()
-	appendPhase := time.Since(t0)
 	if err := s.Sync(); err != nil {
 		b.Fatal(err)
 	}
-	el := time.Since(t0)
+	el := appendPhase + time.Since(t0)
 	b.ReportMetric(float64(appendPhase.Milliseconds()), "append-ms")
 	b.ReportMetric(float64((el - appendPhase).Milliseconds()), "final-sync-ms")
 	b.StopTimer()
@@ -140,36 +166,18 @@ func BenchmarkAppendAsync(b *testing.B) {
 // commit) vs one writer doing write+fdatasync per record. Target >= 20x.
 func BenchmarkAppendSync(b *testing.B) {
 	dir := benchDir(b)
-	s, err := Open(filepath.Join(dir, "store"), Options{FlushMode: FlushSync, RetentionTime: -1, DiskUsagePercent: -1})
-	if err != nil {
-		b.Fatal(err)
-	}
+	s := openBench(b, filepath.Join(dir, "store"), Options{FlushMode: FlushSync})
 	body := make([]byte, 1024)
 	const workers = 64
-	var next atomic.Int64
 	rawBefore := rawFsyncRate(b, dir, body)
 	b.ResetTimer()
-	t0 := time.Now()
-	var wg sync.WaitGroup
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func(w int) {
-			defer wg.Done()
-			for {
-				i := next.Add(1)
-				if i > int64(b.N) {
-					return
-				}
-				res, err := s.Append(context.Background(), benchMsg("BenchTopic", int32(w%8), body, int(i)))
-				if err != nil || res.Durability != DurabilityLocal {
-					b.Errorf("%+v %v", res.Status, err)
-					return
-				}
-			}
-		}(w)
-	}
-	wg.Wait()
-	el := time.Since(t0)
+	el := appendConcurrently(b, workers, func(w int, i int64) error {
+		res, err := s.Append(context.Background(), benchMsg("BenchTopic", int32(w%8), body, int(i)))
+		if err == nil && res.Durability != DurabilityLocal {
+			err = fmt.Errorf("status %v, durability %v", res.Status, res.Durability)
+		}
+		return err
+	})
 	b.StopTimer()
 	st := s.Stats()
 	s.Close(context.Background())
@@ -188,13 +196,8 @@ func BenchmarkAppendSync(b *testing.B) {
 
 // rawFsyncRate: one writer, write one record then fdatasync, for ~1 s.
 func rawFsyncRate(b *testing.B, dir string, body []byte) float64 {
-	p := filepath.Join(dir, "raw")
-	f, err := os.Create(p)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer os.Remove(p)
-	defer f.Close()
+	f, done := rawFile(b, dir)
+	defer done()
 	rec := make([]byte, recordSize(benchMsg("BenchTopic", 0, body, 0)))
 	n := 0
 	r0 := time.Now()
@@ -311,13 +314,10 @@ func BenchmarkRecovery(b *testing.B) {
 
 func benchRecovery(b *testing.B, total, tail int64) {
 	dir := filepath.Join(benchDir(b), "store")
-	o := Options{FlushMode: FlushAsync, RetentionTime: -1, DiskUsagePercent: -1, CheckpointInterval: time.Hour}
-	s, err := Open(dir, o)
-	if err != nil {
-		b.Fatal(err)
-	}
+	o := Options{FlushMode: FlushAsync, CheckpointInterval: time.Hour}
+	s := openBench(b, dir, o)
 	body := make([]byte, 1024)
-	id := 0
+	var id atomic.Int64
 	fill := func(upTo int64) {
 		var wg sync.WaitGroup
 		for w := 0; w < 2; w++ {
@@ -330,8 +330,7 @@ func benchRecovery(b *testing.B, total, tail int64) {
 						return
 					}
 					for i := range batch {
-						id++ // racy id is fine: only uniqueness-ish matters for the index
-						batch[i] = benchMsg("RecTopic", int32((i+w)%8), body, id)
+						batch[i] = benchMsg("RecTopic", int32((i+w)%8), body, int(id.Add(1)))
 					}
 					if _, err := s.Append(context.Background(), batch...); err != nil {
 						b.Error(err)
@@ -364,10 +363,7 @@ func benchRecovery(b *testing.B, total, tail int64) {
 		b.StopTimer()
 		restoreDirs(b, dir, saved)
 		b.StartTimer()
-		s, err := Open(dir, o)
-		if err != nil {
-			b.Fatal(err)
-		}
+		s := openBench(b, dir, o)
 		b.StopTimer()
 		last = s.Recovery()
 		s.crash()
@@ -423,8 +419,6 @@ func restoreDirs(b *testing.B, dir string, saved []savedFile) {
 	// restore.
 	unix.Sync()
 }
-
-var _ = vfs.Default
 
 func flushBytesForBench() int64 {
 	if v := os.Getenv("MQGATE_BENCH_FLUSH_BYTES"); v != "" {

@@ -27,14 +27,16 @@ type dispatcher struct {
 	notify chan struct{}
 	buf    []byte
 
-	pending map[*consumequeue.Queue]*pendingQ
-	order   []*consumequeue.Queue
+	// The queue entries of the current step, one slot per queue in the
+	// order first touched; slots and their entry slices are reused.
+	pending []pendingQ
+	slot    map[*consumequeue.Queue]int // index into pending
 
 	lastStore int64
 	indexed   int64 // records below this position are in the index (memory)
 
 	mu      sync.Mutex
-	ch      chan struct{}
+	ch      chan struct{} // closed after the next step; made only when someone waits
 	failErr error
 
 	stopCh chan struct{}
@@ -42,15 +44,19 @@ type dispatcher struct {
 }
 
 type pendingQ struct {
-	first int64
+	q     *consumequeue.Queue
+	first int64 // queue offset of ents[0]; -1 while nothing is staged
 	ents  []consumequeue.Entry
 }
+
+// maxKeptEntries bounds the entry slice a pending slot keeps between steps.
+const maxKeptEntries = 4096
 
 const dispatchChunk = 1 << 20
 
 func newDispatcher(s *Store, start int64, notify chan struct{}) *dispatcher {
-	d := &dispatcher{s: s, notify: notify, ch: make(chan struct{}), stopCh: make(chan struct{}), done: make(chan struct{}),
-		buf: make([]byte, dispatchChunk+s.opts.MaxRecordSize), pending: map[*consumequeue.Queue]*pendingQ{}}
+	d := &dispatcher{s: s, notify: notify, stopCh: make(chan struct{}), done: make(chan struct{}),
+		buf: make([]byte, dispatchChunk+s.opts.MaxRecordSize), slot: map[*consumequeue.Queue]int{}}
 	d.pos.Store(start)
 	d.indexed = s.idx.End()
 	return d
@@ -86,8 +92,7 @@ func (d *dispatcher) run() {
 			if err != nil && !errors.Is(err, ErrCorrupt) {
 				// An I/O error (disk full): drop the partial batch and retry;
 				// entries already written are skipped on the retry.
-				clear(d.pending)
-				d.order = d.order[:0]
+				d.resetPending()
 				d.s.logger.Warn("storage: dispatch failed, retrying", "err", err, "at", d.pos.Load(), "in", backoff)
 				t := time.NewTimer(backoff)
 				select {
@@ -104,9 +109,8 @@ func (d *dispatcher) run() {
 				d.s.logger.Error("storage: dispatcher stopped", "err", err, "at", d.pos.Load())
 				d.mu.Lock()
 				d.failErr = err
-				close(d.ch)
-				d.ch = make(chan struct{})
 				d.mu.Unlock()
+				d.wake()
 				<-d.stopCh
 				return
 			}
@@ -183,11 +187,32 @@ func (d *dispatcher) step(lim int64) error {
 	d.s.idx.SetEnd(pos + int64(p))
 	d.pos.Store(pos + int64(p))
 	d.last.Store(d.lastStore)
-	d.mu.Lock()
-	close(d.ch)
-	d.ch = make(chan struct{})
-	d.mu.Unlock()
+	d.wake()
 	return nil
+}
+
+// waitCh returns a channel closed after the next step (or the failure
+// that stopped the dispatcher).
+func (d *dispatcher) waitCh() (<-chan struct{}, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.failErr != nil {
+		return nil, d.failErr
+	}
+	if d.ch == nil {
+		d.ch = make(chan struct{})
+	}
+	return d.ch, nil
+}
+
+// wake releases the callers of wait blocked on the current channel.
+func (d *dispatcher) wake() {
+	d.mu.Lock()
+	if d.ch != nil {
+		close(d.ch)
+		d.ch = nil
+	}
+	d.mu.Unlock()
 }
 
 func (d *dispatcher) apply(v *message.View) error {
@@ -210,12 +235,7 @@ func (d *dispatcher) apply(v *message.View) error {
 			return err
 		}
 	}
-	pq := d.pending[q]
-	if pq == nil {
-		pq = &pendingQ{first: -1}
-		d.pending[q] = pq
-		d.order = append(d.order, q)
-	}
+	pq := d.pendingFor(q)
 	e := consumequeue.Entry{PhysOffset: v.PhysOffset, Size: v.Size,
 		TagHash: message.TagHashBytes(v.Prop(message.PropTags)), StoreTime: v.StoreTime}
 	switch {
@@ -242,23 +262,23 @@ func (d *dispatcher) apply(v *message.View) error {
 	return nil
 }
 
-func idKeyHash(topic []byte, id []byte) uint64 {
-	h := message.FNV64a(message.FNVOffset, "I")
-	h = message.FNV64aBytes(h, topic)
+// indexKey hashes one index key: kind ("I" for the message id, "K" for
+// each of KEYS), the topic, a NUL and the key.
+func indexKey[T string | []byte](kind string, topic, key T) uint64 {
+	h := message.FNV64a(message.FNVOffset, kind)
+	h = message.FNV64a(h, topic)
 	h = message.FNV64a(h, "\x00")
-	return message.FNV64aBytes(h, id)
+	return message.FNV64a(h, key)
 }
 
-func keyHash(topic []byte, key []byte) uint64 {
-	h := message.FNV64a(message.FNVOffset, "K")
-	h = message.FNV64aBytes(h, topic)
-	h = message.FNV64a(h, "\x00")
-	return message.FNV64aBytes(h, key)
-}
+const (
+	keyKindID  = "I"
+	keyKindKey = "K"
+)
 
 func (d *dispatcher) index(v *message.View) error {
 	if id := v.Prop(message.PropUniqKey); len(id) > 0 {
-		if err := d.s.idx.Put(idKeyHash(v.Topic, id), v.PhysOffset, v.Size, v.StoreTime); err != nil {
+		if err := d.s.idx.Put(indexKey(keyKindID, v.Topic, id), v.PhysOffset, v.Size, v.StoreTime); err != nil {
 			return err
 		}
 	}
@@ -270,7 +290,7 @@ func (d *dispatcher) index(v *message.View) error {
 			i = len(keys)
 		}
 		if i > 0 {
-			if err := d.s.idx.Put(keyHash(v.Topic, keys[:i]), v.PhysOffset, v.Size, v.StoreTime); err != nil {
+			if err := d.s.idx.Put(indexKey(keyKindKey, v.Topic, keys[:i]), v.PhysOffset, v.Size, v.StoreTime); err != nil {
 				return err
 			}
 		}
@@ -279,22 +299,52 @@ func (d *dispatcher) index(v *message.View) error {
 	return nil
 }
 
+// pendingFor returns q's slot of the current step, taking a free one.
+func (d *dispatcher) pendingFor(q *consumequeue.Queue) *pendingQ {
+	if i, ok := d.slot[q]; ok {
+		return &d.pending[i]
+	}
+	i := len(d.pending)
+	d.slot[q] = i
+	if i < cap(d.pending) {
+		d.pending = d.pending[:i+1]
+	} else {
+		d.pending = append(d.pending, pendingQ{})
+	}
+	pq := &d.pending[i]
+	pq.q, pq.first, pq.ents = q, -1, pq.ents[:0]
+	return pq
+}
+
+// resetPending frees every slot (their entry slices are kept for reuse).
+func (d *dispatcher) resetPending() {
+	for i := range d.pending {
+		pq := &d.pending[i]
+		pq.q = nil
+		if cap(pq.ents) > maxKeptEntries {
+			pq.ents = nil
+		}
+	}
+	d.pending = d.pending[:0]
+	clear(d.slot)
+}
+
 // flush writes pending queue entries and calls the arrival hook.
 func (d *dispatcher) flush() error {
 	hook := d.s.hook.Load()
-	for _, q := range d.order {
-		pq := d.pending[q]
-		if len(pq.ents) > 0 {
-			if err := q.Append(pq.first, pq.ents); err != nil {
-				return err
-			}
-			if hook != nil {
-				(*hook)(q.Topic, q.ID, q.Next())
-			}
+	for i := range d.pending {
+		pq := &d.pending[i]
+		if len(pq.ents) == 0 {
+			continue
 		}
-		delete(d.pending, q)
+		if err := pq.q.Append(pq.first, pq.ents); err != nil {
+			return err
+		}
+		if hook != nil {
+			(*hook)(pq.q.Topic, pq.q.ID, pq.q.Next())
+		}
 	}
-	d.order = d.order[:0]
+	d.resetPending()
 	return nil
 }
 
@@ -303,11 +353,9 @@ func (d *dispatcher) wait(ctx context.Context, pos int64) error {
 		if d.pos.Load() >= pos {
 			return nil
 		}
-		d.mu.Lock()
-		ch, ferr := d.ch, d.failErr
-		d.mu.Unlock()
-		if ferr != nil {
-			return ferr
+		ch, err := d.waitCh()
+		if err != nil {
+			return err
 		}
 		if d.pos.Load() >= pos {
 			return nil

@@ -26,8 +26,8 @@
 //	md := s.Meta()                            // topics, groups, offsets, blobs
 //	st := s.Stats()                           // counters, latency histograms, lags
 //
-// The capability interfaces Appender, QueueReader, MessageLookup, Progress
-// and Admin (store.go) let broker packages receive only what they need.
+// Broker packages declare the subset they need as their own interfaces
+// (broker/pop.Store, broker/staged.Store, ...); *Store satisfies them.
 //
 // # Appends and durability
 //

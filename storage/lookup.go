@@ -9,14 +9,14 @@ import (
 // LookupByID returns the messages of topic whose UNIQ_KEY (client message
 // id) is id, newest first, at most max.
 func (s *Store) LookupByID(topic, id string, max int) ([]*message.Message, error) {
-	h := idKeyHash([]byte(topic), []byte(id))
+	h := indexKey(keyKindID, topic, id)
 	return s.lookup(h, 0, 1<<62, max, func(m *message.Message) bool { return m.Topic == topic && m.UniqKey() == id })
 }
 
 // LookupByKey returns messages of topic carrying key in KEYS and stored in
 // [beginMs, endMs], newest first, at most max.
 func (s *Store) LookupByKey(topic, key string, beginMs, endMs int64, max int) ([]*message.Message, error) {
-	h := keyHash([]byte(topic), []byte(key))
+	h := indexKey(keyKindKey, topic, key)
 	return s.lookup(h, beginMs, endMs, max, func(m *message.Message) bool {
 		if m.Topic != topic {
 			return false

@@ -69,12 +69,7 @@ func (d Durability) String() string {
 }
 
 // AppendEntry is where one appended message went.
-type AppendEntry struct {
-	PhysOffset  int64
-	Size        int32
-	QueueOffset int64
-	StoreTime   int64 // unix ms
-}
+type AppendEntry = commitlog.Entry
 
 // AppendResult is the receipt of an Append call.
 type AppendResult struct {
@@ -298,6 +293,52 @@ func (s *Store) Meta() *meta.Store { return s.meta }
 
 type encBuf struct{ b []byte }
 
+// encode validates msgs and encodes them into pooled buffers (returned
+// to the pool with releaseBufs once the writer is done with them).
+func (s *Store) encode(msgs []*message.Message, control bool) (recs []commitlog.Record, bufs []*encBuf, total int, err error) {
+	recs = make([]commitlog.Record, len(msgs))
+	bufs = make([]*encBuf, 0, len(msgs))
+	defer func() {
+		if err != nil {
+			s.releaseBufs(bufs)
+		}
+	}()
+	for i, m := range msgs {
+		if m == nil || m.QueueID < 0 && !control || m.Flags&message.FlagControl != 0 && !control {
+			return nil, bufs, 0, fmt.Errorf("%w: message %d: nil, negative queue id or reserved flag", serr.ErrInvalid, i)
+		}
+		if len(m.Body) > s.opts.MaxBodySize {
+			return nil, bufs, 0, fmt.Errorf("%w: body of %d bytes exceeds %d", serr.ErrTooLarge, len(m.Body), s.opts.MaxBodySize)
+		}
+		mm := *m
+		mm.StoreHost = s.opts.StoreHost
+		eb, _ := s.encPool.Get().(*encBuf)
+		if eb == nil {
+			eb = &encBuf{}
+		}
+		bufs = append(bufs, eb)
+		data, crc, encErr := message.Encode(eb.b[:0], &mm)
+		if encErr != nil {
+			return nil, bufs, 0, fmt.Errorf("%w: message %d: %w", serr.ErrInvalid, i, encErr)
+		}
+		eb.b = data
+		if len(data) > s.opts.MaxRecordSize {
+			return nil, bufs, 0, fmt.Errorf("%w: record of %d bytes exceeds %d", serr.ErrTooLarge, len(data), s.opts.MaxRecordSize)
+		}
+		total += len(data)
+		recs[i] = commitlog.Record{Data: data, CRC: crc, Topic: m.Topic, QueueID: m.QueueID, ResetTopic: control}
+	}
+	return recs, bufs, total, nil
+}
+
+func (s *Store) releaseBufs(bufs []*encBuf) {
+	for _, b := range bufs {
+		if cap(b.b) <= 64<<10 {
+			s.encPool.Put(b)
+		}
+	}
+}
+
 // Append appends msgs to the log as one contiguous batch (they may name
 // different topics and queues) and returns the receipt. The store sets
 // StoreTime, StoreHost, queue and physical offsets; msgs are not modified.
@@ -327,60 +368,23 @@ func (s *Store) append(ctx context.Context, msgs []*message.Message, control boo
 	if len(msgs) == 0 {
 		return AppendResult{}, fmt.Errorf("%w: no messages", serr.ErrInvalid)
 	}
-	recs := make([]commitlog.Record, len(msgs))
-	bufs := make([]*encBuf, len(msgs))
-	release := func() {
-		for _, b := range bufs {
-			if b != nil && cap(b.b) <= 64<<10 {
-				s.encPool.Put(b)
-			}
-		}
-	}
-	var total int
-	for i, m := range msgs {
-		if m == nil || m.QueueID < 0 && !control || m.Flags&message.FlagControl != 0 && !control {
-			release()
-			return AppendResult{}, fmt.Errorf("%w: message %d: nil, negative queue id or reserved flag", serr.ErrInvalid, i)
-		}
-		if len(m.Body) > s.opts.MaxBodySize {
-			release()
-			return AppendResult{}, fmt.Errorf("%w: body of %d bytes exceeds %d", serr.ErrTooLarge, len(m.Body), s.opts.MaxBodySize)
-		}
-		mm := *m
-		mm.StoreHost = s.opts.StoreHost
-		eb, _ := s.encPool.Get().(*encBuf)
-		if eb == nil {
-			eb = &encBuf{}
-		}
-		bufs[i] = eb
-		data, crc, err := message.Encode(eb.b[:0], &mm)
-		if err != nil {
-			release()
-			return AppendResult{}, fmt.Errorf("%w: message %d: %w", serr.ErrInvalid, i, err)
-		}
-		eb.b = data
-		if len(data) > s.opts.MaxRecordSize {
-			release()
-			return AppendResult{}, fmt.Errorf("%w: record of %d bytes exceeds %d", serr.ErrTooLarge, len(data), s.opts.MaxRecordSize)
-		}
-		total += len(data)
-		recs[i] = commitlog.Record{Data: data, CRC: crc, Topic: m.Topic, QueueID: m.QueueID, ResetTopic: control}
+	recs, bufs, total, err := s.encode(msgs, control)
+	if err != nil {
+		return AppendResult{}, err
 	}
 	ents, end, err := s.log.Append(ctx, recs)
+	if err == nil || ctx.Err() == nil {
+		// The writer is done with the records. (A call given up on its
+		// context may still be queued: its buffers are left to the GC.)
+		s.releaseBufs(bufs)
+	}
 	if err != nil {
-		if ctx.Err() == nil {
-			release()
-		}
 		if errors.Is(err, serr.ErrClosed) {
 			return AppendResult{}, err
 		}
 		return AppendResult{}, fmt.Errorf("storage: append: %w", err)
 	}
-	release()
-	res := AppendResult{Status: StatusOK, Durability: DurabilityMemory, Entries: make([]AppendEntry, len(ents)), End: end}
-	for i, e := range ents {
-		res.Entries[i] = AppendEntry{PhysOffset: e.Phys, Size: e.Size, QueueOffset: e.QueueOffset, StoreTime: e.StoreTime}
-	}
+	res := AppendResult{Status: StatusOK, Durability: DurabilityMemory, Entries: ents, End: end}
 	s.c.appends.Add(uint64(len(msgs)))
 	s.c.appendBytes.Add(uint64(total))
 	if s.opts.FlushMode == FlushSync {
@@ -627,46 +631,3 @@ func (s *Store) closeParts() {
 func (s *Store) crash() {
 	s.closeOnce.Do(func() { s.closeErr = s.close(context.Background(), true) })
 }
-
-// Appender appends records (produce, POP checkpoints, delay, txn, retry).
-type Appender interface {
-	Append(ctx context.Context, msgs ...*message.Message) (AppendResult, error)
-}
-
-// QueueReader reads consume queues and their records.
-type QueueReader interface {
-	ReadQueue(topic string, queueID int32, fromOffset int64, max int) ([]QueueEntry, error)
-	ReadMessages(topic string, queueID int32, fromOffset int64, max int) ([]*message.Message, int64, error)
-	ReadMessage(physOffset int64, size int32) (*message.Message, error)
-	QueueRange(topic string, queueID int32) (min, max int64)
-	OffsetForTime(topic string, queueID int32, unixMs int64) (int64, error)
-	QueueIDs(topic string) []int32
-}
-
-// MessageLookup finds records by message id or key.
-type MessageLookup interface {
-	LookupByID(topic, id string, max int) ([]*message.Message, error)
-	LookupByKey(topic, key string, beginMs, endMs int64, max int) ([]*message.Message, error)
-}
-
-// Progress exposes dispatch progress and arrivals (long polling).
-type Progress interface {
-	DispatchedUpTo() int64
-	WaitDispatched(ctx context.Context, pos int64) error
-	SetArrivalHook(h ArrivalHook)
-}
-
-// Admin is what topic administration needs.
-type Admin interface {
-	DeleteTopic(ctx context.Context, topic string) error
-	Topics() []string
-	Stats() Stats
-}
-
-var (
-	_ Appender      = (*Store)(nil)
-	_ QueueReader   = (*Store)(nil)
-	_ MessageLookup = (*Store)(nil)
-	_ Progress      = (*Store)(nil)
-	_ Admin         = (*Store)(nil)
-)

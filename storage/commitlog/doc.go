@@ -36,6 +36,7 @@
 // Lock order: Log.mu (segment list) is never held while waiting on the
 // writer's queue lock (Log.qmu) or during I/O other than Map.
 //
-// commitlog imports storage/message, storage/vfs and the standard library
-// only; it knows nothing of consume queues, the index, or the broker.
+// commitlog imports storage/message, storage/vfs, storage/internal/serr
+// and the standard library only; it knows nothing of consume queues, the
+// index, or the broker.
 package commitlog

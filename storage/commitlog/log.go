@@ -76,10 +76,10 @@ type Record struct {
 
 // Entry is where an appended record went.
 type Entry struct {
-	Phys        int64
+	PhysOffset  int64
 	Size        int32
 	QueueOffset int64
-	StoreTime   int64
+	StoreTime   int64 // unix ms
 }
 
 type qkey struct {
@@ -580,7 +580,7 @@ outer:
 			}
 			message.Seal(rec.Data, rec.CRC, pos, qo, now)
 			buf = append(buf, rec.Data...)
-			r.entries[i] = Entry{Phys: pos, Size: int32(n), QueueOffset: qo, StoreTime: now}
+			r.entries[i] = Entry{PhysOffset: pos, Size: int32(n), QueueOffset: qo, StoreTime: now}
 			pos += n
 			if len(buf) >= maxWriteChunk {
 				if err = flush(); err != nil {

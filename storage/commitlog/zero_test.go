@@ -57,13 +57,13 @@ func appendN(t *testing.T, l *Log, n, from int) []appended {
 func checkRecords(t *testing.T, l *Log, recs []appended) {
 	t.Helper()
 	for i, r := range recs {
-		b, err := l.Read(r.e.Phys, int(r.e.Size))
+		b, err := l.Read(r.e.PhysOffset, int(r.e.Size))
 		if err != nil {
-			t.Fatalf("record %d at %d: %v", i, r.e.Phys, err)
+			t.Fatalf("record %d at %d: %v", i, r.e.PhysOffset, err)
 		}
 		m, err := message.Decode(b, 4<<10)
 		if err != nil || string(m.Body) != r.body || m.QueueOffset != r.e.QueueOffset {
-			t.Fatalf("record %d at %d: %v", i, r.e.Phys, err)
+			t.Fatalf("record %d at %d: %v", i, r.e.PhysOffset, err)
 		}
 	}
 }
@@ -139,7 +139,7 @@ func TestZeroTailRecovery(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.Close()
-	end = recs[len(recs)-1].e.Phys + int64(recs[len(recs)-1].e.Size)
+	end = recs[len(recs)-1].e.PhysOffset + int64(recs[len(recs)-1].e.Size)
 	if got := fileSize(t, crashed, 0); got != end {
 		t.Fatalf("clean close left size %d, log end %d", got, end)
 	}
@@ -204,8 +204,8 @@ func TestZeroTailTorn(t *testing.T) {
 			t.Fatalf("iter %d: read past the recovered end", it)
 		}
 		more := appendN(t, l, 5, 1000)
-		if more[0].e.Phys != wantEnd {
-			t.Fatalf("iter %d: append at %d, want %d", it, more[0].e.Phys, wantEnd)
+		if more[0].e.PhysOffset != wantEnd {
+			t.Fatalf("iter %d: append at %d, want %d", it, more[0].e.PhysOffset, wantEnd)
 		}
 		l.Sync()
 		l.Stop(true)
@@ -251,7 +251,7 @@ func TestZeroTailRoll(t *testing.T) {
 		oc := o
 		oc.FS = fs.CrashClone(rng)
 		l2, res := openLog(t, oc, Recovery{From: -1, CleanEnd: -1})
-		if res.End < recs[len(recs)-1].e.Phys+int64(recs[len(recs)-1].e.Size) {
+		if res.End < recs[len(recs)-1].e.PhysOffset+int64(recs[len(recs)-1].e.Size) {
 			t.Fatalf("iter %d: recovered end %d lost synced records", it, res.End)
 		}
 		l2.Start()
@@ -266,7 +266,7 @@ func TestZeroTailRoll(t *testing.T) {
 	min := l.Min()
 	var kept []appended
 	for _, r := range recs {
-		if r.e.Phys >= min {
+		if r.e.PhysOffset >= min {
 			kept = append(kept, r)
 		}
 	}

@@ -215,8 +215,8 @@ func (q *Queue) TrimBelow(logMin int64) error {
 	if err != nil {
 		return err
 	}
-	if m > q.min.Load() {
-		q.min.Store(m)
+	// Readers and retention trim concurrently: only ever raise Min.
+	for cur := q.min.Load(); m > cur && !q.min.CompareAndSwap(cur, m); cur = q.min.Load() {
 	}
 	per := q.set.perFile
 	q.mu.Lock()

@@ -143,9 +143,6 @@ func Open(opts Options) (*Index, error) {
 	var bases []int64
 	for _, n := range names {
 		if !strings.HasSuffix(n, ".idx") {
-			if strings.HasSuffix(n, ".tmp") {
-				opts.FS.Remove(filepath.Join(opts.Dir, n))
-			}
 			continue
 		}
 		if b, err := strconv.ParseInt(strings.TrimSuffix(n, ".idx"), 10, 64); err == nil {

@@ -156,24 +156,34 @@ func PeekSize(b []byte, maxSize int) (int, error) {
 // Verify checks that b starts with a complete valid record no larger than
 // maxSize, and returns its size. It does not allocate.
 func Verify(b []byte, maxSize int) (int, error) {
-	size, err := PeekSize(b, maxSize)
+	r, err := checked(b, maxSize)
 	if err != nil {
 		return 0, err
 	}
+	if _, err := parse(r, nil); err != nil {
+		return 0, err
+	}
+	return len(r), nil
+}
+
+// checked returns the record at the start of b after checking its size,
+// magic and CRC (not its inner lengths: parse does).
+func checked(b []byte, maxSize int) ([]byte, error) {
+	size, err := PeekSize(b, maxSize)
+	if err != nil {
+		return nil, err
+	}
 	if len(b) < size {
-		return 0, ErrShort
+		return nil, ErrShort
 	}
 	r := b[:size]
 	crc := crc32.Update(0, castagnoli, r[:offCRC])
 	crc = crc32.Update(crc, castagnoli, r[offQueueID:])
 	crc = crc32.Update(crc, castagnoli, r[offPhys:offQueueID])
 	if want := binary.LittleEndian.Uint32(r[offCRC:]); crc != want {
-		return 0, fmt.Errorf("%w: crc %#x, want %#x", ErrCorrupt, crc, want)
+		return nil, fmt.Errorf("%w: crc %#x, want %#x", ErrCorrupt, crc, want)
 	}
-	if _, err := parse(r, nil); err != nil {
-		return 0, err
-	}
-	return size, nil
+	return r, nil
 }
 
 // ParseHeader returns the fixed fields of a record (no CRC check).
@@ -307,21 +317,12 @@ func parse(r []byte, v *View) (int, error) {
 // modified afterwards (other than through Body, which is disjoint from the
 // strings and capacity-limited).
 func Decode(b []byte, maxSize int) (*Message, error) {
-	size, err := PeekSize(b, maxSize)
+	r, err := checked(b, maxSize)
 	if err != nil {
 		return nil, err
 	}
-	if len(b) < size {
-		return nil, ErrShort
-	}
-	r := b[:size]
+	size := len(r)
 	le := binary.LittleEndian
-	crc := crc32.Update(0, castagnoli, r[:offCRC])
-	crc = crc32.Update(crc, castagnoli, r[offQueueID:])
-	crc = crc32.Update(crc, castagnoli, r[offPhys:offQueueID])
-	if want := le.Uint32(r[offCRC:]); crc != want {
-		return nil, fmt.Errorf("%w: crc %#x, want %#x", ErrCorrupt, crc, want)
-	}
 	var v View
 	if _, err := parse(r, &v); err != nil {
 		return nil, err

@@ -83,24 +83,16 @@ func (m *Message) Keys() []string { v, _ := m.Get(PropKeys); return strings.Fiel
 
 // TagHash is the stable 64-bit hash of a tag stored in consume queues
 // (FNV-1a); 0 means "no tag".
-func TagHash(tag string) int64 {
-	if tag == "" {
-		return 0
-	}
-	return int64(FNV64a(FNVOffset, tag))
-}
+func TagHash(tag string) int64 { return tagHash(tag) }
 
 // TagHashBytes is TagHash for a byte slice.
-func TagHashBytes(tag []byte) int64 {
+func TagHashBytes(tag []byte) int64 { return tagHash(tag) }
+
+func tagHash[T string | []byte](tag T) int64 {
 	if len(tag) == 0 {
 		return 0
 	}
-	h := uint64(FNVOffset)
-	for _, c := range tag {
-		h ^= uint64(c)
-		h *= fnvPrime
-	}
-	return int64(h)
+	return int64(FNV64a(FNVOffset, tag))
 }
 
 // FNVOffset is the FNV-1a 64-bit offset basis.
@@ -108,19 +100,10 @@ const FNVOffset uint64 = 14695981039346656037
 
 const fnvPrime = 1099511628211
 
-// FNV64a folds s into the FNV-1a hash h.
-func FNV64a(h uint64, s string) uint64 {
+// FNV64a folds s (a string or byte slice) into the FNV-1a hash h.
+func FNV64a[T string | []byte](h uint64, s T) uint64 {
 	for i := 0; i < len(s); i++ {
 		h ^= uint64(s[i])
-		h *= fnvPrime
-	}
-	return h
-}
-
-// FNV64aBytes folds b into the FNV-1a hash h.
-func FNV64aBytes(h uint64, b []byte) uint64 {
-	for _, c := range b {
-		h ^= uint64(c)
 		h *= fnvPrime
 	}
 	return h

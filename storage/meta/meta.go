@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"hash/crc32"
 	"log/slog"
+	"maps"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -118,8 +120,8 @@ type Store struct {
 	logger *slog.Logger
 
 	mu           sync.Mutex // state
-	topics       map[string]Topic
-	groups       map[string]Group
+	topics       table[Topic]
+	groups       table[Group]
 	offsets      map[OffsetKey]int64
 	offsetsDirty bool
 
@@ -174,20 +176,14 @@ func Open(fs vfs.FS, dir string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{fs: fs, dir: dir, opts: opts, logger: opts.Logger,
-		topics: map[string]Topic{}, groups: map[string]Group{}, offsets: map[OffsetKey]int64{}}
-	var topics []Topic
-	if err := s.load("topics", &topics); err != nil {
+		topics:  table[Topic]{kind: "topic", snap: "topics", m: map[string]Topic{}},
+		groups:  table[Group]{kind: "group", snap: "groups", m: map[string]Group{}},
+		offsets: map[OffsetKey]int64{}}
+	if err := s.topics.load(s); err != nil {
 		return nil, err
 	}
-	for _, t := range topics {
-		s.topics[t.Name] = t
-	}
-	var groups []Group
-	if err := s.load("groups", &groups); err != nil {
+	if err := s.groups.load(s); err != nil {
 		return nil, err
-	}
-	for _, g := range groups {
-		s.groups[g.Name] = g
 	}
 	var offs []offsetRec
 	if err := s.load("offsets", &offs); err != nil {
@@ -282,30 +278,6 @@ func (s *Store) writeSnap(name string, payload []byte) error {
 	return s.fs.SyncDir(s.dir)
 }
 
-func (s *Store) persistTopics() error {
-	s.mu.Lock()
-	ts := make([]Topic, 0, len(s.topics))
-	for _, t := range s.topics {
-		ts = append(ts, t)
-	}
-	s.mu.Unlock()
-	sort.Slice(ts, func(i, j int) bool { return ts[i].Name < ts[j].Name })
-	b, _ := json.Marshal(ts)
-	return s.writeSnap("topics", b)
-}
-
-func (s *Store) persistGroups() error {
-	s.mu.Lock()
-	gs := make([]Group, 0, len(s.groups))
-	for _, g := range s.groups {
-		gs = append(gs, g)
-	}
-	s.mu.Unlock()
-	sort.Slice(gs, func(i, j int) bool { return gs[i].Name < gs[j].Name })
-	b, _ := json.Marshal(gs)
-	return s.writeSnap("groups", b)
-}
-
 func validName(kind, n string) error {
 	if n == "" || len(n) > 255 || strings.ContainsAny(n, "\x00/") {
 		return fmt.Errorf("%w: %s name %q", serr.ErrInvalid, kind, n)
@@ -321,119 +293,137 @@ func (s *Store) PutTopic(t Topic) error {
 	if t.QueueCount <= 0 {
 		return fmt.Errorf("%w: topic %q queue count %d", serr.ErrInvalid, t.Name, t.QueueCount)
 	}
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	s.mu.Lock()
-	t.Attributes = cloneMap(t.Attributes)
-	s.topics[t.Name] = t
-	s.mu.Unlock()
-	return s.persistTopics()
+	return s.topics.put(s, t)
 }
 
 // DeleteTopic removes a topic and its committed offsets; durable when it
 // returns nil.
 func (s *Store) DeleteTopic(name string) error {
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	s.mu.Lock()
-	_, ok := s.topics[name]
-	delete(s.topics, name)
-	for k := range s.offsets {
-		if k.Topic == name {
-			delete(s.offsets, k)
-			s.offsetsDirty = true
-		}
-	}
-	s.mu.Unlock()
-	if !ok {
-		return fmt.Errorf("%w: topic %q", serr.ErrNotFound, name)
-	}
-	if err := s.persistTopics(); err != nil {
-		return err
-	}
-	return s.flushOffsets()
+	return s.topics.delete(s, name, func(k OffsetKey) bool { return k.Topic == name })
 }
 
 // Topic returns a topic.
-func (s *Store) Topic(name string) (Topic, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	t, ok := s.topics[name]
-	t.Attributes = cloneMap(t.Attributes)
-	return t, ok
-}
+func (s *Store) Topic(name string) (Topic, bool) { return s.topics.get(s, name) }
 
 // Topics returns every topic, sorted by name.
-func (s *Store) Topics() []Topic {
-	s.mu.Lock()
-	out := make([]Topic, 0, len(s.topics))
-	for _, t := range s.topics {
-		t.Attributes = cloneMap(t.Attributes)
-		out = append(out, t)
-	}
-	s.mu.Unlock()
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
-}
+func (s *Store) Topics() []Topic { return s.topics.list(s) }
 
 // PutGroup creates or replaces a group; durable when it returns nil.
 func (s *Store) PutGroup(g Group) error {
 	if err := validName("group", g.Name); err != nil {
 		return err
 	}
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	s.mu.Lock()
-	g.Attributes = cloneMap(g.Attributes)
-	g.RetryPolicy.Customized = append([]time.Duration(nil), g.RetryPolicy.Customized...)
-	s.groups[g.Name] = g
-	s.mu.Unlock()
-	return s.persistGroups()
+	return s.groups.put(s, g)
 }
 
 // DeleteGroup removes a group and its offsets; durable when it returns nil.
 func (s *Store) DeleteGroup(name string) error {
+	return s.groups.delete(s, name, func(k OffsetKey) bool { return k.Group == name })
+}
+
+// Group returns a group.
+func (s *Store) Group(name string) (Group, bool) { return s.groups.get(s, name) }
+
+// Groups returns every group, sorted by name.
+func (s *Store) Groups() []Group { return s.groups.list(s) }
+
+// record is a named metadata value (Topic, Group).
+type record[T any] interface {
+	key() string
+	clone() T // a copy sharing no maps or slices
+}
+
+func (t Topic) key() string { return t.Name }
+
+func (t Topic) clone() Topic {
+	t.Attributes = maps.Clone(t.Attributes)
+	return t
+}
+
+func (g Group) key() string { return g.Name }
+
+func (g Group) clone() Group {
+	g.Attributes = maps.Clone(g.Attributes)
+	g.RetryPolicy.Customized = slices.Clone(g.RetryPolicy.Customized)
+	return g
+}
+
+// table is one kind of named metadata, kept whole in one snapshot file.
+// Its map is guarded by Store.mu; writers hold Store.wmu.
+type table[T record[T]] struct {
+	kind string // in errors: "topic", "group"
+	snap string // snapshot name
+	m    map[string]T
+}
+
+func (t *table[T]) load(s *Store) error {
+	var vs []T
+	if err := s.load(t.snap, &vs); err != nil {
+		return err
+	}
+	for _, v := range vs {
+		t.m[v.key()] = v
+	}
+	return nil
+}
+
+// put creates or replaces v and persists the table.
+func (t *table[T]) put(s *Store, v T) error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	s.mu.Lock()
-	_, ok := s.groups[name]
-	delete(s.groups, name)
+	t.m[v.key()] = v.clone()
+	s.mu.Unlock()
+	return t.persist(s)
+}
+
+// delete removes name and the committed offsets owned says belong to it,
+// and persists both.
+func (t *table[T]) delete(s *Store, name string, owned func(OffsetKey) bool) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	s.mu.Lock()
+	_, ok := t.m[name]
+	delete(t.m, name)
 	for k := range s.offsets {
-		if k.Group == name {
+		if owned(k) {
 			delete(s.offsets, k)
 			s.offsetsDirty = true
 		}
 	}
 	s.mu.Unlock()
 	if !ok {
-		return fmt.Errorf("%w: group %q", serr.ErrNotFound, name)
+		return fmt.Errorf("%w: %s %q", serr.ErrNotFound, t.kind, name)
 	}
-	if err := s.persistGroups(); err != nil {
+	if err := t.persist(s); err != nil {
 		return err
 	}
 	return s.flushOffsets()
 }
 
-// Group returns a group.
-func (s *Store) Group(name string) (Group, bool) {
+func (t *table[T]) get(s *Store, name string) (T, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	g, ok := s.groups[name]
-	g.Attributes = cloneMap(g.Attributes)
-	return g, ok
+	v, ok := t.m[name]
+	return v.clone(), ok
 }
 
-// Groups returns every group, sorted by name.
-func (s *Store) Groups() []Group {
+// list returns copies of every value, sorted by name.
+func (t *table[T]) list(s *Store) []T {
 	s.mu.Lock()
-	out := make([]Group, 0, len(s.groups))
-	for _, g := range s.groups {
-		g.Attributes = cloneMap(g.Attributes)
-		out = append(out, g)
+	out := make([]T, 0, len(t.m))
+	for _, v := range t.m {
+		out = append(out, v.clone())
 	}
 	s.mu.Unlock()
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	slices.SortFunc(out, func(a, b T) int { return strings.Compare(a.key(), b.key()) })
 	return out
+}
+
+// persist writes the table's snapshot. Caller holds s.wmu.
+func (t *table[T]) persist(s *Store) error {
+	b, _ := json.Marshal(t.list(s))
+	return s.writeSnap(t.snap, b)
 }
 
 // CommitOffset records a consumer offset in memory; it is persisted by
@@ -548,14 +538,3 @@ func (s *Store) LoadBlob(name string) (data []byte, ok bool, err error) {
 
 // Close persists pending offsets.
 func (s *Store) Close() error { return s.Flush() }
-
-func cloneMap(m map[string]string) map[string]string {
-	if m == nil {
-		return nil
-	}
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
-}

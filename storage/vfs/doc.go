@@ -1,8 +1,8 @@
 // Package vfs is the file-system seam of the store.
 //
-// It owns the FS and File interfaces and four implementations:
+// It owns the FS and File interfaces and three implementations:
 //
-//   - Default / NewOS(): the real file system (pread/pwrite, fdatasync,
+//   - Default: the real file system (pread/pwrite, fdatasync,
 //     flock, statfs, read-only mmap of files).
 //   - NewMem(): an in-memory file system that also tracks durability the
 //     way a strict POSIX file system does: file contents become durable on

@@ -12,9 +12,6 @@ import (
 // Default is the operating system's file system.
 var Default FS = osFS{}
 
-// NewOS returns the operating system's file system.
-func NewOS() FS { return osFS{} }
-
 type osFS struct{}
 
 type osFile struct{ *os.File }
