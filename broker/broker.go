@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
@@ -92,7 +93,7 @@ func Open(ctx context.Context, cfg Config, st *storage.Store) (*Broker, error) {
 		return nil, err
 	}
 	b.offs = offset.New(st, st.Meta(), b.hub, cfg.Clock)
-	b.prod = produce.New(produce.Config{Limits: cfg.Limits, Clock: cfg.Clock, Delay: b.delay, Txn: b.txn}, b.obs.appender(st))
+	b.prod = produce.New(produce.Config{Limits: cfg.Limits, Clock: cfg.Clock, Delay: b.delay, Txn: b.txn}, b.obs.appender(st), b.meta)
 	b.obs.observe(cfg.Meters, b)
 	return b, nil
 }
@@ -173,11 +174,7 @@ func (b *Broker) Send(ctx context.Context, topic string, msgs []*model.Message, 
 	if err := metadata.ValidateTopicName(topic); err != nil {
 		return nil, err
 	}
-	t, err := b.meta.Topic(ctx, topic)
-	if err != nil {
-		return nil, err
-	}
-	return b.prod.Send(ctx, t, msgs, p)
+	return b.prod.Send(ctx, topic, msgs, p)
 }
 
 // Receive pops up to req.Max visible messages, long-polling up to
@@ -302,7 +299,7 @@ func (b *Broker) EndTransaction(ctx context.Context, topic, messageID, transacti
 	if err := metadata.ValidateTopicName(topic); err != nil {
 		return err
 	}
-	if transactionID == "" {
+	if strings.TrimSpace(transactionID) == "" {
 		return mqerr.Errorf(mqerr.KindInvalidTransactionID, "transaction id is blank")
 	}
 	if _, err := b.meta.GetTopic(ctx, topic); err != nil {
@@ -317,8 +314,8 @@ func (b *Broker) Recall(ctx context.Context, topic, handle string) (string, erro
 	if err := metadata.ValidateTopicName(topic); err != nil {
 		return "", err
 	}
-	if handle == "" {
-		return "", mqerr.Errorf(mqerr.KindBadRequest, "recall handle is empty")
+	if strings.TrimSpace(handle) == "" {
+		return "", mqerr.Errorf(mqerr.KindBadRequest, "recall handle is blank")
 	}
 	t, err := b.meta.GetTopic(ctx, topic)
 	if err != nil {

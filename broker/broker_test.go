@@ -497,3 +497,44 @@ func TestFIFOGroupGate(t *testing.T) {
 		t.Fatalf("gate lost across restart: %v", ids(got))
 	}
 }
+
+// A receive whose journal record cannot be written (disk full) delivers
+// nothing and changes nothing: the same messages come afterwards as first
+// deliveries, and FIFO messages held back in that call are not held twice.
+func TestReceiveUndoneWhenJournalFails(t *testing.T) {
+	e := newEnv(t)
+	e.topic("f", model.TopicFIFO)
+	e.group("g", 0, true)
+	for i := 0; i < 3; i++ {
+		res, err := e.b.Send(e.ctx, "f", []*model.Message{{Topic: "f", ID: fmt.Sprintf("a-%d", i), MessageGroup: "a", Body: []byte("x")}}, model.Producer{})
+		if err != nil || res[0].Err != nil {
+			t.Fatal(err, res)
+		}
+	}
+	_, written := e.store.LogRange()
+	_ = e.store.WaitDispatched(e.ctx, written)
+	e.fs.SetCapacity(1) // every write fails with ENOSPC
+	if _, err := e.receive("g", "f", 32, 10*time.Second); err == nil {
+		t.Fatal("receive succeeded while its state could not be recorded")
+	}
+	e.fs.SetCapacity(0)
+	got, err := e.receive("g", "f", 32, 10*time.Second)
+	if err != nil || len(got) != 1 || got[0].ID != "a-0" || got[0].Attempt != 1 {
+		t.Fatalf("after space returned: %v %+v", err, got)
+	}
+	if errs := e.b.Ack(e.ctx, "g", "f", []string{got[0].ReceiptHandle}); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	for _, want := range []string{"a-1", "a-2"} {
+		got, err := e.receive("g", "f", 32, 10*time.Second)
+		if err != nil || len(got) != 1 || got[0].ID != want {
+			t.Fatalf("want %s: %v %+v", want, err, got)
+		}
+		if errs := e.b.Ack(e.ctx, "g", "f", []string{got[0].ReceiptHandle}); errs[0] != nil {
+			t.Fatal(errs[0])
+		}
+	}
+	if _, err := e.receive("g", "f", 32, 10*time.Second); mqerr.KindOf(err) != mqerr.KindMessageNotFound {
+		t.Fatalf("a message came twice: %v", err)
+	}
+}

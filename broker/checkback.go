@@ -28,7 +28,7 @@ type CheckBackClaimer interface {
 // CheckTransaction implements txn.CheckBackSender.
 func (f CheckBackFanOut) CheckTransaction(ctx context.Context, topic string, msg *model.Delivered, transactionID string) bool {
 	for _, s := range f {
-		if c, ok := s.(CheckBackClaimer); ok && s != nil && c.ClaimsTransaction(topic, transactionID) {
+		if c, ok := s.(CheckBackClaimer); ok && c.ClaimsTransaction(topic, transactionID) {
 			return s.CheckTransaction(ctx, topic, msg, transactionID)
 		}
 	}

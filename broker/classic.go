@@ -8,11 +8,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mqgate/mqgate/broker/delay"
 	"github.com/mqgate/mqgate/broker/metadata"
 	"github.com/mqgate/mqgate/broker/model"
 	"github.com/mqgate/mqgate/broker/mqerr"
 	"github.com/mqgate/mqgate/broker/produce"
-	"github.com/mqgate/mqgate/broker/rawdelay"
 	"github.com/mqgate/mqgate/broker/stored"
 	"github.com/mqgate/mqgate/broker/txn"
 	"github.com/mqgate/mqgate/internal/clock"
@@ -26,29 +26,17 @@ import (
 // kept), its consumers pull raw records by queue offset and hand
 // commit-log positions back (send-back, view by id, END_TRANSACTION), and
 // its delays are levels. It works on the same store, topics, groups,
-// offsets, transactions and dead-letter topics as the gRPC side, so a
-// message sent on one protocol is consumed on the other.
-//
-// OpenClassic starts its one background service (the raw delay
-// publisher); the owner of the remoting listener closes it.
+// offsets, transactions, delay service and dead-letter topics as the gRPC
+// side, so a message sent on one protocol is consumed on the other. It
+// runs nothing of its own: the broker's services do the background work.
 type Classic struct {
-	b     *Broker
-	delay *rawdelay.Service
-	clk   clock.Clock
-	rr    sync.Map
+	b   *Broker
+	clk clock.Clock
+	rr  sync.Map
 }
 
-// OpenClassic opens the classic services on b.
-func (b *Broker) OpenClassic(ctx context.Context) (*Classic, error) {
-	d, err := rawdelay.Open(ctx, rawdelay.Config{Clock: b.cfg.Clock, Logger: b.log}, b.store, b.store.Meta(), b.meta)
-	if err != nil {
-		return nil, err
-	}
-	return &Classic{b: b, delay: d, clk: b.cfg.Clock}, nil
-}
-
-// Close stops the raw delay publisher.
-func (c *Classic) Close(ctx context.Context) error { return c.delay.Close(ctx) }
+// Classic returns the classic protocol's view of b.
+func (b *Broker) Classic() *Classic { return &Classic{b: b, clk: b.cfg.Clock} }
 
 // Broker returns the facade Classic works on.
 func (c *Classic) Broker() *Broker { return c.b }
@@ -74,25 +62,24 @@ func (c *Classic) EnsureRetry(ctx context.Context, group string) (model.Topic, e
 // is created on demand, %DLQ%<group> exists once its group does, other
 // topics are created only when auto-create is on.
 func (c *Classic) RouteTopic(ctx context.Context, name string) (model.Topic, error) {
-	if err := metadata.ValidateTopicName(name); err != nil {
-		return model.Topic{}, err
-	}
-	if g, ok := strings.CutPrefix(name, metadata.RetryPrefix); ok {
-		return c.EnsureRetry(ctx, g)
-	}
-	return c.b.meta.Topic(ctx, name)
+	return c.topic(ctx, name, c.b.meta.Topic)
 }
 
 // ExistingTopic resolves a topic without creating user topics (retry
 // topics are still created on demand).
 func (c *Classic) ExistingTopic(ctx context.Context, name string) (model.Topic, error) {
+	return c.topic(ctx, name, c.b.meta.GetTopic)
+}
+
+// topic resolves name: %RETRY%<group> by EnsureRetry, any other by get.
+func (c *Classic) topic(ctx context.Context, name string, get func(context.Context, string) (model.Topic, error)) (model.Topic, error) {
 	if err := metadata.ValidateTopicName(name); err != nil {
 		return model.Topic{}, err
 	}
 	if g, ok := strings.CutPrefix(name, metadata.RetryPrefix); ok {
 		return c.EnsureRetry(ctx, g)
 	}
-	return c.b.meta.GetTopic(ctx, name)
+	return get(ctx, name)
 }
 
 // PutTopic creates or updates a topic (UPDATE_AND_CREATE_TOPIC); it
@@ -128,15 +115,12 @@ type ClassicSend struct {
 
 // ClassicSent is where the records went.
 type ClassicSent struct {
-	Topic   string
 	QueueID int32
 	// Entries are the appended records in order (for delayed and half
 	// messages: the staged record).
 	Entries []storage.AppendEntry
 	// TransactionID is set for a half message.
 	TransactionID string
-	// Staged: delayed or transactional, not yet visible.
-	Staged bool
 	// FlushTimeout: stored, not yet durable.
 	FlushTimeout bool
 }
@@ -148,15 +132,11 @@ func (c *Classic) SendRecords(ctx context.Context, req ClassicSend) (ClassicSent
 	if len(req.Records) == 0 {
 		return ClassicSent{}, mqerr.Errorf(mqerr.KindMessageCorrupted, "no message to send")
 	}
-	if err := metadata.ValidateTopicName(req.Topic); err != nil {
+	t, err := c.RouteTopic(ctx, req.Topic)
+	if err != nil {
 		return ClassicSent{}, err
 	}
-	var t model.Topic
-	var err error
-	if g, ok := strings.CutPrefix(req.Topic, metadata.RetryPrefix); ok {
-		if t, err = c.EnsureRetry(ctx, g); err != nil {
-			return ClassicSent{}, err
-		}
+	if g, ok := strings.CutPrefix(t.Name, metadata.RetryPrefix); ok {
 		grp, err := c.EnsureGroup(ctx, g)
 		if err != nil {
 			return ClassicSent{}, err
@@ -171,8 +151,6 @@ func (c *Classic) SendRecords(ctx context.Context, req ClassicSend) (ClassicSent
 			}
 			req.QueueID = 0
 		}
-	} else if t, err = c.b.meta.Topic(ctx, req.Topic); err != nil {
-		return ClassicSent{}, err
 	}
 	if !t.Perm.Writable() {
 		return ClassicSent{}, mqerr.Errorf(mqerr.KindForbidden, "topic %q is not writable", t.Name)
@@ -189,6 +167,7 @@ func (c *Classic) SendRecords(ctx context.Context, req ClassicSend) (ClassicSent
 	lenient := t
 	lenient.Type = model.TopicMixed
 	var due time.Time
+	var recovery time.Duration
 	transactional := false
 	for i, r := range req.Records {
 		d := stored.FromRecord(r)
@@ -201,35 +180,34 @@ func (c *Classic) SendRecords(ctx context.Context, req ClassicSend) (ClassicSent
 		if r.BornHost == "" {
 			r.BornHost = req.Producer.Host
 		}
-		r.Del(rawdelay.PropDue)
+		r.Del(stored.PropDueMS)
 		tx := d.Transactional
 		at, err := deliveryTime(r, now, limits.MaxDelay)
 		if err != nil {
 			return ClassicSent{}, err
 		}
 		if i == 0 {
-			transactional, due = tx, at
+			transactional, due, recovery = tx, at, d.TxRecovery
 		} else if tx != transactional || !at.Equal(due) {
 			return ClassicSent{}, mqerr.Errorf(mqerr.KindMessageCorrupted, "a batch must not mix transactional, delayed and plain messages")
 		}
 	}
-	out := ClassicSent{Topic: t.Name, QueueID: q}
+	out := ClassicSent{QueueID: q}
 	switch {
 	case transactional:
 		if len(req.Records) != 1 {
 			return ClassicSent{}, mqerr.Errorf(mqerr.KindMessageCorrupted, "a transactional message cannot be sent in a batch")
 		}
-		h, err := c.b.txn.StageRecord(ctx, t, q, req.Records[0])
+		h, err := c.b.txn.StageRecord(ctx, t, q, req.Records[0], recovery)
 		if err != nil {
 			return ClassicSent{}, err
 		}
-		out.Entries, out.TransactionID, out.Staged, out.FlushTimeout = []storage.AppendEntry{h.Entry}, h.TransactionID, true, h.FlushTimeout
+		out.Entries, out.TransactionID, out.FlushTimeout = []storage.AppendEntry{h.Entry}, h.TransactionID, h.FlushTimeout
 		return out, nil
 	case !due.IsZero() && due.After(now):
-		out.Staged = true
 		for _, r := range req.Records {
 			r.Set(stored.PropDeliverMS, strconv.FormatInt(due.UnixMilli(), 10))
-			e, err := c.delay.Stage(ctx, r, t.Name, q, due)
+			e, err := c.b.delay.StageRecord(ctx, r, t.Name, q, due)
 			if err != nil && mqerr.KindOf(err) != mqerr.KindFlushTimeout {
 				return ClassicSent{}, err
 			}
@@ -262,7 +240,7 @@ func deliveryTime(r *message.Message, now time.Time, maxDelay time.Duration) (ti
 			r.Del(stored.PropDeliverMS)
 			r.Del("TIMER_DELAY_SEC")
 			r.Del("TIMER_DELAY_MS")
-			return now.Add(rawdelay.LevelDelay(lvl)), nil
+			return now.Add(delay.LevelDelay(lvl)), nil
 		}
 		r.Del(stored.PropDelayLevel)
 	}
@@ -637,7 +615,7 @@ func (c *Classic) SendBack(ctx context.Context, sb SendBack) (SendBackResult, er
 			old = int32(n)
 		}
 	}
-	for _, k := range []string{stored.PropRealTopic, stored.PropRealQueue, stored.PropDelayLevel, stored.PropDeliverMS, rawdelay.PropDue} {
+	for _, k := range []string{stored.PropRealTopic, stored.PropRealQueue, stored.PropDelayLevel, stored.PropDeliverMS, stored.PropDueMS} {
 		cp.Del(k)
 	}
 	cp.Set(stored.PropReconsumeTime, strconv.Itoa(int(old+1)))
@@ -671,8 +649,8 @@ func (c *Classic) SendBack(ctx context.Context, sb SendBack) (SendBackResult, er
 	if level == 0 {
 		level = 3 + int(old)
 	}
-	due := c.clk.Now().Add(rawdelay.LevelDelay(level))
-	if _, err := c.delay.Stage(ctx, &cp, retry.Name, 0, due); err != nil && mqerr.KindOf(err) != mqerr.KindFlushTimeout {
+	due := c.clk.Now().Add(delay.LevelDelay(level))
+	if _, err := c.b.delay.StageRecord(ctx, &cp, retry.Name, 0, due); err != nil && mqerr.KindOf(err) != mqerr.KindFlushTimeout {
 		return SendBackResult{}, err
 	}
 	return SendBackResult{Topic: retry.Name, ReconsumeTimes: old + 1, Due: due}, nil

@@ -6,33 +6,16 @@ import (
 	"time"
 
 	"github.com/mqgate/mqgate/broker/model"
+	"github.com/mqgate/mqgate/broker/mqerr"
 	"github.com/mqgate/mqgate/storage/message"
 )
-
-func (e *env) classic() *Classic {
-	e.t.Helper()
-	c, err := e.b.OpenClassic(e.ctx)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return c
-}
-
-func closeClassic(t *testing.T, c *Classic) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := c.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // A send-back waiting for its delay survives a restart and is delivered
 // to %RETRY%<group> when due, with its properties intact.
 func TestClassicSendBackSurvivesRestart(t *testing.T) {
 	e := newEnv(t)
 	e.topic("T", model.TopicNormal)
-	c := e.classic()
+	c := e.b.Classic()
 	r := &message.Message{Body: []byte("x")}
 	r.Set("UNIQ_KEY", "U1")
 	r.Set("KEYS", "k")
@@ -44,10 +27,8 @@ func TestClassicSendBackSurvivesRestart(t *testing.T) {
 	if err != nil || res.Topic != "%RETRY%CG" || res.ReconsumeTimes != 1 || res.Due.Sub(e.clk.Now()) != 10*time.Second {
 		t.Fatalf("%+v %v", res, err)
 	}
-	closeClassic(t, c)
 	e.restart()
-	c = e.classic()
-	defer closeClassic(t, c)
+	c = e.b.Classic()
 	e.clk.Advance(11 * time.Second)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -73,6 +54,47 @@ func TestClassicSendBackSurvivesRestart(t *testing.T) {
 		if _, ok := m.Get(k); ok {
 			t.Fatalf("bookkeeping property %s left on the delivered record", k)
 		}
+	}
+}
+
+// Classic delayed records wait in the broker's one delay service (so they
+// survive restarts like gRPC ones); its due-time bookkeeping property is
+// reserved, so a gRPC producer cannot steer a delayed message with it.
+func TestClassicDelaysShareTheDelayService(t *testing.T) {
+	e := newEnv(t)
+	e.topic("T", model.TopicNormal)
+	c := e.b.Classic()
+	r := &message.Message{Body: []byte("x")}
+	r.Set("UNIQ_KEY", "U1")
+	r.Set("DELAY", "1")
+	if _, err := c.SendRecords(e.ctx, ClassicSend{Topic: "T", QueueID: 2, Records: []*message.Message{r}}); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.b.delay.Pending(); n != 1 {
+		t.Fatalf("delay service holds %d records, want the classic one", n)
+	}
+	e.restart()
+	c = e.b.Classic()
+	e.clk.Advance(time.Second)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, hi := c.QueueRange("T", 2); hi == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the delayed classic record was not delivered to its queue after the restart")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	e.topic("D", model.TopicDelay)
+	m := &model.Message{Topic: "D", ID: "m1", Body: []byte("x"), DeliveryTime: e.clk.Now().Add(time.Hour),
+		Properties: map[string]string{"__MQG_DUE_MS": "1"}}
+	res, err := e.b.Send(e.ctx, "D", []*model.Message{m}, model.Producer{ClientID: "p1"})
+	if err == nil && len(res) == 1 {
+		err = res[0].Err
+	}
+	if mqerr.KindOf(err) != mqerr.KindIllegalPropertyKey {
+		t.Fatalf("a producer set the due-time property: %v", err)
 	}
 }
 

@@ -59,25 +59,44 @@ type observer struct {
 
 	pollingFull atomic.Int64
 
-	topics sync.Map // topic → *topicAttrs
-	subs   sync.Map // subKey → *subAttrs
+	topics sync.Map // topic → *attrCache
+	subs   sync.Map // subKey → *attrCache
 }
 
 type subKey struct{ group, topic string }
 
-// topicAttrs caches a topic's metric options (ok: the common outcome,
-// without a lock).
-type topicAttrs struct {
-	base, ok []metric.AddOption
+// attrCache holds the metric options of one topic or (group, topic) pair,
+// built once: base (its identifying attributes), ok (base plus
+// mqgate.status=ok, the common outcome, read without a lock) and the other
+// outcomes, built on first use.
+type attrCache struct {
+	kvs  []attribute.KeyValue
+	set  metric.MeasurementOption // base's one option, also for gauges
+	base []metric.AddOption
+	ok   []metric.AddOption
+
 	mu       sync.Mutex
 	outcomes map[string][]metric.AddOption // status → options
 }
 
-// subAttrs caches a (group, topic) pair's metric options.
-type subAttrs struct {
-	base, ok []metric.AddOption
-	mu       sync.Mutex
-	outcomes map[string][]metric.AddOption
+func newAttrCache(kvs ...attribute.KeyValue) *attrCache {
+	a := &attrCache{kvs: kvs, set: metric.WithAttributeSet(attribute.NewSet(kvs...)), outcomes: map[string][]metric.AddOption{}}
+	a.base = []metric.AddOption{a.set}
+	a.ok = a.outcome(statusOK)
+	return a
+}
+
+// outcome is base plus mqgate.status=status.
+func (a *attrCache) outcome(status string) []metric.AddOption {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	opts, ok := a.outcomes[status]
+	if !ok {
+		kvs := append(a.kvs[:len(a.kvs):len(a.kvs)], keyStatus.String(status))
+		opts = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(kvs...))}
+		a.outcomes[status] = opts
+	}
+	return opts
 }
 
 func newObserver(tp trace.TracerProvider, mp metric.MeterProvider) *observer {
@@ -135,8 +154,7 @@ func (o *observer) observe(mp metric.MeterProvider, b *Broker) {
 				continue // deleted since
 			}
 			p := b.progress(t, st.Group, st.Next, st.InFlight, st.Held)
-			opt := metric.WithAttributeSet(attribute.NewSet(attrSystem,
-				semconv.MessagingDestinationName(st.Topic), semconv.MessagingConsumerGroupName(st.Group)))
+			opt := o.sub(st.Group, st.Topic).set
 			ob.ObserveInt64(backlog, p.Backlog, opt)
 			ob.ObserveInt64(ready, p.Ready, opt)
 			ob.ObserveInt64(inflight, p.InFlight, opt)
@@ -155,56 +173,21 @@ func (o *observer) close() {
 	}
 }
 
-func (o *observer) topic(name string) *topicAttrs {
+func (o *observer) topic(name string) *attrCache {
 	if v, ok := o.topics.Load(name); ok {
-		return v.(*topicAttrs)
+		return v.(*attrCache)
 	}
-	ta := &topicAttrs{
-		base:     []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attrSystem, semconv.MessagingDestinationName(name)))},
-		outcomes: map[string][]metric.AddOption{},
-	}
-	ta.ok = ta.outcome(name, statusOK)
-	v, _ := o.topics.LoadOrStore(name, ta)
-	return v.(*topicAttrs)
+	v, _ := o.topics.LoadOrStore(name, newAttrCache(attrSystem, semconv.MessagingDestinationName(name)))
+	return v.(*attrCache)
 }
 
-func (ta *topicAttrs) outcome(topic, status string) []metric.AddOption {
-	ta.mu.Lock()
-	defer ta.mu.Unlock()
-	opts, ok := ta.outcomes[status]
-	if !ok {
-		opts = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attrSystem,
-			semconv.MessagingDestinationName(topic), keyStatus.String(status)))}
-		ta.outcomes[status] = opts
-	}
-	return opts
-}
-
-func (o *observer) sub(group, topic string) *subAttrs {
+func (o *observer) sub(group, topic string) *attrCache {
 	k := subKey{group, topic}
 	if v, ok := o.subs.Load(k); ok {
-		return v.(*subAttrs)
+		return v.(*attrCache)
 	}
-	sa := &subAttrs{
-		base: []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attrSystem,
-			semconv.MessagingDestinationName(topic), semconv.MessagingConsumerGroupName(group)))},
-		outcomes: map[string][]metric.AddOption{},
-	}
-	sa.ok = sa.outcome(group, topic, statusOK)
-	v, _ := o.subs.LoadOrStore(k, sa)
-	return v.(*subAttrs)
-}
-
-func (sa *subAttrs) outcome(group, topic, status string) []metric.AddOption {
-	sa.mu.Lock()
-	defer sa.mu.Unlock()
-	opts, ok := sa.outcomes[status]
-	if !ok {
-		opts = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attrSystem,
-			semconv.MessagingDestinationName(topic), semconv.MessagingConsumerGroupName(group), keyStatus.String(status)))}
-		sa.outcomes[status] = opts
-	}
-	return opts
+	v, _ := o.subs.LoadOrStore(k, newAttrCache(attrSystem, semconv.MessagingDestinationName(topic), semconv.MessagingConsumerGroupName(group)))
+	return v.(*attrCache)
 }
 
 func statusOf(err error) string {
@@ -259,14 +242,14 @@ func (o *observer) sent(ctx context.Context, sp trace.Span, topic string, msgs [
 	if o.msgsIn != nil {
 		ta := o.topic(topic)
 		if err != nil {
-			o.sendOutcomes.Add(ctx, int64(len(msgs)), ta.outcome(topic, statusOf(err))...)
+			o.sendOutcomes.Add(ctx, int64(len(msgs)), ta.outcome(statusOf(err))...)
 		} else {
 			var n, ok, bytes int64
 			for i, r := range res {
 				if r.Err == nil {
 					ok++
 				} else {
-					o.sendOutcomes.Add(ctx, 1, ta.outcome(topic, statusOf(r.Err))...)
+					o.sendOutcomes.Add(ctx, 1, ta.outcome(statusOf(r.Err))...)
 				}
 				if r.Err == nil || mqerr.KindOf(r.Err) == mqerr.KindFlushTimeout {
 					n++ // stored
@@ -348,7 +331,6 @@ func (o *observer) startAck(ctx context.Context, group, topic string, n int) (co
 
 // acked counts ack outcomes and ends the span.
 func (o *observer) acked(ctx context.Context, sp trace.Span, group, topic string, errs []error) {
-	var first error
 	if o.ackOutcomes != nil {
 		sa := o.sub(group, topic)
 		var ok int64
@@ -356,7 +338,7 @@ func (o *observer) acked(ctx context.Context, sp trace.Span, group, topic string
 			if err == nil {
 				ok++
 			} else {
-				o.ackOutcomes.Add(ctx, 1, sa.outcome(group, topic, statusOf(err))...)
+				o.ackOutcomes.Add(ctx, 1, sa.outcome(statusOf(err))...)
 			}
 		}
 		if ok > 0 {
@@ -364,6 +346,7 @@ func (o *observer) acked(ctx context.Context, sp trace.Span, group, topic string
 		}
 	}
 	if sp != nil {
+		var first error // the span shows the first failure
 		for _, err := range errs {
 			if err != nil {
 				first = err
@@ -374,7 +357,7 @@ func (o *observer) acked(ctx context.Context, sp trace.Span, group, topic string
 	}
 }
 
-// deadLettered counts a DLQ move seen on its way to the store.
+// countDeadLetter counts a DLQ move seen on its way to the store.
 func (o *observer) countDeadLetter(ctx context.Context, m *message.Message) {
 	if o.deadLettered == nil {
 		return

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 
 	"github.com/mqgate/mqgate/broker/model"
@@ -72,9 +73,15 @@ func Open(ctx context.Context, cfg Config, st staged.Store, blobs staged.Blobs, 
 	return s, nil
 }
 
+// dueOf is a staged record's due time: PropDueMS (StageRecord), else its
+// delivery time.
 func dueOf(m *message.Message) int64 {
-	d := stored.FromRecord(m)
-	return d.DeliveryTime.UnixMilli()
+	v, ok := m.Get(stored.PropDueMS)
+	if !ok {
+		v, _ = m.Get(stored.PropDeliverMS)
+	}
+	n, _ := strconv.ParseInt(v, 10, 64)
+	return n
 }
 
 // Close stops the publisher and records the low-water mark.
@@ -94,10 +101,7 @@ func (s *Service) Stage(ctx context.Context, topic model.Topic, m *model.Message
 	if err != nil {
 		return model.SendResult{}, produce.AppendError(err)
 	}
-	select {
-	case s.kick <- struct{}{}:
-	default:
-	}
+	s.wake()
 	r := model.SendResult{MessageID: m.ID, Offset: off, RecallHandle: s.token.Encode(off, due, topic.Name)}
 	if res.Status == storage.StatusFlushTimeout {
 		r.Err = mqerr.Errorf(mqerr.KindFlushTimeout, "stored, but the disk flush did not finish in time; the message is not yet durable")
@@ -138,6 +142,15 @@ func (s *Service) notPending(off int64) error {
 	return mqerr.Errorf(mqerr.KindMessageNotFound, "no pending delayed message for this recall handle (already delivered or unknown)")
 }
 
+// wake tells the publisher a record was staged (it may be idle, or timed
+// for a later one).
+func (s *Service) wake() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
 func (s *Service) loop(ctx context.Context) {
 	s.stage.Run(ctx, s.clk, s.kick, 256, func(ctx context.Context, p staged.Pending, now int64) {
 		if err := s.publish(ctx, p); err != nil {
@@ -151,10 +164,12 @@ func (s *Service) publish(ctx context.Context, p staged.Pending) error {
 	if err != nil || rec == nil {
 		return err
 	}
-	d := stored.FromRecord(rec)
-	topic, err := s.topics.GetTopic(ctx, d.Topic)
-	if mqerr.KindOf(err) == mqerr.KindTopicNotFound {
-		s.log.Warn("delay: destination topic was deleted; dropping the message", "topic", d.Topic, "message_id", d.ID)
+	// REAL_TOPIC names the destination. (stored.FromRecord would present
+	// RETRY_TOPIC instead: a classic redelivery carries both.)
+	name, _ := rec.Get(stored.PropRealTopic)
+	topic, err := s.topics.GetTopic(ctx, name)
+	if k := mqerr.KindOf(err); err != nil && (k == mqerr.KindTopicNotFound || k == mqerr.KindIllegalTopic) {
+		s.log.Warn("delay: destination topic is gone; dropping the message", "topic", name, "message_id", rec.UniqKey())
 		_, err = s.stage.Resolve(ctx, p.Offset, staged.OpFired)
 		return err
 	}
@@ -164,10 +179,25 @@ func (s *Service) publish(ctx context.Context, p staged.Pending) error {
 	out := *rec
 	out.Properties = append([]message.Property(nil), rec.Properties...)
 	out.Topic = topic.Name
-	out.QueueID = produce.PickQueue(topic, d.MessageGroup, &s.rr)
-	out.Del(stored.PropRealTopic)
+	out.QueueID = s.queueOf(topic, rec)
+	for _, k := range []string{stored.PropRealTopic, stored.PropRealQueue, stored.PropDelayLevel, stored.PropDueMS} {
+		out.Del(k)
+	}
 	if _, err := s.stage.Resolve(ctx, p.Offset, staged.OpFired, &out); err != nil && !errors.Is(err, staged.ErrNotPending) {
 		return fmt.Errorf("publishing to %s: %w", topic.Name, err)
 	}
 	return nil
+}
+
+// queueOf is the queue a due record goes to: the one it names (REAL_QID,
+// classic records) while the topic still has it, else one picked as for a
+// send (by message group).
+func (s *Service) queueOf(t model.Topic, rec *message.Message) int32 {
+	if v, ok := rec.Get(stored.PropRealQueue); ok {
+		if q, err := strconv.Atoi(v); err == nil && q >= 0 && q < int(t.Queues) {
+			return int32(q)
+		}
+	}
+	group, _ := rec.Get(stored.PropShardingKey)
+	return produce.PickQueue(t, group, &s.rr)
 }

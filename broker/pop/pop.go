@@ -297,13 +297,14 @@ func (s *Service) tryPop(ctx context.Context, sb *sub, req *ReceiveRequest, fl *
 	}
 	fifo := req.Group.FIFO
 	var (
-		picks  []pick
-		toDLQ  []pick
-		lost   []*flight
-		rec    = jrecord{op: opDeliver, group: sb.group, topic: sb.topic, at: now}
-		undo   []func()
-		nexts  = map[int32]int64{}
-		unheld []*flight
+		picks   []pick
+		toDLQ   []pick
+		lost    []*flight
+		rec     = jrecord{op: opDeliver, group: sb.group, topic: sb.topic, at: now}
+		undo    []func()
+		created []*flight // new flights (delivered or held) of this call
+		nexts   = map[int32]int64{}
+		unheld  []*flight
 	)
 	sb.mu.Lock()
 	if fifo && req.AttemptID != "" {
@@ -390,7 +391,7 @@ func (s *Service) tryPop(ctx context.Context, sb *sub, req *ReceiveRequest, fl *
 				q.next, _ = s.store.QueueRange(sb.topic, qid)
 			}
 			before := q.next
-			if err := s.readFresh(sb, q, qid, req, fl, fifo, now, inv, &picks, &rec); err != nil {
+			if err := s.readFresh(sb, q, qid, req, fl, fifo, now, inv, &picks, &created, &rec); err != nil {
 				readErr = err
 				break
 			}
@@ -435,15 +436,14 @@ func (s *Service) tryPop(ctx context.Context, sb *sub, req *ReceiveRequest, fl *
 	}
 	if err := s.journal(ctx, &rec); err != nil {
 		sb.mu.Lock()
+		// Nothing of this call was recorded: new flights (delivered or held
+		// back) are forgotten, so their messages are read again from the
+		// restored positions; redeliveries get their previous state back.
+		for _, f := range created {
+			sb.detach(f)
+		}
 		for i := len(undo) - 1; i >= 0; i-- {
 			undo[i]()
-		}
-		// Fresh deliveries that could not be recorded become visible again
-		// without counting an attempt.
-		for _, p := range picks {
-			if p.f.epoch == 1 && sb.queues[p.f.queue].flights[p.f.offset] == p.f && p.f.visibleAt == now+inv {
-				sb.remove(p.f, now)
-			}
 		}
 		s.scheduleLocked(sb)
 		sb.mu.Unlock()
@@ -458,7 +458,7 @@ func (s *Service) tryPop(ctx context.Context, sb *sub, req *ReceiveRequest, fl *
 
 // readFresh reads new messages of one queue into picks (or holds FIFO ones
 // back), advancing q.next over everything it consumed or filtered out.
-func (s *Service) readFresh(sb *sub, q *qstate, qid int32, req *ReceiveRequest, fl *filter, fifo bool, now, inv int64, picks *[]pick, rec *jrecord) error {
+func (s *Service) readFresh(sb *sub, q *qstate, qid int32, req *ReceiveRequest, fl *filter, fifo bool, now, inv int64, picks *[]pick, created *[]*flight, rec *jrecord) error {
 	for len(*picks) < req.Max {
 		want := req.Max - len(*picks)
 		if !fl.f.All() || fifo {
@@ -515,6 +515,7 @@ func (s *Service) readFresh(sb *sub, q *qstate, qid int32, req *ReceiveRequest, 
 						f.epoch = 0
 						f.visibleAt = 0
 						sb.add(f)
+						*created = append(*created, f)
 						q.next = e.QueueOffset + 1
 						rec.entries = append(rec.entries, entryOf(f))
 						continue
@@ -526,6 +527,7 @@ func (s *Service) readFresh(sb *sub, q *qstate, qid int32, req *ReceiveRequest, 
 				f.client = req.ClientID
 			}
 			sb.add(f)
+			*created = append(*created, f)
 			q.next = e.QueueOffset + 1
 			*picks = append(*picks, pick{f, m})
 			rec.entries = append(rec.entries, entryOf(f))

@@ -28,6 +28,12 @@ type Special interface {
 	Stage(ctx context.Context, topic model.Topic, m *model.Message, p model.Producer) (model.SendResult, error)
 }
 
+// Topics resolves a send's destination (creating it when auto-create is
+// on).
+type Topics interface {
+	Topic(ctx context.Context, name string) (model.Topic, error)
+}
+
 // Config configures the service.
 type Config struct {
 	Limits Limits
@@ -39,39 +45,51 @@ type Config struct {
 
 // Service stores sent messages.
 type Service struct {
-	cfg   Config
-	store Appender
-	rr    sync.Map // topic → *atomic.Uint32
+	cfg    Config
+	store  Appender
+	topics Topics
+	rr     sync.Map // topic → *atomic.Uint32
 }
 
 // New returns the service.
-func New(cfg Config, st Appender) *Service {
+func New(cfg Config, st Appender, topics Topics) *Service {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real{}
 	}
 	cfg.Limits = cfg.Limits.withDefaults()
-	return &Service{cfg: cfg, store: st}
+	return &Service{cfg: cfg, store: st, topics: topics}
 }
 
 // Limits returns the effective limits.
 func (s *Service) Limits() Limits { return s.cfg.Limits }
 
-// Send validates msgs (all for topic) and stores them. A validation error
-// rejects the whole request; per-message outcomes are in the results.
-func (s *Service) Send(ctx context.Context, topic model.Topic, msgs []*model.Message, p model.Producer) ([]model.SendResult, error) {
+// Send validates msgs (all for topic) and stores them, checking in
+// upstream's order (spec §5.4): the messages first, then the topic
+// (unknown, not writable, type mismatch). A validation error rejects the
+// whole request; per-message outcomes are in the results.
+func (s *Service) Send(ctx context.Context, topicName string, msgs []*model.Message, p model.Producer) ([]model.SendResult, error) {
 	if len(msgs) == 0 {
 		return nil, mqerr.Errorf(mqerr.KindMessageCorrupted, "no message to send")
+	}
+	now := s.cfg.Clock.Now()
+	for i, m := range msgs {
+		if m.Topic != topicName {
+			return nil, mqerr.Errorf(mqerr.KindMessageCorrupted, "message %d is for topic %q, not %q: a batch has one topic", i, m.Topic, topicName)
+		}
+		if err := ValidateMessage(m, now, s.cfg.Limits); err != nil {
+			return nil, err
+		}
+	}
+	topic, err := s.topics.Topic(ctx, topicName)
+	if err != nil {
+		return nil, err
 	}
 	if !topic.Perm.Writable() {
 		return nil, mqerr.Errorf(mqerr.KindForbidden, "topic %q is not writable", topic.Name)
 	}
-	now := s.cfg.Clock.Now()
 	special := false
-	for i, m := range msgs {
-		if m.Topic != topic.Name {
-			return nil, mqerr.Errorf(mqerr.KindMessageCorrupted, "message %d is for topic %q, not %q: a batch has one topic", i, m.Topic, topic.Name)
-		}
-		if err := Validate(m, topic, now, s.cfg.Limits); err != nil {
+	for _, m := range msgs {
+		if err := CheckType(m, topic); err != nil {
 			return nil, err
 		}
 		if m.BornTime.IsZero() {
@@ -87,6 +105,11 @@ func (s *Service) Send(ctx context.Context, topic model.Topic, msgs []*model.Mes
 	if special {
 		return s.sendSpecial(ctx, topic, msgs, p, now)
 	}
+	return s.appendNormal(ctx, topic, msgs)
+}
+
+// appendNormal stores validated messages straight into one queue of topic.
+func (s *Service) appendNormal(ctx context.Context, topic model.Topic, msgs []*model.Message) ([]model.SendResult, error) {
 	q := s.pickQueue(topic, msgs[0])
 	recs := make([]*message.Message, len(msgs))
 	for i, m := range msgs {
@@ -116,7 +139,7 @@ func (s *Service) sendSpecial(ctx context.Context, topic model.Topic, msgs []*mo
 		case m.DeliveryTime.After(now):
 			h = s.cfg.Delay
 		default:
-			r, err := s.Send(ctx, topic, []*model.Message{m}, p)
+			r, err := s.appendNormal(ctx, topic, []*model.Message{m})
 			if err != nil {
 				out[i] = model.SendResult{MessageID: m.ID, Err: err}
 			} else {

@@ -61,10 +61,20 @@ func hasControl(s string) bool {
 
 func blank(s string) bool { return strings.TrimFunc(s, unicode.IsSpace) == "" }
 
-// Validate checks one message, in upstream's order, returning the first
-// problem with its kind (spec §5.4 steps 4–13). topic is the resolved
-// destination.
+// Validate checks one message against its resolved topic: ValidateMessage
+// then CheckType (spec §5.4 steps 4–13).
 func Validate(m *model.Message, topic model.Topic, now time.Time, l Limits) error {
+	if err := ValidateMessage(m, now, l); err != nil {
+		return err
+	}
+	return CheckType(m, topic)
+}
+
+// ValidateMessage checks what a message must satisfy whatever its topic,
+// in upstream's order, returning the first problem with its kind (spec
+// §5.4 steps 4–12, and a declared type that contradicts the content). It
+// is the one copy of these rules for every listener.
+func ValidateMessage(m *model.Message, now time.Time, l Limits) error {
 	l = l.withDefaults()
 	if len(m.Body) == 0 {
 		return mqerr.Errorf(mqerr.KindBodyEmpty, "message body is empty")
@@ -133,17 +143,26 @@ func Validate(m *model.Message, topic model.Topic, now time.Time, l Limits) erro
 		}
 	}
 	actual := m.ActualType()
-	if m.Type != model.MessageUnspecified && m.Type != actual {
-		// The client declared one type but the content says another
-		// (e.g. TRANSACTION with a message group or delivery time).
-		if !(m.Type == model.MessageFIFO && actual == model.MessageDelay && m.MessageGroup != "") {
-			return mqerr.Errorf(mqerr.KindMessageTypeConflict, "message declared %s but its properties make it %s", m.Type, actual)
-		}
+	if m.Transactional && (m.MessageGroup != "" || !m.DeliveryTime.IsZero()) {
+		return mqerr.Errorf(mqerr.KindMessageTypeConflict, "a TRANSACTION message cannot have a message group or a delivery time")
 	}
+	// The client declared one type but the content says another. (A FIFO
+	// message with a delivery time is what the Go client builds for
+	// "delayed FIFO": it is judged as DELAY against the topic.)
+	if m.Type != model.MessageUnspecified && m.Type != actual &&
+		!(m.Type == model.MessageFIFO && actual == model.MessageDelay && m.MessageGroup != "") {
+		return mqerr.Errorf(mqerr.KindMessageTypeConflict, "message declared %s but its properties make it %s", m.Type, actual)
+	}
+	return nil
+}
+
+// CheckType checks the message's actual type against its topic's (spec
+// §5.4.1); retry and dead-letter topics take any type.
+func CheckType(m *model.Message, topic model.Topic) error {
 	if isSystemDerived(topic.Name) {
-		return nil // retry and dead-letter topics take any type
+		return nil
 	}
-	if !topic.Type.Accepts(actual) {
+	if actual := m.ActualType(); !topic.Type.Accepts(actual) {
 		return mqerr.Errorf(mqerr.KindMessageTypeConflict, "topic %q accepts %s messages, this one is %s", topic.Name, topic.Type, actual)
 	}
 	return nil

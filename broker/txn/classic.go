@@ -20,10 +20,9 @@ import (
 
 // StagedHalf is where a half message was stored.
 type StagedHalf struct {
-	// Offset is the half message's offset in the half topic (classic:
-	// tranStateTableOffset).
-	Offset int64
-	Entry  storage.AppendEntry
+	// Entry is the half message's append (its QueueOffset in the half
+	// topic is classic's tranStateTableOffset).
+	Entry storage.AppendEntry
 	// TransactionID is the id EndTransaction takes.
 	TransactionID string
 	// FlushTimeout: stored but not yet durable.
@@ -31,17 +30,17 @@ type StagedHalf struct {
 }
 
 // StageRecord stores rec as a half message of topic. rec keeps its
-// properties; its topic, queue and prepared flag are set here.
-func (s *Service) StageRecord(ctx context.Context, topic model.Topic, queue int32, rec *message.Message) (StagedHalf, error) {
+// properties; its topic, queue and prepared flag are set here. recovery
+// (its validated CHECK_IMMUNITY_TIME_IN_SECONDS; 0: the default) delays
+// the first check, as for Stage.
+func (s *Service) StageRecord(ctx context.Context, topic model.Topic, queue int32, rec *message.Message, recovery time.Duration) (StagedHalf, error) {
 	rec.Set(stored.PropRealTopic, topic.Name)
 	rec.Set(stored.PropRealQueue, strconv.Itoa(int(queue)))
 	rec.Set(stored.PropTranMsg, "true")
 	rec.Flags |= stored.FlagTransactionPrepared
 	wait := s.cfg.FirstCheck
-	if v, ok := rec.Get(stored.PropCheckImmunity); ok {
-		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n > 0 {
-			wait = time.Duration(min(n, int64(produce.DefaultLimits().MaxTxRecovery/time.Second))) * time.Second
-		}
+	if recovery > 0 {
+		wait = recovery
 	}
 	due := s.clk.Now().Add(wait).UnixMilli()
 	off, res, err := s.stage.Put(ctx, rec, due)
@@ -52,7 +51,7 @@ func (s *Service) StageRecord(ctx context.Context, topic model.Topic, queue int3
 	case s.kick <- struct{}{}:
 	default:
 	}
-	return StagedHalf{Offset: off, Entry: res.Entries[0], TransactionID: s.token.Encode(off, 0, topic.Name),
+	return StagedHalf{Entry: res.Entries[0], TransactionID: s.TransactionIDFor(off, topic.Name),
 		FlushTimeout: res.Status == storage.StatusFlushTimeout}, nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/mqgate/mqgate/broker"
 	"github.com/mqgate/mqgate/broker/model"
 	"github.com/mqgate/mqgate/broker/mqerr"
+	"github.com/mqgate/mqgate/gateway/v2status"
 	adminv1 "github.com/mqgate/mqgate/gen/mqgate/admin/v1"
 )
 
@@ -172,37 +173,13 @@ func groupToV1(g model.Group) *adminv1.Group {
 	return out
 }
 
-// grpcCodes maps error kinds to gRPC codes for the admin API.
-var grpcCodes = map[mqerr.Kind]codes.Code{
-	mqerr.KindBadRequest:       codes.InvalidArgument,
-	mqerr.KindIllegalTopic:     codes.InvalidArgument,
-	mqerr.KindIllegalGroup:     codes.InvalidArgument,
-	mqerr.KindNotFound:         codes.NotFound,
-	mqerr.KindTopicNotFound:    codes.NotFound,
-	mqerr.KindGroupNotFound:    codes.NotFound,
-	mqerr.KindAlreadyExists:    codes.AlreadyExists,
-	mqerr.KindForbidden:        codes.PermissionDenied,
-	mqerr.KindUnauthorized:     codes.Unauthenticated,
-	mqerr.KindTooManyRequests:  codes.ResourceExhausted,
-	mqerr.KindRequestTimeout:   codes.DeadlineExceeded,
-	mqerr.KindFlushTimeout:     codes.DeadlineExceeded,
-	mqerr.KindCanceled:         codes.Canceled,
-	mqerr.KindUnavailable:      codes.Unavailable,
-	mqerr.KindStoreUnavailable: codes.Unavailable,
-	mqerr.KindNotImplemented:   codes.Unimplemented,
-	mqerr.KindUnsupported:      codes.Unimplemented,
-	mqerr.KindInternal:         codes.Internal,
-}
-
 // toStatus converts a broker error into a gRPC status whose message names
-// the resource (what, name).
+// the resource (what, name). The code comes from gateway/v2status's table,
+// the one every gRPC edge maps error kinds through.
 func toStatus(err error, what, name string) error {
-	code, ok := grpcCodes[mqerr.KindOf(err)]
-	if !ok {
-		code = codes.InvalidArgument
-		if mqerr.KindOf(err) == mqerr.KindInternal {
-			code = codes.Internal
-		}
+	code := codes.Internal
+	if m, ok := v2status.Of(mqerr.KindOf(err)); ok {
+		code = m.GRPC
 	}
 	msg := mqerr.Message(err)
 	if name != "" && !strings.Contains(msg, name) {

@@ -4,8 +4,10 @@
 // over the broker's inspect facade (inspect.go), used by the `mqgate topic`,
 // `mqgate group` and `mqgate message` commands. Unlike the RocketMQ v2
 // services, errors are plain gRPC status codes (InvalidArgument, NotFound,
-// AlreadyExists, …) whose messages name the resource.
+// AlreadyExists, …), taken from gateway/v2status's Kind → code table,
+// whose messages name the resource.
 //
 // admin must not import another listener package (grpcserver, rest,
-// remoting), storage/ or the apache.rocketmq.v2 protos.
+// remoting), storage/ or the apache.rocketmq.v2 protos (it uses only
+// v2status's gRPC codes).
 package admin

@@ -10,7 +10,6 @@ type Gate struct {
 	draining atomic.Bool
 	once     sync.Once
 	ch       chan struct{}
-	inflight atomic.Int64
 	rejected atomic.Int64
 }
 
@@ -32,22 +31,16 @@ func (g *Gate) IsDraining() bool { return g.draining.Load() }
 // on it to finish early.
 func (g *Gate) Draining() <-chan struct{} { return g.ch }
 
-// Enter counts a call in flight and reports false (without counting) when
-// draining. Every true must be paired with Leave.
-func (g *Gate) Enter() bool {
+// Admit reports whether a new call may start: false once draining, and
+// the refusal is counted (Rejected). Calls already running are not
+// tracked here; the listeners' graceful stops wait for them.
+func (g *Gate) Admit() bool {
 	if g.draining.Load() {
 		g.rejected.Add(1)
 		return false
 	}
-	g.inflight.Add(1)
 	return true
 }
 
-// Leave ends a call counted by Enter.
-func (g *Gate) Leave() { g.inflight.Add(-1) }
-
-// InFlight is the number of calls between Enter and Leave.
-func (g *Gate) InFlight() int64 { return g.inflight.Load() }
-
-// Rejected counts the calls Enter refused because of the drain.
+// Rejected counts the calls Admit refused because of the drain.
 func (g *Gate) Rejected() int64 { return g.rejected.Load() }

@@ -15,9 +15,9 @@ import (
 	v2 "github.com/mqgate/mqgate/gen/apache/rocketmq/v2"
 )
 
-// The call log is the outermost interceptor. It reads the request id and
-// client id once per call and, when the call ends, logs its outcome at a
-// level chosen by it: the gRPC code, and for RocketMQ methods the v2
+// The call log is the outermost interceptor. It reads the client id once
+// per call (the request id only when needed) and, when the call ends, logs
+// its outcome at a level chosen by it: the gRPC code, and for RocketMQ methods the v2
 // status the response carries (those travel with gRPC OK, so a log keyed
 // on the gRPC code alone would call every rejected send a success).
 // Successful calls log at debug; when debug is off a call pays only for
@@ -33,24 +33,26 @@ func lastValue(ctx context.Context, key string) string {
 	return ""
 }
 
-// withCallInfo stores the call's ids in ctx. A request id is minted only
-// when something asks for one and the client sent none (the official
-// clients always send x-mq-request-id; REST echoes its own).
+// withCallInfo stores the call's client id in ctx.
 func withCallInfo(ctx context.Context) (context.Context, *callInfo) {
-	ci := &callInfo{requestID: lastValue(ctx, "x-mq-request-id"), clientID: lastValue(ctx, "x-mq-client-id")}
-	if ci.requestID == "" {
-		ci.requestID = lastValue(ctx, "x-request-id")
-	}
-	if len(ci.requestID) > 128 {
-		ci.requestID = ""
-	}
+	ci := &callInfo{clientID: lastValue(ctx, "x-mq-client-id")}
 	return context.WithValue(ctx, callInfoKey{}, ci), ci
 }
 
-// id returns the request id, minting one on first use.
-func (ci *callInfo) id() string {
+// id returns the request id, reading it from ctx's metadata on first use:
+// only a logged call or an internal error needs it, so a successful call
+// with debug logging off never looks. One is minted when the client sent
+// none (the official clients always send x-mq-request-id; REST echoes its
+// own).
+func (ci *callInfo) id(ctx context.Context) string {
 	ci.once.Do(func() {
 		if ci.requestID == "" {
+			ci.requestID = lastValue(ctx, "x-mq-request-id")
+		}
+		if ci.requestID == "" {
+			ci.requestID = lastValue(ctx, "x-request-id")
+		}
+		if ci.requestID == "" || len(ci.requestID) > 128 {
 			var b [8]byte
 			_, _ = rand.Read(b[:])
 			ci.requestID = hex.EncodeToString(b[:])
@@ -103,7 +105,7 @@ func logCall(ctx context.Context, log *slog.Logger, method string, ci *callInfo,
 		slog.String("grpc.method", method),
 		slog.String("grpc.code", code.String()),
 		slog.Duration("elapsed", time.Since(start)),
-		slog.String("request_id", ci.id()),
+		slog.String("request_id", ci.id(ctx)),
 	}
 	if ci.clientID != "" {
 		attrs = append(attrs, slog.String("client_id", ci.clientID))

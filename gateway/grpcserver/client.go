@@ -172,7 +172,7 @@ func (s *MessagingService) settingsReply(ctx context.Context, in *v2.Settings) (
 		}
 		out.PubSub = &v2.Settings_Publishing{Publishing: &v2.Publishing{
 			Topics:              ps.Publishing.GetTopics(),
-			MaxBodySize:         MaxBodySize,
+			MaxBodySize:         int32(s.b.Limits().MaxBodySize),
 			ValidateMessageType: true,
 		}}
 		out.BackoffPolicy = producerBackoff()

@@ -607,29 +607,10 @@ func TestComponentPullLongPollWokenByArrival(t *testing.T) {
 	h.group(model.Group{Name: "g"})
 	done := make(chan pulled, 1)
 	go func() { done <- h.pull(pullReq("g", "p", 0, 0, 32, "*"), 10*time.Second) }()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		select {
-		case p := <-done:
-			t.Fatalf("pull answered before any send: %v", p.status)
-		case <-time.After(100 * time.Millisecond):
-		}
-		resp, err := h.c.SendMessage(h.ctx("p", 5*time.Second), &v2.SendMessageRequest{Messages: []*v2.Message{newMsg("p", "W", "", "wake")}})
-		if err != nil || resp.Status.Code != v2.Code_OK {
-			t.Fatalf("send: %v %v", resp, err)
-		}
-		select {
-		case p := <-done:
-			code(t, p.status, v2.Code_OK)
-			if len(p.msgs) == 0 || p.msgs[0].SystemProperties.MessageId != "W" {
-				t.Fatalf("woken pull got %v", p.msgs)
-			}
-			return
-		case <-time.After(200 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("parked pull was not woken by an arrival")
-		}
+	p := wokenByArrival(t, h, "p", done)
+	code(t, p.status, v2.Code_OK)
+	if len(p.msgs) == 0 || p.msgs[0].SystemProperties.MessageId != "W" {
+		t.Fatalf("woken pull got %v", p.msgs)
 	}
 }
 

@@ -523,7 +523,8 @@ func TestComponentSendReceiveAck(t *testing.T) {
 		bodies[sp.MessageId] = string(m.Body)
 		if m.Topic.GetName() != "orders" || sp.GetDeliveryAttempt() != 1 || handleOf(m) == "" ||
 			sp.GetBodyDigest().GetChecksum() != md5Upper(m.Body) || sp.GetMessageType() != v2.MessageType_NORMAL ||
-			sp.GetInvisibleDuration().AsDuration() != 30*time.Second || sp.StoreTimestamp == nil || sp.QueueOffset == nil {
+			sp.GetInvisibleDuration().AsDuration() != 30*time.Second || sp.StoreTimestamp == nil || sp.QueueOffset == nil ||
+			sp.GetBornHost() == "" { // none sent: the producer's peer address
 			t.Fatalf("delivered %v", m)
 		}
 		if (sp.MessageId == "ID-2") != (sp.Tag == nil) {
@@ -650,28 +651,37 @@ func TestComponentLongPollWokenByArrival(t *testing.T) {
 	go func() { done <- h.receive(recvReq("g", "orders", 4, 30*time.Second, "*"), 10*time.Second) }()
 	// The receive parks (nothing there); a send wakes it before its poll
 	// time, which only the fake clock could end.
+	r := wokenByArrival(t, h, "orders", done)
+	code(t, r.status, v2.Code_OK)
+	if len(r.msgs) == 0 || r.msgs[0].SystemProperties.MessageId != "W" {
+		t.Fatalf("woken receive got %v", r.msgs)
+	}
+}
+
+// wokenByArrival checks that a call parked in a long poll, answering on
+// done, is woken by a message sent to topic (id "W"): no answer before the
+// first send, an answer soon after one. The send repeats every 200 ms in
+// case one raced ahead of the park.
+func wokenByArrival[T any](t *testing.T, h *harness, topic string, done <-chan T) T {
+	t.Helper()
+	select {
+	case r := <-done:
+		t.Fatalf("answered before any send: %+v", r)
+	case <-time.After(100 * time.Millisecond): // time to park
+	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		select {
-		case r := <-done:
-			t.Fatalf("receive answered before any send: %v", r.status)
-		default:
-		}
-		resp, err := h.c.SendMessage(h.ctx("p", 5*time.Second), &v2.SendMessageRequest{Messages: []*v2.Message{newMsg("orders", "W", "", "wake")}})
+		resp, err := h.c.SendMessage(h.ctx("p", 5*time.Second), &v2.SendMessageRequest{Messages: []*v2.Message{newMsg(topic, "W", "", "wake")}})
 		if err != nil || resp.Status.Code != v2.Code_OK {
 			t.Fatalf("send: %v %v", resp, err)
 		}
 		select {
 		case r := <-done:
-			code(t, r.status, v2.Code_OK)
-			if len(r.msgs) == 0 || r.msgs[0].SystemProperties.MessageId != "W" {
-				t.Fatalf("woken receive got %v", r.msgs)
-			}
-			return
+			return r
 		case <-time.After(200 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("parked receive was not woken by an arrival")
+			t.Fatal("parked call was not woken by an arrival")
 		}
 	}
 }

@@ -28,15 +28,11 @@ func (s *MessagingService) ReceiveMessage(req *v2.ReceiveMessageRequest, stream 
 	// A drain wakes a parked poll inside the broker (Broker.Drain), which
 	// then answers "no message" like any empty poll.
 	msgs, err := s.b.Receive(ctx, rr)
-	if err == nil && len(msgs) == 0 {
-		err = mqerr.Sentinel(mqerr.KindMessageNotFound)
-	}
-	if err != nil {
-		st := statusNoMessage
-		if mqerr.KindOf(err) != mqerr.KindMessageNotFound {
-			st = statusOf(ctx, s.log, err)
-		}
-		return sendReceiveStatus(stream, st)
+	switch {
+	case err != nil && mqerr.KindOf(err) != mqerr.KindMessageNotFound:
+		return sendReceiveStatus(stream, statusOf(ctx, s.log, err))
+	case err != nil || len(msgs) == 0:
+		return sendReceiveStatus(stream, statusNoMessage)
 	}
 	if err := stream.Send(&v2.ReceiveMessageResponse{Content: &v2.ReceiveMessageResponse_Status{Status: statusOK}}); err != nil {
 		s.releaseUnsent(ctx, rr.Group, rr.Topic, msgs, err)
@@ -64,11 +60,7 @@ func sendReceiveStatus(stream grpc.ServerStreamingServer[v2.ReceiveMessageRespon
 func (s *MessagingService) receiveRequest(ctx context.Context, req *v2.ReceiveMessageRequest) (broker.ReceiveRequest, *v2.Resource, error) {
 	var rr broker.ReceiveRequest
 	t := req.GetMessageQueue().GetTopic()
-	topic, err := checkTopic(t)
-	if err != nil {
-		return rr, nil, err
-	}
-	group, err := checkGroup(req.GetGroup())
+	topic, group, err := checkTopicGroup(t, req.GetGroup())
 	if err != nil {
 		return rr, nil, err
 	}
@@ -89,30 +81,16 @@ func (s *MessagingService) receiveRequest(ctx context.Context, req *v2.ReceiveMe
 	if err != nil {
 		return rr, nil, err
 	}
-	batch := int(req.GetBatchSize())
-	if batch <= 0 {
-		batch = 1
-	}
-	batch = min(batch, broker.MaxReceiveBatch)
-
 	id := ClientID(ctx)
-	rt, lpt := s.settingsOf(id)
-	// Deadlines are wall-clock (the client's timer), whatever clock the
-	// broker schedules with.
-	deadline, hasDeadline := ctx.Deadline()
-	wait := pollTime(time.Until(deadline), hasDeadline, req.GetLongPollingTimeout(), lpt, rt)
-	if s.gate.IsDraining() {
-		wait = 0
-	}
 	rr = broker.ReceiveRequest{
 		Group:     group,
 		Topic:     topic,
 		Filter:    filter,
-		Max:       batch,
+		Max:       batchOf(req.GetBatchSize()),
 		Invisible: invisible,
 		AutoRenew: req.GetAutoRenew(),
 		ClientID:  id,
-		Wait:      wait,
+		Wait:      s.pollWait(ctx, id, req.GetLongPollingTimeout()),
 		AttemptID: req.GetAttemptId(),
 		// Upstream pops across all queues of the broker whatever the id
 		// (spec §5.8.1 step 6): simple consumers name a route queue round
@@ -126,6 +104,33 @@ func (s *MessagingService) receiveRequest(ctx context.Context, req *v2.ReceiveMe
 		rr.QueueID = req.GetMessageQueue().GetId()
 	}
 	return rr, &v2.Resource{ResourceNamespace: t.GetResourceNamespace(), Name: t.GetName()}, nil
+}
+
+// checkTopicGroup validates the topic, then the group, of a consumer call
+// and returns their keys.
+func checkTopicGroup(topic, group *v2.Resource) (topicKey, groupKey string, err error) {
+	if topicKey, err = checkTopic(topic); err != nil {
+		return "", "", err
+	}
+	if groupKey, err = checkGroup(group); err != nil {
+		return "", "", err
+	}
+	return topicKey, groupKey, nil
+}
+
+// batchOf is a receive or pull batch size clamped to [1, MaxReceiveBatch].
+func batchOf(n int32) int { return min(max(int(n), 1), broker.MaxReceiveBatch) }
+
+// pollWait is how long a receive or pull may park: pollTime for the
+// client's deadline (wall-clock, the client's timer, whatever clock the
+// broker schedules with) and declared timeouts; zero while draining.
+func (s *MessagingService) pollWait(ctx context.Context, clientID string, requested *durationpb.Duration) time.Duration {
+	if s.gate.IsDraining() {
+		return 0
+	}
+	rt, lpt := s.settingsOf(clientID)
+	deadline, hasDeadline := ctx.Deadline()
+	return pollTime(time.Until(deadline), hasDeadline, requested, lpt, rt)
 }
 
 // filterOf parses a filter expression: TAG (or unspecified) expressions
@@ -191,11 +196,7 @@ func (s *MessagingService) releaseUnsent(ctx context.Context, group, topic strin
 // order, top-level status = their common code or MULTIPLE_RESULTS (spec
 // §5.9).
 func (s *MessagingService) AckMessage(ctx context.Context, req *v2.AckMessageRequest) (*v2.AckMessageResponse, error) {
-	topic, err := checkTopic(req.GetTopic())
-	if err != nil {
-		return &v2.AckMessageResponse{Status: statusOf(ctx, s.log, err)}, nil
-	}
-	group, err := checkGroup(req.GetGroup())
+	topic, group, err := checkTopicGroup(req.GetTopic(), req.GetGroup())
 	if err != nil {
 		return &v2.AckMessageResponse{Status: statusOf(ctx, s.log, err)}, nil
 	}
@@ -239,11 +240,7 @@ func (s *MessagingService) ChangeInvisibleDuration(ctx context.Context, req *v2.
 	fail := func(err error) (*v2.ChangeInvisibleDurationResponse, error) {
 		return &v2.ChangeInvisibleDurationResponse{Status: statusOf(ctx, s.log, err), ReceiptHandle: old}, nil
 	}
-	topic, err := checkTopic(req.GetTopic())
-	if err != nil {
-		return fail(err)
-	}
-	group, err := checkGroup(req.GetGroup())
+	topic, group, err := checkTopicGroup(req.GetTopic(), req.GetGroup())
 	if err != nil {
 		return fail(err)
 	}
@@ -271,11 +268,7 @@ func (s *MessagingService) ChangeInvisibleDuration(ctx context.Context, req *v2.
 // ForwardMessageToDeadLetterQueue moves a delivery to %DLQ%<group> (spec
 // §5.11); the broker makes the copy and the ack one step.
 func (s *MessagingService) ForwardMessageToDeadLetterQueue(ctx context.Context, req *v2.ForwardMessageToDeadLetterQueueRequest) (*v2.ForwardMessageToDeadLetterQueueResponse, error) {
-	topic, err := checkTopic(req.GetTopic())
-	if err != nil {
-		return &v2.ForwardMessageToDeadLetterQueueResponse{Status: statusOf(ctx, s.log, err)}, nil
-	}
-	group, err := checkGroup(req.GetGroup())
+	topic, group, err := checkTopicGroup(req.GetTopic(), req.GetGroup())
 	if err != nil {
 		return &v2.ForwardMessageToDeadLetterQueueResponse{Status: statusOf(ctx, s.log, err)}, nil
 	}

@@ -132,8 +132,9 @@ func clientTypeToSession(t v2.ClientType) session.ClientType {
 	return session.ClientUnspecified
 }
 
-// settingsToSession converts validated client Settings. topicKeys and
-// groupKey are the resource keys the caller computed while validating.
+// settingsToSession converts validated client Settings. groupKey,
+// pubTopics and the keys of subs are the resource keys the caller computed
+// while validating.
 func settingsToSession(in *v2.Settings, groupKey string, pubTopics []string, subs map[string]session.FilterExpression) *session.Settings {
 	out := &session.Settings{
 		ClientType:       clientTypeToSession(in.GetClientType()),

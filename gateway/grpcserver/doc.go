@@ -14,7 +14,8 @@
 // Telemetry streams), offset.go (PullMessage, UpdateOffset, GetOffset,
 // QueryOffset), unsupported.go (NOT_IMPLEMENTED for SyncLiteSubscription)
 // — validate.go (names, namespaces), convert.go (v2 ↔ domain) and
-// status.go (the one mqerr.Kind → v2 Code / gRPC code table).
+// status.go (errors → v2 statuses and gRPC codes, through gateway/v2status,
+// the one mqerr.Kind → code table).
 //
 // Business outcomes travel as the response's status with gRPC OK (spec
 // §1.6); gRPC errors are used only for draining (UNAVAILABLE), Telemetry

@@ -6,7 +6,6 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/mqgate/mqgate/broker"
 	"github.com/mqgate/mqgate/broker/mqerr"
 	"github.com/mqgate/mqgate/broker/offset"
 	v2 "github.com/mqgate/mqgate/gen/apache/rocketmq/v2"
@@ -37,11 +36,7 @@ func (s *MessagingService) PullMessage(req *v2.PullMessageRequest, stream grpc.S
 		return stream.Send(&v2.PullMessageResponse{Content: &v2.PullMessageResponse_NextOffset{NextOffset: n}})
 	}
 	mq := req.GetMessageQueue()
-	topic, err := checkTopic(mq.GetTopic())
-	if err != nil {
-		return sendStatus(statusOf(ctx, s.log, err))
-	}
-	group, err := checkGroup(req.GetGroup())
+	topic, group, err := checkTopicGroup(mq.GetTopic(), req.GetGroup())
 	if err != nil {
 		return sendStatus(statusOf(ctx, s.log, err))
 	}
@@ -49,14 +44,8 @@ func (s *MessagingService) PullMessage(req *v2.PullMessageRequest, stream grpc.S
 	if err != nil {
 		return sendStatus(statusOf(ctx, s.log, err))
 	}
-	batch := min(max(int(req.GetBatchSize()), 1), broker.MaxReceiveBatch)
-	rt, lpt := s.settingsOf(ClientID(ctx))
-	deadline, hasDeadline := ctx.Deadline()
-	wait := pollTime(time.Until(deadline), hasDeadline, req.GetLongPollingTimeout(), lpt, rt)
-	if s.gate.IsDraining() {
-		wait = 0
-	}
-	res, err := s.b.Pull(ctx, group, topic, mq.GetId(), req.GetOffset(), batch, filter, wait)
+	wait := s.pollWait(ctx, ClientID(ctx), req.GetLongPollingTimeout())
+	res, err := s.b.Pull(ctx, group, topic, mq.GetId(), req.GetOffset(), batchOf(req.GetBatchSize()), filter, wait)
 	switch {
 	case err == nil:
 	case mqerr.KindOf(err) == mqerr.KindMessageNotFound:
@@ -103,11 +92,7 @@ func (s *MessagingService) nearestOffset(ctx context.Context, topic string, queu
 // queue's retained range [first, end] (ILLEGAL_OFFSET otherwise).
 func (s *MessagingService) UpdateOffset(ctx context.Context, req *v2.UpdateOffsetRequest) (*v2.UpdateOffsetResponse, error) {
 	mq := req.GetMessageQueue()
-	topic, err := checkTopic(mq.GetTopic())
-	if err != nil {
-		return &v2.UpdateOffsetResponse{Status: statusOf(ctx, s.log, err)}, nil
-	}
-	group, err := checkGroup(req.GetGroup())
+	topic, group, err := checkTopicGroup(mq.GetTopic(), req.GetGroup())
 	if err != nil {
 		return &v2.UpdateOffsetResponse{Status: statusOf(ctx, s.log, err)}, nil
 	}
@@ -119,11 +104,7 @@ func (s *MessagingService) UpdateOffset(ctx context.Context, req *v2.UpdateOffse
 // (OFFSET_NOT_FOUND when it never committed one).
 func (s *MessagingService) GetOffset(ctx context.Context, req *v2.GetOffsetRequest) (*v2.GetOffsetResponse, error) {
 	mq := req.GetMessageQueue()
-	topic, err := checkTopic(mq.GetTopic())
-	if err != nil {
-		return &v2.GetOffsetResponse{Status: statusOf(ctx, s.log, err)}, nil
-	}
-	group, err := checkGroup(req.GetGroup())
+	topic, group, err := checkTopicGroup(mq.GetTopic(), req.GetGroup())
 	if err != nil {
 		return &v2.GetOffsetResponse{Status: statusOf(ctx, s.log, err)}, nil
 	}

@@ -3,14 +3,12 @@ package grpcserver
 import (
 	"context"
 	"net"
-	"strings"
 	"time"
 
 	"google.golang.org/grpc/peer"
 
 	"github.com/mqgate/mqgate/broker/model"
 	"github.com/mqgate/mqgate/broker/mqerr"
-	"github.com/mqgate/mqgate/broker/stored"
 	v2 "github.com/mqgate/mqgate/gen/apache/rocketmq/v2"
 )
 
@@ -21,15 +19,17 @@ import (
 // otherwise there is one entry per message in request order, and the
 // top-level status is their common code or MULTIPLE_RESULTS.
 func (s *MessagingService) SendMessage(ctx context.Context, req *v2.SendMessageRequest) (*v2.SendMessageResponse, error) {
-	now := s.clock.Now()
-	topic, msgs, err := toModelMessages(req.GetMessages(), now)
+	topic, msgs, err := toModelMessages(req.GetMessages())
 	if err != nil {
 		return &v2.SendMessageResponse{Status: statusOf(ctx, s.log, err)}, nil
 	}
-	p := model.Producer{ClientID: ClientID(ctx), Host: peerHost(ctx)}
+	// The broker fills a missing born host from p.Host; the official
+	// clients always send one, so the peer is looked up only when needed.
+	p := model.Producer{ClientID: ClientID(ctx)}
 	for _, m := range msgs {
 		if m.BornHost == "" {
-			m.BornHost = p.Host
+			p.Host = peerHost(ctx)
+			break
 		}
 	}
 	results, err := s.b.Send(ctx, topic, msgs, p)
@@ -63,10 +63,6 @@ func (s *MessagingService) RecallMessage(ctx context.Context, req *v2.RecallMess
 	if err != nil {
 		return &v2.RecallMessageResponse{Status: statusOf(ctx, s.log, err)}, nil
 	}
-	if isBlank(req.GetRecallHandle()) {
-		return &v2.RecallMessageResponse{Status: statusOf(ctx, s.log,
-			mqerr.Errorf(mqerr.KindBadRequest, "recall_handle is blank"))}, nil
-	}
 	id, err := s.b.Recall(ctx, topic, req.GetRecallHandle())
 	if err != nil {
 		return &v2.RecallMessageResponse{Status: statusOf(ctx, s.log, err)}, nil
@@ -74,9 +70,10 @@ func (s *MessagingService) RecallMessage(ctx context.Context, req *v2.RecallMess
 	return &v2.RecallMessageResponse{Status: statusOK, MessageId: id}, nil
 }
 
-// toModelMessages validates a send request in the order of spec §5.4 and
-// converts it. It returns the topic key.
-func toModelMessages(in []*v2.Message, now time.Time) (string, []*model.Message, error) {
+// toModelMessages checks the request's shape (spec §5.4 steps 1–3: a
+// message, a valid topic, one topic per request) and converts it; the
+// broker checks the messages themselves. It returns the topic key.
+func toModelMessages(in []*v2.Message) (string, []*model.Message, error) {
 	// 1. Something to send.
 	if len(in) == 0 {
 		return "", nil, mqerr.Errorf(mqerr.KindMessageCorrupted, "no message to send")
@@ -97,7 +94,7 @@ func toModelMessages(in []*v2.Message, now time.Time) (string, []*model.Message,
 	}
 	out := make([]*model.Message, len(in))
 	for i, m := range in {
-		mm, err := toModelMessage(m, topic, now)
+		mm, err := toModelMessage(m, topic)
 		if err != nil {
 			return "", nil, err
 		}
@@ -106,104 +103,42 @@ func toModelMessages(in []*v2.Message, now time.Time) (string, []*model.Message,
 	return topic, out, nil
 }
 
-// toModelMessage runs checks 4–12 of spec §5.4 on one message, then the
-// internal-consistency check of §5.4.1 (REC), and converts it.
-func toModelMessage(m *v2.Message, topic string, now time.Time) (*model.Message, error) {
+// toModelMessage converts one message. The rules every listener shares
+// (spec §5.4 steps 4–12, then the type checks) are the broker's
+// (produce.ValidateMessage); here are only what exists on this wire:
+// timestamps and durations that do not parse, empty keys (dropped), and
+// the LITE and PRIORITY types mqgate does not serve.
+func toModelMessage(m *v2.Message, topic string) (*model.Message, error) {
 	sp := m.GetSystemProperties()
-	// 4. Body.
-	switch n := len(m.GetBody()); {
-	case n == 0:
-		return nil, mqerr.Errorf(mqerr.KindBodyEmpty, "message body is empty")
-	case n > MaxBodySize:
-		return nil, mqerr.Errorf(mqerr.KindBodyTooLarge, "message body is %d bytes, more than the %d allowed", n, MaxBodySize)
-	}
-	// 5. User properties: count, reserved names, control characters.
-	props := m.GetUserProperties()
-	if len(props) > MaxUserProperties {
-		return nil, mqerr.Errorf(mqerr.KindPropertiesTooLarge, "%d user properties, more than the %d allowed", len(props), MaxUserProperties)
-	}
-	size := 0
-	for k, v := range props {
-		if isBlank(k) {
-			return nil, mqerr.Errorf(mqerr.KindIllegalPropertyKey, "user property key is blank")
-		}
-		if stored.Reserved(k) {
-			return nil, mqerr.Errorf(mqerr.KindIllegalPropertyKey, "user property %q is a reserved system property name", k)
-		}
-		if hasControl(k) || hasControl(v) {
-			return nil, mqerr.Errorf(mqerr.KindIllegalPropertyKey, "user property %q has control characters in its key or value", k)
-		}
-		size += len(k) + len(v)
-	}
-	// 6. Tag.
-	tag := sp.GetTag()
-	if tag != "" && (isBlank(tag) || strings.IndexByte(tag, '|') >= 0 || hasControl(tag)) {
-		return nil, mqerr.Errorf(mqerr.KindIllegalTag, "tag %q is blank, contains '|' or has control characters", tag)
-	}
-	size += len(tag)
-	// 7. Keys ("" means absent and is dropped).
 	keys := sp.GetKeys()
-	hasEmpty := false
 	for _, k := range keys {
 		if k == "" {
-			hasEmpty = true
-			continue
+			keys = dropEmpty(keys)
+			break
 		}
-		if isBlank(k) || hasControl(k) {
-			return nil, mqerr.Errorf(mqerr.KindIllegalKey, "message key %q is blank or has control characters", k)
-		}
-		size += len(k)
 	}
-	if hasEmpty {
-		keys = dropEmpty(keys)
-	}
-	// 8. Total property size.
-	if size > MaxPropertiesBytes {
-		return nil, mqerr.Errorf(mqerr.KindPropertiesTooLarge, "user properties, tag and keys take %d bytes, more than the %d allowed", size, MaxPropertiesBytes)
-	}
-	// 9. Message id.
-	if isBlank(sp.GetMessageId()) {
-		return nil, mqerr.Errorf(mqerr.KindIllegalMessageID, "message id is blank")
-	}
-	declared := messageTypeToModel(sp.GetMessageType())
-	transactional := sp.GetMessageType() == v2.MessageType_TRANSACTION
-	// 10. Transaction recovery time.
 	var txRecovery time.Duration
 	if d := sp.GetOrphanedTransactionRecoveryDuration(); d != nil {
 		if d.CheckValid() != nil {
 			return nil, mqerr.Errorf(mqerr.KindBadRequest, "orphaned_transaction_recovery_duration is not a valid duration")
 		}
 		txRecovery = d.AsDuration()
-		if transactional && txRecovery > MaxTxRecovery {
-			return nil, mqerr.Errorf(mqerr.KindBadRequest, "orphaned_transaction_recovery_duration %s is longer than %s", txRecovery, MaxTxRecovery)
-		}
 	}
-	// 11. Delivery time: at most one day ahead; past means now.
 	var deliver time.Time
 	if ts := sp.GetDeliveryTimestamp(); ts != nil {
 		if ts.CheckValid() != nil {
 			return nil, mqerr.Errorf(mqerr.KindIllegalDeliveryTime, "delivery_timestamp is not a valid time")
 		}
 		deliver = ts.AsTime()
-		if deliver.Sub(now) > MaxDelay {
-			return nil, mqerr.Errorf(mqerr.KindIllegalDeliveryTime, "delivery time %s is more than %s ahead", deliver.UTC().Format(time.RFC3339), MaxDelay)
-		}
 	}
-	// 12. Message group.
+	if t := sp.GetMessageType(); t == v2.MessageType_LITE || t == v2.MessageType_PRIORITY {
+		return nil, mqerr.Errorf(mqerr.KindMessageTypeConflict, "%s messages are not supported", t)
+	}
+	tag := sp.GetTag()
 	group := sp.GetMessageGroup()
-	if group != "" && (isBlank(group) || len(group) >= MaxMessageGroup || hasControl(group)) {
-		return nil, mqerr.Errorf(mqerr.KindIllegalMessageGroup, "message group %.70q is blank, %d bytes or longer, or has control characters", group, MaxMessageGroup)
-	}
-	// §5.4.1 REC: internally inconsistent types are refused here; the
-	// broker compares the actual type with the topic's (13, 14).
-	switch {
-	case sp.GetMessageType() == v2.MessageType_LITE || sp.GetMessageType() == v2.MessageType_PRIORITY:
-		return nil, mqerr.Errorf(mqerr.KindMessageTypeConflict, "%s messages are not supported", sp.GetMessageType())
-	case transactional && (group != "" || sp.DeliveryTimestamp != nil):
-		// (A FIFO message with a delivery time is what the Go client
-		// builds for "delayed FIFO": the broker judges it as DELAY.)
-		return nil, mqerr.Errorf(mqerr.KindMessageTypeConflict, "a TRANSACTION message cannot have a message group or a delivery time")
-	}
+	declared := messageTypeToModel(sp.GetMessageType())
+	transactional := sp.GetMessageType() == v2.MessageType_TRANSACTION
+	props := m.GetUserProperties()
 	mm := &model.Message{
 		Topic:         topic,
 		ID:            sp.GetMessageId(),

@@ -12,6 +12,8 @@ import (
 
 	"github.com/mqgate/mqgate/broker/model"
 	"github.com/mqgate/mqgate/broker/mqerr"
+	"github.com/mqgate/mqgate/broker/produce"
+	"github.com/mqgate/mqgate/gateway/v2status"
 	v2 "github.com/mqgate/mqgate/gen/apache/rocketmq/v2"
 )
 
@@ -39,6 +41,29 @@ func with(f func(m *v2.Message)) []*v2.Message {
 }
 
 func str(s string) *string { return &s }
+
+// validateSend is what a SendMessage goes through before the topic is
+// looked up: the edge's shape checks and conversion, then the broker's
+// per-message rules.
+func validateSend(msgs []*v2.Message) error {
+	_, ms, err := toModelMessages(msgs)
+	if err != nil {
+		return err
+	}
+	for _, m := range ms {
+		if err := produce.ValidateMessage(m, testNow, produce.DefaultLimits()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+var (
+	MaxBodySize        = produce.DefaultLimits().MaxBodySize
+	MaxUserProperties  = produce.DefaultLimits().MaxProperties
+	MaxPropertiesBytes = produce.DefaultLimits().MaxPropertiesSize
+	MaxMessageGroup    = produce.DefaultLimits().MaxMessageGroup
+)
 
 // The validation order and codes of spec §5.4, one case per rule, plus
 // cases where two rules are broken at once: the earlier rule wins.
@@ -117,14 +142,14 @@ func TestSendValidationOrder(t *testing.T) {
 		{"second message checked too", append(with(func(*v2.Message) {}), with(func(m *v2.Message) { m.Body = nil })...), v2.Code_MESSAGE_BODY_EMPTY},
 	}
 	for _, c := range cases {
-		_, _, err := toModelMessages(c.msgs, testNow)
+		err := validateSend(c.msgs)
 		if err == nil {
 			t.Errorf("%s: accepted", c.name)
 			continue
 		}
-		m, _ := mappingOf(mqerr.KindOf(err))
-		if m.v2 != c.want {
-			t.Errorf("%s: %s (%v), want %s", c.name, m.v2, err, c.want)
+		m, _ := v2status.Of(mqerr.KindOf(err))
+		if m.V2 != c.want {
+			t.Errorf("%s: %s (%v), want %s", c.name, m.V2, err, c.want)
 		}
 	}
 }
@@ -139,7 +164,7 @@ func TestSendConversion(t *testing.T) {
 	m.SystemProperties.DeliveryTimestamp = timestamppb.New(testNow.Add(time.Hour))
 	m.SystemProperties.MessageType = v2.MessageType_DELAY
 	m.SystemProperties.TraceContext = str("00-abc-01")
-	topic, out, err := toModelMessages([]*v2.Message{m}, testNow)
+	topic, out, err := toModelMessages([]*v2.Message{m})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,8 +184,8 @@ func TestSendConversion(t *testing.T) {
 	m2.SystemProperties.MessageGroup = str("g1")
 	m2.SystemProperties.MessageType = v2.MessageType_FIFO
 	m2.SystemProperties.DeliveryTimestamp = timestamppb.New(testNow.Add(time.Minute))
-	if _, _, err := toModelMessages([]*v2.Message{m2}, testNow); err != nil {
-		t.Fatalf("delayed FIFO refused at the edge: %v", err)
+	if err := validateSend([]*v2.Message{m2}); err != nil {
+		t.Fatalf("delayed FIFO refused before the topic check: %v", err)
 	}
 }
 

@@ -48,11 +48,7 @@ func (s *MessagingService) QueryRoute(ctx context.Context, req *v2.QueryRouteReq
 // id 0..N-1 (ReceiveMessage then honours the id). No readable queue ⇒
 // FORBIDDEN.
 func (s *MessagingService) QueryAssignment(ctx context.Context, req *v2.QueryAssignmentRequest) (*v2.QueryAssignmentResponse, error) {
-	topicKey, err := checkTopic(req.GetTopic())
-	if err != nil {
-		return &v2.QueryAssignmentResponse{Status: statusOf(ctx, s.log, err)}, nil
-	}
-	groupKey, err := checkGroup(req.GetGroup())
+	topicKey, groupKey, err := checkTopicGroup(req.GetTopic(), req.GetGroup())
 	if err != nil {
 		return &v2.QueryAssignmentResponse{Status: statusOf(ctx, s.log, err)}, nil
 	}
@@ -134,28 +130,25 @@ func permissionOf(p model.Perm) v2.Permission {
 }
 
 // acceptTypes is the route's accept_message_types for a topic type (spec
-// §3.4). The slices are shared and never modified.
+// §3.4): what model.TopicType.Accepts admits (the rule the broker checks
+// sends against), in v2 terms. The slices are built once, shared and never
+// modified.
 func acceptTypes(t model.TopicType) []v2.MessageType {
-	switch t {
-	case model.TopicNormal:
-		return acceptNormal
-	case model.TopicFIFO:
-		return acceptFIFO
-	case model.TopicDelay:
-		return acceptDelay
-	case model.TopicTransaction:
-		return acceptTransaction
-	case model.TopicMixed:
-		return acceptMixed
+	if ts, ok := acceptByTopicType[t]; ok {
+		return ts
 	}
 	return acceptUnspecified
 }
 
 var (
-	acceptNormal      = []v2.MessageType{v2.MessageType_NORMAL}
-	acceptFIFO        = []v2.MessageType{v2.MessageType_FIFO}
-	acceptDelay       = []v2.MessageType{v2.MessageType_DELAY}
-	acceptTransaction = []v2.MessageType{v2.MessageType_TRANSACTION}
-	acceptMixed       = []v2.MessageType{v2.MessageType_NORMAL, v2.MessageType_FIFO, v2.MessageType_DELAY, v2.MessageType_TRANSACTION}
+	acceptByTopicType = func() map[model.TopicType][]v2.MessageType {
+		m := map[model.TopicType][]v2.MessageType{}
+		for _, t := range []model.TopicType{model.TopicNormal, model.TopicFIFO, model.TopicDelay, model.TopicTransaction, model.TopicMixed} {
+			for _, mt := range t.AcceptedTypes() {
+				m[t] = append(m[t], messageTypeToV2(mt))
+			}
+		}
+		return m
+	}()
 	acceptUnspecified = []v2.MessageType{v2.MessageType_MESSAGE_TYPE_UNSPECIFIED}
 )

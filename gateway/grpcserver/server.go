@@ -21,7 +21,6 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
 
@@ -53,8 +52,6 @@ type Options struct {
 type Server struct {
 	GRPC   *grpc.Server
 	Health *health.Server
-	log    *slog.Logger
-	gate   *admission.Gate
 }
 
 // ServiceNames whose health is reported; "" is the whole server.
@@ -88,8 +85,8 @@ func New(o Options) *Server {
 		log.ErrorContext(ctx, "panic in gRPC handler", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 		return status.Error(codes.Internal, "internal error (logged by the server)")
 	})
-	// Interceptor order, outermost first: call log (reads request id and
-	// client id once, then logs the final outcome — including a recovered
+	// Interceptor order, outermost first: call log (reads the client id
+	// once, the request id when needed, then logs the final outcome — including a recovered
 	// panic and the v2 status the response carries) → drain admission →
 	// client id (MessagingService only: answers CLIENT_ID_REQUIRED as a
 	// payload and marks the client seen) → recovery (innermost, so what it
@@ -137,7 +134,7 @@ func New(o Options) *Server {
 	}
 	healthpb.RegisterHealthServer(gs, hs)
 	reflection.Register(gs)
-	return &Server{GRPC: gs, Health: hs, log: log, gate: gate}
+	return &Server{GRPC: gs, Health: hs}
 }
 
 // SetServing flips every health name to SERVING or NOT_SERVING.
@@ -170,34 +167,26 @@ func (s *Server) Stop(ctx context.Context) error {
 	}
 }
 
-// lastMD returns the last value of key: retrying clients resend the same
-// context, so headers can repeat (spec §1.5).
-func lastMD(md metadata.MD, key string) string {
-	if v := md.Get(key); len(v) > 0 {
-		return v[len(v)-1]
-	}
-	return ""
-}
-
 type callInfoKey struct{}
 
-// callInfo is what the outermost interceptor reads from the metadata once
-// per call.
+// callInfo is what the outermost interceptor puts in ctx once per call.
 type callInfo struct {
-	once      sync.Once
+	once sync.Once
+	// requestID is read (or minted) by id, only when something asks for
+	// it: a logged call or an internal error.
 	requestID string
 	// clientID is the last x-mq-client-id value (headers repeat on client
 	// retries, spec §1.5).
 	clientID string
 }
 
-// RequestID returns the request id the call log put in ctx.
+// RequestID returns the call's request id (see callInfo.id).
 func RequestID(ctx context.Context) string {
 	ci, _ := ctx.Value(callInfoKey{}).(*callInfo)
 	if ci == nil {
 		return ""
 	}
-	return ci.id()
+	return ci.id(ctx)
 }
 
 // ClientID returns the caller's x-mq-client-id (its last value), or "".
@@ -230,13 +219,9 @@ var finishesWork = map[string]bool{
 // has processed into duplicates after the restart.
 func drainUnary(g *admission.Gate) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-		if finishesWork[info.FullMethod] {
-			return h(ctx, req)
-		}
-		if !g.Enter() {
+		if !finishesWork[info.FullMethod] && !g.Admit() {
 			return nil, status.Error(codes.Unavailable, "mqgate is draining for shutdown; nothing was done, retry on another instance")
 		}
-		defer g.Leave()
 		return h(ctx, req)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/mqgate/mqgate/broker"
 	"github.com/mqgate/mqgate/broker/model"
 	"github.com/mqgate/mqgate/broker/offset"
+	"github.com/mqgate/mqgate/broker/produce"
 	"github.com/mqgate/mqgate/broker/txn"
 	"github.com/mqgate/mqgate/gateway/admission"
 	"github.com/mqgate/mqgate/gateway/session"
@@ -32,6 +33,8 @@ type Broker interface {
 	ChangeInvisible(ctx context.Context, group, topic, handle string, d time.Duration) (string, error)
 	ForwardToDLQ(ctx context.Context, group, topic, handle string) error
 	Release(ctx context.Context, group, topic string, handles []string) []error
+	// Limits are the message limits, reported to producers in Settings.
+	Limits() produce.Limits
 	EndTransaction(ctx context.Context, topic, messageID, transactionID string, r txn.Resolution) error
 	Recall(ctx context.Context, topic, handle string) (string, error)
 	Pull(ctx context.Context, group, topic string, queue int32, from int64, max int, f model.Filter, wait time.Duration) (offset.PullResult, error)
@@ -44,16 +47,10 @@ var _ Broker = (*broker.Broker)(nil)
 
 // Protocol constants the server reports or enforces (spec §9).
 const (
-	DefaultBrokerName  = "mqgate-0"
-	MaxBodySize        = 4 << 20
-	MaxUserProperties  = 128
-	MaxPropertiesBytes = 16 << 10
-	MaxMessageGroup    = 64 // bytes, exclusive
-	MaxDelay           = 24 * time.Hour
-	MaxTxRecovery      = time.Hour
-	ReceiveBatchSize   = 32
-	MinLongPolling     = 5 * time.Second
-	MaxLongPolling     = 20 * time.Second
+	DefaultBrokerName = "mqgate-0"
+	ReceiveBatchSize  = 32
+	MinLongPolling    = 5 * time.Second
+	MaxLongPolling    = 20 * time.Second
 	// PollReserve is kept between the end of a long poll and the client's
 	// deadline so the answer arrives in time (spec §5.8.1 REC).
 	PollReserve = 200 * time.Millisecond

@@ -11,22 +11,11 @@ import (
 	v2 "github.com/mqgate/mqgate/gen/apache/rocketmq/v2"
 )
 
-// codeMapping is how one mqerr.Kind travels on gRPC: as a v2 Code in a
-// response's status payload (the normal case, gRPC status OK), and as a
-// gRPC code where a gRPC-level error is the contract (Telemetry's settings
+// Errors are mapped through THE Kind → code table, gateway/v2status (the
+// REST edge, gateway/restapi, maps the same way): the v2 Code goes in a
+// response's status payload (the normal case, gRPC status OK), the gRPC
+// code where a gRPC-level error is the contract (Telemetry's settings
 // validation, spec §1.6).
-type codeMapping struct {
-	v2   v2.Code
-	grpc codes.Code
-}
-
-// mappingOf returns the row of k in THE Kind → code table, which lives in
-// gateway/v2status so the REST edge (gateway/restapi) maps the same way. A
-// Kind missing there fails TestStatusTableCoversEveryKind.
-func mappingOf(k mqerr.Kind) (codeMapping, bool) {
-	m, ok := v2status.Of(k)
-	return codeMapping{v2: m.V2, grpc: m.GRPC}, ok
-}
 
 // Shared immutable statuses (protobuf marshals them read-only, so one
 // value serves every response).
@@ -49,7 +38,7 @@ func statusOf(ctx context.Context, log *slog.Logger, err error) *v2.Status {
 		return statusOK
 	}
 	k := mqerr.KindOf(err)
-	m, ok := mappingOf(k)
+	m, ok := v2status.Of(k)
 	if !ok || k == mqerr.KindInternal {
 		rid := RequestID(ctx)
 		if log != nil {
@@ -57,14 +46,14 @@ func statusOf(ctx context.Context, log *slog.Logger, err error) *v2.Status {
 		}
 		return &v2.Status{Code: v2.Code_INTERNAL_ERROR, Message: "internal error (logged by the server, request id " + rid + ")"}
 	}
-	return &v2.Status{Code: m.v2, Message: mqerr.Message(err)}
+	return &v2.Status{Code: m.V2, Message: mqerr.Message(err)}
 }
 
 // grpcCodeOf is the gRPC code for err where a gRPC-level error is the
 // contract.
 func grpcCodeOf(err error) codes.Code {
-	if m, ok := mappingOf(mqerr.KindOf(err)); ok {
-		return m.grpc
+	if m, ok := v2status.Of(mqerr.KindOf(err)); ok {
+		return m.GRPC
 	}
 	return codes.Internal
 }

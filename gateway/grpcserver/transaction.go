@@ -6,7 +6,6 @@ import (
 	"log/slog"
 
 	"github.com/mqgate/mqgate/broker/model"
-	"github.com/mqgate/mqgate/broker/mqerr"
 	"github.com/mqgate/mqgate/broker/txn"
 	"github.com/mqgate/mqgate/gateway/session"
 	v2 "github.com/mqgate/mqgate/gen/apache/rocketmq/v2"
@@ -22,10 +21,6 @@ func (s *MessagingService) EndTransaction(ctx context.Context, req *v2.EndTransa
 	topic, err := checkTopic(req.GetTopic())
 	if err != nil {
 		return &v2.EndTransactionResponse{Status: statusOf(ctx, s.log, err)}, nil
-	}
-	if isBlank(req.GetTransactionId()) {
-		return &v2.EndTransactionResponse{Status: statusOf(ctx, s.log,
-			mqerr.Errorf(mqerr.KindInvalidTransactionID, "transaction_id is blank"))}, nil
 	}
 	r, err := resolutionToTxn(req.GetResolution())
 	if err != nil {

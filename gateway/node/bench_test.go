@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -55,7 +56,7 @@ func benchNodeSend(b *testing.B, flush string) {
 	var seq atomic.Int64
 	ctx := metadata.AppendToOutgoingContext(context.Background(), "x-mq-client-id", "bench")
 	b.SetBytes(1024)
-	b.SetParallelism(conns / max(1, b.N/b.N) / 2) // 2 cores × 8 = 16 goroutines
+	b.SetParallelism(max(1, conns/runtime.GOMAXPROCS(0))) // about one goroutine per connection
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		c := <-clients

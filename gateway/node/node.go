@@ -55,10 +55,9 @@ type Node struct {
 	broker *broker.Broker
 	sess   *session.Registry
 	grpc   *grpcserver.Server
-	// classic and remoting serve classic RocketMQ clients (nil when
-	// --remoting-addr is empty); checkBacks are the listeners' transaction
-	// check-back senders, asked in listener order (addCheckBack).
-	classic    *broker.Classic
+	// remoting serves classic RocketMQ clients (nil when --remoting-addr
+	// is empty); checkBacks are the listeners' transaction check-back
+	// senders, asked in listener order (addCheckBack).
 	remoting   *remoting.Server
 	checkBacks broker.CheckBackFanOut
 	http       *rest.Server
@@ -68,7 +67,8 @@ type Node struct {
 	ready    atomic.Bool
 	stopping atomic.Bool
 	// unobserve removes the store's and the gate's metric callbacks
-	// (observe.go) before the store closes.
+	// (observe.go), registered by the broker component, which removes them
+	// when it stops (before the store closes).
 	unobserve func()
 }
 
@@ -103,14 +103,12 @@ func Open(ctx context.Context, cfg Config, o Options) (*Node, error) {
 		StopFn: func(ctx context.Context) error { return n.tel.Shutdown(ctx) },
 	})
 	n.add(o, lifecycle.Func{ComponentName: "storage", StartFn: n.startStorage,
-		StopFn: func(ctx context.Context) error {
-			if n.unobserve != nil {
-				n.unobserve()
-			}
-			return n.store.Close(ctx)
-		}})
+		StopFn: func(ctx context.Context) error { return n.store.Close(ctx) }})
 	n.add(o, lifecycle.Func{ComponentName: "broker", StartFn: n.startBroker,
-		StopFn: func(ctx context.Context) error { return n.broker.Close(ctx) }})
+		StopFn: func(ctx context.Context) error {
+			n.unobserve()
+			return n.broker.Close(ctx)
+		}})
 	n.add(o, lifecycle.Func{ComponentName: "session",
 		StartFn: func(ctx context.Context) error {
 			n.sess = session.New(session.Config{OnGone: n.broker.ReleaseClient, Logger: n.log})
@@ -254,25 +252,21 @@ func (n *Node) startGRPC(ctx context.Context) error {
 	})
 }
 
-// startRemoting opens the classic broker services and binds the classic
-// remoting listener (NameServer + Broker on one port).
+// startRemoting binds the classic remoting listener (NameServer + Broker
+// on one port) over the broker's classic view.
 func (n *Node) startRemoting(ctx context.Context) error {
-	cl, err := n.broker.OpenClassic(ctx)
-	if err != nil {
-		return err
-	}
 	host := ""
 	if n.cfg.AdvertiseAddr != "" {
 		host, _, _ = net.SplitHostPort(n.cfg.AdvertiseAddr)
 	}
-	srv, err := remoting.New(remoting.Config{AdvertiseHost: host, Logger: n.log, Pid: os.Getpid()}, cl)
+	srv, err := remoting.New(remoting.Config{AdvertiseHost: host, Logger: n.log, Pid: os.Getpid()}, n.broker.Classic())
 	if err == nil {
 		err = srv.Start(ctx, n.cfg.RemotingAddr)
 	}
 	if err != nil {
-		return errors.Join(err, cl.Close(ctx))
+		return err
 	}
-	n.classic, n.remoting = cl, srv
+	n.remoting = srv
 	n.addrs.Remoting = srv.Addr()
 	n.addCheckBack(srv)
 	return nil
@@ -282,7 +276,7 @@ func (n *Node) stopRemoting(ctx context.Context) error {
 	if n.remoting == nil {
 		return nil
 	}
-	return errors.Join(n.remoting.Stop(ctx), n.classic.Close(ctx))
+	return n.remoting.Stop(ctx)
 }
 
 // addCheckBack adds a listener's transaction check-back sender; the
@@ -339,16 +333,14 @@ func listen(ctx context.Context, name, addr string) (net.Listener, error) {
 // Addrs returns the bound listener addresses.
 func (n *Node) Addrs() Addrs { return n.addrs }
 
-// Ready is nil when the store is open and every listener is up and the node
-// is not draining.
+// Ready is nil from the end of Open (store open, every listener bound)
+// until Shutdown begins.
 func (n *Node) Ready() error {
 	switch {
 	case n.stopping.Load():
 		return errors.New("draining for shutdown")
 	case !n.ready.Load():
 		return errors.New("starting")
-	case n.cfg.RemotingAddr != "" && (n.remoting == nil || n.remoting.Addr() == ""):
-		return errors.New("the remoting listener is not up")
 	}
 	return nil
 }
@@ -366,13 +358,9 @@ func (n *Node) Ready() error {
 // deadline), then session, broker, store, telemetry.
 func (n *Node) Shutdown(ctx context.Context) lifecycle.Report {
 	n.stopping.Store(true)
-	if n.grpc != nil {
-		n.grpc.SetServing(false)
-	}
+	n.grpc.SetServing(false)
 	n.gate.StartDrain()
-	if n.broker != nil {
-		n.broker.Drain()
-	}
+	n.broker.Drain()
 	return n.owner.Shutdown(ctx)
 }
 

@@ -31,21 +31,11 @@ func (n *Node) brokerTracers() trace.TracerProvider {
 	return n.tel.Tracers
 }
 
-// observe registers the store's and the gate's metrics; the returned
-// function removes them (called before the store closes).
+// observe registers the store's and the gate's metrics (the broker's
+// polling-full rejections among the gate's); the returned function
+// removes them (called before the broker and the store close).
 func (n *Node) observe() (remove func(), err error) {
-	st, tel := n.store, n.tel
-	removeAppend := tel.AddHistogram(telemetry.HistogramSource{
-		Scope: storeScope, Name: "mqgate.store.append.duration", Unit: "s",
-		Description: "Store Append calls, from the call to the answer (including the fsync wait with --flush sync)",
-		Snapshot:    func() telemetry.Histogram { return histogramOf(st.Stats().AppendLatency) },
-	})
-	removeFsync := tel.AddHistogram(telemetry.HistogramSource{
-		Scope: storeScope, Name: "mqgate.store.fsync.duration", Unit: "s",
-		Description: "Commit-log fsyncs",
-		Snapshot:    func() telemetry.Histogram { return histogramOf(st.Stats().FsyncLatency) },
-	})
-
+	st, b, tel := n.store, n.broker, n.tel
 	m := tel.Meter(storeScope)
 	var errs []error
 	gauge := func(name, unit, desc string) metric.Int64ObservableGauge {
@@ -70,8 +60,6 @@ func (n *Node) observe() (remove func(), err error) {
 		metric.WithDescription("Requests refused by admission, by mqgate.reason: draining (shutting down: nothing was done) or polling_full (too many parked receives)"))
 	errs = append(errs, err)
 	if err := errors.Join(errs...); err != nil {
-		removeAppend()
-		removeFsync()
 		return nil, err
 	}
 	draining := metric.WithAttributeSet(attribute.NewSet(attribute.String("mqgate.reason", "draining")))
@@ -89,23 +77,28 @@ func (n *Node) observe() (remove func(), err error) {
 		return nil
 	}, flushLag, dispatchLag, segments, appends, appendBytes, appendErrors, flushTimeouts, fsyncErrors)
 	if err != nil {
-		removeAppend()
-		removeFsync()
 		return nil, err
 	}
 	regAdm, err := tel.Meter(admissionScope).RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		o.ObserveInt64(rejections, n.gate.Rejected(), draining)
-		if b := n.broker; b != nil {
-			o.ObserveInt64(rejections, b.PollingFullRejections(), pollingFull)
-		}
+		o.ObserveInt64(rejections, b.PollingFullRejections(), pollingFull)
 		return nil
 	}, rejections)
 	if err != nil {
 		_ = reg.Unregister()
-		removeAppend()
-		removeFsync()
 		return nil, err
 	}
+	// Last: adding a histogram cannot fail, so no error path undoes it.
+	removeAppend := tel.AddHistogram(telemetry.HistogramSource{
+		Scope: storeScope, Name: "mqgate.store.append.duration", Unit: "s",
+		Description: "Store Append calls, from the call to the answer (including the fsync wait with --flush sync)",
+		Snapshot:    func() telemetry.Histogram { return histogramOf(st.Stats().AppendLatency) },
+	})
+	removeFsync := tel.AddHistogram(telemetry.HistogramSource{
+		Scope: storeScope, Name: "mqgate.store.fsync.duration", Unit: "s",
+		Description: "Commit-log fsyncs",
+		Snapshot:    func() telemetry.Histogram { return histogramOf(st.Stats().FsyncLatency) },
+	})
 	return func() {
 		_ = reg.Unregister()
 		_ = regAdm.Unregister()

@@ -79,7 +79,7 @@ func (s *Server) updateTopic(c *conn, req *codec.Command) *codec.Command {
 		s.log.Warn("remoting: topic create/update refused", "topic", name, "reason", r.Remark)
 		return r
 	}
-	ctx, cancel := s.requestContext(c)
+	ctx, cancel := s.requestContext()
 	defer cancel()
 	cur, err := s.b.GetTopic(ctx, name)
 	exists := err == nil
@@ -124,14 +124,14 @@ type dataVersion struct {
 }
 
 func (s *Server) allTopicConfig(c *conn, req *codec.Command) *codec.Command {
-	ctx, cancel := s.requestContext(c)
+	ctx, cancel := s.requestContext()
 	defer cancel()
 	ts, err := s.b.ListTopics(ctx)
 	if err != nil {
 		return s.fail(ctx, err)
 	}
 	table := make(map[string]topicConfig, len(ts))
-	for _, t := range sortedTopics(ts) {
+	for _, t := range ts {
 		table[t.Name] = topicConfig{TopicName: t.Name, ReadQueueNums: t.Queues, WriteQueueNums: t.Queues, Perm: permOf(t.Perm),
 			TopicFilterType: "SINGLE_TAG", Order: t.Type == model.TopicFIFO, Attributes: map[string]string{"message.type": t.Type.String()}}
 	}
@@ -147,13 +147,16 @@ func (s *Server) allTopicConfig(c *conn, req *codec.Command) *codec.Command {
 	return &codec.Command{Code: codeSuccess, Body: body, Ext: map[string]string{"totalTopicNum": itoa(int64(len(ts)))}}
 }
 
+// deleteTopic answers DELETE_TOPIC_IN_BROKER and its second half,
+// DELETE_TOPIC_IN_NAMESRV (215 then 216): with one process both are the
+// same deletion, so a topic already gone is fine.
 func (s *Server) deleteTopic(c *conn, req *codec.Command) *codec.Command {
 	f := fields{req: req}
 	name := f.str("topic", true)
 	if r := f.failed(); r != nil {
 		return r
 	}
-	ctx, cancel := s.requestContext(c)
+	ctx, cancel := s.requestContext()
 	defer cancel()
 	if err := s.b.DeleteTopic(ctx, name); err != nil && mqerr.KindOf(err) != mqerr.KindTopicNotFound {
 		return s.fail(ctx, err)
@@ -192,7 +195,7 @@ func (s *Server) updateGroup(c *conn, req *codec.Command) *codec.Command {
 	if err := metadata.ValidateGroupName(cfg.GroupName); err != nil {
 		return invalid("%s", mqerr.Message(err))
 	}
-	ctx, cancel := s.requestContext(c)
+	ctx, cancel := s.requestContext()
 	defer cancel()
 	g := model.Group{Name: cfg.GroupName, FIFO: cfg.ConsumeMessageOrderly, Retry: model.DefaultRetryPolicy()}
 	if cur, err := s.b.GetGroup(ctx, cfg.GroupName); err == nil {
@@ -210,7 +213,7 @@ func (s *Server) updateGroup(c *conn, req *codec.Command) *codec.Command {
 }
 
 func (s *Server) allGroupConfig(c *conn, req *codec.Command) *codec.Command {
-	ctx, cancel := s.requestContext(c)
+	ctx, cancel := s.requestContext()
 	defer cancel()
 	gs, err := s.b.ListGroups(ctx)
 	if err != nil {
@@ -236,7 +239,7 @@ func (s *Server) deleteGroup(c *conn, req *codec.Command) *codec.Command {
 	if r := f.failed(); r != nil {
 		return r
 	}
-	ctx, cancel := s.requestContext(c)
+	ctx, cancel := s.requestContext()
 	defer cancel()
 	if err := s.b.DeleteGroup(ctx, name); err != nil && mqerr.KindOf(err) != mqerr.KindGroupNotFound {
 		return s.fail(ctx, err)

@@ -108,11 +108,7 @@ func (r *registry) heartbeat(c *conn, hb *heartbeatData, now time.Time) ([]strin
 		if p.GroupName == "" {
 			continue
 		}
-		g := r.producers[p.GroupName]
-		if g == nil {
-			g = make(map[string]*member)
-			r.producers[p.GroupName] = g
-		}
+		g := groupOf(r.producers, p.GroupName)
 		if g[hb.ClientID] == nil {
 			r.members++
 		}
@@ -123,11 +119,7 @@ func (r *registry) heartbeat(c *conn, hb *heartbeatData, now time.Time) ([]strin
 		if cd.GroupName == "" {
 			continue
 		}
-		g := r.consumers[cd.GroupName]
-		if g == nil {
-			g = make(map[string]*member)
-			r.consumers[cd.GroupName] = g
-		}
+		g := groupOf(r.consumers, cd.GroupName)
 		old := g[hb.ClientID]
 		m := &member{clientID: hb.ClientID, conn: c, seen: now, model: cd.MessageModel, from: cd.ConsumeFromWhere,
 			subs: make(map[string]subscriptionData, len(cd.SubscriptionDataSet))}
@@ -149,6 +141,16 @@ func (r *registry) heartbeat(c *conn, hb *heartbeatData, now time.Time) ([]strin
 	return changed, nil
 }
 
+// groupOf returns the members of group in groups, adding an empty set.
+func groupOf(groups map[string]map[string]*member, group string) map[string]*member {
+	g := groups[group]
+	if g == nil {
+		g = make(map[string]*member)
+		groups[group] = g
+	}
+	return g
+}
+
 // sentHalf registers c as a producer of group when it sends a half
 // message: the Go producer heartbeats only to brokers in its cached
 // routes, every 30 s, so its first heartbeat may come long after its
@@ -159,11 +161,7 @@ func (r *registry) sentHalf(c *conn, group string, now time.Time) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	g := r.producers[group]
-	if g == nil {
-		g = make(map[string]*member)
-		r.producers[group] = g
-	}
+	g := groupOf(r.producers, group)
 	key := "conn@" + c.remote.String()
 	if g[key] == nil {
 		if r.members >= maxMembers {
@@ -317,7 +315,7 @@ func (s *Server) heartbeat(c *conn, req *codec.Command) *codec.Command {
 	if err != nil {
 		return invalid("%v", err)
 	}
-	ctx, cancel := s.requestContext(c)
+	ctx, cancel := s.requestContext()
 	defer cancel()
 	// Groups and retry topics are created on first sight: stock clients
 	// cannot create them and would retry forever (trap 16).
@@ -369,7 +367,7 @@ func (s *Server) checkClientConfig(c *conn, req *codec.Command) *codec.Command {
 		return invalid("CHECK_CLIENT_CONFIG body is not JSON: %v", err)
 	}
 	if cc.SubscriptionData != nil && strings.EqualFold(cc.SubscriptionData.ExpressionType, "SQL92") {
-		return &codec.Command{Code: codeSystemError, Remark: "The broker does not support consumer to filter message by SQL92"}
+		return &codec.Command{Code: codeSystemError, Remark: noSQL92}
 	}
 	return ok()
 }
@@ -378,6 +376,6 @@ func (s *Server) checkClientConfig(c *conn, req *codec.Command) *codec.Command {
 // the connection closes: a client that sends UPDATE_CONSUMER_OFFSET or
 // END_TRANSACTION and hangs up at once still gets them applied. (Long
 // polls use the connection's context and end with it.)
-func (s *Server) requestContext(c *conn) (context.Context, context.CancelFunc) {
+func (s *Server) requestContext() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(s.group.Context(), s.cfg.RequestTimeout)
 }

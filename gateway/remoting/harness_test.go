@@ -74,10 +74,7 @@ func newEnv(t *testing.T, opts ...envOpt) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl, err := b.OpenClassic(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := b.Classic()
 	s, err := New(cfg, cl)
 	if err != nil {
 		t.Fatal(err)
@@ -93,9 +90,6 @@ func newEnv(t *testing.T, opts ...envOpt) *env {
 		b.Drain()
 		if err := s.Stop(sctx); err != nil {
 			t.Errorf("server stop: %v", err)
-		}
-		if err := cl.Close(sctx); err != nil {
-			t.Errorf("classic close: %v", err)
 		}
 		if err := b.Close(sctx); err != nil {
 			t.Errorf("broker close: %v", err)

@@ -2,7 +2,6 @@ package remoting
 
 import (
 	"encoding/json"
-	"sort"
 	"strconv"
 	"sync"
 
@@ -92,7 +91,7 @@ func (s *Server) routeInfo(c *conn, req *codec.Command) *codec.Command {
 		}
 		qd = queueData{ReadQueueNums: 8, WriteQueueNums: 8, Perm: permRead | permWrite | permInherit}
 	} else {
-		ctx, cancel := s.requestContext(c)
+		ctx, cancel := s.requestContext()
 		defer cancel()
 		t, err := s.cl.RouteTopic(ctx, topic)
 		if err != nil {
@@ -125,7 +124,7 @@ func (s *Server) clusterInfo(c *conn, req *codec.Command) *codec.Command {
 }
 
 func (s *Server) topicList(c *conn, req *codec.Command) *codec.Command {
-	ctx, cancel := s.requestContext(c)
+	ctx, cancel := s.requestContext()
 	defer cancel()
 	ts, err := s.b.ListTopics(ctx)
 	if err != nil {
@@ -139,22 +138,6 @@ func (s *Server) topicList(c *conn, req *codec.Command) *codec.Command {
 		TopicList []string `json:"topicList"`
 	}{names})
 	return &codec.Command{Code: codeSuccess, Body: body}
-}
-
-// deleteTopicInNamesrv is the second half of a delete (215 then 216): with
-// one process it is the same deletion, so a missing topic is fine.
-func (s *Server) deleteTopicInNamesrv(c *conn, req *codec.Command) *codec.Command {
-	f := fields{req: req}
-	topic := f.str("topic", true)
-	if r := f.failed(); r != nil {
-		return r
-	}
-	ctx, cancel := s.requestContext(c)
-	defer cancel()
-	if err := s.b.DeleteTopic(ctx, topic); err != nil && mqerr.KindOf(err) != mqerr.KindTopicNotFound {
-		return s.fail(ctx, err)
-	}
-	return ok()
 }
 
 // kvConfig keeps PUT_KV_CONFIG values (e.g. mqadmin's ORDER_TOPIC_CONFIG)
@@ -208,10 +191,4 @@ func (s *Server) deleteKV(c *conn, req *codec.Command) *codec.Command {
 	delete(s.kv.m, kvKey(ns, k))
 	s.kv.mu.Unlock()
 	return ok()
-}
-
-// sortedTopics is for deterministic admin answers.
-func sortedTopics(ts []model.Topic) []model.Topic {
-	sort.Slice(ts, func(i, j int) bool { return ts[i].Name < ts[j].Name })
-	return ts
 }

@@ -124,19 +124,19 @@ func (s *Server) popMessage(c *conn, req *codec.Command) *codec.Command {
 			"invisibleTime": itoa(invisible), "reviveQid": "0", "restNum": "0"}}
 	}
 	if maxNums < 1 || maxNums > maxPopBatch {
-		r := empty(codeInvalidParameter, "maxMsgNums must be in 1..32")
-		return r
+		return empty(codeInvalidParameter, "maxMsgNums must be in 1..32")
 	}
 	if strings.EqualFold(expType, "SQL92") {
-		return empty(codeSystemError, "The broker does not support consumer to filter message by SQL92")
+		return empty(codeSystemError, noSQL92)
 	}
 	filter, err := model.ParseTagFilter(exp)
 	if err != nil {
 		return empty(codeSubscriptionParseFailed, err.Error())
 	}
-	ctx, cancel := s.requestContext(c)
+	ctx, cancel := s.requestContext()
 	defer cancel()
-	if _, err := s.cl.EnsureGroup(ctx, group); err != nil {
+	g, err := s.cl.EnsureGroup(ctx, group)
+	if err != nil {
 		return s.fail(ctx, err)
 	}
 	wait := min(time.Duration(max(poll, 0))*time.Millisecond, s.cfg.MaxPullWait)
@@ -156,7 +156,6 @@ func (s *Server) popMessage(c *conn, req *codec.Command) *codec.Command {
 	}
 	popTime := s.cfg.Clock.Now().UnixMilli()
 	reviveQid := int32(0)
-	g, _ := s.b.GetGroup(ctx, group)
 	if g.FIFO {
 		reviveQid = 999
 	}
@@ -219,7 +218,7 @@ func (s *Server) ackMessage(c *conn, req *codec.Command) *codec.Command {
 	if !found {
 		return &codec.Command{Code: codeNoMessage, Remark: "no delivery of this message is in flight (acknowledged, expired or superseded)"}
 	}
-	ctx, cancel := s.requestContext(c)
+	ctx, cancel := s.requestContext()
 	defer cancel()
 	if err := s.b.Ack(ctx, group, topic, []string{e.handle})[0]; err != nil {
 		return s.fail(ctx, err)
@@ -300,7 +299,7 @@ func (s *Server) batchAckMessage(c *conn, req *codec.Command) *codec.Command {
 	if len(acks) == 0 {
 		return &codec.Command{Code: codeNoMessage, Remark: "no ack in the batch"}
 	}
-	ctx, cancel := s.requestContext(c)
+	ctx, cancel := s.requestContext()
 	defer cancel()
 	for _, a := range acks {
 		var handles []string
@@ -351,7 +350,7 @@ func (s *Server) changeInvisibleTime(c *conn, req *codec.Command) *codec.Command
 	if !found {
 		return answer(codeNoMessage, "no delivery of this message is in flight (acknowledged, expired or superseded)", now.UnixMilli())
 	}
-	ctx, cancel := s.requestContext(c)
+	ctx, cancel := s.requestContext()
 	defer cancel()
 	d := time.Duration(invisible) * time.Millisecond
 	h, err := s.b.ChangeInvisible(ctx, group, topic, e.handle, d)

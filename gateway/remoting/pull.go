@@ -1,6 +1,7 @@
 package remoting
 
 import (
+	"context"
 	"strings"
 	"time"
 
@@ -51,17 +52,11 @@ func (s *Server) pull(c *conn, req *codec.Command) *codec.Command {
 	if r := f.failed(); r != nil {
 		return r
 	}
-	ctx, cancel := s.requestContext(c)
+	ctx, cancel := s.requestContext()
 	defer cancel()
-	if _, err := s.cl.EnsureGroup(ctx, group); err != nil {
-		return s.fail(ctx, err)
-	}
-	t, err := s.cl.ExistingTopic(ctx, topicName)
-	if err != nil {
-		return s.fail(ctx, err)
-	}
-	if queue < 0 || queue >= t.Queues {
-		return invalid("queueId %d is outside 0..%d of topic %s", queue, t.Queues-1, t.Name)
+	t, bad := s.groupQueue(ctx, group, topicName, queue)
+	if bad != nil {
+		return bad
 	}
 	// The subscription: from the request when it says so, else what the
 	// group's heartbeat registered; lenient "*" when the group has none
@@ -73,7 +68,7 @@ func (s *Server) pull(c *conn, req *codec.Command) *codec.Command {
 		}
 	}
 	if strings.EqualFold(subType, "SQL92") {
-		return &codec.Command{Code: codeSystemError, Remark: "The broker does not support consumer to filter message by SQL92"}
+		return &codec.Command{Code: codeSystemError, Remark: noSQL92}
 	}
 	filter, err := model.ParseTagFilter(subExpr)
 	if err != nil {
@@ -132,23 +127,33 @@ func (s *Server) updateConsumerOffset(c *conn, req *codec.Command) *codec.Comman
 	if r := f.failed(); r != nil {
 		return r
 	}
-	ctx, cancel := s.requestContext(c)
+	ctx, cancel := s.requestContext()
 	defer cancel()
-	if _, err := s.cl.EnsureGroup(ctx, group); err != nil {
-		return s.fail(ctx, err)
-	}
-	t, err := s.cl.ExistingTopic(ctx, topic)
-	if err != nil {
-		return s.fail(ctx, err)
-	}
-	if queue < 0 || queue >= t.Queues {
-		return invalid("queueId %d is outside 0..%d of topic %s", queue, t.Queues-1, t.Name)
+	t, bad := s.groupQueue(ctx, group, topic, queue)
+	if bad != nil {
+		return bad
 	}
 	if off < 0 {
 		return invalid("commitOffset %d is negative", off)
 	}
 	s.cl.CommitOffset(group, t.Name, queue, off)
 	return ok()
+}
+
+// groupQueue resolves what a pull or an offset commit names: the group
+// (created on first sight), an existing topic and one of its queues.
+func (s *Server) groupQueue(ctx context.Context, group, topic string, queue int32) (model.Topic, *codec.Command) {
+	if _, err := s.cl.EnsureGroup(ctx, group); err != nil {
+		return model.Topic{}, s.fail(ctx, err)
+	}
+	t, err := s.cl.ExistingTopic(ctx, topic)
+	if err != nil {
+		return model.Topic{}, s.fail(ctx, err)
+	}
+	if queue < 0 || queue >= t.Queues {
+		return model.Topic{}, invalid("queueId %d is outside 0..%d of topic %s", queue, t.Queues-1, t.Name)
+	}
+	return t, nil
 }
 
 func (s *Server) queueFields(req *codec.Command) (string, int32, *codec.Command) {

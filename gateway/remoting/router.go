@@ -22,7 +22,7 @@ func (s *Server) routes() map[int32]handler {
 		reqGetRouteInfoByTopic:   s.routeInfo,
 		reqGetBrokerClusterInfo:  s.clusterInfo,
 		reqGetAllTopicListFromNS: s.topicList,
-		reqDeleteTopicInNamesrv:  s.deleteTopicInNamesrv,
+		reqDeleteTopicInNamesrv:  s.deleteTopic, // the same deletion as 215: one process
 		reqPutKVConfig:           s.putKV,
 		reqGetKVConfig:           s.getKV,
 		reqDeleteKVConfig:        s.deleteKV,
@@ -65,6 +65,10 @@ func (s *Server) routes() map[int32]handler {
 		reqChangeInvisibleTime: s.changeInvisibleTime,
 	}
 }
+
+// noSQL92 answers a consumer that asks for an SQL92 filter (upstream's
+// remark, with SYSTEM_ERROR).
+const noSQL92 = "The broker does not support consumer to filter message by SQL92"
 
 func ok() *codec.Command { return &codec.Command{Code: codeSuccess} }
 

@@ -72,7 +72,7 @@ func (s *Server) send(c *conn, req *codec.Command) *codec.Command {
 	} else {
 		cms = []classicMessage{{props: wire.ParseProperties(props), body: req.Body, sysFlag: sysFlag, flag: flag, born: born}}
 	}
-	ctx, cancel := s.requestContext(c)
+	ctx, cancel := s.requestContext()
 	defer cancel()
 	recs := make([]*message.Message, len(cms))
 	for i, cm := range cms {
@@ -81,10 +81,6 @@ func (s *Server) send(c *conn, req *codec.Command) *codec.Command {
 			return s.fail(ctx, err)
 		}
 		recs[i] = r
-	}
-	ids := make([]string, len(recs))
-	for i, r := range recs {
-		ids[i] = r.UniqKey()
 	}
 	sent, err := s.cl.SendRecords(ctx, broker.ClassicSend{Topic: topic, QueueID: queue, Records: recs,
 		Producer: model.Producer{ClientID: group, Host: c.remote.String()}, ReconsumeTimes: reconsume, MaxReconsumeTimes: maxRe})
@@ -108,7 +104,7 @@ func (s *Server) send(c *conn, req *codec.Command) *codec.Command {
 		s.reg.sentHalf(c, pg, s.cfg.Clock.Now())
 		resp.Ext["transactionId"] = sent.TransactionID
 	} else {
-		resp.Ext["transactionId"] = ids[0]
+		resp.Ext["transactionId"] = recs[0].UniqKey()
 	}
 	if sent.FlushTimeout {
 		resp.Code, resp.Remark = codeFlushDiskTimeout, "stored, but the disk flush did not finish in time"

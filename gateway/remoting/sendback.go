@@ -24,7 +24,7 @@ func (s *Server) sendBack(c *conn, req *codec.Command) *codec.Command {
 	if req.Version < 121 {
 		maxRe = -1
 	}
-	ctx, cancel := s.requestContext(c)
+	ctx, cancel := s.requestContext()
 	defer cancel()
 	res, err := s.cl.SendBack(ctx, broker.SendBack{Phys: phys, Group: group, DelayLevel: int(level), MaxReconsumeTimes: maxRe, OriginMsgID: origin})
 	if err != nil {

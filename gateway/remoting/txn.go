@@ -2,6 +2,7 @@ package remoting
 
 import (
 	"context"
+	"strconv"
 
 	"github.com/mqgate/mqgate/broker"
 	"github.com/mqgate/mqgate/broker/model"
@@ -43,7 +44,7 @@ func (s *Server) endTransaction(c *conn, req *codec.Command) *codec.Command {
 	default:
 		return invalid("commitOrRollback %d is not 0, 8 or 12", kind)
 	}
-	ctx, cancel := s.requestContext(c)
+	ctx, cancel := s.requestContext()
 	defer cancel()
 	err := s.cl.EndTransaction(ctx, broker.ClassicEnd{CommitLogOffset: phys, TranStateOffset: stateOff, ProducerGroup: group, MsgID: msgID, Resolution: res})
 	if err != nil && mqerr.KindOf(err) == mqerr.KindMessageNotFound {
@@ -115,14 +116,13 @@ func (s *Server) sendCheck(c *conn, rec *message.Message, topic, transactionID s
 	}, body)
 }
 
+// realQueue is the queue a half message was sent to (REAL_QID; 0 when
+// missing or unreadable).
 func realQueue(rec *message.Message) int32 {
 	v, _ := rec.Get(stored.PropRealQueue)
-	var q int32
-	for _, ch := range v {
-		if ch < '0' || ch > '9' || q > 1<<20 {
-			return 0
-		}
-		q = q*10 + ch - '0'
+	q, err := strconv.ParseInt(v, 10, 32)
+	if err != nil || q < 0 {
+		return 0
 	}
-	return q
+	return int32(q)
 }

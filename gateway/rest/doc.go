@@ -17,5 +17,6 @@
 // It talks to the broker only through gRPC, so it must not import broker/,
 // storage/, another listener package (grpcserver, remoting, admin) or
 // gateway/restapi (the service it calls); it imports the generated
-// clients and gateway handlers in gen/.
+// clients and gateway handlers in gen/, and gateway/v2status for the v2
+// code of errors that carry only a gRPC code.
 package rest

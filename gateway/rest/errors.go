@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/mqgate/mqgate/gateway/v2status"
 	v2 "github.com/mqgate/mqgate/gen/apache/rocketmq/v2"
 	restv1 "github.com/mqgate/mqgate/gen/mqgate/rest/v1"
 )
@@ -26,7 +27,7 @@ import (
 // conflict code) and Unavailable → 503 (draining or the store cannot
 // serve: nothing was done, retry elsewhere). Errors without a v2 code
 // (grpc-gateway's own, the admin API's plain gRPC codes, the drain
-// interceptor) get one from grpcToV2 and grpc-gateway's gRPC → HTTP table.
+// interceptor) get the one gateway/v2status gives their gRPC code.
 
 // httpOverrides are the v2 codes whose class would mislead an HTTP client.
 var httpOverrides = map[v2.Code]int{
@@ -39,7 +40,7 @@ var httpOverrides = map[v2.Code]int{
 }
 
 // httpStatusOf is the HTTP status of an error with gRPC code gc and v2
-// code vc (0 when it has none).
+// code vc (0 when it has none: then gc's v2 code counts).
 func httpStatusOf(gc codes.Code, vc v2.Code) int {
 	switch gc {
 	case codes.AlreadyExists:
@@ -47,37 +48,13 @@ func httpStatusOf(gc codes.Code, vc v2.Code) int {
 	case codes.Unavailable:
 		return http.StatusServiceUnavailable
 	}
-	if vc >= 40000 && vc < 60000 {
-		if s, ok := httpOverrides[vc]; ok {
-			return s
-		}
-		return int(vc / 100)
+	if vc < 40000 || vc >= 60000 {
+		vc = v2status.CodeOfGRPC(gc)
 	}
-	return runtime.HTTPStatusFromCode(gc)
-}
-
-// grpcToV2 is the v2 code of an error that carries none, following
-// gateway/v2status's choices for the corresponding kinds.
-func grpcToV2(c codes.Code) v2.Code {
-	switch c {
-	case codes.InvalidArgument, codes.FailedPrecondition, codes.OutOfRange, codes.AlreadyExists:
-		return v2.Code_BAD_REQUEST
-	case codes.Unauthenticated:
-		return v2.Code_UNAUTHORIZED
-	case codes.PermissionDenied:
-		return v2.Code_FORBIDDEN
-	case codes.NotFound:
-		return v2.Code_NOT_FOUND
-	case codes.ResourceExhausted:
-		return v2.Code_TOO_MANY_REQUESTS
-	case codes.DeadlineExceeded, codes.Canceled:
-		return v2.Code_REQUEST_TIMEOUT
-	case codes.Unimplemented:
-		return v2.Code_NOT_IMPLEMENTED
-	case codes.Unavailable:
-		return v2.Code_INTERNAL_SERVER_ERROR
+	if s, ok := httpOverrides[vc]; ok {
+		return s
 	}
-	return v2.Code_INTERNAL_ERROR
+	return int(vc / 100)
 }
 
 func newStatus(c v2.Code, msg string) *restv1.Status {
@@ -92,7 +69,7 @@ func errorBody(st *status.Status) *restv1.Status {
 			return s
 		}
 	}
-	return newStatus(grpcToV2(st.Code()), st.Message())
+	return newStatus(v2status.CodeOfGRPC(st.Code()), st.Message())
 }
 
 // writeError is grpc-gateway's error handler.

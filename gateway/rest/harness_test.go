@@ -256,23 +256,21 @@ func (h *harness) grpcCtx() context.Context {
 // messages returns a receive answer's messages.
 func messages(t testing.TB, m map[string]any) []map[string]any {
 	t.Helper()
-	raw, ok := m["messages"].([]any)
-	if !ok {
-		t.Fatalf("no messages array in %v", m)
-	}
-	out := make([]map[string]any, len(raw))
-	for i, x := range raw {
-		out[i] = x.(map[string]any)
-	}
-	return out
+	return objects(t, m, "messages")
 }
 
-// entries returns a send or ack answer's results.
+// results returns a send or ack answer's results.
 func results(t testing.TB, m map[string]any) []map[string]any {
 	t.Helper()
-	raw, ok := m["results"].([]any)
+	return objects(t, m, "results")
+}
+
+// objects returns the array of objects under key.
+func objects(t testing.TB, m map[string]any, key string) []map[string]any {
+	t.Helper()
+	raw, ok := m[key].([]any)
 	if !ok {
-		t.Fatalf("no results array in %v", m)
+		t.Fatalf("no %s array in %v", key, m)
 	}
 	out := make([]map[string]any, len(raw))
 	for i, x := range raw {

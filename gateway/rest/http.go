@@ -41,7 +41,6 @@ const DefaultMaxRequestBytes = 16 << 20
 
 // Server is the HTTP listener.
 type Server struct {
-	mux     *http.ServeMux
 	srv     *http.Server
 	opts    Options
 	maxBody int64
@@ -53,15 +52,16 @@ func New(o Options) (*Server, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	s := &Server{mux: http.NewServeMux(), opts: o, maxBody: o.MaxRequestBytes}
+	mux := http.NewServeMux()
+	s := &Server{opts: o, maxBody: o.MaxRequestBytes}
 	if s.maxBody <= 0 {
 		s.maxBody = DefaultMaxRequestBytes
 	}
-	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprintln(w, "ok")
 	})
-	s.mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		if o.Ready != nil {
 			if err := o.Ready(); err != nil {
@@ -73,27 +73,24 @@ func New(o Options) (*Server, error) {
 		fmt.Fprintln(w, "ready")
 	})
 	if o.Metrics != nil {
-		s.mux.Handle("GET /metrics", o.Metrics)
+		mux.Handle("GET /metrics", o.Metrics)
 	}
-	s.mux.HandleFunc("GET /openapi.json", serveOpenAPI)
+	mux.HandleFunc("GET /openapi.json", serveOpenAPI)
 	if o.API != nil {
 		api, err := s.newGateway(o.API)
 		if err != nil {
 			return nil, err
 		}
-		s.mux.Handle("/v1/", api)
+		mux.Handle("/v1/", api)
 	}
 	s.srv = &http.Server{
-		Handler:           s.mux,
+		Handler:           mux,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(o.Logger.Handler(), slog.LevelWarn),
 	}
 	return s, nil
 }
-
-// Handle registers an extra handler (REST API, OpenAPI document).
-func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
 
 // Serve serves lis until Stop; it returns nil after a clean stop.
 func (s *Server) Serve(lis net.Listener) error {

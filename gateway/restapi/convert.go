@@ -73,32 +73,35 @@ func (s *Service) toReceived(d *model.Delivered, text bool, now time.Time) *rest
 		}
 	}
 	out := &restv1.ReceivedMessage{
-		MessageId:       d.ID,
-		Tag:             d.Tag,
-		Keys:            d.Keys,
-		Properties:      d.Properties,
-		DeliveryAttempt: max(d.Attempt, 1),
-		ReceiptHandle:   d.ReceiptHandle,
-		MessageGroup:    d.MessageGroup,
+		MessageId:         d.ID,
+		Tag:               d.Tag,
+		Keys:              d.Keys,
+		Properties:        d.Properties,
+		DeliveryAttempt:   max(d.Attempt, 1),
+		ReceiptHandle:     d.ReceiptHandle,
+		MessageGroup:      d.MessageGroup,
+		BornTimestamp:     timestampOf(d.BornTime),
+		StoreTimestamp:    timestampOf(d.StoreTime),
+		DeliveryTimestamp: timestampOf(d.DeliveryTime),
 	}
 	if text && utf8.Valid(body) {
 		out.Content = &restv1.ReceivedMessage_Text{Text: string(body)}
 	} else {
 		out.Content = &restv1.ReceivedMessage_Body{Body: body}
 	}
-	if !d.BornTime.IsZero() {
-		out.BornTimestamp = timestamppb.New(d.BornTime)
-	}
-	if !d.StoreTime.IsZero() {
-		out.StoreTimestamp = timestamppb.New(d.StoreTime)
-	}
-	if !d.DeliveryTime.IsZero() {
-		out.DeliveryTimestamp = timestamppb.New(d.DeliveryTime)
-	}
 	if d.InvisibleFor > 0 {
 		out.InvisibleUntil = timestamppb.New(now.Add(d.InvisibleFor))
 	}
 	return out
+}
+
+// timestampOf is t as a proto timestamp; nil (the field left out) for the
+// zero time.
+func timestampOf(t time.Time) *timestamppb.Timestamp {
+	if t.IsZero() {
+		return nil
+	}
+	return timestamppb.New(t)
 }
 
 func inflate(b []byte) ([]byte, error) {

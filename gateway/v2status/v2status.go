@@ -70,3 +70,27 @@ func Of(k mqerr.Kind) (Mapping, bool) {
 	}
 	return table[k], true
 }
+
+// grpcKinds is the kind an error that carries only a gRPC code stands for
+// (grpc-gateway's own errors, the admin API's, the drain interceptor's);
+// a code missing here stands for KindInternal.
+var grpcKinds = map[codes.Code]mqerr.Kind{
+	codes.InvalidArgument:    mqerr.KindBadRequest,
+	codes.FailedPrecondition: mqerr.KindBadRequest,
+	codes.OutOfRange:         mqerr.KindBadRequest,
+	codes.AlreadyExists:      mqerr.KindAlreadyExists,
+	codes.Unauthenticated:    mqerr.KindUnauthorized,
+	codes.PermissionDenied:   mqerr.KindForbidden,
+	codes.NotFound:           mqerr.KindNotFound,
+	codes.ResourceExhausted:  mqerr.KindTooManyRequests,
+	codes.DeadlineExceeded:   mqerr.KindRequestTimeout,
+	codes.Canceled:           mqerr.KindCanceled,
+	codes.Unimplemented:      mqerr.KindNotImplemented,
+	codes.Unavailable:        mqerr.KindUnavailable,
+}
+
+// CodeOfGRPC is the v2 code of an error that carries only gRPC code c: the
+// table's v2 code for the kind c stands for (INTERNAL_ERROR when none).
+func CodeOfGRPC(c codes.Code) v2.Code {
+	return table[grpcKinds[c]].V2
+}

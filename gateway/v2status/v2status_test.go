@@ -36,3 +36,30 @@ func TestTableCoversEveryKind(t *testing.T) {
 		t.Error("a kind past the last has a row")
 	}
 }
+
+// Errors with only a gRPC code get the v2 code of the kind they stand for.
+func TestCodeOfGRPC(t *testing.T) {
+	want := map[codes.Code]v2.Code{
+		codes.InvalidArgument:    v2.Code_BAD_REQUEST,
+		codes.FailedPrecondition: v2.Code_BAD_REQUEST,
+		codes.OutOfRange:         v2.Code_BAD_REQUEST,
+		codes.AlreadyExists:      v2.Code_BAD_REQUEST,
+		codes.Unauthenticated:    v2.Code_UNAUTHORIZED,
+		codes.PermissionDenied:   v2.Code_FORBIDDEN,
+		codes.NotFound:           v2.Code_NOT_FOUND,
+		codes.ResourceExhausted:  v2.Code_TOO_MANY_REQUESTS,
+		codes.DeadlineExceeded:   v2.Code_REQUEST_TIMEOUT,
+		codes.Canceled:           v2.Code_REQUEST_TIMEOUT,
+		codes.Unimplemented:      v2.Code_NOT_IMPLEMENTED,
+		codes.Unavailable:        v2.Code_INTERNAL_SERVER_ERROR,
+		codes.Unknown:            v2.Code_INTERNAL_ERROR,
+		codes.Aborted:            v2.Code_INTERNAL_ERROR,
+		codes.Internal:           v2.Code_INTERNAL_ERROR,
+		codes.DataLoss:           v2.Code_INTERNAL_ERROR,
+	}
+	for c := codes.Canceled; c <= codes.Unauthenticated; c++ {
+		if got := CodeOfGRPC(c); got != want[c] {
+			t.Errorf("gRPC %v → %v, want %v", c, got, want[c])
+		}
+	}
+}

@@ -63,12 +63,6 @@ type Telemetry struct {
 // collector must not hold the process until the shutdown deadline.
 const flushBudget = 5 * time.Second
 
-// Propagator is the W3C trace context + baggage propagator Setup installs
-// globally (otelgrpc and otelhttp read the global one).
-func Propagator() propagation.TextMapPropagator {
-	return propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
-}
-
 // Setup builds the providers. Call Shutdown last, after every component
 // that records into them has stopped.
 //
@@ -140,7 +134,9 @@ func Setup(ctx context.Context, opts Options) (*Telemetry, error) {
 		t.Tracers = noop.NewTracerProvider()
 	}
 	t.Export = exp.describe()
-	otel.SetTextMapPropagator(Propagator())
+	// W3C trace context + baggage, globally: otelgrpc and otelhttp read the
+	// global propagator.
+	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
 		log.Warn("OpenTelemetry error", "err", err)
 	}))
