@@ -98,18 +98,14 @@ type Client struct {
 
 	mu      sync.Mutex
 	closed  bool
-	members map[closer]struct{}
-}
-
-type closer interface {
-	Close(ctx context.Context) error
+	members map[*member]struct{}
 }
 
 // Dial connects to endpoint ("host:port") and waits until the connection
 // is ready or ctx ends. A server that cannot be reached is an error
 // wrapping ErrUnavailable that says why (e.g. connection refused).
 func Dial(ctx context.Context, endpoint string, opts ...Option) (*Client, error) {
-	c := &Client{endpoint: endpoint, members: map[closer]struct{}{}}
+	c := &Client{endpoint: endpoint, members: map[*member]struct{}{}}
 	c.cfg.requestTimeout = DefaultRequestTimeout
 	for _, o := range opts {
 		o(&c.cfg)
@@ -174,7 +170,7 @@ func (c *Client) Close(ctx context.Context) error {
 		return nil
 	}
 	c.closed = true
-	members := make([]closer, 0, len(c.members))
+	members := make([]*member, 0, len(c.members))
 	for m := range c.members {
 		members = append(members, m)
 	}
@@ -185,7 +181,7 @@ func (c *Client) Close(ctx context.Context) error {
 		wg.Add(1)
 		go func() { // closed in parallel: one deadline for all
 			defer wg.Done()
-			errs[i] = m.Close(ctx)
+			errs[i] = m.close(ctx)
 		}()
 	}
 	wg.Wait()
@@ -195,20 +191,58 @@ func (c *Client) Close(ctx context.Context) error {
 	return closeErr(errs)
 }
 
-func (c *Client) register(m closer) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return fmt.Errorf("sdk: %w", ErrClosed)
-	}
-	c.members[m] = struct{}{}
-	return nil
+// member is what every Producer and SimpleConsumer is to its Client: a
+// session with the server, closed once, by its owner or by Client.Close.
+type member struct {
+	c    *Client
+	sess *session
+
+	closeOnce sync.Once
+	closeErr  error
+	closed    chan struct{}
 }
 
-func (c *Client) unregister(m closer) {
+// join starts a session (see startSession) and makes it a member of c.
+func (c *Client) join(ctx context.Context, kind string, settings *v2.Settings, hb *v2.HeartbeatRequest, group *v2.Resource) (*member, error) {
+	s, err := c.startSession(ctx, kind, settings, hb, group)
+	if err != nil {
+		return nil, err
+	}
+	m := &member{c: c, sess: s, closed: make(chan struct{})}
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.members, m)
+	closed := c.closed
+	if !closed {
+		c.members[m] = struct{}{}
+	}
+	c.mu.Unlock()
+	if closed { // the client was closed meanwhile
+		_ = s.shutdown(ctx)
+		return nil, fmt.Errorf("sdk: %w", ErrClosed)
+	}
+	return m, nil
+}
+
+// close notifies the server, ends the Telemetry stream and waits for the
+// session's goroutines until ctx ends; only the first call does so.
+func (m *member) close(ctx context.Context) error {
+	m.closeOnce.Do(func() {
+		close(m.closed)
+		m.closeErr = m.sess.shutdown(ctx)
+		m.c.mu.Lock()
+		delete(m.c.members, m)
+		m.c.mu.Unlock()
+	})
+	return m.closeErr
+}
+
+// isClosed reports whether close has begun.
+func (m *member) isClosed() bool {
+	select {
+	case <-m.closed:
+		return true
+	default:
+		return false
+	}
 }
 
 func (c *Client) newClientID() string {

@@ -48,18 +48,13 @@ type ConsumerConfig struct {
 // SimpleConsumer receives messages of one consumer group and acknowledges
 // them one by one. It is safe for concurrent use.
 type SimpleConsumer struct {
-	c      *Client
+	*member
 	cfg    ConsumerConfig
 	group  *v2.Resource
 	topics []string
-	sess   *session
 
 	mu   sync.Mutex
 	next int
-
-	closeOnce sync.Once
-	closeErr  error
-	closed    chan struct{}
 }
 
 // NewSimpleConsumer starts a simple consumer: it opens its Telemetry
@@ -74,7 +69,7 @@ func (c *Client) NewSimpleConsumer(ctx context.Context, cfg ConsumerConfig) (*Si
 	if cfg.Await <= 0 {
 		cfg.Await = DefaultAwait
 	}
-	s := &SimpleConsumer{c: c, cfg: cfg, group: c.resource(cfg.Group), closed: make(chan struct{})}
+	s := &SimpleConsumer{cfg: cfg, group: c.resource(cfg.Group)}
 	var entries []*v2.SubscriptionEntry
 	for t := range cfg.Subscriptions {
 		s.topics = append(s.topics, t)
@@ -92,15 +87,11 @@ func (c *Client) NewSimpleConsumer(ctx context.Context, cfg ConsumerConfig) (*Si
 			Group: s.group, Subscriptions: entries, LongPollingTimeout: durationpb.New(cfg.Await)}},
 		UserAgent: userAgent(),
 	}
-	sess, err := c.startSession(ctx, "consumer", settings, &v2.HeartbeatRequest{ClientType: ct, Group: s.group}, s.group)
+	m, err := c.join(ctx, "consumer", settings, &v2.HeartbeatRequest{ClientType: ct, Group: s.group}, s.group)
 	if err != nil {
 		return nil, err
 	}
-	s.sess = sess
-	if err := c.register(s); err != nil { // the client was closed meanwhile
-		_ = sess.shutdown(ctx)
-		return nil, err
-	}
+	s.member = m
 	return s, nil
 }
 
@@ -120,22 +111,13 @@ func (s *SimpleConsumer) Group() string { return s.cfg.Group }
 // Close notifies the server, ends the Telemetry stream and waits for the
 // consumer's goroutines until ctx ends. Messages received and not acked
 // become visible again when their invisible duration ends.
-func (s *SimpleConsumer) Close(ctx context.Context) error {
-	s.closeOnce.Do(func() {
-		close(s.closed)
-		s.closeErr = s.sess.shutdown(ctx)
-		s.c.unregister(s)
-	})
-	return s.closeErr
-}
+func (s *SimpleConsumer) Close(ctx context.Context) error { return s.close(ctx) }
 
 func (s *SimpleConsumer) checkOpen(op string) error {
-	select {
-	case <-s.closed:
+	if s.isClosed() {
 		return fmt.Errorf("sdk: %s: consumer %w", op, ErrClosed)
-	default:
-		return nil
 	}
+	return nil
 }
 
 // Receive returns up to max messages (1 … 32) of the next subscribed

@@ -37,14 +37,13 @@ type fakeServer struct {
 	// endFirstStream: the first Telemetry stream ends after its reply.
 	endFirstStream bool
 
-	mu          sync.Mutex
-	attempts    []sendAttempt
-	streams     int
-	fromClient  []*v2.TelemetryCommand
-	terminated  []string
-	heartbeats  int
-	streamsDone chan struct{}
-	changed     chan struct{} // closed and replaced on every recorded event
+	mu         sync.Mutex
+	attempts   []sendAttempt
+	streams    int
+	fromClient []*v2.TelemetryCommand
+	terminated []string
+	heartbeats int
+	changed    chan struct{} // closed and replaced on every recorded event
 }
 
 type sendAttempt struct {
@@ -184,20 +183,33 @@ func startFake(t *testing.T, f *fakeServer) string {
 	return lis.Addr().String()
 }
 
-// goroutines counts this process's goroutines, excluding the test
-// framework's own parked ones is unnecessary: tests compare with a
-// baseline taken in the same state.
-func goroutines() int { return runtime.NumGoroutine() }
+// dialFake dials addr (a fake server); the client is closed at cleanup
+// unless the test closed it.
+func dialFake(t *testing.T, addr string, opts ...Option) *Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := Dial(ctx, addr, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = c.Close(ctx)
+	})
+	return c
+}
 
-// waitGoroutines waits until at most base goroutines remain (grpc ends
-// some of its own asynchronously after Close) and fails with the stacks
-// of the extra ones otherwise. It also requires that no goroutine is
-// running SDK code.
+// waitGoroutines waits until at most base goroutines (a count taken
+// before the client was dialed) remain — grpc ends some of its own
+// asynchronously after Close — and none runs SDK code or grpc's client
+// connection; it fails with their stacks otherwise.
 func waitGoroutines(t *testing.T, base int) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		n := goroutines()
+		n := runtime.NumGoroutine()
 		sdkStacks := sdkGoroutines()
 		if n <= base && sdkStacks == "" {
 			return
@@ -212,14 +224,17 @@ func waitGoroutines(t *testing.T, base int) {
 	}
 }
 
-// sdkGoroutines returns the stacks of goroutines executing this package's
-// code (other than the test's own).
+// sdkGoroutines returns the stacks of goroutines running this package's
+// client code (the fake server's handlers and the tests' own goroutines
+// aside) or grpc's client connection.
 func sdkGoroutines() string {
 	buf := make([]byte, 1<<20)
 	buf = buf[:runtime.Stack(buf, true)]
 	var out []string
 	for _, g := range strings.Split(string(buf), "\n\n") {
-		if strings.Contains(g, "mqgate/sdk.(*session)") || strings.Contains(g, "mqgate/sdk.(*Client)") && !strings.Contains(g, "testing.tRunner") {
+		client := strings.Contains(g, "mqgate/sdk.(*") && !strings.Contains(g, "mqgate/sdk.(*fakeServer)") ||
+			strings.Contains(g, "grpc.(*ClientConn)") || strings.Contains(g, "transport.(*http2Client)")
+		if client && !strings.Contains(g, "testing.tRunner") {
 			out = append(out, g)
 		}
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -33,13 +32,8 @@ type ProducerConfig struct {
 
 // Producer sends messages. It is safe for concurrent use.
 type Producer struct {
-	c    *Client
-	cfg  ProducerConfig
-	sess *session
-
-	closeOnce sync.Once
-	closeErr  error
-	closed    chan struct{}
+	*member
+	cfg ProducerConfig
 }
 
 // NewProducer starts a producer: it opens its Telemetry stream and waits
@@ -60,16 +54,11 @@ func (c *Client) NewProducer(ctx context.Context, cfg ProducerConfig) (*Producer
 		PubSub:         &v2.Settings_Publishing{Publishing: &v2.Publishing{Topics: topics}},
 		UserAgent:      userAgent(),
 	}
-	s, err := c.startSession(ctx, "producer", settings, &v2.HeartbeatRequest{ClientType: ct}, nil)
+	m, err := c.join(ctx, "producer", settings, &v2.HeartbeatRequest{ClientType: ct}, nil)
 	if err != nil {
 		return nil, err
 	}
-	p := &Producer{c: c, cfg: cfg, sess: s, closed: make(chan struct{})}
-	if err := c.register(p); err != nil { // the client was closed meanwhile
-		_ = s.shutdown(ctx)
-		return nil, err
-	}
-	return p, nil
+	return &Producer{member: m, cfg: cfg}, nil
 }
 
 // ClientID is the producer's client id (x-mq-client-id).
@@ -78,14 +67,7 @@ func (p *Producer) ClientID() string { return p.sess.clientID }
 // Close notifies the server, ends the Telemetry stream and waits for the
 // producer's goroutines until ctx ends. Sends after Close fail with
 // ErrClosed.
-func (p *Producer) Close(ctx context.Context) error {
-	p.closeOnce.Do(func() {
-		close(p.closed)
-		p.closeErr = p.sess.shutdown(ctx)
-		p.c.unregister(p)
-	})
-	return p.closeErr
-}
+func (p *Producer) Close(ctx context.Context) error { return p.close(ctx) }
 
 // Send sends one message. See SendBatch for the retry contract.
 func (p *Producer) Send(ctx context.Context, m *Message) (SendReceipt, error) {
@@ -175,10 +157,8 @@ func (p *Producer) SendBatch(ctx context.Context, msgs []*Message) ([]SendReceip
 	fail := func(attempts int, out error, cause error) *SendError {
 		return &SendError{Topic: topic, MessageIDs: ids, Attempts: attempts, Outcome: out, Err: cause}
 	}
-	select {
-	case <-p.closed:
+	if p.isClosed() {
 		return nil, fail(0, ErrNotStored, fmt.Errorf("producer %w", ErrClosed))
-	default:
 	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc

@@ -3,7 +3,6 @@ package sdk
 import (
 	"context"
 	"errors"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -13,22 +12,16 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	v2 "github.com/mqgate/mqgate/gen/apache/rocketmq/v2"
+	"github.com/mqgate/mqgate/internal/testutil"
 )
 
-func fakeProducer(t *testing.T, f *fakeServer, cfg ProducerConfig) (*Client, *Producer) {
+// fakeProducer starts a fake server and a producer of a client dialing it
+// with opts.
+func fakeProducer(t *testing.T, f *fakeServer, cfg ProducerConfig, opts ...Option) (*Client, *Producer) {
 	t.Helper()
-	addr := startFake(t, f)
+	c := dialFake(t, startFake(t, f), opts...)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	c, err := Dial(ctx, addr, WithClientID("retry-test"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = c.Close(ctx)
-	})
 	p, err := c.NewProducer(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -259,15 +252,9 @@ func TestExpiredDeadlineMakesNoAttempt(t *testing.T) {
 // A connection that goes away between sends: the request never leaves,
 // so the outcome is known (not stored).
 func TestRequestThatNeverLeftIsNotStored(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := lis.Addr().String()
-	lis.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	_, err = Dial(ctx, addr)
+	_, err := Dial(ctx, testutil.UnusedAddr(t))
 	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "connection refused") {
 		t.Fatalf("Dial to a closed port: %v", err)
 	}

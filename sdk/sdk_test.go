@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mqgate/mqgate/internal/testutil"
 	"github.com/mqgate/mqgate/sdk"
 )
 
@@ -33,19 +34,30 @@ func dial(t *testing.T) *sdk.Client {
 	return c
 }
 
-func ctxFor(t *testing.T, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
+func newProducer(t *testing.T, ctx context.Context, c *sdk.Client, cfg sdk.ProducerConfig) *sdk.Producer {
+	t.Helper()
+	p, err := c.NewProducer(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// newConsumer starts a consumer of group on topic (every tag unless
+// given) that waits up to 5 s for messages.
+func newConsumer(t *testing.T, ctx context.Context, c *sdk.Client, group, topic string, tag ...string) *sdk.SimpleConsumer {
+	t.Helper()
+	cons, err := c.NewSimpleConsumer(ctx, sdk.ConsumerConfig{Group: group, Subscriptions: map[string]string{topic: strings.Join(tag, "||")}, Await: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cons
 }
 
 func TestSendReceiveAckChangeInvisible(t *testing.T) {
 	c := dial(t)
-	ctx := ctxFor(t, 30*time.Second)
-	p, err := c.NewProducer(ctx, sdk.ProducerConfig{Topics: []string{"sdk-e2e"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx := testutil.Context(t, 30*time.Second)
+	p := newProducer(t, ctx, c, sdk.ProducerConfig{Topics: []string{"sdk-e2e"}})
 	sent := map[string]string{}
 	for i := 0; i < 3; i++ {
 		body := fmt.Sprintf("message %d", i)
@@ -59,10 +71,7 @@ func TestSendReceiveAckChangeInvisible(t *testing.T) {
 		}
 		sent[r.MessageID] = body
 	}
-	cons, err := c.NewSimpleConsumer(ctx, sdk.ConsumerConfig{Group: "sdk-e2e-g", Subscriptions: map[string]string{"sdk-e2e": "t1"}, Await: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cons := newConsumer(t, ctx, c, "sdk-e2e-g", "sdk-e2e", "t1")
 	var got []*sdk.ReceivedMessage
 	for len(got) < 3 {
 		ms, err := cons.Receive(ctx, 32, 20*time.Second)
@@ -101,7 +110,7 @@ func TestSendReceiveAckChangeInvisible(t *testing.T) {
 		}
 	}
 	// Nothing is left for the group.
-	short := ctxFor(t, 1500*time.Millisecond)
+	short := testutil.Context(t, 1500*time.Millisecond)
 	if ms, err := cons.Receive(short, 32, 20*time.Second); err != nil || len(ms) != 0 {
 		t.Fatalf("after acking everything: %d messages, %v", len(ms), err)
 	}
@@ -111,18 +120,12 @@ func TestSendReceiveAckChangeInvisible(t *testing.T) {
 // SimpleConsumer.Ack returns nil whatever the server said).
 func TestAckFailureIsReturned(t *testing.T) {
 	c := dial(t)
-	ctx := ctxFor(t, 30*time.Second)
-	p, err := c.NewProducer(ctx, sdk.ProducerConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx := testutil.Context(t, 30*time.Second)
+	p := newProducer(t, ctx, c, sdk.ProducerConfig{})
 	if _, err := p.Send(ctx, &sdk.Message{Topic: "sdk-ackfail", Body: []byte("x")}); err != nil {
 		t.Fatal(err)
 	}
-	cons, err := c.NewSimpleConsumer(ctx, sdk.ConsumerConfig{Group: "sdk-ackfail-g", Subscriptions: map[string]string{"sdk-ackfail": "*"}, Await: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cons := newConsumer(t, ctx, c, "sdk-ackfail-g", "sdk-ackfail")
 	ms, err := cons.Receive(ctx, 1, 10*time.Second)
 	if err != nil || len(ms) != 1 {
 		t.Fatalf("receive: %d %v", len(ms), err)
@@ -155,13 +158,10 @@ func TestAckFailureIsReturned(t *testing.T) {
 // A refusal is final: one attempt, ErrNotStored, the server's code.
 func TestRefusedSendIsNotRetried(t *testing.T) {
 	c := dial(t)
-	ctx := ctxFor(t, 30*time.Second)
-	p, err := c.NewProducer(ctx, sdk.ProducerConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx := testutil.Context(t, 30*time.Second)
+	p := newProducer(t, ctx, c, sdk.ProducerConfig{})
 	// A FIFO message (message group) to a NORMAL topic.
-	_, err = p.Send(ctx, &sdk.Message{Topic: "sdk-e2e", Body: []byte("x"), MessageGroup: "g1"})
+	_, err := p.Send(ctx, &sdk.Message{Topic: "sdk-e2e", Body: []byte("x"), MessageGroup: "g1"})
 	var se *sdk.SendError
 	if !errors.Is(err, sdk.ErrNotStored) || !errors.Is(err, sdk.ErrMessageTypeConflict) || !errors.As(err, &se) || se.Attempts != 1 || se.MayBeStored() {
 		t.Fatalf("err = %v", err)
@@ -175,11 +175,8 @@ func TestRefusedSendIsNotRetried(t *testing.T) {
 // A batch goes to one queue, in order, one receipt per message.
 func TestSendBatch(t *testing.T) {
 	c := dial(t)
-	ctx := ctxFor(t, 30*time.Second)
-	p, err := c.NewProducer(ctx, sdk.ProducerConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx := testutil.Context(t, 30*time.Second)
+	p := newProducer(t, ctx, c, sdk.ProducerConfig{})
 	var batch []*sdk.Message
 	for i := 0; i < 5; i++ {
 		batch = append(batch, &sdk.Message{Topic: "sdk-batch", Body: []byte(fmt.Sprint(i))})
@@ -202,22 +199,16 @@ func TestSendBatch(t *testing.T) {
 func TestCloseLeavesNoGoroutines(t *testing.T) {
 	needServer(t)
 	base := runtime.NumGoroutine()
-	ctx := ctxFor(t, 30*time.Second)
+	ctx := testutil.Context(t, 30*time.Second)
 	c, err := sdk.Dial(ctx, endpoint)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := c.NewProducer(ctx, sdk.ProducerConfig{Topics: []string{"sdk-leak"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := newProducer(t, ctx, c, sdk.ProducerConfig{Topics: []string{"sdk-leak"}})
 	if _, err := p.Send(ctx, &sdk.Message{Topic: "sdk-leak", Body: []byte("x")}); err != nil {
 		t.Fatal(err)
 	}
-	cons, err := c.NewSimpleConsumer(ctx, sdk.ConsumerConfig{Group: "sdk-leak-g", Subscriptions: map[string]string{"sdk-leak": "*"}, Await: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cons := newConsumer(t, ctx, c, "sdk-leak-g", "sdk-leak")
 	ms, err := cons.Receive(ctx, 1, 10*time.Second)
 	if err != nil || len(ms) != 1 {
 		t.Fatalf("receive: %d %v", len(ms), err)
@@ -231,23 +222,5 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 	if err := c.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for runtime.NumGoroutine() > base || sdkStacks() != "" {
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<20)
-			t.Fatalf("%d goroutines after Close, %d before:\n%s", runtime.NumGoroutine(), base, buf[:runtime.Stack(buf, true)])
-		}
-		time.Sleep(5 * time.Millisecond) // grpc ends some goroutines asynchronously after Close
-	}
-}
-
-func sdkStacks() string {
-	buf := make([]byte, 1<<20)
-	var out []string
-	for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
-		if strings.Contains(g, "mqgate/sdk.(*") || strings.Contains(g, "grpc.(*ClientConn)") || strings.Contains(g, "transport.(*http2Client)") {
-			out = append(out, g)
-		}
-	}
-	return strings.Join(out, "\n\n")
+	sdk.WaitGoroutines(t, base)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -37,18 +38,9 @@ func TestMessageIDLayout(t *testing.T) {
 // namespace goes into each resource.
 func TestHeadersCredentialsNamespace(t *testing.T) {
 	f := &fakeServer{}
-	addr := startFake(t, f)
+	_, p := fakeProducer(t, f, ProducerConfig{Topics: []string{"t"}}, WithCredentials("AK", "SK"), WithNamespace("ns1"), WithClientID("me"))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	c, err := Dial(ctx, addr, WithCredentials("AK", "SK"), WithNamespace("ns1"), WithClientID("me"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(ctx)
-	p, err := c.NewProducer(ctx, ProducerConfig{Topics: []string{"t"}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if _, err := p.Send(ctx, &Message{Topic: "t", Body: []byte("x")}); err != nil {
 		t.Fatal(err)
 	}
@@ -77,16 +69,13 @@ func TestHeadersCredentialsNamespace(t *testing.T) {
 func TestHandshakeWithoutReplyFailsAndLeaksNothing(t *testing.T) {
 	f := &fakeServer{noSettingsReply: true}
 	addr := startFake(t, f)
-	base := goroutines()
+	base := runtime.NumGoroutine()
+	c := dialFake(t, addr)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	c, err := Dial(ctx, addr)
-	if err != nil {
-		t.Fatal(err)
-	}
 	hctx, hcancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer hcancel()
-	_, err = c.NewProducer(hctx, ProducerConfig{})
+	_, err := c.NewProducer(hctx, ProducerConfig{})
 	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "no Settings reply") {
 		t.Fatalf("err = %v", err)
 	}
@@ -134,13 +123,10 @@ func TestTelemetryStreamReopened(t *testing.T) {
 func TestCloseReportsWhatDidNotFinish(t *testing.T) {
 	f := &fakeServer{holdStreams: true}
 	addr := startFake(t, f)
-	base := goroutines()
+	base := runtime.NumGoroutine()
+	c := dialFake(t, addr)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	c, err := Dial(ctx, addr)
-	if err != nil {
-		t.Fatal(err)
-	}
 	p, err := c.NewProducer(ctx, ProducerConfig{})
 	if err != nil {
 		t.Fatal(err)
@@ -177,13 +163,10 @@ func TestCloseReportsWhatDidNotFinish(t *testing.T) {
 func TestCloseCleanLeavesNoGoroutines(t *testing.T) {
 	f := &fakeServer{}
 	addr := startFake(t, f)
-	base := goroutines()
+	base := runtime.NumGoroutine()
+	c := dialFake(t, addr)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	c, err := Dial(ctx, addr)
-	if err != nil {
-		t.Fatal(err)
-	}
 	p, err := c.NewProducer(ctx, ProducerConfig{})
 	if err != nil {
 		t.Fatal(err)

@@ -154,7 +154,7 @@ func (s *session) recvErr(st v2.MessagingService_TelemetryClient, err error) err
 		if _, rerr := st.Recv(); rerr != nil && !errors.Is(rerr, io.EOF) {
 			return grpcErr("Telemetry", rerr)
 		}
-		return fmt.Errorf("Telemetry: the server ended the stream")
+		return errors.New("telemetry: the server ended the stream")
 	}
 	return grpcErr("Telemetry", err)
 }
@@ -170,7 +170,7 @@ func (s *session) read(st v2.MessagingService_TelemetryClient, answered func()) 
 	for {
 		cmd, err := st.Recv()
 		if errors.Is(err, io.EOF) {
-			return fmt.Errorf("Telemetry: the server ended the stream")
+			return errors.New("telemetry: the server ended the stream")
 		}
 		if err != nil {
 			return grpcErr("Telemetry", err)

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"google.golang.org/grpc"
@@ -58,12 +59,16 @@ func newFlagSet(name string) *flag.FlagSet {
 
 // parseInterleaved parses flags that may come before, between or after
 // positional arguments ("topic create NAME --queues 4" and "topic create
-// --queues 4 NAME" both work) and returns the positional ones.
+// --queues 4 NAME" both work) and returns the positional ones. A bad flag
+// is a usage error; -h or --help is flag.ErrHelp.
 func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
-			return nil, err
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, usageErr("%v", err)
 		}
 		rest := fs.Args()
 		if len(rest) == 0 {
@@ -98,11 +103,14 @@ func dialAdmin(c clientFlags) (*adminConn, error) {
 
 func (a *adminConn) Close() { _ = a.conn.Close() }
 
-// call runs one RPC under the --timeout.
-func (a *adminConn) call(ctx context.Context, fn func(ctx context.Context, c adminv1.AdminServiceClient) error) error {
+// callAdmin runs one AdminService RPC, named by its method expression,
+// under the --timeout:
+//
+//	resp, err := callAdmin(ctx, a, adminv1.AdminServiceClient.ListTopics, &adminv1.ListTopicsRequest{})
+func callAdmin[Req, Resp any](ctx context.Context, a *adminConn, rpc func(adminv1.AdminServiceClient, context.Context, Req, ...grpc.CallOption) (Resp, error), req Req) (Resp, error) {
 	ctx, cancel := context.WithTimeout(ctx, a.flags.timeout)
 	defer cancel()
-	return fn(ctx, a.client)
+	return rpc(a.client, ctx, req)
 }
 
 // explainError turns an RPC failure into one line for the user: the
@@ -154,6 +162,18 @@ func usageErr(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", errUsage, fmt.Sprintf(format, args...))
 }
 
+// usageExit reports a command line that did not parse: help (-h, --help,
+// help) prints the usage to stdout and exits 0; anything else prints the
+// error and the usage to stderr and exits 2.
+func usageExit(name, usage string, err error, stdout, stderr io.Writer) int {
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "mqgate %s: %v\n\n%s", name, strings.TrimPrefix(err.Error(), "usage: "), usage)
+	return exitUsage
+}
+
 // runClient runs a parsed subcommand against the server and maps the
 // outcome to an exit status, printing errors as "mqgate <cmd>: <reason>".
 func runClient(ctx context.Context, name string, c clientFlags, stderr io.Writer, fn func(ctx context.Context, a *adminConn) error) int {
@@ -170,6 +190,9 @@ func runClient(ctx context.Context, name string, c clientFlags, stderr io.Writer
 	return exitOK
 }
 
+// newTable aligns the text output's columns (two spaces apart).
+func newTable(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 4, 2, ' ', 0) }
+
 func formatTime(t *timestamppb.Timestamp) string {
 	if t == nil {
 		return "-"
@@ -183,10 +206,7 @@ func formatTime(t *timestamppb.Timestamp) string {
 func resourceName(fs *flag.FlagSet, args []string, kind, sub string) (string, error) {
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return "", err
-		}
-		return "", usageErr("%v", err)
+		return "", err
 	}
 	if sub == "list" {
 		if len(pos) != 0 {

@@ -313,7 +313,7 @@ func runBench(ctx context.Context, o benchOpts, log io.Writer) (benchResult, err
 		}
 		defer srv.stop()
 		fmt.Fprintf(log, "bench: mqgate gRPC at %s\n", srv.addr)
-		return benchOtherProtocol(ctx, o, srv, srv.addr, srv.cmd.Process.Pid, log)
+		return benchOtherProtocol(ctx, o, srv, log)
 	}
 	var echo *child
 	if o.mode != "e2e" {
@@ -379,6 +379,33 @@ func (c *benchConn) ctx(parent context.Context, d time.Duration) (context.Contex
 	return metadata.NewOutgoingContext(ctx, c.md), cancel
 }
 
+// dialAll dials n connections with client ids first, first+1, ...;
+// closeAll closes them.
+func dialAll(addr string, first, n int) (conns []*benchConn, closeAll func(), err error) {
+	closeAll = func() {
+		for _, c := range conns {
+			_ = c.cc.Close()
+		}
+	}
+	for i := range n {
+		c, err := dialBench(addr, first+i)
+		if err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+		conns = append(conns, c)
+	}
+	return conns, closeAll, nil
+}
+
+// payloadErr is a call's error, or its payload status when that is not OK.
+func payloadErr(st *v2.Status, err error) error {
+	if err == nil && st.GetCode() != v2.Code_OK {
+		err = fmt.Errorf("status %v", st)
+	}
+	return err
+}
+
 func runWorkload(ctx context.Context, o benchOpts, name, addr string, pid int, log io.Writer) (benchFigures, error) {
 	switch o.mode {
 	case "produce":
@@ -406,8 +433,8 @@ func newMessage(topic string, body []byte, seq int64, props map[string]string) *
 
 var benchSeq atomic.Int64
 
-// measure runs worker(i) on n goroutines for warmup+duration and returns
-// counts and latencies recorded after the warm-up.
+// sampler collects a run's counts and latencies; it records only while
+// on (after the warm-up, until the end of the measured window).
 type sampler struct {
 	mu    sync.Mutex
 	lat   []time.Duration
@@ -464,51 +491,63 @@ func window(ctx context.Context, o benchOpts, s *sampler, pid int) (float64, int
 	return secs, c1 - c0
 }
 
-func benchProduce(ctx context.Context, o benchOpts, name, addr string, pid int) (benchFigures, error) {
-	conns := make([]*benchConn, o.producers)
-	for i := range conns {
-		c, err := dialBench(addr, i)
-		if err != nil {
-			return benchFigures{}, err
-		}
-		defer c.cc.Close()
-		conns[i] = c
-	}
-	body := make([]byte, o.size)
+// closedLoop runs every op on its own goroutine, one call after the
+// other, for warm-up + duration. An op returns the messages it moved;
+// calls that end inside the measured window are counted with their
+// latency, or as errors.
+func closedLoop(ctx context.Context, o benchOpts, name string, pid int, ops []func(context.Context) (int, error)) benchFigures {
 	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
 	var wg sync.WaitGroup
 	s := &sampler{}
-	for _, c := range conns {
+	for _, op := range ops {
 		wg.Add(1)
-		go func(c *benchConn) {
+		go func() {
 			defer wg.Done()
-			local := make([]time.Duration, 0, 1<<16)
+			local := make([]time.Duration, 0, 1<<15)
 			for runCtx.Err() == nil {
-				m := newMessage(o.topic, body, benchSeq.Add(1), nil)
-				cctx, cancel := c.ctx(runCtx, 5*time.Second)
 				t0 := time.Now()
-				resp, err := c.cli.SendMessage(cctx, &v2.SendMessageRequest{Messages: []*v2.Message{m}})
+				n, err := op(runCtx)
 				d := time.Since(t0)
-				cancel()
 				if !s.on.Load() {
 					continue
 				}
-				if err != nil || resp.GetStatus().GetCode() != v2.Code_OK {
+				if err != nil {
 					if runCtx.Err() == nil {
 						s.errs.Add(1)
 					}
 					continue
 				}
-				s.count.Add(1)
+				s.count.Add(int64(n))
 				local = append(local, d)
 			}
 			s.add(local)
-		}(c)
+		}()
 	}
 	secs, cpu := window(ctx, o, s, pid)
 	stop()
 	wg.Wait()
-	return s.figures(name, secs, cpu), nil
+	return s.figures(name, secs, cpu)
+}
+
+func benchProduce(ctx context.Context, o benchOpts, name, addr string, pid int) (benchFigures, error) {
+	conns, closeAll, err := dialAll(addr, 0, o.producers)
+	if err != nil {
+		return benchFigures{}, err
+	}
+	defer closeAll()
+	body := make([]byte, o.size)
+	ops := make([]func(context.Context) (int, error), len(conns))
+	for i, c := range conns {
+		ops[i] = func(ctx context.Context) (int, error) {
+			m := newMessage(o.topic, body, benchSeq.Add(1), nil)
+			cctx, cancel := c.ctx(ctx, 5*time.Second)
+			defer cancel()
+			resp, err := c.cli.SendMessage(cctx, &v2.SendMessageRequest{Messages: []*v2.Message{m}})
+			return 1, payloadErr(resp.GetStatus(), err)
+		}
+	}
+	return closedLoop(ctx, o, name, pid, ops), nil
 }
 
 // preload fills the topic with n messages (batches of 32 from 8 senders).
@@ -518,12 +557,12 @@ func preload(ctx context.Context, o benchOpts, addr string, n int, log io.Writer
 	var wg sync.WaitGroup
 	errc := make(chan error, 8)
 	t0 := time.Now()
-	for w := 0; w < 8; w++ {
-		c, err := dialBench(addr, 100+w)
-		if err != nil {
-			return err
-		}
-		defer c.cc.Close()
+	conns, closeAll, err := dialAll(addr, 100, 8)
+	if err != nil {
+		return err
+	}
+	defer closeAll()
+	for _, c := range conns {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -540,11 +579,8 @@ func preload(ctx context.Context, o benchOpts, addr string, n int, log io.Writer
 				cctx, cancel := c.ctx(ctx, 30*time.Second)
 				resp, err := c.cli.SendMessage(cctx, &v2.SendMessageRequest{Messages: msgs})
 				cancel()
-				if err == nil && resp.GetStatus().GetCode() != v2.Code_OK {
-					err = fmt.Errorf("preload send: %v", resp.GetStatus())
-				}
-				if err != nil {
-					errc <- err
+				if err := payloadErr(resp.GetStatus(), err); err != nil {
+					errc <- fmt.Errorf("preload send: %w", err)
 					return
 				}
 			}
@@ -598,11 +634,8 @@ func ackBatch(ctx context.Context, c *benchConn, o benchOpts, msgs []*v2.Message
 	cctx, cancel := c.ctx(ctx, 5*time.Second)
 	defer cancel()
 	resp, err := c.cli.AckMessage(cctx, &v2.AckMessageRequest{Group: &v2.Resource{Name: o.group}, Topic: &v2.Resource{Name: o.topic}, Entries: entries})
-	if err != nil {
-		return err
-	}
-	if resp.GetStatus().GetCode() != v2.Code_OK {
-		return fmt.Errorf("ack: %v", resp.GetStatus())
+	if err := payloadErr(resp.GetStatus(), err); err != nil {
+		return fmt.Errorf("ack: %w", err)
 	}
 	return nil
 }
@@ -613,53 +646,26 @@ func benchConsume(ctx context.Context, o benchOpts, name, addr string, pid int, 
 			return benchFigures{}, err
 		}
 	}
-	conns := make([]*benchConn, o.consumers)
-	for i := range conns {
-		c, err := dialBench(addr, 200+i)
-		if err != nil {
-			return benchFigures{}, err
-		}
-		defer c.cc.Close()
-		conns[i] = c
+	conns, closeAll, err := dialAll(addr, 200, o.consumers)
+	if err != nil {
+		return benchFigures{}, err
 	}
-	runCtx, stop := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	s := &sampler{}
+	defer closeAll()
 	var drained atomic.Int64
-	for _, c := range conns {
-		wg.Add(1)
-		go func(c *benchConn) {
-			defer wg.Done()
-			local := make([]time.Duration, 0, 1<<14)
-			for runCtx.Err() == nil {
-				t0 := time.Now()
-				msgs, err := receiveBatch(runCtx, c, o, 0)
-				if err == nil && len(msgs) > 0 {
-					err = ackBatch(runCtx, c, o, msgs)
-				}
-				d := time.Since(t0)
-				if len(msgs) == 0 && err == nil {
-					drained.Add(1)
-				}
-				if !s.on.Load() {
-					continue
-				}
-				if err != nil {
-					if runCtx.Err() == nil {
-						s.errs.Add(1)
-					}
-					continue
-				}
-				s.count.Add(int64(len(msgs)))
-				local = append(local, d)
+	ops := make([]func(context.Context) (int, error), len(conns))
+	for i, c := range conns {
+		ops[i] = func(ctx context.Context) (int, error) {
+			msgs, err := receiveBatch(ctx, c, o, 0)
+			if err == nil && len(msgs) > 0 {
+				err = ackBatch(ctx, c, o, msgs)
 			}
-			s.add(local)
-		}(c)
+			if len(msgs) == 0 && err == nil {
+				drained.Add(1)
+			}
+			return len(msgs), err
+		}
 	}
-	secs, cpu := window(ctx, o, s, pid)
-	stop()
-	wg.Wait()
-	f := s.figures(name, secs, cpu)
+	f := closedLoop(ctx, o, name, pid, ops)
 	if name != "echo" && drained.Load() > 0 {
 		fmt.Fprintf(log, "bench: the backlog ran out during the run (%d empty receives); raise --backlog or lower --duration for a steady-state figure\n", drained.Load())
 	}
@@ -681,16 +687,22 @@ func benchE2E(ctx context.Context, o benchOpts, name, addr string, pid int) (ben
 		return benchFigures{}, err
 	}
 	cancel()
+	consumers, closeConsumers, err := dialAll(addr, 310, max(o.consumers, 1))
+	if err != nil {
+		return benchFigures{}, err
+	}
+	defer closeConsumers()
+	senders, closeSenders, err := dialAll(addr, 301, 3)
+	if err != nil {
+		return benchFigures{}, err
+	}
+	defer closeSenders()
+	senders = append(senders, prod)
 	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
 	var wg sync.WaitGroup
 	s := &sampler{}
-	for i := 0; i < max(o.consumers, 1); i++ {
-		c, err := dialBench(addr, 310+i)
-		if err != nil {
-			stop()
-			return benchFigures{}, err
-		}
-		defer c.cc.Close()
+	for _, c := range consumers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -719,17 +731,6 @@ func benchE2E(ctx context.Context, o benchOpts, name, addr string, pid int) (ben
 	interval := time.Second / time.Duration(max(o.rate, 1))
 	start := time.Now()
 	var sent atomic.Int64
-	senders := make([]*benchConn, 4)
-	senders[0] = prod
-	for i := 1; i < len(senders); i++ {
-		c, err := dialBench(addr, 300+i)
-		if err != nil {
-			stop()
-			return benchFigures{}, err
-		}
-		defer c.cc.Close()
-		senders[i] = c
-	}
 	for w := 0; w < 32; w++ {
 		prod := senders[w%len(senders)]
 		wg.Add(1)
@@ -743,9 +744,9 @@ func benchE2E(ctx context.Context, o benchOpts, name, addr string, pid int) (ben
 				}
 				m := newMessage(o.topic, body, benchSeq.Add(1), map[string]string{"bench_sent_ns": strconv.FormatInt(time.Now().UnixNano(), 10)})
 				cctx, cancel := prod.ctx(runCtx, 5*time.Second)
-				_, err := prod.cli.SendMessage(cctx, &v2.SendMessageRequest{Messages: []*v2.Message{m}})
+				resp, err := prod.cli.SendMessage(cctx, &v2.SendMessageRequest{Messages: []*v2.Message{m}})
 				cancel()
-				if err != nil && runCtx.Err() == nil && s.on.Load() {
+				if payloadErr(resp.GetStatus(), err) != nil && runCtx.Err() == nil && s.on.Load() {
 					s.errs.Add(1)
 				}
 			}

@@ -9,7 +9,6 @@ import (
 	"os/signal"
 	"runtime"
 	"syscall"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -110,6 +109,5 @@ func benchEchoServer(args []string, stdout, stderr io.Writer) int {
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	go func() { <-sigs; s.Stop() }()
 	_ = s.Serve(lis)
-	_ = time.Second
 	return 0
 }

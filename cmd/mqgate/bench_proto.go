@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/mqgate/mqgate/gateway/remoting/client"
@@ -18,11 +17,12 @@ import (
 )
 
 // benchOtherProtocol runs the produce workload over gRPC and then over
-// HTTP/JSON or classic remoting against the same mqgate, so the two
-// figures come from one run on one server.
-func benchOtherProtocol(ctx context.Context, o benchOpts, srv *child, target string, pid int, log io.Writer) (benchResult, error) {
+// HTTP/JSON or classic remoting against the same mqgate (srv, which bench
+// started), so the two figures come from one run on one server.
+func benchOtherProtocol(ctx context.Context, o benchOpts, srv *child, log io.Writer) (benchResult, error) {
 	res := benchResult{Mode: o.mode, Flush: o.flush}
-	g, err := benchProduce(ctx, o, "grpc", target, pid)
+	pid := srv.cmd.Process.Pid
+	g, err := benchProduce(ctx, o, "grpc", srv.addr, pid)
 	if err != nil {
 		return res, fmt.Errorf("gRPC run: %w", err)
 	}
@@ -30,14 +30,14 @@ func benchOtherProtocol(ctx context.Context, o benchOpts, srv *child, target str
 	var f benchFigures
 	switch o.mode {
 	case "http":
-		if srv == nil || srv.http == "" {
-			return res, fmt.Errorf("http mode needs the mqgate bench starts (its HTTP address)")
+		if srv.http == "" {
+			return res, fmt.Errorf("http mode needs the HTTP address of the mqgate bench starts")
 		}
 		fmt.Fprintf(log, "bench: HTTP at %s\n", srv.http)
 		f, err = benchProduceHTTP(ctx, o, srv.http, pid)
 	case "remoting":
-		if srv == nil || srv.remoting == "" {
-			return res, fmt.Errorf("remoting mode needs the mqgate bench starts (its remoting address)")
+		if srv.remoting == "" {
+			return res, fmt.Errorf("remoting mode needs the remoting address of the mqgate bench starts")
 		}
 		fmt.Fprintf(log, "bench: remoting at %s\n", srv.remoting)
 		f, err = benchProduceRemoting(ctx, o, srv.remoting, pid)
@@ -61,47 +61,31 @@ func benchProduceHTTP(ctx context.Context, o benchOpts, addr string, pid int) (b
 		return benchFigures{}, err
 	}
 	url := "http://" + addr + "/v1/topics/" + o.topic + "/messages"
-	runCtx, stop := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	s := &sampler{}
-	for i := 0; i < o.producers; i++ {
+	ops := make([]func(context.Context) (int, error), o.producers)
+	for i := range ops {
 		// One transport (so one keep-alive connection) per producer.
 		cl := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1, MaxConnsPerHost: 1,
 			DialContext: (&net.Dialer{Timeout: 5 * time.Second}).DialContext}, Timeout: 10 * time.Second}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer cl.CloseIdleConnections()
-			local := make([]time.Duration, 0, 1<<15)
-			for runCtx.Err() == nil {
-				req, _ := http.NewRequestWithContext(runCtx, http.MethodPost, url, bytes.NewReader(payload))
-				req.Header.Set("Content-Type", "application/json")
-				t0 := time.Now()
-				resp, err := cl.Do(req)
-				if err == nil {
-					_, _ = io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-				}
-				d := time.Since(t0)
-				if !s.on.Load() {
-					continue
-				}
-				if err != nil || resp.StatusCode != http.StatusOK {
-					if runCtx.Err() == nil {
-						s.errs.Add(1)
-					}
-					continue
-				}
-				s.count.Add(1)
-				local = append(local, d)
+		defer cl.CloseIdleConnections()
+		ops[i] = func(ctx context.Context) (int, error) {
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(payload))
+			if err != nil {
+				return 0, err
 			}
-			s.add(local)
-		}()
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := cl.Do(req)
+			if err != nil {
+				return 0, err
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				return 0, fmt.Errorf("HTTP status %d", resp.StatusCode)
+			}
+			return 1, nil
+		}
 	}
-	secs, cpu := window(ctx, o, s, pid)
-	stop()
-	wg.Wait()
-	return s.figures("http", secs, cpu), nil
+	return closedLoop(ctx, o, "http", pid, ops), nil
 }
 
 // benchProduceRemoting sends one message per SEND_MESSAGE request over the
@@ -109,46 +93,27 @@ func benchProduceHTTP(ctx context.Context, o benchOpts, addr string, pid int) (b
 // the topic's queues like a classic producer.
 func benchProduceRemoting(ctx context.Context, o benchOpts, addr string, pid int) (benchFigures, error) {
 	body := make([]byte, o.size)
-	runCtx, stop := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	s := &sampler{}
-	for i := 0; i < o.producers; i++ {
+	ops := make([]func(context.Context) (int, error), o.producers)
+	for i := range ops {
 		c, err := client.Dial(ctx, addr, codec.JSON)
 		if err != nil {
-			stop()
 			return benchFigures{}, err
 		}
 		defer c.Close()
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			local := make([]time.Duration, 0, 1<<15)
-			for n := 0; runCtx.Err() == nil; n++ {
-				cctx, cancel := context.WithTimeout(runCtx, 5*time.Second)
-				t0 := time.Now()
-				resp, err := c.Invoke(cctx, &codec.Command{Code: 10, Body: body, Ext: map[string]string{
-					"producerGroup": "bench", "topic": o.topic, "queueId": strconv.Itoa((i + n) % 8), "sysFlag": "0",
-					"bornTimestamp": strconv.FormatInt(time.Now().UnixMilli(), 10), "flag": "0",
-					"properties": "UNIQ_KEY\x01" + fmt.Sprintf("01BENCR%027X", benchSeq.Add(1)) + "\x02"}})
-				d := time.Since(t0)
-				cancel()
-				if !s.on.Load() {
-					continue
-				}
-				if err != nil || resp.Code != 0 {
-					if runCtx.Err() == nil {
-						s.errs.Add(1)
-					}
-					continue
-				}
-				s.count.Add(1)
-				local = append(local, d)
+		queue := i
+		ops[i] = func(ctx context.Context) (int, error) {
+			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			resp, err := c.Invoke(cctx, &codec.Command{Code: 10, Body: body, Ext: map[string]string{
+				"producerGroup": "bench", "topic": o.topic, "queueId": strconv.Itoa(queue % 8), "sysFlag": "0",
+				"bornTimestamp": strconv.FormatInt(time.Now().UnixMilli(), 10), "flag": "0",
+				"properties": "UNIQ_KEY\x01" + fmt.Sprintf("01BENCR%027X", benchSeq.Add(1)) + "\x02"}})
+			queue++
+			if err == nil && resp.Code != 0 {
+				err = fmt.Errorf("remoting code %d: %s", resp.Code, resp.Remark)
 			}
-			s.add(local)
-		}(i)
+			return 1, err
+		}
 	}
-	secs, cpu := window(ctx, o, s, pid)
-	stop()
-	wg.Wait()
-	return s.figures("remoting", secs, cpu), nil
+	return closedLoop(ctx, o, "remoting", pid, ops), nil
 }

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	adminv1 "github.com/mqgate/mqgate/gen/mqgate/admin/v1"
+	"github.com/mqgate/mqgate/internal/testutil"
 )
 
 func TestParseTopicArgs(t *testing.T) {
@@ -122,13 +123,7 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 }
 
 func TestConnectionRefusedNamesServe(t *testing.T) {
-	// A port nothing listens on.
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := lis.Addr().String()
-	lis.Close()
+	addr := testutil.UnusedAddr(t)
 	var out, errb bytes.Buffer
 	code := run(context.Background(), []string{"topic", "list", "--server", addr, "--timeout", "5s"}, &out, &errb)
 	if code != exitFail {

@@ -81,6 +81,7 @@ func TestConfigErrors(t *testing.T) {
 		{"half tls", []string{"--tls-cert", "c.pem"}, nil, "", "tls-cert and tls-key must be set together"},
 		{"nested value", nil, nil, "grpc-addr:\n  port: 1\n", "grpc-addr must be a single value"},
 		{"stray argument", []string{"extra"}, nil, "", `unexpected argument "extra"`},
+		{"size overflow", []string{"--segment-size", "9000000000GiB"}, nil, "", "segment-size: not a size"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"text/tabwriter"
 
 	adminv1 "github.com/mqgate/mqgate/gen/mqgate/admin/v1"
 )
@@ -12,11 +11,7 @@ import (
 // describeTopic prints a topic with its queue offsets and the progress of
 // every group that has received from it (`mqgate topic describe NAME`).
 func describeTopic(ctx context.Context, a *adminConn, name string, stdout io.Writer) error {
-	var resp *adminv1.DescribeTopicResponse
-	err := a.call(ctx, func(ctx context.Context, c adminv1.AdminServiceClient) (err error) {
-		resp, err = c.DescribeTopic(ctx, &adminv1.DescribeTopicRequest{Name: name})
-		return err
-	})
+	resp, err := callAdmin(ctx, a, adminv1.AdminServiceClient.DescribeTopic, &adminv1.DescribeTopicRequest{Name: name})
 	if err != nil {
 		return err
 	}
@@ -24,7 +19,7 @@ func describeTopic(ctx context.Context, a *adminConn, name string, stdout io.Wri
 		return printJSON(stdout, resp)
 	}
 	t := resp.GetTopic()
-	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	w := newTable(stdout)
 	fmt.Fprintf(w, "name:\t%s\n", t.GetName())
 	fmt.Fprintf(w, "type:\t%s\n", t.GetType())
 	fmt.Fprintf(w, "queues:\t%d\n", t.GetQueues())
@@ -35,7 +30,7 @@ func describeTopic(ctx context.Context, a *adminConn, name string, stdout io.Wri
 		return err
 	}
 	fmt.Fprintln(stdout)
-	w = tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	w = newTable(stdout)
 	fmt.Fprintln(w, "QUEUE\tMIN OFFSET\tMAX OFFSET\tMESSAGES")
 	for _, q := range resp.GetQueues() {
 		fmt.Fprintf(w, "%d\t%d\t%d\t%d\n", q.GetQueueId(), q.GetMinOffset(), q.GetMaxOffset(), q.GetMaxOffset()-q.GetMinOffset())
@@ -54,11 +49,7 @@ func describeTopic(ctx context.Context, a *adminConn, name string, stdout io.Wri
 // describeGroup prints a group with its progress per topic and its
 // dead-letter queue (`mqgate group describe NAME`).
 func describeGroup(ctx context.Context, a *adminConn, name string, stdout io.Writer) error {
-	var resp *adminv1.DescribeGroupResponse
-	err := a.call(ctx, func(ctx context.Context, c adminv1.AdminServiceClient) (err error) {
-		resp, err = c.DescribeGroup(ctx, &adminv1.DescribeGroupRequest{Name: name})
-		return err
-	})
+	resp, err := callAdmin(ctx, a, adminv1.AdminServiceClient.DescribeGroup, &adminv1.DescribeGroupRequest{Name: name})
 	if err != nil {
 		return err
 	}
@@ -66,7 +57,7 @@ func describeGroup(ctx context.Context, a *adminConn, name string, stdout io.Wri
 		return printJSON(stdout, resp)
 	}
 	g := resp.GetGroup()
-	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	w := newTable(stdout)
 	fmt.Fprintf(w, "name:\t%s\n", g.GetName())
 	fmt.Fprintf(w, "fifo:\t%t\n", g.GetFifo())
 	fmt.Fprintf(w, "max delivery attempts:\t%d\n", g.GetMaxDeliveryAttempts())
@@ -90,7 +81,7 @@ func describeGroup(ctx context.Context, a *adminConn, name string, stdout io.Wri
 }
 
 func printProgress(stdout io.Writer, first string, ps []*adminv1.GroupTopicProgress, name func(*adminv1.GroupTopicProgress) string) error {
-	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	w := newTable(stdout)
 	fmt.Fprintf(w, "%s\tREADY\tIN FLIGHT\tHELD (FIFO)\tBACKLOG\n", first)
 	for _, p := range ps {
 		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\n", name(p), p.GetReady(), p.GetInFlight(), p.GetHeld(), p.GetBacklog())

@@ -2,12 +2,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 
 	adminv1 "github.com/mqgate/mqgate/gen/mqgate/admin/v1"
 )
@@ -77,23 +75,14 @@ func parseGroupArgs(args []string) (groupCommand, error) {
 
 func groupCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	gc, err := parseGroupArgs(args)
-	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprint(stdout, groupUsage)
-		return exitOK
-	}
 	if err != nil {
-		fmt.Fprintf(stderr, "mqgate group: %v\n\n%s", strings.TrimPrefix(err.Error(), "usage: "), groupUsage)
-		return exitUsage
+		return usageExit("group", groupUsage, err, stdout, stderr)
 	}
 	return runClient(ctx, "group "+gc.sub, gc.client, stderr, func(ctx context.Context, a *adminConn) error {
 		switch gc.sub {
 		case "create":
-			var resp *adminv1.CreateGroupResponse
-			err := a.call(ctx, func(ctx context.Context, c adminv1.AdminServiceClient) (err error) {
-				resp, err = c.CreateGroup(ctx, &adminv1.CreateGroupRequest{Name: gc.name, Fifo: gc.fifo,
-					MaxDeliveryAttempts: gc.maxAttempts, RetryPolicy: gc.retry})
-				return err
-			})
+			resp, err := callAdmin(ctx, a, adminv1.AdminServiceClient.CreateGroup, &adminv1.CreateGroupRequest{Name: gc.name, Fifo: gc.fifo,
+				MaxDeliveryAttempts: gc.maxAttempts, RetryPolicy: gc.retry})
 			if err != nil {
 				return err
 			}
@@ -104,11 +93,7 @@ func groupCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			fmt.Fprintf(stdout, "created group %s (fifo %t, max delivery attempts %d, retry %s)\n",
 				g.GetName(), g.GetFifo(), g.GetMaxDeliveryAttempts(), g.GetRetryPolicy())
 		case "list":
-			var resp *adminv1.ListGroupsResponse
-			err := a.call(ctx, func(ctx context.Context, c adminv1.AdminServiceClient) (err error) {
-				resp, err = c.ListGroups(ctx, &adminv1.ListGroupsRequest{})
-				return err
-			})
+			resp, err := callAdmin(ctx, a, adminv1.AdminServiceClient.ListGroups, &adminv1.ListGroupsRequest{})
 			if err != nil {
 				return err
 			}
@@ -119,10 +104,7 @@ func groupCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		case "describe":
 			return describeGroup(ctx, a, gc.name, stdout) // describe.go: progress per topic, DLQ size
 		case "delete":
-			err := a.call(ctx, func(ctx context.Context, c adminv1.AdminServiceClient) error {
-				_, err := c.DeleteGroup(ctx, &adminv1.DeleteGroupRequest{Name: gc.name})
-				return err
-			})
+			_, err := callAdmin(ctx, a, adminv1.AdminServiceClient.DeleteGroup, &adminv1.DeleteGroupRequest{Name: gc.name})
 			if err != nil {
 				return err
 			}
@@ -140,7 +122,7 @@ func printGroups(w io.Writer, gs []*adminv1.Group) {
 		fmt.Fprintln(w, "no groups")
 		return
 	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw := newTable(w)
 	fmt.Fprintln(tw, "NAME\tFIFO\tMAX ATTEMPTS\tRETRY\tCREATED")
 	for _, g := range gs {
 		fmt.Fprintf(tw, "%s\t%t\t%d\t%s\t%s\n", g.GetName(), g.GetFifo(), g.GetMaxDeliveryAttempts(), g.GetRetryPolicy(), formatTime(g.GetCreateTime()))

@@ -2,13 +2,11 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"sort"
 	"strings"
-	"text/tabwriter"
 	"unicode/utf8"
 
 	adminv1 "github.com/mqgate/mqgate/gen/mqgate/admin/v1"
@@ -53,10 +51,7 @@ func parseMessageArgs(args []string) (messageCommand, error) {
 	fs.IntVar(&mc.max, "max", 32, "")
 	pos, err := parseInterleaved(fs, args[1:])
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return mc, err
-		}
-		return mc, usageErr("%v", err)
+		return mc, err
 	}
 	if len(pos) != 1 || strings.TrimSpace(pos[0]) == "" {
 		return mc, usageErr("message show needs exactly one message ID or key, got %d arguments", len(pos))
@@ -70,21 +65,13 @@ func parseMessageArgs(args []string) (messageCommand, error) {
 
 func messageCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	mc, err := parseMessageArgs(args)
-	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprint(stdout, messageUsage)
-		return exitOK
-	}
 	if err != nil {
-		fmt.Fprintf(stderr, "mqgate message: %v\n\n%s", strings.TrimPrefix(err.Error(), "usage: "), messageUsage)
-		return exitUsage
+		return usageExit("message", messageUsage, err, stdout, stderr)
 	}
 	var notFound bool
 	code := runClient(ctx, "message show", mc.client, stderr, func(ctx context.Context, a *adminConn) error {
-		var resp *adminv1.LookupMessageResponse
-		err := a.call(ctx, func(ctx context.Context, c adminv1.AdminServiceClient) (err error) {
-			resp, err = c.LookupMessage(ctx, &adminv1.LookupMessageRequest{Topic: mc.topic, MessageId: mc.query, Key: mc.query, Max: int32(mc.max)})
-			return err
-		})
+		resp, err := callAdmin(ctx, a, adminv1.AdminServiceClient.LookupMessage,
+			&adminv1.LookupMessageRequest{Topic: mc.topic, MessageId: mc.query, Key: mc.query, Max: int32(mc.max)})
 		if err != nil {
 			return err
 		}
@@ -118,7 +105,7 @@ func printStoredMessages(w io.Writer, ms []*adminv1.StoredMessage) {
 			fmt.Fprintln(w)
 		}
 		fmt.Fprintf(w, "message %s (%s)\n", m.GetMessageId(), m.GetState())
-		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		tw := newTable(w)
 		fmt.Fprintf(tw, "  topic:\t%s\n", m.GetTopic())
 		fmt.Fprintf(tw, "  type:\t%s\n", m.GetType())
 		if m.GetState() == "SCHEDULED" {

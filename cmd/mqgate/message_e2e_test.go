@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"net"
 	"os/exec"
 	"sort"
 	"strings"
@@ -252,13 +251,7 @@ func TestMessageCommandsConnectionRefused(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end")
 	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := lis.Addr().String()
-	lis.Close()
-	c := cli{t: t, bin: testutil.Binary(t), addr: addr}
+	c := cli{t: t, bin: testutil.Binary(t), addr: testutil.UnusedAddr(t)}
 	for _, args := range [][]string{
 		{"send", "--topic", "t", "x"},
 		{"receive", "--group", "g", "--topic", "t"},

@@ -78,6 +78,13 @@ func explainSDK(err error, c clientFlags, w what) string {
 	return err.Error()
 }
 
+// sdkFail prints "mqgate <name>: <explanation of err>" and returns the
+// failure exit status.
+func sdkFail(stderr io.Writer, name string, err error, c clientFlags, w what) int {
+	fmt.Fprintf(stderr, "mqgate %s: %s\n", name, explainSDK(err, c, w))
+	return exitFail
+}
+
 func statusMessage(err error) string {
 	var se *sdk.StatusError
 	if errors.As(err, &se) {
@@ -140,18 +147,16 @@ func isTerminal(w io.Writer) bool {
 // rate prints "<verb> N messages (R/s)" to a terminal every second while
 // a long command runs; on anything but a terminal it prints nothing.
 type rate struct {
-	w     io.Writer
-	verb  string
-	start time.Time
+	w    io.Writer
+	verb string
 
-	mu        sync.Mutex
-	n, lastN  int64
-	last      time.Time
-	printed   bool
-	stop      chan struct{}
-	done      chan struct{}
-	stopOnce  sync.Once
-	isEnabled bool
+	mu       sync.Mutex
+	n, lastN int64
+	last     time.Time
+	printed  bool
+	stop     chan struct{}
+	done     chan struct{}
+	stopOnce sync.Once
 }
 
 func startRate(w io.Writer, verb string) *rate {
@@ -159,8 +164,7 @@ func startRate(w io.Writer, verb string) *rate {
 }
 
 func newRate(w io.Writer, verb string, enabled bool) *rate {
-	now := time.Now()
-	r := &rate{w: w, verb: verb, start: now, last: now, stop: make(chan struct{}), done: make(chan struct{}), isEnabled: enabled}
+	r := &rate{w: w, verb: verb, last: time.Now(), stop: make(chan struct{}), done: make(chan struct{})}
 	if !enabled {
 		close(r.done)
 		return r
@@ -187,12 +191,6 @@ func (r *rate) add(n int) {
 	r.mu.Unlock()
 }
 
-func (r *rate) count() int64 {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.n
-}
-
 // line is the progress line at now (and resets the interval).
 func (r *rate) line(now time.Time) string {
 	r.mu.Lock()
@@ -214,14 +212,17 @@ func (r *rate) print(now time.Time) {
 	r.mu.Unlock()
 }
 
-// finish stops the ticker and ends the progress line.
+// finish stops the ticker and ends the progress line (once: later calls
+// do nothing).
 func (r *rate) finish() {
-	r.stopOnce.Do(func() { close(r.stop) })
-	<-r.done
-	r.mu.Lock()
-	printed := r.printed
-	r.mu.Unlock()
-	if printed {
-		fmt.Fprintln(r.w)
-	}
+	r.stopOnce.Do(func() {
+		close(r.stop)
+		<-r.done
+		r.mu.Lock()
+		printed := r.printed
+		r.mu.Unlock()
+		if printed {
+			fmt.Fprintln(r.w)
+		}
+	})
 }

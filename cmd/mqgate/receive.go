@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -60,10 +58,7 @@ func parseReceiveArgs(args []string) (receiveCommand, error) {
 	fs.BoolVar(&rc.follow, "follow", false, "")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return rc, err
-		}
-		return rc, usageErr("%v", err)
+		return rc, err
 	}
 	switch {
 	case len(pos) > 0:
@@ -127,19 +122,13 @@ func toReceivedJSON(m *sdk.ReceivedMessage, withHandle bool) receivedJSON {
 
 func receiveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	rc, err := parseReceiveArgs(args)
-	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprint(stdout, receiveUsage)
-		return exitOK
-	}
 	if err != nil {
-		fmt.Fprintf(stderr, "mqgate receive: %v\n\n%s", strings.TrimPrefix(err.Error(), "usage: "), receiveUsage)
-		return exitUsage
+		return usageExit("receive", receiveUsage, err, stdout, stderr)
 	}
 	w := what{topic: rc.topic, group: rc.group}
 	c, err := dialSDK(ctx, rc.client)
 	if err != nil {
-		fmt.Fprintf(stderr, "mqgate receive: %s\n", explainSDK(err, rc.client, w))
-		return exitFail
+		return sdkFail(stderr, "receive", err, rc.client, w)
 	}
 	defer closeSDK(c, "receive", stderr)
 	sctx, cancel := context.WithTimeout(ctx, rc.client.timeout)
@@ -150,14 +139,12 @@ func receiveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	cons, err := c.NewSimpleConsumer(sctx, sdk.ConsumerConfig{Group: rc.group, Subscriptions: map[string]string{rc.topic: rc.tag}, Await: await})
 	cancel()
 	if err != nil {
-		fmt.Fprintf(stderr, "mqgate receive: %s\n", explainSDK(err, rc.client, w))
-		return exitFail
+		return sdkFail(stderr, "receive", err, rc.client, w)
 	}
 	if !rc.follow {
 		n, err := rc.once(ctx, cons, stdout, stderr)
 		if err != nil {
-			fmt.Fprintf(stderr, "mqgate receive: %s\n", explainSDK(err, rc.client, w))
-			return exitFail
+			return sdkFail(stderr, "receive", err, rc.client, w)
 		}
 		if n == 0 {
 			fmt.Fprintf(stderr, "mqgate receive: no message for group %s in topic %s within %s\n", rc.group, rc.topic, rc.wait)
@@ -173,8 +160,7 @@ func receiveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		progress.add(n)
 		if err != nil && ctx.Err() == nil {
 			progress.finish()
-			fmt.Fprintf(stderr, "mqgate receive: %s\n", explainSDK(err, rc.client, w))
-			return exitFail
+			return sdkFail(stderr, "receive", err, rc.client, w)
 		}
 	}
 	return exitOK
@@ -235,10 +221,7 @@ func parseAckArgs(args []string) (ackCommand, error) {
 	fs.StringVar(&ac.topic, "topic", "", "")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return ac, err
-		}
-		return ac, usageErr("%v", err)
+		return ac, err
 	}
 	switch {
 	case strings.TrimSpace(ac.group) == "":
@@ -260,32 +243,24 @@ type ackJSON struct {
 
 func ackCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	ac, err := parseAckArgs(args)
-	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprint(stdout, ackUsage)
-		return exitOK
-	}
 	if err != nil {
-		fmt.Fprintf(stderr, "mqgate ack: %v\n\n%s", strings.TrimPrefix(err.Error(), "usage: "), ackUsage)
-		return exitUsage
+		return usageExit("ack", ackUsage, err, stdout, stderr)
 	}
 	w := what{topic: ac.topic, group: ac.group}
 	c, err := dialSDK(ctx, ac.client)
 	if err != nil {
-		fmt.Fprintf(stderr, "mqgate ack: %s\n", explainSDK(err, ac.client, w))
-		return exitFail
+		return sdkFail(stderr, "ack", err, ac.client, w)
 	}
 	defer closeSDK(c, "ack", stderr)
 	ctx, cancel := context.WithTimeout(ctx, ac.client.timeout)
 	defer cancel()
 	cons, err := c.NewSimpleConsumer(ctx, sdk.ConsumerConfig{Group: ac.group, Subscriptions: map[string]string{ac.topic: "*"}})
 	if err != nil {
-		fmt.Fprintf(stderr, "mqgate ack: %s\n", explainSDK(err, ac.client, w))
-		return exitFail
+		return sdkFail(stderr, "ack", err, ac.client, w)
 	}
 	errs, err := cons.AckHandles(ctx, ac.topic, ac.handles...)
 	if err != nil {
-		fmt.Fprintf(stderr, "mqgate ack: %s\n", explainSDK(err, ac.client, w))
-		return exitFail
+		return sdkFail(stderr, "ack", err, ac.client, w)
 	}
 	failed := 0
 	for i, e := range errs {

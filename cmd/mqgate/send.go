@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -53,10 +52,7 @@ func parseSendArgs(args []string) (sendCommand, error) {
 	fs.DurationVar(&sc.delay, "delay", 0, "")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return sc, err
-		}
-		return sc, usageErr("%v", err)
+		return sc, err
 	}
 	switch {
 	case strings.TrimSpace(sc.topic) == "":
@@ -81,34 +77,26 @@ func parseSendArgs(args []string) (sendCommand, error) {
 
 func sendCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	sc, err := parseSendArgs(args)
-	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprint(stdout, sendUsage)
-		return exitOK
-	}
 	if err != nil {
-		fmt.Fprintf(stderr, "mqgate send: %v\n\n%s", strings.TrimPrefix(err.Error(), "usage: "), sendUsage)
-		return exitUsage
+		return usageExit("send", sendUsage, err, stdout, stderr)
 	}
 	w := what{topic: sc.topic}
 	c, err := dialSDK(ctx, sc.client)
 	if err != nil {
-		fmt.Fprintf(stderr, "mqgate send: %s\n", explainSDK(err, sc.client, w))
-		return exitFail
+		return sdkFail(stderr, "send", err, sc.client, w)
 	}
 	defer closeSDK(c, "send", stderr)
 	pctx, cancel := context.WithTimeout(ctx, sc.client.timeout)
 	p, err := c.NewProducer(pctx, sdk.ProducerConfig{Topics: []string{sc.topic}, Timeout: sc.client.timeout})
 	cancel()
 	if err != nil {
-		fmt.Fprintf(stderr, "mqgate send: %s\n", explainSDK(err, sc.client, w))
-		return exitFail
+		return sdkFail(stderr, "send", err, sc.client, w)
 	}
 	if !sc.stdin {
 		m := sc.message(sc.body)
 		r, err := p.Send(ctx, m)
 		if err != nil {
-			fmt.Fprintf(stderr, "mqgate send: %s\n", explainSDK(err, sc.client, w))
-			return exitFail
+			return sdkFail(stderr, "send", err, sc.client, w)
 		}
 		sc.printReceipt(stdout, r, m)
 		return exitOK

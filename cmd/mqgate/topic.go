@@ -2,12 +2,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 
 	adminv1 "github.com/mqgate/mqgate/gen/mqgate/admin/v1"
 )
@@ -80,22 +78,13 @@ func parseTopicArgs(args []string) (topicCommand, error) {
 
 func topicCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	tc, err := parseTopicArgs(args)
-	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprint(stdout, topicUsage)
-		return exitOK
-	}
 	if err != nil {
-		fmt.Fprintf(stderr, "mqgate topic: %v\n\n%s", strings.TrimPrefix(err.Error(), "usage: "), topicUsage)
-		return exitUsage
+		return usageExit("topic", topicUsage, err, stdout, stderr)
 	}
 	return runClient(ctx, "topic "+tc.sub, tc.client, stderr, func(ctx context.Context, a *adminConn) error {
 		switch tc.sub {
 		case "create":
-			var resp *adminv1.CreateTopicResponse
-			err := a.call(ctx, func(ctx context.Context, c adminv1.AdminServiceClient) (err error) {
-				resp, err = c.CreateTopic(ctx, &adminv1.CreateTopicRequest{Name: tc.name, Type: tc.typ, Queues: tc.queues})
-				return err
-			})
+			resp, err := callAdmin(ctx, a, adminv1.AdminServiceClient.CreateTopic, &adminv1.CreateTopicRequest{Name: tc.name, Type: tc.typ, Queues: tc.queues})
 			if err != nil {
 				return err
 			}
@@ -105,11 +94,7 @@ func topicCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			t := resp.GetTopic()
 			fmt.Fprintf(stdout, "created topic %s (type %s, %d queues)\n", t.GetName(), t.GetType(), t.GetQueues())
 		case "list":
-			var resp *adminv1.ListTopicsResponse
-			err := a.call(ctx, func(ctx context.Context, c adminv1.AdminServiceClient) (err error) {
-				resp, err = c.ListTopics(ctx, &adminv1.ListTopicsRequest{})
-				return err
-			})
+			resp, err := callAdmin(ctx, a, adminv1.AdminServiceClient.ListTopics, &adminv1.ListTopicsRequest{})
 			if err != nil {
 				return err
 			}
@@ -120,10 +105,7 @@ func topicCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		case "describe":
 			return describeTopic(ctx, a, tc.name, stdout) // describe.go: queue offsets, groups' progress
 		case "delete":
-			err := a.call(ctx, func(ctx context.Context, c adminv1.AdminServiceClient) error {
-				_, err := c.DeleteTopic(ctx, &adminv1.DeleteTopicRequest{Name: tc.name})
-				return err
-			})
+			_, err := callAdmin(ctx, a, adminv1.AdminServiceClient.DeleteTopic, &adminv1.DeleteTopicRequest{Name: tc.name})
 			if err != nil {
 				return err
 			}
@@ -141,7 +123,7 @@ func printTopics(w io.Writer, ts []*adminv1.Topic) {
 		fmt.Fprintln(w, "no topics")
 		return
 	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw := newTable(w)
 	fmt.Fprintln(tw, "NAME\tTYPE\tQUEUES\tPERMISSION\tCREATED")
 	for _, t := range ts {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", t.GetName(), t.GetType(), t.GetQueues(), t.GetPermission(),

@@ -255,7 +255,7 @@ func TestDelayAcrossKill9Restart(t *testing.T) {
 	polling := time.Now().Add(time.Second)
 
 	last := slices.MaxFunc(mapValues(due), func(a, b time.Time) int { return a.Compare(b) })
-	l, ok := got.await(last.Sub(time.Now())+30*time.Second, func(l []arrival) bool { return len(l) >= len(due) })
+	l, ok := got.await(time.Until(last)+30*time.Second, func(l []arrival) bool { return len(l) >= len(due) })
 	if !ok {
 		t.Fatalf("after the restart %d of %d delayed messages arrived", len(l), len(due))
 	}

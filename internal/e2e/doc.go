@@ -6,9 +6,11 @@
 // client validates locally, hides a status (SimpleConsumer.Ack ignores it)
 // or cannot send a malformed request.
 //
-// The package has no non-test code. Its tests must import only the
-// official client (and its protocol package), gen/mqgate/admin/v1,
-// internal/testutil and libraries: importing mqgate's own
+// The package has no non-test code; what it shares with the other
+// end-to-end packages lives in internal/e2e/e2eutil. Its tests must import
+// only the official client (and its protocol package),
+// gen/mqgate/admin/v1, internal/testutil, internal/e2e/e2eutil and
+// libraries: importing mqgate's own
 // gen/apache/rocketmq/v2 as well would register the same protobuf names
 // twice and panic at init. They are skipped with -short.
 package e2e

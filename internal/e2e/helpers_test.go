@@ -5,148 +5,71 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"os"
-	"os/exec"
-	"strconv"
-	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	rmq "github.com/apache/rocketmq-clients/golang/v5"
-	"github.com/apache/rocketmq-clients/golang/v5/credentials"
 	pb "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/mqgate/mqgate/internal/e2e/e2eutil"
 	"github.com/mqgate/mqgate/internal/testutil"
 )
 
-func TestMain(m *testing.M) {
-	// The official client logs to $user.home/logs/rocketmqlogs by default
-	// (read in its package init); send its logs to a temporary directory
-	// and keep them to warnings, then rebuild its logger.
-	dir, err := os.MkdirTemp("", "mqgate-e2e-client-logs-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	os.Setenv(rmq.CLIENT_LOG_ROOT, dir)
-	os.Setenv(rmq.CLIENT_LOG_LEVEL, "warn")
-	rmq.ResetLogger()
-	code := m.Run()
-	if code != 0 {
-		fmt.Fprintf(os.Stderr, "official client logs kept in %s\n", dir)
-	} else {
-		os.RemoveAll(dir)
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { e2eutil.Main(m) }
 
-// e2e skips in -short mode and marks the test parallel: every test runs
-// its own mqgate process.
+// Shared with the other end-to-end packages (internal/e2e/e2eutil).
+var (
+	uniq        = e2eutil.Uniq
+	start       = e2eutil.Start // without the remoting listener
+	rpcCode     = e2eutil.RPCCode
+	isNoMessage = e2eutil.IsNoMessage
+)
+
+// e2e skips in -short mode and under -race and marks the test parallel
+// (e2eutil.Begin).
 func e2e(t *testing.T) {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("end-to-end (starts the mqgate binary)")
-	}
-	if raceDetector && os.Getenv("MQGATE_E2E_RACE") == "" {
-		// Not ours to fix: v5.1.3 applies a settings reply
-		// (producer_options.go:155) and marshals the next periodic settings
-		// sync (client.go:188) without synchronisation, which -race reports
-		// as a failure of whichever test is running.
-		t.Skip("the official Go client v5.1.3 has internal data races; run the end-to-end tests without -race (set MQGATE_E2E_RACE=1 to run them anyway)")
-	}
-	t.Parallel()
+	e2eutil.Begin(t)
 }
 
 func startOpts() testutil.StartOptions { return testutil.StartOptions{} }
 
 // endpointsOf is the access point a client of p sends in QueryRoute.
-func endpointsOf(p *testutil.Proc) *pb.Endpoints {
-	host, port, _ := net.SplitHostPort(p.GRPC)
-	n, _ := strconv.Atoi(port)
-	return &pb.Endpoints{Scheme: pb.AddressScheme_IPv4, Addresses: []*pb.Address{{Host: host, Port: int32(n)}}}
-}
-
-// start runs mqgate (a fresh data dir unless o.DataDir is set).
-func start(t *testing.T, o testutil.StartOptions) *testutil.Proc {
-	t.Helper()
-	o.NoRemoting = true
-	return testutil.Start(t, o)
-}
+func endpointsOf(t *testing.T, p *testutil.Proc) *pb.Endpoints { return e2eutil.Endpoints(t, p.GRPC) }
 
 // cli runs `mqgate <args> --server <p.GRPC>` and fails the test unless it
 // exits 0.
 func cli(t *testing.T, p *testutil.Proc, args ...string) string {
 	t.Helper()
-	out, err := cliResult(t, p, args...)
-	if err != nil {
-		t.Fatalf("mqgate %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return out
+	return e2eutil.CLI(t, p.GRPC, args...)
 }
 
 func cliResult(t *testing.T, p *testutil.Proc, args ...string) (string, error) {
 	t.Helper()
-	cmd := exec.Command(testutil.Binary(t), append(args, "--server", p.GRPC)...)
-	out, err := cmd.CombinedOutput()
-	return string(out), err
+	return e2eutil.CLIResult(t, p.GRPC, args...)
 }
 
-var idSeq atomic.Int64
-
-// uniq returns a name unique within the test process.
-func uniq(prefix string) string { return fmt.Sprintf("%s-%d", prefix, idSeq.Add(1)) }
-
-func config(p *testutil.Proc, group string) *rmq.Config {
-	// Credentials must be non-nil: v5.1.3 dereferences them in Sign.
-	return &rmq.Config{Endpoint: p.GRPC, ConsumerGroup: group, Credentials: &credentials.SessionCredentials{}}
-}
+func config(p *testutil.Proc, group string) *rmq.Config { return e2eutil.Config(p.GRPC, group) }
 
 func newProducer(t *testing.T, p *testutil.Proc, topics ...string) rmq.Producer {
 	t.Helper()
-	pr, err := rmq.NewProducer(config(p, ""), rmq.WithTopics(topics...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := pr.Start(); err != nil {
-		t.Fatalf("producer start: %v", err)
-	}
-	t.Cleanup(func() { _ = pr.GracefulStop() })
-	return pr
+	return e2eutil.StartProducer(t, config(p, ""), rmq.WithTopics(topics...))
 }
 
 // newConsumer starts a SimpleConsumer. await 0 is the Go client's default:
 // the server then polls for what fits in the client's 3 s deadline.
 func newConsumer(t *testing.T, p *testutil.Proc, group string, await time.Duration, subs map[string]*rmq.FilterExpression) rmq.SimpleConsumer {
 	t.Helper()
-	c, err := rmq.NewSimpleConsumer(config(p, group), rmq.WithSimpleAwaitDuration(await), rmq.WithSimpleSubscriptionExpressions(subs))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(); err != nil {
-		t.Fatalf("consumer start: %v", err)
-	}
-	t.Cleanup(func() { _ = c.GracefulStop() })
-	return c
+	return e2eutil.StartSimpleConsumer(t, config(p, group), rmq.WithSimpleAwaitDuration(await), rmq.WithSimpleSubscriptionExpressions(subs))
 }
 
 func all(topic string) map[string]*rmq.FilterExpression {
 	return map[string]*rmq.FilterExpression{topic: rmq.SUB_ALL}
 }
-
-func rpcCode(err error) int32 {
-	if e, ok := rmq.AsErrRpcStatus(err); ok {
-		return e.Code
-	}
-	return -1
-}
-
-func isNoMessage(err error) bool { return rpcCode(err) == int32(pb.Code_MESSAGE_NOT_FOUND) }
 
 // receive is one Receive; "no message" is an empty result, anything else a
 // test failure.
@@ -220,8 +143,7 @@ func (r *raw) ctx(d time.Duration) context.Context {
 
 // ctxAs is a call context with the given client id ("" sends none).
 func (r *raw) ctxAs(clientID string, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	r.t.Cleanup(cancel)
+	ctx := testutil.Context(r.t, d)
 	if clientID != "" {
 		ctx = metadata.AppendToOutgoingContext(ctx, "x-mq-client-id", clientID, "x-mq-language", "GO", "x-mq-protocol", "v2")
 	}

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/mqgate/mqgate/internal/e2e/e2eutil"
 	"github.com/mqgate/mqgate/internal/testutil"
 )
 
@@ -44,16 +45,8 @@ func send(t *testing.T, pr rmq.Producer, m *rmq.Message) *rmq.SendReceipt {
 // newTxProducer starts a producer of topics with a transaction checker.
 func newTxProducer(t *testing.T, p *testutil.Proc, check func(*rmq.MessageView) rmq.TransactionResolution, topics ...string) rmq.Producer {
 	t.Helper()
-	pr, err := rmq.NewProducer(config(p, ""), rmq.WithTopics(topics...),
+	return e2eutil.StartProducer(t, config(p, ""), rmq.WithTopics(topics...),
 		rmq.WithTransactionChecker(&rmq.TransactionChecker{Check: check}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := pr.Start(); err != nil {
-		t.Fatalf("producer start: %v", err)
-	}
-	t.Cleanup(func() { _ = pr.GracefulStop() })
-	return pr
 }
 
 // newPushConsumers starts n official PushConsumers of group on topic;

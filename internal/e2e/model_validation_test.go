@@ -7,6 +7,8 @@ import (
 
 	rmq "github.com/apache/rocketmq-clients/golang/v5"
 	pb "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
+
+	"github.com/mqgate/mqgate/internal/testutil"
 )
 
 // Bad input of the message model, each answered with a clear code while
@@ -27,11 +29,7 @@ func TestMessageModelBadInput(t *testing.T) {
 	cli(t, p, "topic", "create", txTopic, "--type", "TRANSACTION", "--queues", "1")
 	cli(t, p, "group", "create", group)
 	r := dialRaw(t, p)
-	sendCtx := func() context.Context {
-		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-		t.Cleanup(cancel)
-		return ctx
-	}
+	sendCtx := func() context.Context { return testutil.Context(t, 15*time.Second) }
 
 	// FIFO topic, no message group.
 	fp := newProducer(t, p, fifo)

@@ -139,7 +139,7 @@ func TestPushConsumerRetryThenDeadLetter(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the poison message never reached %s; consumption log %+v", dlq, log.snapshot())
 		}
-		route, err := r.c.QueryRoute(r.ctx(10*time.Second), &pb.QueryRouteRequest{Topic: res(dlq), Endpoints: endpointsOf(p)})
+		route, err := r.c.QueryRoute(r.ctx(10*time.Second), &pb.QueryRouteRequest{Topic: res(dlq), Endpoints: endpointsOf(t, p)})
 		if err != nil {
 			t.Fatal(err)
 		}

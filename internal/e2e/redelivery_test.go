@@ -139,7 +139,7 @@ func TestMaxAttemptsThenDeadLetter(t *testing.T) {
 		}
 	}
 	for {
-		resp, err := r.c.QueryRoute(r.ctx(10*time.Second), &pb.QueryRouteRequest{Topic: res(dlq), Endpoints: endpointsOf(p)})
+		resp, err := r.c.QueryRoute(r.ctx(10*time.Second), &pb.QueryRouteRequest{Topic: res(dlq), Endpoints: endpointsOf(t, p)})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -118,9 +118,9 @@ func TestValidationErrors(t *testing.T) {
 	}
 
 	// Routes.
-	qr, _ := r.c.QueryRoute(r.ctx(10*time.Second), &pb.QueryRouteRequest{Topic: res("bad topic!"), Endpoints: endpointsOf(p)})
+	qr, _ := r.c.QueryRoute(r.ctx(10*time.Second), &pb.QueryRouteRequest{Topic: res("bad topic!"), Endpoints: endpointsOf(t, p)})
 	wantCode(t, "route of an illegal topic", qr.GetStatus(), pb.Code_ILLEGAL_TOPIC)
-	qr, _ = r.c.QueryRoute(r.ctx(10*time.Second), &pb.QueryRouteRequest{Topic: res("no-such-topic"), Endpoints: endpointsOf(p)})
+	qr, _ = r.c.QueryRoute(r.ctx(10*time.Second), &pb.QueryRouteRequest{Topic: res("no-such-topic"), Endpoints: endpointsOf(t, p)})
 	wantCode(t, "route of an unknown topic", qr.GetStatus(), pb.Code_TOPIC_NOT_FOUND)
 
 	// Receives.

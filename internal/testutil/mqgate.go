@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -42,7 +43,7 @@ func Binary(t testing.TB) string {
 		}
 		buildPath = filepath.Join(dir, "mqgate")
 		args := []string{"build", "-o", buildPath}
-		if raceEnabled {
+		if RaceEnabled {
 			args = append(args, "-race")
 		}
 		args = append(args, "./cmd/mqgate")
@@ -253,3 +254,17 @@ func Context(t testing.TB, d time.Duration) context.Context {
 
 // HasLine reports whether any log line so far contains s.
 func (p *Proc) HasLine(s string) bool { return strings.Contains(p.Log(), s) }
+
+// UnusedAddr returns a loopback "host:port" nothing listens on: the port
+// is reserved and released again, so a connection to it is refused (or a
+// listener started soon after can bind it).
+func UnusedAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}

@@ -2,4 +2,5 @@
 
 package testutil
 
-const raceEnabled = false
+// RaceEnabled reports whether this binary was built with -race.
+const RaceEnabled = false

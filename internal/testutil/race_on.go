@@ -2,4 +2,5 @@
 
 package testutil
 
-const raceEnabled = true
+// RaceEnabled reports whether this binary was built with -race.
+const RaceEnabled = true

@@ -134,8 +134,7 @@ func index(files []protoreflect.FileDescriptor) *set {
 		names: make(map[protoreflect.FullName]protoreflect.Descriptor),
 	}
 	var walkMsgs func(protoreflect.MessageDescriptors)
-	var walkEnums func(protoreflect.EnumDescriptors)
-	walkEnums = func(es protoreflect.EnumDescriptors) {
+	walkEnums := func(es protoreflect.EnumDescriptors) {
 		for i := 0; i < es.Len(); i++ {
 			s.names[es.Get(i).FullName()] = es.Get(i)
 		}

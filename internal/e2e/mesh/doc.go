@@ -9,8 +9,9 @@
 // to skip the proxy tests where it cannot be installed.
 //
 // The package has no non-test code. Like internal/e2e, its tests import
-// only the official client (and its protocol package), internal/testutil
-// and libraries — never mqgate's gen/apache/rocketmq/v2, which would
-// register the same protobuf names twice — and skip under -race (the
-// official client races internally) and with -short.
+// only the official client (and its protocol package), internal/testutil,
+// internal/e2e/e2eutil and libraries — never mqgate's
+// gen/apache/rocketmq/v2, which would register the same protobuf names
+// twice — and skip under -race (the official client races internally)
+// and with -short.
 package mesh

@@ -10,7 +10,6 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
-	"fmt"
 	"io"
 	"math/big"
 	"net"
@@ -20,114 +19,48 @@ import (
 	"os/user"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	rmq "github.com/apache/rocketmq-clients/golang/v5"
-	"github.com/apache/rocketmq-clients/golang/v5/credentials"
 	pb "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
 	"google.golang.org/grpc"
 	grpccreds "google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/mqgate/mqgate/internal/e2e/e2eutil"
 	"github.com/mqgate/mqgate/internal/testutil"
 )
 
-func TestMain(m *testing.M) {
-	// The official client logs to $user.home/logs/rocketmqlogs by default;
-	// keep its (warning) logs in a temporary directory.
-	dir, err := os.MkdirTemp("", "mqgate-mesh-client-logs-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	os.Setenv(rmq.CLIENT_LOG_ROOT, dir)
-	os.Setenv(rmq.CLIENT_LOG_LEVEL, "warn")
-	rmq.ResetLogger()
-	code := m.Run()
-	if code != 0 {
-		fmt.Fprintf(os.Stderr, "official client logs kept in %s\n", dir)
-	} else {
-		os.RemoveAll(dir)
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { e2eutil.Main(m) }
 
-// e2e skips in -short mode and under -race (the official Go client v5.1.3
-// races internally; see internal/e2e) and marks the test parallel.
+// Shared with the other end-to-end packages (internal/e2e/e2eutil).
+var (
+	uniq        = e2eutil.Uniq
+	start       = e2eutil.Start // without the remoting listener
+	cli         = e2eutil.CLI   // cli(t, grpcAddr, args...): `mqgate <args> --server <grpcAddr>`, which must exit 0
+	isNoMessage = e2eutil.IsNoMessage
+	endpointsOf = e2eutil.Endpoints
+)
+
+// e2e skips in -short mode and under -race and marks the test parallel
+// (e2eutil.Begin).
 func e2e(t *testing.T) {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("end-to-end (starts the mqgate binary)")
-	}
-	if raceDetector && os.Getenv("MQGATE_E2E_RACE") == "" {
-		t.Skip("the official Go client v5.1.3 has internal data races; run the end-to-end tests without -race (set MQGATE_E2E_RACE=1 to run them anyway)")
-	}
-	t.Parallel()
-}
-
-var idSeq atomic.Int64
-
-func uniq(prefix string) string { return fmt.Sprintf("%s-%d-%d", prefix, os.Getpid(), idSeq.Add(1)) }
-
-// start runs mqgate without the remoting listener.
-func start(t *testing.T, o testutil.StartOptions) *testutil.Proc {
-	t.Helper()
-	o.NoRemoting = true
-	return testutil.Start(t, o)
-}
-
-// cli runs `mqgate <args> --server <grpc>` and fails the test unless it
-// exits 0.
-func cli(t *testing.T, grpcAddr string, args ...string) string {
-	t.Helper()
-	cmd := exec.Command(testutil.Binary(t), append(args, "--server", grpcAddr)...)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("mqgate %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return string(out)
-}
-
-// clientConfig points the official client at addr only.
-func clientConfig(addr, group string) *rmq.Config {
-	// Credentials must be non-nil: v5.1.3 dereferences them in Sign.
-	return &rmq.Config{Endpoint: addr, ConsumerGroup: group, Credentials: &credentials.SessionCredentials{}}
+	e2eutil.Begin(t)
 }
 
 func newProducer(t *testing.T, addr string, topics ...string) rmq.Producer {
 	t.Helper()
-	pr, err := rmq.NewProducer(clientConfig(addr, ""), rmq.WithTopics(topics...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := pr.Start(); err != nil {
-		t.Fatalf("producer start: %v", err)
-	}
-	t.Cleanup(func() { _ = pr.GracefulStop() })
-	return pr
+	return e2eutil.StartProducer(t, e2eutil.Config(addr, ""), rmq.WithTopics(topics...))
 }
 
 func newConsumer(t *testing.T, addr, group, topic string, await time.Duration) rmq.SimpleConsumer {
 	t.Helper()
-	c, err := rmq.NewSimpleConsumer(clientConfig(addr, group), rmq.WithSimpleAwaitDuration(await),
+	return e2eutil.StartSimpleConsumer(t, e2eutil.Config(addr, group), rmq.WithSimpleAwaitDuration(await),
 		rmq.WithSimpleSubscriptionExpressions(map[string]*rmq.FilterExpression{topic: rmq.SUB_ALL}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(); err != nil {
-		t.Fatalf("consumer start: %v", err)
-	}
-	t.Cleanup(func() { _ = c.GracefulStop() })
-	return c
-}
-
-func isNoMessage(err error) bool {
-	e, ok := rmq.AsErrRpcStatus(err)
-	return ok && e.Code == int32(pb.Code_MESSAGE_NOT_FOUND)
 }
 
 // receiveAll receives and acks until every id in want arrived (or the
@@ -192,24 +125,10 @@ func dialRaw(t *testing.T, addr string, useTLS bool) *rawClient {
 
 // ctx is a call context carrying the client id and extra metadata pairs.
 func (r *rawClient) ctx(t *testing.T, d time.Duration, kv ...string) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return metadata.AppendToOutgoingContext(ctx, append([]string{"x-mq-client-id", r.id, "x-mq-language", "GO", "x-mq-protocol", "v2"}, kv...)...)
+	return metadata.AppendToOutgoingContext(testutil.Context(t, d), append([]string{"x-mq-client-id", r.id, "x-mq-language", "GO", "x-mq-protocol", "v2"}, kv...)...)
 }
 
 func res(name string) *pb.Resource { return &pb.Resource{Name: name} }
-
-// endpointsOf is the access point a client dialing addr sends.
-func endpointsOf(t *testing.T, addr string) *pb.Endpoints {
-	t.Helper()
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var n int32
-	fmt.Sscan(port, &n)
-	return &pb.Endpoints{Scheme: pb.AddressScheme_IPv4, Addresses: []*pb.Address{{Host: host, Port: n}}}
-}
 
 // httpDo sends a JSON request and returns the status and body.
 func httpDo(t *testing.T, method, url, body string, header ...string) (int, string) {
@@ -241,18 +160,6 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-// freePort reserves a loopback port number (released before returning;
-// the caller binds it soon after).
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // proxy is an nginx process running deploy/nginx/nginx.conf.
@@ -300,7 +207,7 @@ func startProxy(t *testing.T, grpcUpstream, httpUpstream string) *proxy {
 		t.Fatal(err)
 	}
 	p := &proxy{dir: dir, done: make(chan struct{}),
-		GRPC: fmt.Sprintf("127.0.0.1:%d", freePort(t)), HTTP: fmt.Sprintf("127.0.0.1:%d", freePort(t))}
+		GRPC: testutil.UnusedAddr(t), HTTP: testutil.UnusedAddr(t)}
 	userLine := ""
 	if os.Geteuid() == 0 {
 		// As root the workers would switch to www-data, which cannot read

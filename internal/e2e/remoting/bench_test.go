@@ -28,7 +28,7 @@ import (
 //
 //	go test ./internal/e2e/remoting -run '^$' -bench Send1KiB -benchtime 20000x
 func BenchmarkSend1KiB16Producers(b *testing.B) {
-	if raceDetector {
+	if testutil.RaceEnabled {
 		b.Skip("clients race internally")
 	}
 	const producers = 16
@@ -43,15 +43,7 @@ func BenchmarkSend1KiB16Producers(b *testing.B) {
 	// gRPC baseline.
 	var grpcProds []rmq.Producer
 	for range producers {
-		pr, err := rmq.NewProducer(grpcConfig(p, ""), rmq.WithTopics(topic))
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := pr.Start(); err != nil {
-			b.Fatal(err)
-		}
-		defer pr.GracefulStop()
-		grpcProds = append(grpcProds, pr)
+		grpcProds = append(grpcProds, grpcProducer(b, p, topic))
 	}
 	// Classic client.
 	var classic []rocketmq.Producer

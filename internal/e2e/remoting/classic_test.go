@@ -134,7 +134,13 @@ func TestClassicClusteringSharesQueuesAndKeepsOffsets(t *testing.T) {
 		}
 		return byA > 0 && byB > 0
 	})
-	// Shutdown persists each member's offsets (UPDATE_CONSUMER_OFFSET).
+	// The client commits a message's offset only after its listener
+	// returned, and a shutdown racing that step drops the update and
+	// redelivers (at-least-once, client side). Wait until the broker holds
+	// every member's commit (the periodic UPDATE_CONSUMER_OFFSET), so what
+	// follows tests only what the broker keeps across membership changes.
+	waitCommitted(t, p, group, topic, 4, n, 30*time.Second)
+	// Shutdown persists each member's offsets again (UPDATE_CONSUMER_OFFSET).
 	_ = a.Shutdown()
 	_ = b.Shutdown()
 

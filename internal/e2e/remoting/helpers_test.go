@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,8 +14,8 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/producer"
 	"github.com/apache/rocketmq-client-go/v2/rlog"
-	rmq "github.com/apache/rocketmq-clients/golang/v5"
 
+	"github.com/mqgate/mqgate/internal/e2e/e2eutil"
 	"github.com/mqgate/mqgate/internal/testutil"
 )
 
@@ -36,35 +35,19 @@ func TestMain(m *testing.M) {
 	if os.Getenv("MQGATE_E2E_CLIENT_LOG") == "" {
 		rlog.SetLogger(quietLog{})
 	}
-	// The official v5 client (interop tests) logs to a file under
-	// $HOME by default: send it to a temporary directory.
-	dir, err := os.MkdirTemp("", "mqgate-e2e-remoting-client-logs-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	os.Setenv(rmq.CLIENT_LOG_ROOT, dir)
-	os.Setenv(rmq.CLIENT_LOG_LEVEL, "warn")
-	rmq.ResetLogger()
-	code := m.Run()
-	if code == 0 {
-		os.RemoveAll(dir)
-	}
-	os.Exit(code)
+	e2eutil.Main(m) // the official v5 client of the interop tests
 }
 
+// uniq returns a name unique to the process and call (client instance
+// names must be unique too: the classic client shares one instance per
+// client id across the whole process).
+var uniq = e2eutil.Uniq
+
 // e2e skips in -short mode and under -race (both clients race
-// internally), and marks the test parallel: every test runs its own
-// mqgate process.
+// internally) and marks the test parallel (e2eutil.Begin).
 func e2e(t *testing.T) {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("end-to-end (starts the mqgate binary)")
-	}
-	if raceDetector && os.Getenv("MQGATE_E2E_RACE") == "" {
-		t.Skip("the classic Go client v2.1.2 and the v5 client race internally; run the end-to-end tests without -race (MQGATE_E2E_RACE=1 runs them anyway)")
-	}
-	t.Parallel()
+	e2eutil.Begin(t)
 }
 
 func start(t *testing.T, args ...string) *testutil.Proc {
@@ -75,13 +58,6 @@ func start(t *testing.T, args ...string) *testutil.Proc {
 	}
 	return p
 }
-
-var seq atomic.Int64
-
-// uniq returns a name unique within the test process (client instance
-// names must be unique too: the classic client shares one instance per
-// client id across the whole process).
-func uniq(prefix string) string { return fmt.Sprintf("%s-%d-%d", prefix, os.Getpid(), seq.Add(1)) }
 
 func ns(p *testutil.Proc) primitive.NamesrvAddr { return primitive.NamesrvAddr{p.Remoting} }
 

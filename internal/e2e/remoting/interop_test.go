@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -12,8 +11,12 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	rmq "github.com/apache/rocketmq-clients/golang/v5"
-	"github.com/apache/rocketmq-clients/golang/v5/credentials"
+	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 
+	"github.com/mqgate/mqgate/internal/e2e/e2eutil"
 	"github.com/mqgate/mqgate/internal/testutil"
 )
 
@@ -22,31 +25,18 @@ import (
 // user properties; and a classic group's dead letters are readable over
 // gRPC.
 
-func grpcConfig(p *testutil.Proc, group string) *rmq.Config {
-	return &rmq.Config{Endpoint: p.GRPC, ConsumerGroup: group, Credentials: &credentials.SessionCredentials{}}
-}
+func grpcConfig(p *testutil.Proc, group string) *rmq.Config { return e2eutil.Config(p.GRPC, group) }
 
-func cli(t *testing.T, p *testutil.Proc, args ...string) {
+func grpcProducer(t testing.TB, p *testutil.Proc, topic string) rmq.Producer {
 	t.Helper()
-	out, err := exec.Command(testutil.Binary(t), append(args, "--server", p.GRPC)...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("mqgate %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
+	return e2eutil.StartProducer(t, grpcConfig(p, ""), rmq.WithTopics(topic))
 }
 
 func grpcConsumer(t *testing.T, p *testutil.Proc, group, topic string) rmq.SimpleConsumer {
 	t.Helper()
-	cli(t, p, "group", "create", group)
-	c, err := rmq.NewSimpleConsumer(grpcConfig(p, group), rmq.WithSimpleAwaitDuration(2*time.Second),
+	e2eutil.CLI(t, p.GRPC, "group", "create", group)
+	return e2eutil.StartSimpleConsumer(t, grpcConfig(p, group), rmq.WithSimpleAwaitDuration(2*time.Second),
 		rmq.WithSimpleSubscriptionExpressions(map[string]*rmq.FilterExpression{topic: rmq.SUB_ALL}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(); err != nil {
-		t.Fatalf("gRPC consumer start: %v", err)
-	}
-	t.Cleanup(func() { _ = c.GracefulStop() })
-	return c
 }
 
 // receiveAll receives and acks until want distinct ids arrived.
@@ -61,7 +51,7 @@ func receiveAll(t *testing.T, c rmq.SimpleConsumer, want int, timeout time.Durat
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		mvs, err := c.Receive(ctx, 16, 20*time.Second)
 		cancel()
-		if e, ok := rmq.AsErrRpcStatus(err); ok && e.Code == 40401 {
+		if e2eutil.IsNoMessage(err) {
 			continue // no new message
 		}
 		if err != nil {
@@ -84,14 +74,7 @@ func TestInteropGRPCProducerClassicConsumer(t *testing.T) {
 	p := start(t)
 	topic := uniq("T")
 	createTopic(t, p, topic, 4)
-	pr, err := rmq.NewProducer(grpcConfig(p, ""), rmq.WithTopics(topic))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := pr.Start(); err != nil {
-		t.Fatalf("gRPC producer start: %v", err)
-	}
-	t.Cleanup(func() { _ = pr.GracefulStop() })
+	pr := grpcProducer(t, p, topic)
 	sent := map[string]string{} // body → gRPC message id
 	for i := range 5 {
 		m := &rmq.Message{Topic: topic, Body: []byte(fmt.Sprintf("from-grpc-%d", i))}
@@ -205,4 +188,42 @@ func keysOf(m map[string]*rmq.MessageView) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// waitCommitted waits until a group's committed offsets over a topic's
+// queues, read back over gRPC GetOffset (the same offset table
+// UPDATE_CONSUMER_OFFSET writes), add up to want.
+func waitCommitted(t *testing.T, p *testutil.Proc, group, topic string, queues int32, want int64, d time.Duration) {
+	t.Helper()
+	conn, err := grpc.NewClient(p.GRPC, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	c := v2.NewMessagingServiceClient(conn)
+	ctx := metadata.AppendToOutgoingContext(ctxT(t, d), "x-mq-client-id", "e2e-offset-reader")
+	var sum int64
+	for {
+		sum = 0
+		for q := range queues {
+			r, err := c.GetOffset(ctx, &v2.GetOffsetRequest{
+				Group:        &v2.Resource{Name: group},
+				MessageQueue: &v2.MessageQueue{Topic: &v2.Resource{Name: topic}, Id: q},
+			})
+			if err != nil {
+				t.Fatalf("GetOffset %s/%s/%d: %v", group, topic, q, err)
+			}
+			if r.GetStatus().GetCode() == v2.Code_OK {
+				sum += r.GetOffset()
+			}
+		}
+		if sum >= want {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("group %s committed %d of %d offsets on %s within %s", group, sum, want, topic, d)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }

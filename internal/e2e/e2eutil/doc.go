@@ -1,0 +1,12 @@
+// Package e2eutil holds what the end-to-end test packages (internal/e2e,
+// internal/e2e/mesh, internal/e2e/remoting) share: the run policy (skip
+// with -short and under -race, parallel), unique names, starting mqgate
+// and running its CLI, and the official RocketMQ 5 Go client's setup
+// (log directory, config, started producers and simple consumers).
+//
+// It imports the official client v5.1.3, so only those test packages may
+// import it: a binary that also links mqgate's gen/apache/rocketmq/v2
+// (sdk/, cmd/mqgate, the gateway) would register the same protobuf names
+// twice and panic at init. Of mqgate it imports only internal/testutil
+// (which, for the same reason, must never import the official clients).
+package e2eutil

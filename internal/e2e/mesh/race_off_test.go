@@ -1,5 +1,0 @@
-//go:build !race
-
-package mesh
-
-const raceDetector = false

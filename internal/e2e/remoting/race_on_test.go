@@ -1,5 +1,0 @@
-//go:build race
-
-package remotinge2e
-
-const raceDetector = true
