@@ -100,8 +100,25 @@ type Queue struct {
 
 	min  atomic.Int64
 	next atomic.Int64
-	buf  []byte // dispatcher scratch
+
+	// The newest entries stay in memory (the tail) until it holds
+	// tailFlushBytes or a Sync, Close or trim writes them out: the
+	// dispatcher then writes a queue's file every few hundred entries
+	// instead of once per step. Entries [written, next) are in tail;
+	// everything below written is in the files.
+	//
+	// wmu serializes tail appends and write-outs (the dispatcher, Sync,
+	// TrimBelow, close). tmu guards tail and written; it is held only
+	// around memory copies, never while taking another lock.
+	wmu     sync.Mutex
+	tmu     sync.Mutex
+	tail    []byte
+	written int64
+	closed  bool // under wmu
 }
+
+// tailFlushBytes is the tail size at which the dispatcher writes it out.
+const tailFlushBytes = 8 << 10
 
 // Min is the first readable offset.
 func (q *Queue) Min() int64 { return q.min.Load() }
@@ -117,8 +134,23 @@ func (q *Queue) fileFor(off int64) (*cqFile, int) {
 	return q.files[i], i
 }
 
-// readRaw reads entries [from, from+n) (all must be within files).
+// readRaw reads entries [from, from+n) (all below Next), from the files
+// and the in-memory tail.
 func (q *Queue) readRaw(from int64, n int, buf []byte) error {
+	q.tmu.Lock()
+	w := q.written
+	if end := from + int64(n); end > w {
+		if (end-w)*EntrySize > int64(len(q.tail)) {
+			// The queue restarted under this reader (see Append).
+			q.tmu.Unlock()
+			return fmt.Errorf("%w: queue %s/%d offset %d moved", serr.ErrOffsetMoved, q.Topic, q.ID, from)
+		}
+		lo := max(from, w)
+		copy(buf[(lo-from)*EntrySize:], q.tail[(lo-w)*EntrySize:(end-w)*EntrySize])
+		n = int(max(w-from, 0))
+	}
+	q.tmu.Unlock()
+	// Entries below w were written to the files before w moved past them.
 	per := q.set.perFile
 	for n > 0 {
 		f, _ := q.fileFor(from)
@@ -209,6 +241,10 @@ func (q *Queue) OffsetForTime(ms int64) (int64, error) {
 // TrimBelow advances Min past entries pointing below logMin and removes
 // files holding only such entries (never the last file).
 func (q *Queue) TrimBelow(logMin int64) error {
+	// Files are dropped only behind written entries.
+	if err := q.WriteOut(); err != nil {
+		return err
+	}
 	q.mu.RLock()
 	m, err := q.search(q.min.Load(), q.next.Load(), func(e Entry) bool { return e.PhysOffset >= logMin })
 	q.mu.RUnlock()
@@ -239,32 +275,68 @@ func (q *Queue) TrimBelow(logMin int64) error {
 	return nil
 }
 
-// Append writes entries for offsets [first, first+len) and then makes
-// them visible. Only the dispatcher calls it. first must equal Next,
-// except on an empty queue, which then starts at first.
+// Append adds entries for offsets [first, first+len) and makes them
+// visible; they reach the files when the tail is full or on the next
+// WriteOut. Only the dispatcher calls it. first must equal Next, except
+// on an empty queue, which then starts at first. An error is a failed
+// write-out: the entries are visible all the same and stay in the tail.
 func (q *Queue) Append(first int64, entries []Entry) error {
 	if len(entries) == 0 {
 		return nil
 	}
+	q.wmu.Lock()
+	defer q.wmu.Unlock()
+	if q.closed {
+		return fmt.Errorf("consumequeue: queue %s/%d: %w", q.Topic, q.ID, serr.ErrClosed)
+	}
 	next := q.next.Load()
+	q.tmu.Lock()
 	if first != next {
 		if q.min.Load() != next {
+			q.tmu.Unlock()
 			return fmt.Errorf("%w: queue %s/%d append at %d, next is %d", serr.ErrInvalid, q.Topic, q.ID, first, next)
 		}
 		// Empty queue: restart at first (a recreated or trimmed queue).
+		// Whatever the tail held is below the new min.
+		q.tail, q.written = q.tail[:0], first
 		q.min.Store(first)
 		q.next.Store(first)
 	}
-	need := len(entries) * EntrySize
-	if cap(q.buf) < need {
-		q.buf = make([]byte, need)
-	}
-	b := q.buf[:need]
+	n := len(q.tail)
+	q.tail = append(q.tail, make([]byte, len(entries)*EntrySize)...)
 	for i, e := range entries {
-		putEntry(b[i*EntrySize:], e)
+		putEntry(q.tail[n+i*EntrySize:], e)
 	}
+	q.next.Store(first + int64(len(entries)))
+	full := len(q.tail) >= tailFlushBytes
+	q.tmu.Unlock()
+	if full {
+		return q.writeOutLocked(true)
+	}
+	return nil
+}
+
+// WriteOut writes the tail to the files (not fsynced) and lets go of its
+// buffer. Set.Sync calls it before fsyncing.
+func (q *Queue) WriteOut() error {
+	q.wmu.Lock()
+	defer q.wmu.Unlock()
+	if q.closed {
+		return nil
+	}
+	return q.writeOutLocked(false)
+}
+
+// writeOutLocked writes the tail (wmu held). keep retains the buffer for
+// the next appends (the dispatcher's case).
+func (q *Queue) writeOutLocked(keep bool) error {
+	q.tmu.Lock()
+	orig, off := q.tail, q.written
+	q.tmu.Unlock()
+	b := orig
+	// Only wmu holders change tail, so b stays as it is while it is
+	// written; readers keep reading it from memory until written moves.
 	per := q.set.perFile
-	off := first
 	for len(b) > 0 {
 		base := off / per * per
 		f, err := q.fileAt(base)
@@ -278,8 +350,19 @@ func (q *Queue) Append(first int64, entries []Entry) error {
 		q.set.markDirty(f)
 		b = b[k*EntrySize:]
 		off += k
+		q.tmu.Lock()
+		q.tail, q.written = q.tail[k*EntrySize:], off
+		q.tmu.Unlock()
 	}
-	q.next.Store(off)
+	q.tmu.Lock()
+	// Readers copy under tmu and keep no reference: the buffer can be
+	// reused.
+	if keep && cap(orig) <= 4*tailFlushBytes {
+		q.tail = orig[:0]
+	} else {
+		q.tail = nil
+	}
+	q.tmu.Unlock()
 	return nil
 }
 
@@ -305,7 +388,19 @@ func (q *Queue) fileAt(base int64) (*cqFile, error) {
 	return f, nil
 }
 
-func (q *Queue) close() {
+// close closes the files, writing the tail out first when keep is set
+// (a store closing) and dropping it otherwise (a deleted topic).
+func (q *Queue) close(keep bool) error {
+	q.wmu.Lock()
+	defer q.wmu.Unlock()
+	var err error
+	if keep && !q.closed {
+		err = q.writeOutLocked(false)
+	}
+	q.closed = true
+	q.tmu.Lock()
+	q.tail = nil
+	q.tmu.Unlock()
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for _, f := range q.files {
@@ -313,4 +408,5 @@ func (q *Queue) close() {
 		f.f.Close()
 	}
 	q.files = nil
+	return err
 }

@@ -2,6 +2,7 @@ package consumequeue
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/mqgate/mqgate/storage/internal/serr"
@@ -81,6 +82,189 @@ func TestEscape(t *testing.T) {
 			if c == '/' || c == '.' {
 				t.Fatalf("escaped %q contains %q", e, c)
 			}
+		}
+	}
+}
+
+// fileEntries is how many entries the queue's files hold (written out).
+func fileEntries(t *testing.T, q *Queue) int64 {
+	t.Helper()
+	q.mu.RLock()
+	defer q.mu.RUnlock()
+	var n int64
+	for _, f := range q.files {
+		sz, err := f.f.Size()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += sz / EntrySize
+	}
+	return n
+}
+
+func checkRead(t *testing.T, q *Queue, from int64, max int, want int) {
+	t.Helper()
+	got, err := q.Read(from, max)
+	if err != nil || len(got) != want {
+		t.Fatalf("read %d+%d: %d entries, %v; want %d", from, max, len(got), err, want)
+	}
+	for i, e := range got {
+		off := from + int64(i)
+		if w := entries(off, 1)[0]; e.QueueOffset != off || e.PhysOffset != w.PhysOffset || e.TagHash != w.TagHash || e.StoreTime != w.StoreTime {
+			t.Fatalf("entry %d = %+v, want %+v", off, e, w)
+		}
+	}
+}
+
+// The newest entries live in memory until the tail fills or a Sync/Close
+// writes them out; reads see them either way, across the file/tail
+// boundary and across file boundaries.
+func TestTailWriteOut(t *testing.T) {
+	fs := vfs.NewMem()
+	s, err := Open(Options{FS: fs, Dir: "/cq", EntriesPerFile: 100, TruncateAt: 1 << 62})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, _ := s.Ensure("t", 0)
+	for off := int64(0); off < 150; off += 10 {
+		if err := q.Append(off, entries(off, 10)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := fileEntries(t, q); n != 0 {
+		t.Fatalf("%d entries written before the tail filled", n)
+	}
+	checkRead(t, q, 95, 20, 20)
+	if off, err := q.OffsetForTime(1000 + 120); err != nil || off != 120 {
+		t.Fatalf("offset for time in the tail: %d %v", off, err)
+	}
+	if err := s.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if n := fileEntries(t, q); n != 150 {
+		t.Fatalf("after Sync the files hold %d entries, want 150", n)
+	}
+	checkRead(t, q, 0, 200, 150)
+
+	// A full tail is written out by Append itself.
+	per := int64(tailFlushBytes/EntrySize + 1)
+	if err := q.Append(150, entries(150, per)); err != nil {
+		t.Fatal(err)
+	}
+	if n := fileEntries(t, q); n != 150+per {
+		t.Fatalf("full tail not written: files hold %d entries, want %d", n, 150+per)
+	}
+	if err := q.Append(150+per, entries(150+per, 5)); err != nil {
+		t.Fatal(err)
+	}
+	checkRead(t, q, 140+per, 20, 15)
+
+	// Close writes the tail out; a reopened set has every entry.
+	s.Close()
+	s, err = Open(Options{FS: fs, Dir: "/cq", EntriesPerFile: 100, TruncateAt: 1 << 62})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q = s.Get("t", 0)
+	if q.Next() != 155+per {
+		t.Fatalf("reopened next %d, want %d", q.Next(), 155+per)
+	}
+	checkRead(t, q, 0, int(200+per), int(155+per))
+	// Appends continue after a reopen.
+	if err := q.Append(155+per, entries(155+per, 3)); err != nil {
+		t.Fatal(err)
+	}
+	checkRead(t, q, 150+per, 10, 8)
+	s.Close()
+}
+
+// A deleted topic's tail is dropped, never written into removed files,
+// and later write-outs of its queues do nothing.
+func TestTailDroppedWithTopic(t *testing.T) {
+	fs := vfs.NewMem()
+	s, err := Open(Options{FS: fs, Dir: "/cq", EntriesPerFile: 100, TruncateAt: 1 << 62})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, _ := s.Ensure("gone", 1)
+	if err := q.Append(0, entries(0, 7)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteTopic("gone"); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.WriteOut(); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Append(7, entries(7, 1)); !errors.Is(err, serr.ErrClosed) {
+		t.Fatalf("append to a deleted queue: %v", err)
+	}
+	if names, _ := fs.List("/cq"); len(names) != 0 {
+		t.Fatalf("files left after delete: %v", names)
+	}
+	s.Close()
+}
+
+// Readers run against appends, write-outs and syncs (run with -race).
+func TestTailConcurrentReaders(t *testing.T) {
+	fs := vfs.NewMem()
+	s, err := Open(Options{FS: fs, Dir: "/cq", EntriesPerFile: 64, TruncateAt: 1 << 62})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	q, _ := s.Ensure("t", 0)
+	const total = 5000
+	done := make(chan struct{})
+	errs := make(chan error, 3)
+	for r := 0; r < 2; r++ {
+		go func() {
+			for {
+				select {
+				case <-done:
+					errs <- nil
+					return
+				default:
+				}
+				next := q.Next()
+				from := max(next-40, 0)
+				got, err := q.Read(from, 40)
+				if err != nil {
+					errs <- err
+					return
+				}
+				for i, e := range got {
+					if w := entries(from+int64(i), 1)[0]; e.PhysOffset != w.PhysOffset || e.StoreTime != w.StoreTime {
+						errs <- fmt.Errorf("entry %d = %+v, want %+v", from+int64(i), e, w)
+						return
+					}
+				}
+			}
+		}()
+	}
+	go func() {
+		for {
+			select {
+			case <-done:
+				errs <- nil
+				return
+			default:
+			}
+			if err := s.Sync(); err != nil {
+				errs <- err
+				return
+			}
+		}
+	}()
+	for off := int64(0); off < total; off += 7 {
+		if err := q.Append(off, entries(off, 7)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(done)
+	for range 3 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
 		}
 	}
 }

@@ -24,6 +24,15 @@
 // fsynced; on recovery entries at or past it are dropped and rebuilt from
 // the log, which is checksummed.
 //
-// Lock order: Set.mu before Queue.mu. consumequeue imports storage/vfs,
+// # Tail
+//
+// A queue's newest entries stay in memory until 8 KiB of them gather,
+// a Sync (the checkpoint) or Close writes them out, or a trim needs the
+// files: the dispatcher then writes each file every few hundred entries
+// instead of once per step. Readers see them from memory. A crash loses
+// only entries past the checkpoint, which recovery rebuilds anyway.
+//
+// Lock order: Set.mu before Queue.wmu before Queue.mu; Queue.tmu is
+// innermost and held only around memory copies. consumequeue imports storage/vfs,
 // storage/internal/serr and the standard library only.
 package consumequeue

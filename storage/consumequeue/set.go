@@ -162,6 +162,7 @@ func (s *Set) load(topic string, id int32, truncateAt int64) (*Queue, error) {
 		sizes = sizes[:len(sizes)-1]
 	}
 	if len(q.files) == 0 {
+		q.written = q.next.Load()
 		return q, nil
 	}
 	// Min: skip leading holes of the first file.
@@ -177,6 +178,7 @@ func (s *Set) load(topic string, id int32, truncateAt int64) (*Queue, error) {
 		m++
 	}
 	q.min.Store(m)
+	q.written = q.next.Load()
 	return q, nil
 }
 
@@ -287,7 +289,7 @@ func (s *Set) DeleteTopic(topic string) error {
 	delete(s.topics, topic)
 	s.mu.Unlock()
 	for _, q := range qs {
-		q.close()
+		_ = q.close(false) // dropping the tail: nothing is written
 	}
 	dir := filepath.Join(s.root, Escape(topic))
 	if err := s.fs.RemoveAll(dir); err != nil {
@@ -311,11 +313,17 @@ func (s *Set) markDirtyDir(d string) {
 // Sync fsyncs every file and directory changed since the last Sync.
 // Entries appended before Sync is called are durable when it returns nil.
 func (s *Set) Sync() error {
+	var firstErr error
+	// Tails first: their write-outs mark the files they touch dirty.
+	s.All(func(q *Queue) {
+		if err := q.WriteOut(); err != nil && firstErr == nil {
+			firstErr = err
+		}
+	})
 	s.dmu.Lock()
 	files, dirs := s.dirty, s.dirtyDirs
 	s.dirty, s.dirtyDirs = map[*cqFile]struct{}{}, map[string]struct{}{}
 	s.dmu.Unlock()
-	var firstErr error
 	fail := func(err error) {
 		if firstErr == nil {
 			firstErr = err
@@ -346,13 +354,16 @@ func (s *Set) Sync() error {
 	return firstErr
 }
 
-// Close closes every file.
+// Close writes out the queues' tails (not fsynced: a store closes after
+// a checkpoint's Sync) and closes every file.
 func (s *Set) Close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, m := range s.topics {
 		for _, q := range m {
-			q.close()
+			if err := q.close(true); err != nil {
+				s.logger.Warn("consumequeue: close", "topic", q.Topic, "queue", q.ID, "err", err)
+			}
 		}
 	}
 	s.topics = map[string]map[int32]*Queue{}
