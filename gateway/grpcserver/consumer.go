@@ -38,8 +38,9 @@ func (s *MessagingService) ReceiveMessage(req *v2.ReceiveMessageRequest, stream 
 		s.releaseUnsent(ctx, rr.Group, rr.Topic, msgs, err)
 		return err
 	}
+	dk := digestFor(ctx)
 	for i, d := range msgs {
-		if err := stream.Send(&v2.ReceiveMessageResponse{Content: &v2.ReceiveMessageResponse_Message{Message: deliveredToV2(d, topic)}}); err != nil {
+		if err := stream.Send(&v2.ReceiveMessageResponse{Content: &v2.ReceiveMessageResponse_Message{Message: deliveredToV2(d, topic, dk)}}); err != nil {
 			s.releaseUnsent(ctx, rr.Group, rr.Topic, msgs[i:], err)
 			return err
 		}

@@ -1,9 +1,14 @@
 package grpcserver
 
 import (
+	"context"
 	"crypto/md5"
+	"hash/crc32"
+	"strconv"
+	"strings"
 	"time"
 
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -48,11 +53,12 @@ func messageTypeToV2(t model.MessageType) v2.MessageType {
 // deliveredToV2 builds a delivered message (spec §6.2). topic is the
 // Resource the consumer asked for: bare name plus namespace, also for
 // messages read from the retry queue (spec §3.2, §3.3).
-func deliveredToV2(d *model.Delivered, topic *v2.Resource) *v2.Message {
+// dk picks the body digest (see digestFor).
+func deliveredToV2(d *model.Delivered, topic *v2.Resource, dk digestKind) *v2.Message {
 	sp := &v2.SystemProperties{
 		Keys:         d.Keys,
 		MessageId:    d.ID,
-		BodyDigest:   &v2.Digest{Type: v2.DigestType_MD5, Checksum: md5Upper(d.Body)},
+		BodyDigest:   dk.digest(d.Body),
 		BodyEncoding: v2.Encoding_IDENTITY,
 		BornHost:     d.BornHost,
 		StoreHost:    d.StoreHost,
@@ -99,6 +105,40 @@ func deliveredToV2(d *model.Delivered, topic *v2.Resource) *v2.Message {
 		sp.DeadLetterQueue = &v2.DeadLetterQueue{Topic: d.DLQOriginTopic, MessageId: d.DLQOriginID}
 	}
 	return &v2.Message{Topic: topic, UserProperties: d.Properties, SystemProperties: sp, Body: d.Body}
+}
+
+// digestKind is the body digest a delivery carries. Every official
+// client verifies MD5 (upper-case hex) the same way, so it is the
+// default; CRC32 is ~15x cheaper but its text form differs between
+// clients (the Go client expects upper-case hex without zero padding,
+// the Node client decimal), so it goes only to clients whose form is
+// known from their x-mq-language header ("GO": the official Go client).
+type digestKind uint8
+
+const (
+	digestMD5 digestKind = iota
+	digestCRC32
+)
+
+// digestFor picks the digest for the client of ctx.
+func digestFor(ctx context.Context) digestKind {
+	if v := metadata.ValueFromIncomingContext(ctx, "x-mq-language"); len(v) == 1 && v[0] == "GO" {
+		return digestCRC32
+	}
+	return digestMD5
+}
+
+func (k digestKind) digest(body []byte) *v2.Digest {
+	if k == digestCRC32 {
+		return &v2.Digest{Type: v2.DigestType_CRC32, Checksum: crc32Upper(body)}
+	}
+	return &v2.Digest{Type: v2.DigestType_MD5, Checksum: md5Upper(body)}
+}
+
+// crc32Upper is the IEEE CRC32 of b in upper-case hex without zero
+// padding (the Go client's form, spec §13.11).
+func crc32Upper(b []byte) string {
+	return strings.ToUpper(strconv.FormatUint(uint64(crc32.ChecksumIEEE(b)), 16))
 }
 
 // md5Upper is the upper-case hex MD5 of b: the digest the official

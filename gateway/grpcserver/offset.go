@@ -66,9 +66,10 @@ func (s *MessagingService) PullMessage(req *v2.PullMessageRequest, stream grpc.S
 		return err
 	}
 	res2 := &v2.Resource{ResourceNamespace: mq.GetTopic().GetResourceNamespace(), Name: mq.GetTopic().GetName()}
+	dk := digestFor(ctx)
 	for _, d := range res.Messages {
 		d.ReceiptHandle = ""
-		if err := stream.Send(&v2.PullMessageResponse{Content: &v2.PullMessageResponse_Message{Message: deliveredToV2(d, res2)}}); err != nil {
+		if err := stream.Send(&v2.PullMessageResponse{Content: &v2.PullMessageResponse_Message{Message: deliveredToV2(d, res2, dk)}}); err != nil {
 			return err
 		}
 	}

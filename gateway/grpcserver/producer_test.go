@@ -1,11 +1,15 @@
 package grpcserver
 
 import (
+	"context"
 	"fmt"
+	"hash/crc32"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -198,7 +202,7 @@ func TestDeliveredConversion(t *testing.T) {
 		DLQOriginTopic: "orders", DLQOriginID: "MID0",
 	}
 	topic := &v2.Resource{ResourceNamespace: "ns", Name: "orders"}
-	m := deliveredToV2(d, topic)
+	m := deliveredToV2(d, topic, digestMD5)
 	sp := m.SystemProperties
 	want := &v2.SystemProperties{
 		Keys:              []string{"k1", "k 2"},
@@ -228,7 +232,7 @@ func TestDeliveredConversion(t *testing.T) {
 		t.Fatalf("message %v", m)
 	}
 	d.Tag, d.BodyGzip = "t", true
-	m = deliveredToV2(d, topic)
+	m = deliveredToV2(d, topic, digestMD5)
 	if m.SystemProperties.GetTag() != "t" || m.SystemProperties.BodyEncoding != v2.Encoding_GZIP {
 		t.Fatalf("tag/gzip %v", m.SystemProperties)
 	}
@@ -262,4 +266,39 @@ func TestFilterOf(t *testing.T) {
 	if _, err := filterOf(&v2.FilterExpression{Expression: "a||b\x01"}); mqerr.KindOf(err) != mqerr.KindIllegalFilter {
 		t.Fatalf("control: %v", err)
 	}
+}
+
+// Go clients (x-mq-language GO, the official client's value) get a CRC32 digest in the form the
+// Go client checks; everyone else MD5.
+func TestDigestPerClientLanguage(t *testing.T) {
+	body := []byte("hello") // CRC32 IEEE 0x3610A686; one with a leading zero nibble below
+	for _, c := range []struct {
+		md   metadata.MD
+		kind v2.DigestType
+		sum  string
+	}{
+		{metadata.Pairs("x-mq-language", "GO"), v2.DigestType_CRC32, "3610A686"},
+		{metadata.Pairs("x-mq-language", "JAVA"), v2.DigestType_MD5, "5D41402ABC4B2A76B9719D911017C592"},
+		{metadata.Pairs("x-mq-language", "NODE_JS"), v2.DigestType_MD5, "5D41402ABC4B2A76B9719D911017C592"},
+		{nil, v2.DigestType_MD5, "5D41402ABC4B2A76B9719D911017C592"},
+	} {
+		ctx := metadata.NewIncomingContext(context.Background(), c.md)
+		d := digestFor(ctx).digest(body)
+		if d.Type != c.kind || d.Checksum != c.sum {
+			t.Errorf("%v: digest %v %s, want %v %s", c.md, d.Type, d.Checksum, c.kind, c.sum)
+		}
+	}
+	// No zero padding: the Go client formats the value with FormatInt.
+	for i := 0; i < 1000; i++ {
+		b := []byte(fmt.Sprint("m", i))
+		sum := crc32.ChecksumIEEE(b)
+		if sum>>28 != 0 {
+			continue
+		}
+		if got, want := crc32Upper(b), strings.ToUpper(strconv.FormatInt(int64(sum), 16)); got != want || len(got) == 8 {
+			t.Fatalf("crc32 of %q = %s, want %s", b, got, want)
+		}
+		return
+	}
+	t.Fatal("no body with a leading zero nibble found")
 }

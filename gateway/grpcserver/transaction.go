@@ -82,7 +82,7 @@ func recoverCommand(st *session.Settings, topicKey string, msg *model.Delivered,
 	m.ReceiptHandle = "" // never a POP delivery
 	return &v2.TelemetryCommand{Command: &v2.TelemetryCommand_RecoverOrphanedTransactionCommand{
 		RecoverOrphanedTransactionCommand: &v2.RecoverOrphanedTransactionCommand{
-			Message:       deliveredToV2(&m, res),
+			Message:       deliveredToV2(&m, res, digestMD5),
 			TransactionId: transactionID,
 		},
 	}}
