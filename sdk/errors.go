@@ -26,6 +26,10 @@ var (
 	ErrUnavailable = errors.New("server unavailable")
 	// ErrClosed: the client, producer or consumer was closed.
 	ErrClosed = errors.New("closed")
+	// ErrCorruptBody: a received body does not match the digest the
+	// server sent with it. The message is returned all the same (with its
+	// receipt handle, to be acked or left to redelivery).
+	ErrCorruptBody = errors.New("body does not match its digest")
 )
 
 // Code is a RocketMQ v2 status code (apache.rocketmq.v2.Code).

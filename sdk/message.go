@@ -3,12 +3,17 @@ package sdk
 import (
 	"bytes"
 	"compress/gzip"
+	"crypto/md5"
 	"crypto/rand"
+	"crypto/sha1"
 	"encoding/binary"
 	"encoding/hex"
+	"fmt"
+	"hash/crc32"
 	"io"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -127,6 +132,9 @@ func fromV2(m *v2.Message) (*ReceivedMessage, error) {
 	if d := sp.GetInvisibleDuration(); d != nil {
 		r.InvisibleDuration = d.AsDuration()
 	}
+	if err := checkDigest(sp.GetBodyDigest(), r.Body); err != nil {
+		return r, err
+	}
 	if sp.GetBodyEncoding() == v2.Encoding_GZIP {
 		zr, err := gzip.NewReader(bytes.NewReader(r.Body))
 		if err != nil {
@@ -184,4 +192,31 @@ func NewMessageID() string {
 	binary.BigEndian.PutUint32(b[9:13], uint32(time.Since(idEpoch)/time.Second))
 	binary.BigEndian.PutUint32(b[13:17], idSeq.Add(1))
 	return strings.ToUpper(hex.EncodeToString(b[:]))
+}
+
+// checkDigest verifies body (as received, before decompression) against
+// the server's digest: CRC32 (IEEE) as hex, MD5 or SHA1 as hex, any case.
+// A missing or unspecified digest is not checked.
+func checkDigest(d *v2.Digest, body []byte) error {
+	var want string
+	switch d.GetType() {
+	case v2.DigestType_CRC32:
+		got, err := strconv.ParseUint(d.GetChecksum(), 16, 32)
+		if err == nil && uint32(got) == crc32.ChecksumIEEE(body) {
+			return nil
+		}
+		want = strconv.FormatUint(uint64(crc32.ChecksumIEEE(body)), 16)
+	case v2.DigestType_MD5:
+		sum := md5.Sum(body)
+		want = hex.EncodeToString(sum[:])
+	case v2.DigestType_SHA1:
+		sum := sha1.Sum(body)
+		want = hex.EncodeToString(sum[:])
+	default:
+		return nil
+	}
+	if d.GetType() != v2.DigestType_CRC32 && strings.EqualFold(d.GetChecksum(), want) {
+		return nil
+	}
+	return fmt.Errorf("%w: %s %q, the body's is %q", ErrCorruptBody, d.GetType(), d.GetChecksum(), want)
 }
