@@ -69,7 +69,7 @@ type recvResult struct {
 func (s *MessagingService) Telemetry(stream grpc.BidiStreamingServer[v2.TelemetryCommand, v2.TelemetryCommand]) error {
 	ctx := stream.Context()
 	id := ClientID(ctx)
-	if s.gate.IsDraining() {
+	if !s.gate.Admit() { // counted with the refused unary calls
 		return status.Error(codes.Unavailable, "mqgate is draining for shutdown; reconnect to another instance")
 	}
 	var link *session.Link

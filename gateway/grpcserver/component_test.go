@@ -426,6 +426,15 @@ func TestComponentTelemetryProducer(t *testing.T) {
 	if _, err := s.Recv(); !errors.Is(err, io.EOF) {
 		t.Fatalf("after drain: %v, want EOF", err)
 	}
+	// A new stream is refused, and counted like a refused call.
+	before := h.gate.Rejected()
+	s2 := openTelemetry(t, h, "prod-2")
+	if _, err := s2.Recv(); status.Code(err) != codes.Unavailable {
+		t.Fatalf("new stream while draining: %v, want Unavailable", err)
+	}
+	if n := h.gate.Rejected() - before; n != 1 {
+		t.Fatalf("refused stream counted %d times, want 1", n)
+	}
 }
 
 func TestComponentTelemetryConsumer(t *testing.T) {
