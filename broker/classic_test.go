@@ -2,11 +2,16 @@ package broker
 
 import (
 	"context"
+	"log/slog"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/mqgate/mqgate/broker/model"
 	"github.com/mqgate/mqgate/broker/mqerr"
+	"github.com/mqgate/mqgate/broker/staged"
+	"github.com/mqgate/mqgate/broker/stored"
+	"github.com/mqgate/mqgate/storage"
 	"github.com/mqgate/mqgate/storage/message"
 )
 
@@ -125,5 +130,64 @@ func TestCheckBackFanOut(t *testing.T) {
 	grpc.reach, classic.claims, classic.reach = false, false, true
 	if !(CheckBackFanOut{nil, grpc, classic}).CheckTransaction(context.Background(), "T", nil, "x") || classic.asked != 2 {
 		t.Fatalf("fall-through: classic %d", classic.asked)
+	}
+}
+
+// Stores written before the classic delay service was folded into
+// broker/delay kept classic delayed records in their own stage topics; a
+// broker opened on such a store adopts what is pending there, delivers it
+// when due, and never twice.
+func TestClassicLegacyDelayStageAdopted(t *testing.T) {
+	e := newEnv(t)
+	e.topic("T", model.TopicNormal)
+	e.close()
+
+	st, err := storage.Open("/data", storage.Options{FS: e.fs, SegmentSize: 8 << 20, Now: e.clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	due := func(m *message.Message) int64 {
+		v, _ := m.Get(stored.PropDueMS)
+		n, _ := strconv.ParseInt(v, 10, 64)
+		return n
+	}
+	legacy, err := staged.Open(e.ctx, "classic-delay", "rmq_sys_classic_delay", "rmq_sys_classic_delay_ops", st, st.Meta(), slog.New(slog.DiscardHandler), due)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &message.Message{Body: []byte("old")}
+	r.Set("UNIQ_KEY", "L1")
+	r.Set(stored.PropRealTopic, "T")
+	r.Set(stored.PropRealQueue, "2")
+	r.Set(stored.PropDueMS, strconv.FormatInt(e.clk.Now().Add(time.Second).UnixMilli(), 10))
+	if _, _, err := legacy.Put(e.ctx, r, due(r)); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	e.open()
+	if n := e.b.delay.Pending(); n != 1 {
+		t.Fatalf("delay service holds %d records after opening, want the legacy one", n)
+	}
+	c := e.b.Classic()
+	e.clk.Advance(time.Second)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, hi := c.QueueRange("T", 2); hi == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the legacy delayed record was not delivered")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	if m, err := c.RecordAt("T", 2, 0); err != nil || m.UniqKey() != "L1" || string(m.Body) != "old" {
+		t.Fatalf("delivered %+v %v", m, err)
+	}
+	e.restart()
+	if n := e.b.delay.Pending(); n != 0 {
+		t.Fatalf("%d records pending after a second open: the legacy record was adopted again", n)
 	}
 }
