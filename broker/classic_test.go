@@ -35,16 +35,7 @@ func TestClassicSendBackSurvivesRestart(t *testing.T) {
 	e.restart()
 	c = e.b.Classic()
 	e.clk.Advance(11 * time.Second)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, hi := c.QueueRange("%RETRY%CG", 0); hi == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the staged retry was lost across the restart")
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	awaitQueued(t, c, "%RETRY%CG", 0, "the staged retry was lost across the restart")
 	m, err := c.RecordAt("%RETRY%CG", 0, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -81,16 +72,7 @@ func TestClassicDelaysShareTheDelayService(t *testing.T) {
 	e.restart()
 	c = e.b.Classic()
 	e.clk.Advance(time.Second)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, hi := c.QueueRange("T", 2); hi == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the delayed classic record was not delivered to its queue after the restart")
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	awaitQueued(t, c, "T", 2, "the delayed classic record was not delivered to its queue after the restart")
 	e.topic("D", model.TopicDelay)
 	m := &model.Message{Topic: "D", ID: "m1", Body: []byte("x"), DeliveryTime: e.clk.Now().Add(time.Hour),
 		Properties: map[string]string{"__MQG_DUE_MS": "1"}}
@@ -173,21 +155,28 @@ func TestClassicLegacyDelayStageAdopted(t *testing.T) {
 	}
 	c := e.b.Classic()
 	e.clk.Advance(time.Second)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, hi := c.QueueRange("T", 2); hi == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the legacy delayed record was not delivered")
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	awaitQueued(t, c, "T", 2, "the legacy delayed record was not delivered")
 	if m, err := c.RecordAt("T", 2, 0); err != nil || m.UniqKey() != "L1" || string(m.Body) != "old" {
 		t.Fatalf("delivered %+v %v", m, err)
 	}
 	e.restart()
 	if n := e.b.delay.Pending(); n != 0 {
 		t.Fatalf("%d records pending after a second open: the legacy record was adopted again", n)
+	}
+}
+
+// awaitQueued waits (polling: the delay publisher runs on its own
+// goroutine) until queue q of topic holds one record, failing with what.
+func awaitQueued(t *testing.T, c *Classic, topic string, q int32, what string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, hi := c.QueueRange(topic, q); hi == 1 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(what)
+		}
+		time.Sleep(2 * time.Millisecond)
 	}
 }

@@ -121,10 +121,7 @@ func checkRead(t *testing.T, q *Queue, from int64, max int, want int) {
 // boundary and across file boundaries.
 func TestTailWriteOut(t *testing.T) {
 	fs := vfs.NewMem()
-	s, err := Open(Options{FS: fs, Dir: "/cq", EntriesPerFile: 100, TruncateAt: 1 << 62})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openSet(t, fs, 100)
 	q, _ := s.Ensure("t", 0)
 	for off := int64(0); off < 150; off += 10 {
 		if err := q.Append(off, entries(off, 10)); err != nil {
@@ -161,10 +158,7 @@ func TestTailWriteOut(t *testing.T) {
 
 	// Close writes the tail out; a reopened set has every entry.
 	s.Close()
-	s, err = Open(Options{FS: fs, Dir: "/cq", EntriesPerFile: 100, TruncateAt: 1 << 62})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s = openSet(t, fs, 100)
 	q = s.Get("t", 0)
 	if q.Next() != 155+per {
 		t.Fatalf("reopened next %d, want %d", q.Next(), 155+per)
@@ -182,10 +176,7 @@ func TestTailWriteOut(t *testing.T) {
 // and later write-outs of its queues do nothing.
 func TestTailDroppedWithTopic(t *testing.T) {
 	fs := vfs.NewMem()
-	s, err := Open(Options{FS: fs, Dir: "/cq", EntriesPerFile: 100, TruncateAt: 1 << 62})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openSet(t, fs, 100)
 	q, _ := s.Ensure("gone", 1)
 	if err := q.Append(0, entries(0, 7)); err != nil {
 		t.Fatal(err)
@@ -208,41 +199,14 @@ func TestTailDroppedWithTopic(t *testing.T) {
 // Readers run against appends, write-outs and syncs (run with -race).
 func TestTailConcurrentReaders(t *testing.T) {
 	fs := vfs.NewMem()
-	s, err := Open(Options{FS: fs, Dir: "/cq", EntriesPerFile: 64, TruncateAt: 1 << 62})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openSet(t, fs, 64)
 	defer s.Close()
 	q, _ := s.Ensure("t", 0)
 	const total = 5000
 	done := make(chan struct{})
 	errs := make(chan error, 3)
-	for r := 0; r < 2; r++ {
-		go func() {
-			for {
-				select {
-				case <-done:
-					errs <- nil
-					return
-				default:
-				}
-				next := q.Next()
-				from := max(next-40, 0)
-				got, err := q.Read(from, 40)
-				if err != nil {
-					errs <- err
-					return
-				}
-				for i, e := range got {
-					if w := entries(from+int64(i), 1)[0]; e.PhysOffset != w.PhysOffset || e.StoreTime != w.StoreTime {
-						errs <- fmt.Errorf("entry %d = %+v, want %+v", from+int64(i), e, w)
-						return
-					}
-				}
-			}
-		}()
-	}
-	go func() {
+	// repeat runs step until done is closed or step fails.
+	repeat := func(step func() error) {
 		for {
 			select {
 			case <-done:
@@ -250,12 +214,28 @@ func TestTailConcurrentReaders(t *testing.T) {
 				return
 			default:
 			}
-			if err := s.Sync(); err != nil {
+			if err := step(); err != nil {
 				errs <- err
 				return
 			}
 		}
-	}()
+	}
+	for r := 0; r < 2; r++ {
+		go repeat(func() error {
+			from := max(q.Next()-40, 0)
+			got, err := q.Read(from, 40)
+			if err != nil {
+				return err
+			}
+			for i, e := range got {
+				if w := entries(from+int64(i), 1)[0]; e.PhysOffset != w.PhysOffset || e.StoreTime != w.StoreTime {
+					return fmt.Errorf("entry %d = %+v, want %+v", from+int64(i), e, w)
+				}
+			}
+			return nil
+		})
+	}
+	go repeat(s.Sync)
 	for off := int64(0); off < total; off += 7 {
 		if err := q.Append(off, entries(off, 7)); err != nil {
 			t.Fatal(err)
@@ -267,4 +247,14 @@ func TestTailConcurrentReaders(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// openSet opens the set under /cq keeping every entry.
+func openSet(t *testing.T, fs vfs.FS, perFile int64) *Set {
+	t.Helper()
+	s, err := Open(Options{FS: fs, Dir: "/cq", EntriesPerFile: perFile, TruncateAt: 1 << 62})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
