@@ -349,9 +349,9 @@ func (x *Index) rotate(phys int64) error {
 		f.h.sealed = false
 		return err
 	}
-	f.wmu.Lock()
-	f.sealedDone = true
-	f.wmu.Unlock()
+	if testHookRotatePersisted != nil {
+		testHookRotatePersisted()
+	}
 	f.slots, f.entries, f.dirtyPg = nil, nil, nil
 	x.sealed = append(x.sealed, f)
 	if err := x.newActive(phys); err != nil {
@@ -431,6 +431,9 @@ func (x *Index) persist(f *file) error {
 		return err
 	}
 	f.persisted, f.newFile = sn.count, false
+	// Still under wmu: a Sync waiting for it holds an older snapshot of
+	// this file and must not write it over the sealed one.
+	f.sealedDone = sn.forSealed
 	return nil
 }
 
@@ -454,16 +457,25 @@ func (x *Index) Sync() error {
 	f := x.active
 	sn := x.snap(f)
 	x.mu.Unlock()
+	if testHookSyncSnapped != nil {
+		testHookSyncSnapped()
+	}
 	// Lock order: x.mu before f.wmu (rotate holds x.mu, then f.wmu); we
 	// hold f.wmu without x.mu.
 	f.wmu.Lock()
 	if f.sealedDone {
 		// Rotation persisted the whole file (and sealed it) meanwhile.
 		f.wmu.Unlock()
+		if testHookSyncWrote != nil {
+			testHookSyncWrote()
+		}
 		return nil
 	}
 	err := x.write(f, sn)
 	f.wmu.Unlock()
+	if testHookSyncWrote != nil {
+		testHookSyncWrote()
+	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if err != nil {
@@ -478,6 +490,10 @@ func (x *Index) Sync() error {
 	}
 	return nil
 }
+
+// Test hooks (nil outside tests): Sync after its snapshot and after its
+// write (or skip), rotate after persisting the sealed file.
+var testHookSyncSnapped, testHookSyncWrote, testHookRotatePersisted func()
 
 // Lookup returns up to max records whose key hash is hash and whose store
 // time is in [beginMs, endMs], newest first.

@@ -148,3 +148,55 @@ func TestSyncConcurrentWithPutAndRotation(t *testing.T) {
 		}
 	}
 }
+
+// A Sync whose snapshot predates a rotation must not write that stale
+// snapshot over the sealed file, even when it gets the file right after
+// the rotation's own write (regression: it once could, losing the last
+// entries of the sealed file on reopen).
+func TestSyncSnapshotOlderThanRotation(t *testing.T) {
+	fs := vfs.NewMem()
+	o := Options{FS: fs, Dir: "/x", Slots: 2048, Capacity: 64, LogEnd: 1 << 40}
+	x, err := Open(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	put := func(i int64) {
+		t.Helper()
+		if err := x.Put(uint64(i), i*10, 10, i); err != nil {
+			t.Fatal(err)
+		}
+		x.SetEnd(i*10 + 10)
+	}
+	for i := int64(0); i < 60; i++ {
+		put(i)
+	}
+	snapped, resume, wrote := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	testHookSyncSnapped = func() { close(snapped); <-resume }
+	testHookSyncWrote = func() { close(wrote) }
+	testHookRotatePersisted = func() { close(resume); <-wrote }
+	defer func() { testHookSyncSnapped, testHookSyncWrote, testHookRotatePersisted = nil, nil, nil }()
+	errc := make(chan error, 1)
+	go func() { errc <- x.Sync() }() // snapshot at 60 entries
+	<-snapped
+	for i := int64(60); i < 65; i++ { // the 65th Put seals the file at 64
+		put(i)
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	testHookSyncSnapped, testHookSyncWrote, testHookRotatePersisted = nil, nil, nil
+	if err := x.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	x.Close()
+	x, err = Open(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	for i := int64(0); i < 65; i++ {
+		if hits, err := x.Lookup(uint64(i), 0, 1<<62, 2); err != nil || len(hits) != 1 || hits[0].Phys != i*10 {
+			t.Fatalf("entry %d after reopen: %v %v", i, hits, err)
+		}
+	}
+}
