@@ -21,16 +21,7 @@ func (s *Service) EnsureRetry(ctx context.Context, group string) (model.Topic, e
 	if err := ValidateGroupName(group); err != nil {
 		return model.Topic{}, err
 	}
-	name := RetryTopic(group)
-	if t, ok := s.store.Topic(name); ok {
-		return toModelTopic(t), nil
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if t, ok := s.store.Topic(name); ok {
-		return toModelTopic(t), nil
-	}
-	return s.putTopicLocked(model.Topic{Name: name, Type: model.TopicNormal, Queues: 1})
+	return s.ensureNormal(RetryTopic(group), 1)
 }
 
 // PutTopic creates a topic or changes an existing one's queue count,

@@ -240,27 +240,28 @@ func (s *Service) Topic(ctx context.Context, name string) (model.Topic, error) {
 	if err := validateCreatableTopic(name); err != nil {
 		return model.Topic{}, err
 	}
+	return s.ensureNormal(name, s.cfg.DefaultQueues)
+}
+
+// ensureNormal returns topic name, creating it as a NORMAL topic with
+// queues queues if it does not exist (checked again under the lock, so
+// concurrent callers create it once).
+func (s *Service) ensureNormal(name string, queues int32) (model.Topic, error) {
+	if t, ok := s.store.Topic(name); ok {
+		return toModelTopic(t), nil
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if mt, ok := s.store.Topic(name); ok {
-		return toModelTopic(mt), nil
+	if t, ok := s.store.Topic(name); ok {
+		return toModelTopic(t), nil
 	}
-	return s.putTopicLocked(model.Topic{Name: name, Type: model.TopicNormal, Queues: s.cfg.DefaultQueues})
+	return s.putTopicLocked(model.Topic{Name: name, Type: model.TopicNormal, Queues: queues})
 }
 
 // EnsureDLQ returns the group's dead-letter topic, creating it (one queue,
 // NORMAL) on first use.
 func (s *Service) EnsureDLQ(ctx context.Context, group string) (model.Topic, error) {
-	name := DLQTopic(group)
-	if t, ok := s.store.Topic(name); ok {
-		return toModelTopic(t), nil
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if t, ok := s.store.Topic(name); ok {
-		return toModelTopic(t), nil
-	}
-	return s.putTopicLocked(model.Topic{Name: name, Type: model.TopicNormal, Queues: 1})
+	return s.ensureNormal(DLQTopic(group), 1)
 }
 
 // ListTopics returns every topic sorted by name.
