@@ -7,12 +7,12 @@ import (
 	"net"
 	"os"
 	"os/signal"
-	"runtime"
 	"syscall"
 
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/mqgate/mqgate/gateway/grpcserver"
 	v2 "github.com/mqgate/mqgate/gen/apache/rocketmq/v2"
 )
 
@@ -99,7 +99,7 @@ func benchEchoServer(args []string, stdout, stderr io.Writer) int {
 	}
 	// The same transport options mqgate's server uses, so the difference
 	// measured is mqgate's work, not server tuning.
-	s := grpc.NewServer(grpc.MaxRecvMsgSize(130<<20), grpc.NumStreamWorkers(uint32(4*runtime.GOMAXPROCS(0))))
+	s := grpc.NewServer(grpc.MaxRecvMsgSize(130<<20), grpc.NumStreamWorkers(grpcserver.StreamWorkers()))
 	v2.RegisterMessagingServiceServer(s, newEchoServer(size))
 	fmt.Fprintln(stdout, lis.Addr().String())
 	if f, ok := stdout.(*os.File); ok {

@@ -104,10 +104,7 @@ func New(o Options) *Server {
 		recovery.StreamServerInterceptor(recoverOpt),
 	}
 	sopts := []grpc.ServerOption{
-		// A fixed pool of stream workers serves RPCs on goroutines whose
-		// stacks have already grown to the depth of the interceptor chain;
-		// a fresh goroutine per RPC spent ~12% of the CPU in stack growth.
-		grpc.NumStreamWorkers(uint32(4 * runtime.GOMAXPROCS(0))),
+		grpc.NumStreamWorkers(StreamWorkers()),
 		grpc.MaxRecvMsgSize(MaxRecvMsgSize),
 		grpc.KeepaliveParams(kasp),
 		grpc.KeepaliveEnforcementPolicy(kaep),
@@ -224,4 +221,18 @@ func drainUnary(g *admission.Gate) grpc.UnaryServerInterceptor {
 		}
 		return h(ctx, req)
 	}
+}
+
+// StreamWorkers is the size of the server's stream worker pool. Workers
+// serve RPCs on goroutines whose stacks have already grown to the depth of
+// the interceptor chain (a fresh goroutine per RPC spent ~12% of the CPU
+// in stack growth). A worker is held for a stream's whole life, and every
+// official client keeps a Telemetry stream open and long-polls
+// ReceiveMessage, so the pool is sized for connected clients rather than
+// cores: with 4*GOMAXPROCS workers a handful of clients pinned them all
+// and every later RPC ran on a fresh goroutine again. Idle workers cost
+// only their parked stacks. Above the pool grpc-go still spawns a
+// goroutine per stream, so this bounds nothing.
+func StreamWorkers() uint32 {
+	return uint32(max(64, 16*runtime.GOMAXPROCS(0)))
 }
