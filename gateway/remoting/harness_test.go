@@ -253,4 +253,19 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// advanceUntil moves the fake clock forward by step until cond holds: for
+// work a background loop does on a clock timer that may not be armed yet
+// when the test starts advancing.
+func advanceUntil(t *testing.T, clk *clock.Fake, step time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		clk.Advance(step)
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
 var modelFilterAll = model.Filter{}
