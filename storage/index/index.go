@@ -235,7 +235,9 @@ func (x *Index) load(p string, base int64) (*file, error) {
 // activate loads the active file's entries and rebuilds its slot table,
 // cutting entries at or past LogEnd.
 func (x *Index) activate(f *file) error {
-	f.entries = make([]byte, int(f.h.count)*entrySize, int(f.h.capacity)*entrySize)
+	// Sized by what the file holds (checked against its size in load), not
+	// by the header's capacity: Put's appends grow it.
+	f.entries = make([]byte, int(f.h.count)*entrySize)
 	if f.h.count > 0 {
 		if _, err := f.f.ReadAt(f.entries, f.entriesOff()); err != nil {
 			return err
@@ -524,10 +526,15 @@ func (x *Index) Lookup(hash uint64, beginMs, endMs int64, max int) ([]Hit, error
 			return out, err
 		}
 		var e [entrySize]byte
+		// Put links each entry to an earlier one, so a chain strictly
+		// descends; entries are not covered by the header CRC, and a
+		// damaged link that does not descend would loop forever.
+		limit := f.h.count + 1
 		for n := le.Uint32(sb[:]); n != 0 && len(out) < max; n = le.Uint32(e[20:]) {
-			if n > f.h.count {
-				return out, fmt.Errorf("%w: index %s chain", serr.ErrCorrupt, f.path)
+			if n >= limit {
+				return out, fmt.Errorf("%w: index %s: chain link to entry %d, not below %d", serr.ErrCorrupt, f.path, n, limit)
 			}
+			limit = n
 			if _, err := f.f.ReadAt(e[:], f.entriesOff()+int64(n-1)*entrySize); err != nil {
 				return out, err
 			}

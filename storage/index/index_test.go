@@ -1,8 +1,12 @@
 package index
 
 import (
+	"encoding/binary"
+	"errors"
 	"testing"
+	"time"
 
+	"github.com/mqgate/mqgate/storage/internal/serr"
 	"github.com/mqgate/mqgate/storage/vfs"
 )
 
@@ -198,5 +202,52 @@ func TestSyncSnapshotOlderThanRotation(t *testing.T) {
 		if hits, err := x.Lookup(uint64(i), 0, 1<<62, 2); err != nil || len(hits) != 1 || hits[0].Phys != i*10 {
 			t.Fatalf("entry %d after reopen: %v %v", i, hits, err)
 		}
+	}
+}
+
+// TestSealedChainLoopIsCorrupt: a sealed file's entries are not covered by
+// its header CRC, so a damaged "previous entry" link can point forward or
+// at itself. Lookup must report the file corrupt instead of walking the
+// loop forever (while holding the index lock every Put needs).
+func TestSealedChainLoopIsCorrupt(t *testing.T) {
+	fs := vfs.NewMem()
+	o := Options{FS: fs, Dir: "/x", Slots: 8, Capacity: 16, LogEnd: 1 << 40}
+	x, _ := Open(o)
+	for i := int64(0); i < 20; i++ {
+		x.Put(7, i*10, 10, i)
+		x.SetEnd(i*10 + 10)
+	}
+	x.Sync()
+	x.Close()
+	names, _ := fs.List("/x")
+	f, _ := fs.OpenRW("/x/" + names[0]) // the sealed file: 16 entries of hash 7
+	// Entry 16 (the chain's head) links to itself; entry 3 links forward to 12.
+	for _, l := range []struct{ entry, prev uint32 }{{16, 16}, {3, 12}} {
+		var b [4]byte
+		binary.LittleEndian.PutUint32(b[:], l.prev)
+		f.WriteAt(b[:], headerSize+int64(o.Slots)*4+int64(l.entry-1)*entrySize+20)
+	}
+	f.Close()
+	x, err := Open(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := x.Lookup(7, 0, 1<<62, 100) // matches: the loop stops at 100 (duplicate) hits
+		if err == nil {
+			_, err = x.Lookup(7, 3, 3, 100) // inside the file's time span, but entry 16 (time 15) does not match: nothing stops the loop
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, serr.ErrCorrupt) {
+			t.Fatalf("lookup over a looping chain: %v, want ErrCorrupt", err)
+		}
+		x.Close()
+	case <-time.After(10 * time.Second):
+		// (no Close: the looping Lookup holds the index lock)
+		t.Fatal("lookup still walking a looping chain after 10 s")
 	}
 }
