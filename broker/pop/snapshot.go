@@ -72,11 +72,16 @@ func (s *Service) snapshot() error {
 	defer s.snapMu.Unlock()
 	_, jnext := s.store.QueueRange(JournalTopic, 0)
 	_, logPos := s.store.LogRange()
+	return s.blobs.SaveBlob(snapshotBlob, encodeSnapshot(logPos, jnext, s.allSubs()))
+}
+
+// encodeSnapshot writes the state decodeSnapshot reads; it takes each
+// sub's lock while writing that sub.
+func encodeSnapshot(logPos, jnext int64, subs []*sub) []byte {
 	b := append([]byte(nil), snapMagic...)
 	b = append(b, snapVersion)
 	b = binary.AppendVarint(b, logPos)
 	b = binary.AppendVarint(b, jnext)
-	subs := s.allSubs()
 	b = binary.AppendUvarint(b, uint64(len(subs)))
 	for _, sb := range subs {
 		sb.mu.Lock()
@@ -104,7 +109,7 @@ func (s *Service) snapshot() error {
 		}
 		sb.mu.Unlock()
 	}
-	return s.blobs.SaveBlob(snapshotBlob, b)
+	return b
 }
 
 type snapshotState struct {
