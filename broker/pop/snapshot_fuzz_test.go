@@ -2,7 +2,8 @@ package pop
 
 import (
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -14,20 +15,10 @@ func describeSnapshot(st snapshotState) string {
 	fmt.Fprintf(&w, "log %d journal %d\n", st.logPos, st.journalOffset)
 	for _, sb := range st.subs {
 		fmt.Fprintf(&w, "sub %q %q rr %d\n", sb.group, sb.topic, sb.rr)
-		ids := make([]int32, 0, len(sb.queues))
-		for id := range sb.queues {
-			ids = append(ids, id)
-		}
-		sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-		for _, id := range ids {
+		for _, id := range slices.Sorted(maps.Keys(sb.queues)) {
 			q := sb.queues[id]
 			fmt.Fprintf(&w, " queue %d next %d\n", id, q.next)
-			offs := make([]int64, 0, len(q.flights))
-			for o := range q.flights {
-				offs = append(offs, o)
-			}
-			sort.Slice(offs, func(i, j int) bool { return offs[i] < offs[j] })
-			for _, o := range offs {
+			for _, o := range slices.Sorted(maps.Keys(q.flights)) {
 				f := q.flights[o]
 				fmt.Fprintf(&w, "  flight %d %d %d e%d g%d v%d f%d %q %q %d %d\n", f.offset, f.phys, f.size,
 					f.epoch, f.gen, f.visibleAt, f.flags, f.msgGroup, f.client, f.renewFrom, f.renewN)

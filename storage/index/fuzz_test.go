@@ -15,19 +15,10 @@ import (
 // the slot and entry tables.
 func FuzzIndexFile(f *testing.F) {
 	const slots, capacity = 8, 16
-	for _, n := range []int{0, 5, 16, 20} {
+	for _, n := range []int64{0, 5, 16, 20} {
 		fs := vfs.NewMem()
-		x, err := Open(Options{FS: fs, Dir: "/x", Slots: slots, Capacity: capacity, LogEnd: 1 << 40})
-		if err != nil {
-			f.Fatal(err)
-		}
-		for i := 0; i < n; i++ {
-			x.Put(uint64(i%3), int64(i)*10, 10, int64(i))
-			x.SetEnd(int64(i)*10 + 10)
-		}
-		x.Sync()
-		x.Close()
-		names, _ := fs.List("/x")
+		names := writeIndex(f, Options{FS: fs, Dir: "/x", Slots: slots, Capacity: capacity, LogEnd: 1 << 40}, n,
+			func(i int64) uint64 { return uint64(i % 3) })
 		b, err := vfs.ReadFile(fs, "/x/"+names[0])
 		if err != nil {
 			f.Fatal(err)

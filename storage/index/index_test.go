@@ -3,6 +3,7 @@ package index
 import (
 	"encoding/binary"
 	"errors"
+	"sort"
 	"testing"
 	"time"
 
@@ -74,14 +75,7 @@ func TestPutLookupRotateReopen(t *testing.T) {
 func TestDamagedFileIsDropped(t *testing.T) {
 	fs := vfs.NewMem()
 	o := Options{FS: fs, Dir: "/x", Slots: 8, Capacity: 16, LogEnd: 1 << 40}
-	x, _ := Open(o)
-	for i := int64(0); i < 40; i++ {
-		x.Put(7, i*10, 10, i)
-		x.SetEnd(i*10 + 10)
-	}
-	x.Sync()
-	x.Close()
-	names, _ := fs.List("/x")
+	names := writeIndex(t, o, 40, func(int64) uint64 { return 7 })
 	f, _ := fs.OpenRW("/x/" + names[1])
 	f.WriteAt([]byte{0xff}, 17) // header byte: CRC fails
 	f.Close()
@@ -212,14 +206,7 @@ func TestSyncSnapshotOlderThanRotation(t *testing.T) {
 func TestSealedChainLoopIsCorrupt(t *testing.T) {
 	fs := vfs.NewMem()
 	o := Options{FS: fs, Dir: "/x", Slots: 8, Capacity: 16, LogEnd: 1 << 40}
-	x, _ := Open(o)
-	for i := int64(0); i < 20; i++ {
-		x.Put(7, i*10, 10, i)
-		x.SetEnd(i*10 + 10)
-	}
-	x.Sync()
-	x.Close()
-	names, _ := fs.List("/x")
+	names := writeIndex(t, o, 20, func(int64) uint64 { return 7 })
 	f, _ := fs.OpenRW("/x/" + names[0]) // the sealed file: 16 entries of hash 7
 	// Entry 16 (the chain's head) links to itself; entry 3 links forward to 12.
 	for _, l := range []struct{ entry, prev uint32 }{{16, 16}, {3, 12}} {
@@ -250,4 +237,31 @@ func TestSealedChainLoopIsCorrupt(t *testing.T) {
 		// (no Close: the looping Lookup holds the index lock)
 		t.Fatal("lookup still walking a looping chain after 10 s")
 	}
+}
+
+// writeIndex indexes n records (record i at position i*10, store time i,
+// key hash hash(i)) into a new index, syncs and closes it, and returns
+// the names of its files in order.
+func writeIndex(tb testing.TB, o Options, n int64, hash func(i int64) uint64) []string {
+	tb.Helper()
+	x, err := Open(o)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for i := int64(0); i < n; i++ {
+		if err := x.Put(hash(i), i*10, 10, i); err != nil {
+			tb.Fatal(err)
+		}
+		x.SetEnd(i*10 + 10)
+	}
+	if err := x.Sync(); err != nil {
+		tb.Fatal(err)
+	}
+	x.Close()
+	names, err := o.FS.List(o.Dir)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	sort.Strings(names)
+	return names
 }
