@@ -532,7 +532,7 @@ func (x *Index) Lookup(hash uint64, beginMs, endMs int64, max int) ([]Hit, error
 		limit := f.h.count + 1
 		for n := le.Uint32(sb[:]); n != 0 && len(out) < max; n = le.Uint32(e[20:]) {
 			if n >= limit {
-				return out, fmt.Errorf("%w: index %s: chain link to entry %d, not below %d", serr.ErrCorrupt, f.path, n, limit)
+				return out, fmt.Errorf("%w: index %s: chain link to entry %d, not below %d (the file is damaged: with mqgate stopped, removing the index directory makes the next start rebuild it from the log)", serr.ErrCorrupt, f.path, n, limit)
 			}
 			limit = n
 			if _, err := f.f.ReadAt(e[:], f.entriesOff()+int64(n-1)*entrySize); err != nil {
