@@ -31,7 +31,11 @@
 // pages and the header (with the end position) and fsyncs again. On open
 // the active file's slot table is rebuilt from its entries, so a torn slot
 // page cannot point at a missing entry. A file whose header fails its CRC
-// is dropped with every later file and re-indexed from the log.
+// is dropped with every later file and re-indexed from the log. A sealed
+// file's entries are not covered by that CRC: Lookup checks that every
+// chain strictly descends, answers ErrCorrupt where it does not, and
+// leaves a "<file>.damaged" marker that makes the next Open drop the file
+// (and the later ones) the same way.
 //
 // index imports storage/vfs, storage/internal/serr and the standard library.
 package index

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/mqgate/mqgate/storage/internal/serr"
 	"github.com/mqgate/mqgate/storage/vfs"
@@ -103,6 +104,9 @@ type file struct {
 	// Index.mu) and rotation; sealedDone is set once rotation persisted it.
 	wmu        sync.Mutex
 	sealedDone bool
+	// damaged is set once Lookup found the file's entries damaged and
+	// left a marker for the next Open (see markDamaged).
+	damaged atomic.Bool
 }
 
 func (f *file) slotsOff() int64   { return headerSize }
@@ -141,7 +145,12 @@ func Open(opts Options) (*Index, error) {
 		return nil, err
 	}
 	var bases []int64
+	marked := map[string]bool{}
 	for _, n := range names {
+		if f, ok := strings.CutSuffix(n, damagedSuffix); ok {
+			marked[f] = true
+			continue
+		}
 		if !strings.HasSuffix(n, ".idx") {
 			continue
 		}
@@ -159,6 +168,10 @@ func Open(opts Options) (*Index, error) {
 			continue
 		}
 		f, err := x.load(p, b)
+		if err == nil && marked[filepath.Base(p)] {
+			f.f.Close()
+			err = fmt.Errorf("%w: marked damaged by a lookup", serr.ErrCorrupt)
+		}
 		if err != nil {
 			x.logger.Warn("index: dropping damaged file and later ones; they will be rebuilt", "file", p, "err", err)
 			opts.FS.Remove(p)
@@ -181,6 +194,17 @@ func Open(opts Options) (*Index, error) {
 	}
 	if err := opts.FS.SyncDir(opts.Dir); err != nil {
 		return nil, err
+	}
+	// Markers go only once the removal of what they marked is durable.
+	if len(marked) > 0 {
+		for n := range marked {
+			if err := opts.FS.Remove(filepath.Join(opts.Dir, n+damagedSuffix)); err != nil {
+				return nil, err
+			}
+		}
+		if err := opts.FS.SyncDir(opts.Dir); err != nil {
+			return nil, err
+		}
 	}
 	// The last file becomes the active one if it is not sealed, or if it
 	// indexes records past the log end (activate cuts them).
@@ -532,7 +556,8 @@ func (x *Index) Lookup(hash uint64, beginMs, endMs int64, max int) ([]Hit, error
 		limit := f.h.count + 1
 		for n := le.Uint32(sb[:]); n != 0 && len(out) < max; n = le.Uint32(e[20:]) {
 			if n >= limit {
-				return out, fmt.Errorf("%w: index %s: chain link to entry %d, not below %d (the file is damaged: with mqgate stopped, removing the index directory makes the next start rebuild it from the log)", serr.ErrCorrupt, f.path, n, limit)
+				x.markDamaged(f)
+				return out, fmt.Errorf("%w: index %s: chain link to entry %d, not below %d (the next start rebuilds the file from the log)", serr.ErrCorrupt, f.path, n, limit)
 			}
 			limit = n
 			if _, err := f.f.ReadAt(e[:], f.entriesOff()+int64(n-1)*entrySize); err != nil {
@@ -546,6 +571,30 @@ func (x *Index) Lookup(hash uint64, beginMs, endMs int64, max int) ([]Hit, error
 		}
 	}
 	return out, nil
+}
+
+// damagedSuffix names the marker file that makes Open treat an index file
+// as damaged (it is dropped with every later file, and the caller
+// re-indexes from End()).
+const damagedSuffix = ".damaged"
+
+// markDamaged leaves a durable marker for a sealed file whose entries
+// Lookup found damaged (they are not covered by the header CRC, so Open
+// cannot see it). Until the next Open, lookups through the damaged part
+// keep failing with ErrCorrupt; nothing is written into the file itself.
+func (x *Index) markDamaged(f *file) {
+	if !f.damaged.CompareAndSwap(false, true) {
+		return
+	}
+	x.logger.Error("index: damaged file; it and the files after it are rebuilt from the log at the next start", "file", f.path)
+	m, err := x.opts.FS.Create(f.path + damagedSuffix)
+	if err == nil {
+		m.Close()
+		err = x.opts.FS.SyncDir(x.opts.Dir)
+	}
+	if err != nil {
+		x.logger.Error("index: could not mark the damaged file", "file", f.path, "err", err)
+	}
 }
 
 // RemoveBelow deletes sealed files that index only records below logMin.

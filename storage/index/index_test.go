@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -202,7 +203,8 @@ func TestSyncSnapshotOlderThanRotation(t *testing.T) {
 // TestSealedChainLoopIsCorrupt: a sealed file's entries are not covered by
 // its header CRC, so a damaged "previous entry" link can point forward or
 // at itself. Lookup must report the file corrupt instead of walking the
-// loop forever (while holding the index lock every Put needs).
+// loop forever (while holding the index lock every Put needs), and the
+// next Open must drop the file so that it is rebuilt from the log.
 func TestSealedChainLoopIsCorrupt(t *testing.T) {
 	fs := vfs.NewMem()
 	o := Options{FS: fs, Dir: "/x", Slots: 8, Capacity: 16, LogEnd: 1 << 40}
@@ -233,6 +235,29 @@ func TestSealedChainLoopIsCorrupt(t *testing.T) {
 			t.Fatalf("lookup over a looping chain: %v, want ErrCorrupt", err)
 		}
 		x.Close()
+		// The next open drops the damaged file and every later one (the
+		// caller re-indexes from End()), and the marker with them.
+		x, err = Open(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if x.End() != 0 {
+			t.Fatalf("end %d after reopen, want 0: the damaged file was kept", x.End())
+		}
+		for i := int64(0); i < 20; i++ {
+			x.Put(7, i*10, 10, i)
+			x.SetEnd(i*10 + 10)
+		}
+		if hits, err := x.Lookup(7, 0, 1<<62, 100); err != nil || len(hits) != 20 {
+			t.Fatalf("after rebuild: %d hits, %v", len(hits), err)
+		}
+		x.Close()
+		left, _ := fs.List("/x")
+		for _, n := range left {
+			if strings.HasSuffix(n, damagedSuffix) {
+				t.Fatalf("marker %s left after the rebuild", n)
+			}
+		}
 	case <-time.After(10 * time.Second):
 		// (no Close: the looping Lookup holds the index lock)
 		t.Fatal("lookup still walking a looping chain after 10 s")
