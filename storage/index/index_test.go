@@ -131,21 +131,7 @@ func TestSyncConcurrentWithPutAndRotation(t *testing.T) {
 	if err := <-errc; err != nil {
 		t.Fatal(err)
 	}
-	if err := x.Sync(); err != nil {
-		t.Fatal(err)
-	}
-	x.Close()
-	x, err = Open(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer x.Close()
-	for i := int64(0); i < n; i++ {
-		hits, err := x.Lookup(uint64(i), 0, 1<<62, 2)
-		if err != nil || len(hits) != 1 || hits[0].Phys != i*10 {
-			t.Fatalf("entry %d: %v %v", i, hits, err)
-		}
-	}
+	syncReopenAndFind(t, x, o, n)
 }
 
 // A Sync whose snapshot predates a rotation must not write that stale
@@ -184,20 +170,7 @@ func TestSyncSnapshotOlderThanRotation(t *testing.T) {
 		t.Fatal(err)
 	}
 	testHookSyncSnapped, testHookSyncWrote, testHookRotatePersisted = nil, nil, nil
-	if err := x.Sync(); err != nil {
-		t.Fatal(err)
-	}
-	x.Close()
-	x, err = Open(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer x.Close()
-	for i := int64(0); i < 65; i++ {
-		if hits, err := x.Lookup(uint64(i), 0, 1<<62, 2); err != nil || len(hits) != 1 || hits[0].Phys != i*10 {
-			t.Fatalf("entry %d after reopen: %v %v", i, hits, err)
-		}
-	}
+	syncReopenAndFind(t, x, o, 65)
 }
 
 // TestSealedChainLoopIsCorrupt: a sealed file's entries are not covered by
@@ -289,4 +262,25 @@ func writeIndex(tb testing.TB, o Options, n int64, hash func(i int64) uint64) []
 	}
 	sort.Strings(names)
 	return names
+}
+
+// syncReopenAndFind syncs and closes x, reopens the index and checks that
+// each of the first n records (record i: key hash i at position i*10) is
+// found exactly once.
+func syncReopenAndFind(t *testing.T, x *Index, o Options, n int64) {
+	t.Helper()
+	if err := x.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	x.Close()
+	x, err := Open(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	for i := int64(0); i < n; i++ {
+		if hits, err := x.Lookup(uint64(i), 0, 1<<62, 2); err != nil || len(hits) != 1 || hits[0].Phys != i*10 {
+			t.Fatalf("entry %d after reopen: %v %v", i, hits, err)
+		}
+	}
 }
