@@ -21,9 +21,7 @@ func TestClassicSendBackSurvivesRestart(t *testing.T) {
 	e := newEnv(t)
 	e.topic("T", model.TopicNormal)
 	c := e.b.Classic()
-	r := &message.Message{Body: []byte("x")}
-	r.Set("UNIQ_KEY", "U1")
-	r.Set("KEYS", "k")
+	r := classicRecord("x", "UNIQ_KEY", "U1", "KEYS", "k")
 	sent, err := c.SendRecords(e.ctx, ClassicSend{Topic: "T", QueueID: 0, Records: []*message.Message{r}})
 	if err != nil {
 		t.Fatal(err)
@@ -60,9 +58,7 @@ func TestClassicDelaysShareTheDelayService(t *testing.T) {
 	e := newEnv(t)
 	e.topic("T", model.TopicNormal)
 	c := e.b.Classic()
-	r := &message.Message{Body: []byte("x")}
-	r.Set("UNIQ_KEY", "U1")
-	r.Set("DELAY", "1")
+	r := classicRecord("x", "UNIQ_KEY", "U1", "DELAY", "1")
 	if _, err := c.SendRecords(e.ctx, ClassicSend{Topic: "T", QueueID: 2, Records: []*message.Message{r}}); err != nil {
 		t.Fatal(err)
 	}
@@ -137,11 +133,8 @@ func TestClassicLegacyDelayStageAdopted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &message.Message{Body: []byte("old")}
-	r.Set("UNIQ_KEY", "L1")
-	r.Set(stored.PropRealTopic, "T")
-	r.Set(stored.PropRealQueue, "2")
-	r.Set(stored.PropDueMS, strconv.FormatInt(e.clk.Now().Add(time.Second).UnixMilli(), 10))
+	r := classicRecord("old", "UNIQ_KEY", "L1", stored.PropRealTopic, "T", stored.PropRealQueue, "2",
+		stored.PropDueMS, strconv.FormatInt(e.clk.Now().Add(time.Second).UnixMilli(), 10))
 	if _, _, err := legacy.Put(e.ctx, r, due(r)); err != nil {
 		t.Fatal(err)
 	}
@@ -169,14 +162,30 @@ func TestClassicLegacyDelayStageAdopted(t *testing.T) {
 // goroutine) until queue q of topic holds one record, failing with what.
 func awaitQueued(t *testing.T, c *Classic, topic string, q int32, what string) {
 	t.Helper()
+	if !poll(func() bool { _, hi := c.QueueRange(topic, q); return hi == 1 }) {
+		t.Fatal(what)
+	}
+}
+
+// poll reports whether cond became true within 10 s, checking every
+// 2 ms: for state other goroutines change without a signal to await.
+func poll(cond func() bool) bool {
 	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, hi := c.QueueRange(topic, q); hi == 1 {
-			return
-		}
+	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatal(what)
+			return false
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
+	return true
+}
+
+// classicRecord is a record with a body and properties given as key,
+// value pairs.
+func classicRecord(body string, kv ...string) *message.Message {
+	r := &message.Message{Body: []byte(body)}
+	for i := 0; i+1 < len(kv); i += 2 {
+		r.Set(kv[i], kv[i+1])
+	}
+	return r
 }

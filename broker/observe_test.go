@@ -110,12 +110,8 @@ next:
 // waitParked waits until n receives are long-polling.
 func (o *observed) waitParked(n int64) {
 	o.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for o.b.hub.Parked() != n {
-		if time.Now().After(deadline) {
-			o.t.Fatalf("parked polls = %d, want %d", o.b.hub.Parked(), n)
-		}
-		time.Sleep(time.Millisecond)
+	if !poll(func() bool { return o.b.hub.Parked() == n }) {
+		o.t.Fatalf("parked polls = %d, want %d", o.b.hub.Parked(), n)
 	}
 }
 

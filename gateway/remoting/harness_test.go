@@ -258,14 +258,13 @@ func eventually(t *testing.T, what string, cond func() bool) {
 // when the test starts advancing.
 func advanceUntil(t *testing.T, clk *clock.Fake, step time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+	eventually(t, what, func() bool {
+		if cond() {
+			return true
 		}
 		clk.Advance(step)
-		time.Sleep(2 * time.Millisecond)
-	}
+		return false
+	})
 }
 
 var modelFilterAll = model.Filter{}
