@@ -65,9 +65,10 @@ func TestServeHealthyThenCleanShutdown(t *testing.T) {
 	if code, _ := httpGet(t, "http://"+p.HTTP+"/healthz"); code != 200 {
 		t.Fatalf("/healthz = %d", code)
 	}
-	// gRPC server metrics come from otelgrpc once a call was served.
-	if code, body := httpGet(t, "http://"+p.HTTP+"/metrics"); code != 200 || !strings.Contains(body, "rpc_server_call_duration") {
-		t.Fatalf("/metrics = %d, no otelgrpc server metrics:\n%.2000s", code, body)
+	// The gRPC call metric (otelgrpc's instrument, recorded by the call
+	// telemetry interceptor) appears once a call was served.
+	if code, body := httpGet(t, "http://"+p.HTTP+"/metrics"); code != 200 || !strings.Contains(body, `rpc_server_call_duration_seconds_count{otel_scope_name="github.com/mqgate/mqgate/gateway/grpcserver"`) {
+		t.Fatalf("/metrics = %d, no gRPC call metric:\n%.2000s", code, body)
 	}
 
 	start := time.Now()

@@ -228,6 +228,7 @@ func (n *Node) startGRPC(ctx context.Context) error {
 		Logger:                n.log,
 		MeterProvider:         n.tel.Meters,
 		TracerProvider:        n.tel.Tracers,
+		Tracing:               n.tel.Tracing,
 		Gate:                  n.gate,
 		Sessions:              n.sess,
 	})

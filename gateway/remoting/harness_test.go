@@ -17,6 +17,7 @@ import (
 	"github.com/mqgate/mqgate/gateway/remoting/codec"
 	"github.com/mqgate/mqgate/gateway/remoting/wire"
 	"github.com/mqgate/mqgate/internal/clock"
+	"github.com/mqgate/mqgate/internal/testutil"
 	"github.com/mqgate/mqgate/storage"
 	"github.com/mqgate/mqgate/storage/vfs"
 )
@@ -242,16 +243,7 @@ func heartbeatBody(clientID string, producers []string, consumers map[string][]s
 
 // eventually waits for cond (no sleeps where a condition can be awaited:
 // the server answers asynchronously to some requests, so poll briefly).
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
+var eventually = testutil.Eventually
 
 // advanceUntil moves the fake clock forward by step until cond holds: for
 // work a background loop does on a clock timer that may not be armed yet
