@@ -469,11 +469,14 @@ func (s *sampler) figures(name string, secs float64, cpu int64) benchFigures {
 }
 
 // window runs the measured part: it flips the sampler on after warm-up and
-// returns the measured seconds and server CPU ticks.
-func window(ctx context.Context, o benchOpts, s *sampler, pid int) (float64, int64) {
+// returns the measured seconds and server CPU ticks. The window ends
+// early when drained closes (a consumed backlog ran out): the figures
+// then cover the time the backlog lasted, not idle polling after it.
+func window(ctx context.Context, o benchOpts, s *sampler, pid int, drained <-chan struct{}) (float64, int64) {
 	select {
 	case <-time.After(o.warmup):
 	case <-ctx.Done():
+	case <-drained:
 	}
 	c0, _ := cpuTicks(pid)
 	t0 := time.Now()
@@ -481,6 +484,7 @@ func window(ctx context.Context, o benchOpts, s *sampler, pid int) (float64, int
 	select {
 	case <-time.After(o.duration):
 	case <-ctx.Done():
+	case <-drained:
 	}
 	s.on.Store(false)
 	secs := time.Since(t0).Seconds()
@@ -494,8 +498,8 @@ func window(ctx context.Context, o benchOpts, s *sampler, pid int) (float64, int
 // closedLoop runs every op on its own goroutine, one call after the
 // other, for warm-up + duration. An op returns the messages it moved;
 // calls that end inside the measured window are counted with their
-// latency, or as errors.
-func closedLoop(ctx context.Context, o benchOpts, name string, pid int, ops []func(context.Context) (int, error)) benchFigures {
+// latency, or as errors. drained (nil: never) ends the window early.
+func closedLoop(ctx context.Context, o benchOpts, name string, pid int, ops []func(context.Context) (int, error), drained <-chan struct{}) benchFigures {
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	var wg sync.WaitGroup
@@ -524,7 +528,7 @@ func closedLoop(ctx context.Context, o benchOpts, name string, pid int, ops []fu
 			s.add(local)
 		}()
 	}
-	secs, cpu := window(ctx, o, s, pid)
+	secs, cpu := window(ctx, o, s, pid, drained)
 	stop()
 	wg.Wait()
 	return s.figures(name, secs, cpu)
@@ -547,7 +551,7 @@ func benchProduce(ctx context.Context, o benchOpts, name, addr string, pid int) 
 			return 1, payloadErr(resp.GetStatus(), err)
 		}
 	}
-	return closedLoop(ctx, o, name, pid, ops), nil
+	return closedLoop(ctx, o, name, pid, ops, nil), nil
 }
 
 // preload fills the topic with n messages (batches of 32 from 8 senders).
@@ -651,7 +655,11 @@ func benchConsume(ctx context.Context, o benchOpts, name, addr string, pid int, 
 		return benchFigures{}, err
 	}
 	defer closeAll()
-	var drained atomic.Int64
+	// The first empty receive means the backlog is gone: the window ends
+	// there, so the rate is the backlog's drain rate, not diluted by
+	// polling an empty topic.
+	drained := make(chan struct{})
+	var drainOnce sync.Once
 	ops := make([]func(context.Context) (int, error), len(conns))
 	for i, c := range conns {
 		ops[i] = func(ctx context.Context) (int, error) {
@@ -660,14 +668,19 @@ func benchConsume(ctx context.Context, o benchOpts, name, addr string, pid int, 
 				err = ackBatch(ctx, c, o, msgs)
 			}
 			if len(msgs) == 0 && err == nil {
-				drained.Add(1)
+				drainOnce.Do(func() { close(drained) })
 			}
 			return len(msgs), err
 		}
 	}
-	f := closedLoop(ctx, o, name, pid, ops)
-	if name != "echo" && drained.Load() > 0 {
-		fmt.Fprintf(log, "bench: the backlog ran out during the run (%d empty receives); raise --backlog or lower --duration for a steady-state figure\n", drained.Load())
+	f := closedLoop(ctx, o, name, pid, ops, drained)
+	select {
+	case <-drained:
+		if f.Messages == 0 {
+			return f, fmt.Errorf("the backlog of %d messages ran out during the warm-up; raise --backlog or lower --warmup", o.backlog)
+		}
+		fmt.Fprintf(log, "bench: the backlog ran out after %.1f s of the measured window; the figures cover that time\n", f.Seconds)
+	default:
 	}
 	return f, nil
 }
@@ -752,7 +765,7 @@ func benchE2E(ctx context.Context, o benchOpts, name, addr string, pid int) (ben
 			}
 		}()
 	}
-	secs, cpu := window(ctx, o, s, pid)
+	secs, cpu := window(ctx, o, s, pid, nil)
 	stop()
 	wg.Wait()
 	return s.figures(name, secs, cpu), nil

@@ -85,7 +85,7 @@ func benchProduceHTTP(ctx context.Context, o benchOpts, addr string, pid int) (b
 			return 1, nil
 		}
 	}
-	return closedLoop(ctx, o, "http", pid, ops), nil
+	return closedLoop(ctx, o, "http", pid, ops, nil), nil
 }
 
 // benchProduceRemoting sends one message per SEND_MESSAGE request over the
@@ -115,5 +115,5 @@ func benchProduceRemoting(ctx context.Context, o benchOpts, addr string, pid int
 			return 1, err
 		}
 	}
-	return closedLoop(ctx, o, "remoting", pid, ops), nil
+	return closedLoop(ctx, o, "remoting", pid, ops, nil), nil
 }
