@@ -655,11 +655,13 @@ func benchConsume(ctx context.Context, o benchOpts, name, addr string, pid int, 
 		return benchFigures{}, err
 	}
 	defer closeAll()
-	// The first empty receive means the backlog is gone: the window ends
-	// there, so the rate is the backlog's drain rate, not diluted by
-	// polling an empty topic.
+	// The window ends when the last preloaded message has been received
+	// (or a receive comes back empty), so the rate is the backlog's drain
+	// rate, not diluted by long polls on an empty topic (with a
+	// long-polling timeout of 0 mqgate waits up to the call's deadline).
 	drained := make(chan struct{})
 	var drainOnce sync.Once
+	var received atomic.Int64
 	ops := make([]func(context.Context) (int, error), len(conns))
 	for i, c := range conns {
 		ops[i] = func(ctx context.Context) (int, error) {
@@ -667,7 +669,7 @@ func benchConsume(ctx context.Context, o benchOpts, name, addr string, pid int, 
 			if err == nil && len(msgs) > 0 {
 				err = ackBatch(ctx, c, o, msgs)
 			}
-			if len(msgs) == 0 && err == nil {
+			if name != "echo" && (received.Add(int64(len(msgs))) >= int64(o.backlog) || len(msgs) == 0 && err == nil) {
 				drainOnce.Do(func() { close(drained) })
 			}
 			return len(msgs), err
