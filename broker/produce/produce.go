@@ -195,6 +195,9 @@ func PickQueue(t model.Topic, messageGroup string, rr *sync.Map) int32 {
 		h.Write([]byte(messageGroup))
 		return int32(h.Sum32() % uint32(n))
 	}
-	v, _ := rr.LoadOrStore(t.Name, new(atomic.Uint32))
+	v, ok := rr.Load(t.Name)
+	if !ok {
+		v, _ = rr.LoadOrStore(t.Name, new(atomic.Uint32))
+	}
 	return int32(v.(*atomic.Uint32).Add(1) % uint32(n))
 }
