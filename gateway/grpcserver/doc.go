@@ -3,7 +3,9 @@
 // health and reflection, and the apache.rocketmq.v2 MessagingService whose
 // handlers convert between v2 messages and broker calls.
 //
-// Files: server.go (options, interceptor order), clientid.go (the client-id
+// Files: server.go (options, interceptor order), calltelemetry.go (the
+// call metric and trace-context interceptor; otelgrpc's stats handler only
+// while spans are exported), clientid.go (the client-id
 // interceptors and the status-only response of every method), service.go
 // (MessagingService, its Broker port and constants), one file per RPC
 // family — route.go (QueryRoute, QueryAssignment), client.go (Heartbeat,
