@@ -11,6 +11,7 @@ import (
 	"github.com/mqgate/mqgate/broker/mqerr"
 	"github.com/mqgate/mqgate/broker/staged"
 	"github.com/mqgate/mqgate/broker/stored"
+	"github.com/mqgate/mqgate/internal/testutil"
 	"github.com/mqgate/mqgate/storage"
 	"github.com/mqgate/mqgate/storage/message"
 )
@@ -167,18 +168,8 @@ func awaitQueued(t *testing.T, c *Classic, topic string, q int32, what string) {
 	}
 }
 
-// poll reports whether cond became true within 10 s, checking every
-// 2 ms: for state other goroutines change without a signal to await.
-func poll(cond func() bool) bool {
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-	return true
-}
+// poll: for state other goroutines change without a signal to await.
+var poll = testutil.Poll
 
 // classicRecord is a record with a body and properties given as key,
 // value pairs.
