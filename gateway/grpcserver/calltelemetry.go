@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/semconv/v1.43.0/rpcconv"
+	rpccode "google.golang.org/genproto/googleapis/rpc/code"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -117,26 +118,9 @@ func (t *callTelemetry) recordOption(fullMethod string, c codes.Code) metric.Rec
 	return o
 }
 
-// codeName is the code's name as the gRPC spec writes it (CANCELLED with
-// two Ls, unlike codes.Canceled.String()).
-func codeName(c codes.Code) string {
-	if c == codes.Canceled {
-		return "CANCELLED"
-	}
-	if n, ok := upperCodeNames[c]; ok {
-		return n
-	}
-	return c.String()
-}
-
-var upperCodeNames = map[codes.Code]string{
-	codes.OK: "OK", codes.Unknown: "UNKNOWN", codes.InvalidArgument: "INVALID_ARGUMENT",
-	codes.DeadlineExceeded: "DEADLINE_EXCEEDED", codes.NotFound: "NOT_FOUND", codes.AlreadyExists: "ALREADY_EXISTS",
-	codes.PermissionDenied: "PERMISSION_DENIED", codes.ResourceExhausted: "RESOURCE_EXHAUSTED",
-	codes.FailedPrecondition: "FAILED_PRECONDITION", codes.Aborted: "ABORTED", codes.OutOfRange: "OUT_OF_RANGE",
-	codes.Unimplemented: "UNIMPLEMENTED", codes.Internal: "INTERNAL", codes.Unavailable: "UNAVAILABLE",
-	codes.DataLoss: "DATA_LOSS", codes.Unauthenticated: "UNAUTHENTICATED",
-}
+// codeName is the code's canonical name (CANCELLED, INVALID_ARGUMENT),
+// as otelgrpc writes it; codes.Code.String() spells them in Go style.
+func codeName(c codes.Code) string { return rpccode.Code(c).String() }
 
 func (t *callTelemetry) record(ctx context.Context, fullMethod string, start time.Time, err error) {
 	if t.hist == nil {
