@@ -5,7 +5,8 @@
 //
 // Files: server.go (options, interceptor order), calltelemetry.go (the
 // call metric and trace-context interceptor; otelgrpc's stats handler only
-// while spans are exported), clientid.go (the client-id
+// while spans are exported), bufpool.go (the non-clearing buffer pool
+// given to grpc-go), clientid.go (the client-id
 // interceptors and the status-only response of every method), service.go
 // (MessagingService, its Broker port and constants), one file per RPC
 // family — route.go (QueryRoute, QueryAssignment), client.go (Heartbeat,

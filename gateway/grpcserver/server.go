@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	_ "google.golang.org/grpc/encoding/gzip" // clients may compress; harmless to accept
+	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
@@ -120,6 +121,7 @@ func New(o Options) *Server {
 	}
 	sopts := []grpc.ServerOption{
 		grpc.NumStreamWorkers(StreamWorkers()),
+		experimental.BufferPool(BufferPool),
 		grpc.MaxRecvMsgSize(MaxRecvMsgSize),
 		grpc.KeepaliveParams(kasp),
 		grpc.KeepaliveEnforcementPolicy(kaep),
