@@ -16,7 +16,10 @@ import (
 //     clears the whole capacity on every Get; every user of the pool in
 //     grpc-go (frame reads, message materialisation, marshaling) overwrites
 //     exactly the length it asked for before reading it, so the clearing
-//     only costs time.
+//     only costs time. (grpc-go ships the same trade as its "dirty" pool. The
+//     one case where clearing would matter is a message mutated while it is
+//     marshaled, whose buffer could then carry stale bytes rather than
+//     zeros; no handler shares a message it returns with another goroutine.)
 //   - Its classes are every power of two from 256 B to 8 MiB. The default's
 //     classes jump from 32 KiB to 1 MiB, so a 36 KiB batch of 32 messages
 //     took (and cleared) a 1 MiB buffer.
