@@ -37,7 +37,8 @@ Without --server, bench starts its own mqgate (a child process on a temporary
 data dir) so it can also measure the server's CPU per message.
 
   produce  N producers on N connections, one message per SendMessage call
-  consume  receive (batch 32) + one batched ack per batch from a backlog
+  consume  receive (batch 32) + one batched ack per batch from a backlog;
+           the ack of a batch overlaps the next receive (--pipeline-acks)
   e2e      send at a fixed rate while consumers long-poll; send→receive latency
   http     produce over gRPC, then over REST (HTTP/1.1 keep-alive), same server
   remoting produce over gRPC, then over classic remoting, same server
@@ -59,6 +60,8 @@ type benchOpts struct {
 	topic     string
 	group     string
 	jsonOut   bool
+
+	pipelineAcks bool
 }
 
 func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -85,6 +88,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.StringVar(&o.topic, "topic", "", "topic (default bench-<mode>-<random>)")
 	fs.StringVar(&o.group, "group", "", "consumer group (default bench-<random>)")
 	fs.BoolVar(&o.jsonOut, "json", false, "print results as JSON")
+	fs.BoolVar(&o.pipelineAcks, "pipeline-acks", true, "consume: ack a batch while receiving the next (one ack in flight per consumer)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
 	}
@@ -663,10 +667,26 @@ func benchConsume(ctx context.Context, o benchOpts, name, addr string, pid int, 
 	var drainOnce sync.Once
 	var received atomic.Int64
 	ops := make([]func(context.Context) (int, error), len(conns))
+	acks := make([]chan error, len(conns))
 	for i, c := range conns {
+		// With pipelined acks a consumer acknowledges batch n while it
+		// receives batch n+1 (at most one ack in flight per consumer); an
+		// ack's error is reported by the consumer's next operation.
+		acked := make(chan error, 1)
+		acked <- nil
+		acks[i] = acked
 		ops[i] = func(ctx context.Context) (int, error) {
 			msgs, err := receiveBatch(ctx, c, o, 0)
-			if err == nil && len(msgs) > 0 {
+			if o.pipelineAcks {
+				if aerr := <-acked; err == nil {
+					err = aerr
+				}
+				if len(msgs) > 0 {
+					go func() { acked <- ackBatch(ctx, c, o, msgs) }()
+				} else {
+					acked <- nil
+				}
+			} else if err == nil && len(msgs) > 0 {
 				err = ackBatch(ctx, c, o, msgs)
 			}
 			if name != "echo" && (received.Add(int64(len(msgs))) >= int64(o.backlog) || len(msgs) == 0 && err == nil) {
@@ -676,6 +696,9 @@ func benchConsume(ctx context.Context, o benchOpts, name, addr string, pid int, 
 		}
 	}
 	f := closedLoop(ctx, o, name, pid, ops, drained)
+	for _, a := range acks {
+		<-a // the last pipelined ack, before the connections close
+	}
 	select {
 	case <-drained:
 		if f.Messages == 0 {

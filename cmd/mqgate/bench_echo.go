@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/experimental"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/mqgate/mqgate/gateway/grpcserver"
@@ -99,7 +100,8 @@ func benchEchoServer(args []string, stdout, stderr io.Writer) int {
 	}
 	// The same transport options mqgate's server uses, so the difference
 	// measured is mqgate's work, not server tuning.
-	s := grpc.NewServer(grpc.MaxRecvMsgSize(130<<20), grpc.NumStreamWorkers(grpcserver.StreamWorkers()))
+	s := grpc.NewServer(grpc.MaxRecvMsgSize(grpcserver.MaxRecvMsgSize), grpc.NumStreamWorkers(grpcserver.StreamWorkers()),
+		experimental.BufferPool(grpcserver.BufferPool))
 	v2.RegisterMessagingServiceServer(s, newEchoServer(size))
 	fmt.Fprintln(stdout, lis.Addr().String())
 	if f, ok := stdout.(*os.File); ok {
