@@ -107,14 +107,15 @@ type Store struct {
 	hook atomic.Pointer[ArrivalHook]
 	c    counters
 
-	closed    atomic.Bool
-	closeOnce sync.Once
-	closeErr  error
-	bgStop    chan struct{}
-	bgDone    chan struct{}
-	cpMu      sync.Mutex // checkpoint writers
-	lastCP    atomic.Int64
-	encPool   sync.Pool
+	closed      atomic.Bool
+	closeOnce   sync.Once
+	closeErr    error
+	bgStop      chan struct{}
+	bgDone      chan struct{}
+	cpMu        sync.Mutex // checkpoint writers
+	lastCP      atomic.Int64
+	encPool     sync.Pool // *encBuf
+	encodedPool sync.Pool // *encoded
 
 	recovery RecoveryInfo
 }
@@ -293,22 +294,33 @@ func (s *Store) Meta() *meta.Store { return s.meta }
 
 type encBuf struct{ b []byte }
 
-// encode validates msgs and encodes them into pooled buffers (returned
-// to the pool with releaseBufs once the writer is done with them).
-func (s *Store) encode(msgs []*message.Message, control bool) (recs []commitlog.Record, bufs []*encBuf, total int, err error) {
-	recs = make([]commitlog.Record, len(msgs))
-	bufs = make([]*encBuf, 0, len(msgs))
+// encoded is one append call's records and the pooled buffers that hold
+// their bytes. It is reused (s.encodedPool) once the writer is done with
+// the records.
+type encoded struct {
+	recs  []commitlog.Record
+	bufs  []*encBuf
+	total int
+}
+
+// encode validates msgs and encodes them into pooled buffers; release
+// returns them once the writer is done with them.
+func (s *Store) encode(msgs []*message.Message, control bool) (_ *encoded, err error) {
+	e, _ := s.encodedPool.Get().(*encoded)
+	if e == nil {
+		e = &encoded{}
+	}
 	defer func() {
 		if err != nil {
-			s.releaseBufs(bufs)
+			s.release(e)
 		}
 	}()
 	for i, m := range msgs {
 		if m == nil || m.QueueID < 0 && !control || m.Flags&message.FlagControl != 0 && !control {
-			return nil, bufs, 0, fmt.Errorf("%w: message %d: nil, negative queue id or reserved flag", serr.ErrInvalid, i)
+			return nil, fmt.Errorf("%w: message %d: nil, negative queue id or reserved flag", serr.ErrInvalid, i)
 		}
 		if len(m.Body) > s.opts.MaxBodySize {
-			return nil, bufs, 0, fmt.Errorf("%w: body of %d bytes exceeds %d", serr.ErrTooLarge, len(m.Body), s.opts.MaxBodySize)
+			return nil, fmt.Errorf("%w: body of %d bytes exceeds %d", serr.ErrTooLarge, len(m.Body), s.opts.MaxBodySize)
 		}
 		mm := *m
 		mm.StoreHost = s.opts.StoreHost
@@ -316,27 +328,35 @@ func (s *Store) encode(msgs []*message.Message, control bool) (recs []commitlog.
 		if eb == nil {
 			eb = &encBuf{}
 		}
-		bufs = append(bufs, eb)
+		e.bufs = append(e.bufs, eb)
 		data, crc, encErr := message.Encode(eb.b[:0], &mm)
 		if encErr != nil {
-			return nil, bufs, 0, fmt.Errorf("%w: message %d: %w", serr.ErrInvalid, i, encErr)
+			return nil, fmt.Errorf("%w: message %d: %w", serr.ErrInvalid, i, encErr)
 		}
 		eb.b = data
 		if len(data) > s.opts.MaxRecordSize {
-			return nil, bufs, 0, fmt.Errorf("%w: record of %d bytes exceeds %d", serr.ErrTooLarge, len(data), s.opts.MaxRecordSize)
+			return nil, fmt.Errorf("%w: record of %d bytes exceeds %d", serr.ErrTooLarge, len(data), s.opts.MaxRecordSize)
 		}
-		total += len(data)
-		recs[i] = commitlog.Record{Data: data, CRC: crc, Topic: m.Topic, QueueID: m.QueueID, ResetTopic: control}
+		e.total += len(data)
+		e.recs = append(e.recs, commitlog.Record{Data: data, CRC: crc, Topic: m.Topic, QueueID: m.QueueID, ResetTopic: control})
 	}
-	return recs, bufs, total, nil
+	return e, nil
 }
 
-func (s *Store) releaseBufs(bufs []*encBuf) {
-	for _, b := range bufs {
+// release returns e and its buffers to their pools.
+func (s *Store) release(e *encoded) {
+	for _, b := range e.bufs {
 		if cap(b.b) <= 64<<10 {
 			s.encPool.Put(b)
 		}
 	}
+	if cap(e.recs) > 1024 {
+		return // an unusually large batch: left to the GC
+	}
+	clear(e.recs)
+	clear(e.bufs)
+	e.recs, e.bufs, e.total = e.recs[:0], e.bufs[:0], 0
+	s.encodedPool.Put(e)
 }
 
 // Append appends msgs to the log as one contiguous batch (they may name
@@ -368,15 +388,16 @@ func (s *Store) append(ctx context.Context, msgs []*message.Message, control boo
 	if len(msgs) == 0 {
 		return AppendResult{}, fmt.Errorf("%w: no messages", serr.ErrInvalid)
 	}
-	recs, bufs, total, err := s.encode(msgs, control)
+	enc, err := s.encode(msgs, control)
 	if err != nil {
 		return AppendResult{}, err
 	}
-	ents, end, err := s.log.Append(ctx, recs)
+	total := enc.total
+	ents, end, err := s.log.Append(ctx, enc.recs)
 	if err == nil || ctx.Err() == nil {
 		// The writer is done with the records. (A call given up on its
 		// context may still be queued: its buffers are left to the GC.)
-		s.releaseBufs(bufs)
+		s.release(enc)
 	}
 	if err != nil {
 		if errors.Is(err, serr.ErrClosed) {

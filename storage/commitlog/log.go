@@ -92,8 +92,17 @@ type request struct {
 	entries []Entry
 	end     int64
 	err     error
-	done    chan struct{}
+	done    chan struct{} // capacity 1: the writer signals it once (finish)
 }
+
+// Requests are reused: an append that got its answer returns its request
+// to requestPool; one given up on its context leaves it to the writer and
+// the GC.
+var requestPool = sync.Pool{New: func() any { return &request{done: make(chan struct{}, 1)} }}
+
+// finish hands r's outcome to its appender. The writer calls it exactly
+// once per request and does not touch r afterwards.
+func (r *request) finish() { r.done <- struct{}{} }
 
 type undo struct {
 	k       qkey
@@ -415,10 +424,13 @@ func (l *Log) Append(ctx context.Context, recs []Record) ([]Entry, int64, error)
 	if err := ctx.Err(); err != nil {
 		return nil, 0, fmt.Errorf("commitlog: append: %w (nothing written)", err)
 	}
-	r := &request{recs: recs, done: make(chan struct{})}
+	r := requestPool.Get().(*request)
+	r.recs = recs
 	l.qmu.Lock()
 	if l.closed {
 		l.qmu.Unlock()
+		r.recs = nil
+		requestPool.Put(r)
 		return nil, 0, serr.ErrClosed
 	}
 	l.queue = append(l.queue, r)
@@ -429,7 +441,10 @@ func (l *Log) Append(ctx context.Context, recs []Record) ([]Entry, int64, error)
 	}
 	select {
 	case <-r.done:
-		return r.entries, r.end, r.err
+		ents, end, err := r.entries, r.end, r.err
+		*r = request{done: r.done}
+		requestPool.Put(r)
+		return ents, end, err
 	case <-ctx.Done():
 		return nil, 0, fmt.Errorf("commitlog: append: %w (the records may still be written)", ctx.Err())
 	}
@@ -522,7 +537,7 @@ func (l *Log) writeBatch(batch []*request) {
 	if err := l.Failed(); err != nil {
 		for _, r := range batch {
 			r.err = err
-			close(r.done)
+			r.finish()
 		}
 		return
 	}
@@ -602,7 +617,7 @@ outer:
 		l.logger.Error("commitlog: write failed; batch rejected", "err", err, "records_at", start)
 		for _, r := range batch {
 			r.entries, r.end, r.err = nil, 0, e
-			close(r.done)
+			r.finish()
 		}
 		return
 	}
@@ -610,7 +625,7 @@ outer:
 	l.written.Store(pos)
 	l.notify()
 	for _, r := range batch {
-		close(r.done)
+		r.finish()
 	}
 	if l.opts.SyncMode || pos-l.durable.Load() >= l.opts.FlushBytes && l.opts.FlushBytes > 0 {
 		select {
