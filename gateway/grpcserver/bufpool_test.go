@@ -26,14 +26,13 @@ func TestBufferPoolReuse(t *testing.T) {
 	for i := 0; i < 100 && !reused; i++ {
 		b := p.Get(3000)
 		(*b)[0] = 0xAB
-		first := &(*b)[:cap(*b)][cap(*b)-1]
-		*first = 0xCD
+		last := &(*b)[:cap(*b)][cap(*b)-1] // identifies the backing array
 		p.Put(b)
 		c := p.Get(2100) // same 4 KiB class
 		if len(*c) != 2100 {
 			t.Fatalf("len %d, want 2100", len(*c))
 		}
-		if &(*c)[:cap(*c)][cap(*c)-1] == first {
+		if &(*c)[:cap(*c)][cap(*c)-1] == last {
 			reused = true
 			if (*c)[0] != 0xAB {
 				t.Fatalf("a reused buffer was cleared")
