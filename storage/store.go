@@ -114,7 +114,6 @@ type Store struct {
 	bgDone      chan struct{}
 	cpMu        sync.Mutex // checkpoint writers
 	lastCP      atomic.Int64
-	encPool     sync.Pool // *encBuf
 	encodedPool sync.Pool // *encoded
 
 	recovery RecoveryInfo
@@ -292,19 +291,24 @@ func (s *Store) Recovery() RecoveryInfo { return s.recovery }
 // Meta is the metadata store (topics, groups, offsets, blobs).
 func (s *Store) Meta() *meta.Store { return s.meta }
 
-type encBuf struct{ b []byte }
-
-// encoded is one append call's records and the pooled buffers that hold
-// their bytes. It is reused (s.encodedPool) once the writer is done with
-// the records.
+// encoded is one append call's records and the buffers that hold their
+// bytes. The whole of it, buffers included, is reused (s.encodedPool)
+// once the writer is done with the records.
 type encoded struct {
 	recs  []commitlog.Record
-	bufs  []*encBuf
+	bufs  [][]byte // bufs[i] holds recs[i].Data; kept for the next use
 	total int
 }
 
-// encode validates msgs and encodes them into pooled buffers; release
-// returns them once the writer is done with them.
+// maxPooledRecord bounds the encoding buffers kept for reuse, and
+// maxPooledBatch the batches whose encoded form is kept at all.
+const (
+	maxPooledRecord = 64 << 10
+	maxPooledBatch  = 1024
+)
+
+// encode validates msgs and encodes them into reused buffers; release
+// hands them back once the writer is done with them.
 func (s *Store) encode(msgs []*message.Message, control bool) (_ *encoded, err error) {
 	e, _ := s.encodedPool.Get().(*encoded)
 	if e == nil {
@@ -324,16 +328,14 @@ func (s *Store) encode(msgs []*message.Message, control bool) (_ *encoded, err e
 		}
 		mm := *m
 		mm.StoreHost = s.opts.StoreHost
-		eb, _ := s.encPool.Get().(*encBuf)
-		if eb == nil {
-			eb = &encBuf{}
+		if i == len(e.bufs) {
+			e.bufs = append(e.bufs, nil)
 		}
-		e.bufs = append(e.bufs, eb)
-		data, crc, encErr := message.Encode(eb.b[:0], &mm)
+		data, crc, encErr := message.Encode(e.bufs[i][:0], &mm)
 		if encErr != nil {
 			return nil, fmt.Errorf("%w: message %d: %w", serr.ErrInvalid, i, encErr)
 		}
-		eb.b = data
+		e.bufs[i] = data
 		if len(data) > s.opts.MaxRecordSize {
 			return nil, fmt.Errorf("%w: record of %d bytes exceeds %d", serr.ErrTooLarge, len(data), s.opts.MaxRecordSize)
 		}
@@ -343,19 +345,19 @@ func (s *Store) encode(msgs []*message.Message, control bool) (_ *encoded, err e
 	return e, nil
 }
 
-// release returns e and its buffers to their pools.
+// release puts e back for reuse; an unusually large batch, or buffer, is
+// left to the GC.
 func (s *Store) release(e *encoded) {
-	for _, b := range e.bufs {
-		if cap(b.b) <= 64<<10 {
-			s.encPool.Put(b)
+	if len(e.bufs) > maxPooledBatch {
+		return
+	}
+	for i, b := range e.bufs {
+		if cap(b) > maxPooledRecord {
+			e.bufs[i] = nil
 		}
 	}
-	if cap(e.recs) > 1024 {
-		return // an unusually large batch: left to the GC
-	}
 	clear(e.recs)
-	clear(e.bufs)
-	e.recs, e.bufs, e.total = e.recs[:0], e.bufs[:0], 0
+	e.recs, e.total = e.recs[:0], 0
 	s.encodedPool.Put(e)
 }
 
