@@ -6,21 +6,15 @@ import (
 	"io"
 	"os"
 
-	"google.golang.org/grpc/experimental"
-
 	"github.com/mqgate/mqgate/gateway/grpcserver"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
 
-// The proto codec takes its buffers from grpc-go's process-wide default
-// pool, which can only be replaced at init: mqgate's pool does not clear
-// buffers and has a class per power of two (see grpcserver.BufferPool).
-// Every gRPC server and client in this binary uses it.
-func init() {
-	experimental.SetDefaultBufferPool(grpcserver.BufferPool)
-}
+// Every gRPC server and client in this binary, and the proto codec, take
+// buffers from mqgate's pool (grpcserver.BufferPool).
+func init() { grpcserver.SetDefaultBufferPool() }
 
 func main() {
 	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))

@@ -4,12 +4,13 @@ import (
 	"math/bits"
 	"sync"
 
+	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/mem"
 )
 
 // BufferPool is the buffer pool mqgate gives grpc-go (the server option in
-// New, and the process-wide default, which the proto codec uses, set by
-// cmd/mqgate at init). It differs from grpc-go's default pool in two ways
+// New, and the process-wide default, which the proto codec uses: see
+// SetDefaultBufferPool). It differs from grpc-go's default pool in two ways
 // that matter for a message gateway:
 //
 //   - It does not clear a buffer when handing it out. grpc-go's default
@@ -25,7 +26,13 @@ import (
 //     took (and cleared) a 1 MiB buffer.
 //
 // Measured in BenchmarkNodeSend (gateway/node) and the notes of issue 4.
-var BufferPool mem.BufferPool = newBufferPool()
+var BufferPool mem.BufferPool = &bufferPool{}
+
+// SetDefaultBufferPool makes BufferPool grpc-go's process-wide default,
+// which every gRPC server and client in the process, and the proto codec,
+// take buffers from. grpc-go allows it only during initialisation: call it
+// from an init function (cmd/mqgate does).
+func SetDefaultBufferPool() { experimental.SetDefaultBufferPool(BufferPool) }
 
 const (
 	minClassShift = 8  // 256 B
@@ -35,8 +42,6 @@ const (
 type bufferPool struct {
 	classes [maxClassShift - minClassShift + 1]sync.Pool
 }
-
-func newBufferPool() *bufferPool { return &bufferPool{} }
 
 // class returns the index of the smallest class holding n bytes, or -1 when
 // n is above the largest class.
@@ -70,8 +75,10 @@ func (p *bufferPool) Get(n int) *[]byte {
 // sizes (what Get handed out); other buffers are left to the GC.
 func (p *bufferPool) Put(buf *[]byte) {
 	c := cap(*buf)
-	if c < 1<<minClassShift || c > 1<<maxClassShift || c&(c-1) != 0 {
+	if c < 1<<minClassShift || c&(c-1) != 0 {
 		return
 	}
-	p.classes[bits.Len(uint(c))-1-minClassShift].Put(buf)
+	if i := class(c); i >= 0 {
+		p.classes[i].Put(buf)
+	}
 }

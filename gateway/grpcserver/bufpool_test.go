@@ -3,7 +3,7 @@ package grpcserver
 import "testing"
 
 func TestBufferPoolClasses(t *testing.T) {
-	p := newBufferPool()
+	p := &bufferPool{}
 	for _, tc := range []struct{ n, wantCap int }{
 		{0, 256}, {1, 256}, {256, 256}, {257, 512}, {1100, 2048}, {4096, 4096},
 		{36 << 10, 64 << 10}, {8 << 20, 8 << 20}, {8<<20 + 1, 8<<20 + 1},
@@ -17,7 +17,7 @@ func TestBufferPoolClasses(t *testing.T) {
 }
 
 func TestBufferPoolReuse(t *testing.T) {
-	p := newBufferPool()
+	p := &bufferPool{}
 	// sync.Pool may drop what it is given (and does so at random under
 	// -race), so reuse is checked over many rounds: at least one Get must
 	// return a buffer that was Put, with its old contents (not cleared) and
@@ -45,7 +45,7 @@ func TestBufferPoolReuse(t *testing.T) {
 }
 
 func TestBufferPoolPutForeign(t *testing.T) {
-	p := newBufferPool()
+	p := &bufferPool{}
 	for _, c := range []int{0, 100, 3000, 16 << 20} { // not a class size
 		b := make([]byte, 10, c+10)
 		p.Put(&b) // must not panic or be handed out as a class buffer

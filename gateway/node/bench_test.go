@@ -12,7 +12,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/mqgate/mqgate/gateway/grpcserver"
@@ -21,7 +20,7 @@ import (
 
 // The node's tests and benchmarks run with the buffer pool cmd/mqgate
 // installs as grpc-go's process-wide default.
-func init() { experimental.SetDefaultBufferPool(grpcserver.BufferPool) }
+func init() { grpcserver.SetDefaultBufferPool() }
 
 // BenchmarkNodeSend measures one-message SendMessage calls over loopback
 // against a whole node (interceptors, broker, store), 16 connections.
