@@ -1,0 +1,334 @@
+package nodee2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mqgate/mqgate/internal/e2e/e2eutil"
+	"github.com/mqgate/mqgate/internal/testutil"
+)
+
+// v2 status codes the scenarios report.
+const (
+	codeOK                   = 0
+	codeIllegalMessageTag    = 40004
+	codeIllegalInvisibleTime = 40011
+	codeInvalidReceiptHandle = 40013
+	codeTopicNotFound        = 40402
+)
+
+// delivered is a message as the Node client's MessageView shows it
+// (scenarios.js, view()).
+type delivered struct {
+	ID                string            `json:"id"`
+	Topic             string            `json:"topic"`
+	Tag               string            `json:"tag"`
+	Keys              []string          `json:"keys"`
+	Group             string            `json:"group"`
+	Body              string            `json:"body"`
+	Props             map[string]string `json:"props"`
+	Attempt           int               `json:"attempt"`
+	Corrupted         bool              `json:"corrupted"`
+	DeliveryTimestamp int64             `json:"deliveryTimestamp"`
+}
+
+type sentMsg struct {
+	ID    string `json:"id"`
+	Tag   string `json:"tag"`
+	Group string `json:"group"`
+	Body  string `json:"body"`
+}
+
+// node runs one scenario of scenarios.js against p and decodes its JSON
+// result into out. env adds MQ_* settings to the ones every scenario gets.
+func node(t *testing.T, p *testutil.Proc, scenario string, out any, env ...string) {
+	t.Helper()
+	bin, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatal("node not found: install Node.js 18 or later (Debian: apt-get install nodejs npm), then run .ci/deps")
+	}
+	if _, err := os.Stat("node_modules/rocketmq-client-nodejs/package.json"); err != nil {
+		t.Fatal("the official Node.js client is not installed: run `npm ci` in internal/e2e/nodeclient (.ci/deps does, and so `make test`)")
+	}
+	ctx := testutil.Context(t, 3*time.Minute)
+	cmd := exec.CommandContext(ctx, bin, "scenarios.js", scenario)
+	// The client's default logger writes under $HOME; the scenarios give
+	// it a quiet one, HOME is a temp dir in case anything else writes.
+	cmd.Env = append(os.Environ(), "HOME="+t.TempDir(), "MQ_ENDPOINT="+p.GRPC)
+	cmd.Env = append(cmd.Env, env...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	runErr := cmd.Run()
+	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	last := []byte(lines[len(lines)-1])
+	var failure struct {
+		Error string `json:"error"`
+		Code  any    `json:"code"`
+	}
+	if runErr != nil || json.Unmarshal(last, &failure) != nil || failure.Error != "" {
+		t.Fatalf("node scenarios.js %s: %v\nresult: %s\nerror: %s (code %v)\nstderr:\n%s\nmqgate log:\n%s",
+			scenario, runErr, last, failure.Error, failure.Code, stderr.String(), tail(p.Log(), 40))
+	}
+	if err := json.Unmarshal(last, out); err != nil {
+		t.Fatalf("node scenarios.js %s: decoding %s: %v", scenario, last, err)
+	}
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// server starts mqgate (topics and groups are not auto-created) and
+// creates topic (with the `topic create` flags in topicArgs) and group.
+func server(t *testing.T, topicArgs []string, groupArgs ...string) (p *testutil.Proc, topic, group string) {
+	t.Helper()
+	p = e2eutil.Start(t, testutil.StartOptions{})
+	topic, group = e2eutil.Uniq("NodeTopic"), e2eutil.Uniq("NodeGroup")
+	e2eutil.CLI(t, p.GRPC, append([]string{"topic", "create", topic}, topicArgs...)...)
+	e2eutil.CLI(t, p.GRPC, append([]string{"group", "create", group}, groupArgs...)...)
+	return p, topic, group
+}
+
+func names(topic, group string) []string { return []string{"MQ_TOPIC=" + topic, "MQ_GROUP=" + group} }
+
+// checkIntact fails unless m arrived uncorrupted (the client recomputes
+// the body digest mqgate sent) on its first delivery to topic.
+func checkIntact(t *testing.T, m delivered, topic string) {
+	t.Helper()
+	if m.Corrupted {
+		t.Errorf("message %s: the Node client's body digest check failed", m.ID)
+	}
+	if m.Topic != topic || m.Attempt != 1 {
+		t.Errorf("message %s: topic %q attempt %d, want %q attempt 1", m.ID, m.Topic, m.Attempt, topic)
+	}
+}
+
+// Sync sends with tags, keys and properties; a tag-filtered
+// SimpleConsumer receives and acks exactly its half, intact; nothing is
+// left afterwards.
+func TestNodeSendReceiveAck(t *testing.T) {
+	e2eutil.Begin(t)
+	p, topic, group := server(t, []string{"--type", "NORMAL", "--queues", "2"})
+	const n = 12
+	var res struct {
+		Sent     []sentMsg   `json:"sent"`
+		Received []delivered `json:"received"`
+		Extra    []delivered `json:"extra"`
+	}
+	node(t, p, "normal", &res, append(names(topic, group), "MQ_N="+strconv.Itoa(n))...)
+	if len(res.Sent) != n {
+		t.Fatalf("sent %d, want %d", len(res.Sent), n)
+	}
+	want := map[string]int{}
+	for i, s := range res.Sent {
+		if s.Tag == "tagA" {
+			want[s.ID] = i
+		}
+	}
+	if len(res.Received) != len(want) {
+		t.Fatalf("received %d messages, want the %d tagged tagA: %+v", len(res.Received), len(want), res.Received)
+	}
+	for _, m := range res.Received {
+		i, ok := want[m.ID]
+		if !ok {
+			t.Fatalf("received %s (tag %q), not a tagA message sent", m.ID, m.Tag)
+		}
+		delete(want, m.ID)
+		checkIntact(t, m, topic)
+		s := res.Sent[i]
+		wantKeys := []string{fmt.Sprintf("key-%d", i), fmt.Sprintf("alt-%d", i)}
+		if m.Body != s.Body || m.Tag != "tagA" || !slices.Equal(m.Keys, wantKeys) {
+			t.Errorf("message %d: body %q tag %q keys %v, want %q tagA %v", i, m.Body, m.Tag, m.Keys, s.Body, wantKeys)
+		}
+		if m.Props["seq"] != strconv.Itoa(i) || m.Props["lang"] != "node" {
+			t.Errorf("message %d: properties %v, want seq=%d lang=node", i, m.Props, i)
+		}
+	}
+	if len(res.Extra) != 0 {
+		t.Errorf("after every tagA message was acked a receive still found %+v", res.Extra)
+	}
+}
+
+// A message not acked comes back after the invisible duration with the
+// attempt incremented; ChangeInvisibleDuration returns a new handle, the
+// old one (and the first delivery's) fail with INVALID_RECEIPT_HANDLE.
+func TestNodeRedeliveryAndChangeInvisibleDuration(t *testing.T) {
+	e2eutil.Begin(t)
+	p, topic, group := server(t, []string{"--type", "NORMAL", "--queues", "1"})
+	var res struct {
+		SentID             string      `json:"sentId"`
+		First              delivered   `json:"first"`
+		Second             delivered   `json:"second"`
+		RedeliveredAfterMs int64       `json:"redeliveredAfterMs"`
+		StaleFirst         int         `json:"staleFirst"`
+		OldHandleAck       int         `json:"oldHandleAck"`
+		NewHandleAck       int         `json:"newHandleAck"`
+		HandleChanged      bool        `json:"handleChanged"`
+		Extra              []delivered `json:"extra"`
+	}
+	node(t, p, "redelivery", &res, names(topic, group)...)
+	checkIntact(t, res.First, topic)
+	if res.First.ID != res.SentID || res.Second.ID != res.SentID {
+		t.Fatalf("deliveries %s, %s; sent %s", res.First.ID, res.Second.ID, res.SentID)
+	}
+	if res.Second.Attempt != 2 || res.Second.Corrupted {
+		t.Errorf("redelivery: attempt %d corrupted %v, want attempt 2 intact", res.Second.Attempt, res.Second.Corrupted)
+	}
+	// The 10 s invisibility started when mqgate answered the first receive,
+	// a little before the script's clock started.
+	if res.RedeliveredAfterMs < 9000 {
+		t.Errorf("redelivered %d ms after the first receive, before the 10 s invisible duration", res.RedeliveredAfterMs)
+	}
+	if !res.HandleChanged {
+		t.Error("ChangeInvisibleDuration did not return a new receipt handle")
+	}
+	if res.StaleFirst != codeInvalidReceiptHandle || res.OldHandleAck != codeInvalidReceiptHandle {
+		t.Errorf("ack with the first delivery's handle: code %d; with the handle ChangeInvisibleDuration replaced: %d; want %d for both",
+			res.StaleFirst, res.OldHandleAck, codeInvalidReceiptHandle)
+	}
+	if res.NewHandleAck != codeOK {
+		t.Errorf("ack with the new handle: code %d, want OK", res.NewHandleAck)
+	}
+	if len(res.Extra) != 0 {
+		t.Errorf("after the ack a receive still found %+v", res.Extra)
+	}
+}
+
+// Two interleaved message groups on a FIFO topic, consumed by a FIFO
+// group: every group arrives complete and in send order.
+func TestNodeFIFOOrder(t *testing.T) {
+	e2eutil.Begin(t)
+	p, topic, group := server(t, []string{"--type", "FIFO", "--queues", "2"}, "--fifo")
+	const n = 8
+	var res struct {
+		Sent     []sentMsg   `json:"sent"`
+		Received []delivered `json:"received"`
+	}
+	node(t, p, "fifo", &res, append(names(topic, group), "MQ_N="+strconv.Itoa(n))...)
+	if len(res.Received) != 2*n {
+		t.Fatalf("received %d messages, want %d", len(res.Received), 2*n)
+	}
+	next := map[string]int{}
+	for _, m := range res.Received {
+		checkIntact(t, m, topic)
+		if want := fmt.Sprintf("%s-%d", m.Group, next[m.Group]); m.Body != want {
+			t.Fatalf("group %q: got %q, want %q next (received %+v)", m.Group, m.Body, want, res.Received)
+		}
+		next[m.Group]++
+	}
+	if next["g1"] != n || next["g2"] != n {
+		t.Errorf("per group: %v, want %d each", next, n)
+	}
+}
+
+// A message sent with a 3 s delay is delivered once, not before its time.
+func TestNodeDelay(t *testing.T) {
+	e2eutil.Begin(t)
+	p, topic, group := server(t, []string{"--type", "DELAY", "--queues", "1"})
+	var res struct {
+		SentID     string      `json:"sentId"`
+		SentAt     int64       `json:"sentAt"`
+		ReceivedAt int64       `json:"receivedAt"`
+		DelayMs    int64       `json:"delayMs"`
+		Received   []delivered `json:"received"`
+	}
+	node(t, p, "delay", &res, append(names(topic, group), "MQ_DELAY_MS=3000")...)
+	if len(res.Received) != 1 || res.Received[0].ID != res.SentID {
+		t.Fatalf("received %+v, want the delayed message %s", res.Received, res.SentID)
+	}
+	checkIntact(t, res.Received[0], topic)
+	if got := res.ReceivedAt - res.SentAt; got < res.DelayMs {
+		t.Errorf("delivered %d ms after the send, before its %d ms delay", got, res.DelayMs)
+	}
+	if dt := res.Received[0].DeliveryTimestamp; dt < res.SentAt+res.DelayMs-1000 || dt > res.SentAt+res.DelayMs+1000 {
+		t.Errorf("delivery timestamp %d, want about %d", dt, res.SentAt+res.DelayMs)
+	}
+}
+
+// Of two transactional messages the committed one is delivered and the
+// rolled back one never is.
+func TestNodeTransaction(t *testing.T) {
+	e2eutil.Begin(t)
+	p, topic, group := server(t, []string{"--type", "TRANSACTION", "--queues", "1"})
+	var res struct {
+		CommittedID  string      `json:"committedId"`
+		RolledBackID string      `json:"rolledBackId"`
+		Received     []delivered `json:"received"`
+		Extra        []delivered `json:"extra"`
+	}
+	node(t, p, "transaction", &res, names(topic, group)...)
+	if len(res.Received) != 1 || res.Received[0].ID != res.CommittedID || res.Received[0].Body != "committed" {
+		t.Fatalf("received %+v, want only the committed message %s", res.Received, res.CommittedID)
+	}
+	checkIntact(t, res.Received[0], topic)
+	if len(res.Extra) != 0 {
+		t.Errorf("the rolled back message %s (or a duplicate) was delivered: %+v", res.RolledBackID, res.Extra)
+	}
+}
+
+// A PushConsumer's listener gets every message; the ones it fails come
+// back once with attempt 2, the others are not redelivered.
+func TestNodePushConsumerRetry(t *testing.T) {
+	e2eutil.Begin(t)
+	p, topic, group := server(t, []string{"--type", "NORMAL", "--queues", "2"})
+	const n = 9
+	var res struct {
+		Sent []sentMsg   `json:"sent"`
+		Seen []delivered `json:"seen"`
+	}
+	node(t, p, "push", &res, append(names(topic, group), "MQ_N="+strconv.Itoa(n))...)
+	attempts := map[string][]int{}
+	for _, m := range res.Seen {
+		if m.Corrupted {
+			t.Errorf("message %s: the Node client's body digest check failed", m.ID)
+		}
+		attempts[m.Body] = append(attempts[m.Body], m.Attempt)
+	}
+	for i, s := range res.Sent {
+		want := []int{1}
+		if i%3 == 0 { // failed by the listener on its first delivery
+			want = []int{1, 2}
+		}
+		if got := attempts[s.Body]; !slices.Equal(got, want) {
+			t.Errorf("%q delivered with attempts %v, want %v", s.Body, got, want)
+		}
+	}
+}
+
+// The errors the Node client gets back carry the v2 codes: unknown topic,
+// illegal tag, invisible duration below the minimum, forged handle.
+func TestNodeErrorCodes(t *testing.T) {
+	e2eutil.Begin(t)
+	p, topic, group := server(t, []string{"--type", "NORMAL", "--queues", "1"})
+	var res struct {
+		NoTopic    int `json:"noTopic"`
+		BadTag     int `json:"badTag"`
+		ShortInvis int `json:"shortInvisible"`
+		ForgedAck  int `json:"forgedAck"`
+		RealAck    int `json:"realAck"`
+	}
+	node(t, p, "errors", &res, append(names(topic, group), "MQ_MISSING_TOPIC="+e2eutil.Uniq("Missing"))...)
+	for _, c := range []struct {
+		what      string
+		got, want int
+	}{
+		{"send to a topic that does not exist", res.NoTopic, codeTopicNotFound},
+		{"send with tag a|b", res.BadTag, codeIllegalMessageTag},
+		{"receive with a 2 s invisible duration", res.ShortInvis, codeIllegalInvisibleTime},
+		{"ack with a forged receipt handle", res.ForgedAck, codeInvalidReceiptHandle},
+		{"ack with the real handle after that", res.RealAck, codeOK},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s: code %d, want %d", c.what, c.got, c.want)
+		}
+	}
+}

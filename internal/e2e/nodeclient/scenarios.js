@@ -1,0 +1,243 @@
+'use strict';
+// One scenario of mqgate's Node.js end-to-end tests, run by node_test.go:
+//
+//   node scenarios.js <scenario>
+//
+// with MQ_ENDPOINT (mqgate's gRPC address), MQ_TOPIC, MQ_GROUP and MQ_N in
+// the environment. It drives mqgate with the official RocketMQ 5 Node.js
+// client only, and prints one JSON object on its last stdout line: the
+// facts the Go test checks (sent and received messages, error codes,
+// timings). A failure prints {"error": ..., "code": ...} and exits 1.
+
+const {
+  Producer, SimpleConsumer, PushConsumer, ConsumeResult,
+} = require('rocketmq-client-nodejs');
+
+const env = (k, d) => process.env[k] || d;
+const endpoints = env('MQ_ENDPOINT');
+const topic = env('MQ_TOPIC');
+const group = env('MQ_GROUP');
+const n = Number(env('MQ_N', '10'));
+// The shortest invisible duration a receive may ask for (spec §5.8.1).
+const minInvisibleMs = 10000;
+
+// Every client gets a logger that keeps quiet: the default one writes
+// under $HOME and is shared, so the first shutdown closes it for all.
+const quiet = { info() {}, warn() {}, error() {}, debug() {} };
+const base = { endpoints, namespace: '', logger: quiet, requestTimeout: 10000 };
+
+const started = [];
+async function start(client) {
+  await client.startup();
+  started.push(client);
+  return client;
+}
+
+function view(m) {
+  return {
+    id: m.messageId,
+    topic: m.topic,
+    tag: m.tag || '',
+    keys: m.keys,
+    group: m.messageGroup || '',
+    body: m.body.toString('utf8'),
+    props: Object.fromEntries(m.properties || new Map()),
+    attempt: m.deliveryAttempt,
+    corrupted: m.corrupted === true,
+    bornHost: m.bornHost,
+    offset: m.offset,
+    deliveryTimestamp: m.deliveryTimestamp ? m.deliveryTimestamp.getTime() : 0,
+  };
+}
+
+// errorCode runs fn and returns the v2 status code of its failure (0 when
+// it succeeds).
+async function errorCode(fn) {
+  try {
+    await fn();
+    return 0;
+  } catch (e) {
+    return typeof e.code === 'number' ? e.code : -1;
+  }
+}
+
+// receiveUntil receives (and acks, unless ack is false) until want
+// messages arrived or the deadline passed.
+async function receiveUntil(consumer, want, { ack = true, invisibleMs = 30000, deadlineMs = 30000 } = {}) {
+  const got = [];
+  const end = Date.now() + deadlineMs;
+  while (got.length < want && Date.now() < end) {
+    const msgs = await consumer.receive(Math.min(32, want - got.length), invisibleMs);
+    for (const m of msgs) {
+      if (ack) await consumer.ack(m);
+      got.push(m);
+    }
+  }
+  return got;
+}
+
+function simpleConsumer(filter, awaitDuration = 2000) {
+  return start(new SimpleConsumer({
+    ...base, consumerGroup: group, awaitDuration,
+    subscriptions: new Map().set(topic, filter),
+  }));
+}
+
+const scenarios = {
+  // Send n messages alternating two tags, with keys and properties;
+  // receive and ack the tagA half through a tag filter; then a receive
+  // must find nothing more.
+  async normal() {
+    const consumer = await simpleConsumer('tagA');
+    const producer = await start(new Producer({ ...base, topics: [topic] }));
+    const sent = [];
+    for (let i = 0; i < n; i++) {
+      const tag = i % 2 === 0 ? 'tagA' : 'tagB';
+      const body = `node message ${i} ` + 'x'.repeat(i * 37);
+      const r = await producer.send({
+        topic, tag, keys: [`key-${i}`, `alt-${i}`], body: Buffer.from(body),
+        properties: new Map([['seq', String(i)], ['lang', 'node']]),
+      });
+      sent.push({ id: r.messageId, tag, body, offset: r.offset });
+    }
+    const want = sent.filter((s) => s.tag === 'tagA').length;
+    const got = await receiveUntil(consumer, want);
+    const more = await consumer.receive(32, 30000);
+    return { sent, received: got.map(view), extra: more.map(view) };
+  },
+
+  // Receive without acking and wait for the redelivery; extend the second
+  // delivery with changeInvisibleDuration; the old handle must then fail
+  // and the new one ack.
+  async redelivery() {
+    const consumer = await simpleConsumer('*');
+    const producer = await start(new Producer({ ...base, topics: [topic] }));
+    const r = await producer.send({ topic, tag: 'r', body: Buffer.from('redeliver me') });
+    const [first] = await receiveUntil(consumer, 1, { ack: false, invisibleMs: minInvisibleMs });
+    const t0 = Date.now();
+    const [second] = await receiveUntil(consumer, 1, { ack: false, invisibleMs: 20000 });
+    const redeliveredAfterMs = Date.now() - t0;
+    const staleFirst = await errorCode(() => consumer.ack(first));
+    const oldHandle = second.receiptHandle;
+    await consumer.changeInvisibleDuration(second, 20000);
+    const stale = Object.assign(Object.create(Object.getPrototypeOf(second)), second, { receiptHandle: oldHandle });
+    const oldHandleAck = await errorCode(() => consumer.ack(stale));
+    const newHandleAck = await errorCode(() => consumer.ack(second));
+    const more = await consumer.receive(1, 30000);
+    return {
+      sentId: r.messageId, first: view(first), second: view(second), redeliveredAfterMs,
+      staleFirst, oldHandleAck, newHandleAck, handleChanged: oldHandle !== second.receiptHandle,
+      extra: more.map(view),
+    };
+  },
+
+  // n messages in each of two message groups, interleaved, to a FIFO topic
+  // consumed by a FIFO group: each group's order must hold.
+  async fifo() {
+    const consumer = await simpleConsumer('*');
+    const producer = await start(new Producer({ ...base, topics: [topic] }));
+    const sent = [];
+    for (let i = 0; i < n; i++) {
+      for (const g of ['g1', 'g2']) {
+        const body = `${g}-${i}`;
+        const r = await producer.send({ topic, messageGroup: g, body: Buffer.from(body) });
+        sent.push({ id: r.messageId, group: g, body });
+      }
+    }
+    const got = await receiveUntil(consumer, sent.length);
+    return { sent, received: got.map(view) };
+  },
+
+  // A message delayed by MQ_DELAY_MS: not delivered before its time.
+  async delay() {
+    const delayMs = Number(env('MQ_DELAY_MS', '3000'));
+    const consumer = await simpleConsumer('*');
+    const producer = await start(new Producer({ ...base, topics: [topic] }));
+    const sentAt = Date.now();
+    const r = await producer.send({ topic, tag: 'd', delay: delayMs, body: Buffer.from('later') });
+    const got = await receiveUntil(consumer, 1, { deadlineMs: delayMs + 30000 });
+    return { sentId: r.messageId, sentAt, receivedAt: Date.now(), delayMs, received: got.map(view) };
+  },
+
+  // One transaction committed, one rolled back: only the committed message
+  // is delivered.
+  async transaction() {
+    const consumer = await simpleConsumer('*');
+    const checker = { async check() { throw new Error('no orphaned transaction expected'); } };
+    const producer = await start(new Producer({ ...base, topics: [topic], checker }));
+    const commit = producer.beginTransaction();
+    const rc = await producer.send({ topic, tag: 'tx', body: Buffer.from('committed') }, commit);
+    const rollback = producer.beginTransaction();
+    const rr = await producer.send({ topic, tag: 'tx', body: Buffer.from('rolled back') }, rollback);
+    await rollback.rollback();
+    await commit.commit();
+    const got = await receiveUntil(consumer, 1);
+    const more = await consumer.receive(32, 30000);
+    return { committedId: rc.messageId, rolledBackId: rr.messageId, received: got.map(view), extra: more.map(view) };
+  },
+
+  // A PushConsumer's listener sees all n messages; the first delivery of
+  // every third one fails and must come back with attempt 2.
+  async push() {
+    const seen = [];
+    let resolveAll;
+    const all = new Promise((res) => { resolveAll = res; });
+    const failed = new Set();
+    await start(new PushConsumer({
+      ...base, consumerGroup: group,
+      subscriptions: new Map([[topic, '*']]),
+      messageListener: {
+        async consume(m) {
+          const seq = Number(m.body.toString('utf8').split(' ')[1]);
+          seen.push(view(m));
+          if (seq % 3 === 0 && !failed.has(seq)) {
+            failed.add(seq);
+            return ConsumeResult.FAILURE;
+          }
+          if (seen.length >= n + Math.ceil(n / 3)) resolveAll();
+          return ConsumeResult.SUCCESS;
+        },
+      },
+    }));
+    const producer = await start(new Producer({ ...base, topics: [topic] }));
+    const sent = [];
+    for (let i = 0; i < n; i++) {
+      const r = await producer.send({ topic, tag: 'p', body: Buffer.from(`push ${i}`) });
+      sent.push({ id: r.messageId, body: `push ${i}` });
+    }
+    const timeout = new Promise((res) => setTimeout(res, 60000));
+    await Promise.race([all, timeout]);
+    return { sent, seen };
+  },
+
+  // Errors the client gets back, as v2 status codes. The forged handle
+  // differs from the real one in its last characters (the MAC).
+  async errors() {
+    const producer = await start(new Producer({ ...base }));
+    const noTopic = await errorCode(() => producer.send({ topic: env('MQ_MISSING_TOPIC'), body: Buffer.from('x') }));
+    const badTag = await errorCode(() => producer.send({ topic, tag: 'a|b', body: Buffer.from('x') }));
+    const consumer = await simpleConsumer('*', 500);
+    const shortInvisible = await errorCode(() => consumer.receive(1, 2000));
+    await producer.send({ topic, body: Buffer.from('forge me') });
+    const [m] = await receiveUntil(consumer, 1, { ack: false });
+    const forged = Object.assign(Object.create(Object.getPrototypeOf(m)), m,
+      { receiptHandle: m.receiptHandle.slice(0, -4) + (m.receiptHandle.endsWith('AAAA') ? 'BBBB' : 'AAAA') });
+    const forgedAck = await errorCode(() => consumer.ack(forged));
+    const realAck = await errorCode(() => consumer.ack(m));
+    return { noTopic, badTag, shortInvisible, forgedAck, realAck };
+  },
+};
+
+(async () => {
+  const name = process.argv[2];
+  if (!scenarios[name]) throw new Error(`unknown scenario ${name}`);
+  const result = await scenarios[name]();
+  for (const c of started.reverse()) {
+    try { await c.shutdown(); } catch (_) { /* reported by the server's side, not here */ }
+  }
+  process.stdout.write(JSON.stringify(result) + '\n');
+  process.exit(0);
+})().catch((e) => {
+  process.stdout.write(JSON.stringify({ error: String(e && e.stack || e), code: e && e.code }) + '\n');
+  process.exit(1);
+});
