@@ -22,6 +22,7 @@ const (
 	codeIllegalMessageTag    = 40004
 	codeIllegalInvisibleTime = 40011
 	codeInvalidReceiptHandle = 40013
+	codeMessageNotFound      = 40401
 	codeTopicNotFound        = 40402
 )
 
@@ -230,20 +231,35 @@ func TestNodeFIFOOrder(t *testing.T) {
 	}
 }
 
-// A message sent with a 3 s delay is delivered once, not before its time.
-func TestNodeDelay(t *testing.T) {
+// Of two messages sent with a 3 s delay one is recalled (a second recall
+// of it fails): the other is delivered once, not before its time, and the
+// recalled one never.
+func TestNodeDelayAndRecall(t *testing.T) {
 	e2eutil.Begin(t)
 	p, topic, group := server(t, []string{"--type", "DELAY", "--queues", "1"})
 	var res struct {
-		SentID     string      `json:"sentId"`
-		SentAt     int64       `json:"sentAt"`
-		ReceivedAt int64       `json:"receivedAt"`
-		DelayMs    int64       `json:"delayMs"`
-		Received   []delivered `json:"received"`
+		SentID          string      `json:"sentId"`
+		RecalledID      string      `json:"recalledId"`
+		RecallReceiptID string      `json:"recallReceiptId"`
+		RecallAgain     int         `json:"recallAgain"`
+		SentAt          int64       `json:"sentAt"`
+		ReceivedAt      int64       `json:"receivedAt"`
+		DelayMs         int64       `json:"delayMs"`
+		Received        []delivered `json:"received"`
+		Extra           []delivered `json:"extra"`
 	}
 	node(t, p, "delay", &res, append(names(topic, group), "MQ_DELAY_MS=3000")...)
 	if len(res.Received) != 1 || res.Received[0].ID != res.SentID {
 		t.Fatalf("received %+v, want the delayed message %s", res.Received, res.SentID)
+	}
+	if res.RecallReceiptID != res.RecalledID {
+		t.Errorf("recall receipt names %s, want %s", res.RecallReceiptID, res.RecalledID)
+	}
+	if res.RecallAgain != codeMessageNotFound {
+		t.Errorf("second recall of the same message: code %d, want %d", res.RecallAgain, codeMessageNotFound)
+	}
+	if len(res.Extra) != 0 {
+		t.Errorf("the recalled message %s (or a duplicate) was delivered: %+v", res.RecalledID, res.Extra)
 	}
 	checkIntact(t, res.Received[0], topic)
 	if got := res.ReceivedAt - res.SentAt; got < res.DelayMs {

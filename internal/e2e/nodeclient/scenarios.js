@@ -51,13 +51,17 @@ function view(m) {
 }
 
 // errorCode runs fn and returns the v2 status code of its failure (0 when
-// it succeeds).
+// it succeeds, -1 when the error names none). Most calls throw a
+// ClientException with the code; recallMessage throws an Error whose
+// message ends "(code: N)".
 async function errorCode(fn) {
   try {
     await fn();
     return 0;
   } catch (e) {
-    return typeof e.code === 'number' ? e.code : -1;
+    if (typeof e.code === 'number') return e.code;
+    const m = /\(code: (\d+)\)$/.exec(String(e && e.message));
+    return m ? Number(m[1]) : -1;
   }
 }
 
@@ -148,15 +152,24 @@ const scenarios = {
     return { sent, received: got.map(view) };
   },
 
-  // A message delayed by MQ_DELAY_MS: not delivered before its time.
+  // Two messages delayed by MQ_DELAY_MS, one of them recalled: the other
+  // is delivered, not before its time, and the recalled one never is.
   async delay() {
     const delayMs = Number(env('MQ_DELAY_MS', '3000'));
     const consumer = await simpleConsumer('*');
     const producer = await start(new Producer({ ...base, topics: [topic] }));
     const sentAt = Date.now();
     const r = await producer.send({ topic, tag: 'd', delay: delayMs, body: Buffer.from('later') });
+    const rr = await producer.send({ topic, tag: 'd', delay: delayMs, body: Buffer.from('recalled') });
+    const recall = await producer.recallMessage(topic, rr.recallHandle);
+    const recallAgain = await errorCode(() => producer.recallMessage(topic, rr.recallHandle));
     const got = await receiveUntil(consumer, 1, { deadlineMs: delayMs + 30000 });
-    return { sentId: r.messageId, sentAt, receivedAt: Date.now(), delayMs, received: got.map(view) };
+    const receivedAt = Date.now();
+    const more = await consumer.receive(32, 30000);
+    return {
+      sentId: r.messageId, recalledId: rr.messageId, recallReceiptId: recall.messageId, recallAgain,
+      sentAt, receivedAt, delayMs, received: got.map(view), extra: more.map(view),
+    };
   },
 
   // One transaction committed, one rolled back: only the committed message
