@@ -38,6 +38,19 @@ func benchMsg(topic string, q int32, body []byte, id int) *message.Message {
 	return m
 }
 
+// benchMsgs builds 512 messages per worker (each worker w sends to queue
+// w%8) before the clock starts, for the worker to cycle through: the
+// append benchmarks measure the store, not building messages.
+func benchMsgs(workers int, body []byte) [][]*message.Message {
+	pool := make([][]*message.Message, workers)
+	for w := range pool {
+		for i := 0; i < 512; i++ {
+			pool[w] = append(pool[w], benchMsg("BenchTopic", int32(w%8), body, w*512+i))
+		}
+	}
+	return pool
+}
+
 // openBench opens a store for a benchmark, without retention.
 func openBench(b *testing.B, dir string, o Options) *Store {
 	b.Helper()
@@ -125,14 +138,7 @@ func BenchmarkAppendAsync(b *testing.B) {
 	body := make([]byte, 1024)
 	rec := recordSize(benchMsg("BenchTopic", 0, body, 0))
 	const workers = 16
-	// Messages are built before the clock starts: the benchmark measures
-	// the store, not fmt.Sprintf.
-	pool := make([][]*message.Message, workers)
-	for w := range pool {
-		for i := 0; i < 512; i++ {
-			pool[w] = append(pool[w], benchMsg("BenchTopic", int32(w%8), body, w*512+i))
-		}
-	}
+	pool := benchMsgs(workers, body)
 	sent := make([]int, workers) // per worker, owned by it
 	b.SetBytes(rec)
 	// The raw limit is measured before and after (the better one counts),
@@ -169,10 +175,13 @@ func BenchmarkAppendSync(b *testing.B) {
 	s := openBench(b, filepath.Join(dir, "store"), Options{FlushMode: FlushSync})
 	body := make([]byte, 1024)
 	const workers = 64
+	pool := benchMsgs(workers, body)
+	sent := make([]int, workers) // per worker, owned by it
 	rawBefore := rawFsyncRate(b, dir, body)
 	b.ResetTimer()
-	el := appendConcurrently(b, workers, func(w int, i int64) error {
-		res, err := s.Append(context.Background(), benchMsg("BenchTopic", int32(w%8), body, int(i)))
+	el := appendConcurrently(b, workers, func(w int, _ int64) error {
+		res, err := s.Append(context.Background(), pool[w][sent[w]%len(pool[w])])
+		sent[w]++
 		if err == nil && res.Durability != DurabilityLocal {
 			err = fmt.Errorf("status %v, durability %v", res.Status, res.Durability)
 		}
