@@ -88,10 +88,13 @@ func tail(s string, n int) string {
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
-// server starts mqgate (topics and groups are not auto-created) and
-// creates topic (with the `topic create` flags in topicArgs) and group.
+// server begins an end-to-end test (e2eutil.Begin: skipped with -short
+// and under -race, parallel), starts mqgate (topics and groups are not
+// auto-created) and creates topic (with the `topic create` flags in
+// topicArgs) and group.
 func server(t *testing.T, topicArgs []string, groupArgs ...string) (p *testutil.Proc, topic, group string) {
 	t.Helper()
+	e2eutil.Begin(t)
 	p = e2eutil.Start(t, testutil.StartOptions{})
 	topic, group = e2eutil.Uniq("NodeTopic"), e2eutil.Uniq("NodeGroup")
 	e2eutil.CLI(t, p.GRPC, append([]string{"topic", "create", topic}, topicArgs...)...)
@@ -117,7 +120,6 @@ func checkIntact(t *testing.T, m delivered, topic string) {
 // SimpleConsumer receives and acks exactly its half, intact; nothing is
 // left afterwards.
 func TestNodeSendReceiveAck(t *testing.T) {
-	e2eutil.Begin(t)
 	p, topic, group := server(t, []string{"--type", "NORMAL", "--queues", "2"})
 	const n = 12
 	var res struct {
@@ -163,7 +165,6 @@ func TestNodeSendReceiveAck(t *testing.T) {
 // attempt incremented; ChangeInvisibleDuration returns a new handle, the
 // old one (and the first delivery's) fail with INVALID_RECEIPT_HANDLE.
 func TestNodeRedeliveryAndChangeInvisibleDuration(t *testing.T) {
-	e2eutil.Begin(t)
 	p, topic, group := server(t, []string{"--type", "NORMAL", "--queues", "1"})
 	var res struct {
 		SentID             string      `json:"sentId"`
@@ -207,7 +208,6 @@ func TestNodeRedeliveryAndChangeInvisibleDuration(t *testing.T) {
 // Two interleaved message groups on a FIFO topic, consumed by a FIFO
 // group: every group arrives complete and in send order.
 func TestNodeFIFOOrder(t *testing.T) {
-	e2eutil.Begin(t)
 	p, topic, group := server(t, []string{"--type", "FIFO", "--queues", "2"}, "--fifo")
 	const n = 8
 	var res struct {
@@ -235,7 +235,6 @@ func TestNodeFIFOOrder(t *testing.T) {
 // of it fails): the other is delivered once, not before its time, and the
 // recalled one never.
 func TestNodeDelayAndRecall(t *testing.T) {
-	e2eutil.Begin(t)
 	p, topic, group := server(t, []string{"--type", "DELAY", "--queues", "1"})
 	var res struct {
 		SentID          string      `json:"sentId"`
@@ -273,7 +272,6 @@ func TestNodeDelayAndRecall(t *testing.T) {
 // Of two transactional messages the committed one is delivered and the
 // rolled back one never is.
 func TestNodeTransaction(t *testing.T) {
-	e2eutil.Begin(t)
 	p, topic, group := server(t, []string{"--type", "TRANSACTION", "--queues", "1"})
 	var res struct {
 		CommittedID  string      `json:"committedId"`
@@ -294,7 +292,6 @@ func TestNodeTransaction(t *testing.T) {
 // A PushConsumer's listener gets every message; the ones it fails come
 // back once with attempt 2, the others are not redelivered.
 func TestNodePushConsumerRetry(t *testing.T) {
-	e2eutil.Begin(t)
 	p, topic, group := server(t, []string{"--type", "NORMAL", "--queues", "2"})
 	const n = 9
 	var res struct {
@@ -323,7 +320,6 @@ func TestNodePushConsumerRetry(t *testing.T) {
 // The errors the Node client gets back carry the v2 codes: unknown topic,
 // illegal tag, invisible duration below the minimum, forged handle.
 func TestNodeErrorCodes(t *testing.T) {
-	e2eutil.Begin(t)
 	p, topic, group := server(t, []string{"--type", "NORMAL", "--queues", "1"})
 	var res struct {
 		NoTopic    int `json:"noTopic"`
