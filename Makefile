@@ -70,9 +70,9 @@ lint: $(BUF) ## buf lint + go vet + gofmt
 
 .PHONY: bench
 bench: build ## mqgate bench (produce async+sync, consume, e2e) against the echo ceiling, then Go benchmarks
-	./mqgate bench produce --flush async
-	./mqgate bench produce --flush sync
-	./mqgate bench consume --backlog 200000 --duration 5s
+	./mqgate bench produce --flush async --rounds 3
+	./mqgate bench produce --flush sync --rounds 3
+	./mqgate bench consume --backlog 200000 --duration 5s --rounds 3
 	./mqgate bench e2e --rate 5000
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./...
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -13,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -43,6 +45,10 @@ data dir) so it can also measure the server's CPU per message.
   http     produce over gRPC, then over REST (HTTP/1.1 keep-alive), same server
   remoting produce over gRPC, then over classic remoting, same server
 
+--rounds N runs the echo and mqgate N times, alternated, and reports the
+round with the median ratio (e2e: the median p99) with every round listed:
+this machine's noise moves a single run by ±10 % or more.
+
 `
 
 type benchOpts struct {
@@ -60,6 +66,7 @@ type benchOpts struct {
 	topic     string
 	group     string
 	jsonOut   bool
+	rounds    int
 
 	pipelineAcks bool
 }
@@ -88,6 +95,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.StringVar(&o.topic, "topic", "", "topic (default bench-<mode>-<random>)")
 	fs.StringVar(&o.group, "group", "", "consumer group (default bench-<random>)")
 	fs.BoolVar(&o.jsonOut, "json", false, "print results as JSON")
+	fs.IntVar(&o.rounds, "rounds", 1, "produce|consume|e2e: runs of the echo and of mqgate, alternated; the round with the median ratio is reported")
 	fs.BoolVar(&o.pipelineAcks, "pipeline-acks", true, "consume: ack a batch while receiving the next (one ack in flight per consumer)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
@@ -96,6 +104,10 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	case "produce", "consume", "e2e", "http", "remoting":
 	default:
 		fmt.Fprintf(stderr, "mqgate bench: unknown mode %q\n\n%s", o.mode, benchUsage)
+		return 2
+	}
+	if o.rounds < 1 || o.rounds > 1 && (o.mode == "http" || o.mode == "remoting") {
+		fmt.Fprintf(stderr, "mqgate bench: --rounds must be 1 or more, and 1 in %s mode\n", o.mode)
 		return 2
 	}
 	suffix := randHex(4)
@@ -134,9 +146,20 @@ type benchFigures struct {
 	RSSAnonMiB  float64 `json:"server_rss_anon_mib,omitempty"`
 }
 
+// benchResult is a bench's outcome. With --rounds > 1, Echo, Mqgate and
+// Ratio are those of the round with the median ratio (e2e: the median
+// p99) and Rounds holds every round in the order run.
 type benchResult struct {
 	Mode   string        `json:"mode"`
 	Flush  string        `json:"flush,omitempty"`
+	Echo   *benchFigures `json:"echo,omitempty"`
+	Mqgate benchFigures  `json:"mqgate"`
+	Ratio  float64       `json:"ratio_to_echo,omitempty"`
+	Rounds []benchRound  `json:"rounds,omitempty"`
+}
+
+// benchRound is one echo run and the mqgate run right after it.
+type benchRound struct {
 	Echo   *benchFigures `json:"echo,omitempty"`
 	Mqgate benchFigures  `json:"mqgate"`
 	Ratio  float64       `json:"ratio_to_echo,omitempty"`
@@ -169,6 +192,20 @@ func printBench(w io.Writer, o benchOpts, r benchResult) {
 	}
 	if r.Mqgate.RSSAnonMiB > 0 {
 		fmt.Fprintf(w, "mqgate anonymous (non-file-backed) memory after the run: %.1f MiB\n", r.Mqgate.RSSAnonMiB)
+	}
+	if len(r.Rounds) > 1 {
+		fmt.Fprintf(w, "%d rounds (echo then mqgate, alternated); the rows above are the median round:\n", len(r.Rounds))
+		for i, rd := range r.Rounds {
+			fmt.Fprintf(w, "  round %d:", i+1)
+			if rd.Echo != nil {
+				fmt.Fprintf(w, " echo %.0f msgs/s %.1fµs/msg,", rd.Echo.PerSecond, rd.Echo.CPUusPerMsg)
+			}
+			fmt.Fprintf(w, " mqgate %.0f msgs/s %.1fµs/msg p99 %.0fµs", rd.Mqgate.PerSecond, rd.Mqgate.CPUusPerMsg, rd.Mqgate.P99us)
+			if rd.Echo != nil {
+				fmt.Fprintf(w, ", ratio %.2f", rd.Ratio)
+			}
+			fmt.Fprintln(w)
+		}
 	}
 }
 
@@ -338,27 +375,67 @@ func runBench(ctx context.Context, o benchOpts, log io.Writer) (benchResult, err
 		target, pid = srv.addr, srv.cmd.Process.Pid
 		res.Flush = o.flush
 	}
+	for i := range o.rounds {
+		ro := o
+		if i > 0 {
+			// Each round on its own topic and group: a consume round
+			// starts from its own backlog.
+			ro.topic = fmt.Sprintf("%s-r%d", o.topic, i+1)
+			ro.group = fmt.Sprintf("%s-r%d", o.group, i+1)
+		}
+		rd, err := benchOneRound(ctx, ro, echo, target, pid, log)
+		if err != nil {
+			return res, err
+		}
+		res.Rounds = append(res.Rounds, rd)
+	}
+	m := medianRound(res.Rounds)
+	res.Echo, res.Mqgate, res.Ratio = m.Echo, m.Mqgate, m.Ratio
+	if len(res.Rounds) == 1 {
+		res.Rounds = nil
+	}
+	return res, nil
+}
+
+// benchOneRound runs the workload against the echo (when there is one),
+// then against mqgate.
+func benchOneRound(ctx context.Context, o benchOpts, echo *child, target string, pid int, log io.Writer) (benchRound, error) {
+	var rd benchRound
 	if echo != nil {
 		fmt.Fprintf(log, "bench: echo server at %s\n", echo.addr)
 		f, err := runWorkload(ctx, o, "echo", echo.addr, echo.cmd.Process.Pid, log)
 		if err != nil {
-			return res, fmt.Errorf("echo run: %w", err)
+			return rd, fmt.Errorf("echo run: %w", err)
 		}
-		res.Echo = &f
+		rd.Echo = &f
 	}
 	fmt.Fprintf(log, "bench: mqgate at %s\n", target)
 	f, err := runWorkload(ctx, o, "mqgate", target, pid, log)
 	if err != nil {
-		return res, fmt.Errorf("mqgate run: %w", err)
+		return rd, fmt.Errorf("mqgate run: %w", err)
 	}
 	if pid > 0 {
 		f.RSSAnonMiB = rssAnonMiB(pid)
 	}
-	res.Mqgate = f
-	if res.Echo != nil && res.Echo.PerSecond > 0 {
-		res.Ratio = f.PerSecond / res.Echo.PerSecond
+	rd.Mqgate = f
+	if rd.Echo != nil && rd.Echo.PerSecond > 0 {
+		rd.Ratio = f.PerSecond / rd.Echo.PerSecond
 	}
-	return res, nil
+	return rd, nil
+}
+
+// medianRound is the round with the median ratio to the echo (the lower
+// middle one of an even count), or with the median p99 when there is no
+// echo (e2e).
+func medianRound(rounds []benchRound) benchRound {
+	sorted := slices.Clone(rounds)
+	slices.SortStableFunc(sorted, func(a, b benchRound) int {
+		if a.Echo == nil {
+			return cmp.Compare(a.Mqgate.P99us, b.Mqgate.P99us)
+		}
+		return cmp.Compare(a.Ratio, b.Ratio)
+	})
+	return sorted[(len(sorted)-1)/2]
 }
 
 // benchConn is one client connection with mqgate's required headers.

@@ -40,3 +40,62 @@ func TestBenchRuns(t *testing.T) {
 		})
 	}
 }
+
+// --rounds alternates echo and mqgate runs and reports the median round.
+func TestBenchRounds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts servers")
+	}
+	out, err := exec.Command(testutil.Binary(t), "bench", "consume", "--json", "--rounds", "3", "--duration", "300ms", "--warmup", "0s",
+		"--consumers", "2", "--backlog", "1000").Output()
+	if err != nil {
+		t.Fatalf("bench: %v\n%s", err, out)
+	}
+	var r benchResult
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatalf("output: %v\n%s", err, out)
+	}
+	if len(r.Rounds) != 3 {
+		t.Fatalf("%d rounds, want 3: %+v", len(r.Rounds), r)
+	}
+	var below, above int
+	for i, rd := range r.Rounds {
+		// Every round has its own backlog to consume.
+		if rd.Echo == nil || rd.Mqgate.Messages == 0 || rd.Mqgate.Errors != 0 || rd.Mqgate.Messages > 1000 {
+			t.Fatalf("round %d: %+v", i+1, rd)
+		}
+		switch {
+		case rd.Ratio < r.Ratio:
+			below++
+		case rd.Ratio > r.Ratio:
+			above++
+		}
+	}
+	if below > 1 || above > 1 || r.Mqgate.Messages == 0 {
+		t.Fatalf("reported ratio %.3f is not the median of %+v", r.Ratio, r.Rounds)
+	}
+}
+
+func TestMedianRound(t *testing.T) {
+	rd := func(ratio, p99 float64, echo bool) benchRound {
+		r := benchRound{Ratio: ratio, Mqgate: benchFigures{P99us: p99}}
+		if echo {
+			r.Echo = &benchFigures{}
+		}
+		return r
+	}
+	for _, c := range []struct {
+		rounds []benchRound
+		want   benchRound
+	}{
+		{[]benchRound{rd(0.9, 0, true)}, rd(0.9, 0, true)},
+		{[]benchRound{rd(0.9, 0, true), rd(0.7, 0, true), rd(0.8, 0, true)}, rd(0.8, 0, true)},
+		{[]benchRound{rd(0.9, 0, true), rd(0.7, 0, true), rd(0.8, 0, true), rd(1.0, 0, true)}, rd(0.8, 0, true)},
+		{[]benchRound{rd(0, 300, false), rd(0, 100, false), rd(0, 200, false)}, rd(0, 200, false)},
+	} {
+		got := medianRound(c.rounds)
+		if got.Ratio != c.want.Ratio || got.Mqgate.P99us != c.want.Mqgate.P99us {
+			t.Errorf("medianRound(%v) = %+v, want %+v", c.rounds, got, c.want)
+		}
+	}
+}
