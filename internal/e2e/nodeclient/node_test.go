@@ -1,9 +1,11 @@
 package nodee2e
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"slices"
@@ -52,6 +54,13 @@ type sentMsg struct {
 // result into out. env adds MQ_* settings to the ones every scenario gets.
 func node(t *testing.T, p *testutil.Proc, scenario string, out any, env ...string) {
 	t.Helper()
+	nodeWithPause(t, p, scenario, out, nil, env...)
+}
+
+// nodeWithPause is node for a scenario that prints "READY" and then waits
+// for a line on stdin: onReady runs in between.
+func nodeWithPause(t *testing.T, p *testutil.Proc, scenario string, out any, onReady func(), env ...string) {
+	t.Helper()
 	bin, err := exec.LookPath("node")
 	if err != nil {
 		t.Fatal("node not found: install Node.js 18 or later (Debian: apt-get install nodejs npm), then run .ci/deps")
@@ -65,11 +74,37 @@ func node(t *testing.T, p *testutil.Proc, scenario string, out any, env ...strin
 	// it a quiet one, HOME is a temp dir in case anything else writes.
 	cmd.Env = append(os.Environ(), "HOME="+t.TempDir(), "MQ_ENDPOINT="+p.GRPC)
 	cmd.Env = append(cmd.Env, env...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	runErr := cmd.Run()
-	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
-	last := []byte(lines[len(lines)-1])
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdin.Close()
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var last []byte
+	sc := bufio.NewScanner(stdout)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	for sc.Scan() {
+		line := bytes.TrimSpace(sc.Bytes())
+		if string(line) == "READY" && onReady != nil {
+			onReady()
+			if _, err := io.WriteString(stdin, "GO\n"); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if len(line) > 0 {
+			last = append(last[:0], line...)
+		}
+	}
+	runErr := cmd.Wait()
 	var failure struct {
 		Error string `json:"error"`
 		Code  any    `json:"code"`
@@ -342,5 +377,57 @@ func TestNodeErrorCodes(t *testing.T) {
 		if c.got != c.want {
 			t.Errorf("%s: code %d, want %d", c.what, c.got, c.want)
 		}
+	}
+}
+
+// The same Node.js producer and SimpleConsumer keep working across a
+// kill -9 and a restart of mqgate on the same address and data dir: what
+// was acked before is not delivered again, and what is sent after arrives.
+func TestNodeClientsSurviveRestart(t *testing.T) {
+	e2eutil.Begin(t)
+	opts := testutil.StartOptions{DataDir: t.TempDir(), Args: []string{"--grpc-addr", testutil.UnusedAddr(t)}}
+	p := e2eutil.Start(t, opts)
+	topic, group := e2eutil.Uniq("NodeTopic"), e2eutil.Uniq("NodeGroup")
+	e2eutil.CLI(t, p.GRPC, "topic", "create", topic, "--queues", "2")
+	e2eutil.CLI(t, p.GRPC, "group", "create", group)
+	var res struct {
+		Before         []sentMsg   `json:"before"`
+		After          []sentMsg   `json:"after"`
+		FailedAfter    int         `json:"failedAfter"`
+		ReceivedBefore []delivered `json:"receivedBefore"`
+		ReceivedAfter  []delivered `json:"receivedAfter"`
+		Extra          []delivered `json:"extra"`
+	}
+	var p2 *testutil.Proc
+	nodeWithPause(t, p, "restart", &res, func() {
+		p.Kill9()
+		p2 = e2eutil.Start(t, opts)
+		if p2.GRPC != p.GRPC {
+			t.Errorf("restarted on %s, want %s", p2.GRPC, p.GRPC)
+		}
+	}, names(topic, group)...)
+	t.Logf("%d sends failed after the restart before the producer got through", res.FailedAfter)
+	for _, c := range []struct {
+		what     string
+		sent     []sentMsg
+		received []delivered
+	}{{"before the restart", res.Before, res.ReceivedBefore}, {"after the restart", res.After, res.ReceivedAfter}} {
+		want := map[string]string{}
+		for _, s := range c.sent {
+			want[s.ID] = s.Body
+		}
+		if len(c.received) != len(want) {
+			t.Fatalf("%s: received %d messages, sent %d: %+v", c.what, len(c.received), len(want), c.received)
+		}
+		for _, m := range c.received {
+			checkIntact(t, m, topic)
+			if body, ok := want[m.ID]; !ok || body != m.Body {
+				t.Errorf("%s: received %s %q, not a message sent then", c.what, m.ID, m.Body)
+			}
+			delete(want, m.ID)
+		}
+	}
+	if len(res.Extra) != 0 {
+		t.Errorf("after everything was acked a receive still found %+v", res.Extra)
 	}
 }

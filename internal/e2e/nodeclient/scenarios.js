@@ -66,12 +66,22 @@ async function errorCode(fn) {
 }
 
 // receiveUntil receives (and acks, unless ack is false) until want
-// messages arrived or the deadline passed.
-async function receiveUntil(consumer, want, { ack = true, invisibleMs = 30000, deadlineMs = 30000 } = {}) {
+// messages arrived or the deadline passed. With retryErrors a failed
+// receive is tried again (until the deadline) instead of failing.
+async function receiveUntil(consumer, want, {
+  ack = true, invisibleMs = 30000, deadlineMs = 30000, retryErrors = false,
+} = {}) {
   const got = [];
   const end = Date.now() + deadlineMs;
   while (got.length < want && Date.now() < end) {
-    const msgs = await consumer.receive(Math.min(32, want - got.length), invisibleMs);
+    let msgs;
+    try {
+      msgs = await consumer.receive(Math.min(32, want - got.length), invisibleMs);
+    } catch (e) {
+      if (!retryErrors || Date.now() > end) throw e;
+      await new Promise((res) => setTimeout(res, 200));
+      continue;
+    }
     for (const m of msgs) {
       if (ack) await consumer.ack(m);
       got.push(m);
@@ -221,6 +231,44 @@ const scenarios = {
     const timeout = new Promise((res) => setTimeout(res, 60000));
     await Promise.race([all, timeout]);
     return { sent, seen };
+  },
+
+  // The same producer and consumer across a restart of mqgate: 5 messages
+  // sent, received and acked; "READY" on stdout; the test kills and
+  // restarts mqgate on the same address and data dir and answers "GO" on
+  // stdin; then 5 more (sends retried until the server is back for up to
+  // 30 s), received and acked by the same consumer.
+  async restart() {
+    const consumer = await simpleConsumer('*');
+    const producer = await start(new Producer({ ...base, topics: [topic] }));
+    const sendAll = async (label) => {
+      const sent = [];
+      let failed = 0;
+      const end = Date.now() + 30000;
+      while (sent.length < 5) {
+        const body = `${label}-${sent.length}`;
+        try {
+          const r = await producer.send({ topic, body: Buffer.from(body) });
+          sent.push({ id: r.messageId, body });
+        } catch (e) {
+          if (Date.now() > end) throw e;
+          failed++;
+          await new Promise((res) => setTimeout(res, 200));
+        }
+      }
+      return { sent, failed };
+    };
+    const before = await sendAll('before');
+    const got1 = await receiveUntil(consumer, 5);
+    process.stdout.write('READY\n');
+    await new Promise((res) => process.stdin.once('data', res));
+    const after = await sendAll('after');
+    const got2 = await receiveUntil(consumer, 5, { deadlineMs: 60000, retryErrors: true });
+    const more = await consumer.receive(32, 30000);
+    return {
+      before: before.sent, after: after.sent, failedAfter: after.failed,
+      receivedBefore: got1.map(view), receivedAfter: got2.map(view), extra: more.map(view),
+    };
   },
 
   // Errors the client gets back, as v2 status codes. The forged handle
