@@ -233,6 +233,44 @@ const scenarios = {
     return { sent, seen };
   },
 
+  // A PushConsumer of a FIFO group: n messages in each of two message
+  // groups, and the listener fails the first delivery of message 2 of g1.
+  // Each group must still be consumed in order: g1's message 2 again
+  // (attempt 2) before g1's message 3.
+  async pushFifo() {
+    const seen = [];
+    let resolveAll;
+    const all = new Promise((res) => { resolveAll = res; });
+    let failedOnce = false;
+    await start(new PushConsumer({
+      ...base, consumerGroup: group,
+      subscriptions: new Map([[topic, '*']]),
+      messageListener: {
+        async consume(m) {
+          const v = view(m);
+          seen.push(v);
+          if (v.body === 'g1-2' && !failedOnce) {
+            failedOnce = true;
+            return ConsumeResult.FAILURE;
+          }
+          if (seen.length >= 2 * n + 1) resolveAll();
+          return ConsumeResult.SUCCESS;
+        },
+      },
+    }));
+    const producer = await start(new Producer({ ...base, topics: [topic] }));
+    const sent = [];
+    for (let i = 0; i < n; i++) {
+      for (const g of ['g1', 'g2']) {
+        const body = `${g}-${i}`;
+        const r = await producer.send({ topic, messageGroup: g, body: Buffer.from(body) });
+        sent.push({ id: r.messageId, group: g, body });
+      }
+    }
+    await Promise.race([all, new Promise((res) => setTimeout(res, 60000))]);
+    return { sent, seen };
+  },
+
   // The same producer and consumer across a restart of mqgate: 5 messages
   // sent, received and acked; "READY" on stdout; the test kills and
   // restarts mqgate on the same address and data dir and answers "GO" on
