@@ -142,8 +142,11 @@ type benchFigures struct {
 	P99us       float64 `json:"p99_us"`
 	P999us      float64 `json:"p999_us"`
 	CPUusPerMsg float64 `json:"server_cpu_us_per_msg,omitempty"`
-	Errors      int64   `json:"errors"`
-	RSSAnonMiB  float64 `json:"server_rss_anon_mib,omitempty"`
+	// BenchCPUusPerMsg is the load generator's own CPU per message: it
+	// runs on the same cores as the server.
+	BenchCPUusPerMsg float64 `json:"bench_cpu_us_per_msg,omitempty"`
+	Errors           int64   `json:"errors"`
+	RSSAnonMiB       float64 `json:"server_rss_anon_mib,omitempty"`
 }
 
 // benchResult is a bench's outcome. With --rounds > 1, Echo, Mqgate and
@@ -171,13 +174,15 @@ func printBench(w io.Writer, o benchOpts, r benchResult) {
 		fmt.Fprintf(w, ", mqgate flush %s", r.Flush)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintf(w, "%-8s %12s %10s %10s %10s %14s %8s\n", "target", "msgs/s", "p50", "p99", "p999", "srv CPU/msg", "errors")
+	fmt.Fprintf(w, "%-8s %12s %10s %10s %10s %14s %14s %8s\n", "target", "msgs/s", "p50", "p99", "p999", "srv CPU/msg", "bench CPU/msg", "errors")
 	row := func(f benchFigures) {
-		cpu := "-"
-		if f.CPUusPerMsg > 0 {
-			cpu = fmt.Sprintf("%.1fµs", f.CPUusPerMsg)
+		us := func(v float64) string {
+			if v <= 0 {
+				return "-"
+			}
+			return fmt.Sprintf("%.1fµs", v)
 		}
-		fmt.Fprintf(w, "%-8s %12.0f %9.0fµs %9.0fµs %9.0fµs %14s %8d\n", f.Target, f.PerSecond, f.P50us, f.P99us, f.P999us, cpu, f.Errors)
+		fmt.Fprintf(w, "%-8s %12.0f %9.0fµs %9.0fµs %9.0fµs %14s %14s %8d\n", f.Target, f.PerSecond, f.P50us, f.P99us, f.P999us, us(f.CPUusPerMsg), us(f.BenchCPUusPerMsg), f.Errors)
 	}
 	if r.Echo != nil {
 		row(*r.Echo)
@@ -522,6 +527,9 @@ type sampler struct {
 	count atomic.Int64
 	errs  atomic.Int64
 	on    atomic.Bool
+	// own is the bench process's CPU ticks in the measured window (set
+	// by window): the load generator shares the machine's cores.
+	own int64
 }
 
 func (s *sampler) add(local []time.Duration) {
@@ -546,6 +554,9 @@ func (s *sampler) figures(name string, secs float64, cpu int64) benchFigures {
 	if cpu > 0 && f.Messages > 0 {
 		f.CPUusPerMsg = float64(cpu) * 10000 / float64(f.Messages) // ticks are 10 ms
 	}
+	if s.own > 0 && f.Messages > 0 {
+		f.BenchCPUusPerMsg = float64(s.own) * 10000 / float64(f.Messages)
+	}
 	return f
 }
 
@@ -560,6 +571,7 @@ func window(ctx context.Context, o benchOpts, s *sampler, pid int, drained <-cha
 	case <-drained:
 	}
 	c0, _ := cpuTicks(pid)
+	o0, _ := cpuTicks(os.Getpid())
 	t0 := time.Now()
 	s.on.Store(true)
 	select {
@@ -570,6 +582,9 @@ func window(ctx context.Context, o benchOpts, s *sampler, pid int, drained <-cha
 	s.on.Store(false)
 	secs := time.Since(t0).Seconds()
 	c1, _ := cpuTicks(pid)
+	if o1, err := cpuTicks(os.Getpid()); err == nil && o0 > 0 {
+		s.own = o1 - o0
+	}
 	if pid <= 0 {
 		return secs, 0
 	}
