@@ -97,6 +97,44 @@ function simpleConsumer(filter, awaitDuration = 2000) {
   }));
 }
 
+// sendGroups sends n messages in each of the message groups g1 and g2,
+// interleaved, with bodies "<group>-<i>".
+async function sendGroups(producer) {
+  const sent = [];
+  for (let i = 0; i < n; i++) {
+    for (const g of ['g1', 'g2']) {
+      const body = `${g}-${i}`;
+      const r = await producer.send({ topic, messageGroup: g, body: Buffer.from(body) });
+      sent.push({ id: r.messageId, group: g, body });
+    }
+  }
+  return sent;
+}
+
+// pushConsumer starts a PushConsumer whose listener records every
+// delivery and fails the ones fail(view) picks. until resolves once count
+// deliveries were seen, or after 60 s.
+async function pushConsumer(count, fail) {
+  const seen = [];
+  let done;
+  const until = new Promise((res) => { done = res; });
+  setTimeout(done, 60000);
+  await start(new PushConsumer({
+    ...base, consumerGroup: group,
+    subscriptions: new Map([[topic, '*']]),
+    messageListener: {
+      async consume(m) {
+        const v = view(m);
+        seen.push(v);
+        const failed = fail(v);
+        if (seen.length >= count) done();
+        return failed ? ConsumeResult.FAILURE : ConsumeResult.SUCCESS;
+      },
+    },
+  }));
+  return { seen, until };
+}
+
 const scenarios = {
   // Send n messages alternating two tags, with keys and properties;
   // receive and ack the tagA half through a tag filter; then a receive
@@ -150,14 +188,7 @@ const scenarios = {
   async fifo() {
     const consumer = await simpleConsumer('*');
     const producer = await start(new Producer({ ...base, topics: [topic] }));
-    const sent = [];
-    for (let i = 0; i < n; i++) {
-      for (const g of ['g1', 'g2']) {
-        const body = `${g}-${i}`;
-        const r = await producer.send({ topic, messageGroup: g, body: Buffer.from(body) });
-        sent.push({ id: r.messageId, group: g, body });
-      }
-    }
+    const sent = await sendGroups(producer);
     const got = await receiveUntil(consumer, sent.length);
     return { sent, received: got.map(view) };
   },
@@ -202,34 +233,20 @@ const scenarios = {
   // A PushConsumer's listener sees all n messages; the first delivery of
   // every third one fails and must come back with attempt 2.
   async push() {
-    const seen = [];
-    let resolveAll;
-    const all = new Promise((res) => { resolveAll = res; });
     const failed = new Set();
-    await start(new PushConsumer({
-      ...base, consumerGroup: group,
-      subscriptions: new Map([[topic, '*']]),
-      messageListener: {
-        async consume(m) {
-          const seq = Number(m.body.toString('utf8').split(' ')[1]);
-          seen.push(view(m));
-          if (seq % 3 === 0 && !failed.has(seq)) {
-            failed.add(seq);
-            return ConsumeResult.FAILURE;
-          }
-          if (seen.length >= n + Math.ceil(n / 3)) resolveAll();
-          return ConsumeResult.SUCCESS;
-        },
-      },
-    }));
+    const { seen, until } = await pushConsumer(n + Math.ceil(n / 3), (v) => {
+      const seq = Number(v.body.split(' ')[1]);
+      if (seq % 3 !== 0 || failed.has(seq)) return false;
+      failed.add(seq);
+      return true;
+    });
     const producer = await start(new Producer({ ...base, topics: [topic] }));
     const sent = [];
     for (let i = 0; i < n; i++) {
       const r = await producer.send({ topic, tag: 'p', body: Buffer.from(`push ${i}`) });
       sent.push({ id: r.messageId, body: `push ${i}` });
     }
-    const timeout = new Promise((res) => setTimeout(res, 60000));
-    await Promise.race([all, timeout]);
+    await until;
     return { sent, seen };
   },
 
@@ -238,36 +255,15 @@ const scenarios = {
   // Each group must still be consumed in order: g1's message 2 again
   // (attempt 2) before g1's message 3.
   async pushFifo() {
-    const seen = [];
-    let resolveAll;
-    const all = new Promise((res) => { resolveAll = res; });
     let failedOnce = false;
-    await start(new PushConsumer({
-      ...base, consumerGroup: group,
-      subscriptions: new Map([[topic, '*']]),
-      messageListener: {
-        async consume(m) {
-          const v = view(m);
-          seen.push(v);
-          if (v.body === 'g1-2' && !failedOnce) {
-            failedOnce = true;
-            return ConsumeResult.FAILURE;
-          }
-          if (seen.length >= 2 * n + 1) resolveAll();
-          return ConsumeResult.SUCCESS;
-        },
-      },
-    }));
+    const { seen, until } = await pushConsumer(2 * n + 1, (v) => {
+      if (v.body !== 'g1-2' || failedOnce) return false;
+      failedOnce = true;
+      return true;
+    });
     const producer = await start(new Producer({ ...base, topics: [topic] }));
-    const sent = [];
-    for (let i = 0; i < n; i++) {
-      for (const g of ['g1', 'g2']) {
-        const body = `${g}-${i}`;
-        const r = await producer.send({ topic, messageGroup: g, body: Buffer.from(body) });
-        sent.push({ id: r.messageId, group: g, body });
-      }
-    }
-    await Promise.race([all, new Promise((res) => setTimeout(res, 60000))]);
+    const sent = await sendGroups(producer);
+    await until;
     return { sent, seen };
   },
 
