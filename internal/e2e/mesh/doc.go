@@ -2,8 +2,10 @@
 // `mqgate serve` binary (internal/testutil) behind a real HTTP/2 L7 proxy —
 // nginx from Debian, started by the test with deploy/nginx/nginx.conf
 // (ports and paths substituted) — driven by the official RocketMQ 5 Go
-// client v5.1.3 configured with only the proxy's address, plus REST, the
-// shutdown drain and OpenTelemetry export to an in-process OTLP receiver.
+// client v5.1.3 configured with only the proxy's address, and by the
+// official Node.js client over TLS (a scenario of internal/e2e/nodeclient,
+// which needs node and that directory's `npm ci`), plus REST, the shutdown
+// drain and OpenTelemetry export to an in-process OTLP receiver.
 //
 // nginx is required (CI installs nginx-light); set MQGATE_E2E_NO_NGINX=1
 // to skip the proxy tests where it cannot be installed.

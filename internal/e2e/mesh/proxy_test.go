@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	rmq "github.com/apache/rocketmq-clients/golang/v5"
 	pb "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
 
+	"github.com/mqgate/mqgate/internal/e2e/e2eutil"
 	"github.com/mqgate/mqgate/internal/testutil"
 )
 
@@ -190,4 +192,55 @@ func TestGracefulShutdownBehindProxyLosesNothing(t *testing.T) {
 		t.Fatalf("%d of %d acknowledged messages lost across a graceful shutdown behind nginx", lost, len(want))
 	}
 	p2.Stop(30 * time.Second)
+}
+
+// The official Node.js client works through nginx too, over TLS (the
+// proxy's self-signed certificate given to grpc-js as its roots): sends
+// with tags, keys and properties, a tag-filtered receive and acks, every
+// call through the proxy.
+func TestNodeClientThroughNginx(t *testing.T) {
+	e2e(t)
+	p := start(t, testutil.StartOptions{})
+	px := startProxy(t, p.GRPC, p.HTTP)
+	topic, group := uniq("mesh-node"), uniq("mesh-node-g")
+	cli(t, p.GRPC, "topic", "create", topic)
+	cli(t, p.GRPC, "group", "create", group)
+	const n = 10
+	var res struct {
+		Sent     []struct{ ID, Tag, Body string } `json:"sent"`
+		Received []struct {
+			ID, Tag, Body string
+			Corrupted     bool
+		} `json:"received"`
+		Extra []json.RawMessage `json:"extra"`
+	}
+	e2eutil.RunNode(t, e2eutil.NodeRun{Scenario: "normal", Endpoint: px.GRPC, Logs: p.Log, Env: []string{
+		"MQ_TOPIC=" + topic, "MQ_GROUP=" + group, fmt.Sprintf("MQ_N=%d", n),
+		"MQ_SSL=1", "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH=" + filepath.Join(px.dir, "tls", "tls.crt"),
+	}}, &res)
+	want := map[string]string{}
+	for _, s := range res.Sent {
+		if s.Tag == "tagA" {
+			want[s.ID] = s.Body
+		}
+	}
+	if len(res.Sent) != n || len(res.Received) != len(want) {
+		t.Fatalf("sent %d, received %d, want %d tagA messages: %+v", len(res.Sent), len(res.Received), len(want), res.Received)
+	}
+	for _, m := range res.Received {
+		if body, ok := want[m.ID]; !ok || body != m.Body || m.Tag != "tagA" || m.Corrupted {
+			t.Errorf("received %+v through nginx, not a tagA message sent intact", m)
+		}
+	}
+	if len(res.Extra) != 0 {
+		t.Errorf("after every tagA message was acked a receive still found %d", len(res.Extra))
+	}
+	for path, atLeast := range map[string]int{
+		"/apache.rocketmq.v2.MessagingService/QueryRoute":     1,
+		"/apache.rocketmq.v2.MessagingService/SendMessage":    n,
+		"/apache.rocketmq.v2.MessagingService/ReceiveMessage": 1,
+		"/apache.rocketmq.v2.MessagingService/AckMessage":     len(want),
+	} {
+		waitFor(t, 5*time.Second, "nginx access log lines for "+path, func() bool { return px.accessCount(path) >= atLeast })
+	}
 }

@@ -6,8 +6,10 @@
 //
 // Each test starts mqgate on free loopback ports (internal/testutil),
 // creates its topics and groups with the `mqgate topic|group` commands,
-// and runs one scenario of scenarios.js with node. The script drives only
-// the Node client and prints what it saw as JSON; the assertions are here.
+// and runs one scenario of scenarios.js with node (e2eutil.RunNode). The
+// script drives only the Node client and prints what it saw as JSON; the
+// assertions are here (and in internal/e2e/mesh, which runs a scenario
+// through nginx).
 //
 // The client is installed into node_modules by `npm ci` in this directory,
 // which .ci/deps runs (and so `make test`); without node or node_modules

@@ -1,18 +1,10 @@
 package nodee2e
 
 import (
-	"bufio"
-	"bytes"
-	"encoding/json"
 	"fmt"
-	"io"
-	"os"
-	"os/exec"
 	"slices"
 	"strconv"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/mqgate/mqgate/internal/e2e/e2eutil"
 	"github.com/mqgate/mqgate/internal/testutil"
@@ -54,73 +46,7 @@ type sentMsg struct {
 // result into out. env adds MQ_* settings to the ones every scenario gets.
 func node(t *testing.T, p *testutil.Proc, scenario string, out any, env ...string) {
 	t.Helper()
-	nodeWithPause(t, p, scenario, out, nil, env...)
-}
-
-// nodeWithPause is node for a scenario that prints "READY" and then waits
-// for a line on stdin: onReady runs in between.
-func nodeWithPause(t *testing.T, p *testutil.Proc, scenario string, out any, onReady func(), env ...string) {
-	t.Helper()
-	bin, err := exec.LookPath("node")
-	if err != nil {
-		t.Fatal("node not found: install Node.js 18 or later (Debian: apt-get install nodejs npm), then run .ci/deps")
-	}
-	if _, err := os.Stat("node_modules/rocketmq-client-nodejs/package.json"); err != nil {
-		t.Fatal("the official Node.js client is not installed: run `npm ci` in internal/e2e/nodeclient (.ci/deps does, and so `make test`)")
-	}
-	ctx := testutil.Context(t, 3*time.Minute)
-	cmd := exec.CommandContext(ctx, bin, "scenarios.js", scenario)
-	// The client's default logger writes under $HOME; the scenarios give
-	// it a quiet one, HOME is a temp dir in case anything else writes.
-	cmd.Env = append(os.Environ(), "HOME="+t.TempDir(), "MQ_ENDPOINT="+p.GRPC)
-	cmd.Env = append(cmd.Env, env...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stdin.Close()
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var last []byte
-	sc := bufio.NewScanner(stdout)
-	sc.Buffer(make([]byte, 64<<10), 16<<20)
-	for sc.Scan() {
-		line := bytes.TrimSpace(sc.Bytes())
-		if string(line) == "READY" && onReady != nil {
-			onReady()
-			if _, err := io.WriteString(stdin, "GO\n"); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		if len(line) > 0 {
-			last = append(last[:0], line...)
-		}
-	}
-	runErr := cmd.Wait()
-	var failure struct {
-		Error string `json:"error"`
-		Code  any    `json:"code"`
-	}
-	if runErr != nil || json.Unmarshal(last, &failure) != nil || failure.Error != "" {
-		t.Fatalf("node scenarios.js %s: %v\nresult: %s\nerror: %s (code %v)\nstderr:\n%s\nmqgate log:\n%s",
-			scenario, runErr, last, failure.Error, failure.Code, stderr.String(), tail(p.Log(), 40))
-	}
-	if err := json.Unmarshal(last, out); err != nil {
-		t.Fatalf("node scenarios.js %s: decoding %s: %v", scenario, last, err)
-	}
-}
-
-func tail(s string, n int) string {
-	lines := strings.Split(s, "\n")
-	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+	e2eutil.RunNode(t, e2eutil.NodeRun{Scenario: scenario, Endpoint: p.GRPC, Env: env, Logs: p.Log}, out)
 }
 
 // server begins an end-to-end test (e2eutil.Begin: skipped with -short
@@ -398,14 +324,17 @@ func TestNodeClientsSurviveRestart(t *testing.T) {
 		ReceivedAfter  []delivered `json:"receivedAfter"`
 		Extra          []delivered `json:"extra"`
 	}
-	var p2 *testutil.Proc
-	nodeWithPause(t, p, "restart", &res, func() {
-		p.Kill9()
-		p2 = e2eutil.Start(t, opts)
-		if p2.GRPC != p.GRPC {
-			t.Errorf("restarted on %s, want %s", p2.GRPC, p.GRPC)
-		}
-	}, names(topic, group)...)
+	logs := p.Log
+	e2eutil.RunNode(t, e2eutil.NodeRun{Scenario: "restart", Endpoint: p.GRPC, Env: names(topic, group),
+		Logs: func() string { return logs() },
+		OnReady: func() {
+			p.Kill9()
+			p2 := e2eutil.Start(t, opts)
+			logs = p2.Log
+			if p2.GRPC != p.GRPC {
+				t.Errorf("restarted on %s, want %s", p2.GRPC, p.GRPC)
+			}
+		}}, &res)
 	t.Logf("%d sends failed after the restart before the producer got through", res.FailedAfter)
 	for _, c := range []struct {
 		what     string

@@ -1,13 +1,15 @@
 'use strict';
-// One scenario of mqgate's Node.js end-to-end tests, run by node_test.go:
+// One scenario of mqgate's Node.js end-to-end tests, run by node_test.go
+// and internal/e2e/mesh (through e2eutil.RunNode):
 //
 //   node scenarios.js <scenario>
 //
-// with MQ_ENDPOINT (mqgate's gRPC address), MQ_TOPIC, MQ_GROUP and MQ_N in
-// the environment. It drives mqgate with the official RocketMQ 5 Node.js
-// client only, and prints one JSON object on its last stdout line: the
-// facts the Go test checks (sent and received messages, error codes,
-// timings). A failure prints {"error": ..., "code": ...} and exits 1.
+// with MQ_ENDPOINT (mqgate's gRPC address, or a proxy's), MQ_TOPIC,
+// MQ_GROUP, MQ_N and MQ_SSL in the environment. It drives mqgate with the
+// official RocketMQ 5 Node.js client only, and prints one JSON object on
+// its last stdout line: the facts the Go test checks (sent and received
+// messages, error codes, timings). A failure prints {"error": ...,
+// "code": ...} and exits 1.
 
 const {
   Producer, SimpleConsumer, PushConsumer, ConsumeResult,
@@ -24,7 +26,10 @@ const minInvisibleMs = 10000;
 // Every client gets a logger that keeps quiet: the default one writes
 // under $HOME and is shared, so the first shutdown closes it for all.
 const quiet = { info() {}, warn() {}, error() {}, debug() {} };
-const base = { endpoints, namespace: '', logger: quiet, requestTimeout: 10000 };
+// MQ_SSL=1: TLS to the endpoint (trusting GRPC_DEFAULT_SSL_ROOTS_FILE_PATH).
+const base = {
+  endpoints, namespace: '', logger: quiet, requestTimeout: 10000, sslEnabled: env('MQ_SSL') === '1',
+};
 
 const started = [];
 async function start(client) {
