@@ -199,7 +199,11 @@ func printBench(w io.Writer, o benchOpts, r benchResult) {
 		fmt.Fprintf(w, "mqgate anonymous (non-file-backed) memory after the run: %.1f MiB\n", r.Mqgate.RSSAnonMiB)
 	}
 	if len(r.Rounds) > 1 {
-		fmt.Fprintf(w, "%d rounds (echo then mqgate, alternated); the rows above are the median round:\n", len(r.Rounds))
+		if r.Echo != nil {
+			fmt.Fprintf(w, "%d rounds (echo then mqgate, alternated); the rows above are the median round:\n", len(r.Rounds))
+		} else {
+			fmt.Fprintf(w, "%d rounds; the rows above are the round with the median p99:\n", len(r.Rounds))
+		}
 		for i, rd := range r.Rounds {
 			fmt.Fprintf(w, "  round %d:", i+1)
 			if rd.Echo != nil {
