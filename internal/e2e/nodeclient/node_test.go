@@ -10,6 +10,10 @@ import (
 	"github.com/mqgate/mqgate/internal/testutil"
 )
 
+// The official Go client, linked through e2eutil, sets up its logger at
+// init: Main points it at a temp dir, as in the other end-to-end packages.
+func TestMain(m *testing.M) { e2eutil.Main(m) }
+
 // v2 status codes the scenarios report.
 const (
 	codeOK                   = 0
