@@ -16,12 +16,13 @@ func TestMain(m *testing.M) { e2eutil.Main(m) }
 
 // v2 status codes the scenarios report.
 const (
-	codeOK                   = 0
-	codeIllegalMessageTag    = 40004
-	codeIllegalInvisibleTime = 40011
-	codeInvalidReceiptHandle = 40013
-	codeMessageNotFound      = 40401
-	codeTopicNotFound        = 40402
+	codeOK                      = 0
+	codeIllegalMessageTag       = 40004
+	codeIllegalFilterExpression = 40010
+	codeIllegalInvisibleTime    = 40011
+	codeInvalidReceiptHandle    = 40013
+	codeMessageNotFound         = 40401
+	codeTopicNotFound           = 40402
 )
 
 // delivered is a message as the Node client's MessageView shows it
@@ -283,7 +284,8 @@ func TestNodePushConsumerRetry(t *testing.T) {
 }
 
 // The errors the Node client gets back carry the v2 codes: unknown topic,
-// illegal tag, invisible duration below the minimum, forged handle.
+// illegal tag, invisible duration below the minimum, forged handle, SQL92
+// filter.
 func TestNodeErrorCodes(t *testing.T) {
 	p, topic, group := server(t, []string{"--type", "NORMAL", "--queues", "1"})
 	var res struct {
@@ -292,6 +294,7 @@ func TestNodeErrorCodes(t *testing.T) {
 		ShortInvis int `json:"shortInvisible"`
 		ForgedAck  int `json:"forgedAck"`
 		RealAck    int `json:"realAck"`
+		SQLReceive int `json:"sqlReceive"`
 	}
 	node(t, p, "errors", &res, append(names(topic, group), "MQ_MISSING_TOPIC="+e2eutil.Uniq("Missing"))...)
 	for _, c := range []struct {
@@ -303,6 +306,7 @@ func TestNodeErrorCodes(t *testing.T) {
 		{"receive with a 2 s invisible duration", res.ShortInvis, codeIllegalInvisibleTime},
 		{"ack with a forged receipt handle", res.ForgedAck, codeInvalidReceiptHandle},
 		{"ack with the real handle after that", res.RealAck, codeOK},
+		{"receive with an SQL92 filter (not supported yet)", res.SQLReceive, codeIllegalFilterExpression},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s: code %d, want %d", c.what, c.got, c.want)
