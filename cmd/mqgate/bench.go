@@ -67,6 +67,9 @@ type benchOpts struct {
 	group     string
 	jsonOut   bool
 	rounds    int
+	// ownNames: topic and group are the bench's random defaults, not the
+	// user's (who may have created them on a server without auto-create).
+	ownNames bool
 
 	pipelineAcks bool
 }
@@ -111,6 +114,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return 2
 	}
 	suffix := randHex(4)
+	o.ownNames = o.topic == "" && o.group == ""
 	if o.topic == "" {
 		o.topic = "bench-" + o.mode + "-" + suffix
 	}
@@ -386,9 +390,10 @@ func runBench(ctx context.Context, o benchOpts, log io.Writer) (benchResult, err
 	}
 	for i := range o.rounds {
 		ro := o
-		if i > 0 {
-			// Each round on its own topic and group: a consume round
-			// starts from its own backlog.
+		if i > 0 && o.mode == "consume" && o.ownNames {
+			// Each consume round on its own topic and group, so from its
+			// own backlog. Named ones are kept (they may have to exist
+			// already): their rounds preload onto what is left.
 			ro.topic = fmt.Sprintf("%s-r%d", o.topic, i+1)
 			ro.group = fmt.Sprintf("%s-r%d", o.group, i+1)
 		}
