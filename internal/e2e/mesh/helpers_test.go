@@ -283,6 +283,32 @@ func startProxy(t *testing.T, grpcUpstream, httpUpstream string) *proxy {
 	return p
 }
 
+// behindProxy starts mqgate and nginx in front of it, and creates a topic
+// and a group (unique names with these prefixes) on mqgate.
+func behindProxy(t *testing.T, topicPrefix, groupPrefix string) (p *testutil.Proc, px *proxy, topic, group string) {
+	t.Helper()
+	p = start(t, testutil.StartOptions{})
+	px = startProxy(t, p.GRPC, p.HTTP)
+	topic, group = uniq(topicPrefix), uniq(groupPrefix)
+	cli(t, p.GRPC, "topic", "create", topic)
+	cli(t, p.GRPC, "group", "create", group)
+	return p, px, topic, group
+}
+
+// awaitCalls waits until nginx's access log shows a QueryRoute, sends
+// SendMessage calls, a ReceiveMessage and acks AckMessage calls.
+func (p *proxy) awaitCalls(t *testing.T, sends, acks int) {
+	t.Helper()
+	for path, atLeast := range map[string]int{
+		"/apache.rocketmq.v2.MessagingService/QueryRoute":     1,
+		"/apache.rocketmq.v2.MessagingService/SendMessage":    sends,
+		"/apache.rocketmq.v2.MessagingService/ReceiveMessage": 1,
+		"/apache.rocketmq.v2.MessagingService/AckMessage":     acks,
+	} {
+		waitFor(t, 5*time.Second, "nginx access log lines for "+path, func() bool { return p.accessCount(path) >= atLeast })
+	}
+}
+
 func (p *proxy) file(name string) string {
 	b, _ := os.ReadFile(filepath.Join(p.dir, name))
 	return string(b)

@@ -23,11 +23,7 @@ import (
 // through the proxy; REST works through it too.
 func TestOfficialClientThroughNginx(t *testing.T) {
 	e2e(t)
-	p := start(t, testutil.StartOptions{})
-	px := startProxy(t, p.GRPC, p.HTTP)
-	topic, group := uniq("mesh-orders"), uniq("mesh-billing")
-	cli(t, p.GRPC, "topic", "create", topic)
-	cli(t, p.GRPC, "group", "create", group)
+	p, px, topic, group := behindProxy(t, "mesh-orders", "mesh-billing")
 
 	// Routes echo the access point: asked through the proxy, for the
 	// proxy's address, the broker endpoint is the proxy.
@@ -64,14 +60,7 @@ func TestOfficialClientThroughNginx(t *testing.T) {
 	}
 	// Every message went through the proxy (the client knows no other
 	// address, and the route pointed it back at the proxy).
-	for path, atLeast := range map[string]int{
-		"/apache.rocketmq.v2.MessagingService/QueryRoute":     1,
-		"/apache.rocketmq.v2.MessagingService/SendMessage":    n,
-		"/apache.rocketmq.v2.MessagingService/ReceiveMessage": 1,
-		"/apache.rocketmq.v2.MessagingService/AckMessage":     n,
-	} {
-		waitFor(t, 5*time.Second, "nginx access log lines for "+path, func() bool { return px.accessCount(path) >= atLeast })
-	}
+	px.awaitCalls(t, n, n)
 
 	// REST through the proxy: send, receive (text bodies), ack.
 	base := "http://" + px.HTTP
@@ -200,11 +189,7 @@ func TestGracefulShutdownBehindProxyLosesNothing(t *testing.T) {
 // call through the proxy.
 func TestNodeClientThroughNginx(t *testing.T) {
 	e2e(t)
-	p := start(t, testutil.StartOptions{})
-	px := startProxy(t, p.GRPC, p.HTTP)
-	topic, group := uniq("mesh-node"), uniq("mesh-node-g")
-	cli(t, p.GRPC, "topic", "create", topic)
-	cli(t, p.GRPC, "group", "create", group)
+	p, px, topic, group := behindProxy(t, "mesh-node", "mesh-node-g")
 	const n = 10
 	var res struct {
 		Sent     []struct{ ID, Tag, Body string } `json:"sent"`
@@ -235,12 +220,5 @@ func TestNodeClientThroughNginx(t *testing.T) {
 	if len(res.Extra) != 0 {
 		t.Errorf("after every tagA message was acked a receive still found %d", len(res.Extra))
 	}
-	for path, atLeast := range map[string]int{
-		"/apache.rocketmq.v2.MessagingService/QueryRoute":     1,
-		"/apache.rocketmq.v2.MessagingService/SendMessage":    n,
-		"/apache.rocketmq.v2.MessagingService/ReceiveMessage": 1,
-		"/apache.rocketmq.v2.MessagingService/AckMessage":     len(want),
-	} {
-		waitFor(t, 5*time.Second, "nginx access log lines for "+path, func() bool { return px.accessCount(path) >= atLeast })
-	}
+	px.awaitCalls(t, n, len(want))
 }
