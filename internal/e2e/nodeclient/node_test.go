@@ -418,3 +418,36 @@ func TestNodePushConsumerFIFO(t *testing.T) {
 		}
 	}
 }
+
+// A group with 2 delivery attempts gets an unacked message twice (attempt
+// 1, then 2), then it moves to %DLQ%<group>, where a Node consumer of
+// another group reads it with its id, body, tag and keys.
+func TestNodeMaxAttemptsThenDLQ(t *testing.T) {
+	p, topic, group := server(t, []string{"--type", "NORMAL", "--queues", "1"}, "--max-delivery-attempts", "2")
+	reader := e2eutil.Uniq("NodeDLQReader")
+	e2eutil.CLI(t, p.GRPC, "group", "create", reader)
+	var res struct {
+		SentID     string      `json:"sentId"`
+		Deliveries []delivered `json:"deliveries"`
+		DLQTopic   string      `json:"dlqTopic"`
+		Dead       []delivered `json:"dead"`
+	}
+	node(t, p, "dlq", &res, append(names(topic, group), "MQ_DLQ_GROUP="+reader)...)
+	var attempts []int
+	for _, d := range res.Deliveries {
+		if d.ID != res.SentID || d.Corrupted {
+			t.Fatalf("delivered %+v, want only the intact message %s", d, res.SentID)
+		}
+		attempts = append(attempts, d.Attempt)
+	}
+	if !slices.Equal(attempts, []int{1, 2}) {
+		t.Fatalf("delivered with attempts %v, want [1 2] and then no more", attempts)
+	}
+	if len(res.Dead) != 1 {
+		t.Fatalf("%s holds %+v, want the one message", res.DLQTopic, res.Dead)
+	}
+	d := res.Dead[0]
+	if d.ID != res.SentID || d.Body != "dead letter" || d.Tag != "d" || !slices.Equal(d.Keys, []string{"dead-key"}) || d.Corrupted {
+		t.Errorf("%s holds %+v, want %s \"dead letter\" with tag d and key dead-key", res.DLQTopic, d, res.SentID)
+	}
+}

@@ -273,6 +273,45 @@ const scenarios = {
     return { sent, seen };
   },
 
+  // A message never acked by a group with 2 delivery attempts: delivered
+  // twice (attempt 1, then 2 after the invisible duration), then moved to
+  // %DLQ%<group>, where another group (MQ_DLQ_GROUP) reads it.
+  async dlq() {
+    const consumer = await simpleConsumer('*');
+    const producer = await start(new Producer({ ...base, topics: [topic] }));
+    const r = await producer.send({ topic, tag: 'd', keys: ['dead-key'], body: Buffer.from('dead letter') });
+    const deliveries = [];
+    const end = Date.now() + 60000;
+    // Receive without acking. The message moves to the dead-letter queue
+    // when a receive pops it after its second invisible duration, so keep
+    // receiving until one has looked past that deadline.
+    let lastAt = 0;
+    while (Date.now() < end) {
+      const msgs = await consumer.receive(1, minInvisibleMs);
+      deliveries.push(...msgs.map(view));
+      if (msgs.length > 0) lastAt = Date.now();
+      if (deliveries.length >= 2 && Date.now() - lastAt > minInvisibleMs + 2000) break;
+    }
+    // The DLQ topic exists once the message moved; a consumer of it may
+    // need a moment to find its route.
+    const dlqTopic = `%DLQ%${group}`;
+    let reader;
+    for (;;) {
+      try {
+        reader = await start(new SimpleConsumer({
+          ...base, consumerGroup: env('MQ_DLQ_GROUP'), awaitDuration: 2000,
+          subscriptions: new Map().set(dlqTopic, '*'),
+        }));
+        break;
+      } catch (e) {
+        if (Date.now() > end) throw e;
+        await new Promise((res) => setTimeout(res, 500));
+      }
+    }
+    const dead = await receiveUntil(reader, 1, { retryErrors: true });
+    return { sentId: r.messageId, deliveries, dlqTopic, dead: dead.map(view) };
+  },
+
   // The same producer and consumer across a restart of mqgate: 5 messages
   // sent, received and acked; "READY" on stdout; the test kills and
   // restarts mqgate on the same address and data dir and answers "GO" on
