@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -26,8 +25,6 @@ type NodeRun struct {
 	// OnReady, when set, runs when the scenario prints "READY"; the
 	// scenario then gets "GO" on its standard input.
 	OnReady func()
-	// Logs returns what to show of mqgate when the run fails.
-	Logs func() string
 }
 
 // NodeDir is the directory of the Node.js scenarios and their pinned
@@ -36,7 +33,8 @@ func NodeDir() string { return filepath.Join(testutil.RepoRoot(), "internal", "e
 
 // RunNode runs r and decodes the JSON object the scenario prints last
 // into out. It fails the test when node or the client is missing, when
-// the scenario fails, or when its result does not decode.
+// the scenario fails, or when its result does not decode (testutil.Start
+// then logs the mqgate processes' output at cleanup).
 func RunNode(t *testing.T, r NodeRun, out any) {
 	t.Helper()
 	bin, err := exec.LookPath("node")
@@ -90,19 +88,10 @@ func RunNode(t *testing.T, r NodeRun, out any) {
 		Code  any    `json:"code"`
 	}
 	if runErr != nil || json.Unmarshal(last, &failure) != nil || failure.Error != "" {
-		logs := ""
-		if r.Logs != nil {
-			logs = tail(r.Logs(), 40)
-		}
-		t.Fatalf("node scenarios.js %s: %v\nresult: %s\nerror: %s (code %v)\nstderr:\n%s\nmqgate log:\n%s",
-			r.Scenario, runErr, last, failure.Error, failure.Code, stderr.String(), logs)
+		t.Fatalf("node scenarios.js %s: %v\nresult: %s\nerror: %s (code %v)\nstderr:\n%s",
+			r.Scenario, runErr, last, failure.Error, failure.Code, stderr.String())
 	}
 	if err := json.Unmarshal(last, out); err != nil {
 		t.Fatalf("node scenarios.js %s: decoding %s: %v", r.Scenario, last, err)
 	}
-}
-
-func tail(s string, n int) string {
-	lines := strings.Split(s, "\n")
-	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }

@@ -189,7 +189,7 @@ func TestGracefulShutdownBehindProxyLosesNothing(t *testing.T) {
 // call through the proxy.
 func TestNodeClientThroughNginx(t *testing.T) {
 	e2e(t)
-	p, px, topic, group := behindProxy(t, "mesh-node", "mesh-node-g")
+	_, px, topic, group := behindProxy(t, "mesh-node", "mesh-node-g")
 	const n = 10
 	var res struct {
 		Sent     []struct{ ID, Tag, Body string } `json:"sent"`
@@ -199,7 +199,7 @@ func TestNodeClientThroughNginx(t *testing.T) {
 		} `json:"received"`
 		Extra []json.RawMessage `json:"extra"`
 	}
-	e2eutil.RunNode(t, e2eutil.NodeRun{Scenario: "normal", Endpoint: px.GRPC, Logs: p.Log, Env: []string{
+	e2eutil.RunNode(t, e2eutil.NodeRun{Scenario: "normal", Endpoint: px.GRPC, Env: []string{
 		"MQ_TOPIC=" + topic, "MQ_GROUP=" + group, fmt.Sprintf("MQ_N=%d", n),
 		"MQ_SSL=1", "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH=" + filepath.Join(px.dir, "tls", "tls.crt"),
 	}}, &res)

@@ -51,7 +51,7 @@ type sentMsg struct {
 // result into out. env adds MQ_* settings to the ones every scenario gets.
 func node(t *testing.T, p *testutil.Proc, scenario string, out any, env ...string) {
 	t.Helper()
-	e2eutil.RunNode(t, e2eutil.NodeRun{Scenario: scenario, Endpoint: p.GRPC, Env: env, Logs: p.Log}, out)
+	e2eutil.RunNode(t, e2eutil.NodeRun{Scenario: scenario, Endpoint: p.GRPC, Env: env}, out)
 }
 
 // server begins an end-to-end test (e2eutil.Begin: skipped with -short
@@ -332,13 +332,10 @@ func TestNodeClientsSurviveRestart(t *testing.T) {
 		ReceivedAfter  []delivered `json:"receivedAfter"`
 		Extra          []delivered `json:"extra"`
 	}
-	logs := p.Log
 	e2eutil.RunNode(t, e2eutil.NodeRun{Scenario: "restart", Endpoint: p.GRPC, Env: names(topic, group),
-		Logs: func() string { return logs() },
 		OnReady: func() {
 			p.Kill9()
 			p2 := e2eutil.Start(t, opts)
-			logs = p2.Log
 			if p2.GRPC != p.GRPC {
 				t.Errorf("restarted on %s, want %s", p2.GRPC, p.GRPC)
 			}
