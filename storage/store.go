@@ -300,11 +300,12 @@ type encoded struct {
 	total int
 }
 
-// maxPooledRecord bounds the encoding buffers kept for reuse, and
-// maxPooledBatch the batches whose encoded form is kept at all.
+// maxPooledBytes bounds the buffer capacity one reused encoded form
+// keeps (a batch of large records would otherwise pin it in the pool),
+// and maxPooledBatch the batches whose encoded form is kept at all.
 const (
-	maxPooledRecord = 64 << 10
-	maxPooledBatch  = 1024
+	maxPooledBytes = 1 << 20
+	maxPooledBatch = 1024
 )
 
 // encode validates msgs and encodes them into reused buffers; release
@@ -345,14 +346,15 @@ func (s *Store) encode(msgs []*message.Message, control bool) (_ *encoded, err e
 	return e, nil
 }
 
-// release puts e back for reuse; an unusually large batch, or buffer, is
-// left to the GC.
+// release puts e back for reuse, with its buffers up to maxPooledBytes
+// in all; the rest, and an unusually large batch, are left to the GC.
 func (s *Store) release(e *encoded) {
 	if len(e.bufs) > maxPooledBatch {
 		return
 	}
+	kept := 0
 	for i, b := range e.bufs {
-		if cap(b) > maxPooledRecord {
+		if kept += cap(b); kept > maxPooledBytes {
 			e.bufs[i] = nil
 		}
 	}

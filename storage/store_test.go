@@ -223,3 +223,34 @@ func TestOffsetForTime(t *testing.T) {
 		}
 	}
 }
+
+// A reused encoded form keeps at most maxPooledBytes of buffers, so a
+// batch of large records does not stay pinned in the pool; a common batch
+// keeps all of its buffers for the next append.
+func TestReleaseBoundsKeptBuffers(t *testing.T) {
+	s := &Store{}
+	kept := func(e *encoded) (n, bytes int) {
+		for _, b := range e.bufs {
+			if b != nil {
+				n, bytes = n+1, bytes+cap(b)
+			}
+		}
+		return n, bytes
+	}
+	small := &encoded{}
+	for range 32 {
+		small.bufs = append(small.bufs, make([]byte, 1200))
+	}
+	s.release(small)
+	if n, _ := kept(small); n != 32 {
+		t.Fatalf("a batch of 32 records of 1.2 KB kept %d of its buffers, want all 32", n)
+	}
+	large := &encoded{}
+	for range 100 {
+		large.bufs = append(large.bufs, make([]byte, 60<<10))
+	}
+	s.release(large)
+	if _, bytes := kept(large); bytes > maxPooledBytes {
+		t.Fatalf("a batch of 100 records of 60 KiB kept %d bytes of buffers, want at most %d", bytes, maxPooledBytes)
+	}
+}
