@@ -74,7 +74,7 @@ func TestReadExportConfig(t *testing.T) {
 
 func clearOTelEnv(t *testing.T) {
 	for _, k := range []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
-		"OTEL_TRACES_EXPORTER", "OTEL_METRICS_EXPORTER", "OTEL_SDK_DISABLED"} {
+		"OTEL_TRACES_EXPORTER", "OTEL_METRICS_EXPORTER", "OTEL_SDK_DISABLED", "OTEL_METRICS_EXEMPLAR_FILTER"} {
 		t.Setenv(k, "")
 	}
 }
@@ -204,5 +204,52 @@ func TestOTLPHTTPExportByDefault(t *testing.T) {
 	var metrics colmetricspb.ExportMetricsServiceRequest
 	if err := proto.Unmarshal(got["/v1/metrics"], &metrics); err != nil || !strings.Contains(metrics.String(), "mqgate.test.counter") {
 		t.Errorf("/v1/metrics: %v %.300s", err, metrics.String())
+	}
+}
+
+// Without span export no exemplar is kept (the SDK's trace-based filter
+// would look for a sampled span in every measurement's context for
+// nothing); OTEL_METRICS_EXEMPLAR_FILTER still decides when it is set.
+func TestExemplarsOffWithoutSpanExport(t *testing.T) {
+	for _, tc := range []struct {
+		env  string
+		want bool
+	}{{"", false}, {"trace_based", true}} {
+		t.Run("filter="+tc.env, func(t *testing.T) {
+			clearOTelEnv(t)
+			if tc.env != "" {
+				t.Setenv("OTEL_METRICS_EXEMPLAR_FILTER", tc.env)
+			}
+			tel, err := Setup(context.Background(), Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tel.Shutdown(context.Background())
+			// A sampled remote span, as a client's traceparent gives.
+			carrier := propagation.MapCarrier{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
+			ctx := otel.GetTextMapPropagator().Extract(context.Background(), carrier)
+			c, err := tel.Meter("test").Int64Counter("mqgate.test.count")
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.Add(ctx, 1)
+			mfs, err := tel.Registry.Gather()
+			if err != nil {
+				t.Fatal(err)
+			}
+			found, exemplar := false, false
+			for _, mf := range mfs {
+				if mf.GetName() != "mqgate_test_count_total" {
+					continue
+				}
+				for _, m := range mf.GetMetric() {
+					found = true
+					exemplar = exemplar || m.GetCounter().GetExemplar() != nil
+				}
+			}
+			if !found || exemplar != tc.want {
+				t.Fatalf("counter found %v, exemplar %v, want exemplar %v", found, exemplar, tc.want)
+			}
+		})
 	}
 }
