@@ -428,7 +428,7 @@ func (c *Classic) read(req ClassicPullRequest, hashes map[int64]struct{}) (Class
 			}
 			scanned++
 			res.Next = e.QueueOffset + 1
-			if !req.Filter.All() {
+			if req.Filter.ByTag() {
 				if _, ok := hashes[e.TagHash]; !ok {
 					continue
 				}
@@ -442,7 +442,7 @@ func (c *Classic) read(req ClassicPullRequest, hashes map[int64]struct{}) (Class
 				}
 				return res, mqerr.Wrap(mqerr.KindStoreUnavailable, err, "reading a message")
 			}
-			if !req.Filter.Match(m.Tag()) {
+			if !req.Filter.Match(m.Tag(), m) {
 				continue
 			}
 			m.QueueOffset = e.QueueOffset

@@ -4,6 +4,10 @@
 // and offsets. It speaks Go types only (broker/model); every error it
 // returns carries an mqerr.Kind.
 //
+// Filters: tag sets (model.ParseTagFilter) and SQL92 expressions over
+// message properties (SQLFilter, filter.go, compiled by broker/sqlfilter)
+// select what a receive or pull delivers; a group skips the rest.
+//
 // Spans (produce.Send → store.Append, pop.Receive, pop.Ack) and metrics
 // are observe.go's; they use the OpenTelemetry API only, never its SDK.
 //

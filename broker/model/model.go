@@ -304,9 +304,29 @@ type Delivered struct {
 	DLQOriginTopic, DLQOriginID string
 }
 
-// Filter selects messages by tag. Empty Tags means all ("*").
+// Filter selects messages by tag or, when SQL is set, by an SQL92
+// expression over their properties. The zero Filter (no Tags, no SQL)
+// means all ("*").
 type Filter struct {
 	Tags map[string]struct{}
+	// SQL is a compiled SQL92 expression (broker.SQLFilter builds one);
+	// Tags is empty then.
+	SQL Matcher
+}
+
+// Properties is what a filter reads of a stored message
+// (*message.Message is one): its properties by name, system ones such as
+// TAGS and KEYS included.
+type Properties interface {
+	Get(key string) (string, bool)
+}
+
+// Matcher is a compiled property filter.
+type Matcher interface {
+	// Match reports whether the message's properties satisfy it.
+	Match(p Properties) bool
+	// String is the expression as the client wrote it.
+	String() string
 }
 
 // ParseTagFilter parses "*", "" or "a||b||c". Empty members are dropped;
@@ -339,11 +359,18 @@ func ParseTagFilter(expr string) (Filter, error) {
 }
 
 // All reports whether the filter matches everything.
-func (f Filter) All() bool { return len(f.Tags) == 0 }
+func (f Filter) All() bool { return len(f.Tags) == 0 && f.SQL == nil }
 
-// Match reports whether a message with tag matches; untagged messages match
-// only "*".
-func (f Filter) Match(tag string) bool {
+// ByTag reports whether the filter is a tag set: a consume queue entry's
+// tag hash can rule a message out before it is read.
+func (f Filter) ByTag() bool { return len(f.Tags) > 0 }
+
+// Match reports whether a message with tag and properties p matches;
+// untagged messages match a tag filter only when it is "*".
+func (f Filter) Match(tag string, p Properties) bool {
+	if f.SQL != nil {
+		return f.SQL.Match(p)
+	}
 	if len(f.Tags) == 0 {
 		return true
 	}

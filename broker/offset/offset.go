@@ -155,7 +155,7 @@ func (s *Service) read(t model.Topic, q int32, offset int64, max int, f model.Fi
 				break
 			}
 			res.Next = e.QueueOffset + 1
-			if !f.All() {
+			if f.ByTag() {
 				if _, ok := hashes[e.TagHash]; !ok {
 					continue
 				}
@@ -164,7 +164,7 @@ func (s *Service) read(t model.Topic, q int32, offset int64, max int, f model.Fi
 			if err != nil {
 				return res, mqerr.Wrap(mqerr.KindStoreUnavailable, err, "reading a message")
 			}
-			if !f.Match(m.Tag()) {
+			if !f.Match(m.Tag(), m) {
 				continue
 			}
 			m.QueueOffset = e.QueueOffset

@@ -272,7 +272,7 @@ type filter struct {
 
 func newFilter(f model.Filter) *filter {
 	fl := &filter{f: f}
-	if !f.All() {
+	if f.ByTag() {
 		fl.hashes = make(map[int64]struct{}, len(f.Tags))
 		for t := range f.Tags {
 			fl.hashes[message.TagHash(t)] = struct{}{}
@@ -496,7 +496,7 @@ func (s *Service) readFresh(sb *sub, q *qstate, qid int32, req *ReceiveRequest, 
 				q.next = e.QueueOffset + 1
 				continue
 			}
-			if !fl.f.Match(m.Tag()) {
+			if !fl.f.Match(m.Tag(), m) {
 				q.next = e.QueueOffset + 1
 				continue
 			}

@@ -555,7 +555,7 @@ func TestComponentPullAndOffsets(t *testing.T) {
 		"bad topic":     pullReq("g", "bad topic", 0, 0, 1, "*"),
 		"bad group":     pullReq("bad group", "p", 0, 0, 1, "*"),
 		"no such queue": pullReq("g", "p", 4, 0, 1, "*"),
-		"sql filter":    {Group: res("g"), MessageQueue: &v2.MessageQueue{Topic: res("p")}, FilterExpression: &v2.FilterExpression{Type: v2.FilterType_SQL, Expression: "a > 1"}},
+		"malformed sql": {Group: res("g"), MessageQueue: &v2.MessageQueue{Topic: res("p")}, FilterExpression: &v2.FilterExpression{Type: v2.FilterType_SQL, Expression: "a >"}},
 	} {
 		p := h.pull(req, 5*time.Second)
 		if p.status.Code == v2.Code_OK || p.next != nil || len(p.msgs) != 0 {

@@ -613,8 +613,8 @@ func TestComponentReceiveValidation(t *testing.T) {
 		{"topic before group", recvReq("a b", "a b", 1, 30*time.Second, "*"), v2.Code_ILLEGAL_TOPIC},
 		{"invisible too short", recvReq("g", "orders", 1, 5*time.Second, "*"), v2.Code_ILLEGAL_INVISIBLE_TIME},
 		{"invisible too long", recvReq("g", "orders", 1, 13*time.Hour, "*"), v2.Code_ILLEGAL_INVISIBLE_TIME},
-		{"sql filter", func() *v2.ReceiveMessageRequest {
-			r := recvReq("g", "orders", 1, 30*time.Second, "a > 1")
+		{"malformed sql filter", func() *v2.ReceiveMessageRequest {
+			r := recvReq("g", "orders", 1, 30*time.Second, "a > 'x'")
 			r.FilterExpression.Type = v2.FilterType_SQL
 			return r
 		}(), v2.Code_ILLEGAL_FILTER_EXPRESSION},

@@ -135,10 +135,12 @@ func (s *MessagingService) pollWait(ctx context.Context, clientID string, reques
 }
 
 // filterOf parses a filter expression: TAG (or unspecified) expressions
-// with model.ParseTagFilter; SQL92 is refused explicitly until it exists.
+// with model.ParseTagFilter, SQL ones as RocketMQ's SQL92 over the
+// messages' properties (broker.SQLFilter; upstream needs the broker's
+// enablePropertyFilter, mqgate always has it).
 func filterOf(f *v2.FilterExpression) (model.Filter, error) {
 	if f.GetType() == v2.FilterType_SQL {
-		return model.Filter{}, mqerr.Errorf(mqerr.KindIllegalFilter, "SQL92 filter expressions are not supported by mqgate yet; subscribe with a TAG expression such as \"*\" or \"a||b\"")
+		return broker.SQLFilter(f.GetExpression())
 	}
 	flt, err := model.ParseTagFilter(f.GetExpression())
 	if err != nil {

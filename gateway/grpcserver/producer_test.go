@@ -253,15 +253,19 @@ func TestRetryPolicyToV2(t *testing.T) {
 
 func TestFilterOf(t *testing.T) {
 	f, err := filterOf(&v2.FilterExpression{Type: v2.FilterType_TAG, Expression: "a || b"})
-	if err != nil || !f.Match("a") || !f.Match("b") || f.Match("c") || f.Match("") {
+	if err != nil || !f.Match("a", nil) || !f.Match("b", nil) || f.Match("c", nil) || f.Match("", nil) {
 		t.Fatalf("a||b: %v %v", f, err)
 	}
 	if f, err := filterOf(nil); err != nil || !f.All() {
 		t.Fatalf("nil: %v %v", f, err)
 	}
-	_, err = filterOf(&v2.FilterExpression{Type: v2.FilterType_SQL, Expression: "a > 1"})
+	f, err = filterOf(&v2.FilterExpression{Type: v2.FilterType_SQL, Expression: "a > 1 AND TAGS = 'x'"})
+	if err != nil || f.All() || f.ByTag() || !f.Match("x", props{"a": "2", "TAGS": "x"}) || f.Match("x", props{"a": "1", "TAGS": "x"}) {
+		t.Fatalf("sql: %v %v", f, err)
+	}
+	_, err = filterOf(&v2.FilterExpression{Type: v2.FilterType_SQL, Expression: "a >"})
 	if mqerr.KindOf(err) != mqerr.KindIllegalFilter || !strings.Contains(err.Error(), "SQL92") {
-		t.Fatalf("sql: %v", err)
+		t.Fatalf("malformed sql: %v", err)
 	}
 	if _, err := filterOf(&v2.FilterExpression{Expression: "a||b\x01"}); mqerr.KindOf(err) != mqerr.KindIllegalFilter {
 		t.Fatalf("control: %v", err)
@@ -302,3 +306,8 @@ func TestDigestPerClientLanguage(t *testing.T) {
 	}
 	t.Fatal("no body with a leading zero nibble found")
 }
+
+// props is a message's properties for a filter.
+type props map[string]string
+
+func (p props) Get(k string) (string, bool) { v, ok := p[k]; return v, ok }

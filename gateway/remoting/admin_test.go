@@ -66,7 +66,8 @@ func TestGroupAdmin(t *testing.T) {
 		t.Fatal("group not deleted")
 	}
 	e.must(e.call(c, reqCheckClientConfig, nil, []byte(`{"subscriptionData":{"expressionType":"TAG"}}`)), codeSuccess)
-	e.must(e.call(c, reqCheckClientConfig, nil, []byte(`{"subscriptionData":{"expressionType":"SQL92"}}`)), codeSystemError)
+	e.must(e.call(c, reqCheckClientConfig, nil, []byte(`{"subscriptionData":{"expressionType":"SQL92","subString":"a > 1 AND b = 'x'"}}`)), codeSuccess)
+	e.must(e.call(c, reqCheckClientConfig, nil, []byte(`{"subscriptionData":{"expressionType":"SQL92","subString":"a >"}}`)), codeSubscriptionParseFailed)
 }
 
 // QUERY_MESSAGE by key and by unique key.

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -366,8 +365,10 @@ func (s *Server) checkClientConfig(c *conn, req *codec.Command) *codec.Command {
 	if err := json.Unmarshal(req.Body, &cc); err != nil {
 		return invalid("CHECK_CLIENT_CONFIG body is not JSON: %v", err)
 	}
-	if cc.SubscriptionData != nil && strings.EqualFold(cc.SubscriptionData.ExpressionType, "SQL92") {
-		return &codec.Command{Code: codeSystemError, Remark: noSQL92}
+	if sd := cc.SubscriptionData; sd != nil {
+		if _, err := parseFilter(sd.SubString, sd.ExpressionType); err != nil {
+			return &codec.Command{Code: codeSubscriptionParseFailed, Remark: err.Error()}
+		}
 	}
 	return ok()
 }

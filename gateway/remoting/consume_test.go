@@ -54,9 +54,15 @@ func TestPullStatusTable(t *testing.T) {
 	if rs := records(t, r.Body); len(rs) != 1 || string(rs[0].Body) != "m1" {
 		t.Fatalf("filtered %+v", rs)
 	}
-	ext["expressionType"] = "SQL92"
-	if r := e.call(c, reqPullMessage, ext, nil); r.Code != codeSystemError || !strings.Contains(r.Remark, "SQL92") {
-		t.Fatalf("SQL92 pull %+v", r)
+	ext["expressionType"], ext["subscription"] = "SQL92", "TAGS IN ('b', 'c')"
+	r = e.call(c, reqPullMessage, ext, nil)
+	check("SQL92 filter", r, codeSuccess, "3")
+	if rs := records(t, r.Body); len(rs) != 1 || string(rs[0].Body) != "m1" {
+		t.Fatalf("SQL92 filtered %+v", rs)
+	}
+	ext["subscription"] = "TAGS IN 'b'"
+	if r := e.call(c, reqPullMessage, ext, nil); r.Code != codeSubscriptionParseFailed || !strings.Contains(r.Remark, "SQL92") {
+		t.Fatalf("malformed SQL92 pull %+v", r)
 	}
 	e.must(e.call(c, reqPullMessage, pullExt("CG", "T", 7, 0, 0, 0), nil), codeInvalidParameter)
 	e.must(e.call(c, reqPullMessage, map[string]string{"consumerGroup": "CG", "topic": "T", "queueId": "x"}, nil), codeInvalidParameter)

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/mqgate/mqgate/broker"
-	"github.com/mqgate/mqgate/broker/model"
 	"github.com/mqgate/mqgate/broker/mqerr"
 	"github.com/mqgate/mqgate/gateway/remoting/codec"
 	"github.com/mqgate/mqgate/gateway/remoting/wire"
@@ -126,10 +125,7 @@ func (s *Server) popMessage(c *conn, req *codec.Command) *codec.Command {
 	if maxNums < 1 || maxNums > maxPopBatch {
 		return empty(codeInvalidParameter, "maxMsgNums must be in 1..32")
 	}
-	if strings.EqualFold(expType, "SQL92") {
-		return empty(codeSystemError, noSQL92)
-	}
-	filter, err := model.ParseTagFilter(exp)
+	filter, err := parseFilter(exp, expType)
 	if err != nil {
 		return empty(codeSubscriptionParseFailed, err.Error())
 	}

@@ -67,10 +67,7 @@ func (s *Server) pull(c *conn, req *codec.Command) *codec.Command {
 			subExpr, subType = sd.SubString, sd.ExpressionType
 		}
 	}
-	if strings.EqualFold(subType, "SQL92") {
-		return &codec.Command{Code: codeSystemError, Remark: noSQL92}
-	}
-	filter, err := model.ParseTagFilter(subExpr)
+	filter, err := parseFilter(subExpr, subType)
 	if err != nil {
 		return &codec.Command{Code: codeSubscriptionParseFailed, Remark: err.Error()}
 	}

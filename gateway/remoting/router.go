@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/mqgate/mqgate/broker"
+	"github.com/mqgate/mqgate/broker/model"
 	"github.com/mqgate/mqgate/gateway/remoting/codec"
 )
 
@@ -66,9 +68,16 @@ func (s *Server) routes() map[int32]handler {
 	}
 }
 
-// noSQL92 answers a consumer that asks for an SQL92 filter (upstream's
-// remark, with SYSTEM_ERROR).
-const noSQL92 = "The broker does not support consumer to filter message by SQL92"
+// parseFilter reads a subscription's expression by its expressionType:
+// SQL92 is compiled (broker.SQLFilter: RocketMQ's SQL92 over the
+// messages' properties, which upstream serves only with the broker's
+// enablePropertyFilter on); TAG, empty or anything else is a tag set.
+func parseFilter(expr, typ string) (model.Filter, error) {
+	if strings.EqualFold(typ, "SQL92") {
+		return broker.SQLFilter(expr)
+	}
+	return model.ParseTagFilter(expr)
+}
 
 func ok() *codec.Command { return &codec.Command{Code: codeSuccess} }
 

@@ -126,7 +126,7 @@ func TestValidationErrors(t *testing.T) {
 	// Receives.
 	short := recvReq(group, topic, 1, 5*time.Second)
 	sql := recvReq(group, topic, 1, 30*time.Second)
-	sql.FilterExpression = &pb.FilterExpression{Type: pb.FilterType_SQL, Expression: "a > 1"}
+	sql.FilterExpression = &pb.FilterExpression{Type: pb.FilterType_SQL, Expression: "a > 'one'"}
 	receives := []struct {
 		name string
 		req  *pb.ReceiveMessageRequest
@@ -136,7 +136,7 @@ func TestValidationErrors(t *testing.T) {
 		{"illegal topic", recvReq(group, "bad topic!", 1, 30*time.Second), pb.Code_ILLEGAL_TOPIC},
 		{"invisible below 10 s", short, pb.Code_ILLEGAL_INVISIBLE_TIME},
 		{"invisible above 12 h", recvReq(group, topic, 1, 13*time.Hour), pb.Code_ILLEGAL_INVISIBLE_TIME},
-		{"SQL filter", sql, pb.Code_ILLEGAL_FILTER_EXPRESSION},
+		{"malformed SQL filter", sql, pb.Code_ILLEGAL_FILTER_EXPRESSION},
 		{"unknown topic", recvReq(group, "no-such-topic", 1, 30*time.Second), pb.Code_TOPIC_NOT_FOUND},
 		{"unknown group", recvReq("no-such-group", topic, 1, 30*time.Second), pb.Code_CONSUMER_GROUP_NOT_FOUND},
 	}

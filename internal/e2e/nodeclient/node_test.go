@@ -127,6 +127,49 @@ func TestNodeSendReceiveAck(t *testing.T) {
 	}
 }
 
+// An SQL92 filter over user properties and the TAGS property: the Node
+// consumer gets exactly the matching messages, intact, and nothing else.
+func TestNodeSQL92Filter(t *testing.T) {
+	p, topic, group := server(t, []string{"--type", "NORMAL", "--queues", "2"})
+	const expr = "a > 2 AND region = 'eu' AND TAGS IN ('x', 'y') AND a NOT BETWEEN 8 AND 9"
+	var res struct {
+		Sent []struct {
+			ID     string `json:"id"`
+			A      int    `json:"a"`
+			Region string `json:"region"`
+		} `json:"sent"`
+		Received []delivered `json:"received"`
+		Extra    []delivered `json:"extra"`
+	}
+	node(t, p, "sql", &res, append(names(topic, group), "MQ_N=10", "MQ_SQL="+expr, "MQ_SQL_WANT=3")...)
+	want := map[string]int{} // id → a
+	for _, s := range res.Sent {
+		if s.A > 2 && s.Region == "eu" && (s.A < 8 || s.A > 9) {
+			want[s.ID] = s.A
+		}
+	}
+	if len(res.Sent) != 10 || len(want) != 3 {
+		t.Fatalf("sent %d messages, %d matching; want 10 and 3: %+v", len(res.Sent), len(want), res.Sent)
+	}
+	for _, m := range res.Received {
+		a, ok := want[m.ID]
+		if !ok {
+			t.Fatalf("received %s (properties %v), which %q does not match", m.ID, m.Props, expr)
+		}
+		delete(want, m.ID)
+		checkIntact(t, m, topic)
+		if m.Props["a"] != strconv.Itoa(a) || m.Body != fmt.Sprintf("sql %d", a) {
+			t.Errorf("message a=%d: body %q properties %v", a, m.Body, m.Props)
+		}
+	}
+	if len(want) != 0 {
+		t.Errorf("matching messages not received: %v", want)
+	}
+	if len(res.Extra) != 0 {
+		t.Errorf("after the matching messages were acked a receive still found %+v", res.Extra)
+	}
+}
+
 // A message not acked comes back after the invisible duration with the
 // attempt incremented; ChangeInvisibleDuration returns a new handle, the
 // old one (and the first delivery's) fail with INVALID_RECEIPT_HANDLE.
@@ -284,8 +327,8 @@ func TestNodePushConsumerRetry(t *testing.T) {
 }
 
 // The errors the Node client gets back carry the v2 codes: unknown topic,
-// illegal tag, invisible duration below the minimum, forged handle, SQL92
-// filter.
+// illegal tag, invisible duration below the minimum, forged handle,
+// malformed SQL92 filter.
 func TestNodeErrorCodes(t *testing.T) {
 	p, topic, group := server(t, []string{"--type", "NORMAL", "--queues", "1"})
 	var res struct {
@@ -306,7 +349,7 @@ func TestNodeErrorCodes(t *testing.T) {
 		{"receive with a 2 s invisible duration", res.ShortInvis, codeIllegalInvisibleTime},
 		{"ack with a forged receipt handle", res.ForgedAck, codeInvalidReceiptHandle},
 		{"ack with the real handle after that", res.RealAck, codeOK},
-		{"receive with an SQL92 filter (not supported yet)", res.SQLReceive, codeIllegalFilterExpression},
+		{"receive with a malformed SQL92 filter", res.SQLReceive, codeIllegalFilterExpression},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s: code %d, want %d", c.what, c.got, c.want)

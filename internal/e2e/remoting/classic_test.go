@@ -323,3 +323,57 @@ func TestClassicDefaultStartAndOrderly(t *testing.T) {
 		}
 	}
 }
+
+// TestClassicSQL92Selector: a classic push consumer subscribed with an
+// SQL92 selector (rocketmq-client-go filters only tags on its side, so the
+// filtering seen here is mqgate's) consumes exactly the messages whose
+// properties match, in a one-queue topic where a last matching message
+// marks the end.
+func TestClassicSQL92Selector(t *testing.T) {
+	e2e(t)
+	p := start(t)
+	topic := uniq("T")
+	createTopic(t, p, topic, 1)
+	pr := newProducer(t, p)
+	ctx := ctxT(t, 60*time.Second)
+	match := map[string]bool{}
+	for i := 1; i <= 10; i++ {
+		body := fmt.Sprintf("m%d", i)
+		m := primitive.NewMessage(topic, []byte(body)).WithTag([]string{"x", "y"}[i%2])
+		m.WithProperty("a", fmt.Sprint(i))
+		if i%3 == 0 {
+			m.WithProperty("vip", "yes")
+		}
+		if r, err := pr.SendSync(ctx, m); err != nil || r.Status != primitive.SendOK {
+			t.Fatalf("SendSync %s: %v %v", body, r, err)
+		}
+		match[body] = (i > 4 && i%2 == 0) || i%3 == 0 // "a > 4 AND TAGS = 'x'" or vip
+	}
+	end := primitive.NewMessage(topic, []byte("end"))
+	end.WithProperty("vip", "last")
+	if r, err := pr.SendSync(ctx, end); err != nil || r.Status != primitive.SendOK {
+		t.Fatalf("SendSync end: %v %v", r, err)
+	}
+	match["end"] = true
+	col := newCollector()
+	sel := consumer.MessageSelector{Type: consumer.SQL92, Expression: "(a > 4 AND TAGS = 'x') OR vip IS NOT NULL"}
+	newSelectingPushConsumer(t, p, uniq("CG"), topic, sel, func(_ context.Context, ms ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+		col.add("c", ms...)
+		return consumer.ConsumeSuccess, nil
+	})
+	col.wait(t, 45*time.Second, "the matching messages", func() bool {
+		for body, ok := range match {
+			if ok && len(col.seen[body]) == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	col.mu.Lock()
+	defer col.mu.Unlock()
+	for body := range col.seen {
+		if !match[body] {
+			t.Errorf("consumed %q, which the selector does not match", body)
+		}
+	}
+}

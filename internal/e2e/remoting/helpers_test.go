@@ -157,13 +157,19 @@ type consumeFn func(context.Context, ...*primitive.MessageExt) (consumer.Consume
 
 func newPushConsumer(t *testing.T, p *testutil.Proc, group, topic string, fn consumeFn, opts ...consumer.Option) rocketmq.PushConsumer {
 	t.Helper()
+	return newSelectingPushConsumer(t, p, group, topic, consumer.MessageSelector{}, fn, opts...)
+}
+
+// newSelectingPushConsumer is newPushConsumer subscribed with sel.
+func newSelectingPushConsumer(t *testing.T, p *testutil.Proc, group, topic string, sel consumer.MessageSelector, fn consumeFn, opts ...consumer.Option) rocketmq.PushConsumer {
+	t.Helper()
 	opts = append([]consumer.Option{consumer.WithNameServer(ns(p)), consumer.WithGroupName(group),
 		consumer.WithInstance(uniq("cons")), consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset)}, opts...)
 	c, err := rocketmq.NewPushConsumer(opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Subscribe(topic, consumer.MessageSelector{}, fn); err != nil {
+	if err := c.Subscribe(topic, sel, fn); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Start(); err != nil {

@@ -1,0 +1,49 @@
+package broker
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/mqgate/mqgate/broker/model"
+	"github.com/mqgate/mqgate/broker/mqerr"
+	"github.com/mqgate/mqgate/broker/sqlfilter"
+)
+
+// SQLFilter compiles an SQL92 filter expression (RocketMQ's language over
+// message properties, broker/sqlfilter) into a Filter. A malformed
+// expression is a KindIllegalFilter error saying what is wrong and where.
+//
+// Compiled expressions are cached by their text: a push consumer sends its
+// subscription's expression with every receive. The cache keeps the first
+// sqlCacheSize distinct expressions and compiles the rest each time, so
+// clients cannot grow it without bound.
+func SQLFilter(expr string) (model.Filter, error) {
+	if v, ok := sqlCache.m.Load(expr); ok {
+		return model.Filter{SQL: v.(sqlMatcher)}, nil
+	}
+	e, err := sqlfilter.Compile(expr)
+	if err != nil {
+		return model.Filter{}, mqerr.Wrap(mqerr.KindIllegalFilter, err, "illegal SQL92 filter expression")
+	}
+	m := sqlMatcher{e}
+	if sqlCache.n.Load() < sqlCacheSize {
+		if _, loaded := sqlCache.m.LoadOrStore(expr, m); !loaded {
+			sqlCache.n.Add(1)
+		}
+	}
+	return model.Filter{SQL: m}, nil
+}
+
+const sqlCacheSize = 1024
+
+var sqlCache struct {
+	m sync.Map // expression → sqlMatcher
+	n atomic.Int64
+}
+
+// sqlMatcher adapts a compiled expression to model.Matcher (model imports
+// only the standard library).
+type sqlMatcher struct{ e *sqlfilter.Expr }
+
+func (m sqlMatcher) Match(p model.Properties) bool { return m.e.Match(p) }
+func (m sqlMatcher) String() string                { return m.e.String() }
