@@ -111,6 +111,24 @@ func TestRESTSendReceiveAck(t *testing.T) {
 }
 
 // gRPC send → HTTP receive → HTTP ack: the message is not redelivered.
+// An SQL92 filter on a REST receive selects on properties; the group
+// skips the rest.
+func TestRESTSQLFilter(t *testing.T) {
+	h := newHarness(t)
+	h.setup("orders", "NORMAL", "billing")
+	h.ok("POST", sendPath, `{"messages":[{"text":"eu-7","tag":"x","properties":{"region":"eu","a":"7"}},`+
+		`{"text":"us-9","tag":"x","properties":{"region":"us","a":"9"}},{"text":"eu-1","properties":{"region":"eu","a":"1"}}]}`)
+	h.dispatched()
+	body := strings.Replace(noWait, "{", `{"sqlFilter":"region = 'eu' AND a BETWEEN 5 AND 10 AND TAGS IS NOT NULL",`, 1)
+	got := messages(t, h.ok("POST", recvPath+"?body=text", body))
+	if len(got) != 1 || got[0]["text"] != "eu-7" {
+		t.Fatalf("sql filter received %v, want only eu-7", got)
+	}
+	if more := messages(t, h.ok("POST", recvPath+"?body=text", body)); len(more) != 0 {
+		t.Fatalf("then %v, want nothing", more)
+	}
+}
+
 func TestRESTReceivesGRPCSendAndAcks(t *testing.T) {
 	h := newHarness(t)
 	h.setup("orders", "NORMAL", "billing")
@@ -263,6 +281,8 @@ func TestRESTErrors(t *testing.T) {
 		{"invisible too short", "POST", recvPath, `{"invisibleDuration":"1s"}`, 400, v2.Code_ILLEGAL_INVISIBLE_TIME, "invisibleDuration 1s"},
 		{"wait too long", "POST", recvPath, `{"waitDuration":"60s"}`, 400, v2.Code_ILLEGAL_POLLING_TIME, "waitDuration 1m0s"},
 		{"bad filter", "POST", recvPath, "{\"filter\":\"a\\u0001\"}", 400, v2.Code_ILLEGAL_FILTER_EXPRESSION, "filter"},
+		{"malformed sql filter", "POST", recvPath, `{"sqlFilter":"a > 'x'"}`, 400, v2.Code_ILLEGAL_FILTER_EXPRESSION, "SQL92"},
+		{"tags and sql filter", "POST", recvPath, `{"filter":"a","sqlFilter":"a > 1"}`, 400, v2.Code_ILLEGAL_FILTER_EXPRESSION, "not both"},
 		{"no handles", "POST", ackPath, `{"receiptHandles":[]}`, 400, v2.Code_BAD_REQUEST, "receiptHandles"},
 		{"no handle", "POST", changePath, `{"invisibleDuration":"10s"}`, 400, v2.Code_INVALID_RECEIPT_HANDLE, "receiptHandle"},
 		{"no duration", "POST", changePath, `{"receiptHandle":"r1.x"}`, 400, v2.Code_ILLEGAL_INVISIBLE_TIME, "invisibleDuration"},

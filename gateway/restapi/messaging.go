@@ -105,9 +105,9 @@ func receiveRequest(ctx context.Context, req *restv1.ReceiveMessagesRequest) (br
 	if deadline, ok := ctx.Deadline(); ok {
 		wait = max(min(wait, time.Until(deadline)-WaitReserve), 0)
 	}
-	filter, err := model.ParseTagFilter(req.GetFilter())
+	filter, err := receiveFilter(req.GetFilter(), req.GetSqlFilter())
 	if err != nil {
-		return rr, mqerr.Wrap(mqerr.KindIllegalFilter, err, "illegal filter")
+		return rr, err
 	}
 	return broker.ReceiveRequest{
 		Group:     req.GetGroup(),
@@ -252,4 +252,20 @@ func callerHost(ctx context.Context) string {
 		return host
 	}
 	return p.Addr.String()
+}
+
+// receiveFilter is a receive's tag filter, or its SQL92 one when sqlFilter
+// is set (not both).
+func receiveFilter(tags, sqlFilter string) (model.Filter, error) {
+	if sqlFilter != "" {
+		if strings.TrimSpace(tags) != "" && strings.TrimSpace(tags) != "*" {
+			return model.Filter{}, mqerr.Errorf(mqerr.KindIllegalFilter, "give filter (tags) or sqlFilter, not both")
+		}
+		return broker.SQLFilter(sqlFilter)
+	}
+	f, err := model.ParseTagFilter(tags)
+	if err != nil {
+		return model.Filter{}, mqerr.Wrap(mqerr.KindIllegalFilter, err, "illegal filter")
+	}
+	return f, nil
 }

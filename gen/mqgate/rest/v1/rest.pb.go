@@ -416,7 +416,11 @@ type ReceiveMessagesRequest struct {
 	// means 5s. The answer comes as soon as messages arrive.
 	WaitDuration *durationpb.Duration `protobuf:"bytes,5,opt,name=wait_duration,json=waitDuration,proto3" json:"wait_duration,omitempty"`
 	// A tag filter: "*" (default) or "TagA||TagB".
-	Filter        string `protobuf:"bytes,6,opt,name=filter,proto3" json:"filter,omitempty"`
+	Filter string `protobuf:"bytes,6,opt,name=filter,proto3" json:"filter,omitempty"`
+	// An SQL92 filter over the messages' properties (user ones and system
+	// ones such as TAGS), e.g. "a > 5 AND region = 'eu'"; RocketMQ's
+	// language. Set it or filter, not both.
+	SqlFilter     string `protobuf:"bytes,7,opt,name=sql_filter,json=sqlFilter,proto3" json:"sql_filter,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -489,6 +493,13 @@ func (x *ReceiveMessagesRequest) GetWaitDuration() *durationpb.Duration {
 func (x *ReceiveMessagesRequest) GetFilter() string {
 	if x != nil {
 		return x.Filter
+	}
+	return ""
+}
+
+func (x *ReceiveMessagesRequest) GetSqlFilter() string {
+	if x != nil {
+		return x.SqlFilter
 	}
 	return ""
 }
@@ -1220,14 +1231,16 @@ const file_mqgate_rest_v1_rest_proto_rawDesc = "" +
 	"message_id\x18\x01 \x01(\tR\tmessageId\x12.\n" +
 	"\x06status\x18\x02 \x01(\v2\x16.mqgate.rest.v1.StatusR\x06status\"L\n" +
 	"\x14SendMessagesResponse\x124\n" +
-	"\aresults\x18\x01 \x03(\v2\x1a.mqgate.rest.v1.SendResultR\aresults\"\x89\x02\n" +
+	"\aresults\x18\x01 \x03(\v2\x1a.mqgate.rest.v1.SendResultR\aresults\"\xa8\x02\n" +
 	"\x16ReceiveMessagesRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
 	"\x05topic\x18\x02 \x01(\tR\x05topic\x12!\n" +
 	"\fmax_messages\x18\x03 \x01(\x05R\vmaxMessages\x12H\n" +
 	"\x12invisible_duration\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x11invisibleDuration\x12>\n" +
 	"\rwait_duration\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\fwaitDuration\x12\x16\n" +
-	"\x06filter\x18\x06 \x01(\tR\x06filter\"\xac\x05\n" +
+	"\x06filter\x18\x06 \x01(\tR\x06filter\x12\x1d\n" +
+	"\n" +
+	"sql_filter\x18\a \x01(\tR\tsqlFilter\"\xac\x05\n" +
 	"\x0fReceivedMessage\x12\x1d\n" +
 	"\n" +
 	"message_id\x18\x01 \x01(\tR\tmessageId\x12\x14\n" +
