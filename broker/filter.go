@@ -15,8 +15,9 @@ import (
 //
 // Compiled expressions are cached by their text: a push consumer sends its
 // subscription's expression with every receive. The cache keeps the first
-// sqlCacheSize distinct expressions and compiles the rest each time, so
-// clients cannot grow it without bound.
+// sqlCacheSize distinct expressions of at most sqlCacheMaxLen bytes and
+// compiles the others each time, so clients cannot grow it past a few
+// megabytes.
 func SQLFilter(expr string) (model.Filter, error) {
 	if v, ok := sqlCache.m.Load(expr); ok {
 		return model.Filter{SQL: v.(sqlMatcher)}, nil
@@ -26,7 +27,7 @@ func SQLFilter(expr string) (model.Filter, error) {
 		return model.Filter{}, mqerr.Wrap(mqerr.KindIllegalFilter, err, "illegal SQL92 filter expression")
 	}
 	m := sqlMatcher{e}
-	if sqlCache.n.Load() < sqlCacheSize {
+	if len(expr) <= sqlCacheMaxLen && sqlCache.n.Load() < sqlCacheSize {
 		if _, loaded := sqlCache.m.LoadOrStore(expr, m); !loaded {
 			sqlCache.n.Add(1)
 		}
@@ -34,7 +35,10 @@ func SQLFilter(expr string) (model.Filter, error) {
 	return model.Filter{SQL: m}, nil
 }
 
-const sqlCacheSize = 1024
+const (
+	sqlCacheSize   = 256
+	sqlCacheMaxLen = 512
+)
 
 var sqlCache struct {
 	m sync.Map // expression → sqlMatcher
