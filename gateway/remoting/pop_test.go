@@ -95,3 +95,29 @@ func TestPopFamily(t *testing.T) {
 	}
 	e.must(e.call(c, reqPopMessage, map[string]string{"consumerGroup": "PG", "topic": "T", "queueId": "-1", "maxMsgNums": "33", "invisibleTime": "60000"}, nil), codeInvalidParameter)
 }
+
+// POP with an SQL92 expression pops only what matches (the group skips
+// the rest); a malformed one is SUBSCRIPTION_PARSE_FAILED.
+func TestPopSQL92(t *testing.T) {
+	e := newEnv(t)
+	c := e.dial()
+	e.createTopic(c, "T", 1, "")
+	for i := range 4 {
+		e.must(e.send(c, "T", 0, fmt.Sprint("m", i), props("a", fmt.Sprint(i))), codeSuccess)
+	}
+	pop := func(exp string) *codec.Command {
+		return e.call(c, reqPopMessage, map[string]string{"consumerGroup": "PG", "topic": "T", "queueId": "-1", "maxMsgNums": "8",
+			"invisibleTime": "60000", "pollTime": "0", "bornTime": fmt.Sprint(e.clk.Now().UnixMilli()), "initMode": "0",
+			"expType": "SQL92", "exp": exp}, nil)
+	}
+	rs := records(t, e.must(pop("a >= 2"), codeSuccess).Body)
+	if len(rs) != 2 || string(rs[0].Body) != "m2" || string(rs[1].Body) != "m3" {
+		t.Fatalf("popped %+v, want m2 and m3", rs)
+	}
+	if r := pop("a >= 0"); r.Code != codePollingTimeout {
+		t.Fatalf("the skipped messages came back: %d", r.Code)
+	}
+	if r := pop("a >="); r.Code != codeSubscriptionParseFailed || !strings.Contains(r.Remark, "SQL92") {
+		t.Fatalf("malformed: %d %s", r.Code, r.Remark)
+	}
+}
