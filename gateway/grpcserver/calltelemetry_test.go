@@ -55,6 +55,13 @@ func telemetryServer(t *testing.T, tracing bool, tp trace.TracerProvider) (healt
 		Tracing:                tracing,
 		ExtraUnaryInterceptors: []grpc.UnaryServerInterceptor{probe},
 	})
+	return healthpb.NewHealthClient(serveBufconn(t, srv)), reader, seen
+}
+
+// serveBufconn serves srv on an in-memory listener and returns a client
+// connection to it; both stop when the test ends.
+func serveBufconn(t *testing.T, srv *Server) *grpc.ClientConn {
+	t.Helper()
 	srv.SetServing(true)
 	lis := bufconn.Listen(1 << 20)
 	go func() { _ = srv.Serve(lis) }()
@@ -70,7 +77,7 @@ func telemetryServer(t *testing.T, tracing bool, tp trace.TracerProvider) (healt
 		defer cancel()
 		_ = srv.Stop(ctx)
 	})
-	return healthpb.NewHealthClient(conn), reader, seen
+	return conn
 }
 
 func callCtx(t *testing.T, kv ...string) context.Context {

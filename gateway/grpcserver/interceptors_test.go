@@ -1,25 +1,21 @@
 package grpcserver
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
-	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
-	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/mqgate/mqgate/broker/model"
 	v2 "github.com/mqgate/mqgate/gen/apache/rocketmq/v2"
+	"github.com/mqgate/mqgate/internal/testutil"
 )
 
 // The unary interceptors, through a real server against the real broker:
@@ -72,7 +68,7 @@ func TestInterceptorsDrainAndClientID(t *testing.T) {
 // logged with its stack and the call's outcome, and is counted in
 // rpc.server.call.duration as INTERNAL; the server keeps serving.
 func TestInterceptorsRecoverPanic(t *testing.T) {
-	var logs syncBuffer
+	var logs testutil.SyncBuffer
 	reader := sdkmetric.NewManualReader()
 	srv := New(Options{
 		Logger:        slog.New(slog.NewTextHandler(&logs, nil)),
@@ -96,26 +92,12 @@ func TestInterceptorsRecoverPanic(t *testing.T) {
 			return ic(ctx, in, &grpc.UnaryServerInfo{Server: srv, FullMethod: "/test.Panicky/Do"}, h)
 		}}},
 	}, struct{}{})
-	srv.SetServing(true)
-	lis := bufconn.Listen(1 << 20)
-	go func() { _ = srv.Serve(lis) }()
-	conn, err := grpc.NewClient("passthrough:///bufnet",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		conn.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Stop(ctx)
-	})
+	conn := serveBufconn(t, srv)
 	call := func(v string) error {
 		return conn.Invoke(callCtx(t), "/test.Panicky/Do", wrapperspb.String(v), new(wrapperspb.StringValue))
 	}
 
-	err = call("panic")
+	err := call("panic")
 	if status.Code(err) != codes.Internal || !strings.Contains(status.Convert(err).Message(), "logged by the server") {
 		t.Fatalf("panicking call: %v, want INTERNAL", err)
 	}
@@ -131,22 +113,4 @@ func TestInterceptorsRecoverPanic(t *testing.T) {
 	if got[method+"|INTERNAL|INTERNAL"] != 1 || got[method+"|OK|"] != 1 {
 		t.Fatalf("rpc.server.call.duration counts %v", got)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for a logger and a test to share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -1,13 +1,11 @@
 package remoting
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -25,23 +23,6 @@ import (
 // Component tests: the real broker and store (in memory, fake clock)
 // behind a real listener on a loopback port, driven by the test client.
 
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 type env struct {
 	t    *testing.T
 	clk  *clock.Fake
@@ -49,7 +30,7 @@ type env struct {
 	b    *broker.Broker
 	cl   *broker.Classic
 	s    *Server
-	logs *syncBuf
+	logs *testutil.SyncBuffer
 	ctx  context.Context
 }
 
@@ -57,7 +38,7 @@ type envOpt func(*Config, *broker.Config)
 
 func newEnv(t *testing.T, opts ...envOpt) *env {
 	t.Helper()
-	e := &env{t: t, clk: clock.NewFake(time.UnixMilli(1_800_000_000_000)), logs: &syncBuf{}}
+	e := &env{t: t, clk: clock.NewFake(time.UnixMilli(1_800_000_000_000)), logs: &testutil.SyncBuffer{}}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
 	e.ctx = ctx
