@@ -35,8 +35,13 @@ type ConsumerConfig struct {
 	// Group is the consumer group (required).
 	Group string
 	// Subscriptions maps topics to tag filter expressions: "*" or "" for
-	// every message, "a||b" for tags a or b. At least one is required.
+	// every message, "a||b" for tags a or b. At least one topic is
+	// required, here or in SQLSubscriptions.
 	Subscriptions map[string]string
+	// SQLSubscriptions maps topics to SQL92 filter expressions over the
+	// messages' properties (RocketMQ's language, e.g. "a > 5 AND region =
+	// 'eu'"; TAGS is the tag). A topic is in one map or the other.
+	SQLSubscriptions map[string]string
 	// Await is how long a Receive that finds nothing waits on the server
 	// for messages to arrive (0: DefaultAwait). A ctx deadline shortens
 	// it. mqgate holds an empty receive for 5 to 20 s unless the call's
@@ -63,8 +68,16 @@ func (c *Client) NewSimpleConsumer(ctx context.Context, cfg ConsumerConfig) (*Si
 	if strings.TrimSpace(cfg.Group) == "" {
 		return nil, errors.New("sdk: NewSimpleConsumer: a consumer group is required")
 	}
-	if len(cfg.Subscriptions) == 0 {
+	if len(cfg.Subscriptions)+len(cfg.SQLSubscriptions) == 0 {
 		return nil, errors.New("sdk: NewSimpleConsumer: subscribe to at least one topic")
+	}
+	for t, expr := range cfg.SQLSubscriptions {
+		if _, dup := cfg.Subscriptions[t]; dup {
+			return nil, fmt.Errorf("sdk: NewSimpleConsumer: topic %q has both a tag and an SQL92 subscription", t)
+		}
+		if strings.TrimSpace(expr) == "" {
+			return nil, fmt.Errorf("sdk: NewSimpleConsumer: the SQL92 subscription of topic %q is empty", t)
+		}
 	}
 	if cfg.Await <= 0 {
 		cfg.Await = DefaultAwait
@@ -74,9 +87,12 @@ func (c *Client) NewSimpleConsumer(ctx context.Context, cfg ConsumerConfig) (*Si
 	for t := range cfg.Subscriptions {
 		s.topics = append(s.topics, t)
 	}
+	for t := range cfg.SQLSubscriptions {
+		s.topics = append(s.topics, t)
+	}
 	sort.Strings(s.topics)
 	for _, t := range s.topics {
-		entries = append(entries, &v2.SubscriptionEntry{Topic: c.resource(t), Expression: filter(cfg.Subscriptions[t])})
+		entries = append(entries, &v2.SubscriptionEntry{Topic: c.resource(t), Expression: s.filter(t)})
 	}
 	ct := v2.ClientType_SIMPLE_CONSUMER
 	settings := &v2.Settings{
@@ -95,7 +111,12 @@ func (c *Client) NewSimpleConsumer(ctx context.Context, cfg ConsumerConfig) (*Si
 	return s, nil
 }
 
-func filter(expr string) *v2.FilterExpression {
+// filter is the filter expression of a subscribed topic.
+func (s *SimpleConsumer) filter(topic string) *v2.FilterExpression {
+	if expr, ok := s.cfg.SQLSubscriptions[topic]; ok {
+		return &v2.FilterExpression{Type: v2.FilterType_SQL, Expression: expr}
+	}
+	expr := s.cfg.Subscriptions[topic]
 	if strings.TrimSpace(expr) == "" {
 		expr = "*"
 	}
@@ -142,8 +163,9 @@ func (s *SimpleConsumer) ReceiveFrom(ctx context.Context, topic string, max int,
 	if err := s.checkOpen("Receive"); err != nil {
 		return nil, err
 	}
-	expr, ok := s.cfg.Subscriptions[topic]
-	if !ok {
+	_, tags := s.cfg.Subscriptions[topic]
+	_, sql := s.cfg.SQLSubscriptions[topic]
+	if !tags && !sql {
 		return nil, fmt.Errorf("sdk: Receive: topic %q is not subscribed", topic)
 	}
 	margin := receiveMargin
@@ -155,7 +177,7 @@ func (s *SimpleConsumer) ReceiveFrom(ctx context.Context, topic string, max int,
 	req := &v2.ReceiveMessageRequest{
 		Group:              s.group,
 		MessageQueue:       &v2.MessageQueue{Topic: s.c.resource(topic), Id: -1, Broker: &v2.Broker{}},
-		FilterExpression:   filter(expr),
+		FilterExpression:   s.filter(topic),
 		BatchSize:          int32(max),
 		InvisibleDuration:  durationpb.New(invisible),
 		LongPollingTimeout: durationpb.New(s.cfg.Await),

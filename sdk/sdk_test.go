@@ -224,3 +224,59 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 	}
 	sdk.WaitGoroutines(t, base)
 }
+
+// SQLSubscriptions: receives carry the SQL92 expression; only the
+// messages whose properties match arrive. A topic cannot have both kinds,
+// and an empty expression is refused before anything is sent.
+func TestSQLSubscription(t *testing.T) {
+	c := dial(t)
+	ctx := testutil.Context(t, 30*time.Second)
+	p := newProducer(t, ctx, c, sdk.ProducerConfig{Topics: []string{"sdk-sql"}})
+	want := map[string]bool{}
+	for i := 0; i < 6; i++ {
+		r, err := p.Send(ctx, &sdk.Message{Topic: "sdk-sql", Body: []byte(fmt.Sprint("m", i)), Tag: []string{"x", "y"}[i%2],
+			Properties: map[string]string{"n": fmt.Sprint(i)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i >= 2 && i%2 == 0 {
+			want[r.MessageID] = true
+		}
+	}
+	cons, err := c.NewSimpleConsumer(ctx, sdk.ConsumerConfig{Group: "sdk-sql-g", SQLSubscriptions: map[string]string{"sdk-sql": "n >= 2 AND TAGS = 'x'"},
+		Await: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []*sdk.ReceivedMessage
+	for len(got) < len(want) {
+		ms, err := cons.Receive(ctx, 32, 20*time.Second)
+		if err != nil || len(ms) == 0 {
+			t.Fatalf("receive: %d messages, %v; got %d of %d", len(ms), err, len(got), len(want))
+		}
+		got = append(got, ms...)
+	}
+	for _, m := range got {
+		if !want[m.ID] {
+			t.Fatalf("received %s (%q, tag %q, %v), which the filter does not match", m.ID, m.Body, m.Tag, m.Properties)
+		}
+		if err := cons.Ack(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(got) != len(want) {
+		t.Fatalf("received %d, want %d", len(got), len(want))
+	}
+	short := testutil.Context(t, 1500*time.Millisecond)
+	if ms, err := cons.Receive(short, 32, 20*time.Second); err != nil || len(ms) != 0 {
+		t.Fatalf("after the matching messages: %d messages, %v", len(ms), err)
+	}
+	for name, cfg := range map[string]sdk.ConsumerConfig{
+		"both kinds": {Group: "g", Subscriptions: map[string]string{"t": "*"}, SQLSubscriptions: map[string]string{"t": "a > 1"}},
+		"empty sql":  {Group: "g", SQLSubscriptions: map[string]string{"t": " "}},
+	} {
+		if _, err := c.NewSimpleConsumer(ctx, cfg); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}

@@ -55,6 +55,9 @@ func TestParseReceiveAndAckArgs(t *testing.T) {
 	if err != nil || rc.max != 3 || rc.wait != 0 || rc.invisible != time.Minute || !rc.noAck || !rc.follow || rc.tag != "a||b" {
 		t.Fatalf("%+v %v", rc, err)
 	}
+	if rc, err = parseReceiveArgs([]string{"--group", "g", "--topic", "t", "--sql", "a > 1"}); err != nil || rc.sql != "a > 1" {
+		t.Fatalf("--sql: %+v %v", rc, err)
+	}
 	for _, c := range []struct {
 		args []string
 		err  string
@@ -64,6 +67,7 @@ func TestParseReceiveAndAckArgs(t *testing.T) {
 		{[]string{"--group", "g", "--topic", "t", "--max", "33"}, "--max 33"},
 		{[]string{"--group", "g", "--topic", "t", "--invisible", "5s"}, "--invisible 5s"},
 		{[]string{"--group", "g", "--topic", "t", "extra"}, "no arguments"},
+		{[]string{"--group", "g", "--topic", "t", "--tag", "a", "--sql", "b > 1"}, "not both"},
 	} {
 		if _, err := parseReceiveArgs(c.args); err == nil || !strings.Contains(err.Error(), c.err) {
 			t.Errorf("receive %q: %v, want %q", c.args, err, c.err)

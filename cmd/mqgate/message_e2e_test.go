@@ -202,6 +202,14 @@ func TestMessageCommandsEndToEnd(t *testing.T) {
 	if out = c.ok("", "group", "describe", "ledger"); !strings.Contains(out, "steps  0      0          0            0") {
 		t.Fatalf("after receive (with ack):\n%s", out)
 	}
+	// receive --sql: a new group sees only the message whose properties
+	// match (the one sent with region=eu).
+	c.ok("", "group", "create", "eu-desk")
+	out = c.ok("", "receive", "--group", "eu-desk", "--topic", "orders", "--sql", "region = 'eu' AND TAGS = 'vip'", "--wait", "2s")
+	if ms := jsonLines(t, out); len(ms) != 1 || ms[0]["message_id"] != secondID {
+		t.Fatalf("receive --sql: %q", out)
+	}
+	c.fails(exitFail, "ILLEGAL_FILTER_EXPRESSION", "receive", "--group", "eu-desk", "--topic", "orders", "--sql", "region =", "--wait", "0")
 }
 
 // receive --follow prints messages as they arrive and stops cleanly on

@@ -14,7 +14,7 @@ import (
 )
 
 const receiveUsage = `Usage:
-  mqgate receive --group G --topic T [--max N] [--wait 5s] [--invisible 30s] [--tag EXPR] [--no-ack] [--follow]
+  mqgate receive --group G --topic T [--max N] [--wait 5s] [--invisible 30s] [--tag EXPR | --sql EXPR] [--no-ack] [--follow]
 
 Prints one JSON object per message (body as text, or body_base64 when it is
 not UTF-8) and acknowledges it, unless --no-ack: then the message stays
@@ -27,6 +27,8 @@ invisible for --invisible and its receipt_handle can be given to 'mqgate ack'.
   --invisible D      how long received messages stay invisible to the group
                      (10s to 12h, default 30s)
   --tag EXPR         tag filter: "*" (default) or "a||b"
+  --sql EXPR         SQL92 filter over the messages' properties instead,
+                     e.g. "a > 5 AND region = 'eu'" (TAGS is the tag)
   --no-ack           do not acknowledge (print receipt handles for 'mqgate ack')
   --follow           keep receiving until interrupted (Ctrl-C)
 
@@ -38,6 +40,7 @@ invisible for --invisible and its receipt_handle can be given to 'mqgate ack'.
 
 type receiveCommand struct {
 	group, topic, tag string
+	sql               string
 	max               int
 	wait, invisible   time.Duration
 	noAck, follow     bool
@@ -51,6 +54,7 @@ func parseReceiveArgs(args []string) (receiveCommand, error) {
 	fs.StringVar(&rc.group, "group", "", "")
 	fs.StringVar(&rc.topic, "topic", "", "")
 	fs.StringVar(&rc.tag, "tag", "*", "")
+	fs.StringVar(&rc.sql, "sql", "", "")
 	fs.IntVar(&rc.max, "max", 32, "")
 	fs.DurationVar(&rc.wait, "wait", 5*time.Second, "")
 	fs.DurationVar(&rc.invisible, "invisible", 30*time.Second, "")
@@ -67,6 +71,8 @@ func parseReceiveArgs(args []string) (receiveCommand, error) {
 		return rc, usageErr("--group (the consumer group) is required")
 	case strings.TrimSpace(rc.topic) == "":
 		return rc, usageErr("--topic is required")
+	case rc.sql != "" && strings.TrimSpace(rc.tag) != "*" && strings.TrimSpace(rc.tag) != "":
+		return rc, usageErr("give --tag or --sql, not both")
 	case rc.max < 1 || rc.max > 32:
 		return rc, usageErr("--max %d: want 1 to 32", rc.max)
 	case rc.wait < 0:
@@ -136,7 +142,11 @@ func receiveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if await == 0 {
 		await = time.Millisecond // the SDK's 0 means its default
 	}
-	cons, err := c.NewSimpleConsumer(sctx, sdk.ConsumerConfig{Group: rc.group, Subscriptions: map[string]string{rc.topic: rc.tag}, Await: await})
+	cfg := sdk.ConsumerConfig{Group: rc.group, Subscriptions: map[string]string{rc.topic: rc.tag}, Await: await}
+	if rc.sql != "" {
+		cfg.Subscriptions, cfg.SQLSubscriptions = nil, map[string]string{rc.topic: rc.sql}
+	}
+	cons, err := c.NewSimpleConsumer(sctx, cfg)
 	cancel()
 	if err != nil {
 		return sdkFail(stderr, "receive", err, rc.client, w)
