@@ -20,19 +20,18 @@ import (
 // megabytes.
 func SQLFilter(expr string) (model.Filter, error) {
 	if v, ok := sqlCache.m.Load(expr); ok {
-		return model.Filter{SQL: v.(sqlMatcher)}, nil
+		return model.Filter{SQL: v.(*sqlfilter.Expr)}, nil
 	}
 	e, err := sqlfilter.Compile(expr)
 	if err != nil {
 		return model.Filter{}, mqerr.Wrap(mqerr.KindIllegalFilter, err, "illegal SQL92 filter expression")
 	}
-	m := sqlMatcher{e}
 	if len(expr) <= sqlCacheMaxLen && sqlCache.n.Load() < sqlCacheSize {
-		if _, loaded := sqlCache.m.LoadOrStore(expr, m); !loaded {
+		if _, loaded := sqlCache.m.LoadOrStore(expr, e); !loaded {
 			sqlCache.n.Add(1)
 		}
 	}
-	return model.Filter{SQL: m}, nil
+	return model.Filter{SQL: e}, nil
 }
 
 const (
@@ -41,13 +40,6 @@ const (
 )
 
 var sqlCache struct {
-	m sync.Map // expression → sqlMatcher
+	m sync.Map // expression → *sqlfilter.Expr
 	n atomic.Int64
 }
-
-// sqlMatcher adapts a compiled expression to model.Matcher (model imports
-// only the standard library).
-type sqlMatcher struct{ e *sqlfilter.Expr }
-
-func (m sqlMatcher) Match(p model.Properties) bool { return m.e.Match(p) }
-func (m sqlMatcher) String() string                { return m.e.String() }

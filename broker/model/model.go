@@ -316,17 +316,16 @@ type Filter struct {
 
 // Properties is what a filter reads of a stored message
 // (*message.Message is one): its properties by name, system ones such as
-// TAGS and KEYS included.
-type Properties interface {
+// TAGS and KEYS included. An alias of the unnamed interface, so that
+// broker/sqlfilter's compiled expression is a Matcher as it is.
+type Properties = interface {
 	Get(key string) (string, bool)
 }
 
-// Matcher is a compiled property filter.
+// Matcher is a compiled property filter (*sqlfilter.Expr is one).
 type Matcher interface {
 	// Match reports whether the message's properties satisfy it.
 	Match(p Properties) bool
-	// String is the expression as the client wrote it.
-	String() string
 }
 
 // ParseTagFilter parses "*", "" or "a||b||c". Empty members are dropped;

@@ -2,8 +2,10 @@ package sqlfilter
 
 // Properties is what an expression reads of a message: its properties by name
 // (user properties and system ones such as TAGS, KEYS). *message.Message in
-// storage/message has this method; do not import it.
-type Properties interface {
+// storage/message has this method; do not import it. It is an alias of the
+// unnamed interface, so *Expr satisfies any Match(interface{ Get... }) bool
+// interface, such as broker/model's Matcher, without an adapter.
+type Properties = interface {
 	Get(key string) (string, bool)
 }
 
