@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 
 	"google.golang.org/grpc"
@@ -110,6 +111,12 @@ func benchEchoServer(args []string, stdout, stderr io.Writer) int {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	go func() { <-sigs; s.Stop() }()
+	// The same diagnostic hook as serve's: profile the echo's whole run.
+	if path := os.Getenv("MQGATE_TEST_ECHO_CPUPROFILE"); path != "" {
+		if f, err := os.Create(path); err == nil && pprof.StartCPUProfile(f) == nil {
+			defer func() { pprof.StopCPUProfile(); f.Close() }()
+		}
+	}
 	_ = s.Serve(lis)
 	return 0
 }
