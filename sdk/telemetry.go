@@ -151,8 +151,14 @@ func (s *session) stream() (answered bool, _ error) {
 // io.EOF from Send and the status from Recv).
 func (s *session) recvErr(st v2.MessagingService_TelemetryClient, err error) error {
 	if errors.Is(err, io.EOF) {
-		if _, rerr := st.Recv(); rerr != nil && !errors.Is(rerr, io.EOF) {
+		cmd, rerr := st.Recv()
+		if rerr != nil && !errors.Is(rerr, io.EOF) {
 			return grpcErr("Telemetry", rerr)
+		}
+		// A server that refuses the stream (UNAUTHORIZED, CLIENT_ID_REQUIRED)
+		// answers one status-only command and ends it.
+		if serr := statusErr("Telemetry", cmd.GetStatus()); rerr == nil && cmd.GetStatus() != nil && serr != nil {
+			return serr
 		}
 		return errors.New("telemetry: the server ended the stream")
 	}

@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -23,6 +24,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	adminv1 "github.com/mqgate/mqgate/gen/mqgate/admin/v1"
+	"github.com/mqgate/mqgate/sdk"
 )
 
 // Exit statuses of the client subcommands.
@@ -36,10 +38,12 @@ const defaultServer = "127.0.0.1:8081"
 
 // clientFlags are the flags every admin subcommand takes.
 type clientFlags struct {
-	server  string
-	tls     bool
-	json    bool
-	timeout time.Duration
+	server    string
+	tls       bool
+	json      bool
+	timeout   time.Duration
+	accessKey string
+	secretKey string
 }
 
 func (c *clientFlags) register(fs *flag.FlagSet) {
@@ -47,7 +51,12 @@ func (c *clientFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&c.tls, "tls", false, "connect with TLS (the certificate is not verified)")
 	fs.BoolVar(&c.json, "json", false, "print the result as JSON")
 	fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "give up after this long")
+	fs.StringVar(&c.accessKey, "access-key", os.Getenv("MQGATE_ACCESS_KEY"), "access key to sign calls with, when the server runs with --auth-file (env MQGATE_ACCESS_KEY)")
+	fs.StringVar(&c.secretKey, "secret-key", os.Getenv("MQGATE_SECRET_KEY"), "secret key of --access-key; prefer the environment variable MQGATE_SECRET_KEY, which other users cannot read from the process list")
 }
+
+// signed reports whether calls are to be signed.
+func (c clientFlags) signed() bool { return c.accessKey != "" || c.secretKey != "" }
 
 // newFlagSet returns a flag set that reports errors instead of exiting or
 // printing: the caller prints one message and the command's usage.
@@ -94,7 +103,11 @@ func dialAdmin(c clientFlags) (*adminConn, error) {
 	if c.tls {
 		creds = credentials.NewTLS(&tls.Config{InsecureSkipVerify: true}) //nolint:gosec // mqgate's default certificate is self-signed
 	}
-	conn, err := grpc.NewClient(c.server, grpc.WithTransportCredentials(creds))
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(creds)}
+	if c.signed() {
+		opts = append(opts, grpc.WithPerRPCCredentials(sdk.Credentials(c.accessKey, c.secretKey)))
+	}
+	conn, err := grpc.NewClient(c.server, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("--server %q: %v", c.server, err)
 	}

@@ -107,6 +107,7 @@ var settings = []setting{
 	sizeSetting("segment-size", "commit-log segment size (e.g. 1GiB, 64MiB)", func(c *node.Config) *int64 { return &c.SegmentSize }),
 	durSetting("retention", "delete log segments older than this; 0 keeps everything", func(c *node.Config) *time.Duration { return &c.Retention }),
 	intSetting("disk-usage-limit", "delete oldest segments while the disk is fuller than this percent; 0 disables", func(c *node.Config) *int { return &c.DiskUsageLimit }),
+	strSetting("auth-file", "YAML users file; when set every gRPC, REST and remoting call must be signed by one of its access keys", func(c *node.Config) *string { return &c.AuthFile }),
 	boolSetting("auto-create", "create unknown topics and groups on first use (development setting)", func(c *node.Config) *bool { return &c.AutoCreate }),
 	durSetting("grpc-max-connection-age", "close gRPC connections older than this; 0 never", func(c *node.Config) *time.Duration { return &c.GRPCMaxConnectionAge }),
 	durSetting("grpc-max-connection-age-grace", "time given to RPCs on a connection closed for its age", func(c *node.Config) *time.Duration { return &c.GRPCMaxConnectionAgeGrace }),

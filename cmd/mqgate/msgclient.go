@@ -27,6 +27,9 @@ func dialSDK(ctx context.Context, c clientFlags) (*sdk.Client, error) {
 	if c.tls {
 		opts = append(opts, sdk.WithTLS())
 	}
+	if c.signed() {
+		opts = append(opts, sdk.WithCredentials(c.accessKey, c.secretKey))
+	}
 	return sdk.Dial(ctx, c.server, opts...)
 }
 

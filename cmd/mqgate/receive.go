@@ -34,6 +34,10 @@ invisible for --invisible and its receipt_handle can be given to 'mqgate ack'.
 
   --server HOST:PORT   the running mqgate's gRPC port (default 127.0.0.1:8081)
   --tls                use TLS (the certificate is not verified)
+  --access-key AK      sign calls as AK when mqgate runs with --auth-file
+                       (env MQGATE_ACCESS_KEY)
+  --secret-key SK      the secret key of AK (prefer env MQGATE_SECRET_KEY:
+                       flags show in the process list)
   --json               accepted for symmetry: the output is always JSON lines
   --timeout DURATION   deadline of connecting and of each acknowledgement (default 10s)
 `
@@ -213,6 +217,10 @@ superseded.
 
   --server HOST:PORT   the running mqgate's gRPC port (default 127.0.0.1:8081)
   --tls                use TLS (the certificate is not verified)
+  --access-key AK      sign calls as AK when mqgate runs with --auth-file
+                       (env MQGATE_ACCESS_KEY)
+  --secret-key SK      the secret key of AK (prefer env MQGATE_SECRET_KEY:
+                       flags show in the process list)
   --json               print one JSON object per handle
   --timeout DURATION   give up after this long (default 10s)
 `

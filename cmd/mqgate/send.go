@@ -26,6 +26,10 @@ const sendUsage = `Usage:
 
   --server HOST:PORT   the running mqgate's gRPC port (default 127.0.0.1:8081)
   --tls                use TLS (the certificate is not verified)
+  --access-key AK      sign calls as AK when mqgate runs with --auth-file
+                       (env MQGATE_ACCESS_KEY)
+  --secret-key SK      the secret key of AK (prefer env MQGATE_SECRET_KEY:
+                       flags show in the process list)
   --json               print one JSON object per sent message
   --timeout DURATION   deadline of connecting and of each send (default 10s)
 `

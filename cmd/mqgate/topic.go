@@ -19,6 +19,10 @@ const topicUsage = `Usage:
 Every command talks to a running mqgate and takes:
   --server HOST:PORT   its gRPC port (default 127.0.0.1:8081)
   --tls                use TLS (the certificate is not verified)
+  --access-key AK      sign calls as AK when mqgate runs with --auth-file
+                       (env MQGATE_ACCESS_KEY)
+  --secret-key SK      the secret key of AK (prefer env MQGATE_SECRET_KEY:
+                       flags show in the process list)
   --json               print JSON instead of text
   --timeout DURATION   give up after this long (default 10s)
 `

@@ -27,6 +27,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/mqgate/mqgate/gateway/admission"
+	"github.com/mqgate/mqgate/gateway/auth"
 	"github.com/mqgate/mqgate/gateway/session"
 	v2 "github.com/mqgate/mqgate/gen/apache/rocketmq/v2"
 )
@@ -57,6 +58,9 @@ type Options struct {
 	// Sessions, when set, is told about every MessagingService call (a
 	// client is alive while it calls).
 	Sessions *session.Registry
+	// Auth, when set, authenticates every call but health checks and
+	// reflection and checks what it touches (auth.go); nil: auth off.
+	Auth *auth.Authenticator
 }
 
 // Server wraps a grpc.Server with health state.
@@ -100,7 +104,9 @@ func New(o Options) *Server {
 	// caller's trace context when no stats handler does, records the call
 	// metric) → call log (reads the client id
 	// once, the request id when needed, then logs the final outcome — including a recovered
-	// panic and the v2 status the response carries) → drain admission →
+	// panic and the v2 status the response carries) → auth, when on (auth.go:
+	// the signature, then what the call touches; a refusal is logged with
+	// its outcome) → drain admission →
 	// client id (MessagingService only: answers CLIENT_ID_REQUIRED as a
 	// payload and marks the client seen) → recovery (innermost, so what it
 	// returns is what logging and tracing record).
@@ -108,17 +114,21 @@ func New(o Options) *Server {
 	unary := []grpc.UnaryServerInterceptor{
 		tel.unary(),
 		callLogUnary(log),
-		drainUnary(gate),
-		clientIDUnary(o.Sessions),
 	}
+	if o.Auth != nil {
+		unary = append(unary, authUnary(o.Auth))
+	}
+	unary = append(unary, drainUnary(gate), clientIDUnary(o.Sessions))
 	unary = append(unary, o.ExtraUnaryInterceptors...)
 	unary = append(unary, recovery.UnaryServerInterceptor(recoverOpt))
 	stream := []grpc.StreamServerInterceptor{
 		tel.stream(),
 		callLogStream(log),
-		clientIDStream(o.Sessions),
-		recovery.StreamServerInterceptor(recoverOpt),
 	}
+	if o.Auth != nil {
+		stream = append(stream, authStream(o.Auth))
+	}
+	stream = append(stream, clientIDStream(o.Sessions), recovery.StreamServerInterceptor(recoverOpt))
 	sopts := []grpc.ServerOption{
 		grpc.NumStreamWorkers(StreamWorkers()),
 		experimental.BufferPool(BufferPool),

@@ -47,6 +47,10 @@ type Config struct {
 	// DiskUsageLimit deletes the oldest segments while the data disk is
 	// fuller than this percentage (0 disables).
 	DiskUsageLimit int
+	// AuthFile, when set, turns authentication on: the YAML users file
+	// (gateway/auth.Parse) whose access keys every gRPC, REST and remoting
+	// call must sign with. Empty leaves every listener open.
+	AuthFile string
 	// AutoCreate creates unknown topics and groups on first use. A
 	// development setting.
 	AutoCreate bool

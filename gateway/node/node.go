@@ -16,6 +16,7 @@ import (
 	"github.com/mqgate/mqgate/broker/txn"
 	"github.com/mqgate/mqgate/gateway/admin"
 	"github.com/mqgate/mqgate/gateway/admission"
+	"github.com/mqgate/mqgate/gateway/auth"
 	"github.com/mqgate/mqgate/gateway/grpcserver"
 	"github.com/mqgate/mqgate/gateway/remoting"
 	"github.com/mqgate/mqgate/gateway/rest"
@@ -54,7 +55,10 @@ type Node struct {
 	store  *storage.Store
 	broker *broker.Broker
 	sess   *session.Registry
-	grpc   *grpcserver.Server
+	// auth verifies callers on every listener; nil when --auth-file is
+	// empty (auth disabled).
+	auth *auth.Authenticator
+	grpc *grpcserver.Server
 	// remoting serves classic RocketMQ clients (nil when --remoting-addr
 	// is empty); checkBacks are the listeners' transaction check-back
 	// senders, asked in listener order (addCheckBack).
@@ -82,6 +86,13 @@ func Open(ctx context.Context, cfg Config, o Options) (*Node, error) {
 		log = slog.Default()
 	}
 	n := &Node{cfg: cfg, log: log, owner: lifecycle.NewOwner(log), gate: admission.NewGate()}
+	if cfg.AuthFile != "" {
+		users, err := auth.Load(cfg.AuthFile)
+		if err != nil {
+			return nil, fmt.Errorf("auth-file: %w", err)
+		}
+		n.auth = auth.New(users)
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
@@ -133,7 +144,7 @@ func Open(ctx context.Context, cfg Config, o Options) (*Node, error) {
 	n.ready.Store(true)
 	n.grpc.SetServing(true)
 	log.Info("mqgate ready", "grpc", n.addrs.GRPC, "http", n.addrs.HTTP, "remoting", n.addrs.Remoting,
-		"data_dir", cfg.DataDir, "flush", cfg.Flush, "auto_create", cfg.AutoCreate)
+		"data_dir", cfg.DataDir, "flush", cfg.Flush, "auto_create", cfg.AutoCreate, "auth", n.auth != nil)
 	return n, nil
 }
 
@@ -231,6 +242,7 @@ func (n *Node) startGRPC(ctx context.Context) error {
 		Tracing:               n.tel.Tracing,
 		Gate:                  n.gate,
 		Sessions:              n.sess,
+		Auth:                  n.auth,
 	})
 	svc, err := grpcserver.NewMessagingService(grpcserver.ServiceConfig{AdvertiseAddr: n.cfg.AdvertiseAddr, Logger: n.log},
 		n.broker, n.sess, n.gate)
@@ -240,7 +252,7 @@ func (n *Node) startGRPC(ctx context.Context) error {
 	n.addCheckBack(svc.CheckBackSender())
 	svc.Register(n.grpc.GRPC)
 	admin.New(n.broker).Register(n.grpc.GRPC)
-	restapi.New(restapi.Config{Logger: n.log}, n.broker).Register(n.grpc.GRPC)
+	restapi.New(restapi.Config{Logger: n.log, Auth: n.auth}, n.broker).Register(n.grpc.GRPC)
 	lis, err := listen(ctx, "grpc-addr", n.cfg.GRPCAddr)
 	if err != nil {
 		return err
@@ -260,7 +272,7 @@ func (n *Node) startRemoting(ctx context.Context) error {
 	if n.cfg.AdvertiseAddr != "" {
 		host, _, _ = net.SplitHostPort(n.cfg.AdvertiseAddr)
 	}
-	srv, err := remoting.New(remoting.Config{AdvertiseHost: host, Logger: n.log, Pid: os.Getpid()}, n.broker.Classic())
+	srv, err := remoting.New(remoting.Config{AdvertiseHost: host, Logger: n.log, Pid: os.Getpid(), Auth: n.auth}, n.broker.Classic())
 	if err == nil {
 		err = srv.Start(ctx, n.cfg.RemotingAddr)
 	}

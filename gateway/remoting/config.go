@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/mqgate/mqgate/gateway/auth"
 	"github.com/mqgate/mqgate/gateway/remoting/codec"
 	"github.com/mqgate/mqgate/internal/clock"
 )
@@ -12,6 +13,10 @@ import (
 // Config configures the listener. The zero value of each field means its
 // default.
 type Config struct {
+	// Auth, when set, requires every request to carry a valid ACL
+	// signature (AccessKey, Signature) and checks what it touches; nil
+	// leaves the listener open.
+	Auth *auth.Authenticator
 	// AdvertiseHost is the host routes, cluster info and message ids name
 	// (with the listener's own port). Empty: the address the client
 	// dialed (the connection's local address).

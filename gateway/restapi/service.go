@@ -9,6 +9,7 @@ import (
 
 	"github.com/mqgate/mqgate/broker"
 	"github.com/mqgate/mqgate/broker/model"
+	"github.com/mqgate/mqgate/gateway/auth"
 	restv1 "github.com/mqgate/mqgate/gen/mqgate/rest/v1"
 	"github.com/mqgate/mqgate/internal/clock"
 )
@@ -42,6 +43,9 @@ const (
 type Config struct {
 	Clock  clock.Clock
 	Logger *slog.Logger
+	// Auth, when set, checks what each call touches against the user the
+	// gRPC server's interceptor authenticated (nil: auth off).
+	Auth *auth.Authenticator
 }
 
 // Service implements restv1.MessagingServiceServer. It embeds the Unsafe
@@ -54,11 +58,12 @@ type Service struct {
 	clock clock.Clock
 	log   *slog.Logger
 	ids   *idSource
+	auth  *auth.Authenticator
 }
 
 // New returns the service.
 func New(cfg Config, b Broker) *Service {
-	s := &Service{b: b, clock: cfg.Clock, log: cfg.Logger, ids: newIDSource()}
+	s := &Service{b: b, clock: cfg.Clock, log: cfg.Logger, ids: newIDSource(), auth: cfg.Auth}
 	if s.clock == nil {
 		s.clock = clock.Real{}
 	}

@@ -1,0 +1,227 @@
+package auth
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha1"
+	"encoding/base64"
+	"encoding/hex"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/mqgate/mqgate/broker/metadata"
+	"github.com/mqgate/mqgate/broker/mqerr"
+)
+
+// DateTimeLayout is the x-mq-date-time format every official client uses.
+const DateTimeLayout = "20060102T150405Z"
+
+// DefaultMaxSkew bounds how far x-mq-date-time may be from the server's
+// clock. The v2 signature covers only that timestamp, so the window bounds
+// how long a captured header can be replayed; it is generous because the
+// Go client formats its local time with a literal Z (spec §1.5), which is
+// off by the client's UTC offset (up to 14 h). TLS is what keeps headers
+// from being captured.
+const DefaultMaxSkew = 25 * time.Hour
+
+// Authenticator verifies callers against the current users. A nil
+// *Authenticator means auth is disabled: it authenticates nobody and
+// allows everything.
+type Authenticator struct {
+	users   atomic.Pointer[Users]
+	now     func() time.Time
+	maxSkew time.Duration
+}
+
+// New returns an Authenticator over users.
+func New(users *Users) *Authenticator {
+	a := &Authenticator{now: time.Now, maxSkew: DefaultMaxSkew}
+	a.users.Store(users)
+	return a
+}
+
+// SetUsers replaces the users (a reloaded file); calls in flight keep the
+// user they were authenticated as.
+func (a *Authenticator) SetUsers(u *Users) { a.users.Store(u) }
+
+// SetClock replaces the clock used for the date-time check (tests).
+func (a *Authenticator) SetClock(now func() time.Time) { a.now = now }
+
+func unauthorized(format string, args ...any) error {
+	return mqerr.Errorf(mqerr.KindUnauthorized, format, args...)
+}
+
+// V2 authenticates a v2 gRPC call from its `authorization` and
+// `x-mq-date-time` metadata (spec §12):
+//
+//	MQv2-HMAC-SHA1 Credential=<AK>[/...], SignedHeaders=x-mq-date-time, Signature=<hex>
+//
+// where Signature is hex(HMAC-SHA1(secret, x-mq-date-time)).
+func (a *Authenticator) V2(authorization, dateTime string) (*User, error) {
+	if authorization == "" {
+		return nil, unauthorized("authentication required: no authorization header (configure the client's access key and secret key)")
+	}
+	algo, rest, _ := strings.Cut(strings.TrimSpace(authorization), " ")
+	if algo != "MQv2-HMAC-SHA1" {
+		return nil, unauthorized("authorization: unsupported algorithm %q (want MQv2-HMAC-SHA1)", algo)
+	}
+	var credential, signature, signed string
+	for _, kv := range strings.Split(rest, ",") {
+		k, v, _ := strings.Cut(strings.TrimSpace(kv), "=")
+		switch strings.TrimSpace(k) {
+		case "Credential":
+			credential = strings.TrimSpace(v)
+		case "Signature":
+			signature = strings.TrimSpace(v)
+		case "SignedHeaders":
+			signed = strings.TrimSpace(v)
+		}
+	}
+	accessKey, _, _ := strings.Cut(credential, "/")
+	if accessKey == "" {
+		return nil, unauthorized("authentication required: the authorization header names no access key")
+	}
+	if signed != "" && !strings.EqualFold(signed, "x-mq-date-time") {
+		return nil, unauthorized("authorization: SignedHeaders %q is not supported (want x-mq-date-time)", signed)
+	}
+	if dateTime == "" {
+		return nil, unauthorized("authorization: the signed x-mq-date-time header is missing")
+	}
+	t, err := time.Parse(DateTimeLayout, dateTime)
+	if err != nil {
+		return nil, unauthorized("authorization: x-mq-date-time %q is not yyyyMMddTHHmmssZ", dateTime)
+	}
+	if d := a.now().Sub(t); d > a.maxSkew || d < -a.maxSkew {
+		return nil, unauthorized("authorization: x-mq-date-time %s is more than %s from the server's clock", dateTime, a.maxSkew)
+	}
+	u := a.users.Load().get(accessKey)
+	sig, err := hex.DecodeString(signature)
+	if u == nil || err != nil || !hmac.Equal(sig, mac(u.secretKey, []byte(dateTime))) {
+		// One answer for an unknown key and a wrong secret: no oracle for
+		// which access keys exist.
+		return nil, unauthorized("authentication failed for access key %q: unknown access key or wrong signature", accessKey)
+	}
+	return u, nil
+}
+
+// Remoting field names of the classic ACL (spec remoting §ACL).
+const (
+	RemotingAccessKey     = "AccessKey"
+	RemotingSignature     = "Signature"
+	RemotingSecurityToken = "SecurityToken"
+)
+
+// Remoting authenticates a classic remoting request from its extension
+// fields and body: Signature is base64(HMAC-SHA1(secret, the values of
+// every other extension field in key order, then the body)).
+func (a *Authenticator) Remoting(ext map[string]string, body []byte) (*User, error) {
+	accessKey := ext[RemotingAccessKey]
+	signature, ok := ext[RemotingSignature]
+	if accessKey == "" || !ok {
+		return nil, unauthorized("authentication required: the request carries no AccessKey and Signature (configure the client's credentials)")
+	}
+	u := a.users.Load().get(accessKey)
+	sig, err := base64.StdEncoding.DecodeString(signature)
+	if u == nil || err != nil || !hmac.Equal(sig, mac(u.secretKey, RemotingContent(ext, body))) {
+		return nil, unauthorized("authentication failed for access key %q: unknown access key or wrong signature", accessKey)
+	}
+	return u, nil
+}
+
+// RemotingContent is what a classic request's signature covers.
+func RemotingContent(ext map[string]string, body []byte) []byte {
+	keys := make([]string, 0, len(ext))
+	n := len(body)
+	for k, v := range ext {
+		if k != RemotingSignature {
+			keys = append(keys, k)
+			n += len(v)
+		}
+	}
+	sort.Strings(keys)
+	b := make([]byte, 0, n)
+	for _, k := range keys {
+		b = append(b, ext[k]...)
+	}
+	return append(b, body...)
+}
+
+func mac(key, data []byte) []byte {
+	h := hmac.New(sha1.New, key)
+	h.Write(data)
+	return h.Sum(nil)
+}
+
+type ctxKey struct{}
+
+// NewContext returns ctx carrying the authenticated user.
+func NewContext(ctx context.Context, u *User) context.Context {
+	return context.WithValue(ctx, ctxKey{}, u)
+}
+
+// FromContext returns the user a listener authenticated, or nil.
+func FromContext(ctx context.Context) *User {
+	u, _ := ctx.Value(ctxKey{}).(*User)
+	return u
+}
+
+// Access is what a call touches.
+type Access struct {
+	Admin     bool   // the admin API
+	Publish   string // a topic sent to
+	Subscribe string // a topic consumed
+	Group     string // a consumer group consumed as
+	// Route is a topic whose route is asked: allowed to whoever may
+	// publish to it or consume it.
+	Route string
+}
+
+// Allow checks that the user in ctx may do everything in acc. With auth
+// disabled (a nil Authenticator) everything is allowed; with it enabled, a
+// context without a user is refused.
+func (a *Authenticator) Allow(ctx context.Context, acc Access) error {
+	if a == nil {
+		return nil
+	}
+	u := FromContext(ctx)
+	if u == nil {
+		return unauthorized("authentication required")
+	}
+	return u.Allow(acc)
+}
+
+// Allow checks acc against u's permissions.
+func (u *User) Allow(acc Access) error {
+	if u.Admin {
+		return nil
+	}
+	if acc.Admin {
+		return unauthorized("access key %q may not use the admin API (not an admin user)", u.AccessKey)
+	}
+	if acc.Publish != "" && !matches(u.Publish, acc.Publish) {
+		return unauthorized("access key %q may not publish to topic %q", u.AccessKey, acc.Publish)
+	}
+	if acc.Subscribe != "" && !u.canConsume(acc.Subscribe) {
+		return unauthorized("access key %q may not consume topic %q", u.AccessKey, acc.Subscribe)
+	}
+	if acc.Group != "" && !matches(u.Groups, acc.Group) {
+		return unauthorized("access key %q may not use consumer group %q", u.AccessKey, acc.Group)
+	}
+	if acc.Route != "" && !matches(u.Publish, acc.Route) && !u.canConsume(acc.Route) {
+		return unauthorized("access key %q may neither publish to nor consume topic %q", u.AccessKey, acc.Route)
+	}
+	return nil
+}
+
+// canConsume: a group's retry and dead-letter topics belong to the group,
+// so whoever may use the group may consume them.
+func (u *User) canConsume(topic string) bool {
+	for _, p := range []string{metadata.RetryPrefix, metadata.DLQPrefix} {
+		if g, ok := strings.CutPrefix(topic, p); ok {
+			return matches(u.Groups, g)
+		}
+	}
+	return matches(u.Subscribe, topic)
+}

@@ -1,0 +1,205 @@
+package grpcserver
+
+import (
+	"context"
+	"strings"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/mqgate/mqgate/gateway/auth"
+	v2 "github.com/mqgate/mqgate/gen/apache/rocketmq/v2"
+)
+
+const adminPrefix = "/mqgate.admin.v1.AdminService/"
+
+// authExempt are the methods anyone may call with auth on: a proxy's
+// health checks and tooling's reflection carry no credentials.
+func authExempt(fullMethod string) bool {
+	return strings.HasPrefix(fullMethod, "/grpc.health.v1.Health/") ||
+		strings.HasPrefix(fullMethod, "/grpc.reflection.")
+}
+
+// authenticate verifies the call's MQv2-HMAC-SHA1 signature (spec §12) and
+// returns ctx carrying the user.
+func authenticate(ctx context.Context, a *auth.Authenticator) (context.Context, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	u, err := a.V2(lastMD(md, "authorization"), lastMD(md, "x-mq-date-time"))
+	if err != nil {
+		return ctx, err
+	}
+	return auth.NewContext(ctx, u), nil
+}
+
+// lastMD is the last value of key: clients may repeat headers and the last
+// one is what upstream reads (spec §1.5).
+func lastMD(md metadata.MD, key string) string {
+	vs := md.Get(key)
+	if len(vs) == 0 {
+		return ""
+	}
+	return vs[len(vs)-1]
+}
+
+// denied answers a refused unary call: MessagingService methods get their
+// response with only a status (UNAUTHORIZED 40100, as upstream answers both
+// authentication and authorization failures); other services a gRPC error.
+func denied(ctx context.Context, fullMethod string, err error, code codes.Code) (any, error) {
+	if strings.HasPrefix(fullMethod, messagingPrefix) {
+		if resp := statusOnlyResponse(fullMethod, &v2.Status{Code: v2.Code_UNAUTHORIZED, Message: err.Error()}); resp != nil {
+			return resp, nil
+		}
+	}
+	return nil, status.Error(code, err.Error())
+}
+
+// authUnary authenticates every unary call but health checks, requires an
+// admin for the admin API, and checks what a MessagingService call touches
+// (v2Access). REST's service checks its own calls (restapi).
+func authUnary(a *auth.Authenticator) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		if authExempt(info.FullMethod) {
+			return h(ctx, req)
+		}
+		ctx, err := authenticate(ctx, a)
+		if err != nil {
+			return denied(ctx, info.FullMethod, err, codes.Unauthenticated)
+		}
+		if strings.HasPrefix(info.FullMethod, adminPrefix) {
+			if err := a.Allow(ctx, auth.Access{Admin: true}); err != nil {
+				return denied(ctx, info.FullMethod, err, codes.PermissionDenied)
+			}
+		}
+		for _, acc := range v2Access(req) {
+			if err := a.Allow(ctx, acc); err != nil {
+				return denied(ctx, info.FullMethod, err, codes.PermissionDenied)
+			}
+		}
+		return h(ctx, req)
+	}
+}
+
+// authStream does the same for streams. A server-streaming
+// MessagingService call (ReceiveMessage, PullMessage) sends its request
+// first; it is read here, checked, and handed to the handler as the
+// stream's first message. Telemetry is authenticated when it opens (its
+// settings touch nothing; the calls that follow are checked one by one).
+func authStream(a *auth.Authenticator) grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+		if authExempt(info.FullMethod) {
+			return h(srv, ss)
+		}
+		ctx, err := authenticate(ss.Context(), a)
+		refuse := func(err error, code codes.Code) error {
+			if strings.HasPrefix(info.FullMethod, messagingPrefix) {
+				return sendStatusOnly(info.FullMethod, ss, &v2.Status{Code: v2.Code_UNAUTHORIZED, Message: err.Error()})
+			}
+			return status.Error(code, err.Error())
+		}
+		if err != nil {
+			return refuse(err, codes.Unauthenticated)
+		}
+		if strings.HasPrefix(info.FullMethod, adminPrefix) {
+			if err := a.Allow(ctx, auth.Access{Admin: true}); err != nil {
+				return refuse(err, codes.PermissionDenied)
+			}
+		}
+		ws := &authedStream{ServerStream: ss, ctx: ctx}
+		var first proto.Message
+		switch info.FullMethod {
+		case v2.MessagingService_ReceiveMessage_FullMethodName:
+			first = new(v2.ReceiveMessageRequest)
+		case v2.MessagingService_PullMessage_FullMethodName:
+			first = new(v2.PullMessageRequest)
+		}
+		if first != nil {
+			if err := ss.RecvMsg(first); err != nil {
+				return err
+			}
+			for _, acc := range v2Access(first) {
+				if err := a.Allow(ctx, acc); err != nil {
+					return refuse(err, codes.PermissionDenied)
+				}
+			}
+			ws.first = first
+		}
+		return h(srv, ws)
+	}
+}
+
+// authedStream carries the authenticated context and replays a request
+// already read by authStream.
+type authedStream struct {
+	grpc.ServerStream
+	ctx   context.Context
+	first proto.Message
+}
+
+func (s *authedStream) Context() context.Context { return s.ctx }
+
+func (s *authedStream) RecvMsg(m any) error {
+	if s.first != nil {
+		pm, ok := m.(proto.Message)
+		if !ok {
+			return status.Errorf(codes.Internal, "unexpected request type %T", m)
+		}
+		proto.Merge(pm, s.first)
+		s.first = nil
+		return nil
+	}
+	return s.ServerStream.RecvMsg(m)
+}
+
+// v2Access lists what a MessagingService request touches (spec §12.2:
+// sends and transaction ends publish; receives, acks, offsets and
+// assignments consume a topic as a group; a route is open to whoever may
+// publish to or consume its topic).
+func v2Access(req any) []auth.Access {
+	consume := func(topic *v2.Resource, group *v2.Resource) []auth.Access {
+		return []auth.Access{{Subscribe: topic.GetName(), Group: group.GetName()}}
+	}
+	switch r := req.(type) {
+	case *v2.QueryRouteRequest:
+		return []auth.Access{{Route: r.GetTopic().GetName()}}
+	case *v2.HeartbeatRequest:
+		return []auth.Access{{Group: r.GetGroup().GetName()}}
+	case *v2.NotifyClientTerminationRequest:
+		return []auth.Access{{Group: r.GetGroup().GetName()}}
+	case *v2.SendMessageRequest:
+		var out []auth.Access
+		seen := map[string]bool{}
+		for _, m := range r.GetMessages() {
+			if t := m.GetTopic().GetName(); !seen[t] {
+				seen[t] = true
+				out = append(out, auth.Access{Publish: t})
+			}
+		}
+		return out
+	case *v2.EndTransactionRequest:
+		return []auth.Access{{Publish: r.GetTopic().GetName()}}
+	case *v2.RecallMessageRequest:
+		return []auth.Access{{Publish: r.GetTopic().GetName()}}
+	case *v2.QueryAssignmentRequest:
+		return consume(r.GetTopic(), r.GetGroup())
+	case *v2.ReceiveMessageRequest:
+		return consume(r.GetMessageQueue().GetTopic(), r.GetGroup())
+	case *v2.AckMessageRequest:
+		return consume(r.GetTopic(), r.GetGroup())
+	case *v2.ChangeInvisibleDurationRequest:
+		return consume(r.GetTopic(), r.GetGroup())
+	case *v2.ForwardMessageToDeadLetterQueueRequest:
+		return consume(r.GetTopic(), r.GetGroup())
+	case *v2.PullMessageRequest:
+		return consume(r.GetMessageQueue().GetTopic(), r.GetGroup())
+	case *v2.UpdateOffsetRequest:
+		return consume(r.GetMessageQueue().GetTopic(), r.GetGroup())
+	case *v2.GetOffsetRequest:
+		return consume(r.GetMessageQueue().GetTopic(), r.GetGroup())
+	case *v2.QueryOffsetRequest:
+		return []auth.Access{{Subscribe: r.GetMessageQueue().GetTopic().GetName()}}
+	}
+	return nil
+}
