@@ -27,6 +27,7 @@ import (
 	"github.com/mqgate/mqgate/broker"
 	"github.com/mqgate/mqgate/broker/model"
 	"github.com/mqgate/mqgate/gateway/admission"
+	"github.com/mqgate/mqgate/gateway/auth"
 	"github.com/mqgate/mqgate/gateway/session"
 	v2 "github.com/mqgate/mqgate/gen/apache/rocketmq/v2"
 	"github.com/mqgate/mqgate/internal/clock"
@@ -45,11 +46,16 @@ type harness struct {
 	srv   *Server
 	conn  *grpc.ClientConn
 	c     v2.MessagingServiceClient
+	// as signs the calls h.ctx makes with this access and secret key
+	// (empty: unsigned).
+	as [2]string
 }
 
 type harnessOpts struct {
 	advertise string
 	authority string
+	auth      *auth.Authenticator
+	register  func(*grpc.Server) // more services, before Serve
 }
 
 func newHarness(t *testing.T, opts ...harnessOpts) *harness {
@@ -76,8 +82,11 @@ func newHarness(t *testing.T, opts ...harnessOpts) *harness {
 		t.Fatal(err)
 	}
 	b.SetCheckBackSender(h.svc.CheckBackSender()) // as gateway/node wires it
-	h.srv = New(Options{Gate: h.gate, Sessions: h.sess, Logger: log})
+	h.srv = New(Options{Gate: h.gate, Sessions: h.sess, Logger: log, Auth: o.auth})
 	h.svc.Register(h.srv.GRPC)
+	if o.register != nil {
+		o.register(h.srv.GRPC)
+	}
 	lis := bufconn.Listen(1 << 20)
 	go func() { _ = h.srv.Serve(lis) }()
 	dopts := []grpc.DialOption{
@@ -119,6 +128,9 @@ func (h *harness) ctx(clientID string, d time.Duration) context.Context {
 		// Duplicated headers, as the Go producer sends on retries: the
 		// last value counts (spec §1.5).
 		ctx = metadata.AppendToOutgoingContext(ctx, "x-mq-client-id", "stale-"+clientID, "x-mq-client-id", clientID)
+	}
+	if h.as[0] != "" {
+		ctx = signed(ctx, h.as[0], h.as[1])
 	}
 	return ctx
 }
