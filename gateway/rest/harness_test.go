@@ -27,6 +27,7 @@ import (
 	"github.com/mqgate/mqgate/gateway/admission"
 	"github.com/mqgate/mqgate/gateway/grpcserver"
 	"github.com/mqgate/mqgate/gateway/restapi"
+	"github.com/mqgate/mqgate/gateway/auth"
 	"github.com/mqgate/mqgate/gateway/session"
 	v2 "github.com/mqgate/mqgate/gen/apache/rocketmq/v2"
 	"github.com/mqgate/mqgate/internal/clock"
@@ -65,6 +66,8 @@ type harnessOpts struct {
 	// telemetry gives both servers the node's OpenTelemetry providers
 	// (metrics and spans recorded as in production).
 	telemetry bool
+	// auth turns authentication on (gRPC interceptors and REST checks).
+	auth *auth.Authenticator
 }
 
 func newHarness(t testing.TB, opts ...harnessOpts) *harness {
@@ -101,7 +104,7 @@ func newHarness(t testing.TB, opts ...harnessOpts) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gopts := grpcserver.Options{Gate: h.gate, Sessions: sess, Logger: log}
+	gopts := grpcserver.Options{Gate: h.gate, Sessions: sess, Logger: log, Auth: o.auth}
 	ropts := Options{Logger: log, MaxRequestBytes: o.maxRequestBytes, TracerProvider: o.tracer, Ready: func() error { return nil }}
 	if o.telemetry {
 		tel, err := telemetry.Setup(context.Background(), telemetry.Options{})
@@ -118,7 +121,7 @@ func newHarness(t testing.TB, opts ...harnessOpts) *harness {
 	h.grpc = grpcserver.New(gopts)
 	svc.Register(h.grpc.GRPC)
 	admin.New(b).Register(h.grpc.GRPC)
-	restapi.New(restapi.Config{Clock: clk, Logger: log}, b).Register(h.grpc.GRPC)
+	restapi.New(restapi.Config{Clock: clk, Logger: log, Auth: o.auth}, b).Register(h.grpc.GRPC)
 	h.ip, err = NewInProcess()
 	if err != nil {
 		t.Fatal(err)
