@@ -75,6 +75,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		n = o.n
+		stopReload := reloadOnHangup(log, n)
+		defer stopReload()
 		sig = <-sigs
 	case sig = <-sigs:
 		// A signal while starting: the deadline is fixed now, start is
@@ -111,4 +113,28 @@ func shutdown(log *slog.Logger, n *node.Node, sig os.Signal, deadline time.Time,
 	}
 	log.Error("shutdown report", "report", rep)
 	return 1
+}
+
+// reloadOnHangup re-reads the users file on each SIGHUP (credential
+// rotation without a restart) until the returned stop is called. Catching
+// SIGHUP also keeps a terminal hangup from killing the server.
+func reloadOnHangup(log *slog.Logger, n *node.Node) (stop func()) {
+	hups := make(chan os.Signal, 1)
+	signal.Notify(hups, syscall.SIGHUP)
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			case <-hups:
+				if users, err := n.ReloadAuth(); err != nil {
+					log.Error("SIGHUP: users file not reloaded", "err", err)
+				} else {
+					log.Info("SIGHUP: users file reloaded", "users", users)
+				}
+			}
+		}
+	}()
+	return func() { signal.Stop(hups); close(done) }
 }

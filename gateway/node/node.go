@@ -400,3 +400,19 @@ func (n *Node) drainNotice(ctx context.Context) error {
 		return ctx.Err()
 	}
 }
+
+// ReloadAuth re-reads the users file (mqgate serve does on SIGHUP): calls
+// from then on are checked against the new users; calls in flight keep
+// the user they were authenticated as. A file that does not load leaves
+// the current users in place. Auth cannot be turned on or off this way.
+func (n *Node) ReloadAuth() (users int, err error) {
+	if n.auth == nil {
+		return 0, errors.New("auth is off (no --auth-file): nothing to reload")
+	}
+	u, err := auth.Load(n.cfg.AuthFile)
+	if err != nil {
+		return 0, fmt.Errorf("the current users stay: %w", err)
+	}
+	n.auth.SetUsers(u)
+	return u.Len(), nil
+}

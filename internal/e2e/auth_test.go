@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -126,5 +127,47 @@ func TestAuthWithOfficialClient(t *testing.T) {
 	// Nothing reached the other topic: the admin finds no message there.
 	if out := cli(t, p, append([]string{"receive", "--topic", other, "--group", otherGroup, "--wait", "1s"}, ops...)...); !strings.Contains(out, "no message for group") || strings.Contains(out, "message_id") {
 		t.Fatalf("a refused send was stored: %s", out)
+	}
+}
+
+// SIGHUP re-reads the users file: a rotated secret works at once and the
+// old one stops working; a file that does not load keeps the users in
+// place (and says so in the log).
+func TestAuthReloadOnSIGHUP(t *testing.T) {
+	e2e(t)
+	users := filepath.Join(t.TempDir(), "users.yaml")
+	write := func(content string) {
+		t.Helper()
+		if err := os.WriteFile(users, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("users:\n  - {accessKey: ops, secretKey: old-secret, admin: true}\n")
+	p := start(t, testutil.StartOptions{Args: []string{"--auth-file", users}})
+	list := func(secret string) (string, error) {
+		return cliResult(t, p, "topic", "list", "--access-key", "ops", "--secret-key", secret)
+	}
+	if out, err := list("old-secret"); err != nil {
+		t.Fatalf("before the rotation: %v %s", err, out)
+	}
+	reloaded := func(msg string) {
+		t.Helper()
+		p.Signal(syscall.SIGHUP)
+		if _, ok := p.WaitLog(10*time.Second, func(m map[string]any) bool { return m["msg"] == msg }); !ok {
+			t.Fatalf("no %q in the log after SIGHUP", msg)
+		}
+	}
+	write("users:\n  - {accessKey: ops, secretKey: new-secret, admin: true}\n")
+	reloaded("SIGHUP: users file reloaded")
+	if out, err := list("new-secret"); err != nil {
+		t.Fatalf("the new secret: %v %s", err, out)
+	}
+	if out, err := list("old-secret"); err == nil || !strings.Contains(out, "wrong signature") {
+		t.Fatalf("the old secret after the rotation: err %v, output %q", err, out)
+	}
+	write("users: [")
+	reloaded("SIGHUP: users file not reloaded")
+	if out, err := list("new-secret"); err != nil {
+		t.Fatalf("after a bad file the users must stay: %v %s", err, out)
 	}
 }
