@@ -24,20 +24,27 @@ type readmeStep struct {
 	cmd, want string
 }
 
-// restReadmeSteps extracts the sh code blocks of the README's REST section.
-func restReadmeSteps(t *testing.T) []readmeStep {
+// readmeSection is the text of the README section titled heading.
+func readmeSection(t *testing.T, heading string) string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(testutil.RepoRoot(), "README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(b), "\n## REST\n")
+	_, section, ok := strings.Cut(string(b), "\n## "+heading+"\n")
 	if !ok {
-		t.Fatal("README.md has no ## REST section")
+		t.Fatalf("README.md has no ## %s section", heading)
 	}
 	if i := strings.Index(section, "\n## "); i >= 0 {
 		section = section[:i]
 	}
+	return section
+}
+
+// readmeSteps extracts the sh code blocks of a README section.
+func readmeSteps(t *testing.T, heading string) []readmeStep {
+	t.Helper()
+	section := readmeSection(t, heading)
 	var steps []readmeStep
 	in := false
 	var pending string
@@ -83,7 +90,7 @@ func TestREADMERESTExamples(t *testing.T) {
 			t.Fatalf("the README's REST examples need %s (.ci/run installs it): %v", tool, err)
 		}
 	}
-	steps := restReadmeSteps(t)
+	steps := readmeSteps(t, "REST")
 	all := ""
 	for _, s := range steps {
 		all += s.cmd + "\n"
@@ -95,21 +102,28 @@ func TestREADMERESTExamples(t *testing.T) {
 		}
 	}
 	p := start(t, startOpts())
+	if checked := runReadmeSteps(t, steps, p.HTTP); checked < 5 {
+		t.Fatalf("only %d README commands show their answer", checked)
+	}
+}
+
+// runReadmeSteps runs steps as one bash script against the HTTP port
+// addr (for localhost:8080) and checks each shown answer; it returns how
+// many answers it checked.
+func runReadmeSteps(t *testing.T, steps []readmeStep, addr string) int {
+	t.Helper()
 	out := t.TempDir()
 	var script strings.Builder
 	script.WriteString("set -euo pipefail\n")
 	checked := 0
 	for i, s := range steps {
-		cmd := strings.ReplaceAll(s.cmd, "localhost:8080", p.HTTP)
+		cmd := strings.ReplaceAll(s.cmd, "localhost:8080", addr)
 		if s.want == "" {
 			script.WriteString(cmd + "\n")
 			continue
 		}
 		checked++
 		fmt.Fprintf(&script, "__answer=$(%s)\nprintf '%%s' \"$__answer\" > %q\n", cmd, filepath.Join(out, fmt.Sprint(i)))
-	}
-	if checked < 5 {
-		t.Fatalf("only %d README commands show their answer", checked)
 	}
 	run := exec.Command("bash", "-c", script.String())
 	if b, err := run.CombinedOutput(); err != nil {
@@ -127,6 +141,7 @@ func TestREADMERESTExamples(t *testing.T) {
 			t.Errorf("README command\n  %s\nanswered\n  %s\nbut the README shows\n  %s\n%v", s.cmd, got, s.want, err)
 		}
 	}
+	return checked
 }
 
 // trailer is what curl -w adds after the JSON (" HTTP 404").

@@ -1,0 +1,47 @@
+package e2e
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mqgate/mqgate/internal/testutil"
+)
+
+// The README's Authentication section, run as written: its users file
+// starts a real mqgate, and its signed curl call must answer what it
+// shows; a call signed with another secret must not.
+func TestREADMEAuthExample(t *testing.T) {
+	e2e(t)
+	for _, tool := range []string{"bash", "curl", "openssl"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("the README's Authentication example needs %s (.ci/deps installs it): %v", tool, err)
+		}
+	}
+	section := readmeSection(t, "Authentication")
+	_, rest, ok := strings.Cut(section, "```yaml\n")
+	if !ok {
+		t.Fatal("the Authentication section shows no users file")
+	}
+	users, _, _ := strings.Cut(rest, "```")
+	file := filepath.Join(t.TempDir(), "users.yaml")
+	if err := os.WriteFile(file, []byte(users), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := start(t, testutil.StartOptions{Args: []string{"--auth-file", file}})
+	steps := readmeSteps(t, "Authentication")
+	if checked := runReadmeSteps(t, steps, p.HTTP); checked != 1 {
+		t.Fatalf("%d README commands show their answer, want the one signed call", checked)
+	}
+	// The same call with a wrong secret is refused.
+	var script strings.Builder
+	for _, s := range steps {
+		script.WriteString(strings.ReplaceAll(strings.ReplaceAll(s.cmd, "localhost:8080", p.HTTP), "SECRET=change-me-ops", "SECRET=wrong") + "\n")
+	}
+	out, err := exec.Command("bash", "-c", script.String()).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), `"code":40100`) {
+		t.Fatalf("a wrong secret: %v %s", err, out)
+	}
+}
