@@ -2,8 +2,11 @@ package nodee2e
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/mqgate/mqgate/internal/e2e/e2eutil"
@@ -21,6 +24,7 @@ const (
 	codeIllegalFilterExpression = 40010
 	codeIllegalInvisibleTime    = 40011
 	codeInvalidReceiptHandle    = 40013
+	codeUnauthorized            = 40100
 	codeMessageNotFound         = 40401
 	codeTopicNotFound           = 40402
 )
@@ -489,5 +493,113 @@ func TestNodeMaxAttemptsThenDLQ(t *testing.T) {
 	d := res.Dead[0]
 	if d.ID != res.SentID || d.Body != "dead letter" || d.Tag != "d" || !slices.Equal(d.Keys, []string{"dead-key"}) || d.Corrupted {
 		t.Errorf("%s holds %+v, want %s \"dead letter\" with tag d and key dead-key", res.DLQTopic, d, res.SentID)
+	}
+}
+
+// failure is how a scenario's call failed (scenarios.js, failure()): the
+// v2 status code (0: it succeeded) and the error's message.
+type failure struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+}
+
+// The Node client's sessionCredentials against mqgate with --auth-file: a
+// user's producer and SimpleConsumer send and receive exactly what was
+// sent on the topic and group the user may use; a wrong secret, no
+// credentials, a topic the user may not publish to (whether or not it may
+// consume it) and a group outside the user's groups all get UNAUTHORIZED
+// (40100), and no refused send is stored. The topics and groups are
+// created by the admin user with the CLI (unsigned, it is refused).
+func TestNodeAuth(t *testing.T) {
+	e2eutil.Begin(t)
+	users := filepath.Join(t.TempDir(), "users.yaml")
+	if err := os.WriteFile(users, []byte(`users:
+  - accessKey: app
+    secretKey: app-secret-1
+    publish: ["orders*"]
+    subscribe: ["orders*", "audit*"]
+    groups: ["g-*"]
+  - accessKey: ops
+    secretKey: ops-secret-1
+    admin: true
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := e2eutil.Start(t, testutil.StartOptions{Args: []string{"--auth-file", users}})
+	topic, readOnly, denied := e2eutil.Uniq("orders"), e2eutil.Uniq("audit"), e2eutil.Uniq("payments")
+	group, deniedGroup, reader := e2eutil.Uniq("g-node"), e2eutil.Uniq("other"), e2eutil.Uniq("ops-reader")
+	if out, err := e2eutil.CLIResult(t, p.GRPC, "topic", "create", topic); err == nil {
+		t.Fatalf("an unsigned topic create succeeded: %s", out)
+	}
+	ops := []string{"--access-key", "ops", "--secret-key", "ops-secret-1"}
+	for _, args := range [][]string{
+		{"topic", "create", topic, "--queues", "2"}, {"topic", "create", readOnly}, {"topic", "create", denied},
+		{"group", "create", group}, {"group", "create", deniedGroup}, {"group", "create", reader},
+	} {
+		e2eutil.CLI(t, p.GRPC, append(args, ops...)...)
+	}
+
+	const n = 6
+	var res struct {
+		WrongSecret        failure     `json:"wrongSecret"`
+		Unsigned           failure     `json:"unsigned"`
+		DeniedTopic        failure     `json:"deniedTopic"`
+		ReadOnlyTopic      failure     `json:"readOnlyTopic"`
+		DeniedGroup        failure     `json:"deniedGroup"`
+		DeniedGroupStarted bool        `json:"deniedGroupStarted"`
+		Sent               []sentMsg   `json:"sent"`
+		Received           []delivered `json:"received"`
+		Extra              []delivered `json:"extra"`
+	}
+	node(t, p, "auth", &res, append(names(topic, group), "MQ_N="+strconv.Itoa(n),
+		"MQ_ACCESS_KEY=app", "MQ_SECRET_KEY=app-secret-1",
+		"MQ_READONLY_TOPIC="+readOnly, "MQ_DENIED_TOPIC="+denied, "MQ_DENIED_GROUP="+deniedGroup)...)
+
+	for _, c := range []struct {
+		what string
+		got  failure
+	}{
+		{"producer startup with a wrong secret", res.WrongSecret},
+		{"send without credentials", res.Unsigned},
+		{"send to " + denied + " (neither publish nor subscribe)", res.DeniedTopic},
+		{"send to " + readOnly + " (subscribe only)", res.ReadOnlyTopic},
+		{"consumer of " + deniedGroup + " (not in groups)", res.DeniedGroup},
+	} {
+		if c.got.Code != codeUnauthorized {
+			t.Errorf("%s: code %d (%s), want UNAUTHORIZED %d", c.what, c.got.Code, c.got.Message, codeUnauthorized)
+		} else {
+			t.Logf("%s: %s", c.what, c.got.Message)
+		}
+	}
+	t.Logf("the consumer of %s started: %v", deniedGroup, res.DeniedGroupStarted)
+
+	if len(res.Sent) != n {
+		t.Fatalf("sent %d, want %d", len(res.Sent), n)
+	}
+	want := map[string]string{}
+	for _, s := range res.Sent {
+		want[s.ID] = s.Body
+	}
+	if len(res.Received) != n {
+		t.Fatalf("received %d messages, want %d: %+v", len(res.Received), n, res.Received)
+	}
+	for _, m := range res.Received {
+		body, ok := want[m.ID]
+		if !ok || body != m.Body {
+			t.Fatalf("received %s %q, not a message sent", m.ID, m.Body)
+		}
+		delete(want, m.ID)
+		checkIntact(t, m, topic)
+	}
+	if len(res.Extra) != 0 {
+		t.Errorf("after every message was acked a receive still found %+v", res.Extra)
+	}
+
+	// Nothing reached the topics the sends to were refused.
+	for _, tp := range []string{readOnly, denied} {
+		out := e2eutil.CLI(t, p.GRPC, append([]string{"receive", "--topic", tp, "--group", reader, "--wait", "1s"}, ops...)...)
+		if !strings.Contains(out, "no message for group") || strings.Contains(out, "message_id") {
+			t.Errorf("a refused send to %s was stored: %s", tp, out)
+		}
 	}
 }

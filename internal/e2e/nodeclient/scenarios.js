@@ -5,7 +5,8 @@
 //   node scenarios.js <scenario>
 //
 // with MQ_ENDPOINT (mqgate's gRPC address, or a proxy's), MQ_TOPIC,
-// MQ_GROUP, MQ_N and MQ_SSL in the environment. It drives mqgate with the
+// MQ_GROUP, MQ_N and MQ_SSL in the environment (and MQ_ACCESS_KEY and
+// MQ_SECRET_KEY when mqgate runs with --auth-file). It drives mqgate with the
 // official RocketMQ 5 Node.js client only, and prints one JSON object on
 // its last stdout line: the facts the Go test checks (sent and received
 // messages, error codes, timings). A failure prints {"error": ...,
@@ -28,8 +29,13 @@ const minInvisibleMs = 10000;
 // under $HOME and is shared, so the first shutdown closes it for all.
 const quiet = { info() {}, warn() {}, error() {}, debug() {} };
 // MQ_SSL=1: TLS to the endpoint (trusting GRPC_DEFAULT_SSL_ROOTS_FILE_PATH).
+// MQ_ACCESS_KEY and MQ_SECRET_KEY: the credentials every client signs its
+// calls with (the client's sessionCredentials: it sends x-mq-date-time and
+// authorization: MQv2-HMAC-SHA1 Credential=<AK>, ..., Signature=<hex>).
 const base = {
   endpoints, namespace: '', logger: quiet, requestTimeout: 10000, sslEnabled: env('MQ_SSL') === '1',
+  sessionCredentials: process.env.MQ_ACCESS_KEY
+    ? { accessKey: env('MQ_ACCESS_KEY'), accessSecret: env('MQ_SECRET_KEY', '') } : undefined,
 };
 
 const started = [];
@@ -56,19 +62,30 @@ function view(m) {
   };
 }
 
-// errorCode runs fn and returns the v2 status code of its failure (0 when
-// it succeeds, -1 when the error names none). Most calls throw a
-// ClientException with the code; recallMessage throws an Error whose
-// message ends "(code: N)".
-async function errorCode(fn) {
+// failure runs fn and returns how it failed: the v2 status code and the
+// message of the first error in the cause chain that names a code ({code:
+// 0} when fn succeeds, code -1 when no error names one). Most calls throw
+// a ClientException with the code; recallMessage throws an Error whose
+// message ends "(code: N)"; startup wraps the route query's
+// ClientException in two Errors (err.cause.cause).
+async function failure(fn) {
   try {
     await fn();
-    return 0;
+    return { code: 0, message: '' };
   } catch (e) {
-    if (typeof e.code === 'number') return e.code;
-    const m = /\(code: (\d+)\)$/.exec(String(e && e.message));
-    return m ? Number(m[1]) : -1;
+    for (let c = e; c; c = c.cause) {
+      if (typeof c.code === 'number') return { code: c.code, message: String(c.message) };
+      const m = /\(code: (\d+)\)$/.exec(String(c.message));
+      if (m) return { code: Number(m[1]), message: String(c.message) };
+    }
+    return { code: -1, message: String(e && e.stack || e) };
   }
+}
+
+// errorCode runs fn and returns the v2 status code of its failure (see
+// failure).
+async function errorCode(fn) {
+  return (await failure(fn)).code;
 }
 
 // receiveUntil receives (and acks, unless ack is false) until want
@@ -370,6 +387,58 @@ const scenarios = {
     return {
       before: before.sent, after: after.sent, failedAfter: after.failed,
       receivedBefore: got1.map(view), receivedAfter: got2.map(view), extra: more.map(view),
+    };
+  },
+
+  // mqgate with --auth-file; MQ_ACCESS_KEY may publish to and consume
+  // MQ_TOPIC as MQ_GROUP, consume but not publish to MQ_READONLY_TOPIC,
+  // and neither publish to nor consume MQ_DENIED_TOPIC, nor use
+  // MQ_DENIED_GROUP. A producer with a wrong secret cannot start (its route
+  // query is refused) and an unsigned one cannot send; the user's producer
+  // is refused both other topics and still sends to its own afterwards;
+  // its SimpleConsumer receives and acks all n messages, then finds
+  // nothing more; a consumer of the denied group is refused (when it
+  // starts or when it receives). Refusals are reported as {code, message}.
+  async auth() {
+    const { accessKey, accessSecret } = base.sessionCredentials;
+    // Its startup retries the route query with a 3 s backoff in all: the
+    // rest runs meanwhile.
+    const wrongSecretDone = failure(() => start(new Producer({
+      ...base, topics: [topic], sessionCredentials: { accessKey, accessSecret: `${accessSecret}-wrong` },
+    })));
+    const unsigned = await failure(async () => {
+      const p = await start(new Producer({ ...base, sessionCredentials: undefined }));
+      await p.send({ topic, body: Buffer.from('unsigned') });
+    });
+    const consumer = await simpleConsumer('*');
+    const producer = await start(new Producer({ ...base, topics: [topic] }));
+    const sent = [];
+    const sendSome = async (count) => {
+      for (let i = 0; i < count; i++) {
+        const body = `auth ${sent.length}`;
+        const r = await producer.send({ topic, tag: 'a', body: Buffer.from(body) });
+        sent.push({ id: r.messageId, tag: 'a', body });
+      }
+    };
+    await sendSome(Math.ceil(n / 2));
+    const deniedTopic = await failure(() => producer.send({ topic: env('MQ_DENIED_TOPIC'), body: Buffer.from('denied') }));
+    const readOnlyTopic = await failure(() => producer.send({ topic: env('MQ_READONLY_TOPIC'), body: Buffer.from('read only') }));
+    await sendSome(n - sent.length);
+    const got = await receiveUntil(consumer, n);
+    const more = await consumer.receive(32, 30000);
+    let deniedGroupStarted = false;
+    const deniedGroup = await failure(async () => {
+      const c = await start(new SimpleConsumer({
+        ...base, consumerGroup: env('MQ_DENIED_GROUP'), awaitDuration: 500,
+        subscriptions: new Map().set(topic, '*'),
+      }));
+      deniedGroupStarted = true;
+      await c.receive(1, minInvisibleMs);
+    });
+    const wrongSecret = await wrongSecretDone;
+    return {
+      wrongSecret, unsigned, deniedTopic, readOnlyTopic, deniedGroup, deniedGroupStarted,
+      sent, received: got.map(view), extra: more.map(view),
     };
   },
 
