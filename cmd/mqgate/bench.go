@@ -24,11 +24,13 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	v2 "github.com/mqgate/mqgate/gen/apache/rocketmq/v2"
+	"github.com/mqgate/mqgate/sdk"
 )
 
 const benchUsage = `Usage: mqgate bench produce|consume|e2e|http|remoting [flags]
@@ -100,8 +102,12 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.BoolVar(&o.jsonOut, "json", false, "print results as JSON")
 	fs.IntVar(&o.rounds, "rounds", 1, "produce|consume|e2e: runs of the echo and of mqgate, alternated; the round with the median ratio is reported")
 	fs.BoolVar(&o.pipelineAcks, "pipeline-acks", true, "consume: ack a batch while receiving the next (one ack in flight per consumer)")
+	accessKey := fs.String("access-key", os.Getenv("MQGATE_ACCESS_KEY"), "produce|consume|e2e: sign calls as this user, for a --server running with --auth-file (env MQGATE_ACCESS_KEY; the secret from MQGATE_SECRET_KEY)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
+	}
+	if *accessKey != "" {
+		benchSigner = sdk.Credentials(*accessKey, os.Getenv("MQGATE_SECRET_KEY"))
 	}
 	switch o.mode {
 	case "produce", "consume", "e2e", "http", "remoting":
@@ -459,9 +465,17 @@ type benchConn struct {
 	md  metadata.MD
 }
 
+// benchSigner, when set (--access-key), signs every bench call; the echo
+// gets the same headers, so both sides pay for them.
+var benchSigner credentials.PerRPCCredentials
+
 func dialBench(addr string, i int) (*benchConn, error) {
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64 << 20))}
+	if benchSigner != nil {
+		opts = append(opts, grpc.WithPerRPCCredentials(benchSigner))
+	}
+	cc, err := grpc.NewClient(addr, opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -222,3 +222,49 @@ func FuzzV2(f *testing.F) {
 		}
 	})
 }
+
+func BenchmarkV2(b *testing.B) {
+	us, _ := Parse([]byte(usersYAML))
+	a := New(us)
+	date := time.Now().UTC().Format(DateTimeLayout)
+	h := goHeader("app", "app-secret", date)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := a.V2(h, date); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// A verified header is remembered, but never past a users reload or the
+// date window.
+func TestV2Remembered(t *testing.T) {
+	a, now := testAuth(t)
+	date := now.Format(DateTimeLayout)
+	h := goHeader("app", "app-secret", date)
+	for i := 0; i < 2; i++ {
+		if _, err := a.V2(h, date); err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+	if _, err := a.V2(h, now.Add(time.Second).Format(DateTimeLayout)); err == nil {
+		t.Fatal("a remembered header was accepted with another date")
+	}
+	later := now.Add(DefaultMaxSkew + time.Second)
+	a.SetClock(func() time.Time { return later })
+	if _, err := a.V2(h, date); err == nil {
+		t.Fatal("a remembered header was accepted past the date window")
+	}
+	a.SetClock(func() time.Time { return now })
+	if _, err := a.V2(h, date); err != nil {
+		t.Fatal(err)
+	}
+	rotated, err := Parse([]byte("users:\n  - {accessKey: app, secretKey: rotated}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.SetUsers(rotated)
+	if _, err := a.V2(h, date); err == nil {
+		t.Fatal("a header signed with the old secret was accepted after the reload")
+	}
+}
