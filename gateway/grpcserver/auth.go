@@ -6,7 +6,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -26,22 +25,13 @@ func authExempt(fullMethod string) bool {
 // authenticate verifies the call's MQv2-HMAC-SHA1 signature (spec §12) and
 // returns ctx carrying the user.
 func authenticate(ctx context.Context, a *auth.Authenticator) (context.Context, error) {
-	md, _ := metadata.FromIncomingContext(ctx)
-	u, err := a.V2(lastMD(md, "authorization"), lastMD(md, "x-mq-date-time"))
+	// The last value of each (spec §1.5), without copying the whole
+	// metadata (metadata.FromIncomingContext would: 3 % of a send's CPU).
+	u, err := a.V2(lastValue(ctx, "authorization"), lastValue(ctx, "x-mq-date-time"))
 	if err != nil {
 		return ctx, err
 	}
 	return auth.NewContext(ctx, u), nil
-}
-
-// lastMD is the last value of key: clients may repeat headers and the last
-// one is what upstream reads (spec §1.5).
-func lastMD(md metadata.MD, key string) string {
-	vs := md.Get(key)
-	if len(vs) == 0 {
-		return ""
-	}
-	return vs[len(vs)-1]
 }
 
 // denied answers a refused unary call: MessagingService methods get their
