@@ -1,6 +1,7 @@
 package remoting
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -68,7 +69,7 @@ func parseAttributes(s string, create bool, cur model.TopicType) (model.TopicTyp
 	return cur, nil
 }
 
-func (s *Server) updateTopic(c *conn, req *codec.Command) *codec.Command {
+func (s *Server) updateTopic(ctx context.Context, c *conn, req *codec.Command) *codec.Command {
 	f := fields{req: req}
 	name := f.str("topic", true)
 	read := f.int32("readQueueNums", false, 8)
@@ -79,7 +80,7 @@ func (s *Server) updateTopic(c *conn, req *codec.Command) *codec.Command {
 		s.log.Warn("remoting: topic create/update refused", "topic", name, "reason", r.Remark)
 		return r
 	}
-	ctx, cancel := s.requestContext()
+	ctx, cancel := s.requestContext(ctx)
 	defer cancel()
 	cur, err := s.b.GetTopic(ctx, name)
 	exists := err == nil
@@ -123,8 +124,8 @@ type dataVersion struct {
 	Counter      int64 `json:"counter"`
 }
 
-func (s *Server) allTopicConfig(c *conn, req *codec.Command) *codec.Command {
-	ctx, cancel := s.requestContext()
+func (s *Server) allTopicConfig(ctx context.Context, c *conn, req *codec.Command) *codec.Command {
+	ctx, cancel := s.requestContext(ctx)
 	defer cancel()
 	ts, err := s.b.ListTopics(ctx)
 	if err != nil {
@@ -150,13 +151,13 @@ func (s *Server) allTopicConfig(c *conn, req *codec.Command) *codec.Command {
 // deleteTopic answers DELETE_TOPIC_IN_BROKER and its second half,
 // DELETE_TOPIC_IN_NAMESRV (215 then 216): with one process both are the
 // same deletion, so a topic already gone is fine.
-func (s *Server) deleteTopic(c *conn, req *codec.Command) *codec.Command {
+func (s *Server) deleteTopic(ctx context.Context, c *conn, req *codec.Command) *codec.Command {
 	f := fields{req: req}
 	name := f.str("topic", true)
 	if r := f.failed(); r != nil {
 		return r
 	}
-	ctx, cancel := s.requestContext()
+	ctx, cancel := s.requestContext(ctx)
 	defer cancel()
 	if err := s.b.DeleteTopic(ctx, name); err != nil && mqerr.KindOf(err) != mqerr.KindTopicNotFound {
 		return s.fail(ctx, err)
@@ -187,7 +188,7 @@ func groupConfigOf(g model.Group) subscriptionGroupConfig {
 		NotifyConsumerIdsChangedEnable: true, ConsumeTimeoutMinute: 15}
 }
 
-func (s *Server) updateGroup(c *conn, req *codec.Command) *codec.Command {
+func (s *Server) updateGroup(ctx context.Context, c *conn, req *codec.Command) *codec.Command {
 	cfg := subscriptionGroupConfig{RetryMaxTimes: -1}
 	if err := json.Unmarshal(req.Body, &cfg); err != nil {
 		return invalid("SubscriptionGroupConfig body is not JSON: %v", err)
@@ -195,7 +196,7 @@ func (s *Server) updateGroup(c *conn, req *codec.Command) *codec.Command {
 	if err := metadata.ValidateGroupName(cfg.GroupName); err != nil {
 		return invalid("%s", mqerr.Message(err))
 	}
-	ctx, cancel := s.requestContext()
+	ctx, cancel := s.requestContext(ctx)
 	defer cancel()
 	g := model.Group{Name: cfg.GroupName, FIFO: cfg.ConsumeMessageOrderly, Retry: model.DefaultRetryPolicy()}
 	if cur, err := s.b.GetGroup(ctx, cfg.GroupName); err == nil {
@@ -212,8 +213,8 @@ func (s *Server) updateGroup(c *conn, req *codec.Command) *codec.Command {
 	return ok()
 }
 
-func (s *Server) allGroupConfig(c *conn, req *codec.Command) *codec.Command {
-	ctx, cancel := s.requestContext()
+func (s *Server) allGroupConfig(ctx context.Context, c *conn, req *codec.Command) *codec.Command {
+	ctx, cancel := s.requestContext(ctx)
 	defer cancel()
 	gs, err := s.b.ListGroups(ctx)
 	if err != nil {
@@ -233,13 +234,13 @@ func (s *Server) allGroupConfig(c *conn, req *codec.Command) *codec.Command {
 	return &codec.Command{Code: codeSuccess, Body: body}
 }
 
-func (s *Server) deleteGroup(c *conn, req *codec.Command) *codec.Command {
+func (s *Server) deleteGroup(ctx context.Context, c *conn, req *codec.Command) *codec.Command {
 	f := fields{req: req}
 	name := f.str("groupName", true)
 	if r := f.failed(); r != nil {
 		return r
 	}
-	ctx, cancel := s.requestContext()
+	ctx, cancel := s.requestContext(ctx)
 	defer cancel()
 	if err := s.b.DeleteGroup(ctx, name); err != nil && mqerr.KindOf(err) != mqerr.KindGroupNotFound {
 		return s.fail(ctx, err)

@@ -309,12 +309,12 @@ func (r *registry) notify(groups []string) {
 
 // ---- handlers ----------------------------------------------------------------
 
-func (s *Server) heartbeat(c *conn, req *codec.Command) *codec.Command {
+func (s *Server) heartbeat(ctx context.Context, c *conn, req *codec.Command) *codec.Command {
 	hb, err := decodeHeartbeat(req.Body)
 	if err != nil {
 		return invalid("%v", err)
 	}
-	ctx, cancel := s.requestContext()
+	ctx, cancel := s.requestContext(ctx)
 	defer cancel()
 	// Groups and retry topics are created on first sight: stock clients
 	// cannot create them and would retry forever (trap 16).
@@ -334,7 +334,7 @@ func (s *Server) heartbeat(c *conn, req *codec.Command) *codec.Command {
 	return ok()
 }
 
-func (s *Server) unregisterClient(c *conn, req *codec.Command) *codec.Command {
+func (s *Server) unregisterClient(ctx context.Context, c *conn, req *codec.Command) *codec.Command {
 	id := req.Get("clientID")
 	if id == "" {
 		return invalid("clientID is required")
@@ -343,7 +343,7 @@ func (s *Server) unregisterClient(c *conn, req *codec.Command) *codec.Command {
 	return ok()
 }
 
-func (s *Server) consumerList(c *conn, req *codec.Command) *codec.Command {
+func (s *Server) consumerList(ctx context.Context, c *conn, req *codec.Command) *codec.Command {
 	g := req.Get("consumerGroup")
 	if g == "" {
 		return invalid("consumerGroup is required")
@@ -358,7 +358,7 @@ func (s *Server) consumerList(c *conn, req *codec.Command) *codec.Command {
 	return &codec.Command{Code: codeSuccess, Body: body}
 }
 
-func (s *Server) checkClientConfig(c *conn, req *codec.Command) *codec.Command {
+func (s *Server) checkClientConfig(ctx context.Context, c *conn, req *codec.Command) *codec.Command {
 	var cc struct {
 		SubscriptionData *subscriptionData `json:"subscriptionData"`
 	}
@@ -373,10 +373,12 @@ func (s *Server) checkClientConfig(c *conn, req *codec.Command) *codec.Command {
 	return ok()
 }
 
-// requestContext bounds a non-polling request. It is not cancelled when
-// the connection closes: a client that sends UPDATE_CONSUMER_OFFSET or
-// END_TRANSACTION and hangs up at once still gets them applied. (Long
-// polls use the connection's context and end with it.)
-func (s *Server) requestContext() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(s.group.Context(), s.cfg.RequestTimeout)
+// requestContext bounds a non-polling request: ctx is the request's
+// context (dispatch: the server's lifetime and the authenticated user),
+// which is not cancelled when the connection closes, so a client that
+// sends UPDATE_CONSUMER_OFFSET or END_TRANSACTION and hangs up at once
+// still gets them applied. (Long polls use the connection's context and
+// end with it.)
+func (s *Server) requestContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, s.cfg.RequestTimeout)
 }

@@ -173,12 +173,28 @@ func (c *conn) dispatch(req *codec.Command) {
 			c.reply(req, &codec.Command{Code: codeSystemError, Remark: "internal error (logged by the server)"})
 		}
 	}()
+	// The request's context: the server's lifetime, not the connection's
+	// (see requestContext), and the authenticated user.
+	ctx := c.s.group.Context()
+	if c.s.cfg.Auth != nil {
+		var refused *codec.Command
+		if ctx, refused = c.s.authenticate(ctx, c, req); refused != nil {
+			c.reply(req, refused)
+			return
+		}
+	}
 	h := c.s.handlers[req.Code]
 	if h == nil {
 		c.reply(req, &codec.Command{Code: codeRequestCodeNotSupported, Remark: " request type " + itoa(int64(req.Code)) + " not supported"})
 		return
 	}
-	resp := h(c, req)
+	if c.s.cfg.Auth != nil {
+		if refused := c.s.authorize(ctx, c, req); refused != nil {
+			c.reply(req, refused)
+			return
+		}
+	}
+	resp := h(ctx, c, req)
 	if resp != nil {
 		c.reply(req, resp)
 	}

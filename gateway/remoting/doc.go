@@ -17,6 +17,19 @@
 // Errors: every broker error maps to a remoting response code in ONE
 // table (responsecode.go).
 //
+// Auth (Config.Auth set, auth.go): every request, NameServer and Broker
+// codes alike, must carry the classic ACL fields AccessKey and Signature,
+// verified over the extension fields exactly as decoded and the body
+// (auth.Authenticator.Remoting); the user goes into the request's context
+// (the ctx every handler gets). A served code is then checked against ONE
+// table, accessRules, from request code to what the request touches
+// (publish, consume a topic, a consumer group, a route, or admin); a code
+// missing from it is admin-only. A refusal is answered as upstream's
+// auth pipeline answers it: NO_PERMISSION (16) with the reason as remark,
+// nothing executed, and no answer to a oneway request. Responses from
+// clients (to CHECK_TRANSACTION_STATE and the like) are not requests and
+// are not checked.
+//
 // Locking: registry.mu guards the client registry, locks.mu the orderly
 // locks, conn.wmu one connection's writes. They never nest; server
 // requests to clients (NOTIFY_CONSUMER_IDS_CHANGED, CHECK_TRANSACTION_STATE)

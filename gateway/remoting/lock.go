@@ -1,6 +1,7 @@
 package remoting
 
 import (
+	"context"
 	"encoding/json"
 	"sync"
 	"time"
@@ -114,7 +115,7 @@ func decodeLockBody(req *codec.Command) (*lockBody, *codec.Command) {
 	return &b, nil
 }
 
-func (s *Server) lockBatch(c *conn, req *codec.Command) *codec.Command {
+func (s *Server) lockBatch(ctx context.Context, c *conn, req *codec.Command) *codec.Command {
 	b, bad := decodeLockBody(req)
 	if bad != nil {
 		return bad
@@ -126,7 +127,7 @@ func (s *Server) lockBatch(c *conn, req *codec.Command) *codec.Command {
 	return &codec.Command{Code: codeSuccess, Body: body}
 }
 
-func (s *Server) unlockBatch(c *conn, req *codec.Command) *codec.Command {
+func (s *Server) unlockBatch(ctx context.Context, c *conn, req *codec.Command) *codec.Command {
 	b, bad := decodeLockBody(req)
 	if bad != nil {
 		return bad

@@ -1,6 +1,7 @@
 package remoting
 
 import (
+	"context"
 	"encoding/json"
 	"strconv"
 	"sync"
@@ -75,7 +76,7 @@ func (s *Server) brokerData(c *conn) brokerData {
 	return brokerData{Cluster: s.cfg.ClusterName, BrokerName: s.cfg.BrokerName, BrokerAddrs: map[int64]string{0: s.advertised(c)}}
 }
 
-func (s *Server) routeInfo(c *conn, req *codec.Command) *codec.Command {
+func (s *Server) routeInfo(ctx context.Context, c *conn, req *codec.Command) *codec.Command {
 	f := fields{req: req}
 	topic := f.str("topic", true)
 	if r := f.failed(); r != nil {
@@ -91,7 +92,7 @@ func (s *Server) routeInfo(c *conn, req *codec.Command) *codec.Command {
 		}
 		qd = queueData{ReadQueueNums: 8, WriteQueueNums: 8, Perm: permRead | permWrite | permInherit}
 	} else {
-		ctx, cancel := s.requestContext()
+		ctx, cancel := s.requestContext(ctx)
 		defer cancel()
 		t, err := s.cl.RouteTopic(ctx, topic)
 		if err != nil {
@@ -111,7 +112,7 @@ func (s *Server) routeInfo(c *conn, req *codec.Command) *codec.Command {
 	return &codec.Command{Code: codeSuccess, Body: body}
 }
 
-func (s *Server) clusterInfo(c *conn, req *codec.Command) *codec.Command {
+func (s *Server) clusterInfo(ctx context.Context, c *conn, req *codec.Command) *codec.Command {
 	bd := s.brokerData(c)
 	body, err := json.Marshal(struct {
 		BrokerAddrTable  map[string]brokerData `json:"brokerAddrTable"`
@@ -123,8 +124,8 @@ func (s *Server) clusterInfo(c *conn, req *codec.Command) *codec.Command {
 	return &codec.Command{Code: codeSuccess, Body: body}
 }
 
-func (s *Server) topicList(c *conn, req *codec.Command) *codec.Command {
-	ctx, cancel := s.requestContext()
+func (s *Server) topicList(ctx context.Context, c *conn, req *codec.Command) *codec.Command {
+	ctx, cancel := s.requestContext(ctx)
 	defer cancel()
 	ts, err := s.b.ListTopics(ctx)
 	if err != nil {
@@ -151,7 +152,7 @@ const maxKV = 10000
 
 func kvKey(ns, k string) string { return strconv.Itoa(len(ns)) + ":" + ns + k }
 
-func (s *Server) putKV(c *conn, req *codec.Command) *codec.Command {
+func (s *Server) putKV(ctx context.Context, c *conn, req *codec.Command) *codec.Command {
 	f := fields{req: req}
 	ns, k, v := f.str("namespace", true), f.str("key", true), f.str("value", false)
 	if r := f.failed(); r != nil {
@@ -166,7 +167,7 @@ func (s *Server) putKV(c *conn, req *codec.Command) *codec.Command {
 	return ok()
 }
 
-func (s *Server) getKV(c *conn, req *codec.Command) *codec.Command {
+func (s *Server) getKV(ctx context.Context, c *conn, req *codec.Command) *codec.Command {
 	f := fields{req: req}
 	ns, k := f.str("namespace", true), f.str("key", true)
 	if r := f.failed(); r != nil {
@@ -181,7 +182,7 @@ func (s *Server) getKV(c *conn, req *codec.Command) *codec.Command {
 	return &codec.Command{Code: codeSuccess, Ext: map[string]string{"value": v}}
 }
 
-func (s *Server) deleteKV(c *conn, req *codec.Command) *codec.Command {
+func (s *Server) deleteKV(ctx context.Context, c *conn, req *codec.Command) *codec.Command {
 	f := fields{req: req}
 	ns, k := f.str("namespace", true), f.str("key", true)
 	if r := f.failed(); r != nil {

@@ -105,7 +105,7 @@ func parseCK(s string) (int64, bool) {
 
 const maxPopBatch = 32
 
-func (s *Server) popMessage(c *conn, req *codec.Command) *codec.Command {
+func (s *Server) popMessage(ctx context.Context, c *conn, req *codec.Command) *codec.Command {
 	f := fields{req: req}
 	group, topicName := f.str("consumerGroup", true), f.str("topic", true)
 	queue := f.int32("queueId", true, -1)
@@ -129,7 +129,7 @@ func (s *Server) popMessage(c *conn, req *codec.Command) *codec.Command {
 	if err != nil {
 		return empty(codeSubscriptionParseFailed, err.Error())
 	}
-	ctx, cancel := s.requestContext()
+	ctx, cancel := s.requestContext(ctx)
 	defer cancel()
 	g, err := s.cl.EnsureGroup(ctx, group)
 	if err != nil {
@@ -197,7 +197,7 @@ func (s *Server) popMessage(c *conn, req *codec.Command) *codec.Command {
 	}}
 }
 
-func (s *Server) ackMessage(c *conn, req *codec.Command) *codec.Command {
+func (s *Server) ackMessage(ctx context.Context, c *conn, req *codec.Command) *codec.Command {
 	f := fields{req: req}
 	group, topic := f.str("consumerGroup", true), f.str("topic", true)
 	queue, offset := f.int32("queueId", true, 0), f.int64("offset", true, 0)
@@ -214,7 +214,7 @@ func (s *Server) ackMessage(c *conn, req *codec.Command) *codec.Command {
 	if !found {
 		return &codec.Command{Code: codeNoMessage, Remark: "no delivery of this message is in flight (acknowledged, expired or superseded)"}
 	}
-	ctx, cancel := s.requestContext()
+	ctx, cancel := s.requestContext(ctx)
 	defer cancel()
 	if err := s.b.Ack(ctx, group, topic, []string{e.handle})[0]; err != nil {
 		return s.fail(ctx, err)
@@ -287,7 +287,7 @@ func decodeBatchAck(b []byte) ([]batchAckEntry, error) {
 	return out, nil
 }
 
-func (s *Server) batchAckMessage(c *conn, req *codec.Command) *codec.Command {
+func (s *Server) batchAckMessage(ctx context.Context, c *conn, req *codec.Command) *codec.Command {
 	acks, err := decodeBatchAck(req.Body)
 	if err != nil {
 		return invalid("%v", err)
@@ -295,7 +295,7 @@ func (s *Server) batchAckMessage(c *conn, req *codec.Command) *codec.Command {
 	if len(acks) == 0 {
 		return &codec.Command{Code: codeNoMessage, Remark: "no ack in the batch"}
 	}
-	ctx, cancel := s.requestContext()
+	ctx, cancel := s.requestContext(ctx)
 	defer cancel()
 	for _, a := range acks {
 		var handles []string
@@ -321,7 +321,7 @@ func (s *Server) batchAckMessage(c *conn, req *codec.Command) *codec.Command {
 	return ok()
 }
 
-func (s *Server) changeInvisibleTime(c *conn, req *codec.Command) *codec.Command {
+func (s *Server) changeInvisibleTime(ctx context.Context, c *conn, req *codec.Command) *codec.Command {
 	f := fields{req: req}
 	group, topic := f.str("consumerGroup", true), f.str("topic", true)
 	queue, offset := f.int32("queueId", true, 0), f.int64("offset", true, 0)
@@ -346,7 +346,7 @@ func (s *Server) changeInvisibleTime(c *conn, req *codec.Command) *codec.Command
 	if !found {
 		return answer(codeNoMessage, "no delivery of this message is in flight (acknowledged, expired or superseded)", now.UnixMilli())
 	}
-	ctx, cancel := s.requestContext()
+	ctx, cancel := s.requestContext(ctx)
 	defer cancel()
 	d := time.Duration(invisible) * time.Millisecond
 	h, err := s.b.ChangeInvisible(ctx, group, topic, e.handle, d)

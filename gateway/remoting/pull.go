@@ -38,7 +38,7 @@ var pullStatusCodes = [...]int32{
 	broker.PullMoved:   codePullOffsetMoved,
 }
 
-func (s *Server) pull(c *conn, req *codec.Command) *codec.Command {
+func (s *Server) pull(ctx context.Context, c *conn, req *codec.Command) *codec.Command {
 	f := fields{req: req}
 	group := f.str("consumerGroup", true)
 	topicName := f.str("topic", true)
@@ -52,7 +52,7 @@ func (s *Server) pull(c *conn, req *codec.Command) *codec.Command {
 	if r := f.failed(); r != nil {
 		return r
 	}
-	ctx, cancel := s.requestContext()
+	ctx, cancel := s.requestContext(ctx)
 	defer cancel()
 	t, bad := s.groupQueue(ctx, group, topicName, queue)
 	if bad != nil {
@@ -98,7 +98,7 @@ func (s *Server) pull(c *conn, req *codec.Command) *codec.Command {
 	return resp
 }
 
-func (s *Server) queryConsumerOffset(c *conn, req *codec.Command) *codec.Command {
+func (s *Server) queryConsumerOffset(ctx context.Context, c *conn, req *codec.Command) *codec.Command {
 	f := fields{req: req}
 	group, topic, queue := f.str("consumerGroup", true), f.str("topic", true), f.int32("queueId", true, 0)
 	if r := f.failed(); r != nil {
@@ -117,14 +117,14 @@ func (s *Server) queryConsumerOffset(c *conn, req *codec.Command) *codec.Command
 	return &codec.Command{Code: codeQueryNotFound, Remark: "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first"}
 }
 
-func (s *Server) updateConsumerOffset(c *conn, req *codec.Command) *codec.Command {
+func (s *Server) updateConsumerOffset(ctx context.Context, c *conn, req *codec.Command) *codec.Command {
 	f := fields{req: req}
 	group, topic := f.str("consumerGroup", true), f.str("topic", true)
 	queue, off := f.int32("queueId", true, 0), f.int64("commitOffset", true, 0)
 	if r := f.failed(); r != nil {
 		return r
 	}
-	ctx, cancel := s.requestContext()
+	ctx, cancel := s.requestContext(ctx)
 	defer cancel()
 	t, bad := s.groupQueue(ctx, group, topic, queue)
 	if bad != nil {
@@ -160,7 +160,7 @@ func (s *Server) queueFields(req *codec.Command) (string, int32, *codec.Command)
 }
 
 // Unknown topics and queues answer offset 0 (upstream's store does).
-func (s *Server) maxOffset(c *conn, req *codec.Command) *codec.Command {
+func (s *Server) maxOffset(ctx context.Context, c *conn, req *codec.Command) *codec.Command {
 	topic, queue, r := s.queueFields(req)
 	if r != nil {
 		return r
@@ -169,7 +169,7 @@ func (s *Server) maxOffset(c *conn, req *codec.Command) *codec.Command {
 	return &codec.Command{Code: codeSuccess, Ext: map[string]string{"offset": itoa(hi)}}
 }
 
-func (s *Server) minOffset(c *conn, req *codec.Command) *codec.Command {
+func (s *Server) minOffset(ctx context.Context, c *conn, req *codec.Command) *codec.Command {
 	topic, queue, r := s.queueFields(req)
 	if r != nil {
 		return r
@@ -178,7 +178,7 @@ func (s *Server) minOffset(c *conn, req *codec.Command) *codec.Command {
 	return &codec.Command{Code: codeSuccess, Ext: map[string]string{"offset": itoa(lo)}}
 }
 
-func (s *Server) searchOffset(c *conn, req *codec.Command) *codec.Command {
+func (s *Server) searchOffset(ctx context.Context, c *conn, req *codec.Command) *codec.Command {
 	f := fields{req: req}
 	topic, queue, ts := f.str("topic", true), f.int32("queueId", true, 0), f.int64("timestamp", true, 0)
 	upper := strings.EqualFold(f.str("boundaryType", false), "upper")
@@ -202,7 +202,7 @@ func (s *Server) searchOffset(c *conn, req *codec.Command) *codec.Command {
 	return &codec.Command{Code: codeSuccess, Ext: map[string]string{"offset": itoa(off)}}
 }
 
-func (s *Server) earliestStoreTime(c *conn, req *codec.Command) *codec.Command {
+func (s *Server) earliestStoreTime(ctx context.Context, c *conn, req *codec.Command) *codec.Command {
 	topic, queue, r := s.queueFields(req)
 	if r != nil {
 		return r

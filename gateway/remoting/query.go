@@ -1,6 +1,7 @@
 package remoting
 
 import (
+	"context"
 	"github.com/mqgate/mqgate/gateway/remoting/codec"
 	"github.com/mqgate/mqgate/storage/message"
 )
@@ -8,7 +9,7 @@ import (
 // maxQueryResults bounds QUERY_MESSAGE answers.
 const maxQueryResults = 64
 
-func (s *Server) queryMessage(c *conn, req *codec.Command) *codec.Command {
+func (s *Server) queryMessage(ctx context.Context, c *conn, req *codec.Command) *codec.Command {
 	f := fields{req: req}
 	topic, key := f.str("topic", true), f.str("key", true)
 	maxNum := f.int32("maxNum", false, 32)
@@ -35,7 +36,7 @@ func (s *Server) queryMessage(c *conn, req *codec.Command) *codec.Command {
 	}}
 }
 
-func (s *Server) viewMessage(c *conn, req *codec.Command) *codec.Command {
+func (s *Server) viewMessage(ctx context.Context, c *conn, req *codec.Command) *codec.Command {
 	f := fields{req: req}
 	phys := f.int64("offset", true, 0)
 	if r := f.failed(); r != nil {

@@ -13,7 +13,9 @@ import (
 
 // handler answers one request; nil means no response (oneway semantics
 // of the code itself, e.g. END_TRANSACTION with "unknown yet").
-type handler func(c *conn, req *codec.Command) *codec.Command
+// ctx is the request's context: it carries the authenticated user
+// (auth.FromContext) when auth is on.
+type handler func(ctx context.Context, c *conn, req *codec.Command) *codec.Command
 
 // routes is the request-code table. Codes not listed are answered
 // REQUEST_CODE_NOT_SUPPORTED (never silence: that costs a client its

@@ -1,6 +1,7 @@
 package remoting
 
 import (
+	"context"
 	"strings"
 
 	"github.com/mqgate/mqgate/broker"
@@ -24,17 +25,30 @@ var sendShort = map[string]string{
 // maxBatch bounds the messages of one SEND_BATCH_MESSAGE.
 const maxBatch = 1024
 
-func (s *Server) send(c *conn, req *codec.Command) *codec.Command {
-	if req.Code != reqSendMessage {
-		long := make(map[string]string, len(req.Ext))
-		for k, v := range req.Ext {
-			if n, ok := sendShort[k]; ok {
-				long[n] = v
-			} else {
-				long[k] = v
-			}
+// sendHeader returns a send's header fields under SEND_MESSAGE's names.
+// For 310 and 320 a one-letter name wins over the long name given too, so
+// the handler and the access check (auth.go) always read the same topic.
+func sendHeader(req *codec.Command) map[string]string {
+	if req.Code == reqSendMessage {
+		return req.Ext
+	}
+	long := make(map[string]string, len(req.Ext))
+	for k, v := range req.Ext {
+		if _, short := sendShort[k]; !short {
+			long[k] = v
 		}
-		req = &codec.Command{Code: req.Code, Opaque: req.Opaque, Flag: req.Flag, Ext: long, Body: req.Body}
+	}
+	for k, v := range req.Ext {
+		if n, short := sendShort[k]; short {
+			long[n] = v
+		}
+	}
+	return long
+}
+
+func (s *Server) send(ctx context.Context, c *conn, req *codec.Command) *codec.Command {
+	if req.Code != reqSendMessage {
+		req = &codec.Command{Code: req.Code, Opaque: req.Opaque, Flag: req.Flag, Ext: sendHeader(req), Body: req.Body}
 	}
 	f := fields{req: req}
 	group := f.str("producerGroup", false)
@@ -72,7 +86,7 @@ func (s *Server) send(c *conn, req *codec.Command) *codec.Command {
 	} else {
 		cms = []classicMessage{{props: wire.ParseProperties(props), body: req.Body, sysFlag: sysFlag, flag: flag, born: born}}
 	}
-	ctx, cancel := s.requestContext()
+	ctx, cancel := s.requestContext(ctx)
 	defer cancel()
 	recs := make([]*message.Message, len(cms))
 	for i, cm := range cms {

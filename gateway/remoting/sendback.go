@@ -1,6 +1,7 @@
 package remoting
 
 import (
+	"context"
 	"github.com/mqgate/mqgate/broker"
 	"github.com/mqgate/mqgate/gateway/remoting/codec"
 )
@@ -9,7 +10,7 @@ import (
 // (only a transport error makes it retry locally), so the broker creates
 // whatever is missing instead of refusing (trap 17); a message that cannot
 // be found is the only refusal, and it is logged.
-func (s *Server) sendBack(c *conn, req *codec.Command) *codec.Command {
+func (s *Server) sendBack(ctx context.Context, c *conn, req *codec.Command) *codec.Command {
 	f := fields{req: req}
 	phys := f.int64("offset", true, 0)
 	group := f.str("group", true)
@@ -24,7 +25,7 @@ func (s *Server) sendBack(c *conn, req *codec.Command) *codec.Command {
 	if req.Version < 121 {
 		maxRe = -1
 	}
-	ctx, cancel := s.requestContext()
+	ctx, cancel := s.requestContext(ctx)
 	defer cancel()
 	res, err := s.cl.SendBack(ctx, broker.SendBack{Phys: phys, Group: group, DelayLevel: int(level), MaxReconsumeTimes: maxRe, OriginMsgID: origin})
 	if err != nil {

@@ -21,7 +21,7 @@ const (
 	txRollback = 12
 )
 
-func (s *Server) endTransaction(c *conn, req *codec.Command) *codec.Command {
+func (s *Server) endTransaction(ctx context.Context, c *conn, req *codec.Command) *codec.Command {
 	f := fields{req: req}
 	group := f.str("producerGroup", false)
 	stateOff := f.int64("tranStateTableOffset", false, -1)
@@ -44,7 +44,7 @@ func (s *Server) endTransaction(c *conn, req *codec.Command) *codec.Command {
 	default:
 		return invalid("commitOrRollback %d is not 0, 8 or 12", kind)
 	}
-	ctx, cancel := s.requestContext()
+	ctx, cancel := s.requestContext(ctx)
 	defer cancel()
 	err := s.cl.EndTransaction(ctx, broker.ClassicEnd{CommitLogOffset: phys, TranStateOffset: stateOff, ProducerGroup: group, MsgID: msgID, Resolution: res})
 	if err != nil && mqerr.KindOf(err) == mqerr.KindMessageNotFound {

@@ -3,9 +3,13 @@ package client
 import (
 	"bufio"
 	"context"
+	"crypto/hmac"
+	"crypto/sha1"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net"
+	"sort"
 	"sync"
 	"sync/atomic"
 
@@ -19,6 +23,9 @@ type Conn struct {
 	opaque    atomic.Int32
 
 	wmu sync.Mutex
+
+	// accessKey and secretKey sign requests (SetCredentials).
+	accessKey, secretKey atomic.Pointer[string]
 
 	mu       sync.Mutex
 	pending  map[int32]chan *codec.Command
@@ -98,8 +105,45 @@ func (c *Conn) read() {
 // ErrClosed is returned by calls on a connection that ended.
 var ErrClosed = errors.New("client: connection closed")
 
+// SetCredentials makes Invoke and Oneway sign each request with the
+// classic ACL fields, as rocketmq-client-go v2's ACL interceptor does:
+// AccessKey, and Signature = base64(HMAC-SHA1(secretKey, the values of
+// every other extension field in key order, then the body)). An empty
+// accessKey stops signing.
+func (c *Conn) SetCredentials(accessKey, secretKey string) {
+	c.accessKey.Store(&accessKey)
+	c.secretKey.Store(&secretKey)
+}
+
+// sign replaces req.Ext with a signed copy (the caller's map is kept).
+func (c *Conn) sign(req *codec.Command) {
+	ak, sk := c.accessKey.Load(), c.secretKey.Load()
+	if ak == nil || *ak == "" {
+		return
+	}
+	ext := make(map[string]string, len(req.Ext)+2)
+	for k, v := range req.Ext {
+		ext[k] = v
+	}
+	delete(ext, "Signature")
+	ext["AccessKey"] = *ak
+	keys := make([]string, 0, len(ext))
+	for k := range ext {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	mac := hmac.New(sha1.New, []byte(*sk))
+	for _, k := range keys {
+		mac.Write([]byte(ext[k]))
+	}
+	mac.Write(req.Body)
+	ext["Signature"] = base64.StdEncoding.EncodeToString(mac.Sum(nil))
+	req.Ext = ext
+}
+
 // Invoke sends req (its opaque is assigned) and waits for the response.
 func (c *Conn) Invoke(ctx context.Context, req *codec.Command) (*codec.Command, error) {
+	c.sign(req)
 	req.Opaque = c.opaque.Add(1)
 	req.Flag &^= codec.FlagOneway | codec.FlagResponse
 	ch := make(chan *codec.Command, 1)
@@ -136,6 +180,7 @@ func (c *Conn) forget(opaque int32) {
 
 // Oneway sends req with the oneway flag.
 func (c *Conn) Oneway(req *codec.Command) error {
+	c.sign(req)
 	req.Opaque = c.opaque.Add(1)
 	req.Flag |= codec.FlagOneway
 	return c.Write(req)

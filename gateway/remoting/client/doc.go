@@ -3,6 +3,9 @@
 // opaque, server requests handed to registered handlers. It is not a
 // RocketMQ client (no routes, rebalancing or retries).
 //
+// SetCredentials signs requests with the classic ACL fields (AccessKey,
+// Signature), as rocketmq-client-go v2 does, for a server with auth on.
+//
 // Each connection has one reader goroutine, which ends when the connection
 // closes.
 //

@@ -1,0 +1,244 @@
+package remoting
+
+import (
+	"context"
+	"strings"
+
+	"github.com/mqgate/mqgate/broker/metadata"
+	"github.com/mqgate/mqgate/gateway/auth"
+	"github.com/mqgate/mqgate/gateway/remoting/codec"
+)
+
+// With Config.Auth set, dispatch runs every request through authenticate
+// (the classic ACL signature, NameServer and Broker codes alike), then,
+// for a code it serves, authorize (what accessRules says the request
+// touches). A refusal is answered as upstream's AuthenticationPipeline and
+// AuthorizationPipeline answer one (broker/auth/pipeline): NO_PERMISSION
+// with the reason as the remark, nothing executed; a oneway request gets
+// no answer.
+
+// uniqueKeyQuery is the QUERY_MESSAGE field Java clients up to 4.9.3 add
+// after signing; upstream leaves it out of the signed content for them.
+const (
+	uniqueKeyQuery = "_UNIQUE_KEY_QUERY"
+	versionV4_9_3  = 399 // MQVersion.Version.V4_9_3.ordinal()
+)
+
+// authenticate verifies req's signature over its extension fields exactly
+// as decoded (nothing normalized) and its body, and returns ctx carrying
+// the user, or the answer refusing req.
+func (s *Server) authenticate(ctx context.Context, c *conn, req *codec.Command) (context.Context, *codec.Command) {
+	u, err := s.cfg.Auth.Remoting(req.Ext, req.Body)
+	if err != nil && req.Version <= versionV4_9_3 {
+		if _, quirk := req.Ext[uniqueKeyQuery]; quirk {
+			ext := make(map[string]string, len(req.Ext))
+			for k, v := range req.Ext {
+				if k != uniqueKeyQuery {
+					ext[k] = v
+				}
+			}
+			if u2, err2 := s.cfg.Auth.Remoting(ext, req.Body); err2 == nil {
+				u, err = u2, nil
+			}
+		}
+	}
+	if err != nil {
+		return ctx, s.refuse(ctx, c, req, err)
+	}
+	return auth.NewContext(ctx, u), nil
+}
+
+// authorize checks what req touches against the user in ctx.
+func (s *Server) authorize(ctx context.Context, c *conn, req *codec.Command) *codec.Command {
+	rule, found := accessRules[req.Code]
+	if !found {
+		// A code served without a rule (a table out of step): admins only.
+		rule = admin
+	}
+	accs, bad := rule(s, req)
+	if bad != nil {
+		return bad
+	}
+	for _, acc := range accs {
+		if err := s.cfg.Auth.Allow(ctx, acc); err != nil {
+			return s.refuse(ctx, c, req, err)
+		}
+	}
+	return nil
+}
+
+// refuse answers an authentication or authorization failure through the
+// one error table (KindUnauthorized: NO_PERMISSION, the reason as remark).
+func (s *Server) refuse(ctx context.Context, c *conn, req *codec.Command, err error) *codec.Command {
+	s.log.DebugContext(ctx, "remoting: request refused", "remote", c.remote.String(), "code", req.Code, "err", err)
+	return s.fail(ctx, err)
+}
+
+// accessRule lists what a request touches, read from the same fields its
+// handler reads. An answer instead refuses the request (a body its handler
+// could not read either). Empty names are not checked: the handlers
+// refuse requests missing the names they need.
+type accessRule func(s *Server, req *codec.Command) ([]auth.Access, *codec.Command)
+
+// accessRules is THE table from served request codes to what they touch
+// (TestEveryServedCodeHasAnAccessRule). Codes touching no topic or group
+// need only a valid signature; admin codes need an admin.
+var accessRules = map[int32]accessRule{
+	// NameServer
+	reqGetRouteInfoByTopic:   routeAccess,
+	reqGetBrokerClusterInfo:  admin,
+	reqGetAllTopicListFromNS: admin,
+	reqDeleteTopicInNamesrv:  admin,
+	reqPutKVConfig:           admin,
+	reqGetKVConfig:           admin,
+	reqDeleteKVConfig:        admin,
+	// Clients
+	reqHeartBeat:              heartbeatAccess,
+	reqUnregisterClient:       groupField("consumerGroup"),
+	reqGetConsumerListByGroup: groupField("consumerGroup"),
+	reqCheckClientConfig:      signedOnly, // validates a filter, touches nothing
+	reqLockBatchMQ:            lockAccess,
+	reqUnlockBatchMQ:          lockAccess,
+	// Producing
+	reqSendMessage:      sendAccess,
+	reqSendMessageV2:    sendAccess,
+	reqSendBatchMessage: sendAccess,
+	reqEndTransaction:   endTransactionAccess,
+	// Consuming
+	reqPullMessage:             consumeFields("topic", "consumerGroup"),
+	reqLitePullMessage:         consumeFields("topic", "consumerGroup"),
+	reqQueryConsumerOffset:     consumeFields("topic", "consumerGroup"),
+	reqUpdateConsumerOffset:    consumeFields("topic", "consumerGroup"),
+	reqGetMaxOffset:            consumeFields("topic", ""),
+	reqGetMinOffset:            consumeFields("topic", ""),
+	reqSearchOffsetByTimestamp: consumeFields("topic", ""),
+	reqGetEarliestMsgStoreTime: consumeFields("topic", ""),
+	reqConsumerSendMsgBack:     groupField("group"),
+	// Admin
+	reqUpdateAndCreateTopic:    admin,
+	reqGetAllTopicConfig:       admin,
+	reqDeleteTopicInBroker:     admin,
+	reqUpdateAndCreateSubGroup: admin,
+	reqGetAllSubGroupConfig:    admin,
+	reqDeleteSubGroup:          admin,
+	// Query and view
+	reqQueryMessage:    consumeFields("topic", ""),
+	reqViewMessageByID: viewAccess,
+	// POP
+	reqPopMessage:          consumeFields("topic", "consumerGroup"),
+	reqAckMessage:          consumeFields("topic", "consumerGroup"),
+	reqBatchAckMessage:     batchAckAccess,
+	reqChangeInvisibleTime: consumeFields("topic", "consumerGroup"),
+}
+
+func signedOnly(*Server, *codec.Command) ([]auth.Access, *codec.Command) { return nil, nil }
+
+func admin(*Server, *codec.Command) ([]auth.Access, *codec.Command) {
+	return []auth.Access{{Admin: true}}, nil
+}
+
+// routeAccess: a topic's route is open to whoever may publish to or
+// consume it (a retry topic's to its group's users, auth.User.Allow). The
+// auto-create topic's route names nothing but this broker, which any
+// route already tells: producers of a new topic ask it before their first
+// send, which is checked against the new topic.
+func routeAccess(_ *Server, req *codec.Command) ([]auth.Access, *codec.Command) {
+	if t := req.Ext["topic"]; t != autoCreateTopic {
+		return []auth.Access{{Route: t}}, nil
+	}
+	return nil, nil
+}
+
+// groupField: the request acts as the consumer group named by field.
+func groupField(field string) accessRule {
+	return func(_ *Server, req *codec.Command) ([]auth.Access, *codec.Command) {
+		return []auth.Access{{Group: req.Ext[field]}}, nil
+	}
+}
+
+// consumeFields: the request consumes the topic named by topicField (as
+// the group named by groupField, when given).
+func consumeFields(topicField, groupField string) accessRule {
+	return func(_ *Server, req *codec.Command) ([]auth.Access, *codec.Command) {
+		acc := auth.Access{Subscribe: req.Ext[topicField]}
+		if groupField != "" {
+			acc.Group = req.Ext[groupField]
+		}
+		return []auth.Access{acc}, nil
+	}
+}
+
+// sendAccess: a send publishes to its topic; a send to a retry topic (a
+// client's fallback when CONSUMER_SEND_MSG_BACK fails) acts as the
+// topic's group, as upstream's DefaultAuthorizationContextBuilder has it.
+func sendAccess(_ *Server, req *codec.Command) ([]auth.Access, *codec.Command) {
+	topic := sendHeader(req)["topic"]
+	if g, ok := strings.CutPrefix(topic, metadata.RetryPrefix); ok && g != "" {
+		return []auth.Access{{Group: g}}, nil
+	}
+	return []auth.Access{{Publish: topic}}, nil
+}
+
+// endTransactionAccess: publishing to the topic, when the header names it
+// (Java 5 producers do; Go v2 and Java 4 name only the commit-log offset).
+func endTransactionAccess(_ *Server, req *codec.Command) ([]auth.Access, *codec.Command) {
+	return []auth.Access{{Publish: req.Ext["topic"]}}, nil
+}
+
+// heartbeatAccess: each consumer group of the body, and each topic it
+// subscribes (as upstream checks); producer groups need nothing.
+func heartbeatAccess(_ *Server, req *codec.Command) ([]auth.Access, *codec.Command) {
+	hb, err := decodeHeartbeat(req.Body)
+	if err != nil {
+		return nil, invalid("%v", err)
+	}
+	var accs []auth.Access
+	for _, cd := range hb.ConsumerDataSet {
+		accs = append(accs, auth.Access{Group: cd.GroupName})
+		for _, sd := range cd.SubscriptionDataSet {
+			accs = append(accs, auth.Access{Subscribe: sd.Topic})
+		}
+	}
+	return accs, nil
+}
+
+// lockAccess: the body's group, and each queue's topic (as upstream).
+func lockAccess(_ *Server, req *codec.Command) ([]auth.Access, *codec.Command) {
+	b, bad := decodeLockBody(req)
+	if bad != nil {
+		return nil, bad
+	}
+	accs := []auth.Access{{Group: b.ConsumerGroup}}
+	for _, mq := range b.MQSet {
+		accs = append(accs, auth.Access{Subscribe: mq.Topic})
+	}
+	return accs, nil
+}
+
+// batchAckAccess: each acknowledged topic and group.
+func batchAckAccess(_ *Server, req *codec.Command) ([]auth.Access, *codec.Command) {
+	acks, err := decodeBatchAck(req.Body)
+	if err != nil {
+		return nil, invalid("%v", err)
+	}
+	accs := make([]auth.Access, 0, len(acks))
+	for _, a := range acks {
+		accs = append(accs, auth.Access{Subscribe: a.Topic, Group: a.Group})
+	}
+	return accs, nil
+}
+
+// viewAccess: VIEW_MESSAGE_BY_ID names only a commit-log offset, so the
+// record's own topic is what is read.
+func viewAccess(s *Server, req *codec.Command) ([]auth.Access, *codec.Command) {
+	f := fields{req: req}
+	phys := f.int64("offset", true, 0)
+	if r := f.failed(); r != nil {
+		return nil, r
+	}
+	m, err := s.cl.ReadAt(phys)
+	if err != nil {
+		return nil, s.fail(s.group.Context(), err)
+	}
+	return []auth.Access{{Subscribe: m.Topic}}, nil
+}

@@ -1,0 +1,143 @@
+package remotinge2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/rocketmq-client-go/v2/consumer"
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+	"github.com/apache/rocketmq-client-go/v2/producer"
+
+	"github.com/mqgate/mqgate/gateway/remoting/client"
+	"github.com/mqgate/mqgate/gateway/remoting/codec"
+)
+
+const authUsers = `
+users:
+  - accessKey: app
+    secretKey: app-secret-1
+    publish: ["orders*"]
+    subscribe: ["orders*"]
+    groups: ["g-*"]
+  - accessKey: reader
+    secretKey: reader-secret-1
+    publish: []
+    subscribe: ["orders*"]
+  - accessKey: ops
+    secretKey: ops-secret-1
+    admin: true
+`
+
+// TestClassicAuth: mqgate serve --auth-file. The official classic Go
+// client (v2.1.2) with primitive.Credentials signs every request: a
+// producer and a push consumer of an allowed topic send and receive. A
+// producer without credentials, one with a wrong secret, a producer
+// sending to a topic its user may not publish to (or may only consume)
+// all fail, and none of their messages reaches the consumer.
+func TestClassicAuth(t *testing.T) {
+	e2e(t)
+	file := filepath.Join(t.TempDir(), "users.yaml")
+	if err := os.WriteFile(file, []byte(authUsers), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := start(t, "--auth-file", file)
+	orders, payments := uniq("orders"), uniq("payments")
+	ctx := ctxT(t, 90*time.Second)
+
+	// Topics: an unsigned CreateTopic is refused, an admin's succeeds.
+	adm, err := client.Dial(ctx, p.Remoting, codec.JSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer adm.Close()
+	create := func(topic string) *codec.Command {
+		resp, err := adm.Invoke(ctx, &codec.Command{Code: 17, Ext: map[string]string{"topic": topic, "readQueueNums": "2",
+			"writeQueueNums": "2", "perm": "6"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	if r := create(orders); r.Code != 16 || !strings.Contains(r.Remark, "AccessKey") {
+		t.Fatalf("unsigned CreateTopic: answer %d %q, want NO_PERMISSION (16)", r.Code, r.Remark)
+	}
+	adm.SetCredentials("ops", "ops-secret-1")
+	for _, topic := range []string{orders, payments} {
+		if r := create(topic); r.Code != 0 {
+			t.Fatalf("CreateTopic %s as ops: answer %d %q", topic, r.Code, r.Remark)
+		}
+	}
+
+	appCreds := primitive.Credentials{AccessKey: "app", SecretKey: "app-secret-1"}
+	col := newCollector()
+	newPushConsumer(t, p, uniq("g-orders"), orders, func(_ context.Context, ms ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+		col.add("c", ms...)
+		return consumer.ConsumeSuccess, nil
+	}, consumer.WithCredentials(appCreds))
+
+	pr := newProducer(t, p, producer.WithCredentials(appCreds))
+	for i := range 3 {
+		if r, err := pr.SendSync(ctx, primitive.NewMessage(orders, []byte(fmt.Sprint("signed-", i)))); err != nil || r.Status != primitive.SendOK {
+			t.Fatalf("signed SendSync: %v %v", r, err)
+		}
+	}
+
+	refused := func(name string, pr interface {
+		SendSync(context.Context, ...*primitive.Message) (*primitive.SendResult, error)
+	}, topic, want string) {
+		t.Helper()
+		sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		r, err := pr.SendSync(sctx, primitive.NewMessage(topic, []byte("refused-"+name)))
+		if err == nil {
+			t.Fatalf("%s: SendSync to %s succeeded: %v", name, topic, r)
+		}
+		if !strings.Contains(err.Error(), want) {
+			t.Fatalf("%s: SendSync error %q, want one mentioning %q", name, err, want)
+		}
+	}
+	// Without credentials or with a wrong secret even the route query is
+	// refused, so the client finds no route.
+	refused("unsigned", newProducer(t, p), orders, "route info not found")
+	refused("wrong secret", newProducer(t, p, producer.WithCredentials(primitive.Credentials{AccessKey: "app", SecretKey: "nope"})), orders, "route info not found")
+	// app may neither publish to nor consume payments: no route either.
+	refused("app to payments", pr, payments, "route info not found")
+	// reader may read orders' route but not publish: the send is refused.
+	refused("reader to orders", newProducer(t, p, producer.WithCredentials(primitive.Credentials{AccessKey: "reader", SecretKey: "reader-secret-1"})),
+		orders, "CODE: 16")
+
+	col.wait(t, 45*time.Second, "the signed messages", func() bool {
+		for i := range 3 {
+			if len(col.seen[fmt.Sprint("signed-", i)]) == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	// Nothing refused was stored: the topic holds exactly the 3 sends.
+	var total int64
+	for q := range 2 {
+		resp, err := adm.Invoke(ctx, &codec.Command{Code: 30, Ext: map[string]string{"topic": orders, "queueId": fmt.Sprint(q)}})
+		if err != nil || resp.Code != 0 {
+			t.Fatalf("GET_MAX_OFFSET: %v %+v", err, resp)
+		}
+		var n int64
+		fmt.Sscan(resp.Ext["offset"], &n)
+		total += n
+	}
+	if total != 3 {
+		t.Fatalf("%s holds %d messages, want the 3 signed sends", orders, total)
+	}
+	col.mu.Lock()
+	defer col.mu.Unlock()
+	for b := range col.seen {
+		if strings.HasPrefix(b, "refused-") {
+			t.Fatalf("a refused message was consumed: %q", b)
+		}
+	}
+}
