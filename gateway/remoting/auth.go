@@ -2,9 +2,12 @@ package remoting
 
 import (
 	"context"
+	"strconv"
 	"strings"
 
 	"github.com/mqgate/mqgate/broker/metadata"
+	"github.com/mqgate/mqgate/broker/stored"
+	"github.com/mqgate/mqgate/broker/txn"
 	"github.com/mqgate/mqgate/gateway/auth"
 	"github.com/mqgate/mqgate/gateway/remoting/codec"
 )
@@ -179,10 +182,26 @@ func sendAccess(_ *Server, req *codec.Command) ([]auth.Access, *codec.Command) {
 	return []auth.Access{{Publish: topic}}, nil
 }
 
-// endTransactionAccess: publishing to the topic, when the header names it
-// (Java 5 producers do; Go v2 and Java 4 name only the commit-log offset).
-func endTransactionAccess(_ *Server, req *codec.Command) ([]auth.Access, *codec.Command) {
-	return []auth.Access{{Publish: req.Ext["topic"]}}, nil
+// endTransactionAccess: Publish on the half message's real topic. Classic
+// clients name the half message by its commit-log offset and most send no
+// topic (rocketmq-client-go v2, Java 4.x), so the topic is read from the
+// record the request names; a header topic, when sent, is checked too.
+// Upstream checks only the header topic, which let any signed user end
+// another user's transaction; a record that is not a half message touches
+// nothing here and the handler refuses it.
+func endTransactionAccess(s *Server, req *codec.Command) ([]auth.Access, *codec.Command) {
+	var accs []auth.Access
+	if t := req.Ext["topic"]; t != "" {
+		accs = append(accs, auth.Access{Publish: t})
+	}
+	if off, err := strconv.ParseInt(req.Ext["commitLogOffset"], 10, 64); err == nil && s.cl != nil {
+		if rec, err := s.cl.ReadAt(off); err == nil && rec.Topic == txn.HalfTopic {
+			if t, ok := rec.Get(stored.PropRealTopic); ok && t != "" {
+				accs = append(accs, auth.Access{Publish: t})
+			}
+		}
+	}
+	return accs, nil
 }
 
 // heartbeatAccess: each consumer group of the body, and each topic it

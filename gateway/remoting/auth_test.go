@@ -15,6 +15,7 @@ import (
 	"github.com/mqgate/mqgate/gateway/auth"
 	"github.com/mqgate/mqgate/gateway/remoting/client"
 	"github.com/mqgate/mqgate/gateway/remoting/codec"
+	"github.com/mqgate/mqgate/gateway/remoting/wire"
 )
 
 const testUsers = `
@@ -388,4 +389,36 @@ func TestAuthOffUnchanged(t *testing.T) {
 	if n := e.stored("payments", 0); n != 2 {
 		t.Fatalf("%d messages stored", n)
 	}
+}
+
+// END_TRANSACTION from classic clients names the half message only by its
+// commit-log offset: the permission is checked on the half message's real
+// topic, so a user cannot end a transaction on a topic it may not publish
+// to by leaving the topic out.
+func TestAuthEndTransactionChecksTheHalfMessagesTopic(t *testing.T) {
+	e := newEnv(t, withAuth(t))
+	ops := e.dialSigned("ops", "ops-secret", codec.JSON)
+	e.createTopic(ops, "orders", 1, "")
+	e.createTopic(ops, "payments", 1, "")
+	app := e.dialSigned("app", "app-secret", codec.JSON)
+	half := func(topic string) string {
+		r := e.must(e.send(ops, topic, 0, "half", props("TRAN_MSG", "true", "PGROUP", "TPG", "UNIQ_KEY", "U-"+topic)), codeSuccess)
+		_, phys, err := wire.ParseOffsetMsgID(r.Ext["msgId"])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprint(phys)
+	}
+	end := func(c *client.Conn, phys, topic string) *codec.Command {
+		ext := map[string]string{"producerGroup": "TPG", "tranStateTableOffset": "0", "commitLogOffset": phys, "commitOrRollback": fmt.Sprint(txCommit)}
+		return e.call(c, reqEndTransaction, ext, nil)
+	}
+	payments, orders := half("payments"), half("orders")
+	if r := end(app, payments, ""); r.Code != codeNoPermission || !strings.Contains(r.Remark, `"payments"`) {
+		t.Fatalf("ending a payments transaction as app: %d %q, want NO_PERMISSION naming payments", r.Code, r.Remark)
+	}
+	if r := end(app, orders, ""); r.Code == codeNoPermission {
+		t.Fatalf("ending an orders transaction as app: refused: %q", r.Remark)
+	}
+	e.must(end(ops, payments, ""), codeSuccess)
 }
