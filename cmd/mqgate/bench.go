@@ -102,7 +102,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.BoolVar(&o.jsonOut, "json", false, "print results as JSON")
 	fs.IntVar(&o.rounds, "rounds", 1, "produce|consume|e2e: runs of the echo and of mqgate, alternated; the round with the median ratio is reported")
 	fs.BoolVar(&o.pipelineAcks, "pipeline-acks", true, "consume: ack a batch while receiving the next (one ack in flight per consumer)")
-	accessKey := fs.String("access-key", os.Getenv("MQGATE_ACCESS_KEY"), "produce|consume|e2e: sign calls as this user, for a --server running with --auth-file (env MQGATE_ACCESS_KEY; the secret from MQGATE_SECRET_KEY)")
+	accessKey := fs.String("access-key", os.Getenv("MQGATE_ACCESS_KEY"), "produce|consume|e2e: sign every call as this user, for a --server running with --auth-file (env MQGATE_ACCESS_KEY; the secret comes from MQGATE_SECRET_KEY)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
 	}
@@ -465,8 +465,9 @@ type benchConn struct {
 	md  metadata.MD
 }
 
-// benchSigner, when set (--access-key), signs every bench call; the echo
-// gets the same headers, so both sides pay for them.
+// benchSigner, when set (--access-key), signs every gRPC bench call; the
+// echo gets the same headers, so both sides pay for them. (The http and
+// remoting modes start their own mqgate, without auth.)
 var benchSigner credentials.PerRPCCredentials
 
 func dialBench(addr string, i int) (*benchConn, error) {
