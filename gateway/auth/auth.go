@@ -39,6 +39,7 @@ type Authenticator struct {
 	// header, and checking it again would redo the HMAC (2 µs a call).
 	verified [64]atomic.Pointer[verifiedV2]
 	seed     maphash.Seed
+	refused  refusals
 }
 
 // verifiedV2 is a header that verified against users at date t.

@@ -2,10 +2,12 @@ package grpcserver
 
 import (
 	"context"
+	"log/slog"
 	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -49,27 +51,51 @@ func denied(ctx context.Context, fullMethod string, err error, code codes.Code) 
 // authUnary authenticates every unary call but health checks, requires an
 // admin for the admin API, and checks what a MessagingService call touches
 // (v2Access). REST's service checks its own calls (restapi).
-func authUnary(a *auth.Authenticator) grpc.UnaryServerInterceptor {
+func authUnary(a *auth.Authenticator, log *slog.Logger) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 		if authExempt(info.FullMethod) {
 			return h(ctx, req)
 		}
 		ctx, err := authenticate(ctx, a)
 		if err != nil {
+			refused(ctx, a, log, info.FullMethod, false, err)
 			return denied(ctx, info.FullMethod, err, codes.Unauthenticated)
 		}
-		if strings.HasPrefix(info.FullMethod, adminPrefix) {
-			if err := a.Allow(ctx, auth.Access{Admin: true}); err != nil {
-				return denied(ctx, info.FullMethod, err, codes.PermissionDenied)
-			}
-		}
-		for _, acc := range v2Access(req) {
-			if err := a.Allow(ctx, acc); err != nil {
-				return denied(ctx, info.FullMethod, err, codes.PermissionDenied)
-			}
+		if err := allow(ctx, a, info.FullMethod, req); err != nil {
+			refused(ctx, a, log, info.FullMethod, true, err)
+			return denied(ctx, info.FullMethod, err, codes.PermissionDenied)
 		}
 		return h(ctx, req)
 	}
+}
+
+// allow checks the admin API's callers and what a MessagingService
+// request touches.
+func allow(ctx context.Context, a *auth.Authenticator, fullMethod string, req any) error {
+	if strings.HasPrefix(fullMethod, adminPrefix) {
+		if err := a.Allow(ctx, auth.Access{Admin: true}); err != nil {
+			return err
+		}
+	}
+	for _, acc := range v2Access(req) {
+		if err := a.Allow(ctx, acc); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// refused counts and logs a refusal (auth.Refused rate-limits the lines).
+func refused(ctx context.Context, a *auth.Authenticator, log *slog.Logger, method string, authorization bool, err error) {
+	var addr string
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		addr = p.Addr.String()
+	}
+	if f := lastValue(ctx, "x-forwarded-for"); f != "" {
+		// REST calls arrive in process; grpc-gateway names the HTTP client.
+		addr += " (forwarded for " + f + ")"
+	}
+	a.Refused(ctx, log, auth.Refusal{Listener: "grpc", Peer: addr, Call: method, Authorization: authorization, Err: err})
 }
 
 // authStream does the same for streams. A server-streaming
@@ -77,13 +103,14 @@ func authUnary(a *auth.Authenticator) grpc.UnaryServerInterceptor {
 // first; it is read here, checked, and handed to the handler as the
 // stream's first message. Telemetry is authenticated when it opens (its
 // settings touch nothing; the calls that follow are checked one by one).
-func authStream(a *auth.Authenticator) grpc.StreamServerInterceptor {
+func authStream(a *auth.Authenticator, log *slog.Logger) grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
 		if authExempt(info.FullMethod) {
 			return h(srv, ss)
 		}
 		ctx, err := authenticate(ss.Context(), a)
 		refuse := func(err error, code codes.Code) error {
+			refused(ctx, a, log, info.FullMethod, code == codes.PermissionDenied, err)
 			if strings.HasPrefix(info.FullMethod, messagingPrefix) {
 				return sendStatusOnly(info.FullMethod, ss, &v2.Status{Code: v2.Code_UNAUTHORIZED, Message: err.Error()})
 			}
@@ -92,10 +119,8 @@ func authStream(a *auth.Authenticator) grpc.StreamServerInterceptor {
 		if err != nil {
 			return refuse(err, codes.Unauthenticated)
 		}
-		if strings.HasPrefix(info.FullMethod, adminPrefix) {
-			if err := a.Allow(ctx, auth.Access{Admin: true}); err != nil {
-				return refuse(err, codes.PermissionDenied)
-			}
+		if err := allow(ctx, a, info.FullMethod, nil); err != nil {
+			return refuse(err, codes.PermissionDenied)
 		}
 		ws := &authedStream{ServerStream: ss, ctx: ctx}
 		var first proto.Message
@@ -109,10 +134,8 @@ func authStream(a *auth.Authenticator) grpc.StreamServerInterceptor {
 			if err := ss.RecvMsg(first); err != nil {
 				return err
 			}
-			for _, acc := range v2Access(first) {
-				if err := a.Allow(ctx, acc); err != nil {
-					return refuse(err, codes.PermissionDenied)
-				}
+			if err := allow(ctx, a, info.FullMethod, first); err != nil {
+				return refuse(err, codes.PermissionDenied)
 			}
 			ws.first = first
 		}

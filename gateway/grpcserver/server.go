@@ -116,7 +116,7 @@ func New(o Options) *Server {
 		callLogUnary(log),
 	}
 	if o.Auth != nil {
-		unary = append(unary, authUnary(o.Auth))
+		unary = append(unary, authUnary(o.Auth, log))
 	}
 	unary = append(unary, drainUnary(gate), clientIDUnary(o.Sessions))
 	unary = append(unary, o.ExtraUnaryInterceptors...)
@@ -126,7 +126,7 @@ func New(o Options) *Server {
 		callLogStream(log),
 	}
 	if o.Auth != nil {
-		stream = append(stream, authStream(o.Auth))
+		stream = append(stream, authStream(o.Auth, log))
 	}
 	stream = append(stream, clientIDStream(o.Sessions), recovery.StreamServerInterceptor(recoverOpt))
 	sopts := []grpc.ServerOption{

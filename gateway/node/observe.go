@@ -14,12 +14,14 @@ import (
 
 // This file wires the metrics of the parts that must not import
 // OpenTelemetry themselves: the store (storage keeps its own counters and
-// latency histograms, read here at each collection) and the admission
-// gate. The broker records its own (broker/observe.go).
+// latency histograms, read here at each collection), the admission gate
+// and auth's refusal counts. The broker records its own
+// (broker/observe.go).
 
 const (
 	storeScope     = "github.com/mqgate/mqgate/storage"
 	admissionScope = "github.com/mqgate/mqgate/gateway/admission"
+	authScope      = "github.com/mqgate/mqgate/gateway/auth"
 )
 
 // brokerTracers is what the broker gets for spans: nil unless spans are
@@ -59,6 +61,9 @@ func (n *Node) observe() (remove func(), err error) {
 	rejections, err := tel.Meter(admissionScope).Int64ObservableCounter("mqgate.admission.rejections", metric.WithUnit("{request}"),
 		metric.WithDescription("Requests refused by admission, by mqgate.reason: draining (shutting down: nothing was done) or polling_full (too many parked receives)"))
 	errs = append(errs, err)
+	authRefusals, err := tel.Meter(authScope).Int64ObservableCounter("mqgate.auth.refusals", metric.WithUnit("{request}"),
+		metric.WithDescription("Calls refused by auth (--auth-file), by mqgate.listener (grpc, REST included, or remoting) and mqgate.reason: authentication (unknown key, bad signature, no credentials) or authorization (not allowed to touch a topic or group)"))
+	errs = append(errs, err)
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -88,6 +93,21 @@ func (n *Node) observe() (remove func(), err error) {
 		_ = reg.Unregister()
 		return nil, err
 	}
+	regAuth := metric.Registration(nil)
+	if n.auth != nil {
+		regAuth, err = tel.Meter(authScope).RegisterCallback(func(_ context.Context, o metric.Observer) error {
+			for _, r := range n.auth.RefusalCounts() {
+				o.ObserveInt64(authRefusals, int64(r.Count), metric.WithAttributes(
+					attribute.String("mqgate.listener", r.Listener), attribute.String("mqgate.reason", r.Reason)))
+			}
+			return nil
+		}, authRefusals)
+		if err != nil {
+			_ = reg.Unregister()
+			_ = regAdm.Unregister()
+			return nil, err
+		}
+	}
 	// Last: adding a histogram cannot fail, so no error path undoes it.
 	removeAppend := tel.AddHistogram(telemetry.HistogramSource{
 		Scope: storeScope, Name: "mqgate.store.append.duration", Unit: "s",
@@ -102,6 +122,9 @@ func (n *Node) observe() (remove func(), err error) {
 	return func() {
 		_ = reg.Unregister()
 		_ = regAdm.Unregister()
+		if regAuth != nil {
+			_ = regAuth.Unregister()
+		}
 		removeAppend()
 		removeFsync()
 	}, nil

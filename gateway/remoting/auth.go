@@ -46,7 +46,7 @@ func (s *Server) authenticate(ctx context.Context, c *conn, req *codec.Command) 
 		}
 	}
 	if err != nil {
-		return ctx, s.refuse(ctx, c, req, err)
+		return ctx, s.refuse(ctx, c, req, false, err)
 	}
 	return auth.NewContext(ctx, u), nil
 }
@@ -64,16 +64,18 @@ func (s *Server) authorize(ctx context.Context, c *conn, req *codec.Command) *co
 	}
 	for _, acc := range accs {
 		if err := s.cfg.Auth.Allow(ctx, acc); err != nil {
-			return s.refuse(ctx, c, req, err)
+			return s.refuse(ctx, c, req, true, err)
 		}
 	}
 	return nil
 }
 
 // refuse answers an authentication or authorization failure through the
-// one error table (KindUnauthorized: NO_PERMISSION, the reason as remark).
-func (s *Server) refuse(ctx context.Context, c *conn, req *codec.Command, err error) *codec.Command {
-	s.log.DebugContext(ctx, "remoting: request refused", "remote", c.remote.String(), "code", req.Code, "err", err)
+// one error table (KindUnauthorized: NO_PERMISSION, the reason as remark),
+// and counts and logs it (auth.Refused).
+func (s *Server) refuse(ctx context.Context, c *conn, req *codec.Command, authorization bool, err error) *codec.Command {
+	s.cfg.Auth.Refused(ctx, s.log, auth.Refusal{Listener: "remoting", Peer: c.remote.String(),
+		Call: "request code " + strconv.Itoa(int(req.Code)), Authorization: authorization, Err: err})
 	return s.fail(ctx, err)
 }
 

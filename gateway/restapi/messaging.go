@@ -22,7 +22,7 @@ import (
 // request; otherwise every message gets a result in request order, whose
 // status is OK or MASTER_PERSISTENCE_TIMEOUT (stored, not yet durable).
 func (s *Service) SendMessages(ctx context.Context, req *restv1.SendMessagesRequest) (*restv1.SendMessagesResponse, error) {
-	if err := s.auth.Allow(ctx, auth.Access{Publish: req.GetTopic()}); err != nil {
+	if err := s.allow(ctx, auth.Access{Publish: req.GetTopic()}); err != nil {
 		return nil, s.errorOf(ctx, err)
 	}
 	in := req.GetMessages()
@@ -59,7 +59,7 @@ func (s *Service) SendMessages(ctx context.Context, req *restv1.SendMessagesRequ
 // wait_duration (never past the caller's deadline) when none is visible.
 // Nothing found is an empty list, not an error.
 func (s *Service) ReceiveMessages(ctx context.Context, req *restv1.ReceiveMessagesRequest) (*restv1.ReceiveMessagesResponse, error) {
-	if err := s.auth.Allow(ctx, auth.Access{Subscribe: req.GetTopic(), Group: req.GetGroup()}); err != nil {
+	if err := s.allow(ctx, auth.Access{Subscribe: req.GetTopic(), Group: req.GetGroup()}); err != nil {
 		return nil, s.errorOf(ctx, err)
 	}
 	rr, err := receiveRequest(ctx, req)
@@ -160,7 +160,7 @@ func (s *Service) release(ctx context.Context, rr broker.ReceiveRequest, msgs []
 // AckMessages acknowledges by receipt handle: one result per handle, in
 // request order. An unknown topic or group fails the whole request.
 func (s *Service) AckMessages(ctx context.Context, req *restv1.AckMessagesRequest) (*restv1.AckMessagesResponse, error) {
-	if err := s.auth.Allow(ctx, auth.Access{Subscribe: req.GetTopic(), Group: req.GetGroup()}); err != nil {
+	if err := s.allow(ctx, auth.Access{Subscribe: req.GetTopic(), Group: req.GetGroup()}); err != nil {
 		return nil, s.errorOf(ctx, err)
 	}
 	in := req.GetReceiptHandles()
@@ -197,7 +197,7 @@ func (s *Service) AckMessages(ctx context.Context, req *restv1.AckMessagesReques
 // ChangeInvisibleDuration makes a delivery invisible for invisible_duration
 // from now and answers its new handle (the old one is superseded).
 func (s *Service) ChangeInvisibleDuration(ctx context.Context, req *restv1.ChangeInvisibleDurationRequest) (*restv1.ChangeInvisibleDurationResponse, error) {
-	if err := s.auth.Allow(ctx, auth.Access{Subscribe: req.GetTopic(), Group: req.GetGroup()}); err != nil {
+	if err := s.allow(ctx, auth.Access{Subscribe: req.GetTopic(), Group: req.GetGroup()}); err != nil {
 		return nil, s.errorOf(ctx, err)
 	}
 	if req.GetReceiptHandle() == "" {
@@ -239,7 +239,7 @@ func (s *Service) exists(ctx context.Context, group, topic string) error {
 // GetRoute describes a topic: its type and queues. Being a GET, it never
 // auto-creates the topic.
 func (s *Service) GetRoute(ctx context.Context, req *restv1.GetRouteRequest) (*restv1.GetRouteResponse, error) {
-	if err := s.auth.Allow(ctx, auth.Access{Route: req.GetTopic()}); err != nil {
+	if err := s.allow(ctx, auth.Access{Route: req.GetTopic()}); err != nil {
 		return nil, s.errorOf(ctx, err)
 	}
 	t, err := s.b.GetTopic(ctx, req.GetTopic())

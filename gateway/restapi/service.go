@@ -73,5 +73,17 @@ func New(cfg Config, b Broker) *Service {
 	return s
 }
 
+// allow checks what a call touches against the user the gRPC server
+// authenticated (nothing when auth is off), counting and logging a
+// refusal.
+func (s *Service) allow(ctx context.Context, acc auth.Access) error {
+	err := s.auth.Allow(ctx, acc)
+	if err != nil {
+		method, _ := grpc.Method(ctx)
+		s.auth.Refused(ctx, s.log, auth.Refusal{Listener: "grpc", Peer: callerHost(ctx), Call: method, Authorization: true, Err: err})
+	}
+	return err
+}
+
 // Register adds the service to gs.
 func (s *Service) Register(gs grpc.ServiceRegistrar) { restv1.RegisterMessagingServiceServer(gs, s) }
