@@ -107,7 +107,7 @@ func TestAuthUnsignedRequestsRefused(t *testing.T) {
 	eventually(t, "the oneway send refused", func() bool {
 		n := 0
 		for _, l := range strings.Split(e.logs.String(), "\n") {
-			if strings.Contains(l, "remoting: request refused") && strings.Contains(l, " code=10 ") {
+			if strings.Contains(l, "auth: call refused") && strings.Contains(l, `call="request code 10"`) {
 				n++
 			}
 		}
