@@ -101,8 +101,12 @@ func refused(ctx context.Context, a *auth.Authenticator, log *slog.Logger, metho
 // authStream does the same for streams. A server-streaming
 // MessagingService call (ReceiveMessage, PullMessage) sends its request
 // first; it is read here, checked, and handed to the handler as the
-// stream's first message. Telemetry is authenticated when it opens (its
-// settings touch nothing; the calls that follow are checked one by one).
+// stream's first message. Telemetry is authenticated when it opens; the
+// topics and group its settings name are not checked there, because every
+// call the client makes with them is (a client whose settings name a
+// forbidden group starts, and its receives get UNAUTHORIZED, rather than
+// hanging in start-up as the Go client does without a settings reply,
+// spec §13 trap 1).
 func authStream(a *auth.Authenticator, log *slog.Logger) grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
 		if authExempt(info.FullMethod) {
