@@ -92,6 +92,10 @@ func Open(ctx context.Context, cfg Config, o Options) (*Node, error) {
 			return nil, fmt.Errorf("auth-file: %w", err)
 		}
 		n.auth = auth.New(users)
+		if fi, err := os.Stat(cfg.AuthFile); err == nil && fi.Mode().Perm()&0o077 != 0 {
+			log.Warn("the users file holds secret keys and other users may read it: chmod 600 it",
+				"auth_file", cfg.AuthFile, "mode", fi.Mode().Perm().String())
+		}
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)

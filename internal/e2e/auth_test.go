@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -169,5 +170,35 @@ func TestAuthReloadOnSIGHUP(t *testing.T) {
 	reloaded("SIGHUP: users file not reloaded")
 	if out, err := list("new-secret"); err != nil {
 		t.Fatalf("after a bad file the users must stay: %v %s", err, out)
+	}
+}
+
+// A users file other users can read is served, with a warning.
+func TestAuthFileModeWarning(t *testing.T) {
+	e2e(t)
+	users := filepath.Join(t.TempDir(), "users.yaml")
+	if err := os.WriteFile(users, []byte("users:\n  - {accessKey: ops, secretKey: s, admin: true}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := start(t, testutil.StartOptions{Args: []string{"--auth-file", users}})
+	if _, ok := p.WaitLog(10*time.Second, func(m map[string]any) bool {
+		return m["level"] == "WARN" && strings.Contains(fmt.Sprint(m["msg"]), "chmod 600") && m["mode"] == "-rw-r--r--"
+	}); !ok {
+		t.Fatal("no warning about a users file readable by others")
+	}
+}
+
+// A users file that does not load stops the start with what is wrong.
+func TestAuthBadFileRefusedAtStart(t *testing.T) {
+	e2e(t)
+	dir := t.TempDir()
+	users := filepath.Join(dir, "users.yaml")
+	if err := os.WriteFile(users, []byte("users:\n  - {accessKey: ops, secretKey: ''}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(testutil.Binary(t), "serve", "--data-dir", filepath.Join(dir, "data"), "--auth-file", users,
+		"--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--remoting-addr", "").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "auth-file") || !strings.Contains(string(out), "secretKey is empty") {
+		t.Fatalf("serve with a bad users file: err %v, output %s", err, out)
 	}
 }
