@@ -134,6 +134,9 @@ func (a *Authenticator) verifyV2(users *Users, authorization, dateTime string) (
 		// which access keys exist.
 		return nil, time.Time{}, unauthorized("authentication failed for access key %q: unknown access key or wrong signature", accessKey)
 	}
+	if u.Disabled {
+		return nil, time.Time{}, unauthorized("access key %q is disabled", accessKey)
+	}
 	return u, t, nil
 }
 
@@ -157,6 +160,9 @@ func (a *Authenticator) Remoting(ext map[string]string, body []byte) (*User, err
 	sig, err := base64.StdEncoding.DecodeString(signature)
 	if u == nil || err != nil || !hmac.Equal(sig, mac(u.secretKey, RemotingContent(ext, body))) {
 		return nil, unauthorized("authentication failed for access key %q: unknown access key or wrong signature", accessKey)
+	}
+	if u.Disabled {
+		return nil, unauthorized("access key %q is disabled", accessKey)
 	}
 	return u, nil
 }

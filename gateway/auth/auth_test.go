@@ -29,6 +29,9 @@ users:
     publish: []
   - accessKey: open
     secretKey: open-secret
+  - accessKey: gone
+    secretKey: gone-secret
+    disabled: true
 `
 
 func testAuth(t *testing.T) (*Authenticator, time.Time) {
@@ -78,6 +81,7 @@ func TestV2(t *testing.T) {
 		{"other algorithm", strings.Replace(goHeader("app", "app-secret", date), "MQv2-HMAC-SHA1", "HMAC-SHA256", 1), date, "unsupported algorithm"},
 		{"other signed headers", strings.Replace(goHeader("app", "app-secret", date), "SignedHeaders=x-mq-date-time", "SignedHeaders=host", 1), date, "SignedHeaders"},
 		{"signature not hex", "MQv2-HMAC-SHA1 Credential=app, SignedHeaders=x-mq-date-time, Signature=zz", date, "wrong signature"},
+		{"disabled user", goHeader("gone", "gone-secret", date), date, `"gone" is disabled`},
 	}
 	for _, c := range bad {
 		u, err := a.V2(c.header, c.date)
@@ -126,6 +130,7 @@ func TestRemoting(t *testing.T) {
 		"field changed":  {tampered, body},
 		"body changed":   {sign(ext, body, "app", "app-secret"), []byte("hellO")},
 		"signature junk": {map[string]string{"AccessKey": "app", "Signature": "%%%"}, nil},
+		"disabled user":  {sign(ext, body, "gone", "gone-secret"), body},
 	} {
 		if u, err := a.Remoting(c.ext, c.body); err == nil || mqerr.KindOf(err) != mqerr.KindUnauthorized {
 			t.Errorf("%s: user %v err %v", name, u, err)

@@ -16,6 +16,8 @@ type User struct {
 	secretKey []byte
 	// Admin may do everything, including the admin API (topics, groups).
 	Admin bool
+	// Disabled users are refused (a suspension that keeps the entry).
+	Disabled bool
 	// Publish, Subscribe and Groups list the topics a user may send to,
 	// the topics it may consume and the consumer groups it may consume
 	// as. nil allows every name; an empty list allows none. A pattern is
@@ -35,6 +37,7 @@ type fileUser struct {
 	AccessKey string    `yaml:"accessKey"`
 	SecretKey string    `yaml:"secretKey"`
 	Admin     bool      `yaml:"admin"`
+	Disabled  bool      `yaml:"disabled"`
 	Publish   *[]string `yaml:"publish"`
 	Subscribe *[]string `yaml:"subscribe"`
 	Groups    *[]string `yaml:"groups"`
@@ -68,6 +71,9 @@ func Load(path string) (*Users, error) {
 //	  - accessKey: ops
 //	    secretKey: "..."
 //	    admin: true                      # everything, and the admin API
+//	  - accessKey: old-app
+//	    secretKey: "..."
+//	    disabled: true                   # refused, entry kept
 //
 // Unknown keys, duplicate or malformed access keys, empty secrets and
 // malformed patterns are errors; a file with no users is one too (it would
@@ -99,7 +105,7 @@ func Parse(b []byte) (*Users, error) {
 			bad("access key appears twice")
 			continue
 		}
-		u := &User{AccessKey: fu.AccessKey, secretKey: []byte(fu.SecretKey), Admin: fu.Admin}
+		u := &User{AccessKey: fu.AccessKey, secretKey: []byte(fu.SecretKey), Admin: fu.Admin, Disabled: fu.Disabled}
 		for _, l := range []struct {
 			name string
 			in   *[]string
