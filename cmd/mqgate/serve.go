@@ -52,6 +52,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
+	// SIGHUP is caught from the start (a hangup must not kill a starting
+	// server) and acted on once the node is up.
+	hups := make(chan os.Signal, 1)
+	signal.Notify(hups, syscall.SIGHUP)
+	defer signal.Stop(hups)
 
 	startCtx, cancelStart := context.WithCancel(ctx)
 	defer cancelStart()
@@ -75,7 +80,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		n = o.n
-		stopReload := reloadOnHangup(log, n)
+		stopReload := reloadOnHangup(log, n, hups)
 		defer stopReload()
 		sig = <-sigs
 	case sig = <-sigs:
@@ -115,12 +120,10 @@ func shutdown(log *slog.Logger, n *node.Node, sig os.Signal, deadline time.Time,
 	return 1
 }
 
-// reloadOnHangup re-reads the users file on each SIGHUP (credential
-// rotation without a restart) until the returned stop is called. Catching
-// SIGHUP also keeps a terminal hangup from killing the server.
-func reloadOnHangup(log *slog.Logger, n *node.Node) (stop func()) {
-	hups := make(chan os.Signal, 1)
-	signal.Notify(hups, syscall.SIGHUP)
+// reloadOnHangup re-reads the users file on each SIGHUP from hups
+// (credential rotation without a restart) until the returned stop is
+// called.
+func reloadOnHangup(log *slog.Logger, n *node.Node, hups <-chan os.Signal) (stop func()) {
 	done := make(chan struct{})
 	go func() {
 		for {
@@ -136,5 +139,5 @@ func reloadOnHangup(log *slog.Logger, n *node.Node) (stop func()) {
 			}
 		}
 	}()
-	return func() { signal.Stop(hups); close(done) }
+	return func() { close(done) }
 }
