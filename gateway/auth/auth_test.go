@@ -273,3 +273,35 @@ func TestV2Remembered(t *testing.T) {
 		t.Fatal("a header signed with the old secret was accepted after the reload")
 	}
 }
+
+// FuzzParse feeds arbitrary users files to the parser (they come from
+// disk): it must never panic, and what it accepts must be usable: every
+// user has an access key the header grammar can carry, a secret, and
+// well-formed patterns.
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(usersYAML))
+	f.Add([]byte("users:\n  - {accessKey: a, secretKey: b, publish: ['x*'], groups: []}\n"))
+	f.Add([]byte("users: [{accessKey: a, secretKey: b}, {accessKey: a, secretKey: c}]"))
+	f.Add([]byte("users:\n  - accessKey: 'a b'\n    secretKey: s\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		us, err := Parse(b)
+		if err != nil {
+			return
+		}
+		if us.Len() == 0 {
+			t.Fatal("accepted a file with no users")
+		}
+		for k, u := range us.byKey {
+			if k != u.AccessKey || checkAccessKey(k) != nil || len(u.secretKey) == 0 {
+				t.Fatalf("accepted user %q with key %q", u.AccessKey, k)
+			}
+			for _, l := range [][]string{u.Publish, u.Subscribe, u.Groups} {
+				for _, p := range l {
+					if checkPattern(p) != nil {
+						t.Fatalf("accepted pattern %q", p)
+					}
+				}
+			}
+		}
+	})
+}
