@@ -125,6 +125,11 @@ func TestAuthWithOfficialClient(t *testing.T) {
 		t.Fatalf("consumer of %s: %v", otherGroup, err)
 	}
 
+	// mqgate's own SDK (under the CLI) reports the server's refusal, not
+	// just a closed stream.
+	if out, err := cliResult(t, p, "send", "--topic", topic, "unsigned"); err == nil || !strings.Contains(out, "UNAUTHORIZED") || !strings.Contains(out, "no authorization header") {
+		t.Fatalf("unsigned CLI send: err %v, output %q", err, out)
+	}
 	// Nothing reached the other topic: the admin finds no message there.
 	if out := cli(t, p, append([]string{"receive", "--topic", other, "--group", otherGroup, "--wait", "1s"}, ops...)...); !strings.Contains(out, "no message for group") || strings.Contains(out, "message_id") {
 		t.Fatalf("a refused send was stored: %s", out)
