@@ -61,9 +61,6 @@ func New(users *Users) *Authenticator {
 // user they were authenticated as.
 func (a *Authenticator) SetUsers(u *Users) { a.users.Store(u) }
 
-// SetClock replaces the clock used for the date-time check (tests).
-func (a *Authenticator) SetClock(now func() time.Time) { a.now = now }
-
 func unauthorized(format string, args ...any) error {
 	return mqerr.Errorf(mqerr.KindUnauthorized, format, args...)
 }
@@ -158,7 +155,7 @@ func (a *Authenticator) Remoting(ext map[string]string, body []byte) (*User, err
 	}
 	u := a.users.Load().get(accessKey)
 	sig, err := base64.StdEncoding.DecodeString(signature)
-	if u == nil || err != nil || !hmac.Equal(sig, mac(u.secretKey, RemotingContent(ext, body))) {
+	if u == nil || err != nil || !hmac.Equal(sig, mac(u.secretKey, remotingContent(ext, body))) {
 		return nil, unauthorized("authentication failed for access key %q: unknown access key or wrong signature", accessKey)
 	}
 	if u.Disabled {
@@ -167,8 +164,15 @@ func (a *Authenticator) Remoting(ext map[string]string, body []byte) (*User, err
 	return u, nil
 }
 
-// RemotingContent is what a classic request's signature covers.
-func RemotingContent(ext map[string]string, body []byte) []byte {
+// RemotingSign is what a classic client puts in the Signature field (ext
+// already holding its AccessKey): the one definition clients and the
+// server share.
+func RemotingSign(ext map[string]string, body []byte, secretKey string) string {
+	return base64.StdEncoding.EncodeToString(mac([]byte(secretKey), remotingContent(ext, body)))
+}
+
+// remotingContent is what a classic request's signature covers.
+func remotingContent(ext map[string]string, body []byte) []byte {
 	keys := make([]string, 0, len(ext))
 	n := len(body)
 	for k, v := range ext {

@@ -14,7 +14,7 @@ import (
 func TestRefusedCountsAndRateLimitsLogs(t *testing.T) {
 	a, now := testAuth(t)
 	clk := now
-	a.SetClock(func() time.Time { return clk })
+	a.now = func() time.Time { return clk }
 	var buf testutil.SyncBuffer
 	log := slog.New(slog.NewTextHandler(&buf, nil))
 	ctx := context.Background()

@@ -3,16 +3,13 @@ package client
 import (
 	"bufio"
 	"context"
-	"crypto/hmac"
-	"crypto/sha1"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"net"
-	"sort"
 	"sync"
 	"sync/atomic"
 
+	"github.com/mqgate/mqgate/gateway/auth"
 	"github.com/mqgate/mqgate/gateway/remoting/codec"
 )
 
@@ -125,19 +122,9 @@ func (c *Conn) sign(req *codec.Command) {
 	for k, v := range req.Ext {
 		ext[k] = v
 	}
-	delete(ext, "Signature")
-	ext["AccessKey"] = *ak
-	keys := make([]string, 0, len(ext))
-	for k := range ext {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	mac := hmac.New(sha1.New, []byte(*sk))
-	for _, k := range keys {
-		mac.Write([]byte(ext[k]))
-	}
-	mac.Write(req.Body)
-	ext["Signature"] = base64.StdEncoding.EncodeToString(mac.Sum(nil))
+	delete(ext, auth.RemotingSignature)
+	ext[auth.RemotingAccessKey] = *ak
+	ext[auth.RemotingSignature] = auth.RemotingSign(ext, req.Body, *sk)
 	req.Ext = ext
 }
 
