@@ -39,7 +39,7 @@ func authenticate(ctx context.Context, a *auth.Authenticator) (context.Context, 
 // denied answers a refused unary call: MessagingService methods get their
 // response with only a status (UNAUTHORIZED 40100, as upstream answers both
 // authentication and authorization failures); other services a gRPC error.
-func denied(ctx context.Context, fullMethod string, err error, code codes.Code) (any, error) {
+func denied(fullMethod string, err error, code codes.Code) (any, error) {
 	if strings.HasPrefix(fullMethod, messagingPrefix) {
 		if resp := statusOnlyResponse(fullMethod, &v2.Status{Code: v2.Code_UNAUTHORIZED, Message: err.Error()}); resp != nil {
 			return resp, nil
@@ -59,11 +59,11 @@ func authUnary(a *auth.Authenticator, log *slog.Logger) grpc.UnaryServerIntercep
 		ctx, err := authenticate(ctx, a)
 		if err != nil {
 			refused(ctx, a, log, info.FullMethod, false, err)
-			return denied(ctx, info.FullMethod, err, codes.Unauthenticated)
+			return denied(info.FullMethod, err, codes.Unauthenticated)
 		}
 		if err := allow(ctx, a, info.FullMethod, req); err != nil {
 			refused(ctx, a, log, info.FullMethod, true, err)
-			return denied(ctx, info.FullMethod, err, codes.PermissionDenied)
+			return denied(info.FullMethod, err, codes.PermissionDenied)
 		}
 		return h(ctx, req)
 	}
