@@ -268,7 +268,7 @@ func (c *Client) outgoing(ctx context.Context, clientID string) context.Context 
 	md, _ := metadata.FromOutgoingContext(ctx)
 	md = md.Copy()
 	now := time.Now()
-	date := now.Format("20060102T150405Z") // local time with a literal Z, as every client does (spec §1.5)
+	date := now.Format(dateTimeLayout)
 	md.Set("x-mq-client-id", clientID)
 	md.Set("x-mq-language", "GO")
 	md.Set("x-mq-protocol", "v2")
@@ -283,6 +283,10 @@ func (c *Client) outgoing(ctx context.Context, clientID string) context.Context 
 	}
 	return metadata.NewOutgoingContext(ctx, md)
 }
+
+// dateTimeLayout is x-mq-date-time's format: local time with a literal Z,
+// as every client writes it (spec §1.5).
+const dateTimeLayout = "20060102T150405Z"
 
 // authorization builds the MQv2-HMAC-SHA1 header (spec §12.1).
 func authorization(accessKey, secretKey, date string) string {
@@ -377,7 +381,7 @@ func Credentials(accessKey, secretKey string) credentials.PerRPCCredentials {
 type signer struct{ accessKey, secretKey string }
 
 func (s signer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
-	date := time.Now().Format("20060102T150405Z")
+	date := time.Now().Format(dateTimeLayout)
 	return map[string]string{"x-mq-date-time": date, "authorization": authorization(s.accessKey, s.secretKey, date)}, nil
 }
 
