@@ -15,11 +15,7 @@ import (
 // shows; a call signed with another secret must not.
 func TestREADMEAuthExample(t *testing.T) {
 	e2e(t)
-	for _, tool := range []string{"bash", "curl", "openssl"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("the README's Authentication example needs %s (.ci/deps installs it): %v", tool, err)
-		}
-	}
+	requireTools(t, "the README's Authentication examples", "bash", "curl", "openssl")
 	section := readmeSection(t, "Authentication")
 	_, rest, ok := strings.Cut(section, "```yaml\n")
 	if !ok {

@@ -24,6 +24,17 @@ type readmeStep struct {
 	cmd, want string
 }
 
+// requireTools fails the test when a command the README's examples run is
+// missing (.ci/deps installs them).
+func requireTools(t *testing.T, what string, tools ...string) {
+	t.Helper()
+	for _, tool := range tools {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s need %s (.ci/deps installs it): %v", what, tool, err)
+		}
+	}
+}
+
 // readmeSection is the text of the README section titled heading.
 func readmeSection(t *testing.T, heading string) string {
 	t.Helper()
@@ -85,11 +96,7 @@ func readmeSteps(t *testing.T, heading string) []readmeStep {
 
 func TestREADMERESTExamples(t *testing.T) {
 	e2e(t)
-	for _, tool := range []string{"bash", "curl", "jq"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("the README's REST examples need %s (.ci/run installs it): %v", tool, err)
-		}
-	}
+	requireTools(t, "the README's REST examples", "bash", "curl", "jq")
 	steps := readmeSteps(t, "REST")
 	all := ""
 	for _, s := range steps {
