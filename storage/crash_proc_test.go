@@ -22,8 +22,10 @@ import (
 
 const crashChildEnv = "MQGATE_CRASH_CHILD_DIR"
 
-func crashOpts() Options {
-	return Options{FS: vfs.Default, FlushMode: FlushSync, SegmentSize: 1 << 20, MaxBodySize: 8 << 10,
+// crashOpts: mode is the flush mode; async mode writes records through
+// a shared mapping of the active segment (commitlog/mapped.go).
+func crashOpts(mode FlushMode) Options {
+	return Options{FS: vfs.Default, FlushMode: mode, SegmentSize: 1 << 20, MaxBodySize: 8 << 10,
 		CheckpointInterval: 20 * time.Millisecond, CQEntriesPerFile: 1000, IndexSlots: 1024, IndexCapacity: 4096,
 		RetentionTime: -1, DiskUsagePercent: -1}
 }
@@ -37,15 +39,21 @@ func crashBody(r, g, seq int) []byte {
 }
 
 // TestCrashChildProcess is the child side of TestCrashKill9: it appends
-// from 8 goroutines with sync flush and prints every acknowledged
-// (Durability Local) record on stdout until it is killed.
+// from 8 goroutines and prints every acknowledged record on stdout until
+// it is killed: with sync flush the ones acknowledged as fsynced
+// (Durability Local), with async flush all (written to the page cache,
+// which a process crash keeps).
 func TestCrashChildProcess(t *testing.T) {
 	dir := os.Getenv(crashChildEnv)
 	if dir == "" {
 		t.Skip("child process of TestCrashKill9")
 	}
 	round, _ := strconv.Atoi(os.Getenv("MQGATE_CRASH_ROUND"))
-	s, err := Open(dir, crashOpts())
+	mode := FlushSync
+	if os.Getenv("MQGATE_CRASH_FLUSH") == "async" {
+		mode = FlushAsync
+	}
+	s, err := Open(dir, crashOpts(mode))
 	if err != nil {
 		fmt.Printf("ERR open %v\n", err)
 		os.Exit(2)
@@ -64,7 +72,7 @@ func TestCrashChildProcess(t *testing.T) {
 					fmt.Printf("ERR append %v\n", err)
 					os.Exit(3)
 				}
-				if res.Durability != DurabilityLocal {
+				if mode == FlushSync && res.Durability != DurabilityLocal {
 					continue
 				}
 				e := res.Entries[0]
@@ -87,25 +95,37 @@ type ackLine struct {
 	round, g, seq int
 }
 
-// TestCrashKill9: SIGKILL a child that appends with sync flush at random
-// moments, reopen, and require every acknowledged record present and
-// byte-identical, nothing readable twice, and queues consistent with the
-// log. Rounds continue on the same directory.
+// TestCrashKill9: SIGKILL a child that appends at random moments, reopen,
+// and require every acknowledged record present and byte-identical,
+// nothing readable twice, and queues consistent with the log. Rounds
+// continue on the same directory. Sync flush (pwrite into a pre-zeroed
+// tail, group commit) and async flush (stores through a shared mapping
+// into reserved blocks) each get half the budget.
 func TestCrashKill9(t *testing.T) {
 	if os.Getenv(crashChildEnv) != "" {
 		t.Skip("in child")
 	}
-	rounds, budget := 40, 50*time.Second
+	rounds, budget := 20, 25*time.Second
 	if testing.Short() {
-		rounds, budget = 10, 25*time.Second
+		rounds, budget = 5, 12*time.Second
 	}
+	for _, mode := range []FlushMode{FlushSync, FlushAsync} {
+		name := "sync"
+		if mode == FlushAsync {
+			name = "async"
+		}
+		t.Run(name, func(t *testing.T) { crashKill9(t, mode, name, rounds, budget) })
+	}
+}
+
+func crashKill9(t *testing.T, mode FlushMode, name string, rounds int, budget time.Duration) {
 	dir := t.TempDir()
 	rng := rand.New(rand.NewSource(time.Now().UnixNano()))
 	var acks []ackLine
 	start := time.Now()
 	for round := 0; round < rounds && time.Since(start) < budget; round++ {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChildProcess$", "-test.count=1")
-		cmd.Env = append(os.Environ(), crashChildEnv+"="+dir, "MQGATE_CRASH_ROUND="+strconv.Itoa(round))
+		cmd.Env = append(os.Environ(), crashChildEnv+"="+dir, "MQGATE_CRASH_ROUND="+strconv.Itoa(round), "MQGATE_CRASH_FLUSH="+name)
 		stdout, err := cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
@@ -149,7 +169,7 @@ func TestCrashKill9(t *testing.T) {
 			a.round = round
 			acks = append(acks, a)
 		}
-		s, err := Open(dir, crashOpts())
+		s, err := Open(dir, crashOpts(mode))
 		if err != nil {
 			t.Fatalf("round %d: reopen: %v", round, err)
 		}

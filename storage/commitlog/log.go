@@ -41,6 +41,9 @@ type Options struct {
 	// write position written with zeros and fdatasynced (see zero.go), so
 	// that fsyncs of appended records do not change the file's size.
 	ZeroAhead int64
+	// NoMappedWrites writes records with pwrite even where the file
+	// system could take them through a shared mapping (mapped.go).
+	NoMappedWrites bool
 }
 
 // Recovery tells Open what the previous run left.
@@ -123,18 +126,25 @@ type Log struct {
 	durable atomic.Int64
 	failed  atomic.Pointer[error]
 
-	// writer state, owned by the writer goroutine after Start
+	// writer state, owned by whoever holds the writer role (busy, below)
+	// after Start: an appender writing inline or the writer goroutine
 	active    *segment
 	qoff      map[qkey]int64
 	lastStore int64
 	buf       []byte
 	undo      []undo
+	noMap     bool // write with pwrite (mapped.go)
 
 	qmu    sync.Mutex
 	queue  []*request
 	spare  []*request
 	closed bool
 	wake   chan struct{}
+	// busy: an appender (inline) or the writer goroutine holds the writer
+	// role; idle is signalled (on qmu) when it is given up.
+	busy bool
+	idle sync.Cond
+	one  [1]*request // the inline writer's batch
 
 	syncWake chan struct{}
 	syncMu   sync.Mutex // serializes Sync rounds (syncer and explicit calls)
@@ -172,6 +182,7 @@ func Open(opts Options, rec Recovery) (*Log, RecoveryResult, error) {
 		stopWriter: make(chan struct{}), writerDone: make(chan struct{}),
 		stopSyncer: make(chan struct{}), syncerDone: make(chan struct{}),
 	}
+	l.idle.L = &l.qmu
 	if err := opts.FS.MkdirAll(opts.Dir); err != nil {
 		return nil, RecoveryResult{}, err
 	}
@@ -380,7 +391,9 @@ func (l *Log) SetLastStoreTime(ms int64) {
 
 // Start launches the writer and syncer goroutines.
 func (l *Log) Start() {
+	l.qmu.Lock()
 	l.started = true
+	l.qmu.Unlock()
 	l.startZeroer()
 	go l.writeLoop()
 	go l.syncLoop()
@@ -427,6 +440,25 @@ func (l *Log) Append(ctx context.Context, recs []Record) ([]Entry, int64, error)
 		requestPool.Put(r)
 		return nil, 0, serr.ErrClosed
 	}
+	if !l.opts.SyncMode && l.started && !l.busy && len(l.queue) == 0 {
+		// Nobody is writing and nobody waits: write inline, sparing the
+		// hand-off to the writer goroutine and back (two wake-ups per
+		// append when appends come one at a time, as gRPC sends do). Not
+		// in sync mode: there the writer goroutine's batches fill the
+		// fsync rounds better (AppendSync: 35-38 appends per fsync with
+		// inline writes against 44 without, 12 % fewer appends/s).
+		l.busy = true
+		l.qmu.Unlock()
+		l.one[0] = r
+		l.writeBatch(l.one[:])
+		l.one[0] = nil
+		l.release()
+		<-r.done
+		ents, end, err := r.entries, r.end, r.err
+		*r = request{done: r.done}
+		requestPool.Put(r)
+		return ents, end, err
+	}
 	l.queue = append(l.queue, r)
 	l.qmu.Unlock()
 	select {
@@ -444,14 +476,36 @@ func (l *Log) Append(ctx context.Context, recs []Record) ([]Entry, int64, error)
 	}
 }
 
+// release gives up the writer role after an inline write and hands what
+// was queued meanwhile to the writer goroutine.
+func (l *Log) release() {
+	l.qmu.Lock()
+	l.busy = false
+	pending := len(l.queue) > 0
+	l.idle.Broadcast()
+	l.qmu.Unlock()
+	if pending {
+		select {
+		case l.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// writeLoop writes the appends that found the writer role taken: under
+// contention it batches them (group commit of the write calls).
 func (l *Log) writeLoop() {
 	defer close(l.writerDone)
 	for {
 		select {
 		case <-l.wake:
 		case <-l.stopWriter:
-			// Drain what was queued before close.
+			// Drain what was queued before close, after any inline
+			// write (closed is set: no new one starts).
 			l.qmu.Lock()
+			for l.busy {
+				l.idle.Wait()
+			}
 			batch := l.queue
 			l.queue = nil
 			l.qmu.Unlock()
@@ -466,16 +520,23 @@ func (l *Log) writeLoop() {
 			// with nothing else runnable this returns at once.
 			l.gather()
 			l.qmu.Lock()
-			if len(l.queue) == 0 {
+			if l.busy || len(l.queue) == 0 {
+				// An inline writer holds the role: it wakes this
+				// goroutine when it is done if anything is queued.
 				l.qmu.Unlock()
 				break
 			}
+			l.busy = true
 			batch := l.queue
 			l.queue, l.spare = l.spare[:0], nil
 			l.qmu.Unlock()
 			l.writeBatch(batch)
 			clear(batch)
 			l.spare = batch
+			l.qmu.Lock()
+			l.busy = false
+			l.idle.Broadcast()
+			l.qmu.Unlock()
 		}
 	}
 }
@@ -500,14 +561,12 @@ func (l *Log) gather() {
 }
 
 func (l *Log) roll(old *segment, base int64) (*segment, error) {
-	if l.zeroing() {
-		// The old segment must end exactly at base, durably, before a
-		// segment starting at base exists: recovery checks contiguity by
-		// file sizes.
-		l.retarget(nil, 0)
-		if err := l.cutTail(old, base-old.base); err != nil {
-			return nil, err
-		}
+	// The old segment must end exactly at base, durably, before a segment
+	// starting at base exists: recovery checks contiguity by file sizes.
+	// Pre-zeroed or reserved tails are cut.
+	l.retarget(nil, 0)
+	if err := l.cutTail(old, base-old.base); err != nil {
+		return nil, err
 	}
 	p := segPath(l.opts.Dir, base)
 	f, err := l.opts.FS.Create(p)
@@ -554,7 +613,7 @@ func (l *Log) writeBatch(batch []*request) {
 			return nil
 		}
 		l.reserve(seg, bufPos-seg.base+int64(len(buf)))
-		_, err := seg.f.WriteAt(buf, bufPos-seg.base)
+		err := l.writeAt(seg, buf, bufPos-seg.base)
 		buf = buf[:0]
 		bufPos = pos
 		return err
@@ -651,6 +710,7 @@ func (l *Log) rollback(start int64, first *segment, newSegs []*segment) {
 		l.opts.FS.SyncDir(l.opts.Dir)
 	}
 	l.retarget(nil, 0) // no zero write in flight while truncating
+	first.allocEnd = 0
 	if err := first.f.Truncate(start - first.base); err != nil {
 		// The bytes past start are garbage that recovery will cut; later
 		// writes overwrite them in place.
@@ -698,7 +758,7 @@ func (l *Log) pace() {
 		w := l.written.Load()
 		l.gather()
 		l.qmu.Lock()
-		idle := len(l.queue) == 0
+		idle := len(l.queue) == 0 && !l.busy
 		l.qmu.Unlock()
 		if idle && l.written.Load() == w {
 			return
@@ -991,9 +1051,9 @@ func (l *Log) Stop(abandon bool) error {
 	}
 	if !abandon {
 		err = l.Sync()
-		if err == nil && l.started && l.zeroing() {
-			// A closed log has no zero tail: the file size is the log end
-			// again (the clean-open fast path compares them).
+		if err == nil && l.started {
+			// A closed log has no zero or reserved tail: the file size is
+			// the log end again (the clean-open fast path compares them).
 			if err = l.cutTail(l.active, l.written.Load()-l.active.base); err != nil {
 				err = fmt.Errorf("commitlog: cut zero tail: %w", err)
 			}

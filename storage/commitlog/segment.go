@@ -34,6 +34,15 @@ type segment struct {
 	mm      []byte
 	unmap   func() error
 	mapLen  int
+
+	// The writer's mapping (see mapped.go), owned by the writer role.
+	wm       []byte
+	wunmap   func() error
+	wmFailed bool
+	// allocEnd: the file is known to be at least this long (blocks
+	// reserved or written); 0 means unknown.
+	allocEnd int64
+	dropped  int64 // file offset below which the writer dropped its pages
 }
 
 func newSegment(base int64, path string, f vfs.File, mapLen int) *segment {
@@ -66,6 +75,9 @@ func (s *segment) release() {
 		s.mapOnce.Do(func() {})
 		if s.unmap != nil {
 			s.unmap()
+		}
+		if s.wunmap != nil {
+			s.wunmap()
 		}
 		s.f.Close()
 	}

@@ -122,6 +122,7 @@ func (l *Log) cutTail(seg *segment, size int64) error {
 	if sz <= size {
 		return nil
 	}
+	seg.allocEnd = 0
 	if err := seg.f.Truncate(size); err != nil {
 		return err
 	}

@@ -3,7 +3,9 @@
 // It owns the FS and File interfaces and three implementations:
 //
 //   - Default: the real file system (pread/pwrite, fdatasync,
-//     flock, statfs, read-only mmap of files).
+//     flock, statfs, read-only mmap of files, and for the commit log's
+//     active segment a writable shared mapping with fallocate-reserved
+//     blocks: WriteMapper, DropPages).
 //   - NewMem(): an in-memory file system that also tracks durability the
 //     way a strict POSIX file system does: file contents become durable on
 //     File.Sync, directory entries (create, rename, remove) on SyncDir of
@@ -14,8 +16,11 @@
 //   - NewErrorFS(fs, inject): wraps any FS and lets a test fail chosen
 //     operations (ENOSPC on write, EIO on sync, ...).
 //
-// All writes go through WriteAt: the store always knows the position it
-// writes, so a failed or partial write can be retried or truncated away.
+// Writes go through WriteAt, or for a WriteMapper into blocks Allocate
+// reserved: the store always knows the position it writes, so a failed or
+// partial write can be retried or truncated away. MemFS and ErrorFS files
+// are not WriteMappers, so the crash and fault tests that use them take
+// the WriteAt path; the mapped path is tested on the OS file system.
 //
 // vfs imports only the standard library and golang.org/x/sys. It must not
 // import any other mqgate package.

@@ -29,6 +29,23 @@ type Mapper interface {
 	Map(length int) (data []byte, unmap func() error, err error)
 }
 
+// WriteMapper is implemented by files that can be written through a
+// shared memory mapping. Store through the mapping only below the file's
+// size, in blocks Allocate reserved: past the end of the file, or where
+// the file system cannot find a block, the process gets SIGBUS. The page
+// cache holds what is stored there as it holds written bytes (a process
+// crash keeps them); Sync makes them durable.
+type WriteMapper interface {
+	MapWritable(length int) (data []byte, unmap func() error, err error)
+	// Allocate reserves disk blocks for [off, off+n), extending the file
+	// (fallocate mode 0). It fails with ErrNoAllocate where the file
+	// system cannot reserve blocks.
+	Allocate(off, n int64) error
+}
+
+// ErrNoAllocate: the file system does not support reserving blocks.
+var ErrNoAllocate = errors.New("vfs: file system cannot reserve blocks (fallocate)")
+
 // DiskUsage describes the file system holding a directory.
 type DiskUsage struct {
 	Total uint64 // bytes

@@ -1,0 +1,214 @@
+package commitlog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"syscall"
+	"testing"
+
+	"github.com/mqgate/mqgate/storage/internal/serr"
+	"github.com/mqgate/mqgate/storage/message"
+	"github.com/mqgate/mqgate/storage/vfs"
+)
+
+func mappedOpts(fs vfs.FS, dir string, seg int64) Options {
+	return Options{FS: fs, Dir: dir, SegmentSize: seg, MaxRecordSize: 4 << 10}
+}
+
+func osSize(t *testing.T, dir string, base int64) int64 {
+	t.Helper()
+	st, err := os.Stat(filepath.Join(dir, segName(base)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Size()
+}
+
+// TestMappedWrites: in async mode on the OS file system records go through
+// a shared mapping into reserved blocks (the active file is longer than
+// the log); after a simulated crash recovery cuts the reserved tail
+// without counting it as damage; rolls and a clean stop leave files their
+// log lengths, and the clean reopen takes the fast path.
+func TestMappedWrites(t *testing.T) {
+	dir := t.TempDir()
+	o := mappedOpts(vfs.Default, dir, 64<<10)
+	l, _ := openLog(t, o, Recovery{From: -1, CleanEnd: -1})
+	l.Start()
+	recs := appendN(t, l, 40, 0)
+	end := l.Written()
+	if sz := osSize(t, dir, 0); sz <= end {
+		t.Fatalf("file size %d, log end %d: no reserved tail, records were not written through the mapping", sz, end)
+	}
+	checkRecords(t, l, recs)
+	l.Stop(true) // a crash: no cut, no fsync (the page cache keeps the stores)
+	l.Close()
+
+	l, res := openLog(t, o, Recovery{From: 0, CleanEnd: -1})
+	if res.End != end || res.Truncated != 0 || res.FastPath {
+		t.Fatalf("recovery %+v, want end %d, nothing truncated", res, end)
+	}
+	if got := osSize(t, dir, 0); got != end {
+		t.Fatalf("file size after recovery %d, want %d", got, end)
+	}
+	l.Start()
+	checkRecords(t, l, recs)
+	// Enough to roll several 64 KiB segments.
+	recs = append(recs, appendN(t, l, 600, 40)...)
+	checkRecords(t, l, recs)
+	if err := l.Stop(false); err != nil {
+		t.Fatal(err)
+	}
+	l.mu.RLock()
+	segs := append([]*segment(nil), l.segs...)
+	l.mu.RUnlock()
+	if len(segs) < 3 {
+		t.Fatalf("%d segments, want a few rolls", len(segs))
+	}
+	end = l.Written()
+	for i, s := range segs {
+		want := end - s.base
+		if i+1 < len(segs) {
+			want = segs[i+1].base - s.base
+		}
+		if got := osSize(t, dir, s.base); got != want {
+			t.Fatalf("segment %d: file size %d, log length %d", s.base, got, want)
+		}
+	}
+	l.Close()
+	l, res = openLog(t, o, Recovery{From: end, CleanEnd: end})
+	if !res.FastPath || res.End != end {
+		t.Fatalf("clean reopen %+v", res)
+	}
+	l.Start()
+	checkRecords(t, l, recs)
+	l.Stop(false)
+	l.Close()
+}
+
+// allocFS is the OS file system with an injectable block reservation.
+type allocFS struct {
+	vfs.FS
+	fail atomic.Pointer[error]
+}
+
+type allocFile struct {
+	vfs.File
+	fs *allocFS
+}
+
+func (a *allocFS) wrap(f vfs.File, err error) (vfs.File, error) {
+	if err != nil {
+		return nil, err
+	}
+	return allocFile{f, a}, nil
+}
+
+func (a *allocFS) Create(name string) (vfs.File, error) { return a.wrap(a.FS.Create(name)) }
+func (a *allocFS) OpenRW(name string) (vfs.File, error) { return a.wrap(a.FS.OpenRW(name)) }
+func (a *allocFS) Open(name string) (vfs.File, error)   { return a.wrap(a.FS.Open(name)) }
+
+func (f allocFile) Map(n int) ([]byte, func() error, error) { return f.File.(vfs.Mapper).Map(n) }
+func (f allocFile) MapWritable(n int) ([]byte, func() error, error) {
+	return f.File.(vfs.WriteMapper).MapWritable(n)
+}
+
+func (f allocFile) Allocate(off, n int64) error {
+	if p := f.fs.fail.Load(); p != nil {
+		return *p
+	}
+	return f.File.(vfs.WriteMapper).Allocate(off, n)
+}
+
+// TestMappedDiskFull: when blocks cannot be reserved (a full disk), the
+// append fails with a clear error and writes nothing; what was
+// acknowledged stays readable, and appends work again once space returns.
+func TestMappedDiskFull(t *testing.T) {
+	dir := t.TempDir()
+	fs := &allocFS{FS: vfs.Default}
+	l, _ := openLog(t, mappedOpts(fs, dir, 64<<10), Recovery{From: -1, CleanEnd: -1})
+	l.Start()
+	recs := appendN(t, l, 10, 0)
+	// Past the reserved 64 KiB (the whole segment) the next append needs a
+	// new segment, whose reservation fails.
+	for l.Written() < 60<<10 {
+		recs = append(recs, appendN(t, l, 1, len(recs))...)
+	}
+	enospc := error(&os.PathError{Op: "fallocate", Path: "x", Err: syscall.ENOSPC})
+	fs.fail.Store(&enospc)
+	before := l.Written()
+	failed := 0
+	for i := 0; i < 5000 && failed < 5; i++ {
+		e, err := appendOne(l, 1000+i)
+		if err == nil {
+			if e.PhysOffset+int64(e.Size) > 64<<10 {
+				t.Fatalf("append at %d into a new segment whose blocks could not be reserved", e.PhysOffset)
+			}
+			before = l.Written() // still fitted in the reserved blocks
+			continue
+		}
+		if !errors.Is(err, serr.ErrNotWritable) || !errors.Is(err, syscall.ENOSPC) {
+			t.Fatalf("append on a full disk: %v, want not-writable wrapping ENOSPC", err)
+		}
+		failed++
+	}
+	if failed == 0 {
+		t.Fatal("no append failed while blocks could not be reserved")
+	}
+	if l.Written() != before {
+		t.Fatalf("failed appends moved the log end from %d to %d", before, l.Written())
+	}
+	if l.Failed() != nil {
+		t.Fatalf("log failed for good: %v", l.Failed())
+	}
+	checkRecords(t, l, recs)
+	fs.fail.Store(nil)
+	recs = append(recs, appendN(t, l, 200, 2000)...)
+	checkRecords(t, l, recs)
+	if err := l.Stop(false); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	end := recs[len(recs)-1].e.PhysOffset + int64(recs[len(recs)-1].e.Size)
+	l, res := openLog(t, mappedOpts(fs, dir, 64<<10), Recovery{From: end, CleanEnd: end})
+	if !res.FastPath || res.End != end {
+		t.Fatalf("reopen %+v, want end %d", res, end)
+	}
+	l.Start()
+	checkRecords(t, l, recs)
+	l.Stop(false)
+	l.Close()
+}
+
+// TestMappedFallback: a file system that cannot reserve blocks gets
+// pwrite: no reserved tail, same records.
+func TestMappedFallback(t *testing.T) {
+	dir := t.TempDir()
+	fs := &allocFS{FS: vfs.Default}
+	noAlloc := error(vfs.ErrNoAllocate)
+	fs.fail.Store(&noAlloc)
+	l, _ := openLog(t, mappedOpts(fs, dir, 1<<20), Recovery{From: -1, CleanEnd: -1})
+	l.Start()
+	recs := appendN(t, l, 50, 0)
+	if sz := osSize(t, dir, 0); sz != l.Written() {
+		t.Fatalf("file size %d, log end %d: want pwrite, no reserved tail", sz, l.Written())
+	}
+	checkRecords(t, l, recs)
+	l.Stop(false)
+	l.Close()
+}
+
+func appendOne(l *Log, i int) (Entry, error) {
+	d, crc, err := message.Encode(nil, &message.Message{Topic: "T", Body: []byte(fmt.Sprintf("one-%d", i))})
+	if err != nil {
+		return Entry{}, err
+	}
+	ents, _, err := l.Append(context.Background(), []Record{{Data: d, CRC: crc, Topic: "T"}})
+	if err != nil {
+		return Entry{}, err
+	}
+	return ents[0], nil
+}
