@@ -32,10 +32,12 @@
 // # Appends and durability
 //
 // The messages of one Append call are written contiguously, in order, by
-// the single writer goroutine; they may name different topics and queues.
-// The writer assigns physical offsets, per-(topic, queue) queue offsets
-// (dense, from 0, recovered on Open) and store times (monotonic).
-// Concurrent calls are batched into one write (group commit).
+// the commit log's writer role (one holder at a time: the appender itself
+// when nobody else writes or waits in async mode, otherwise the writer
+// goroutine); they may name different topics and queues. The writer
+// assigns physical offsets, per-(topic, queue) queue offsets (dense, from
+// 0, recovered on Open) and store times (monotonic). Concurrent calls are
+// batched into one write (group commit).
 //
 //   - FlushAsync: Append returns once the batch is written to the OS page
 //     cache: StatusOK, DurabilityMemory (survives a process crash, not a
