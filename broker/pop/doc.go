@@ -4,6 +4,8 @@
 // handle; deliveries whose deadline passes come back with their attempt
 // incremented, and past the group's max attempts go to %DLQ%<group>.
 // FIFO groups get at most one message of a message group in flight.
+// Reset moves a group's position in a topic (an admin's offset reset) and
+// drops its deliveries in flight there.
 //
 // State (per group, topic and queue: the fresh-read position and the
 // deliveries in flight) lives in memory and every change is first applied

@@ -21,8 +21,10 @@ const JournalTopic = "rmq_sys_pop_journal"
 //	    opAck:     epoch, gen
 //	    opChange:  epoch, gen, visibleAt, flags u8
 //	    opDone:    epoch, gen
-//	opDeliver only: m uvarint, then m (queue, next) pairs — the queues'
-//	fresh-read positions after this delivery batch.
+//	opDeliver and opReset only: m uvarint, then m (queue, next) pairs —
+//	the queues' fresh-read positions after this delivery batch, or the
+//	positions a reset set (opReset has no entries: it drops every flight
+//	of its queues).
 //
 // str = uvarint length + bytes.
 const journalVersion = 1
@@ -34,6 +36,7 @@ const (
 	opAck                   // acknowledged: done for this group
 	opChange                // new deadline, epoch or flags (ChangeInvisibleDuration, renewal, release)
 	opDone                  // moved to the DLQ or forwarded: done for this group
+	opReset                 // positions set by an offset reset; the queues' flights dropped
 )
 
 // jentry is one message's change in a journal record.
@@ -111,7 +114,7 @@ func (r *jrecord) encode(b []byte) []byte {
 			b = binary.AppendUvarint(b, uint64(e.gen))
 		}
 	}
-	if r.op == opDeliver {
+	if r.op == opDeliver || r.op == opReset {
 		b = binary.AppendUvarint(b, uint64(len(r.nexts)))
 		for _, n := range r.nexts {
 			b = binary.AppendVarint(b, int64(n.queue))
@@ -216,7 +219,7 @@ func decodeRecord(b []byte) (jrecord, error) {
 		return rec, fmt.Errorf("%w: unknown version %d", errJournal, v)
 	}
 	rec.op = op(r.byte1("op"))
-	if r.err == nil && (rec.op < opDeliver || rec.op > opDone) {
+	if r.err == nil && (rec.op < opDeliver || rec.op > opReset) {
 		return rec, fmt.Errorf("%w: unknown op %d", errJournal, rec.op)
 	}
 	rec.group = r.str("group")
@@ -253,7 +256,7 @@ func decodeRecord(b []byte) (jrecord, error) {
 			e.gen = uint32(r.uvarint("gen"))
 		}
 	}
-	if rec.op == opDeliver {
+	if rec.op == opDeliver || rec.op == opReset {
 		m := r.count("queue count", 2)
 		if r.err == nil {
 			rec.nexts = make([]qnext, m)

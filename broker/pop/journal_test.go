@@ -14,6 +14,7 @@ func sampleRecords() []jrecord {
 		{op: opChange, group: "g", topic: "t", at: 6, entries: []jentry{{queue: 0, offset: 1, epoch: 3, gen: 4, visibleAt: 99, flags: flagFIFO}}},
 		{op: opDone, group: "%DLQ%x", topic: "t|y", at: -1, entries: []jentry{{queue: 7, offset: 1 << 40, epoch: 17}}},
 		{op: opDeliver, group: "", topic: "", at: 0, entries: []jentry{}, nexts: []qnext{}},
+		{op: opReset, group: "g", topic: "t", at: 7, entries: []jentry{}, nexts: []qnext{{0, 5}, {3, 0}}},
 	}
 }
 

@@ -301,6 +301,12 @@ func (s *Service) apply(r *jrecord) {
 			}
 		}
 	}
+	if r.op == opReset {
+		for _, n := range r.nexts {
+			sb.resetQueue(n.queue, n.next)
+		}
+		return
+	}
 	for _, n := range r.nexts {
 		if q := sb.q(n.queue); n.next > q.next {
 			q.next = n.next

@@ -1,0 +1,90 @@
+package pop
+
+import (
+	"context"
+	"slices"
+)
+
+// resetQueue drops every flight of queue id (without FIFO follow-up: the
+// caller releases held message groups) and sets its fresh-read position.
+// sb.mu held, or replay.
+func (sb *sub) resetQueue(id int32, next int64) []*flight {
+	q := sb.q(id)
+	dropped := make([]*flight, 0, len(q.flights))
+	for _, f := range q.flights {
+		dropped = append(dropped, f)
+	}
+	for _, f := range dropped {
+		sb.detach(f)
+	}
+	q.next = next
+	return dropped
+}
+
+// releaseHeld makes the first held flight of every FIFO message group
+// with nothing in flight due at now. sb.mu held.
+func (sb *sub) releaseHeld(now int64) {
+	for g, list := range sb.held {
+		if sb.active[g] == 0 && len(list) > 0 {
+			sb.unhold(list[0], now)
+		}
+	}
+}
+
+// Reset moves the group's fresh-read position in topic to next[q] for each
+// queue q given, and drops the group's deliveries in flight on those
+// queues: their handles stop working, and only messages at or after the
+// new position are delivered (again). A FIFO message group held behind a
+// dropped delivery is released. It returns each queue's previous position
+// (-1: never read, which means the queue's first retained message).
+//
+// Like an ack, the change is applied in memory, then recorded in the
+// journal; if recording fails it is undone as far as nothing happened
+// since, and the error returned.
+//
+// A handle issued before the reset for a message delivered again after it
+// can acknowledge the new delivery when its delivery number and generation
+// match the new one's (both count from the start again); the holder
+// processed that message, so it is not lost, but it is not delivered twice
+// either.
+func (s *Service) Reset(ctx context.Context, group, topic string, next map[int32]int64) (map[int32]int64, error) {
+	sb := s.getSub(group, topic, true)
+	now := s.now()
+	rec := jrecord{op: opReset, group: group, topic: topic, at: now}
+	queues := make([]int32, 0, len(next))
+	for q := range next {
+		queues = append(queues, q)
+	}
+	slices.Sort(queues)
+	prev := make(map[int32]int64, len(next))
+	var dropped []*flight
+	sb.mu.Lock()
+	for _, q := range queues {
+		prev[q] = sb.q(q).next
+		dropped = append(dropped, sb.resetQueue(q, next[q])...)
+		rec.nexts = append(rec.nexts, qnext{q, next[q]})
+	}
+	sb.releaseHeld(now)
+	s.scheduleLocked(sb)
+	sb.mu.Unlock()
+	s.hub.Notify(sb.key)
+	if err := s.journal(ctx, &rec); err != nil {
+		sb.mu.Lock()
+		for _, f := range dropped {
+			if sb.q(f.queue).flights[f.offset] == nil {
+				f.hidx = -1
+				sb.add(f)
+			}
+		}
+		for _, q := range queues {
+			if qs := sb.q(q); qs.next == next[q] {
+				qs.next = prev[q]
+			}
+		}
+		s.scheduleLocked(sb)
+		sb.mu.Unlock()
+		return nil, err
+	}
+	s.log.Info("pop: group position reset", "group", group, "topic", topic, "queues", len(queues), "dropped_in_flight", len(dropped))
+	return prev, nil
+}

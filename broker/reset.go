@@ -1,0 +1,118 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/mqgate/mqgate/broker/mqerr"
+	"github.com/mqgate/mqgate/broker/offset"
+)
+
+// ResetTo says where ResetOffset moves a group.
+type ResetTo int8
+
+const (
+	// ResetToTime: each queue's first message stored at or after Time (the
+	// queue's end when none is).
+	ResetToTime ResetTo = iota + 1
+	// ResetToEarliest: each queue's first retained message (replay all).
+	ResetToEarliest
+	// ResetToLatest: each queue's end (skip the backlog).
+	ResetToLatest
+)
+
+// ResetOffsetRequest names the group, the topic and the new position.
+type ResetOffsetRequest struct {
+	Group string
+	Topic string
+	To    ResetTo
+	Time  time.Time // ResetToTime only
+}
+
+// QueueReset is one queue's move.
+type QueueReset struct {
+	QueueID int32
+	// Previous is the group's position before: the next offset it would
+	// have received (the queue's min offset when it never received).
+	Previous int64
+	Offset   int64 // the new position
+}
+
+// ResetOffset moves a consumer group's position in a topic, on every
+// queue: what it receives next (POP receives over gRPC, REST and classic
+// POP) starts at the new position, and its committed offsets (pull and
+// offset APIs, classic consumers) are set to it. Messages the group had in
+// flight in the topic are dropped: their receipt handles stop working and
+// they are not redelivered unless the new position is at or before them.
+// The change is durable when this returns.
+func (b *Broker) ResetOffset(ctx context.Context, req ResetOffsetRequest) ([]QueueReset, error) {
+	if err := b.checkNames(req.Group, req.Topic); err != nil {
+		return nil, err
+	}
+	var policy offset.Policy
+	switch req.To {
+	case ResetToTime:
+		if req.Time.IsZero() {
+			return nil, mqerr.Errorf(mqerr.KindBadRequest, "a reset to a time needs the time")
+		}
+		policy = offset.Timestamp
+	case ResetToEarliest:
+		policy = offset.Beginning
+	case ResetToLatest:
+		policy = offset.End
+	default:
+		return nil, mqerr.Errorf(mqerr.KindBadRequest, "reset to what: a time, the earliest or the latest message")
+	}
+	// Neither is auto-created: a reset names what exists.
+	g, err := b.meta.GetGroup(ctx, req.Group)
+	if err != nil {
+		return nil, err
+	}
+	t, err := b.meta.GetTopic(ctx, req.Topic)
+	if err != nil {
+		return nil, err
+	}
+	targets := make(map[int32]int64, t.Queues)
+	for q := int32(0); q < t.Queues; q++ {
+		if targets[q], err = b.offs.Query(t, q, policy, req.Time); err != nil {
+			return nil, err
+		}
+	}
+	prev, err := b.pop.Reset(ctx, g.Name, t.Name, targets)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]QueueReset, 0, t.Queues)
+	for q := int32(0); q < t.Queues; q++ {
+		// Committed offsets (pull and classic consumers) move too; the
+		// last update flushes them all.
+		if _, err := b.offs.Update(t, g.Name, q, targets[q], q == t.Queues-1); err != nil {
+			return nil, fmt.Errorf("the receive position moved, but committing offset %d of queue %d failed: %w", targets[q], q, err)
+		}
+		lo, _ := b.store.QueueRange(t.Name, q)
+		p := prev[q]
+		if p < lo {
+			p = lo // never read (-1), or retention passed it
+		}
+		out = append(out, QueueReset{QueueID: q, Previous: p, Offset: targets[q]})
+	}
+	to := req.To.String()
+	if req.To == ResetToTime {
+		to = req.Time.UTC().Format(time.RFC3339Nano)
+	}
+	b.log.Info("broker: group offset reset", "group", g.Name, "topic", t.Name, "to", to)
+	return out, nil
+}
+
+func (r ResetTo) String() string {
+	switch r {
+	case ResetToTime:
+		return "time"
+	case ResetToEarliest:
+		return "earliest"
+	case ResetToLatest:
+		return "latest"
+	}
+	return fmt.Sprintf("ResetTo(%d)", int8(r))
+}

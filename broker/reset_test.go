@@ -1,0 +1,195 @@
+package broker
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/mqgate/mqgate/broker/model"
+	"github.com/mqgate/mqgate/broker/mqerr"
+)
+
+func (e *env) reset(group, topic string, to ResetTo, at time.Time) []QueueReset {
+	e.t.Helper()
+	out, err := e.b.ResetOffset(e.ctx, ResetOffsetRequest{Group: group, Topic: topic, To: to, Time: at})
+	if err != nil {
+		e.t.Fatalf("reset %s/%s to %v: %v", group, topic, to, err)
+	}
+	return out
+}
+
+// drain receives and acks until nothing is visible; it returns the ids.
+func (e *env) drain(group, topic string) []string {
+	e.t.Helper()
+	var got []string
+	for {
+		d, err := e.receive(group, topic, 32, 30*time.Second)
+		if mqerr.KindOf(err) == mqerr.KindMessageNotFound {
+			return sorted(got)
+		}
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		hs := make([]string, len(d))
+		for i, x := range d {
+			hs[i] = x.ReceiptHandle
+			got = append(got, x.ID)
+			if x.Attempt != 1 {
+				e.t.Fatalf("message %s delivered with attempt %d, want 1", x.ID, x.Attempt)
+			}
+		}
+		for i, err := range e.b.Ack(e.ctx, group, topic, hs) {
+			if err != nil {
+				e.t.Fatalf("ack %d: %v", i, err)
+			}
+		}
+	}
+}
+
+// TestResetOffsetEarliestReplays: a reset to the earliest message delivers
+// everything again (first attempt), drops what was in flight (its handles
+// no longer ack), moves the committed offsets, and holds across a crash
+// (journal replay) and a restart (snapshot).
+func TestResetOffsetEarliestReplays(t *testing.T) {
+	e := newEnv(t)
+	e.topic("t", model.TopicNormal)
+	e.group("g", 0, false)
+	sent := sorted(e.send("t", 8, ""))
+	d, err := e.receive("g", "t", 8, 30*time.Second)
+	if err != nil || len(d) != 8 {
+		t.Fatal(err, len(d))
+	}
+	var hs []string
+	for _, x := range d[:5] {
+		hs = append(hs, x.ReceiptHandle)
+	}
+	for _, err := range e.b.Ack(e.ctx, "g", "t", hs) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	res := e.reset("g", "t", ResetToEarliest, time.Time{})
+	if len(res) != 4 {
+		t.Fatalf("%d queues reset, want 4", len(res))
+	}
+	for _, r := range res {
+		lo, hi := e.store.QueueRange("t", r.QueueID)
+		if r.Offset != lo || r.Previous != hi {
+			t.Fatalf("queue %d: reset %d → %d, want %d → %d", r.QueueID, r.Previous, r.Offset, hi, lo)
+		}
+		if off, err := e.b.GetOffset(e.ctx, "g", "t", r.QueueID); err != nil || off != lo {
+			t.Fatalf("queue %d: committed offset %d (%v), want %d", r.QueueID, off, err, lo)
+		}
+	}
+	if errs := e.b.Ack(e.ctx, "g", "t", []string{d[6].ReceiptHandle}); mqerr.KindOf(errs[0]) != mqerr.KindInvalidReceiptHandle {
+		t.Fatalf("ack of a delivery dropped by the reset: %v", errs[0])
+	}
+	if got := e.drain("g", "t"); !slices.Equal(got, sent) {
+		t.Fatalf("after the reset: %v, want %v", got, sent)
+	}
+
+	// Durable: reset again, crash (journal replay), replay again.
+	e.reset("g", "t", ResetToEarliest, time.Time{})
+	e.crash()
+	if got := e.drain("g", "t"); !slices.Equal(got, sent) {
+		t.Fatalf("after reset and crash: %v, want %v", got, sent)
+	}
+	e.reset("g", "t", ResetToEarliest, time.Time{})
+	e.restart()
+	if got := e.drain("g", "t"); !slices.Equal(got, sent) {
+		t.Fatalf("after reset and restart: %v, want %v", got, sent)
+	}
+}
+
+// TestResetOffsetLatestAndTime: latest skips the backlog (new messages
+// still arrive); a time replays exactly what was stored at or after it.
+func TestResetOffsetLatestAndTime(t *testing.T) {
+	e := newEnv(t)
+	e.topic("t", model.TopicNormal)
+	e.group("g", 0, false)
+	e.group("fresh", 0, false)
+	early := e.send("t", 6, "a")
+	e.clk.Advance(time.Minute)
+	at := e.clk.Now()
+	late := sorted(e.send("t", 5, "b"))
+
+	// A group that never received, reset to latest: backlog skipped.
+	e.reset("fresh", "t", ResetToLatest, time.Time{})
+	if got := e.drain("fresh", "t"); len(got) != 0 {
+		t.Fatalf("reset to latest, yet received %v", got)
+	}
+	newer := e.send("t", 2, "c")
+	if got := e.drain("fresh", "t"); !slices.Equal(got, sorted(newer)) {
+		t.Fatalf("after latest: %v, want %v", got, sorted(newer))
+	}
+
+	if got := e.drain("g", "t"); len(got) != len(early)+len(late)+len(newer) {
+		t.Fatalf("first pass: %d messages", len(got))
+	}
+	e.reset("g", "t", ResetToTime, at)
+	want := sorted(append(slices.Clone(late), newer...))
+	if got := e.drain("g", "t"); !slices.Equal(got, want) {
+		t.Fatalf("reset to %v: %v, want %v", at, got, want)
+	}
+	// A time after everything: the end.
+	e.reset("g", "t", ResetToTime, e.clk.Now().Add(time.Hour))
+	if got := e.drain("g", "t"); len(got) != 0 {
+		t.Fatalf("reset past the end, yet received %v", got)
+	}
+}
+
+func TestResetOffsetErrors(t *testing.T) {
+	e := newEnv(t)
+	e.topic("t", model.TopicNormal)
+	e.group("g", 0, false)
+	for _, c := range []struct {
+		req  ResetOffsetRequest
+		kind mqerr.Kind
+	}{
+		{ResetOffsetRequest{Group: "nope", Topic: "t", To: ResetToEarliest}, mqerr.KindGroupNotFound},
+		{ResetOffsetRequest{Group: "g", Topic: "nope", To: ResetToEarliest}, mqerr.KindTopicNotFound},
+		{ResetOffsetRequest{Group: "g", Topic: "t"}, mqerr.KindBadRequest},
+		{ResetOffsetRequest{Group: "g", Topic: "t", To: ResetToTime}, mqerr.KindBadRequest},
+		{ResetOffsetRequest{Group: "g", Topic: "bad topic!", To: ResetToLatest}, mqerr.KindIllegalTopic},
+	} {
+		if _, err := e.b.ResetOffset(e.ctx, c.req); mqerr.KindOf(err) != c.kind {
+			t.Errorf("%+v: %v, want %v", c.req, err, c.kind)
+		}
+	}
+}
+
+// TestResetOffsetFIFO: a FIFO group's held messages are dropped with the
+// delivery they waited for; after the reset the group is delivered in
+// order again, one at a time per message group.
+func TestResetOffsetFIFO(t *testing.T) {
+	e := newEnv(t)
+	e.topic("f", model.TopicFIFO)
+	e.group("g", 0, true)
+	var ids []string
+	for i := range 3 {
+		id := "fifo-" + string(rune('a'+i))
+		res, err := e.b.Send(e.ctx, "f", []*model.Message{{Topic: "f", ID: id, MessageGroup: "order-1", Body: []byte(id)}}, model.Producer{})
+		if err != nil || res[0].Err != nil {
+			t.Fatal(err, res)
+		}
+		ids = append(ids, id)
+	}
+	_, written := e.store.LogRange()
+	if err := e.store.WaitDispatched(e.ctx, written); err != nil {
+		t.Fatal(err)
+	}
+	d, err := e.receive("g", "f", 3, 30*time.Second)
+	if err != nil || len(d) != 1 || d[0].ID != ids[0] {
+		t.Fatalf("first receive: %v %v", err, ids)
+	}
+	e.reset("g", "f", ResetToEarliest, time.Time{})
+	for _, want := range ids {
+		d, err := e.receive("g", "f", 3, 30*time.Second)
+		if err != nil || len(d) != 1 || d[0].ID != want || d[0].Attempt != 1 {
+			t.Fatalf("after the reset: %v %+v, want %s alone", err, d, want)
+		}
+		if errs := e.b.Ack(e.ctx, "g", "f", []string{d[0].ReceiptHandle}); errs[0] != nil {
+			t.Fatal(errs[0])
+		}
+	}
+}
