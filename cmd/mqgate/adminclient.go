@@ -147,6 +147,11 @@ func explainError(err error, c clientFlags) string {
 	case codes.DeadlineExceeded:
 		return fmt.Sprintf("no answer from %s within %s: is `mqgate serve` running at that address?", c.server, c.timeout)
 	case codes.Unimplemented:
+		// gRPC answers "unknown method" when the service is there but
+		// the method is not: an mqgate from before the command's RPC.
+		if strings.HasPrefix(st.Message(), "unknown method") {
+			return fmt.Sprintf("the mqgate at %s does not offer this command (%s): it runs an older version", c.server, st.Message())
+		}
 		return fmt.Sprintf("the server at %s does not offer the mqgate admin API (%s): is it an mqgate gRPC port?", c.server, st.Message())
 	}
 	return fmt.Sprintf("%s (%s)", st.Message(), st.Code())

@@ -108,6 +108,59 @@ func TestParseGroupArgs(t *testing.T) {
 	}
 }
 
+func TestParseGroupResetOffsetArgs(t *testing.T) {
+	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	earliest, latest := adminv1.ResetPosition_RESET_POSITION_EARLIEST, adminv1.ResetPosition_RESET_POSITION_LATEST
+	cases := []struct {
+		args []string
+		want resetTarget
+		err  string
+	}{
+		{args: []string{"reset-offset", "g", "--topic", "orders", "--to", "earliest"}, want: resetTarget{topic: "orders", position: earliest}},
+		{args: []string{"reset-offset", "--to=LATEST", "--topic=orders", "g", "--json"}, want: resetTarget{topic: "orders", position: latest}},
+		{args: []string{"reset-offset", "g", "--topic", "orders", "--to-time", "2026-12-01T10:00:00Z"}, want: resetTarget{topic: "orders", time: at}},
+		{args: []string{"reset-offset", "g", "--topic", "orders", "--to-time", "2026-12-01T11:00:00.25+01:00"},
+			want: resetTarget{topic: "orders", time: at.Add(250 * time.Millisecond)}},
+		{args: []string{"reset-offset", "g", "--topic", "orders", "--to-time", "1796119200000"}, want: resetTarget{topic: "orders", time: at}},
+		{args: []string{"reset-offset", "g", "--topic", "orders", "--to-time", "1796119200001"}, want: resetTarget{topic: "orders", time: at.Add(time.Millisecond)}},
+		{args: []string{"reset-offset", "g", "--to", "earliest"}, err: "needs --topic TOPIC"},
+		{args: []string{"reset-offset", "g", "--topic", " ", "--to", "earliest"}, err: "needs --topic TOPIC"},
+		{args: []string{"reset-offset", "g", "--topic", "orders"}, err: "--to-time TIME, --to earliest or --to latest"},
+		{args: []string{"reset-offset", "g", "--topic", "orders", "--to", "latest", "--to-time", "1796119200000"}, err: "exclude each other"},
+		{args: []string{"reset-offset", "g", "--topic", "orders", "--to", "first"}, err: `--to "first": want earliest or latest`},
+		{args: []string{"reset-offset", "g", "--topic", "orders", "--to-time", "yesterday"}, err: "RFC 3339"},
+		{args: []string{"reset-offset", "g", "--topic", "orders", "--to-time", "2026-12-01T10:00:00"}, err: "RFC 3339"}, // no offset: ambiguous
+		{args: []string{"reset-offset", "g", "--topic", "orders", "--to-time", "1796119200"}, err: "Unix seconds? append 000"},
+		{args: []string{"reset-offset", "g", "--topic", "orders", "--to-time", "99999999999999999999"}, err: "out of range"},
+		{args: []string{"reset-offset", "--topic", "orders", "--to", "latest"}, err: "exactly one group NAME"},
+		{args: []string{"reset-offset", "g", "h", "--topic", "orders", "--to", "latest"}, err: "exactly one group NAME"},
+		{args: []string{"describe", "g", "--topic", "orders"}, err: "not defined"}, // the reset flags belong to reset-offset
+	}
+	for _, c := range cases {
+		got, err := parseGroupArgs(c.args)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) || !errors.Is(err, errUsage) {
+				t.Errorf("%q: err %v, want usage error containing %q", c.args, err, c.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%q: %v", c.args, err)
+			continue
+		}
+		r := got.reset
+		if got.sub != "reset-offset" || got.name != "g" || r.topic != c.want.topic || r.position != c.want.position || !r.time.Equal(c.want.time) {
+			t.Errorf("%q: got %+v, want %+v", c.args, got, c.want)
+		}
+		// The request carries the position, or else the time.
+		req := r.request(got.name)
+		if req.GetGroup() != "g" || req.GetTopic() != c.want.topic || req.GetPosition() != c.want.position ||
+			(c.want.position == 0) != (req.GetTime() != nil) || (req.GetTime() != nil && !req.GetTime().AsTime().Equal(c.want.time)) {
+			t.Errorf("%q: request %v", c.args, req)
+		}
+	}
+}
+
 func TestUsageErrorsExitTwo(t *testing.T) {
 	var out, errb bytes.Buffer
 	if code := run(context.Background(), []string{"topic", "create"}, &out, &errb); code != exitUsage {
@@ -117,8 +170,18 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		t.Fatalf("stderr %q", errb.String())
 	}
 	out.Reset()
-	if code := run(context.Background(), []string{"group", "help"}, &out, &errb); code != exitOK || !strings.Contains(out.String(), "--max-delivery-attempts") {
+	if code := run(context.Background(), []string{"group", "help"}, &out, &errb); code != exitOK || !strings.Contains(out.String(), "--max-delivery-attempts") ||
+		!strings.Contains(out.String(), "mqgate group reset-offset NAME --topic TOPIC (--to-time TIME | --to earliest|latest)") {
 		t.Fatalf("group help: %d %q", code, out.String())
+	}
+	out.Reset()
+	if code := run(context.Background(), []string{"help"}, &out, &errb); code != exitOK || !strings.Contains(out.String(), "reset their offsets") {
+		t.Fatalf("help: %d %q", code, out.String())
+	}
+	errb.Reset()
+	if code := run(context.Background(), []string{"group", "reset-offset", "g", "--to", "earliest"}, &out, &errb); code != exitUsage ||
+		!strings.Contains(errb.String(), "mqgate group: group reset-offset needs --topic TOPIC") || !strings.Contains(errb.String(), "Usage:") {
+		t.Fatalf("reset-offset without --topic: %d %q", code, errb.String())
 	}
 }
 
@@ -139,6 +202,17 @@ func TestConnectionRefusedNamesServe(t *testing.T) {
 type fakeAdmin struct {
 	adminv1.UnimplementedAdminServiceServer
 	topics map[string]*adminv1.Topic
+	reset  *adminv1.ResetOffsetRequest // the last ResetOffset request
+}
+
+// ResetOffset answers two queues, or NotFound for topic "nope".
+func (f *fakeAdmin) ResetOffset(_ context.Context, r *adminv1.ResetOffsetRequest) (*adminv1.ResetOffsetResponse, error) {
+	f.reset = r
+	if r.Topic == "nope" {
+		return nil, status.Errorf(codes.NotFound, "topic %q does not exist", r.Topic)
+	}
+	return &adminv1.ResetOffsetResponse{Queues: []*adminv1.QueueReset{
+		{QueueId: 0, PreviousOffset: 1200, Offset: 7}, {QueueId: 1, PreviousOffset: 1180, Offset: 0}}}, nil
 }
 
 func (f *fakeAdmin) CreateTopic(_ context.Context, r *adminv1.CreateTopicRequest) (*adminv1.CreateTopicResponse, error) {
@@ -198,5 +272,63 @@ func TestTopicCommandsAgainstFakeServer(t *testing.T) {
 	code, _, errs = runCmd("group", "list")
 	if code != exitFail || !strings.Contains(errs, "does not offer the mqgate admin API") && !strings.Contains(errs, "Unimplemented") {
 		t.Fatalf("unimplemented: %d %q", code, errs)
+	}
+}
+
+// fakeAdminServer serves what register adds on a local port and returns a
+// runner of mqgate commands against it.
+func fakeAdminServer(t *testing.T, register func(*grpc.Server)) func(args ...string) (int, string, string) {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer()
+	register(gs)
+	go func() { _ = gs.Serve(lis) }()
+	t.Cleanup(gs.Stop)
+	return func(args ...string) (int, string, string) {
+		var out, errb bytes.Buffer
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		code := run(ctx, append(args, "--server", lis.Addr().String()), &out, &errb)
+		return code, out.String(), errb.String()
+	}
+}
+
+func TestGroupResetOffsetAgainstFakeServer(t *testing.T) {
+	f := &fakeAdmin{}
+	runCmd := fakeAdminServer(t, func(gs *grpc.Server) { adminv1.RegisterAdminServiceServer(gs, f) })
+
+	code, out, errs := runCmd("group", "reset-offset", "billing", "--topic", "orders", "--to-time", "2026-12-01T10:00:00Z")
+	if want := "QUEUE  PREVIOUS  OFFSET\n0      1200      7\n1      1180      0\n"; code != exitOK || out != want {
+		t.Fatalf("reset-offset: %d %q %q, want %q", code, out, errs, want)
+	}
+	if f.reset.GetGroup() != "billing" || f.reset.GetTopic() != "orders" || !f.reset.GetTime().AsTime().Equal(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)) {
+		t.Fatalf("server got %v", f.reset)
+	}
+	code, out, _ = runCmd("group", "reset-offset", "billing", "--topic", "orders", "--to", "earliest", "--json")
+	if code != exitOK || !strings.Contains(out, `"queues": [`) || !strings.Contains(out, `"previousOffset": "1200"`) {
+		t.Fatalf("reset-offset --json: %d %q", code, out)
+	}
+	if f.reset.GetPosition() != adminv1.ResetPosition_RESET_POSITION_EARLIEST || f.reset.GetTime() != nil {
+		t.Fatalf("server got %v", f.reset)
+	}
+	code, _, errs = runCmd("group", "reset-offset", "billing", "--topic", "nope", "--to", "latest")
+	if code != exitFail || errs != "mqgate group reset-offset: topic \"nope\" does not exist (NotFound)\n" {
+		t.Fatalf("unknown topic: %d %q", code, errs)
+	}
+}
+
+// An mqgate from before an admin RPC answers "unknown method": the CLI
+// says so rather than doubting the port is mqgate's.
+func TestOlderServerWithoutTheRPC(t *testing.T) {
+	runCmd := fakeAdminServer(t, func(gs *grpc.Server) {
+		// The service with no methods: every call is an unknown method.
+		gs.RegisterService(&grpc.ServiceDesc{ServiceName: adminv1.AdminService_ServiceDesc.ServiceName, HandlerType: (*any)(nil)}, struct{}{})
+	})
+	code, _, errs := runCmd("group", "reset-offset", "billing", "--topic", "orders", "--to", "latest")
+	if code != exitFail || !strings.Contains(errs, "does not offer this command") || !strings.Contains(errs, "older version") {
+		t.Fatalf("older server: %d %q", code, errs)
 	}
 }

@@ -15,6 +15,15 @@ const groupUsage = `Usage:
   mqgate group list
   mqgate group describe NAME
   mqgate group delete NAME
+  mqgate group reset-offset NAME --topic TOPIC (--to-time TIME | --to earliest|latest)
+
+reset-offset moves the group's position in TOPIC on every queue: --to-time
+to the first message stored at or after TIME (RFC 3339, e.g.
+2026-12-01T10:00:00Z, or Unix milliseconds), --to earliest to the oldest
+message still stored (replay), --to latest to the end (skip the backlog).
+Messages the group has in flight in TOPIC are dropped. Stop the group's
+classic (remoting) push consumers first: they keep their offsets in memory
+and would overwrite the reset when they next commit.
 
 Every command talks to a running mqgate and takes:
   --server HOST:PORT   its gRPC port (default 127.0.0.1:8081)
@@ -33,29 +42,35 @@ type groupCommand struct {
 	name        string
 	fifo        bool
 	maxAttempts int32
-	retry       string // "", "customized" or "exponential"
+	retry       string      // "", "customized" or "exponential"
+	reset       resetTarget // reset-offset
 	client      clientFlags
 }
 
 func parseGroupArgs(args []string) (groupCommand, error) {
 	var gc groupCommand
 	if len(args) == 0 {
-		return gc, usageErr("missing subcommand (create, list, describe or delete)")
+		return gc, usageErr("missing subcommand (create, list, describe, delete or reset-offset)")
 	}
 	gc.sub = args[0]
 	fs := newFlagSet("mqgate group " + gc.sub)
 	gc.client.register(fs)
 	var attempts int
+	var topic, toTime, to string // reset-offset
 	switch gc.sub {
 	case "create":
 		fs.BoolVar(&gc.fifo, "fifo", false, "deliver each message group in order, one message at a time")
 		fs.IntVar(&attempts, "max-delivery-attempts", 0, "deliveries before a message goes to %DLQ%<group> (0: the server default, 17)")
 		fs.StringVar(&gc.retry, "retry", "", "redelivery backoff: customized (1s 5s 10s 30s 1m … 2h, the default) or exponential (5s doubling to 2h)")
+	case "reset-offset":
+		fs.StringVar(&topic, "topic", "", "the topic whose position to move")
+		fs.StringVar(&toTime, "to-time", "", "move to the first message stored at or after this time (RFC 3339 or Unix milliseconds)")
+		fs.StringVar(&to, "to", "", "earliest (replay what is stored) or latest (skip the backlog)")
 	case "list", "describe", "delete":
 	case "help", "-h", "--help":
 		return gc, flag.ErrHelp
 	default:
-		return gc, usageErr("unknown subcommand %q (want create, list, describe or delete)", gc.sub)
+		return gc, usageErr("unknown subcommand %q (want create, list, describe, delete or reset-offset)", gc.sub)
 	}
 	name, err := resourceName(fs, args[1:], "group", gc.sub)
 	if err != nil {
@@ -72,6 +87,11 @@ func parseGroupArgs(args []string) (groupCommand, error) {
 		case "", "customized", "exponential":
 		default:
 			return gc, usageErr("--retry %q: want customized or exponential", gc.retry)
+		}
+	}
+	if gc.sub == "reset-offset" {
+		if gc.reset, err = parseResetTarget(topic, toTime, to); err != nil {
+			return gc, err
 		}
 	}
 	return gc, nil
@@ -116,6 +136,8 @@ func groupCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 				return printJSON(stdout, &adminv1.DeleteGroupResponse{})
 			}
 			fmt.Fprintf(stdout, "deleted group %s\n", gc.name)
+		case "reset-offset":
+			return resetOffset(ctx, a, gc.name, gc.reset, stdout) // resetoffset.go: one line per queue
 		}
 		return nil
 	})

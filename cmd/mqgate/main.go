@@ -25,7 +25,7 @@ const usage = `mqgate — a RocketMQ 5 compatible messaging gateway
 Usage:
   mqgate [serve] [flags]      run the gateway (the default command)
   mqgate topic ...            create, list, describe or delete topics on a running gateway
-  mqgate group ...            create, list, describe or delete consumer groups on a running gateway
+  mqgate group ...            create, list, describe, delete consumer groups or reset their offsets
   mqgate bench ...            load generator: produce, consume or e2e, with a gRPC echo baseline
   mqgate send ...             send a message (or one per line of standard input)
   mqgate receive ...          receive messages of a consumer group, printed as JSON lines

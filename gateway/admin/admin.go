@@ -27,6 +27,8 @@ type Broker interface {
 	GetGroup(ctx context.Context, name string) (model.Group, error)
 	ListGroups(ctx context.Context) ([]model.Group, error)
 	DeleteGroup(ctx context.Context, name string) error
+	// ResetOffset moves a group's position in a topic (reset.go).
+	ResetOffset(ctx context.Context, req broker.ResetOffsetRequest) ([]broker.QueueReset, error)
 	Inspector
 }
 

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/mqgate/mqgate/broker"
 	"github.com/mqgate/mqgate/broker/model"
 	"github.com/mqgate/mqgate/broker/mqerr"
 	adminv1 "github.com/mqgate/mqgate/gen/mqgate/admin/v1"
@@ -20,6 +21,12 @@ type fakeBroker struct {
 	topics map[string]model.Topic
 	groups map[string]model.Group
 	last   model.Group
+
+	// ResetOffset records its request and answers moved or resetErr.
+	reset    broker.ResetOffsetRequest
+	resets   int
+	moved    []broker.QueueReset
+	resetErr error
 
 	Inspector // nil: inspect_test.go runs those RPCs over a real broker
 }
@@ -80,6 +87,10 @@ func (f *fakeBroker) GetGroup(_ context.Context, n string) (model.Group, error) 
 }
 func (f *fakeBroker) ListGroups(context.Context) ([]model.Group, error) { return nil, nil }
 func (f *fakeBroker) DeleteGroup(context.Context, string) error         { return errInternal }
+func (f *fakeBroker) ResetOffset(_ context.Context, r broker.ResetOffsetRequest) ([]broker.QueueReset, error) {
+	f.reset, f.resets = r, f.resets+1
+	return f.moved, f.resetErr
+}
 
 var errInternal = mqerr.Errorf(mqerr.KindStoreUnavailable, "store closed")
 

@@ -1,11 +1,13 @@
 // Package admin serves mqgate.admin.v1.AdminService: topic and consumer
-// group management over the broker's metadata methods (admin.go), and the
-// read-only inspection RPCs DescribeTopic, DescribeGroup and LookupMessage
-// over the broker's inspect facade (inspect.go), used by the `mqgate topic`,
-// `mqgate group` and `mqgate message` commands. Unlike the RocketMQ v2
-// services, errors are plain gRPC status codes (InvalidArgument, NotFound,
-// AlreadyExists, …), taken from gateway/v2status's Kind → code table,
-// whose messages name the resource.
+// group management over the broker's metadata methods (admin.go),
+// ResetOffset, which moves a consumer group's position in a topic
+// (reset.go), and the read-only inspection RPCs DescribeTopic,
+// DescribeGroup and LookupMessage over the broker's inspect facade
+// (inspect.go), used by the `mqgate topic`, `mqgate group` and `mqgate
+// message` commands. Unlike the RocketMQ v2 services, errors are plain
+// gRPC status codes (InvalidArgument, NotFound, AlreadyExists, …), taken
+// from gateway/v2status's Kind → code table, whose messages name the
+// resource.
 //
 // admin must not import another listener package (grpcserver, rest,
 // remoting), storage/ or the apache.rocketmq.v2 protos (it uses only

@@ -175,6 +175,13 @@ func TestAuthOtherServices(t *testing.T) {
 	if status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "admin API") {
 		t.Fatalf("non-admin admin call: %v, want PermissionDenied", err)
 	}
+	// The rule is the service's method prefix, so it covers every admin
+	// RPC, the ones that move a group's position included.
+	_, err = admin.ResetOffset(signed(ctx, "app", "app-secret"), &adminv1.ResetOffsetRequest{Group: "billing", Topic: "orders",
+		To: &adminv1.ResetOffsetRequest_Position{Position: adminv1.ResetPosition_RESET_POSITION_LATEST}})
+	if status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "admin API") {
+		t.Fatalf("non-admin ResetOffset: %v, want PermissionDenied", err)
+	}
 	// An admin gets through to the service (here one that implements
 	// nothing).
 	_, err = admin.ListTopics(signed(ctx, "ops", "ops-secret"), &adminv1.ListTopicsRequest{})

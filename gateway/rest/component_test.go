@@ -20,6 +20,7 @@ const (
 	ackPath    = "/v1/groups/billing/topics/orders:ack"
 	changePath = "/v1/groups/billing/topics/orders:changeInvisibleDuration"
 	sendPath   = "/v1/topics/orders/messages"
+	resetPath  = "/v1/groups/billing/topics/orders:resetOffset"
 	// noWait answers a receive at once.
 	noWait = `{"maxMessages":32,"invisibleDuration":"30s","waitDuration":"0s"}`
 )
@@ -298,6 +299,11 @@ func TestRESTErrors(t *testing.T) {
 		{"admin: bad topic type", "POST", "/v1/topics", `{"name":"x","type":"PURPLE"}`, 400, v2.Code_BAD_REQUEST, "PURPLE"},
 		{"admin: create existing topic", "POST", "/v1/topics", `{"name":"orders"}`, 409, v2.Code_BAD_REQUEST, `"orders" already exists`},
 		{"admin: create existing group", "POST", "/v1/groups", `{"name":"billing"}`, 409, v2.Code_BAD_REQUEST, `"billing" already exists`},
+		{"admin: reset offset without a target", "POST", resetPath, `{}`, 400, v2.Code_BAD_REQUEST, "a time, or a position (RESET_POSITION_EARLIEST or RESET_POSITION_LATEST)"},
+		{"admin: reset offset to no position", "POST", resetPath, `{"position":"RESET_POSITION_UNSPECIFIED"}`, 400, v2.Code_BAD_REQUEST, "RESET_POSITION_UNSPECIFIED"},
+		{"admin: reset offset to an unknown position", "POST", resetPath, `{"position":"FIRST"}`, 400, v2.Code_BAD_REQUEST, "FIRST"},
+		{"admin: reset offset to a time and a position", "POST", resetPath, `{"time":"2026-12-01T10:00:00Z","position":"RESET_POSITION_LATEST"}`, 400, v2.Code_BAD_REQUEST, "position"},
+		{"admin: reset offset to a bad time", "POST", resetPath, `{"time":"yesterday"}`, 400, v2.Code_BAD_REQUEST, "time"},
 		{"forbidden", "POST", "/v1/topics/readonly/messages", `{"messages":[{"text":"a"}]}`, 403, v2.Code_FORBIDDEN, "not writable"},
 		{"no such endpoint", "POST", "/v1/nothing", `{}`, 404, v2.Code_NOT_FOUND, "/v1/nothing"},
 		{"method not allowed", "PUT", "/v1/topics", `{}`, 405, v2.Code_BAD_REQUEST, "PUT"},

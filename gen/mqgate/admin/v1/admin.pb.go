@@ -2,7 +2,7 @@
 // group progress and message lookup.
 //
 // Used by the `mqgate topic` / `mqgate group` CLI and served over REST through
-// grpc-gateway (HTTP rules live in proto/http/admin.yaml, not here). Errors are
+// grpc-gateway (HTTP rules live in proto/http/mqgate.yaml, not here). Errors are
 // plain gRPC status codes (NotFound, AlreadyExists, InvalidArgument, ...),
 // unlike the RocketMQ v2 services. Must not import the apache.rocketmq.v2
 // protos. go_package comes from buf managed mode.
@@ -30,6 +30,61 @@ const (
 	// Verify that runtime/protoimpl is sufficiently up-to-date.
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
+
+// Where ResetOffset moves a consumer group.
+type ResetPosition int32
+
+const (
+	// Not a position: a request carrying it is refused (InvalidArgument).
+	ResetPosition_RESET_POSITION_UNSPECIFIED ResetPosition = 0
+	// Each queue's first retained message: the group receives again
+	// everything still stored (replay).
+	ResetPosition_RESET_POSITION_EARLIEST ResetPosition = 1
+	// Each queue's end: the group skips its backlog and receives only
+	// messages sent after the reset.
+	ResetPosition_RESET_POSITION_LATEST ResetPosition = 2
+)
+
+// Enum value maps for ResetPosition.
+var (
+	ResetPosition_name = map[int32]string{
+		0: "RESET_POSITION_UNSPECIFIED",
+		1: "RESET_POSITION_EARLIEST",
+		2: "RESET_POSITION_LATEST",
+	}
+	ResetPosition_value = map[string]int32{
+		"RESET_POSITION_UNSPECIFIED": 0,
+		"RESET_POSITION_EARLIEST":    1,
+		"RESET_POSITION_LATEST":      2,
+	}
+)
+
+func (x ResetPosition) Enum() *ResetPosition {
+	p := new(ResetPosition)
+	*p = x
+	return p
+}
+
+func (x ResetPosition) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ResetPosition) Descriptor() protoreflect.EnumDescriptor {
+	return file_mqgate_admin_v1_admin_proto_enumTypes[0].Descriptor()
+}
+
+func (ResetPosition) Type() protoreflect.EnumType {
+	return &file_mqgate_admin_v1_admin_proto_enumTypes[0]
+}
+
+func (x ResetPosition) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ResetPosition.Descriptor instead.
+func (ResetPosition) EnumDescriptor() ([]byte, []int) {
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{0}
+}
 
 // A topic as stored by mqgate.
 type Topic struct {
@@ -1818,6 +1873,224 @@ func (x *StoredMessage) GetDlqOriginMessageId() string {
 	return ""
 }
 
+// Moves a consumer group's position in a topic, on every queue; NotFound
+// if the group or the topic is absent.
+type ResetOffsetRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Consumer group.
+	Group string `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	// Topic.
+	Topic string `protobuf:"bytes,2,opt,name=topic,proto3" json:"topic,omitempty"`
+	// The new position; exactly one is required.
+	//
+	// Types that are valid to be assigned to To:
+	//
+	//	*ResetOffsetRequest_Time
+	//	*ResetOffsetRequest_Position
+	To            isResetOffsetRequest_To `protobuf_oneof:"to"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResetOffsetRequest) Reset() {
+	*x = ResetOffsetRequest{}
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResetOffsetRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResetOffsetRequest) ProtoMessage() {}
+
+func (x *ResetOffsetRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResetOffsetRequest.ProtoReflect.Descriptor instead.
+func (*ResetOffsetRequest) Descriptor() ([]byte, []int) {
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *ResetOffsetRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *ResetOffsetRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *ResetOffsetRequest) GetTo() isResetOffsetRequest_To {
+	if x != nil {
+		return x.To
+	}
+	return nil
+}
+
+func (x *ResetOffsetRequest) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		if x, ok := x.To.(*ResetOffsetRequest_Time); ok {
+			return x.Time
+		}
+	}
+	return nil
+}
+
+func (x *ResetOffsetRequest) GetPosition() ResetPosition {
+	if x != nil {
+		if x, ok := x.To.(*ResetOffsetRequest_Position); ok {
+			return x.Position
+		}
+	}
+	return ResetPosition_RESET_POSITION_UNSPECIFIED
+}
+
+type isResetOffsetRequest_To interface {
+	isResetOffsetRequest_To()
+}
+
+type ResetOffsetRequest_Time struct {
+	// Each queue's first message stored at or after this time (the
+	// queue's end when none is).
+	Time *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=time,proto3,oneof"`
+}
+
+type ResetOffsetRequest_Position struct {
+	// The earliest retained message or the end.
+	Position ResetPosition `protobuf:"varint,4,opt,name=position,proto3,enum=mqgate.admin.v1.ResetPosition,oneof"`
+}
+
+func (*ResetOffsetRequest_Time) isResetOffsetRequest_To() {}
+
+func (*ResetOffsetRequest_Position) isResetOffsetRequest_To() {}
+
+// Result of ResetOffset.
+type ResetOffsetResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Every queue of the topic, by queue id.
+	Queues        []*QueueReset `protobuf:"bytes,1,rep,name=queues,proto3" json:"queues,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResetOffsetResponse) Reset() {
+	*x = ResetOffsetResponse{}
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResetOffsetResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResetOffsetResponse) ProtoMessage() {}
+
+func (x *ResetOffsetResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResetOffsetResponse.ProtoReflect.Descriptor instead.
+func (*ResetOffsetResponse) Descriptor() ([]byte, []int) {
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *ResetOffsetResponse) GetQueues() []*QueueReset {
+	if x != nil {
+		return x.Queues
+	}
+	return nil
+}
+
+// How ResetOffset moved the group in one queue.
+type QueueReset struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Queue id.
+	QueueId int32 `protobuf:"varint,1,opt,name=queue_id,json=queueId,proto3" json:"queue_id,omitempty"`
+	// The group's position before: the next offset it would have received
+	// (the queue's min offset when it had never received from it).
+	PreviousOffset int64 `protobuf:"varint,2,opt,name=previous_offset,json=previousOffset,proto3" json:"previous_offset,omitempty"`
+	// The new position: the next offset the group receives.
+	Offset        int64 `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueueReset) Reset() {
+	*x = QueueReset{}
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueReset) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueReset) ProtoMessage() {}
+
+func (x *QueueReset) ProtoReflect() protoreflect.Message {
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueReset.ProtoReflect.Descriptor instead.
+func (*QueueReset) Descriptor() ([]byte, []int) {
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *QueueReset) GetQueueId() int32 {
+	if x != nil {
+		return x.QueueId
+	}
+	return 0
+}
+
+func (x *QueueReset) GetPreviousOffset() int64 {
+	if x != nil {
+		return x.PreviousOffset
+	}
+	return 0
+}
+
+func (x *QueueReset) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
 var File_mqgate_admin_v1_admin_proto protoreflect.FileDescriptor
 
 const file_mqgate_admin_v1_admin_proto_rawDesc = "" +
@@ -1945,7 +2218,24 @@ const file_mqgate_admin_v1_admin_proto_rawDesc = "" +
 	"\x15dlq_origin_message_id\x18\x14 \x01(\tR\x12dlqOriginMessageId\x1a=\n" +
 	"\x0fPropertiesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x012\xe6\a\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb6\x01\n" +
+	"\x12ResetOffsetRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
+	"\x05topic\x18\x02 \x01(\tR\x05topic\x120\n" +
+	"\x04time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampH\x00R\x04time\x12<\n" +
+	"\bposition\x18\x04 \x01(\x0e2\x1e.mqgate.admin.v1.ResetPositionH\x00R\bpositionB\x04\n" +
+	"\x02to\"J\n" +
+	"\x13ResetOffsetResponse\x123\n" +
+	"\x06queues\x18\x01 \x03(\v2\x1b.mqgate.admin.v1.QueueResetR\x06queues\"h\n" +
+	"\n" +
+	"QueueReset\x12\x19\n" +
+	"\bqueue_id\x18\x01 \x01(\x05R\aqueueId\x12'\n" +
+	"\x0fprevious_offset\x18\x02 \x01(\x03R\x0epreviousOffset\x12\x16\n" +
+	"\x06offset\x18\x03 \x01(\x03R\x06offset*g\n" +
+	"\rResetPosition\x12\x1e\n" +
+	"\x1aRESET_POSITION_UNSPECIFIED\x10\x00\x12\x1b\n" +
+	"\x17RESET_POSITION_EARLIEST\x10\x01\x12\x19\n" +
+	"\x15RESET_POSITION_LATEST\x10\x022\xc0\b\n" +
 	"\fAdminService\x12X\n" +
 	"\vCreateTopic\x12#.mqgate.admin.v1.CreateTopicRequest\x1a$.mqgate.admin.v1.CreateTopicResponse\x12O\n" +
 	"\bGetTopic\x12 .mqgate.admin.v1.GetTopicRequest\x1a!.mqgate.admin.v1.GetTopicResponse\x12U\n" +
@@ -1959,7 +2249,8 @@ const file_mqgate_admin_v1_admin_proto_rawDesc = "" +
 	"\vDeleteGroup\x12#.mqgate.admin.v1.DeleteGroupRequest\x1a$.mqgate.admin.v1.DeleteGroupResponse\x12^\n" +
 	"\rDescribeTopic\x12%.mqgate.admin.v1.DescribeTopicRequest\x1a&.mqgate.admin.v1.DescribeTopicResponse\x12^\n" +
 	"\rDescribeGroup\x12%.mqgate.admin.v1.DescribeGroupRequest\x1a&.mqgate.admin.v1.DescribeGroupResponse\x12^\n" +
-	"\rLookupMessage\x12%.mqgate.admin.v1.LookupMessageRequest\x1a&.mqgate.admin.v1.LookupMessageResponseB6Z4github.com/mqgate/mqgate/gen/mqgate/admin/v1;adminv1b\x06proto3"
+	"\rLookupMessage\x12%.mqgate.admin.v1.LookupMessageRequest\x1a&.mqgate.admin.v1.LookupMessageResponse\x12X\n" +
+	"\vResetOffset\x12#.mqgate.admin.v1.ResetOffsetRequest\x1a$.mqgate.admin.v1.ResetOffsetResponseB6Z4github.com/mqgate/mqgate/gen/mqgate/admin/v1;adminv1b\x06proto3"
 
 var (
 	file_mqgate_admin_v1_admin_proto_rawDescOnce sync.Once
@@ -1973,88 +2264,98 @@ func file_mqgate_admin_v1_admin_proto_rawDescGZIP() []byte {
 	return file_mqgate_admin_v1_admin_proto_rawDescData
 }
 
-var file_mqgate_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_mqgate_admin_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_mqgate_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_mqgate_admin_v1_admin_proto_goTypes = []any{
-	(*Topic)(nil),                 // 0: mqgate.admin.v1.Topic
-	(*CreateTopicRequest)(nil),    // 1: mqgate.admin.v1.CreateTopicRequest
-	(*CreateTopicResponse)(nil),   // 2: mqgate.admin.v1.CreateTopicResponse
-	(*GetTopicRequest)(nil),       // 3: mqgate.admin.v1.GetTopicRequest
-	(*GetTopicResponse)(nil),      // 4: mqgate.admin.v1.GetTopicResponse
-	(*ListTopicsRequest)(nil),     // 5: mqgate.admin.v1.ListTopicsRequest
-	(*ListTopicsResponse)(nil),    // 6: mqgate.admin.v1.ListTopicsResponse
-	(*DeleteTopicRequest)(nil),    // 7: mqgate.admin.v1.DeleteTopicRequest
-	(*DeleteTopicResponse)(nil),   // 8: mqgate.admin.v1.DeleteTopicResponse
-	(*Group)(nil),                 // 9: mqgate.admin.v1.Group
-	(*CreateGroupRequest)(nil),    // 10: mqgate.admin.v1.CreateGroupRequest
-	(*CreateGroupResponse)(nil),   // 11: mqgate.admin.v1.CreateGroupResponse
-	(*GetGroupRequest)(nil),       // 12: mqgate.admin.v1.GetGroupRequest
-	(*GetGroupResponse)(nil),      // 13: mqgate.admin.v1.GetGroupResponse
-	(*ListGroupsRequest)(nil),     // 14: mqgate.admin.v1.ListGroupsRequest
-	(*ListGroupsResponse)(nil),    // 15: mqgate.admin.v1.ListGroupsResponse
-	(*DeleteGroupRequest)(nil),    // 16: mqgate.admin.v1.DeleteGroupRequest
-	(*DeleteGroupResponse)(nil),   // 17: mqgate.admin.v1.DeleteGroupResponse
-	(*QueueOffsets)(nil),          // 18: mqgate.admin.v1.QueueOffsets
-	(*GroupQueueProgress)(nil),    // 19: mqgate.admin.v1.GroupQueueProgress
-	(*GroupTopicProgress)(nil),    // 20: mqgate.admin.v1.GroupTopicProgress
-	(*DescribeTopicRequest)(nil),  // 21: mqgate.admin.v1.DescribeTopicRequest
-	(*DescribeTopicResponse)(nil), // 22: mqgate.admin.v1.DescribeTopicResponse
-	(*DeadLetterQueue)(nil),       // 23: mqgate.admin.v1.DeadLetterQueue
-	(*DescribeGroupRequest)(nil),  // 24: mqgate.admin.v1.DescribeGroupRequest
-	(*DescribeGroupResponse)(nil), // 25: mqgate.admin.v1.DescribeGroupResponse
-	(*LookupMessageRequest)(nil),  // 26: mqgate.admin.v1.LookupMessageRequest
-	(*LookupMessageResponse)(nil), // 27: mqgate.admin.v1.LookupMessageResponse
-	(*StoredMessage)(nil),         // 28: mqgate.admin.v1.StoredMessage
-	nil,                           // 29: mqgate.admin.v1.StoredMessage.PropertiesEntry
-	(*timestamppb.Timestamp)(nil), // 30: google.protobuf.Timestamp
+	(ResetPosition)(0),            // 0: mqgate.admin.v1.ResetPosition
+	(*Topic)(nil),                 // 1: mqgate.admin.v1.Topic
+	(*CreateTopicRequest)(nil),    // 2: mqgate.admin.v1.CreateTopicRequest
+	(*CreateTopicResponse)(nil),   // 3: mqgate.admin.v1.CreateTopicResponse
+	(*GetTopicRequest)(nil),       // 4: mqgate.admin.v1.GetTopicRequest
+	(*GetTopicResponse)(nil),      // 5: mqgate.admin.v1.GetTopicResponse
+	(*ListTopicsRequest)(nil),     // 6: mqgate.admin.v1.ListTopicsRequest
+	(*ListTopicsResponse)(nil),    // 7: mqgate.admin.v1.ListTopicsResponse
+	(*DeleteTopicRequest)(nil),    // 8: mqgate.admin.v1.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),   // 9: mqgate.admin.v1.DeleteTopicResponse
+	(*Group)(nil),                 // 10: mqgate.admin.v1.Group
+	(*CreateGroupRequest)(nil),    // 11: mqgate.admin.v1.CreateGroupRequest
+	(*CreateGroupResponse)(nil),   // 12: mqgate.admin.v1.CreateGroupResponse
+	(*GetGroupRequest)(nil),       // 13: mqgate.admin.v1.GetGroupRequest
+	(*GetGroupResponse)(nil),      // 14: mqgate.admin.v1.GetGroupResponse
+	(*ListGroupsRequest)(nil),     // 15: mqgate.admin.v1.ListGroupsRequest
+	(*ListGroupsResponse)(nil),    // 16: mqgate.admin.v1.ListGroupsResponse
+	(*DeleteGroupRequest)(nil),    // 17: mqgate.admin.v1.DeleteGroupRequest
+	(*DeleteGroupResponse)(nil),   // 18: mqgate.admin.v1.DeleteGroupResponse
+	(*QueueOffsets)(nil),          // 19: mqgate.admin.v1.QueueOffsets
+	(*GroupQueueProgress)(nil),    // 20: mqgate.admin.v1.GroupQueueProgress
+	(*GroupTopicProgress)(nil),    // 21: mqgate.admin.v1.GroupTopicProgress
+	(*DescribeTopicRequest)(nil),  // 22: mqgate.admin.v1.DescribeTopicRequest
+	(*DescribeTopicResponse)(nil), // 23: mqgate.admin.v1.DescribeTopicResponse
+	(*DeadLetterQueue)(nil),       // 24: mqgate.admin.v1.DeadLetterQueue
+	(*DescribeGroupRequest)(nil),  // 25: mqgate.admin.v1.DescribeGroupRequest
+	(*DescribeGroupResponse)(nil), // 26: mqgate.admin.v1.DescribeGroupResponse
+	(*LookupMessageRequest)(nil),  // 27: mqgate.admin.v1.LookupMessageRequest
+	(*LookupMessageResponse)(nil), // 28: mqgate.admin.v1.LookupMessageResponse
+	(*StoredMessage)(nil),         // 29: mqgate.admin.v1.StoredMessage
+	(*ResetOffsetRequest)(nil),    // 30: mqgate.admin.v1.ResetOffsetRequest
+	(*ResetOffsetResponse)(nil),   // 31: mqgate.admin.v1.ResetOffsetResponse
+	(*QueueReset)(nil),            // 32: mqgate.admin.v1.QueueReset
+	nil,                           // 33: mqgate.admin.v1.StoredMessage.PropertiesEntry
+	(*timestamppb.Timestamp)(nil), // 34: google.protobuf.Timestamp
 }
 var file_mqgate_admin_v1_admin_proto_depIdxs = []int32{
-	30, // 0: mqgate.admin.v1.Topic.create_time:type_name -> google.protobuf.Timestamp
-	0,  // 1: mqgate.admin.v1.CreateTopicResponse.topic:type_name -> mqgate.admin.v1.Topic
-	0,  // 2: mqgate.admin.v1.GetTopicResponse.topic:type_name -> mqgate.admin.v1.Topic
-	0,  // 3: mqgate.admin.v1.ListTopicsResponse.topics:type_name -> mqgate.admin.v1.Topic
-	30, // 4: mqgate.admin.v1.Group.create_time:type_name -> google.protobuf.Timestamp
-	9,  // 5: mqgate.admin.v1.CreateGroupResponse.group:type_name -> mqgate.admin.v1.Group
-	9,  // 6: mqgate.admin.v1.GetGroupResponse.group:type_name -> mqgate.admin.v1.Group
-	9,  // 7: mqgate.admin.v1.ListGroupsResponse.groups:type_name -> mqgate.admin.v1.Group
-	19, // 8: mqgate.admin.v1.GroupTopicProgress.queues:type_name -> mqgate.admin.v1.GroupQueueProgress
-	0,  // 9: mqgate.admin.v1.DescribeTopicResponse.topic:type_name -> mqgate.admin.v1.Topic
-	18, // 10: mqgate.admin.v1.DescribeTopicResponse.queues:type_name -> mqgate.admin.v1.QueueOffsets
-	20, // 11: mqgate.admin.v1.DescribeTopicResponse.groups:type_name -> mqgate.admin.v1.GroupTopicProgress
-	9,  // 12: mqgate.admin.v1.DescribeGroupResponse.group:type_name -> mqgate.admin.v1.Group
-	20, // 13: mqgate.admin.v1.DescribeGroupResponse.topics:type_name -> mqgate.admin.v1.GroupTopicProgress
-	23, // 14: mqgate.admin.v1.DescribeGroupResponse.dead_letter_queue:type_name -> mqgate.admin.v1.DeadLetterQueue
-	28, // 15: mqgate.admin.v1.LookupMessageResponse.messages:type_name -> mqgate.admin.v1.StoredMessage
-	29, // 16: mqgate.admin.v1.StoredMessage.properties:type_name -> mqgate.admin.v1.StoredMessage.PropertiesEntry
-	30, // 17: mqgate.admin.v1.StoredMessage.delivery_time:type_name -> google.protobuf.Timestamp
-	30, // 18: mqgate.admin.v1.StoredMessage.born_time:type_name -> google.protobuf.Timestamp
-	30, // 19: mqgate.admin.v1.StoredMessage.store_time:type_name -> google.protobuf.Timestamp
-	1,  // 20: mqgate.admin.v1.AdminService.CreateTopic:input_type -> mqgate.admin.v1.CreateTopicRequest
-	3,  // 21: mqgate.admin.v1.AdminService.GetTopic:input_type -> mqgate.admin.v1.GetTopicRequest
-	5,  // 22: mqgate.admin.v1.AdminService.ListTopics:input_type -> mqgate.admin.v1.ListTopicsRequest
-	7,  // 23: mqgate.admin.v1.AdminService.DeleteTopic:input_type -> mqgate.admin.v1.DeleteTopicRequest
-	10, // 24: mqgate.admin.v1.AdminService.CreateGroup:input_type -> mqgate.admin.v1.CreateGroupRequest
-	12, // 25: mqgate.admin.v1.AdminService.GetGroup:input_type -> mqgate.admin.v1.GetGroupRequest
-	14, // 26: mqgate.admin.v1.AdminService.ListGroups:input_type -> mqgate.admin.v1.ListGroupsRequest
-	16, // 27: mqgate.admin.v1.AdminService.DeleteGroup:input_type -> mqgate.admin.v1.DeleteGroupRequest
-	21, // 28: mqgate.admin.v1.AdminService.DescribeTopic:input_type -> mqgate.admin.v1.DescribeTopicRequest
-	24, // 29: mqgate.admin.v1.AdminService.DescribeGroup:input_type -> mqgate.admin.v1.DescribeGroupRequest
-	26, // 30: mqgate.admin.v1.AdminService.LookupMessage:input_type -> mqgate.admin.v1.LookupMessageRequest
-	2,  // 31: mqgate.admin.v1.AdminService.CreateTopic:output_type -> mqgate.admin.v1.CreateTopicResponse
-	4,  // 32: mqgate.admin.v1.AdminService.GetTopic:output_type -> mqgate.admin.v1.GetTopicResponse
-	6,  // 33: mqgate.admin.v1.AdminService.ListTopics:output_type -> mqgate.admin.v1.ListTopicsResponse
-	8,  // 34: mqgate.admin.v1.AdminService.DeleteTopic:output_type -> mqgate.admin.v1.DeleteTopicResponse
-	11, // 35: mqgate.admin.v1.AdminService.CreateGroup:output_type -> mqgate.admin.v1.CreateGroupResponse
-	13, // 36: mqgate.admin.v1.AdminService.GetGroup:output_type -> mqgate.admin.v1.GetGroupResponse
-	15, // 37: mqgate.admin.v1.AdminService.ListGroups:output_type -> mqgate.admin.v1.ListGroupsResponse
-	17, // 38: mqgate.admin.v1.AdminService.DeleteGroup:output_type -> mqgate.admin.v1.DeleteGroupResponse
-	22, // 39: mqgate.admin.v1.AdminService.DescribeTopic:output_type -> mqgate.admin.v1.DescribeTopicResponse
-	25, // 40: mqgate.admin.v1.AdminService.DescribeGroup:output_type -> mqgate.admin.v1.DescribeGroupResponse
-	27, // 41: mqgate.admin.v1.AdminService.LookupMessage:output_type -> mqgate.admin.v1.LookupMessageResponse
-	31, // [31:42] is the sub-list for method output_type
-	20, // [20:31] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	34, // 0: mqgate.admin.v1.Topic.create_time:type_name -> google.protobuf.Timestamp
+	1,  // 1: mqgate.admin.v1.CreateTopicResponse.topic:type_name -> mqgate.admin.v1.Topic
+	1,  // 2: mqgate.admin.v1.GetTopicResponse.topic:type_name -> mqgate.admin.v1.Topic
+	1,  // 3: mqgate.admin.v1.ListTopicsResponse.topics:type_name -> mqgate.admin.v1.Topic
+	34, // 4: mqgate.admin.v1.Group.create_time:type_name -> google.protobuf.Timestamp
+	10, // 5: mqgate.admin.v1.CreateGroupResponse.group:type_name -> mqgate.admin.v1.Group
+	10, // 6: mqgate.admin.v1.GetGroupResponse.group:type_name -> mqgate.admin.v1.Group
+	10, // 7: mqgate.admin.v1.ListGroupsResponse.groups:type_name -> mqgate.admin.v1.Group
+	20, // 8: mqgate.admin.v1.GroupTopicProgress.queues:type_name -> mqgate.admin.v1.GroupQueueProgress
+	1,  // 9: mqgate.admin.v1.DescribeTopicResponse.topic:type_name -> mqgate.admin.v1.Topic
+	19, // 10: mqgate.admin.v1.DescribeTopicResponse.queues:type_name -> mqgate.admin.v1.QueueOffsets
+	21, // 11: mqgate.admin.v1.DescribeTopicResponse.groups:type_name -> mqgate.admin.v1.GroupTopicProgress
+	10, // 12: mqgate.admin.v1.DescribeGroupResponse.group:type_name -> mqgate.admin.v1.Group
+	21, // 13: mqgate.admin.v1.DescribeGroupResponse.topics:type_name -> mqgate.admin.v1.GroupTopicProgress
+	24, // 14: mqgate.admin.v1.DescribeGroupResponse.dead_letter_queue:type_name -> mqgate.admin.v1.DeadLetterQueue
+	29, // 15: mqgate.admin.v1.LookupMessageResponse.messages:type_name -> mqgate.admin.v1.StoredMessage
+	33, // 16: mqgate.admin.v1.StoredMessage.properties:type_name -> mqgate.admin.v1.StoredMessage.PropertiesEntry
+	34, // 17: mqgate.admin.v1.StoredMessage.delivery_time:type_name -> google.protobuf.Timestamp
+	34, // 18: mqgate.admin.v1.StoredMessage.born_time:type_name -> google.protobuf.Timestamp
+	34, // 19: mqgate.admin.v1.StoredMessage.store_time:type_name -> google.protobuf.Timestamp
+	34, // 20: mqgate.admin.v1.ResetOffsetRequest.time:type_name -> google.protobuf.Timestamp
+	0,  // 21: mqgate.admin.v1.ResetOffsetRequest.position:type_name -> mqgate.admin.v1.ResetPosition
+	32, // 22: mqgate.admin.v1.ResetOffsetResponse.queues:type_name -> mqgate.admin.v1.QueueReset
+	2,  // 23: mqgate.admin.v1.AdminService.CreateTopic:input_type -> mqgate.admin.v1.CreateTopicRequest
+	4,  // 24: mqgate.admin.v1.AdminService.GetTopic:input_type -> mqgate.admin.v1.GetTopicRequest
+	6,  // 25: mqgate.admin.v1.AdminService.ListTopics:input_type -> mqgate.admin.v1.ListTopicsRequest
+	8,  // 26: mqgate.admin.v1.AdminService.DeleteTopic:input_type -> mqgate.admin.v1.DeleteTopicRequest
+	11, // 27: mqgate.admin.v1.AdminService.CreateGroup:input_type -> mqgate.admin.v1.CreateGroupRequest
+	13, // 28: mqgate.admin.v1.AdminService.GetGroup:input_type -> mqgate.admin.v1.GetGroupRequest
+	15, // 29: mqgate.admin.v1.AdminService.ListGroups:input_type -> mqgate.admin.v1.ListGroupsRequest
+	17, // 30: mqgate.admin.v1.AdminService.DeleteGroup:input_type -> mqgate.admin.v1.DeleteGroupRequest
+	22, // 31: mqgate.admin.v1.AdminService.DescribeTopic:input_type -> mqgate.admin.v1.DescribeTopicRequest
+	25, // 32: mqgate.admin.v1.AdminService.DescribeGroup:input_type -> mqgate.admin.v1.DescribeGroupRequest
+	27, // 33: mqgate.admin.v1.AdminService.LookupMessage:input_type -> mqgate.admin.v1.LookupMessageRequest
+	30, // 34: mqgate.admin.v1.AdminService.ResetOffset:input_type -> mqgate.admin.v1.ResetOffsetRequest
+	3,  // 35: mqgate.admin.v1.AdminService.CreateTopic:output_type -> mqgate.admin.v1.CreateTopicResponse
+	5,  // 36: mqgate.admin.v1.AdminService.GetTopic:output_type -> mqgate.admin.v1.GetTopicResponse
+	7,  // 37: mqgate.admin.v1.AdminService.ListTopics:output_type -> mqgate.admin.v1.ListTopicsResponse
+	9,  // 38: mqgate.admin.v1.AdminService.DeleteTopic:output_type -> mqgate.admin.v1.DeleteTopicResponse
+	12, // 39: mqgate.admin.v1.AdminService.CreateGroup:output_type -> mqgate.admin.v1.CreateGroupResponse
+	14, // 40: mqgate.admin.v1.AdminService.GetGroup:output_type -> mqgate.admin.v1.GetGroupResponse
+	16, // 41: mqgate.admin.v1.AdminService.ListGroups:output_type -> mqgate.admin.v1.ListGroupsResponse
+	18, // 42: mqgate.admin.v1.AdminService.DeleteGroup:output_type -> mqgate.admin.v1.DeleteGroupResponse
+	23, // 43: mqgate.admin.v1.AdminService.DescribeTopic:output_type -> mqgate.admin.v1.DescribeTopicResponse
+	26, // 44: mqgate.admin.v1.AdminService.DescribeGroup:output_type -> mqgate.admin.v1.DescribeGroupResponse
+	28, // 45: mqgate.admin.v1.AdminService.LookupMessage:output_type -> mqgate.admin.v1.LookupMessageResponse
+	31, // 46: mqgate.admin.v1.AdminService.ResetOffset:output_type -> mqgate.admin.v1.ResetOffsetResponse
+	35, // [35:47] is the sub-list for method output_type
+	23, // [23:35] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_mqgate_admin_v1_admin_proto_init() }
@@ -2062,18 +2363,23 @@ func file_mqgate_admin_v1_admin_proto_init() {
 	if File_mqgate_admin_v1_admin_proto != nil {
 		return
 	}
+	file_mqgate_admin_v1_admin_proto_msgTypes[29].OneofWrappers = []any{
+		(*ResetOffsetRequest_Time)(nil),
+		(*ResetOffsetRequest_Position)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mqgate_admin_v1_admin_proto_rawDesc), len(file_mqgate_admin_v1_admin_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   30,
+			NumEnums:      1,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_mqgate_admin_v1_admin_proto_goTypes,
 		DependencyIndexes: file_mqgate_admin_v1_admin_proto_depIdxs,
+		EnumInfos:         file_mqgate_admin_v1_admin_proto_enumTypes,
 		MessageInfos:      file_mqgate_admin_v1_admin_proto_msgTypes,
 	}.Build()
 	File_mqgate_admin_v1_admin_proto = out.File

@@ -2,7 +2,7 @@
 // group progress and message lookup.
 //
 // Used by the `mqgate topic` / `mqgate group` CLI and served over REST through
-// grpc-gateway (HTTP rules live in proto/http/admin.yaml, not here). Errors are
+// grpc-gateway (HTTP rules live in proto/http/mqgate.yaml, not here). Errors are
 // plain gRPC status codes (NotFound, AlreadyExists, InvalidArgument, ...),
 // unlike the RocketMQ v2 services. Must not import the apache.rocketmq.v2
 // protos. go_package comes from buf managed mode.
@@ -39,6 +39,7 @@ const (
 	AdminService_DescribeTopic_FullMethodName = "/mqgate.admin.v1.AdminService/DescribeTopic"
 	AdminService_DescribeGroup_FullMethodName = "/mqgate.admin.v1.AdminService/DescribeGroup"
 	AdminService_LookupMessage_FullMethodName = "/mqgate.admin.v1.AdminService/LookupMessage"
+	AdminService_ResetOffset_FullMethodName   = "/mqgate.admin.v1.AdminService/ResetOffset"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -69,6 +70,12 @@ type AdminServiceClient interface {
 	DescribeGroup(ctx context.Context, in *DescribeGroupRequest, opts ...grpc.CallOption) (*DescribeGroupResponse, error)
 	// Finds stored messages by message id or key.
 	LookupMessage(ctx context.Context, in *LookupMessageRequest, opts ...grpc.CallOption) (*LookupMessageResponse, error)
+	// Moves a consumer group's position in a topic on every queue: to the
+	// first message stored at or after a time, to the earliest retained
+	// message (replay), or to the end (skip the backlog). Messages the group
+	// has in flight in the topic are dropped: their receipt handles stop
+	// working. Committed offsets (pull and classic consumers) move too.
+	ResetOffset(ctx context.Context, in *ResetOffsetRequest, opts ...grpc.CallOption) (*ResetOffsetResponse, error)
 }
 
 type adminServiceClient struct {
@@ -189,6 +196,16 @@ func (c *adminServiceClient) LookupMessage(ctx context.Context, in *LookupMessag
 	return out, nil
 }
 
+func (c *adminServiceClient) ResetOffset(ctx context.Context, in *ResetOffsetRequest, opts ...grpc.CallOption) (*ResetOffsetResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResetOffsetResponse)
+	err := c.cc.Invoke(ctx, AdminService_ResetOffset_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -217,6 +234,12 @@ type AdminServiceServer interface {
 	DescribeGroup(context.Context, *DescribeGroupRequest) (*DescribeGroupResponse, error)
 	// Finds stored messages by message id or key.
 	LookupMessage(context.Context, *LookupMessageRequest) (*LookupMessageResponse, error)
+	// Moves a consumer group's position in a topic on every queue: to the
+	// first message stored at or after a time, to the earliest retained
+	// message (replay), or to the end (skip the backlog). Messages the group
+	// has in flight in the topic are dropped: their receipt handles stop
+	// working. Committed offsets (pull and classic consumers) move too.
+	ResetOffset(context.Context, *ResetOffsetRequest) (*ResetOffsetResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -259,6 +282,9 @@ func (UnimplementedAdminServiceServer) DescribeGroup(context.Context, *DescribeG
 }
 func (UnimplementedAdminServiceServer) LookupMessage(context.Context, *LookupMessageRequest) (*LookupMessageResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method LookupMessage not implemented")
+}
+func (UnimplementedAdminServiceServer) ResetOffset(context.Context, *ResetOffsetRequest) (*ResetOffsetResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ResetOffset not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -479,6 +505,24 @@ func _AdminService_LookupMessage_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_ResetOffset_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResetOffsetRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ResetOffset(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ResetOffset_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ResetOffset(ctx, req.(*ResetOffsetRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -529,6 +573,10 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "LookupMessage",
 			Handler:    _AdminService_LookupMessage_Handler,
+		},
+		{
+			MethodName: "ResetOffset",
+			Handler:    _AdminService_ResetOffset_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
