@@ -3,6 +3,7 @@ package commitlog
 import (
 	"errors"
 	"fmt"
+	"os"
 	"runtime/debug"
 
 	"github.com/mqgate/mqgate/storage/vfs"
@@ -40,7 +41,10 @@ import (
 const allocChunk = 8 << 20
 
 // dropChunk: the writer's mapping keeps at most this much written data.
+// A multiple of every page size (4 KiB to 64 KiB).
 const dropChunk = 1 << 20
+
+var pageSize = int64(os.Getpagesize())
 
 // writeAt stores b at file offset off of seg, the active segment. The
 // range has been reserved from the zeroer (reserve).
@@ -59,7 +63,7 @@ func (l *Log) writeAt(seg *segment, b []byte, off int64) error {
 				// Written pages leave the writer's mapping a chunk at a
 				// time: otherwise write-back must write-protect each one
 				// again, a TLB shootdown (an IPI to every CPU) per page.
-				from := min(seg.dropped, full) &^ (4<<10 - 1)
+				from := min(seg.dropped, full) &^ (pageSize - 1)
 				if err := vfs.DropPages(m[from:full]); err != nil {
 					l.logger.Debug("commitlog: madvise", "err", err)
 				}
