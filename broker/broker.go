@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
@@ -58,6 +59,9 @@ type Broker struct {
 	txn   *txn.Service
 	offs  *offset.Service
 	obs   *observer
+
+	resetMu        sync.Mutex
+	resetListeners []ResetListener // AddResetListener; called by ResetOffset
 }
 
 // Open starts the broker on an open store.

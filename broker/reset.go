@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/mqgate/mqgate/broker/mqerr"
@@ -102,7 +103,38 @@ func (b *Broker) ResetOffset(ctx context.Context, req ResetOffsetRequest) ([]Que
 		to = req.Time.UTC().Format(time.RFC3339Nano)
 	}
 	b.log.Info("broker: group offset reset", "group", g.Name, "topic", t.Name, "to", to)
+	b.resetMu.Lock()
+	ls := b.resetListeners
+	b.resetMu.Unlock()
+	ev := OffsetsReset{Group: g.Name, Topic: t.Name, To: req.To, Time: req.Time, Queues: out}
+	for _, l := range ls {
+		l.OffsetsReset(ev)
+	}
 	return out, nil
+}
+
+// OffsetsReset tells a ResetListener what a ResetOffset did.
+type OffsetsReset struct {
+	Group, Topic string
+	To           ResetTo
+	Time         time.Time // ResetToTime only
+	Queues       []QueueReset
+}
+
+// A ResetListener hears of every offset reset once it is durable: a
+// listener whose clients keep their own positions in memory (classic
+// consumers) tells them, or they would go on where they were and commit
+// their old offsets over the new ones. OffsetsReset must not block: it
+// runs inside ResetOffset.
+type ResetListener interface {
+	OffsetsReset(OffsetsReset)
+}
+
+// AddResetListener adds l to the listeners ResetOffset tells.
+func (b *Broker) AddResetListener(l ResetListener) {
+	b.resetMu.Lock()
+	defer b.resetMu.Unlock()
+	b.resetListeners = append(slices.Clip(b.resetListeners), l)
 }
 
 func (r ResetTo) String() string {

@@ -286,6 +286,7 @@ func (n *Node) startRemoting(ctx context.Context) error {
 	n.remoting = srv
 	n.addrs.Remoting = srv.Addr()
 	n.addCheckBack(srv)
+	n.broker.AddResetListener(srv)
 	return nil
 }
 

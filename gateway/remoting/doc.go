@@ -32,8 +32,12 @@
 //
 // Locking: registry.mu guards the client registry, locks.mu the orderly
 // locks, conn.wmu one connection's writes. They never nest; server
-// requests to clients (NOTIFY_CONSUMER_IDS_CHANGED, CHECK_TRANSACTION_STATE)
-// are written after registry.mu is released.
+// requests to clients (NOTIFY_CONSUMER_IDS_CHANGED, CHECK_TRANSACTION_STATE,
+// RESET_CONSUMER_CLIENT_OFFSET) are written after registry.mu is released.
+//
+// Server is a broker.ResetListener: after an offset reset (admin API, REST,
+// CLI) it sends RESET_CONSUMER_CLIENT_OFFSET to the group's connected
+// consumers of the topic, on its goroutine group (reset.go).
 //
 // # Compatibility traps (spec remoting §16): where each is covered
 //

@@ -65,6 +65,7 @@ func newEnv(t *testing.T, opts ...envOpt) *env {
 		t.Fatal(err)
 	}
 	b.SetCheckBackSender(broker.CheckBackFanOut{s})
+	b.AddResetListener(s)
 	e.st, e.b, e.cl, e.s = st, b, cl, s
 	t.Cleanup(func() {
 		sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -1,0 +1,90 @@
+package remotinge2e
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/apache/rocketmq-client-go/v2/consumer"
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+
+	"github.com/mqgate/mqgate/internal/e2e/e2eutil"
+)
+
+// TestClassicResetOffsetWhileRunning: `mqgate group reset-offset --to
+// earliest` while a classic push consumer of the group runs. The consumer
+// keeps its offsets in memory and commits them every 5 s, so without
+// RESET_CONSUMER_CLIENT_OFFSET from the server it would go on from where
+// it was and write its old offsets over the reset. Told, it consumes every
+// message again (after the Go client's own 10 s pause), and what it
+// commits afterwards is its progress from the new position: a second
+// member started after that receives nothing twice.
+func TestClassicResetOffsetWhileRunning(t *testing.T) {
+	e2e(t)
+	p := start(t)
+	topic, group := uniq("T"), uniq("CG")
+	createTopic(t, p, topic, 4)
+	pr := newProducer(t, p)
+	ctx := ctxT(t, 90*time.Second)
+	const n = 12
+	var want []string
+	for i := range n {
+		body := fmt.Sprintf("reset-%02d", i)
+		if r, err := pr.SendSync(ctx, primitive.NewMessage(topic, []byte(body))); err != nil || r.Status != primitive.SendOK {
+			t.Fatalf("SendSync %s: %v %v", body, r, err)
+		}
+		want = append(want, body)
+	}
+	col := newCollector()
+	c1 := newPushConsumer(t, p, group, topic, func(_ context.Context, ms ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+		col.add("c", ms...)
+		return consumer.ConsumeSuccess, nil
+	})
+	atLeast := func(k int) func() bool {
+		return func() bool {
+			for _, w := range want {
+				if len(col.seen[w]) < k {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	col.wait(t, 45*time.Second, "every message once", atLeast(1))
+
+	e2eutil.CLI(t, p.GRPC, "group", "reset-offset", group, "--topic", topic, "--to", "earliest")
+	col.wait(t, 45*time.Second, "every message again after the reset", atLeast(2))
+
+	col.mu.Lock()
+	for _, w := range want {
+		if k := len(col.seen[w]); k != 2 {
+			col.mu.Unlock()
+			t.Fatalf("%s consumed %d times, want 2 (once, and once after the reset)", w, k)
+		}
+	}
+	col.mu.Unlock()
+
+	// What the group committed after the reset is its new progress: the
+	// member shuts down (committing its offsets), a new one starts and
+	// receives only what is sent now.
+	if err := c1.Shutdown(); err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+	col2 := newCollector()
+	newPushConsumer(t, p, group, topic, func(_ context.Context, ms ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+		col2.add("c2", ms...)
+		return consumer.ConsumeSuccess, nil
+	})
+	if r, err := pr.SendSync(ctx, primitive.NewMessage(topic, []byte("after"))); err != nil || r.Status != primitive.SendOK {
+		t.Fatalf("SendSync after: %v %v", r, err)
+	}
+	col2.wait(t, 45*time.Second, "the message sent after the restart", func() bool { return len(col2.seen["after"]) > 0 })
+	col2.mu.Lock()
+	defer col2.mu.Unlock()
+	for _, w := range want {
+		if len(col2.seen[w]) > 0 {
+			t.Fatalf("the new member received %s again: the offsets committed after the reset are not the group's progress", w)
+		}
+	}
+}
