@@ -47,6 +47,9 @@ users:
 	want(h.do("POST", "/v1/topics", `{"name":"orders","queues":2}`, signedHeaders("ops", "wrong")...), 401, "wrong signature")
 	want(h.do("POST", "/v1/topics", `{"name":"orders","queues":2}`, app...), 403, "admin API")
 	want(h.do("POST", "/v1/groups/billing/topics/orders:resetOffset", `{"position":"RESET_POSITION_LATEST"}`, app...), 403, "admin API")
+	for _, p := range []string{"/v1/topics/orders/status", "/v1/groups/billing/status", "/v1/messages?key=k"} {
+		want(h.do("GET", p, "", app...), 403, "admin API")
+	}
 	for _, c := range []struct{ path, body string }{
 		{"/v1/topics", `{"name":"orders","queues":2}`}, {"/v1/topics", `{"name":"payments","queues":2}`},
 		{"/v1/groups", `{"name":"billing"}`}, {"/v1/groups", `{"name":"other"}`},

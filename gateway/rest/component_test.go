@@ -510,3 +510,60 @@ func TestRESTAdmin(t *testing.T) {
 		t.Fatalf("list after delete: %v", m)
 	}
 }
+
+// The read-only admin views over REST: a topic's status (queues, stored
+// messages, each group's progress), a group's status (per topic, dead
+// letters) and stored messages by id or key.
+func TestRESTDescribeAndLookup(t *testing.T) {
+	h := newHarness(t)
+	h.setup("orders", "NORMAL", "billing")
+	h.ok("POST", sendPath, `{"messages":[{"text":"one"},{"text":"two","keys":["k1"]},{"text":"three","messageId":"MY-ID-1"}]}`)
+	h.dispatched()
+	if got := messages(t, h.ok("POST", recvPath, `{"maxMessages":1,"invisibleDuration":"30s","waitDuration":"0s"}`)); len(got) != 1 {
+		t.Fatalf("received %d, want 1", len(got))
+	}
+
+	ts := h.ok("GET", "/v1/topics/orders/status", "")
+	if ts["topic"].(map[string]any)["name"] != "orders" || len(ts["queues"].([]any)) != 2 || ts["messages"] != "3" {
+		t.Fatalf("topic status: %v", ts)
+	}
+	gs, _ := ts["groups"].([]any)
+	if len(gs) != 1 {
+		t.Fatalf("topic status groups: %v", ts)
+	}
+	if g := gs[0].(map[string]any); g["group"] != "billing" || g["inFlight"] != "1" || g["backlog"] != "3" {
+		t.Fatalf("billing's progress in orders: %v", g)
+	}
+
+	gr := h.ok("GET", "/v1/groups/billing/status", "")
+	if gr["group"].(map[string]any)["name"] != "billing" || gr["deadLetterQueue"].(map[string]any)["topic"] != "%DLQ%billing" {
+		t.Fatalf("group status: %v", gr)
+	}
+	if tp := gr["topics"].([]any); len(tp) != 1 || tp[0].(map[string]any)["topic"] != "orders" {
+		t.Fatalf("group status topics: %v", gr)
+	}
+
+	lookup := func(query string) []map[string]any {
+		t.Helper()
+		return messages(t, h.ok("GET", "/v1/messages?"+query, ""))
+	}
+	if ms := lookup("messageId=MY-ID-1"); len(ms) != 1 || ms[0]["topic"] != "orders" || ms[0]["state"] != "STORED" {
+		t.Fatalf("lookup by id: %v", ms)
+	}
+	if ms := lookup("topic=orders&key=k1"); len(ms) != 1 || fmt.Sprint(ms[0]["keys"]) != "[k1]" {
+		t.Fatalf("lookup by key: %v", ms)
+	}
+	if ms := lookup("key=nothing"); len(ms) != 0 {
+		t.Fatalf("lookup of an unknown key: %v", ms)
+	}
+	for _, c := range []struct{ path, want string }{
+		{"/v1/messages", "message"},
+		{"/v1/topics/nope/status", "nope"},
+		{"/v1/groups/nobody/status", "nobody"},
+	} {
+		r := h.do("GET", c.path, "")
+		if wantCode := map[bool]int{true: 400, false: 404}[c.path == "/v1/messages"]; r.code != wantCode || !strings.Contains(string(r.body), c.want) {
+			t.Fatalf("GET %s: HTTP %d %s, want %d naming %s", c.path, r.code, r.body, wantCode, c.want)
+		}
+	}
+}
