@@ -397,7 +397,27 @@ func (s *Store) append(ctx context.Context, msgs []*message.Message, control boo
 		return AppendResult{}, err
 	}
 	total := enc.total
-	ents, end, err := s.log.Append(ctx, enc.recs)
+	syncMode := s.opts.FlushMode == FlushSync
+	var (
+		ents    []commitlog.Entry
+		end     int64
+		durable bool
+		syncErr error
+	)
+	if syncMode {
+		// One wait for the write and the fsync that covers it, at most
+		// min(FlushTimeout, ctx deadline).
+		deadline := time.Now().Add(s.opts.FlushTimeout)
+		if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+			deadline = d
+		}
+		ents, end, durable, err = s.log.AppendDurable(ctx, enc.recs, deadline)
+		if err != nil && ents != nil {
+			syncErr, err = err, nil // written, then the fsync failed
+		}
+	} else {
+		ents, end, err = s.log.Append(ctx, enc.recs)
+	}
 	if err == nil || ctx.Err() == nil {
 		// The writer is done with the records. (A call given up on its
 		// context may still be queued: its buffers are left to the GC.)
@@ -412,16 +432,11 @@ func (s *Store) append(ctx context.Context, msgs []*message.Message, control boo
 	res := AppendResult{Status: StatusOK, Durability: DurabilityMemory, Entries: ents, End: end}
 	s.c.appends.Add(uint64(len(msgs)))
 	s.c.appendBytes.Add(uint64(total))
-	if s.opts.FlushMode == FlushSync {
-		deadline := time.Now().Add(s.opts.FlushTimeout)
-		if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-			deadline = d
+	if syncMode {
+		if syncErr != nil {
+			return res, fmt.Errorf("storage: records written but not durable: %w", syncErr)
 		}
-		ok, err := s.log.WaitDurable(ctx, end, deadline)
-		if err != nil {
-			return res, fmt.Errorf("storage: records written but not durable: %w", err)
-		}
-		if !ok {
+		if !durable {
 			s.c.flushTimeouts.Add(1)
 			res.Status = StatusFlushTimeout
 			return res, nil

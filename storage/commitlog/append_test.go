@@ -114,3 +114,192 @@ func TestAppendRequestsReused(t *testing.T) {
 	}
 	t.Logf("%d appends answered, %d given up", n, c)
 }
+
+// TestAppendDurableRequests: the sync-mode append (AppendDurable) under
+// concurrent appenders, some of them giving up on their context or on a
+// deadline while queued, being written, or waiting for the fsync. Writes
+// and fsyncs yield (fsyncs sometimes stall briefly), so every state is
+// hit. Every answer with entries reads back as its own record at its own
+// position; an answer that says durable is durable; after a final Sync
+// every answered record is durable; requests are never finished twice
+// (that would block the writer or the syncer on a full channel).
+func TestAppendDurableRequests(t *testing.T) {
+	var syncs sync.Mutex
+	nsync := 0
+	fs := vfs.NewErrorFS(vfs.NewMem(), func(op vfs.Op, _ string) error {
+		switch op {
+		case vfs.OpWrite:
+			for i := 0; i < 3; i++ {
+				runtime.Gosched()
+			}
+		case vfs.OpSync:
+			syncs.Lock()
+			nsync++
+			stall := nsync%5 == 0
+			syncs.Unlock()
+			if stall {
+				time.Sleep(300 * time.Microsecond) // a slow disk, not a wait for a condition
+			}
+			runtime.Gosched()
+		}
+		return nil
+	})
+	l, _ := openLog(t, Options{FS: fs, Dir: "/log", SegmentSize: 1 << 20, MaxRecordSize: 4 << 10, SyncMode: true},
+		Recovery{From: -1, CleanEnd: -1})
+	l.Start()
+
+	const workers, perWorker = 8, 200
+	type answer struct {
+		e       Entry
+		body    string
+		durable bool
+	}
+	answers := make([][]answer, workers)
+	var notDurable, cancelled int64
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := 0; i < perWorker; i++ {
+				body := fmt.Sprintf("w%d-i%d", w, i)
+				d, crc, err := message.Encode(nil, &message.Message{Topic: "T", QueueID: int32(w), Body: []byte(body)})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				var deadline time.Time
+				switch i % 4 {
+				case 0: // give up on the context while queued, written or syncing
+					go func() {
+						runtime.Gosched()
+						cancel()
+					}()
+				case 1: // a deadline that often passes before the fsync
+					deadline = time.Now().Add(time.Duration(i%7) * 50 * time.Microsecond)
+				default:
+					deadline = time.Now().Add(10 * time.Second)
+				}
+				ents, end, durable, err := l.AppendDurable(ctx, []Record{{Data: d, CRC: crc, Topic: "T", QueueID: int32(w)}}, deadline)
+				cancel()
+				if err != nil {
+					if i%4 != 0 || !errors.Is(err, context.Canceled) || ents != nil {
+						t.Errorf("append %s: %v (entries %v)", body, err, ents)
+						return
+					}
+					mu.Lock()
+					cancelled++
+					mu.Unlock()
+					continue
+				}
+				if len(ents) != 1 || end != ents[0].PhysOffset+int64(ents[0].Size) {
+					t.Errorf("append %s: entries %v end %d", body, ents, end)
+					return
+				}
+				if durable && l.Durable() < end {
+					t.Errorf("append %s answered durable at end %d, durable is %d", body, end, l.Durable())
+					return
+				}
+				if !durable {
+					mu.Lock()
+					notDurable++
+					mu.Unlock()
+				}
+				answers[w] = append(answers[w], answer{ents[0], body, durable})
+			}
+		}(w)
+	}
+	wg.Wait()
+	if err := l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	seen := make(map[int64]string)
+	n := 0
+	for w := range answers {
+		for _, a := range answers[w] {
+			n++
+			if other, dup := seen[a.e.PhysOffset]; dup {
+				t.Fatalf("%s and %s were both answered with position %d", other, a.body, a.e.PhysOffset)
+			}
+			seen[a.e.PhysOffset] = a.body
+			if l.Durable() < a.e.PhysOffset+int64(a.e.Size) {
+				t.Fatalf("%s not durable after Sync", a.body)
+			}
+			b, err := l.Read(a.e.PhysOffset, int(a.e.Size))
+			if err != nil {
+				t.Fatalf("%s at %d: %v", a.body, a.e.PhysOffset, err)
+			}
+			m, err := message.Decode(b, 4<<10)
+			if err != nil || string(m.Body) != a.body || m.QueueOffset != a.e.QueueOffset {
+				t.Fatalf("%s answered with position %d, which holds %q: %v", a.body, a.e.PhysOffset, m.Body, err)
+			}
+		}
+	}
+	if n == 0 || notDurable == 0 {
+		t.Fatalf("%d appends answered, %d of them not durable: the test did not reach the timeout path", n, notDurable)
+	}
+	if err := l.Stop(false); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	t.Logf("%d appends answered (%d before their fsync), %d given up", n, notDurable, cancelled)
+}
+
+// TestAppendDurableStop: appends waiting for an fsync when the log stops
+// without one (abandon, as in a crash test) are answered not durable, at
+// once, with their entries.
+func TestAppendDurableStop(t *testing.T) {
+	release := make(chan struct{})
+	var stalled sync.Once
+	stalling := make(chan struct{})
+	fs := vfs.NewErrorFS(vfs.NewMem(), func(op vfs.Op, _ string) error {
+		if op == vfs.OpSync {
+			stalled.Do(func() { close(stalling) })
+			<-release
+		}
+		return nil
+	})
+	l, _ := openLog(t, Options{FS: fs, Dir: "/log", SegmentSize: 1 << 20, MaxRecordSize: 4 << 10, SyncMode: true},
+		Recovery{From: -1, CleanEnd: -1})
+	l.Start()
+	type result struct {
+		ents    []Entry
+		durable bool
+		err     error
+	}
+	res := make(chan result, 2)
+	var size int64
+	appendAsync := func(i int) {
+		d, crc, _ := message.Encode(nil, &message.Message{Topic: "T", Body: []byte(fmt.Sprint("m", i))})
+		size = int64(len(d))
+		go func() {
+			ents, _, durable, err := l.AppendDurable(context.Background(), []Record{{Data: d, CRC: crc, Topic: "T"}}, time.Time{})
+			res <- result{ents, durable, err}
+		}()
+	}
+	appendAsync(0)
+	<-stalling // the fsync covering the first append has started
+	appendAsync(1)
+	for l.Written() < 2*size { // the writer writes while the syncer stalls
+		runtime.Gosched()
+	}
+	// The second append waits for an fsync the log may stop without.
+	stopped := make(chan error, 1)
+	go func() { stopped <- l.Stop(true) }()
+	close(release)
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
+		r := <-res
+		if r.err != nil || len(r.ents) != 1 {
+			t.Fatalf("append answered %+v", r)
+		}
+		if !r.durable && l.Durable() >= r.ents[0].PhysOffset+int64(r.ents[0].Size) {
+			t.Fatalf("answered not durable, but it is")
+		}
+	}
+	l.Close()
+}

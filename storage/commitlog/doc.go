@@ -34,7 +34,13 @@
 // a time. One
 // syncer goroutine fsyncs (every FlushInterval/FlushBytes in async mode,
 // as soon as anything is written in sync mode) and publishes the durable
-// position. Readers see bytes below Written() only. Segments are reference
+// position. A sync-mode append (AppendDurable) is answered once, by the
+// fsync that covers it: the writer parks written requests in Log.pending
+// (Log.pmu) and Sync finishes them, so the appender is woken once rather
+// than after the write and again after the fsync. One that stops waiting
+// (deadline, context) marks its request abandoned if it is not written
+// yet, and whoever finishes it later does so without waiting for it.
+// Readers see bytes below Written() only. Segments are reference
 // counted: retention removes a segment from the list and unlinks its file,
 // but the mapping and descriptor live until the last reader releases it.
 //
@@ -45,7 +51,9 @@
 // into the pre-zeroed tail: through a mapping its fsyncs took 3x longer.
 //
 // Lock order: Log.mu (segment list) is never held while waiting on the
-// writer's queue lock (Log.qmu) or during I/O other than Map.
+// writer's queue lock (Log.qmu) or during I/O other than Map. Log.pmu
+// (pending durable appends) is a leaf: nothing is locked or waited on
+// under it.
 //
 // commitlog imports storage/message, storage/vfs, storage/internal/serr
 // and the standard library only; it knows nothing of consume queues, the

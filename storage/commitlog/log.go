@@ -95,8 +95,26 @@ type request struct {
 	entries []Entry
 	end     int64
 	err     error
-	done    chan struct{} // capacity 1: the writer signals it once (finish)
+	done    chan struct{} // capacity 1: signalled once (finish)
+
+	// AppendDurable only: the request is finished when its records are
+	// durable (by Sync), not when written. state: reqQueued until the
+	// writer writes it, then reqWritten (kept in Log.pending for Sync);
+	// an appender that stops waiting before the write sets reqAbandoned
+	// and the writer finishes it at the write instead. syncErr is a failed
+	// fsync (the records are written, not durable); notDurable: finished
+	// by Stop without an fsync covering them.
+	durable    bool
+	state      atomic.Int32
+	syncErr    error
+	notDurable bool
 }
+
+const (
+	reqQueued int32 = iota
+	reqWritten
+	reqAbandoned
+)
 
 // Requests are reused: an append that got its answer returns its request
 // to requestPool; one given up on its context leaves it to the writer and
@@ -151,6 +169,11 @@ type Log struct {
 
 	dmu sync.Mutex
 	dch chan struct{}
+
+	// pending: AppendDurable requests written and waiting for the fsync
+	// that covers them, in log order; Sync finishes them.
+	pmu     sync.Mutex
+	pending []*request
 
 	z zeroState // pre-zeroing, see zero.go
 
@@ -677,8 +700,21 @@ outer:
 	l.active = seg
 	l.written.Store(pos)
 	l.notify()
+	parked := false
 	for _, r := range batch {
+		if r.durable && r.state.CompareAndSwap(reqQueued, reqWritten) {
+			// Sync finishes it: one wake-up for its appender, not two.
+			if !parked {
+				l.pmu.Lock()
+				parked = true
+			}
+			l.pending = append(l.pending, r)
+			continue
+		}
 		r.finish()
+	}
+	if parked {
+		l.pmu.Unlock()
 	}
 	if l.opts.SyncMode || pos-l.durable.Load() >= l.opts.FlushBytes && l.opts.FlushBytes > 0 {
 		select {
@@ -777,6 +813,7 @@ func (l *Log) Sync() error {
 	target := l.written.Load()
 	from := l.durable.Load()
 	if target <= from {
+		l.finishDurable(from, nil)
 		return nil
 	}
 	t0 := time.Now()
@@ -809,12 +846,102 @@ func (l *Log) Sync() error {
 		l.setFailed(fmt.Errorf("fsync: %w", err))
 		l.logger.Error("commitlog: fsync failed; log is now read-only", "err", err)
 		l.broadcast()
+		l.finishDurable(-1, l.Failed())
 		return l.Failed()
 	}
 	l.durable.Store(target)
+	l.finishDurable(target, nil)
 	l.broadcast()
 	l.notify()
 	return nil
+}
+
+// finishDurable finishes the pending AppendDurable requests that end at or
+// below durable; with err (a failed fsync), every pending request.
+func (l *Log) finishDurable(durable int64, err error) {
+	l.pmu.Lock()
+	n := 0
+	for n < len(l.pending) && (err != nil || l.pending[n].end <= durable) {
+		n++
+	}
+	done := l.pending[:n:n]
+	l.pending = l.pending[n:]
+	if len(l.pending) == 0 {
+		l.pending = nil
+	}
+	l.pmu.Unlock()
+	for _, r := range done {
+		r.syncErr = err
+		r.finish()
+	}
+}
+
+// AppendDurable is Append followed by WaitDurable(ctx, end, deadline),
+// with one wake-up instead of two: the request stays with the log until
+// the fsync that covers it (Sync finishes it). It reports whether the
+// records are durable; false with a nil error means they are written but
+// the deadline (or ctx) came first, or the log stopped without an fsync.
+// An error after the write (a failed fsync) comes with the entries: the
+// records are in the log, not durable. Sync mode only.
+func (l *Log) AppendDurable(ctx context.Context, recs []Record, deadline time.Time) ([]Entry, int64, bool, error) {
+	if err := l.Failed(); err != nil {
+		return nil, 0, false, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, 0, false, fmt.Errorf("commitlog: append: %w (nothing written)", err)
+	}
+	r := requestPool.Get().(*request)
+	r.recs, r.durable = recs, true
+	l.qmu.Lock()
+	if l.closed {
+		l.qmu.Unlock()
+		*r = request{done: r.done}
+		requestPool.Put(r)
+		return nil, 0, false, serr.ErrClosed
+	}
+	l.queue = append(l.queue, r)
+	l.qmu.Unlock()
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+	var tc <-chan time.Time
+	if !deadline.IsZero() {
+		t := time.NewTimer(time.Until(deadline))
+		defer t.Stop()
+		tc = t.C
+	}
+	select {
+	case <-r.done:
+		ents, end, err, syncErr, notDurable := r.entries, r.end, r.err, r.syncErr, r.notDurable
+		*r = request{done: r.done}
+		requestPool.Put(r)
+		if err != nil {
+			return nil, 0, false, err
+		}
+		return ents, end, syncErr == nil && !notDurable, syncErr
+	case <-tc:
+	case <-ctx.Done():
+	}
+	// Given up waiting. r is left to whoever finishes it, then the GC.
+	if r.state.CompareAndSwap(reqQueued, reqAbandoned) {
+		// Not written yet: the writer finishes r when it has written it.
+		if ctx.Err() != nil {
+			return nil, 0, false, fmt.Errorf("commitlog: append: %w (the records may still be written)", ctx.Err())
+		}
+		select {
+		case <-r.done:
+			if r.err != nil {
+				return nil, 0, false, r.err
+			}
+			return r.entries, r.end, l.durable.Load() >= r.end, nil
+		case <-ctx.Done():
+			return nil, 0, false, fmt.Errorf("commitlog: append: %w (the records may still be written)", ctx.Err())
+		}
+	}
+	// Written (state reqWritten, set after entries and end): Sync will
+	// finish r; it may already be durable.
+	return r.entries, r.end, l.durable.Load() >= r.end, nil
 }
 
 func (l *Log) notify() {
@@ -1058,6 +1185,16 @@ func (l *Log) Stop(abandon bool) error {
 				err = fmt.Errorf("commitlog: cut zero tail: %w", err)
 			}
 		}
+	}
+	// What no fsync covered (abandon, or the final one failed and
+	// finished them with its error) is answered as not durable.
+	l.pmu.Lock()
+	left := l.pending
+	l.pending = nil
+	l.pmu.Unlock()
+	for _, r := range left {
+		r.notDurable = true
+		r.finish()
 	}
 	l.broadcast()
 	return err
