@@ -21,14 +21,20 @@ const (
 	ResetToEarliest
 	// ResetToLatest: each queue's end (skip the backlog).
 	ResetToLatest
+	// ResetToOffset: Offset in the one queue Queue names.
+	ResetToOffset
 )
 
 // ResetOffsetRequest names the group, the topic and the new position.
 type ResetOffsetRequest struct {
-	Group string
-	Topic string
-	To    ResetTo
-	Time  time.Time // ResetToTime only
+	Group  string
+	Topic  string
+	To     ResetTo
+	Time   time.Time // ResetToTime only
+	Offset int64     // ResetToOffset only: within the queue's [min, max]
+	// Queue restricts the reset to one queue (required for
+	// ResetToOffset); nil means every queue of the topic.
+	Queue *int32
 }
 
 // QueueReset is one queue's move.
@@ -41,12 +47,13 @@ type QueueReset struct {
 }
 
 // ResetOffset moves a consumer group's position in a topic, on every
-// queue: what it receives next (POP receives over gRPC, REST and classic
-// POP) starts at the new position, and its committed offsets (pull and
-// offset APIs, classic consumers) are set to it. Messages the group had in
-// flight in the topic are dropped: their receipt handles stop working and
-// they are not redelivered unless the new position is at or before them.
-// The change is durable when this returns.
+// queue or on the one req.Queue names: what it receives next (POP
+// receives over gRPC, REST and classic POP) starts at the new position,
+// and its committed offsets (pull and offset APIs, classic consumers) are
+// set to it. Messages the group had in flight in the queues moved are
+// dropped: their receipt handles stop working and they are not
+// redelivered unless the new position is at or before them. The change is
+// durable when this returns.
 func (b *Broker) ResetOffset(ctx context.Context, req ResetOffsetRequest) ([]QueueReset, error) {
 	if err := b.checkNames(req.Group, req.Topic); err != nil {
 		return nil, err
@@ -62,8 +69,12 @@ func (b *Broker) ResetOffset(ctx context.Context, req ResetOffsetRequest) ([]Que
 		policy = offset.Beginning
 	case ResetToLatest:
 		policy = offset.End
+	case ResetToOffset:
+		if req.Queue == nil {
+			return nil, mqerr.Errorf(mqerr.KindBadRequest, "a reset to an offset names the queue")
+		}
 	default:
-		return nil, mqerr.Errorf(mqerr.KindBadRequest, "reset to what: a time, the earliest or the latest message")
+		return nil, mqerr.Errorf(mqerr.KindBadRequest, "reset to what: a time, the earliest or the latest message, or an offset")
 	}
 	// Neither is auto-created: a reset names what exists.
 	g, err := b.meta.GetGroup(ctx, req.Group)
@@ -74,8 +85,28 @@ func (b *Broker) ResetOffset(ctx context.Context, req ResetOffsetRequest) ([]Que
 	if err != nil {
 		return nil, err
 	}
-	targets := make(map[int32]int64, t.Queues)
-	for q := int32(0); q < t.Queues; q++ {
+	queues := make([]int32, 0, t.Queues)
+	if req.Queue != nil {
+		if q := *req.Queue; q < 0 || q >= t.Queues {
+			return nil, mqerr.Errorf(mqerr.KindBadRequest, "queue %d: topic %q has queues 0 to %d", q, t.Name, t.Queues-1)
+		}
+		queues = append(queues, *req.Queue)
+	} else {
+		for q := int32(0); q < t.Queues; q++ {
+			queues = append(queues, q)
+		}
+	}
+	targets := make(map[int32]int64, len(queues))
+	for _, q := range queues {
+		if req.To == ResetToOffset {
+			lo, hi := b.store.QueueRange(t.Name, q)
+			if req.Offset < lo || req.Offset > hi {
+				return nil, mqerr.Errorf(mqerr.KindBadRequest, "offset %d: queue %d of topic %q holds offsets %d to %d (%d is its end)",
+					req.Offset, q, t.Name, lo, hi, hi)
+			}
+			targets[q] = req.Offset
+			continue
+		}
 		if targets[q], err = b.offs.Query(t, q, policy, req.Time); err != nil {
 			return nil, err
 		}
@@ -84,11 +115,11 @@ func (b *Broker) ResetOffset(ctx context.Context, req ResetOffsetRequest) ([]Que
 	if err != nil {
 		return nil, err
 	}
-	out := make([]QueueReset, 0, t.Queues)
-	for q := int32(0); q < t.Queues; q++ {
+	out := make([]QueueReset, 0, len(queues))
+	for i, q := range queues {
 		// Committed offsets (pull and classic consumers) move too; the
 		// last update flushes them all.
-		if _, err := b.offs.Update(t, g.Name, q, targets[q], q == t.Queues-1); err != nil {
+		if _, err := b.offs.Update(t, g.Name, q, targets[q], i == len(queues)-1); err != nil {
 			return nil, fmt.Errorf("the receive position moved, but committing offset %d of queue %d failed: %w", targets[q], q, err)
 		}
 		lo, _ := b.store.QueueRange(t.Name, q)
@@ -99,10 +130,13 @@ func (b *Broker) ResetOffset(ctx context.Context, req ResetOffsetRequest) ([]Que
 		out = append(out, QueueReset{QueueID: q, Previous: p, Offset: targets[q]})
 	}
 	to := req.To.String()
-	if req.To == ResetToTime {
+	switch req.To {
+	case ResetToTime:
 		to = req.Time.UTC().Format(time.RFC3339Nano)
+	case ResetToOffset:
+		to = fmt.Sprintf("offset %d", req.Offset)
 	}
-	b.log.Info("broker: group offset reset", "group", g.Name, "topic", t.Name, "to", to)
+	b.log.Info("broker: group offset reset", "group", g.Name, "topic", t.Name, "to", to, "queues", len(queues))
 	b.resetMu.Lock()
 	ls := b.resetListeners
 	b.resetMu.Unlock()
@@ -117,8 +151,8 @@ func (b *Broker) ResetOffset(ctx context.Context, req ResetOffsetRequest) ([]Que
 type OffsetsReset struct {
 	Group, Topic string
 	To           ResetTo
-	Time         time.Time // ResetToTime only
-	Queues       []QueueReset
+	Time         time.Time    // ResetToTime only
+	Queues       []QueueReset // the queues moved, by queue id
 }
 
 // A ResetListener hears of every offset reset once it is durable: a
@@ -145,6 +179,8 @@ func (r ResetTo) String() string {
 		return "earliest"
 	case ResetToLatest:
 		return "latest"
+	case ResetToOffset:
+		return "offset"
 	}
 	return fmt.Sprintf("ResetTo(%d)", int8(r))
 }

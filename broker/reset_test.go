@@ -158,6 +158,87 @@ func TestResetOffsetErrors(t *testing.T) {
 	}
 }
 
+// TestResetOffsetOneQueue: a reset of one queue to an exact offset (skip
+// one poison message, or replay from one) moves that queue only; other
+// queues keep their position. Offsets outside the queue's stored range and
+// unknown queues are refused; an offset reset needs the queue.
+func TestResetOffsetOneQueue(t *testing.T) {
+	e := newEnv(t)
+	e.topic("t", model.TopicNormal)
+	e.group("g", 0, false)
+	e.send("t", 16, "a")
+	// Where each message is: by queue, in queue order.
+	byQueue := map[int32][]string{}
+	var all []*model.Delivered
+	for {
+		d, err := e.receive("g", "t", 32, 30*time.Second)
+		if mqerr.KindOf(err) == mqerr.KindMessageNotFound {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, d...)
+	}
+	slices.SortFunc(all, func(a, b *model.Delivered) int { return int(a.QueueOffset - b.QueueOffset) })
+	for _, d := range all {
+		byQueue[d.QueueID] = append(byQueue[d.QueueID], d.ID)
+	}
+	var q int32 = -1
+	for id, ms := range byQueue {
+		if len(ms) >= 3 {
+			q = id
+			break
+		}
+	}
+	if q < 0 {
+		t.Fatalf("no queue got 3 of 16 messages: %v", byQueue)
+	}
+	// Everything is in flight; reset queue q to its offset 1: the flights
+	// of q are dropped, q's messages from offset 1 come again, other
+	// queues' flights stay (not redelivered).
+	one := q
+	out, err := e.b.ResetOffset(e.ctx, ResetOffsetRequest{Group: "g", Topic: "t", To: ResetToOffset, Offset: 1, Queue: &one})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out) != 1 || out[0].QueueID != q || out[0].Offset != 1 || out[0].Previous != int64(len(byQueue[q])) {
+		t.Fatalf("reset answered %+v, want queue %d from %d to 1", out, q, len(byQueue[q]))
+	}
+	if got, want := e.drain("g", "t"), sorted(byQueue[q][1:]); !slices.Equal(got, want) {
+		t.Fatalf("after resetting queue %d to offset 1: %v, want %v", q, got, want)
+	}
+
+	// The end of the queue is a valid offset (skip its backlog); past it,
+	// before its start, an unknown queue, or no queue: refused.
+	end := int64(len(byQueue[q]))
+	for _, c := range []struct {
+		off   int64
+		queue *int32
+		ok    bool
+	}{
+		{end, &one, true},
+		{end + 1, &one, false},
+		{-1, &one, false},
+		{0, ptr(int32(99)), false},
+		{0, nil, false},
+	} {
+		_, err := e.b.ResetOffset(e.ctx, ResetOffsetRequest{Group: "g", Topic: "t", To: ResetToOffset, Offset: c.off, Queue: c.queue})
+		if c.ok != (err == nil) || !c.ok && mqerr.KindOf(err) != mqerr.KindBadRequest {
+			t.Errorf("offset %d queue %v: %v", c.off, c.queue, err)
+		}
+	}
+	// One queue to the earliest: only that queue replays.
+	if _, err := e.b.ResetOffset(e.ctx, ResetOffsetRequest{Group: "g", Topic: "t", To: ResetToEarliest, Queue: &one}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := e.drain("g", "t"), sorted(byQueue[q]); !slices.Equal(got, want) {
+		t.Fatalf("after resetting queue %d to the earliest: %v, want %v", q, got, want)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
 // TestResetOffsetFIFO: a FIFO group's held messages are dropped with the
 // delivery they waited for; after the reset the group is delivered in
 // order again, one at a time per message group.

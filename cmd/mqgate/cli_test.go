@@ -125,7 +125,7 @@ func TestParseGroupResetOffsetArgs(t *testing.T) {
 		{args: []string{"reset-offset", "g", "--topic", "orders", "--to-time", "1796119200001"}, want: resetTarget{topic: "orders", time: at.Add(time.Millisecond)}},
 		{args: []string{"reset-offset", "g", "--to", "earliest"}, err: "needs --topic TOPIC"},
 		{args: []string{"reset-offset", "g", "--topic", " ", "--to", "earliest"}, err: "needs --topic TOPIC"},
-		{args: []string{"reset-offset", "g", "--topic", "orders"}, err: "--to-time TIME, --to earliest or --to latest"},
+		{args: []string{"reset-offset", "g", "--topic", "orders"}, err: "--to-time TIME, --to earliest|latest, or --queue N --to-offset OFFSET"},
 		{args: []string{"reset-offset", "g", "--topic", "orders", "--to", "latest", "--to-time", "1796119200000"}, err: "exclude each other"},
 		{args: []string{"reset-offset", "g", "--topic", "orders", "--to", "first"}, err: `--to "first": want earliest or latest`},
 		{args: []string{"reset-offset", "g", "--topic", "orders", "--to-time", "yesterday"}, err: "RFC 3339"},
@@ -161,6 +161,46 @@ func TestParseGroupResetOffsetArgs(t *testing.T) {
 	}
 }
 
+// --queue restricts any target to one queue; --to-offset needs it.
+func TestParseGroupResetOffsetQueueArgs(t *testing.T) {
+	cases := []struct {
+		args   []string
+		queue  int32
+		offset int64 // -1: not an offset reset
+		err    string
+	}{
+		{args: []string{"reset-offset", "g", "--topic", "orders", "--queue", "2", "--to-offset", "1234"}, queue: 2, offset: 1234},
+		{args: []string{"reset-offset", "g", "--topic", "orders", "--queue", "0", "--to-offset", "0"}, queue: 0, offset: 0},
+		{args: []string{"reset-offset", "g", "--topic", "orders", "--queue", "3", "--to", "latest"}, queue: 3, offset: -1},
+		{args: []string{"reset-offset", "g", "--topic", "orders", "--to", "latest"}, queue: -1, offset: -1},
+		{args: []string{"reset-offset", "g", "--topic", "orders", "--to-offset", "5"}, err: "--to-offset needs --queue N"},
+		{args: []string{"reset-offset", "g", "--topic", "orders", "--queue", "1", "--to-offset", "-5"}, err: "want a queue offset"},
+		{args: []string{"reset-offset", "g", "--topic", "orders", "--queue", "1", "--to-offset", "x"}, err: "want a queue offset"},
+		{args: []string{"reset-offset", "g", "--topic", "orders", "--queue", "1", "--to-offset", "5", "--to", "latest"}, err: "exclude each other"},
+		{args: []string{"reset-offset", "g", "--topic", "orders", "--queue", "-2", "--to", "latest"}, err: "--queue -2"},
+	}
+	for _, c := range cases {
+		got, err := parseGroupArgs(c.args)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) || !errors.Is(err, errUsage) {
+				t.Errorf("%q: err %v, want usage error containing %q", c.args, err, c.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%q: %v", c.args, err)
+			continue
+		}
+		req := got.reset.request(got.name)
+		if (c.queue < 0) != (req.QueueId == nil) || c.queue >= 0 && req.GetQueueId() != c.queue {
+			t.Errorf("%q: request queue %v, want %d", c.args, req.QueueId, c.queue)
+		}
+		if _, isOffset := req.GetTo().(*adminv1.ResetOffsetRequest_Offset); isOffset != (c.offset >= 0) || isOffset && req.GetOffset() != c.offset {
+			t.Errorf("%q: request %v, want offset %d", c.args, req, c.offset)
+		}
+	}
+}
+
 func TestUsageErrorsExitTwo(t *testing.T) {
 	var out, errb bytes.Buffer
 	if code := run(context.Background(), []string{"topic", "create"}, &out, &errb); code != exitUsage {
@@ -171,7 +211,7 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 	}
 	out.Reset()
 	if code := run(context.Background(), []string{"group", "help"}, &out, &errb); code != exitOK || !strings.Contains(out.String(), "--max-delivery-attempts") ||
-		!strings.Contains(out.String(), "mqgate group reset-offset NAME --topic TOPIC (--to-time TIME | --to earliest|latest)") {
+		!strings.Contains(out.String(), "mqgate group reset-offset NAME --topic TOPIC [--queue N] (--to-time TIME | --to earliest|latest | --to-offset OFFSET)") {
 		t.Fatalf("group help: %d %q", code, out.String())
 	}
 	out.Reset()

@@ -15,15 +15,16 @@ const groupUsage = `Usage:
   mqgate group list
   mqgate group describe NAME
   mqgate group delete NAME
-  mqgate group reset-offset NAME --topic TOPIC (--to-time TIME | --to earliest|latest)
+  mqgate group reset-offset NAME --topic TOPIC [--queue N] (--to-time TIME | --to earliest|latest | --to-offset OFFSET)
 
-reset-offset moves the group's position in TOPIC on every queue: --to-time
-to the first message stored at or after TIME (RFC 3339, e.g.
-2026-12-01T10:00:00Z, or Unix milliseconds), --to earliest to the oldest
-message still stored (replay), --to latest to the end (skip the backlog).
-Messages the group has in flight in TOPIC are dropped. Stop the group's
-classic (remoting) push consumers first: they keep their offsets in memory
-and would overwrite the reset when they next commit.
+reset-offset moves the group's position in TOPIC on every queue, or only
+on queue N: --to-time to the first message stored at or after TIME
+(RFC 3339, e.g. 2026-12-01T10:00:00Z, or Unix milliseconds), --to earliest
+to the oldest message still stored (replay), --to latest to the end (skip
+the backlog), --to-offset (with --queue) to that offset of the queue (skip
+a message that cannot be consumed, or replay from one). Messages the
+group has in flight in the queues moved are dropped. Connected classic
+(remoting) consumers of the group are sent the new offsets.
 
 Every command talks to a running mqgate and takes:
   --server HOST:PORT   its gRPC port (default 127.0.0.1:8081)
@@ -56,7 +57,8 @@ func parseGroupArgs(args []string) (groupCommand, error) {
 	fs := newFlagSet("mqgate group " + gc.sub)
 	gc.client.register(fs)
 	var attempts int
-	var topic, toTime, to string // reset-offset
+	var topic, toTime, to, toOffset string // reset-offset
+	var queue int
 	switch gc.sub {
 	case "create":
 		fs.BoolVar(&gc.fifo, "fifo", false, "deliver each message group in order, one message at a time")
@@ -66,6 +68,8 @@ func parseGroupArgs(args []string) (groupCommand, error) {
 		fs.StringVar(&topic, "topic", "", "the topic whose position to move")
 		fs.StringVar(&toTime, "to-time", "", "move to the first message stored at or after this time (RFC 3339 or Unix milliseconds)")
 		fs.StringVar(&to, "to", "", "earliest (replay what is stored) or latest (skip the backlog)")
+		fs.StringVar(&toOffset, "to-offset", "", "move queue --queue to this offset")
+		fs.IntVar(&queue, "queue", -1, "move only this queue (required with --to-offset)")
 	case "list", "describe", "delete":
 	case "help", "-h", "--help":
 		return gc, flag.ErrHelp
@@ -90,7 +94,7 @@ func parseGroupArgs(args []string) (groupCommand, error) {
 		}
 	}
 	if gc.sub == "reset-offset" {
-		if gc.reset, err = parseResetTarget(topic, toTime, to); err != nil {
+		if gc.reset, err = parseResetTarget(topic, toTime, to, toOffset, queue); err != nil {
 			return gc, err
 		}
 	}

@@ -14,11 +14,15 @@ import (
 )
 
 // resetTarget is where `mqgate group reset-offset` moves the group: a
-// position (--to) or, when position is unspecified, a time (--to-time).
+// position (--to), an offset (--to-offset, with --queue) or, when neither
+// is set, a time (--to-time); queue >= 0 restricts it to one queue.
 type resetTarget struct {
 	topic    string
 	position adminv1.ResetPosition
 	time     time.Time
+	offset   int64
+	toOffset bool
+	queue    int32 // -1: every queue
 }
 
 // minUnixMillis is 1973-03-03 in Unix milliseconds. A smaller --to-time
@@ -27,18 +31,38 @@ type resetTarget struct {
 // replays everything stored, so it is refused instead.
 const minUnixMillis = 100_000_000_000
 
-// parseResetTarget checks reset-offset's flags: --topic, and exactly one
-// of --to-time and --to.
-func parseResetTarget(topic, toTime, to string) (resetTarget, error) {
-	r := resetTarget{topic: topic}
+// parseResetTarget checks reset-offset's flags: --topic, exactly one of
+// --to-time, --to and --to-offset, and --queue (-1: not given), which
+// --to-offset needs.
+func parseResetTarget(topic, toTime, to, toOffset string, queue int) (resetTarget, error) {
+	r := resetTarget{topic: topic, queue: -1}
 	if strings.TrimSpace(topic) == "" {
 		return r, usageErr("group reset-offset needs --topic TOPIC")
 	}
+	if queue < -1 || queue > 1<<16 {
+		return r, usageErr("--queue %d: want a queue id (0 or more)", queue)
+	}
+	r.queue = int32(queue)
+	given := 0
+	for _, f := range []string{toTime, to, toOffset} {
+		if f != "" {
+			given++
+		}
+	}
 	switch {
-	case toTime == "" && to == "":
-		return r, usageErr("group reset-offset needs where to move the group: --to-time TIME, --to earliest or --to latest")
-	case toTime != "" && to != "":
-		return r, usageErr("--to-time and --to exclude each other: give one of them")
+	case given == 0:
+		return r, usageErr("group reset-offset needs where to move the group: --to-time TIME, --to earliest|latest, or --queue N --to-offset OFFSET")
+	case given > 1:
+		return r, usageErr("--to-time, --to and --to-offset exclude each other: give one of them")
+	case toOffset != "":
+		off, err := strconv.ParseInt(toOffset, 10, 64)
+		if err != nil || off < 0 {
+			return r, usageErr("--to-offset %q: want a queue offset (0 or more)", toOffset)
+		}
+		if r.queue < 0 {
+			return r, usageErr("--to-offset needs --queue N: an offset is a position in one queue")
+		}
+		r.offset, r.toOffset = off, true
 	case to != "":
 		switch strings.ToLower(to) {
 		case "earliest":
@@ -82,10 +106,17 @@ func parseResetTime(s string) (time.Time, error) {
 // request is the ResetOffset call for group.
 func (r resetTarget) request(group string) *adminv1.ResetOffsetRequest {
 	req := &adminv1.ResetOffsetRequest{Group: group, Topic: r.topic}
-	if r.position != adminv1.ResetPosition_RESET_POSITION_UNSPECIFIED {
+	switch {
+	case r.toOffset:
+		req.To = &adminv1.ResetOffsetRequest_Offset{Offset: r.offset}
+	case r.position != adminv1.ResetPosition_RESET_POSITION_UNSPECIFIED:
 		req.To = &adminv1.ResetOffsetRequest_Position{Position: r.position}
-	} else {
+	default:
 		req.To = &adminv1.ResetOffsetRequest_Time{Time: timestamppb.New(r.time)}
+	}
+	if r.queue >= 0 {
+		q := r.queue
+		req.QueueId = &q
 	}
 	return req
 }

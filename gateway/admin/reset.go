@@ -26,7 +26,16 @@ func (s *Service) ResetOffset(ctx context.Context, req *adminv1.ResetOffsetReque
 		return nil, status.Error(codes.InvalidArgument, "topic name is required")
 	}
 	r := broker.ResetOffsetRequest{Group: group, Topic: topic}
+	if req.QueueId != nil {
+		q := req.GetQueueId()
+		r.Queue = &q
+	}
 	switch to := req.GetTo().(type) {
+	case *adminv1.ResetOffsetRequest_Offset:
+		if req.QueueId == nil {
+			return nil, status.Errorf(codes.InvalidArgument, "consumer group %q in topic %q: a reset to an offset needs queue_id", group, topic)
+		}
+		r.To, r.Offset = broker.ResetToOffset, to.Offset
 	case *adminv1.ResetOffsetRequest_Time:
 		// CheckValid also refuses a nil time (the oneof set to an empty
 		// wrapper) and seconds outside years 1 to 9999.
@@ -45,7 +54,7 @@ func (s *Service) ResetOffset(ctx context.Context, req *adminv1.ResetOffsetReque
 				group, topic, to.Position, adminv1.ResetPosition_RESET_POSITION_EARLIEST, adminv1.ResetPosition_RESET_POSITION_LATEST)
 		}
 	default:
-		return nil, status.Errorf(codes.InvalidArgument, "consumer group %q in topic %q: where to reset is required: a time, or a position (%s or %s)",
+		return nil, status.Errorf(codes.InvalidArgument, "consumer group %q in topic %q: where to reset is required: a time, a position (%s or %s), or an offset with queue_id",
 			group, topic, adminv1.ResetPosition_RESET_POSITION_EARLIEST, adminv1.ResetPosition_RESET_POSITION_LATEST)
 	}
 	moved, err := s.b.ResetOffset(ctx, r)

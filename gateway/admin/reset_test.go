@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/mqgate/mqgate/broker"
@@ -40,12 +41,14 @@ func TestResetOffsetValidation(t *testing.T) {
 		{"blank group", resetTo("  ", "orders", latest), "consumer group name is required"},
 		{"no topic", resetTo("billing", "", latest), "topic name is required"},
 		{"no target", resetTo("billing", "orders", nil),
-			`consumer group "billing" in topic "orders": where to reset is required: a time, or a position (RESET_POSITION_EARLIEST or RESET_POSITION_LATEST)`},
+			`consumer group "billing" in topic "orders": where to reset is required: a time, a position (RESET_POSITION_EARLIEST or RESET_POSITION_LATEST), or an offset with queue_id`},
 		{"unspecified position", resetTo("billing", "orders", adminv1.ResetPosition_RESET_POSITION_UNSPECIFIED),
 			"position RESET_POSITION_UNSPECIFIED: want RESET_POSITION_EARLIEST or RESET_POSITION_LATEST"},
 		{"unknown position", resetTo("billing", "orders", adminv1.ResetPosition(7)), "position 7: want"},
 		{"time set to nil", resetTo("billing", "orders", (*timestamppb.Timestamp)(nil)), `consumer group "billing" in topic "orders": time:`},
 		{"time beyond year 9999", resetTo("billing", "orders", &timestamppb.Timestamp{Seconds: 1 << 40}), "time:"},
+		{"offset without a queue", &adminv1.ResetOffsetRequest{Group: "billing", Topic: "orders", To: &adminv1.ResetOffsetRequest_Offset{Offset: 5}},
+			`consumer group "billing" in topic "orders": a reset to an offset needs queue_id`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -85,6 +88,36 @@ func TestResetOffsetTargets(t *testing.T) {
 			q[1].GetQueueId() != 1 || q[1].GetPreviousOffset() != 7 || q[1].GetOffset() != 0 {
 			t.Fatalf("%v: response %v", c.to, resp)
 		}
+	}
+}
+
+// An offset goes to the broker with its queue; a queue restricts any
+// target.
+func TestResetOffsetQueue(t *testing.T) {
+	for _, c := range []struct {
+		req  *adminv1.ResetOffsetRequest
+		to   broker.ResetTo
+		off  int64
+		want int32
+	}{
+		{&adminv1.ResetOffsetRequest{Group: "billing", Topic: "orders", To: &adminv1.ResetOffsetRequest_Offset{Offset: 42}, QueueId: proto.Int32(3)},
+			broker.ResetToOffset, 42, 3},
+		{&adminv1.ResetOffsetRequest{Group: "billing", Topic: "orders",
+			To: &adminv1.ResetOffsetRequest_Position{Position: adminv1.ResetPosition_RESET_POSITION_LATEST}, QueueId: proto.Int32(0)},
+			broker.ResetToLatest, 0, 0},
+	} {
+		f := newFake()
+		if _, err := New(f).ResetOffset(context.Background(), c.req); err != nil {
+			t.Fatal(err)
+		}
+		if f.reset.To != c.to || f.reset.Offset != c.off || f.reset.Queue == nil || *f.reset.Queue != c.want {
+			t.Fatalf("%v: broker got %+v", c.req, f.reset)
+		}
+	}
+	// Without queue_id every queue moves.
+	f := newFake()
+	if _, err := New(f).ResetOffset(context.Background(), resetTo("billing", "orders", adminv1.ResetPosition_RESET_POSITION_EARLIEST)); err != nil || f.reset.Queue != nil {
+		t.Fatalf("broker got %+v (%v)", f.reset, err)
 	}
 }
 

@@ -299,7 +299,7 @@ func TestRESTErrors(t *testing.T) {
 		{"admin: bad topic type", "POST", "/v1/topics", `{"name":"x","type":"PURPLE"}`, 400, v2.Code_BAD_REQUEST, "PURPLE"},
 		{"admin: create existing topic", "POST", "/v1/topics", `{"name":"orders"}`, 409, v2.Code_BAD_REQUEST, `"orders" already exists`},
 		{"admin: create existing group", "POST", "/v1/groups", `{"name":"billing"}`, 409, v2.Code_BAD_REQUEST, `"billing" already exists`},
-		{"admin: reset offset without a target", "POST", resetPath, `{}`, 400, v2.Code_BAD_REQUEST, "a time, or a position (RESET_POSITION_EARLIEST or RESET_POSITION_LATEST)"},
+		{"admin: reset offset without a target", "POST", resetPath, `{}`, 400, v2.Code_BAD_REQUEST, "a time, a position (RESET_POSITION_EARLIEST or RESET_POSITION_LATEST), or an offset with queue_id"},
 		{"admin: reset offset to no position", "POST", resetPath, `{"position":"RESET_POSITION_UNSPECIFIED"}`, 400, v2.Code_BAD_REQUEST, "RESET_POSITION_UNSPECIFIED"},
 		{"admin: reset offset to an unknown position", "POST", resetPath, `{"position":"FIRST"}`, 400, v2.Code_BAD_REQUEST, "FIRST"},
 		{"admin: reset offset to a time and a position", "POST", resetPath, `{"time":"2026-12-01T10:00:00Z","position":"RESET_POSITION_LATEST"}`, 400, v2.Code_BAD_REQUEST, "position"},

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"maps"
 	"slices"
 	"strconv"
@@ -77,6 +78,35 @@ func TestResetOffsetWithOfficialClient(t *testing.T) {
 	}
 	if len(got) != 20 {
 		t.Fatalf("after a reset to the earliest and kill -9: %d messages, want 20 (10 a, 5 b, 3 skipped, 2 d)", len(got))
+	}
+
+	// One queue to an exact offset (skip all but its last message): only
+	// that message comes again. The queue is one holding at least two.
+	var desc struct {
+		Queues []struct {
+			QueueID   int32  `json:"queueId"`
+			MaxOffset string `json:"maxOffset"`
+		} `json:"queues"`
+	}
+	if err := json.Unmarshal([]byte(cli(t, p2, "topic", "describe", topic, "--json")), &desc); err != nil {
+		t.Fatal(err)
+	}
+	q, last := int32(-1), int64(0)
+	for _, qo := range desc.Queues {
+		if m, _ := strconv.ParseInt(qo.MaxOffset, 10, 64); m >= 2 {
+			q, last = qo.QueueID, m-1
+			break
+		}
+	}
+	if q < 0 {
+		t.Fatalf("no queue holds two messages: %+v", desc)
+	}
+	cli(t, p2, "group", "reset-offset", group, "--topic", topic, "--queue", strconv.Itoa(int(q)), "--to-offset", strconv.FormatInt(last, 10))
+	if got := consumeAll(t, c2, r2, group, topic, 1, "after a reset of one queue to its last offset"); len(got) != 1 {
+		t.Fatalf("after a reset of queue %d to offset %d: %d messages, want 1", q, last, len(got))
+	}
+	if out, err := cliResult(t, p2, "group", "reset-offset", group, "--topic", topic, "--queue", strconv.Itoa(int(q)), "--to-offset", strconv.FormatInt(last+2, 10)); err == nil || !strings.Contains(out, "holds offsets") {
+		t.Fatalf("reset past the queue's end: %v %q", err, out)
 	}
 
 	// Unknown group: the CLI fails with the server's message.

@@ -1873,8 +1873,8 @@ func (x *StoredMessage) GetDlqOriginMessageId() string {
 	return ""
 }
 
-// Moves a consumer group's position in a topic, on every queue; NotFound
-// if the group or the topic is absent.
+// Moves a consumer group's position in a topic, on every queue or on one;
+// NotFound if the group or the topic is absent.
 type ResetOffsetRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Consumer group.
@@ -1887,7 +1887,10 @@ type ResetOffsetRequest struct {
 	//
 	//	*ResetOffsetRequest_Time
 	//	*ResetOffsetRequest_Position
-	To            isResetOffsetRequest_To `protobuf_oneof:"to"`
+	//	*ResetOffsetRequest_Offset
+	To isResetOffsetRequest_To `protobuf_oneof:"to"`
+	// Moves only this queue; absent: every queue of the topic.
+	QueueId       *int32 `protobuf:"varint,6,opt,name=queue_id,json=queueId,proto3,oneof" json:"queue_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1961,6 +1964,22 @@ func (x *ResetOffsetRequest) GetPosition() ResetPosition {
 	return ResetPosition_RESET_POSITION_UNSPECIFIED
 }
 
+func (x *ResetOffsetRequest) GetOffset() int64 {
+	if x != nil {
+		if x, ok := x.To.(*ResetOffsetRequest_Offset); ok {
+			return x.Offset
+		}
+	}
+	return 0
+}
+
+func (x *ResetOffsetRequest) GetQueueId() int32 {
+	if x != nil && x.QueueId != nil {
+		return *x.QueueId
+	}
+	return 0
+}
+
 type isResetOffsetRequest_To interface {
 	isResetOffsetRequest_To()
 }
@@ -1976,14 +1995,24 @@ type ResetOffsetRequest_Position struct {
 	Position ResetPosition `protobuf:"varint,4,opt,name=position,proto3,enum=mqgate.admin.v1.ResetPosition,oneof"`
 }
 
+type ResetOffsetRequest_Offset struct {
+	// An exact queue offset: the next message the group receives from
+	// the queue. Needs queue_id; must lie within the queue's stored
+	// range [min_offset, max_offset] (InvalidArgument otherwise).
+	Offset int64 `protobuf:"varint,5,opt,name=offset,proto3,oneof"`
+}
+
 func (*ResetOffsetRequest_Time) isResetOffsetRequest_To() {}
 
 func (*ResetOffsetRequest_Position) isResetOffsetRequest_To() {}
 
+func (*ResetOffsetRequest_Offset) isResetOffsetRequest_To() {}
+
 // Result of ResetOffset.
 type ResetOffsetResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Every queue of the topic, by queue id.
+	// Every queue moved (all of the topic's, or the one asked for), by
+	// queue id.
 	Queues        []*QueueReset `protobuf:"bytes,1,rep,name=queues,proto3" json:"queues,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2218,13 +2247,16 @@ const file_mqgate_admin_v1_admin_proto_rawDesc = "" +
 	"\x15dlq_origin_message_id\x18\x14 \x01(\tR\x12dlqOriginMessageId\x1a=\n" +
 	"\x0fPropertiesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb6\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xfd\x01\n" +
 	"\x12ResetOffsetRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
 	"\x05topic\x18\x02 \x01(\tR\x05topic\x120\n" +
 	"\x04time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampH\x00R\x04time\x12<\n" +
-	"\bposition\x18\x04 \x01(\x0e2\x1e.mqgate.admin.v1.ResetPositionH\x00R\bpositionB\x04\n" +
-	"\x02to\"J\n" +
+	"\bposition\x18\x04 \x01(\x0e2\x1e.mqgate.admin.v1.ResetPositionH\x00R\bposition\x12\x18\n" +
+	"\x06offset\x18\x05 \x01(\x03H\x00R\x06offset\x12\x1e\n" +
+	"\bqueue_id\x18\x06 \x01(\x05H\x01R\aqueueId\x88\x01\x01B\x04\n" +
+	"\x02toB\v\n" +
+	"\t_queue_id\"J\n" +
 	"\x13ResetOffsetResponse\x123\n" +
 	"\x06queues\x18\x01 \x03(\v2\x1b.mqgate.admin.v1.QueueResetR\x06queues\"h\n" +
 	"\n" +
@@ -2366,6 +2398,7 @@ func file_mqgate_admin_v1_admin_proto_init() {
 	file_mqgate_admin_v1_admin_proto_msgTypes[29].OneofWrappers = []any{
 		(*ResetOffsetRequest_Time)(nil),
 		(*ResetOffsetRequest_Position)(nil),
+		(*ResetOffsetRequest_Offset)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

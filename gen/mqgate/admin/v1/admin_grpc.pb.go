@@ -70,11 +70,13 @@ type AdminServiceClient interface {
 	DescribeGroup(ctx context.Context, in *DescribeGroupRequest, opts ...grpc.CallOption) (*DescribeGroupResponse, error)
 	// Finds stored messages by message id or key.
 	LookupMessage(ctx context.Context, in *LookupMessageRequest, opts ...grpc.CallOption) (*LookupMessageResponse, error)
-	// Moves a consumer group's position in a topic on every queue: to the
-	// first message stored at or after a time, to the earliest retained
-	// message (replay), or to the end (skip the backlog). Messages the group
-	// has in flight in the topic are dropped: their receipt handles stop
-	// working. Committed offsets (pull and classic consumers) move too.
+	// Moves a consumer group's position in a topic on every queue (or one):
+	// to the first message stored at or after a time, to the earliest
+	// retained message (replay), to the end (skip the backlog), or in one
+	// queue to an exact offset (skip or replay from one message). Messages
+	// the group has in flight in the queues moved are dropped: their receipt
+	// handles stop working. Committed offsets (pull and classic consumers)
+	// move too, and connected classic consumers are told.
 	ResetOffset(ctx context.Context, in *ResetOffsetRequest, opts ...grpc.CallOption) (*ResetOffsetResponse, error)
 }
 
@@ -234,11 +236,13 @@ type AdminServiceServer interface {
 	DescribeGroup(context.Context, *DescribeGroupRequest) (*DescribeGroupResponse, error)
 	// Finds stored messages by message id or key.
 	LookupMessage(context.Context, *LookupMessageRequest) (*LookupMessageResponse, error)
-	// Moves a consumer group's position in a topic on every queue: to the
-	// first message stored at or after a time, to the earliest retained
-	// message (replay), or to the end (skip the backlog). Messages the group
-	// has in flight in the topic are dropped: their receipt handles stop
-	// working. Committed offsets (pull and classic consumers) move too.
+	// Moves a consumer group's position in a topic on every queue (or one):
+	// to the first message stored at or after a time, to the earliest
+	// retained message (replay), to the end (skip the backlog), or in one
+	// queue to an exact offset (skip or replay from one message). Messages
+	// the group has in flight in the queues moved are dropped: their receipt
+	// handles stop working. Committed offsets (pull and classic consumers)
+	// move too, and connected classic consumers are told.
 	ResetOffset(context.Context, *ResetOffsetRequest) (*ResetOffsetResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
