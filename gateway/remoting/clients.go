@@ -288,20 +288,26 @@ func (r *registry) producerConns(group string) []*conn {
 	return out
 }
 
+// consumerConns returns the connections of group's consumers, each once:
+// those that subscribe to topic, or all of them when topic is "".
+func (r *registry) consumerConns(group, topic string) []*conn {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []*conn
+	for _, m := range r.consumers[group] {
+		if _, ok := m.subs[topic]; (ok || topic == "") && !slices.Contains(out, m.conn) {
+			out = append(out, m.conn)
+		}
+	}
+	return out
+}
+
 // notify sends NOTIFY_CONSUMER_IDS_CHANGED (oneway) to every connection
 // of each group, so its consumers rebalance now instead of within 20 s.
 // It runs with no lock held.
 func (r *registry) notify(groups []string) {
 	for _, g := range groups {
-		r.mu.Lock()
-		var conns []*conn
-		for _, m := range r.consumers[g] {
-			if !slices.Contains(conns, m.conn) {
-				conns = append(conns, m.conn)
-			}
-		}
-		r.mu.Unlock()
-		for _, c := range conns {
+		for _, c := range r.consumerConns(g, "") {
 			_ = r.s.request(c, reqNotifyConsumerIDsChanged, map[string]string{"consumerGroup": g}, nil)
 		}
 	}

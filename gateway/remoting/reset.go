@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"slices"
 	"strconv"
 	"time"
 
@@ -26,7 +25,7 @@ func (s *Server) OffsetsReset(ev broker.OffsetsReset) {
 	if s.group == nil || s.draining.Load() { // not started, or stopping
 		return
 	}
-	conns := s.reg.subscriberConns(ev.Group, ev.Topic)
+	conns := s.reg.consumerConns(ev.Group, ev.Topic)
 	if len(conns) == 0 {
 		return
 	}
@@ -69,11 +68,9 @@ func resetTimestamp(ev broker.OffsetsReset, now time.Time) int64 {
 // restricted to [%|a-zA-Z0-9_-], so nothing needs escaping beyond what
 // encoding/json does.
 func resetOffsetBody(brokerName, topic string, queues []broker.QueueReset) []byte {
-	qs := slices.Clone(queues)
-	slices.SortFunc(qs, func(a, b broker.QueueReset) int { return int(a.QueueID) - int(b.QueueID) })
 	var buf bytes.Buffer
 	buf.WriteString(`{"offsetTable":{`)
-	for i, q := range qs {
+	for i, q := range queues {
 		if i > 0 {
 			buf.WriteByte(',')
 		}
@@ -88,18 +85,4 @@ func resetOffsetBody(brokerName, topic string, queues []broker.QueueReset) []byt
 	}
 	buf.WriteString(`}}`)
 	return buf.Bytes()
-}
-
-// subscriberConns returns the connections of group's consumers that
-// subscribe to topic, each once.
-func (r *registry) subscriberConns(group, topic string) []*conn {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []*conn
-	for _, m := range r.consumers[group] {
-		if _, ok := m.subs[topic]; ok && !slices.Contains(out, m.conn) {
-			out = append(out, m.conn)
-		}
-	}
-	return out
 }

@@ -29,7 +29,7 @@ func TestResetOffsetTellsClassicConsumers(t *testing.T) {
 	e.must(e.call(a, reqHeartBeat, nil, heartbeatBody("192.0.2.2@1", nil, map[string][]string{"CG": {"T", "%RETRY%CG"}})), codeSuccess)
 	e.must(e.call(other, reqHeartBeat, nil, heartbeatBody("192.0.2.3@1", nil, map[string][]string{"CG": {"U"}})), codeSuccess)
 	e.must(e.call(og, reqHeartBeat, nil, heartbeatBody("192.0.2.4@1", nil, map[string][]string{"OG": {"T"}})), codeSuccess)
-	if cs := e.s.reg.subscriberConns("CG", "T"); len(cs) != 1 {
+	if cs := e.s.reg.consumerConns("CG", "T"); len(cs) != 1 {
 		t.Fatalf("%d connections subscribe to T in CG, want 1", len(cs))
 	}
 

@@ -125,6 +125,42 @@ var requestPool = sync.Pool{New: func() any { return &request{done: make(chan st
 // once per request and does not touch r afterwards.
 func (r *request) finish() { r.done <- struct{}{} }
 
+// recycle returns a finished request, whose answer its appender has
+// read, to requestPool.
+func (r *request) recycle() {
+	*r = request{done: r.done}
+	requestPool.Put(r)
+}
+
+// newRequest takes a request for recs and locks qmu, unless the log is
+// closed (then it returns ErrClosed, with qmu released).
+func (l *Log) newRequest(recs []Record) (*request, error) {
+	r := requestPool.Get().(*request)
+	r.recs = recs
+	l.qmu.Lock()
+	if l.closed {
+		l.qmu.Unlock()
+		r.recycle()
+		return nil, serr.ErrClosed
+	}
+	return r, nil
+}
+
+// enqueueLocked queues r for the writer goroutine, releases qmu and wakes
+// the writer.
+func (l *Log) enqueueLocked(r *request) {
+	l.queue = append(l.queue, r)
+	l.qmu.Unlock()
+	l.wakeWriter()
+}
+
+func (l *Log) wakeWriter() {
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
 type undo struct {
 	k       qkey
 	v       int64
@@ -454,14 +490,9 @@ func (l *Log) Append(ctx context.Context, recs []Record) ([]Entry, int64, error)
 	if err := ctx.Err(); err != nil {
 		return nil, 0, fmt.Errorf("commitlog: append: %w (nothing written)", err)
 	}
-	r := requestPool.Get().(*request)
-	r.recs = recs
-	l.qmu.Lock()
-	if l.closed {
-		l.qmu.Unlock()
-		r.recs = nil
-		requestPool.Put(r)
-		return nil, 0, serr.ErrClosed
+	r, err := l.newRequest(recs)
+	if err != nil {
+		return nil, 0, err
 	}
 	if !l.opts.SyncMode && l.started && !l.busy && len(l.queue) == 0 {
 		// Nobody is writing and nobody waits: write inline, sparing the
@@ -478,21 +509,14 @@ func (l *Log) Append(ctx context.Context, recs []Record) ([]Entry, int64, error)
 		l.release()
 		<-r.done
 		ents, end, err := r.entries, r.end, r.err
-		*r = request{done: r.done}
-		requestPool.Put(r)
+		r.recycle()
 		return ents, end, err
 	}
-	l.queue = append(l.queue, r)
-	l.qmu.Unlock()
-	select {
-	case l.wake <- struct{}{}:
-	default:
-	}
+	l.enqueueLocked(r)
 	select {
 	case <-r.done:
 		ents, end, err := r.entries, r.end, r.err
-		*r = request{done: r.done}
-		requestPool.Put(r)
+		r.recycle()
 		return ents, end, err
 	case <-ctx.Done():
 		return nil, 0, fmt.Errorf("commitlog: append: %w (the records may still be written)", ctx.Err())
@@ -508,10 +532,7 @@ func (l *Log) release() {
 	l.idle.Broadcast()
 	l.qmu.Unlock()
 	if pending {
-		select {
-		case l.wake <- struct{}{}:
-		default:
-		}
+		l.wakeWriter()
 	}
 }
 
@@ -890,21 +911,12 @@ func (l *Log) AppendDurable(ctx context.Context, recs []Record, deadline time.Ti
 	if err := ctx.Err(); err != nil {
 		return nil, 0, false, fmt.Errorf("commitlog: append: %w (nothing written)", err)
 	}
-	r := requestPool.Get().(*request)
-	r.recs, r.durable = recs, true
-	l.qmu.Lock()
-	if l.closed {
-		l.qmu.Unlock()
-		*r = request{done: r.done}
-		requestPool.Put(r)
-		return nil, 0, false, serr.ErrClosed
+	r, err := l.newRequest(recs)
+	if err != nil {
+		return nil, 0, false, err
 	}
-	l.queue = append(l.queue, r)
-	l.qmu.Unlock()
-	select {
-	case l.wake <- struct{}{}:
-	default:
-	}
+	r.durable = true
+	l.enqueueLocked(r)
 	var tc <-chan time.Time
 	if !deadline.IsZero() {
 		t := time.NewTimer(time.Until(deadline))
@@ -914,8 +926,7 @@ func (l *Log) AppendDurable(ctx context.Context, recs []Record, deadline time.Ti
 	select {
 	case <-r.done:
 		ents, end, err, syncErr, notDurable := r.entries, r.end, r.err, r.syncErr, r.notDurable
-		*r = request{done: r.done}
-		requestPool.Put(r)
+		r.recycle()
 		if err != nil {
 			return nil, 0, false, err
 		}
