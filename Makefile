@@ -73,7 +73,7 @@ bench: build ## mqgate bench (produce async+sync, consume, e2e) against the echo
 	./mqgate bench produce --flush async --rounds 3
 	./mqgate bench produce --flush sync --rounds 3
 	./mqgate bench consume --backlog 200000 --duration 5s --rounds 3
-	./mqgate bench e2e --rate 5000
+	./mqgate bench e2e --rate 5000 --rounds 3
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./...
 
 .PHONY: bench-storage
