@@ -101,6 +101,66 @@ func TestResetOffsetEarliestReplays(t *testing.T) {
 	}
 }
 
+// TestResetOffsetOldHandleAfterReplay: a message delivered again after a
+// reset counts its deliveries from the start again, so the handle it got
+// before the reset carries the same delivery number and generation as the
+// new one. That old handle must not ack or extend the new delivery (its
+// holder may still be working on it, and the new holder's ack would then
+// fail), before or after a crash (journal replay) and a restart (snapshot).
+func TestResetOffsetOldHandleAfterReplay(t *testing.T) {
+	e := newEnv(t)
+	e.topic("t", model.TopicNormal)
+	e.group("g", 0, false)
+	e.send("t", 4, "")
+	first, err := e.receive("g", "t", 4, 30*time.Second)
+	if err != nil || len(first) != 4 {
+		t.Fatal(err, len(first))
+	}
+	old := map[string]string{}
+	for _, d := range first {
+		old[d.ID] = d.ReceiptHandle
+	}
+	e.clk.Advance(time.Millisecond)
+	e.reset("g", "t", ResetToEarliest, time.Time{})
+	e.clk.Advance(time.Millisecond)
+	again, err := e.receive("g", "t", 4, 30*time.Second)
+	if err != nil || len(again) != 4 {
+		t.Fatal(err, len(again))
+	}
+	for i, d := range again {
+		if d.Attempt != 1 {
+			t.Fatalf("%s: attempt %d after the reset, want 1", d.ID, d.Attempt)
+		}
+		stale := old[d.ID]
+		switch i {
+		case 1:
+			e.crash()
+		case 2:
+			e.restart()
+		}
+		if errs := e.b.Ack(e.ctx, "g", "t", []string{stale}); mqerr.KindOf(errs[0]) != mqerr.KindInvalidReceiptHandle {
+			t.Fatalf("%s: ack with the handle from before the reset: %v", d.ID, errs[0])
+		}
+		if _, err := e.b.ChangeInvisible(e.ctx, "g", "t", stale, time.Minute); mqerr.KindOf(err) != mqerr.KindInvalidReceiptHandle {
+			t.Fatalf("%s: change with the handle from before the reset: %v", d.ID, err)
+		}
+		h := d.ReceiptHandle
+		if i == 3 {
+			// A handle minted by ChangeInvisibleDuration for the new
+			// delivery is as good as the one it replaces.
+			if h, err = e.b.ChangeInvisible(e.ctx, "g", "t", h, time.Minute); err != nil {
+				t.Fatalf("%s: change with the new handle: %v", d.ID, err)
+			}
+		}
+		if errs := e.b.Ack(e.ctx, "g", "t", []string{h}); errs[0] != nil {
+			t.Fatalf("%s: ack with the new handle (after step %d): %v", d.ID, i, errs[0])
+		}
+	}
+	if got := e.drain("g", "t"); len(got) != 0 {
+		t.Fatalf("left after acking every new delivery: %v", got)
+	}
+}
+
 // TestResetOffsetLatestAndTime: latest skips the backlog (new messages
 // still arrive); a time replays exactly what was stored at or after it.
 func TestResetOffsetLatestAndTime(t *testing.T) {

@@ -566,8 +566,10 @@ func (s *Service) delivered(sb *sub, f *flight, m *message.Message, req *Receive
 	if f.flags&flagAutoRenew != 0 {
 		flags |= HandleAutoRenew
 	}
+	// Never before the delivery began (a handle re-issued for a repeated
+	// receive after the wall clock stepped back): lookup refuses those.
 	d.ReceiptHandle = s.codec.Encode(Handle{Flags: flags, Queue: f.queue, Offset: f.offset, Epoch: f.epoch, Gen: f.gen,
-		Retrieved: now, Invisible: uint32(max(f.visibleAt-now, 0)), GroupHash: sb.gh, TopicHash: sb.th})
+		Retrieved: max(now, f.renewFrom), Invisible: uint32(max(f.visibleAt-now, 0)), GroupHash: sb.gh, TopicHash: sb.th})
 	return d
 }
 
@@ -665,6 +667,11 @@ func (s *Service) lookup(sb *sub, h Handle, now int64) (*flight, error) {
 		return nil, invalid("superseded by a later ChangeInvisibleDuration: use the newest handle")
 	case h.Gen > f.gen:
 		return nil, invalid("the delivery was withdrawn before it reached the consumer")
+	case h.Retrieved < f.renewFrom:
+		// Same delivery number and generation, issued before the current
+		// delivery began: a delivery dropped by an offset reset, whose
+		// counters started again (see Reset).
+		return nil, invalid("issued for an earlier delivery of this message, dropped when the group's offset was reset")
 	case now >= f.visibleAt:
 		return nil, invalid("the invisible duration expired at %s; the message will be redelivered", time.UnixMilli(f.visibleAt).UTC().Format(time.RFC3339Nano))
 	}
@@ -767,7 +774,7 @@ func (s *Service) ChangeInvisible(ctx context.Context, group, topic, handle stri
 	rec := jrecord{op: opChange, group: group, topic: topic, at: now,
 		entries: []jentry{{queue: f.queue, offset: f.offset, epoch: f.epoch, gen: f.gen, visibleAt: f.visibleAt, flags: f.flags}}}
 	nh := Handle{Flags: h.Flags &^ HandleAutoRenew, Queue: f.queue, Offset: f.offset, Epoch: f.epoch, Gen: f.gen,
-		Retrieved: now, Invisible: uint32(d.Milliseconds()), GroupHash: sb.gh, TopicHash: sb.th}
+		Retrieved: max(now, f.renewFrom), Invisible: uint32(d.Milliseconds()), GroupHash: sb.gh, TopicHash: sb.th}
 	s.scheduleLocked(sb)
 	sb.mu.Unlock()
 	if d <= 0 {

@@ -42,11 +42,14 @@ func (sb *sub) releaseHeld(now int64) {
 // journal; if recording fails it is undone as far as nothing happened
 // since, and the error returned.
 //
-// A handle issued before the reset for a message delivered again after it
-// can acknowledge the new delivery when its delivery number and generation
-// match the new one's (both count from the start again); the holder
-// processed that message, so it is not lost, but it is not delivered twice
-// either.
+// A message delivered again after the reset counts its deliveries and
+// generations from the start again, so a handle issued before the reset
+// can carry the same numbers as the new delivery's. lookup tells them
+// apart by the handle's issue time, which must not be before the time the
+// current delivery began (flight.renewFrom, kept in snapshots and set from
+// the delivery's journal record on replay). Both are wall-clock
+// milliseconds: only a new delivery made in the very millisecond of the
+// old one's would still be taken for it.
 func (s *Service) Reset(ctx context.Context, group, topic string, next map[int32]int64) (map[int32]int64, error) {
 	sb := s.getSub(group, topic, true)
 	now := s.now()

@@ -23,7 +23,7 @@ type flight struct {
 	flags     uint8
 	msgGroup  string
 	client    string // auto-renewing client
-	renewFrom int64  // unix ms of the delivery renewals count from
+	renewFrom int64  // unix ms the current delivery began: renewals count from it; handles issued before it are stale
 	renewN    uint8
 	hidx      int // index in sub.due, -1 when not there
 }
