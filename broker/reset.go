@@ -1,11 +1,13 @@
 package broker
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
 	"time"
 
+	"github.com/mqgate/mqgate/broker/model"
 	"github.com/mqgate/mqgate/broker/mqerr"
 	"github.com/mqgate/mqgate/broker/offset"
 )
@@ -35,6 +37,12 @@ type ResetOffsetRequest struct {
 	// Queue restricts the reset to one queue (required for
 	// ResetToOffset); nil means every queue of the topic.
 	Queue *int32
+	// RewindOnly moves a queue only when the target is before the
+	// group's position there (classic admin's isForce=false): its
+	// committed offset, else its first message in flight or never read
+	// by its POP receives, else (never consumed) the queue's first
+	// message. The other queues keep their positions (QueueReset.Kept).
+	RewindOnly bool
 }
 
 // QueueReset is one queue's move.
@@ -44,6 +52,9 @@ type QueueReset struct {
 	// have received (the queue's min offset when it never received).
 	Previous int64
 	Offset   int64 // the new position
+	// Kept: RewindOnly left the queue where it was (Offset = Previous =
+	// the group's position).
+	Kept bool
 }
 
 // ResetOffset moves a consumer group's position in a topic, on every
@@ -111,6 +122,27 @@ func (b *Broker) ResetOffset(ctx context.Context, req ResetOffsetRequest) ([]Que
 			return nil, err
 		}
 	}
+	var kept []QueueReset
+	var posOf map[int32]int64 // RewindOnly: the positions compared with
+	if req.RewindOnly {
+		posOf = make(map[int32]int64, len(queues))
+		moving := queues[:0:0]
+		for _, q := range queues {
+			pos := b.position(t, g.Name, q)
+			posOf[q] = pos
+			if targets[q] >= pos {
+				kept = append(kept, QueueReset{QueueID: q, Previous: pos, Offset: pos, Kept: true})
+				delete(targets, q)
+				continue
+			}
+			moving = append(moving, q)
+		}
+		queues = moving
+		if len(queues) == 0 {
+			b.log.Info("broker: group offset reset moved nothing (rewind only)", "group", g.Name, "topic", t.Name)
+			return kept, nil
+		}
+	}
 	prev, err := b.pop.Reset(ctx, g.Name, t.Name, targets)
 	if err != nil {
 		return nil, err
@@ -126,6 +158,9 @@ func (b *Broker) ResetOffset(ctx context.Context, req ResetOffsetRequest) ([]Que
 		p := prev[q]
 		if p < lo {
 			p = lo // never read (-1), or retention passed it
+		}
+		if pos, ok := posOf[q]; ok {
+			p = pos
 		}
 		out = append(out, QueueReset{QueueID: q, Previous: p, Offset: targets[q]})
 	}
@@ -144,7 +179,24 @@ func (b *Broker) ResetOffset(ctx context.Context, req ResetOffsetRequest) ([]Que
 	for _, l := range ls {
 		l.OffsetsReset(ev)
 	}
+	if len(kept) > 0 {
+		// A copy: the listeners may keep ev.Queues.
+		out = append(slices.Clip(out), kept...)
+		slices.SortFunc(out, func(a, b QueueReset) int { return cmp.Compare(a.QueueID, b.QueueID) })
+	}
 	return out, nil
+}
+
+// position is where group stands in queue q of t (see RewindOnly).
+func (b *Broker) position(t model.Topic, group string, q int32) int64 {
+	if off, err := b.offs.Get(t, group, q); err == nil {
+		return off
+	}
+	if off, ok := b.pop.Position(group, t.Name, q); ok {
+		return off
+	}
+	lo, _ := b.store.QueueRange(t.Name, q)
+	return lo
 }
 
 // OffsetsReset tells a ResetListener what a ResetOffset did.

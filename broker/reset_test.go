@@ -7,6 +7,7 @@ import (
 
 	"github.com/mqgate/mqgate/broker/model"
 	"github.com/mqgate/mqgate/broker/mqerr"
+	"github.com/mqgate/mqgate/broker/offset"
 )
 
 func (e *env) reset(group, topic string, to ResetTo, at time.Time) []QueueReset {
@@ -195,6 +196,94 @@ func TestResetOffsetLatestAndTime(t *testing.T) {
 	e.reset("g", "t", ResetToTime, e.clk.Now().Add(time.Hour))
 	if got := e.drain("g", "t"); len(got) != 0 {
 		t.Fatalf("reset past the end, yet received %v", got)
+	}
+}
+
+// TestResetOffsetRewindOnly: classic admin's reset with isForce=false
+// moves a queue only back, never past messages the group has not
+// consumed; the position it compares with is the committed offset, else
+// the POP position, else (never consumed) the queue's first message.
+func TestResetOffsetRewindOnly(t *testing.T) {
+	e := newEnv(t)
+	e.topic("t", model.TopicNormal)
+	e.group("pop", 0, false)
+	e.group("classic", 0, false)
+	e.group("never", 0, false)
+	e.send("t", 8, "a")
+	e.clk.Advance(time.Minute)
+	at := e.clk.Now()
+	late := sorted(e.send("t", 8, "b"))
+	target := map[int32]int64{}
+	for q := int32(0); q < 4; q++ {
+		off, err := e.b.QueryOffset(e.ctx, "t", q, offset.Timestamp, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		target[q] = off
+	}
+	rewind := func(group string) map[int32]QueueReset {
+		t.Helper()
+		out, err := e.b.ResetOffset(e.ctx, ResetOffsetRequest{Group: group, Topic: "t", To: ResetToTime, Time: at, RewindOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[int32]QueueReset{}
+		for _, r := range out {
+			m[r.QueueID] = r
+		}
+		if len(m) != 4 {
+			t.Fatalf("%s: %d queues reported, want 4: %+v", group, len(m), out)
+		}
+		return m
+	}
+
+	// POP: everything acked, so every queue moves back to the time.
+	if got := e.drain("pop", "t"); len(got) != 16 {
+		t.Fatalf("first pass: %d", len(got))
+	}
+	for q, r := range rewind("pop") {
+		if r.Kept || r.Offset != target[q] {
+			t.Fatalf("pop queue %d: %+v, want moved to %d", q, r, target[q])
+		}
+	}
+	if got := e.drain("pop", "t"); !slices.Equal(got, late) {
+		t.Fatalf("pop after the rewind: %v, want %v", got, late)
+	}
+
+	// Classic: queue 0 committed at its start (before the time) stays;
+	// the others, committed at their end, move back.
+	for q := int32(0); q < 4; q++ {
+		off, _ := e.store.QueueRange("t", q)
+		if q > 0 {
+			_, off = e.store.QueueRange("t", q)
+		}
+		if err := e.b.UpdateOffset(e.ctx, "classic", "t", q, off); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for q, r := range rewind("classic") {
+		lo, _ := e.store.QueueRange("t", q)
+		want := QueueReset{QueueID: q, Previous: lo, Offset: lo, Kept: true}
+		if q > 0 {
+			_, hi := e.store.QueueRange("t", q)
+			want = QueueReset{QueueID: q, Previous: hi, Offset: target[q]}
+		}
+		if r != want {
+			t.Fatalf("classic queue %d: %+v, want %+v", q, r, want)
+		}
+		if off, err := e.b.GetOffset(e.ctx, "classic", "t", q); err != nil || off != want.Offset {
+			t.Fatalf("classic queue %d: committed %d (%v), want %d", q, off, err, want.Offset)
+		}
+	}
+
+	// Never consumed: it stands at the start, before the time.
+	for q, r := range rewind("never") {
+		if lo, _ := e.store.QueueRange("t", q); !r.Kept || r.Offset != lo {
+			t.Fatalf("never-consumed queue %d: %+v, want kept at %d", q, r, lo)
+		}
+	}
+	if got := e.drain("never", "t"); len(got) != 16 {
+		t.Fatalf("the never-consumed group lost messages: %d of 16", len(got))
 	}
 }
 

@@ -91,3 +91,24 @@ func (s *Service) Reset(ctx context.Context, group, topic string, next map[int32
 	s.log.Info("pop: group position reset", "group", group, "topic", topic, "queues", len(queues), "dropped_in_flight", len(dropped))
 	return prev, nil
 }
+
+// Position is where the group stands in a queue of topic: its first
+// message still in flight, else the first offset it never read. ok is
+// false when it never received from the queue.
+func (s *Service) Position(group, topic string, queue int32) (pos int64, ok bool) {
+	sb := s.getSub(group, topic, false)
+	if sb == nil {
+		return 0, false
+	}
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	q := sb.queues[queue]
+	if q == nil || q.next < 0 {
+		return 0, false
+	}
+	pos = q.next
+	for off := range q.flights {
+		pos = min(pos, off)
+	}
+	return pos, true
+}

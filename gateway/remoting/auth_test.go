@@ -322,6 +322,7 @@ func TestAuthAuthorizationTable(t *testing.T) {
 		{"create group", reqUpdateAndCreateSubGroup, nil, []byte(`{"groupName":"g-new"}`), false},
 		{"all group config", reqGetAllSubGroupConfig, nil, nil, false},
 		{"delete group", reqDeleteSubGroup, map[string]string{"groupName": "g-gone"}, nil, false},
+		{"reset group offset", reqInvokeBrokerToResetOffset, map[string]string{"topic": "orders", "group": "g-1", "timestamp": "0", "isForce": "true"}, nil, false},
 		{"topic list", reqGetAllTopicListFromNS, nil, nil, false},
 		{"cluster info", reqGetBrokerClusterInfo, nil, nil, false},
 		{"put kv", reqPutKVConfig, map[string]string{"namespace": "n", "key": "k", "value": "v"}, nil, false},

@@ -36,7 +36,7 @@
 // RESET_CONSUMER_CLIENT_OFFSET) are written after registry.mu is released.
 //
 // Server is a broker.ResetListener: after an offset reset (admin API, REST,
-// CLI) it sends RESET_CONSUMER_CLIENT_OFFSET to the group's connected
+// CLI, or its own INVOKE_BROKER_TO_RESET_OFFSET) it sends RESET_CONSUMER_CLIENT_OFFSET to the group's connected
 // consumers of the topic, on its goroutine group (reset.go).
 //
 // # Compatibility traps (spec remoting §16): where each is covered

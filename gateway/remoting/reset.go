@@ -8,12 +8,66 @@ import (
 	"time"
 
 	"github.com/mqgate/mqgate/broker"
+	"github.com/mqgate/mqgate/gateway/remoting/codec"
 )
 
 // reqResetConsumerClientOffset is RESET_CONSUMER_CLIENT_OFFSET (S→C): a
 // running classic consumer keeps its queue offsets in memory and commits
 // them every few seconds, so after a reset it is told the new ones.
 const reqResetConsumerClientOffset = 220
+
+// reqInvokeBrokerToResetOffset is INVOKE_BROKER_TO_RESET_OFFSET (C→S):
+// an admin tool's reset of a group's offsets in a topic (mqadmin
+// resetOffsetByTime).
+const reqInvokeBrokerToResetOffset = 222
+
+// resetOffset answers INVOKE_BROKER_TO_RESET_OFFSET with the broker's
+// ResetOffset: the move is made here, durable before the answer, and
+// connected consumers are told through OffsetsReset. (Upstream's brokers
+// by default only forward the table to the consumers, which commit it
+// themselves, and refuse with CONSUMER_NOT_ONLINE when none is connected;
+// here the offsets move whether or not a consumer is connected.)
+//
+// Header: topic, group, timestamp (ms; -1 the end of each queue),
+// isForce (false: a queue moves only back, see broker RewindOnly),
+// optional queueId (≥ 0: that queue only) and offset (with queueId: an
+// exact offset instead of a time). The answer's body is the offset table
+// (ResetOffsetBody), each queue at its new position or, when kept, at
+// its current one.
+func (s *Server) resetOffset(ctx context.Context, c *conn, req *codec.Command) *codec.Command {
+	f := fields{req: req}
+	r := broker.ResetOffsetRequest{Topic: f.str("topic", true), Group: f.str("group", true), RewindOnly: !f.bool("isForce")}
+	ts := f.int64("timestamp", true, 0)
+	if q := f.int32("queueId", false, -1); q >= 0 {
+		r.Queue = &q
+	}
+	switch off := f.int64("offset", false, -1); {
+	case req.Ext["offset"] != "" && off >= 0 && r.Queue != nil:
+		r.To, r.Offset = broker.ResetToOffset, off
+	case req.Ext["offset"] != "" && off >= 0:
+		f.bad("offset", "needs queueId")
+	case req.Ext["offset"] != "":
+		f.bad("offset", "must not be negative")
+	case ts == -1:
+		r.To = broker.ResetToLatest
+	case ts >= 0:
+		r.To, r.Time = broker.ResetToTime, time.UnixMilli(ts)
+	default:
+		f.bad("timestamp", "must be a time in milliseconds, or -1 for the end of each queue")
+	}
+	if bad := f.failed(); bad != nil {
+		return bad
+	}
+	ctx, cancel := s.requestContext(ctx)
+	defer cancel()
+	out, err := s.b.ResetOffset(ctx, r)
+	if err != nil {
+		return s.fail(ctx, err)
+	}
+	resp := ok()
+	resp.Body = resetOffsetBody(s.cfg.BrokerName, r.Topic, out)
+	return resp
+}
 
 // OffsetsReset implements broker.ResetListener: every connected consumer
 // of the group that subscribes to the topic gets RESET_CONSUMER_CLIENT_OFFSET
