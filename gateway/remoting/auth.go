@@ -109,6 +109,10 @@ var accessRules = map[int32]accessRule{
 	reqSendMessageV2:    sendAccess,
 	reqSendBatchMessage: sendAccess,
 	reqEndTransaction:   endTransactionAccess,
+	// A reply goes to the client its request named, on a topic nobody
+	// subscribes to: any authenticated user may send one.
+	reqSendReplyMessage:   signedOnly,
+	reqSendReplyMessageV2: signedOnly,
 	// Consuming
 	reqPullMessage:             consumeFields("topic", "consumerGroup"),
 	reqLitePullMessage:         consumeFields("topic", "consumerGroup"),
@@ -147,9 +151,10 @@ func admin(*Server, *codec.Command) ([]auth.Access, *codec.Command) {
 // consume it (a retry topic's to its group's users, auth.User.Allow). The
 // auto-create topic's route names nothing but this broker, which any
 // route already tells: producers of a new topic ask it before their first
-// send, which is checked against the new topic.
-func routeAccess(_ *Server, req *codec.Command) ([]auth.Access, *codec.Command) {
-	if t := req.Ext["topic"]; t != autoCreateTopic {
+// send, which is checked against the new topic. The same holds for the
+// reply topic's (reply.go).
+func routeAccess(s *Server, req *codec.Command) ([]auth.Access, *codec.Command) {
+	if t := req.Ext["topic"]; t != autoCreateTopic && t != s.replyTopic() {
 		return []auth.Access{{Route: t}}, nil
 	}
 	return nil, nil

@@ -82,11 +82,16 @@ type registry struct {
 	mu        sync.Mutex
 	consumers map[string]map[string]*member
 	producers map[string]map[string]*member
-	members   int // entries of both maps
+	// requesters: the connection each request/reply requester (by the
+	// REPLY_TO_CLIENT of its requests) last sent a request on. The Go
+	// client can send its first request before its first heartbeat.
+	requesters map[string]*member
+	members    int // entries of the three maps
 }
 
 func newRegistry(s *Server) *registry {
-	return &registry{s: s, consumers: make(map[string]map[string]*member), producers: make(map[string]map[string]*member)}
+	return &registry{s: s, consumers: make(map[string]map[string]*member), producers: make(map[string]map[string]*member),
+		requesters: make(map[string]*member)}
 }
 
 // maxMembers bounds registered (group, client) pairs; a heartbeat that
@@ -171,6 +176,20 @@ func (r *registry) sentHalf(c *conn, group string, now time.Time) {
 	g[key] = &member{clientID: key, conn: c, seen: now}
 }
 
+// sentRequest records that clientID sent a request (a message to be
+// replied to) on c.
+func (r *registry) sentRequest(c *conn, clientID string, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.requesters[clientID] == nil {
+		if r.members >= maxMembers {
+			return
+		}
+		r.members++
+	}
+	r.requesters[clientID] = &member{clientID: clientID, conn: c, seen: now}
+}
+
 // unregister removes clientID from the named groups.
 func (r *registry) unregister(clientID, producerGroup, consumerGroup string) []string {
 	r.mu.Lock()
@@ -211,6 +230,12 @@ func (r *registry) drop(gone func(*member) bool) []string {
 		}
 		if len(g) == 0 {
 			delete(r.producers, name)
+		}
+	}
+	for id, m := range r.requesters {
+		if gone(m) {
+			delete(r.requesters, id)
+			r.members--
 		}
 	}
 	var changed []string
@@ -286,6 +311,30 @@ func (r *registry) producerConns(group string) []*conn {
 		}
 	}
 	return out
+}
+
+// clientConn returns the connection a client (by client id, in any
+// producer or consumer group) last sent a heartbeat on, else the one it
+// last sent a request to be replied to on, or nil. Heartbeats come first:
+// a request names its REPLY_TO_CLIENT itself, so it could name another's.
+func (r *registry) clientConn(clientID string) *conn {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var best *member
+	for _, groups := range []map[string]map[string]*member{r.producers, r.consumers} {
+		for _, g := range groups {
+			if m := g[clientID]; m != nil && (best == nil || m.seen.After(best.seen)) {
+				best = m
+			}
+		}
+	}
+	if best == nil {
+		best = r.requesters[clientID]
+	}
+	if best == nil {
+		return nil
+	}
+	return best.conn
 }
 
 // consumerConns returns the connections of group's consumers, each once:

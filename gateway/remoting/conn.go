@@ -31,6 +31,11 @@ type conn struct {
 	wbuf   []byte
 	closed atomic.Bool
 	once   sync.Once
+
+	// calls waits for the answers to the server's own requests on this
+	// connection (Server.call), by opaque.
+	cmu   sync.Mutex
+	calls map[int32]chan *codec.Command
 }
 
 func addrPortOf(a net.Addr) netip.AddrPort {
@@ -117,8 +122,10 @@ func (c *conn) serve(context.Context) {
 			return
 		}
 		if cmd.IsResponse() {
-			// Answers to our oneway requests: nothing waits for them.
+			// Answers to the server's requests: a call may wait for it
+			// (clients answer oneway requests too; nothing waits for those).
 			c.s.budget.release(size)
+			c.answered(cmd)
 			continue
 		}
 		if c.s.draining.Load() {
@@ -287,4 +294,32 @@ func (b *budget) release(n int64) {
 	b.inUse -= n
 	b.cond.Broadcast()
 	b.mu.Unlock()
+}
+
+// expect registers a wait for the answer to the request with opaque;
+// forget drops it.
+func (c *conn) expect(opaque int32) (<-chan *codec.Command, func()) {
+	ch := make(chan *codec.Command, 1)
+	c.cmu.Lock()
+	if c.calls == nil {
+		c.calls = make(map[int32]chan *codec.Command)
+	}
+	c.calls[opaque] = ch
+	c.cmu.Unlock()
+	return ch, func() {
+		c.cmu.Lock()
+		delete(c.calls, opaque)
+		c.cmu.Unlock()
+	}
+}
+
+// answered hands a response to the call waiting for it, if any.
+func (c *conn) answered(resp *codec.Command) {
+	c.cmu.Lock()
+	ch := c.calls[resp.Opaque]
+	delete(c.calls, resp.Opaque)
+	c.cmu.Unlock()
+	if ch != nil {
+		ch <- resp
+	}
 }

@@ -2,9 +2,9 @@
 // port that answers as NameServer (routes that advertise this listener's
 // own address, cluster info, topic lists) and as Broker (send, pull with
 // long polling, heartbeats and consumer lists, offsets, send-back, end
-// transaction and transaction checks, topic and group administration,
-// query and view, the POP codes) over the same broker and store as the
-// gRPC listener. Protocol facts: shared/spec/remoting.md.
+// transaction and transaction checks, request/reply, topic and group
+// administration, query and view, the POP codes) over the same broker and
+// store as the gRPC listener. Protocol facts: shared/spec/remoting.md.
 //
 // Connections: one reader goroutine per connection decodes frames and
 // starts one goroutine per request (lifecycle group), bounded by a
@@ -30,8 +30,13 @@
 // clients (to CHECK_TRANSACTION_STATE and the like) are not requests and
 // are not checked.
 //
+// Requests to clients are oneway, except PUSH_REPLY_MESSAGE_TO_CLIENT,
+// whose answer Server.call waits for (conn.calls, by opaque; the reader
+// hands responses over).
+//
 // Locking: registry.mu guards the client registry, locks.mu the orderly
-// locks, conn.wmu one connection's writes. They never nest; server
+// locks, conn.wmu one connection's writes, conn.cmu its waiting calls.
+// They never nest; server
 // requests to clients (NOTIFY_CONSUMER_IDS_CHANGED, CHECK_TRANSACTION_STATE,
 // RESET_CONSUMER_CLIENT_OFFSET) are written after registry.mu is released.
 //

@@ -84,7 +84,10 @@ func (s *Server) routeInfo(ctx context.Context, c *conn, req *codec.Command) *co
 	}
 	notFound := &codec.Command{Code: codeTopicNotExist, Remark: "No topic route info in name server for the topic: " + topic}
 	var qd queueData
-	if topic == autoCreateTopic {
+	if topic == s.replyTopic() {
+		// Request/reply responders send here (reply.go); a route only.
+		qd = queueData{ReadQueueNums: 1, WriteQueueNums: 1, Perm: permRead | permWrite}
+	} else if topic == autoCreateTopic {
 		// Producers of an unknown topic fall back to this route; only
 		// offer it when a send would create the topic (trap 9).
 		if !s.cl.AutoCreate() {

@@ -42,6 +42,9 @@ func (s *Server) routes() map[int32]handler {
 		reqSendMessageV2:    s.send,
 		reqSendBatchMessage: s.send,
 		reqEndTransaction:   s.endTransaction,
+		// Request/reply
+		reqSendReplyMessage:   s.sendReply,
+		reqSendReplyMessageV2: s.sendReply,
 		// Consuming
 		reqPullMessage:             s.pull,
 		reqLitePullMessage:         s.pull,

@@ -113,6 +113,9 @@ func (s *Server) send(ctx context.Context, c *conn, req *codec.Command) *codec.C
 		"MSG_REGION":  "DefaultRegion",
 		"TRACE_ON":    "true",
 	}}
+	if to, _ := recs[0].Get(propReplyToClient); to != "" {
+		s.reg.sentRequest(c, to, s.cfg.Clock.Now())
+	}
 	if sent.TransactionID != "" {
 		pg, _ := recs[0].Get(stored.PropProducerGroup)
 		s.reg.sentHalf(c, pg, s.cfg.Clock.Now())

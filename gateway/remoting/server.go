@@ -267,6 +267,25 @@ func (s *Server) storeHost(c *conn) netip.AddrPort {
 	return netip.AddrPortFrom(c.local.Addr().Unmap(), uint16(s.port))
 }
 
+// call sends a server-initiated request to c and waits for its answer,
+// until ctx ends or the connection closes.
+func (s *Server) call(ctx context.Context, c *conn, code int32, ext map[string]string, body []byte) (*codec.Command, error) {
+	opaque := s.opaque.Add(1)
+	ch, forget := c.expect(opaque)
+	defer forget()
+	if err := c.write(&codec.Command{Code: code, Language: "JAVA", Version: Version, Opaque: opaque, Ext: ext, Body: body}); err != nil {
+		return nil, err
+	}
+	select {
+	case resp := <-ch:
+		return resp, nil
+	case <-c.ctx.Done():
+		return nil, errConnClosed
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
 // request sends a server-initiated oneway request to c.
 func (s *Server) request(c *conn, code int32, ext map[string]string, body []byte) error {
 	return c.write(&codec.Command{Code: code, Language: "JAVA", Version: Version, Opaque: s.opaque.Add(1),
