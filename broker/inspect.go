@@ -262,3 +262,68 @@ func (b *Broker) LookupMessage(ctx context.Context, req LookupRequest) ([]FoundM
 	}
 	return out, nil
 }
+
+// ConsumeStat is a group's progress in one queue, as classic admin tools
+// show it (GET_CONSUME_STATS).
+type ConsumeStat struct {
+	Topic   string
+	QueueID int32
+	// BrokerOffset is the queue's end (the next offset written).
+	BrokerOffset int64
+	// ConsumerOffset is where the group stands: its committed offset,
+	// else its first message in flight or never read by POP receives,
+	// else (never consumed) the queue's first offset.
+	ConsumerOffset int64
+	// LastTimestamp is the store time (Unix ms) of the message before
+	// ConsumerOffset, 0 when there is none to read.
+	LastTimestamp int64
+}
+
+// ConsumeStats reports a group's progress on every queue of topic, or,
+// when topic is "", of every topic the group has committed offsets in or
+// received from. The group must exist; a named topic too.
+func (b *Broker) ConsumeStats(ctx context.Context, group, topic string) ([]ConsumeStat, error) {
+	g, err := b.meta.GetGroup(ctx, group)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	if topic != "" {
+		names = []string{topic}
+	} else {
+		seen := map[string]bool{}
+		for k := range b.store.Meta().Offsets(g.Name) {
+			seen[k.Topic] = true
+		}
+		for _, st := range b.pop.Stats() {
+			if st.Group == g.Name {
+				seen[st.Topic] = true
+			}
+		}
+		for n := range seen {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+	}
+	var out []ConsumeStat
+	for _, n := range names {
+		t, err := b.meta.GetTopic(ctx, n)
+		if err != nil {
+			if topic == "" && mqerr.KindOf(err) == mqerr.KindTopicNotFound {
+				continue // deleted since the group consumed it
+			}
+			return nil, err
+		}
+		for q := int32(0); q < t.Queues; q++ {
+			lo, hi := b.store.QueueRange(t.Name, q)
+			cs := ConsumeStat{Topic: t.Name, QueueID: q, BrokerOffset: hi, ConsumerOffset: b.position(t, g.Name, q)}
+			if at := cs.ConsumerOffset - 1; at >= lo && at < hi {
+				if ms, _, err := b.store.ReadMessages(t.Name, q, at, 1); err == nil && len(ms) == 1 {
+					cs.LastTimestamp = ms[0].StoreTime
+				}
+			}
+			out = append(out, cs)
+		}
+	}
+	return out, nil
+}

@@ -131,6 +131,11 @@ var accessRules = map[int32]accessRule{
 	reqGetAllSubGroupConfig:      admin,
 	reqDeleteSubGroup:            admin,
 	reqInvokeBrokerToResetOffset: admin,
+	reqGetTopicStatsInfo:         admin,
+	reqGetConsumeStats:           admin,
+	reqGetConsumerConnectionList: admin,
+	reqGetProducerConnectionList: admin,
+	reqGetConsumerRunningInfo:    admin,
 	// Query and view
 	reqQueryMessage:    consumeFields("topic", ""),
 	reqViewMessageByID: viewAccess,

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -68,9 +69,12 @@ type member struct {
 	clientID string
 	conn     *conn
 	seen     time.Time
+	// language and version the client's heartbeat frames carry
+	language string
+	version  int32
 	// consumers only
-	model, from string
-	subs        map[string]subscriptionData
+	model, from, consumeType string
+	subs                     map[string]subscriptionData
 }
 
 // registry tracks classic clients by group: consumer lists for
@@ -102,7 +106,7 @@ var errRegistryFull = errors.New("too many registered clients")
 
 // heartbeat registers hb from c and returns the consumer groups whose
 // member set changed.
-func (r *registry) heartbeat(c *conn, hb *heartbeatData, now time.Time) ([]string, error) {
+func (r *registry) heartbeat(c *conn, hb *heartbeatData, lang string, ver int32, now time.Time) ([]string, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.members+len(hb.ProducerDataSet)+len(hb.ConsumerDataSet) > maxMembers {
@@ -116,7 +120,7 @@ func (r *registry) heartbeat(c *conn, hb *heartbeatData, now time.Time) ([]strin
 		if g[hb.ClientID] == nil {
 			r.members++
 		}
-		g[hb.ClientID] = &member{clientID: hb.ClientID, conn: c, seen: now}
+		g[hb.ClientID] = &member{clientID: hb.ClientID, conn: c, seen: now, language: lang, version: ver}
 	}
 	var changed []string
 	for _, cd := range hb.ConsumerDataSet {
@@ -125,7 +129,7 @@ func (r *registry) heartbeat(c *conn, hb *heartbeatData, now time.Time) ([]strin
 		}
 		g := groupOf(r.consumers, cd.GroupName)
 		old := g[hb.ClientID]
-		m := &member{clientID: hb.ClientID, conn: c, seen: now, model: cd.MessageModel, from: cd.ConsumeFromWhere,
+		m := &member{clientID: hb.ClientID, conn: c, seen: now, language: lang, version: ver, model: cd.MessageModel, from: cd.ConsumeFromWhere, consumeType: cd.ConsumeType,
 			subs: make(map[string]subscriptionData, len(cd.SubscriptionDataSet))}
 		if hb.WithoutSub && old != nil {
 			m.subs = old.subs
@@ -337,6 +341,23 @@ func (r *registry) clientConn(clientID string) *conn {
 	return best.conn
 }
 
+// groupMembers returns copies of a group's consumer (or producer)
+// members, by client id.
+func (r *registry) groupMembers(group string, consumers bool) []member {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	groups := r.producers
+	if consumers {
+		groups = r.consumers
+	}
+	out := make([]member, 0, len(groups[group]))
+	for _, m := range groups[group] {
+		out = append(out, *m)
+	}
+	slices.SortFunc(out, func(a, b member) int { return strings.Compare(a.clientID, b.clientID) })
+	return out
+}
+
 // consumerConns returns the connections of group's consumers, each once:
 // those that subscribe to topic, or all of them when topic is "".
 func (r *registry) consumerConns(group, topic string) []*conn {
@@ -381,7 +402,7 @@ func (s *Server) heartbeat(ctx context.Context, c *conn, req *codec.Command) *co
 			return s.fail(ctx, err)
 		}
 	}
-	changed, err := s.reg.heartbeat(c, hb, s.cfg.Clock.Now())
+	changed, err := s.reg.heartbeat(c, hb, req.Language, req.Version, s.cfg.Clock.Now())
 	if err != nil {
 		return &codec.Command{Code: codeSystemBusy, Remark: err.Error()}
 	}

@@ -63,6 +63,7 @@ const (
 	codeSubscriptionParseFailed   = 23
 	codeSubscriptionNotExist      = 24
 	codeSubscriptionGroupNotExist = 26
+	codeConsumerNotOnline         = 206
 	codeInvalidParameter          = 29
 	codeNoMessage                 = 208
 	codePollingFull               = 209

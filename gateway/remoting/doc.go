@@ -3,7 +3,8 @@
 // own address, cluster info, topic lists) and as Broker (send, pull with
 // long polling, heartbeats and consumer lists, offsets, send-back, end
 // transaction and transaction checks, request/reply, topic and group
-// administration, query and view, the POP codes) over the same broker and
+// administration and admin views (stats.go), query and view, the POP
+// codes) over the same broker and
 // store as the gRPC listener. Protocol facts: shared/spec/remoting.md.
 //
 // Connections: one reader goroutine per connection decodes frames and
@@ -30,8 +31,8 @@
 // clients (to CHECK_TRANSACTION_STATE and the like) are not requests and
 // are not checked.
 //
-// Requests to clients are oneway, except PUSH_REPLY_MESSAGE_TO_CLIENT,
-// whose answer Server.call waits for (conn.calls, by opaque; the reader
+// Requests to clients are oneway, except PUSH_REPLY_MESSAGE_TO_CLIENT and
+// a relayed GET_CONSUMER_RUNNING_INFO, whose answers Server.call waits for (conn.calls, by opaque; the reader
 // hands responses over).
 //
 // Locking: registry.mu guards the client registry, locks.mu the orderly

@@ -63,6 +63,11 @@ func (s *Server) routes() map[int32]handler {
 		reqGetAllSubGroupConfig:      s.allGroupConfig,
 		reqDeleteSubGroup:            s.deleteGroup,
 		reqInvokeBrokerToResetOffset: s.resetOffset,
+		reqGetTopicStatsInfo:         s.topicStats,
+		reqGetConsumeStats:           s.consumeStats,
+		reqGetConsumerConnectionList: s.consumerConnections,
+		reqGetProducerConnectionList: s.producerConnections,
+		reqGetConsumerRunningInfo:    s.consumerRunningInfo,
 		// Query and view
 		reqQueryMessage:    s.queryMessage,
 		reqViewMessageByID: s.viewMessage,

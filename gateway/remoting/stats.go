@@ -1,0 +1,239 @@
+package remoting
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+
+	"github.com/mqgate/mqgate/gateway/remoting/codec"
+)
+
+// The admin views classic tools read from a broker (mqadmin topicStatus,
+// consumerProgress, consumerConnection, producerConnection,
+// consumerStatus; the RocketMQ dashboard), answered from the same store
+// and client registry as everything else.
+const (
+	reqGetTopicStatsInfo         = 202
+	reqGetConsumerConnectionList = 203
+	reqGetProducerConnectionList = 204
+	reqGetConsumeStats           = 208
+	reqGetConsumerRunningInfo    = 307
+)
+
+// mqKey is a MessageQueue as a fastjson map key (see resetOffsetBody).
+func (s *Server) mqKey(buf *bytes.Buffer, topic string, queue int32) {
+	key, _ := json.Marshal(struct {
+		BrokerName string `json:"brokerName"`
+		QueueID    int32  `json:"queueId"`
+		Topic      string `json:"topic"`
+	}{s.cfg.BrokerName, queue, topic})
+	buf.Write(key)
+}
+
+// topicStats answers GET_TOPIC_STATS_INFO: each queue's min and max
+// offsets and the store time of its last message (TopicStatsTable).
+func (s *Server) topicStats(ctx context.Context, c *conn, req *codec.Command) *codec.Command {
+	f := fields{req: req}
+	topic := f.str("topic", true)
+	if r := f.failed(); r != nil {
+		return r
+	}
+	ctx, cancel := s.requestContext(ctx)
+	defer cancel()
+	t, err := s.cl.ExistingTopic(ctx, topic)
+	if err != nil {
+		return s.fail(ctx, err)
+	}
+	var buf bytes.Buffer
+	buf.WriteString(`{"offsetTable":{`)
+	for q := int32(0); q < t.Queues; q++ {
+		lo, hi := s.cl.QueueRange(t.Name, q)
+		var last int64
+		if hi > lo {
+			last, _ = s.cl.StoreTimeAt(t.Name, q, hi-1)
+		}
+		if q > 0 {
+			buf.WriteByte(',')
+		}
+		s.mqKey(&buf, t.Name, q)
+		v, _ := json.Marshal(struct {
+			LastUpdateTimestamp int64 `json:"lastUpdateTimestamp"`
+			MaxOffset           int64 `json:"maxOffset"`
+			MinOffset           int64 `json:"minOffset"`
+		}{last, hi, lo})
+		buf.WriteByte(':')
+		buf.Write(v)
+	}
+	buf.WriteString(`}}`)
+	return &codec.Command{Code: codeSuccess, Body: buf.Bytes()}
+}
+
+// consumeStats answers GET_CONSUME_STATS: for each queue of the topic (or
+// of every topic the group consumes) the queue's end, the group's
+// position and the store time of the last message it consumed
+// (ConsumeStats; consumeTps is not measured and is 0).
+func (s *Server) consumeStats(ctx context.Context, c *conn, req *codec.Command) *codec.Command {
+	f := fields{req: req}
+	group := f.str("consumerGroup", true)
+	topic := f.str("topic", false)
+	if r := f.failed(); r != nil {
+		return r
+	}
+	ctx, cancel := s.requestContext(ctx)
+	defer cancel()
+	stats, err := s.b.ConsumeStats(ctx, group, topic)
+	if err != nil {
+		return s.fail(ctx, err)
+	}
+	var buf bytes.Buffer
+	buf.WriteString(`{"consumeTps":0.0,"offsetTable":{`)
+	for i, st := range stats {
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		s.mqKey(&buf, st.Topic, st.QueueID)
+		v, _ := json.Marshal(struct {
+			BrokerOffset   int64 `json:"brokerOffset"`
+			ConsumerOffset int64 `json:"consumerOffset"`
+			LastTimestamp  int64 `json:"lastTimestamp"`
+			PullOffset     int64 `json:"pullOffset"`
+		}{st.BrokerOffset, st.ConsumerOffset, st.LastTimestamp, st.ConsumerOffset})
+		buf.WriteByte(':')
+		buf.Write(v)
+	}
+	buf.WriteString(`}}`)
+	return &codec.Command{Code: codeSuccess, Body: buf.Bytes()}
+}
+
+// connection is one client connection in a ConsumerConnection or
+// ProducerConnection body.
+type connection struct {
+	ClientAddr string `json:"clientAddr"`
+	ClientID   string `json:"clientId"`
+	Language   string `json:"language"`
+	Version    int32  `json:"version"`
+}
+
+func connectionsOf(ms []member) []connection {
+	out := make([]connection, 0, len(ms))
+	for _, m := range ms {
+		lang := m.language
+		if lang == "" {
+			lang = "OTHER"
+		}
+		out = append(out, connection{ClientAddr: m.conn.remote.String(), ClientID: m.clientID, Language: lang, Version: m.version})
+	}
+	return out
+}
+
+// consumerConnections answers GET_CONSUMER_CONNECTION_LIST: the group's
+// connected consumers, their subscriptions and consumption settings (as
+// the most recent heartbeat stated them); CONSUMER_NOT_ONLINE when none is
+// connected.
+func (s *Server) consumerConnections(ctx context.Context, c *conn, req *codec.Command) *codec.Command {
+	f := fields{req: req}
+	group := f.str("consumerGroup", true)
+	if r := f.failed(); r != nil {
+		return r
+	}
+	ms := s.reg.groupMembers(group, true)
+	if len(ms) == 0 {
+		return &codec.Command{Code: codeConsumerNotOnline, Remark: "the consumer group[" + group + "] not online"}
+	}
+	latest := ms[0]
+	subs := map[string]json.RawMessage{}
+	for _, m := range ms {
+		if m.seen.After(latest.seen) {
+			latest = m
+		}
+	}
+	for topic, sd := range latest.subs {
+		v, err := json.Marshal(struct {
+			ClassFilterMode bool            `json:"classFilterMode"`
+			CodeSet         json.RawMessage `json:"codeSet"`
+			ExpressionType  string          `json:"expressionType"`
+			SubString       string          `json:"subString"`
+			SubVersion      json.RawMessage `json:"subVersion"`
+			TagsSet         json.RawMessage `json:"tagsSet"`
+			Topic           string          `json:"topic"`
+		}{false, orEmpty(sd.CodeSet, "[]"), orText(sd.ExpressionType, "TAG"), sd.SubString, orEmpty(sd.SubVersion, "0"), orEmpty(sd.TagsSet, "[]"), topic})
+		if err != nil {
+			return s.fail(ctx, err)
+		}
+		subs[topic] = v
+	}
+	body, err := json.Marshal(struct {
+		ConnectionSet     []connection               `json:"connectionSet"`
+		ConsumeFromWhere  string                     `json:"consumeFromWhere,omitempty"`
+		ConsumeType       string                     `json:"consumeType,omitempty"`
+		MessageModel      string                     `json:"messageModel,omitempty"`
+		SubscriptionTable map[string]json.RawMessage `json:"subscriptionTable"`
+	}{connectionsOf(ms), latest.from, latest.consumeType, latest.model, subs})
+	if err != nil {
+		return s.fail(ctx, err)
+	}
+	return &codec.Command{Code: codeSuccess, Body: body}
+}
+
+func orEmpty(v json.RawMessage, def string) json.RawMessage {
+	if len(bytes.TrimSpace(v)) == 0 || string(v) == "null" {
+		return json.RawMessage(def)
+	}
+	return v
+}
+
+func orText(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}
+
+// producerConnections answers GET_PRODUCER_CONNECTION_LIST: the group's
+// connected producers (SYSTEM_ERROR when none, as upstream).
+func (s *Server) producerConnections(ctx context.Context, c *conn, req *codec.Command) *codec.Command {
+	f := fields{req: req}
+	group := f.str("producerGroup", true)
+	if r := f.failed(); r != nil {
+		return r
+	}
+	ms := s.reg.groupMembers(group, false)
+	if len(ms) == 0 {
+		return &codec.Command{Code: codeSystemError, Remark: "the producer group[" + group + "] not exist"}
+	}
+	body, err := json.Marshal(struct {
+		ConnectionSet []connection `json:"connectionSet"`
+	}{connectionsOf(ms)})
+	if err != nil {
+		return s.fail(ctx, err)
+	}
+	return &codec.Command{Code: codeSuccess, Body: body}
+}
+
+// consumerRunningInfo answers GET_CONSUMER_RUNNING_INFO by asking the
+// consumer itself (the same request, forwarded to its connection) and
+// relaying its answer, as upstream's brokers do.
+func (s *Server) consumerRunningInfo(ctx context.Context, c *conn, req *codec.Command) *codec.Command {
+	f := fields{req: req}
+	group := f.str("consumerGroup", true)
+	id := f.str("clientId", true)
+	if r := f.failed(); r != nil {
+		return r
+	}
+	var target *conn
+	for _, m := range s.reg.groupMembers(group, true) {
+		if m.clientID == id {
+			target = m.conn
+		}
+	}
+	if target == nil {
+		return &codec.Command{Code: codeSystemError, Remark: "The Consumer <" + group + "> <" + id + "> not online"}
+	}
+	ctx, cancel := s.requestContext(ctx)
+	defer cancel()
+	resp, err := s.call(ctx, target, reqGetConsumerRunningInfo, req.Ext, req.Body)
+	if err != nil {
+		return &codec.Command{Code: codeSystemError, Remark: "invoke consumer <" + id + "> failed: " + err.Error()}
+	}
+	return &codec.Command{Code: resp.Code, Remark: resp.Remark, Ext: resp.Ext, Body: resp.Body}
+}
