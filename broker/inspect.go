@@ -287,23 +287,9 @@ func (b *Broker) ConsumeStats(ctx context.Context, group, topic string) ([]Consu
 	if err != nil {
 		return nil, err
 	}
-	var names []string
-	if topic != "" {
-		names = []string{topic}
-	} else {
-		seen := map[string]bool{}
-		for k := range b.store.Meta().Offsets(g.Name) {
-			seen[k.Topic] = true
-		}
-		for _, st := range b.pop.Stats() {
-			if st.Group == g.Name {
-				seen[st.Topic] = true
-			}
-		}
-		for n := range seen {
-			names = append(names, n)
-		}
-		sort.Strings(names)
+	names := []string{topic}
+	if topic == "" {
+		names = b.consumedTopics(g.Name)
 	}
 	var out []ConsumeStat
 	for _, n := range names {
@@ -325,5 +311,69 @@ func (b *Broker) ConsumeStats(ctx context.Context, group, topic string) ([]Consu
 			out = append(out, cs)
 		}
 	}
+	return out, nil
+}
+
+// consumedTopics lists the topics group has committed offsets in or POP
+// state for, sorted.
+func (b *Broker) consumedTopics(group string) []string {
+	seen := map[string]bool{}
+	for k := range b.store.Meta().Offsets(group) {
+		seen[k.Topic] = true
+	}
+	for _, st := range b.pop.Stats() {
+		if st.Group == group {
+			seen[st.Topic] = true
+		}
+	}
+	names := make([]string, 0, len(seen))
+	for n := range seen {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// GroupTopics lists the topics a group consumes (committed offsets or
+// POP receives), for classic admin tools; the group must exist.
+func (b *Broker) GroupTopics(ctx context.Context, group string) ([]string, error) {
+	g, err := b.meta.GetGroup(ctx, group)
+	if err != nil {
+		return nil, err
+	}
+	return b.consumedTopics(g.Name), nil
+}
+
+// TopicGroups lists the groups that consume a topic (committed offsets or
+// POP receives), sorted; the topic must exist.
+func (b *Broker) TopicGroups(ctx context.Context, topic string) ([]string, error) {
+	t, err := b.meta.GetTopic(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	gs, err := b.meta.ListGroups(ctx)
+	if err != nil {
+		return nil, err
+	}
+	popped := map[string]bool{}
+	for _, st := range b.pop.Stats() {
+		if st.Topic == t.Name {
+			popped[st.Group] = true
+		}
+	}
+	var out []string
+	for _, g := range gs {
+		committed := false
+		for k := range b.store.Meta().Offsets(g.Name) {
+			if k.Topic == t.Name {
+				committed = true
+				break
+			}
+		}
+		if committed || popped[g.Name] {
+			out = append(out, g.Name)
+		}
+	}
+	sort.Strings(out)
 	return out, nil
 }

@@ -136,6 +136,9 @@ var accessRules = map[int32]accessRule{
 	reqGetConsumerConnectionList: admin,
 	reqGetProducerConnectionList: admin,
 	reqGetConsumerRunningInfo:    admin,
+	reqGetTopicsByCluster:        admin,
+	reqQueryTopicConsumeByWho:    admin,
+	reqQueryTopicsByConsumer:     admin,
 	// Query and view
 	reqQueryMessage:    consumeFields("topic", ""),
 	reqViewMessageByID: viewAccess,

@@ -273,6 +273,39 @@ func (r *registry) expire(before time.Time) {
 	r.notify(changed)
 }
 
+// subscribers lists the consumer groups with a connected member that
+// subscribes to topic.
+func (r *registry) subscribers(topic string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for g, ms := range r.consumers {
+		for _, m := range ms {
+			if _, ok := m.subs[topic]; ok {
+				out = append(out, g)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// subscribedTopics lists the topics a consumer group's connected members
+// subscribe to.
+func (r *registry) subscribedTopics(group string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, m := range r.consumers[group] {
+		for t := range m.subs {
+			if !slices.Contains(out, t) {
+				out = append(out, t)
+			}
+		}
+	}
+	return out
+}
+
 // consumerIDs lists a group's client ids, sorted.
 func (r *registry) consumerIDs(group string) []string {
 	r.mu.Lock()

@@ -68,6 +68,9 @@ func (s *Server) routes() map[int32]handler {
 		reqGetConsumerConnectionList: s.consumerConnections,
 		reqGetProducerConnectionList: s.producerConnections,
 		reqGetConsumerRunningInfo:    s.consumerRunningInfo,
+		reqGetTopicsByCluster:        s.clusterTopics,
+		reqQueryTopicConsumeByWho:    s.topicConsumers,
+		reqQueryTopicsByConsumer:     s.consumerTopics,
 		// Query and view
 		reqQueryMessage:    s.queryMessage,
 		reqViewMessageByID: s.viewMessage,

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"slices"
 
 	"github.com/mqgate/mqgate/gateway/remoting/codec"
 )
@@ -18,6 +19,9 @@ const (
 	reqGetProducerConnectionList = 204
 	reqGetConsumeStats           = 208
 	reqGetConsumerRunningInfo    = 307
+	reqGetTopicsByCluster        = 224
+	reqQueryTopicConsumeByWho    = 300
+	reqQueryTopicsByConsumer     = 343
 )
 
 // mqKey is a MessageQueue as a fastjson map key (see resetOffsetBody).
@@ -236,4 +240,86 @@ func (s *Server) consumerRunningInfo(ctx context.Context, c *conn, req *codec.Co
 		return &codec.Command{Code: codeSystemError, Remark: "invoke consumer <" + id + "> failed: " + err.Error()}
 	}
 	return &codec.Command{Code: resp.Code, Remark: resp.Remark, Ext: resp.Ext, Body: resp.Body}
+}
+
+// sortedUnion merges name lists into one sorted list without duplicates.
+func sortedUnion(lists ...[]string) []string {
+	var out []string
+	for _, l := range lists {
+		out = append(out, l...)
+	}
+	slices.Sort(out)
+	if out == nil {
+		return []string{} // a JSON list, never null
+	}
+	return slices.Compact(out)
+}
+
+// topicConsumers answers QUERY_TOPIC_CONSUME_BY_WHO: the groups that
+// consume a topic (committed offsets, POP receives, or a connected member
+// subscribed to it) as a GroupList.
+func (s *Server) topicConsumers(ctx context.Context, c *conn, req *codec.Command) *codec.Command {
+	f := fields{req: req}
+	topic := f.str("topic", true)
+	if r := f.failed(); r != nil {
+		return r
+	}
+	ctx, cancel := s.requestContext(ctx)
+	defer cancel()
+	gs, err := s.b.TopicGroups(ctx, topic)
+	if err != nil {
+		return s.fail(ctx, err)
+	}
+	body, _ := json.Marshal(struct {
+		GroupList []string `json:"groupList"`
+	}{sortedUnion(gs, s.reg.subscribers(topic))})
+	return &codec.Command{Code: codeSuccess, Body: body}
+}
+
+// consumerTopics answers QUERY_TOPICS_BY_CONSUMER: the topics a group
+// consumes, as a TopicList naming this broker.
+func (s *Server) consumerTopics(ctx context.Context, c *conn, req *codec.Command) *codec.Command {
+	f := fields{req: req}
+	group := f.str("group", true)
+	if r := f.failed(); r != nil {
+		return r
+	}
+	ctx, cancel := s.requestContext(ctx)
+	defer cancel()
+	ts, err := s.b.GroupTopics(ctx, group)
+	if err != nil {
+		return s.fail(ctx, err)
+	}
+	body, _ := json.Marshal(struct {
+		TopicList  []string `json:"topicList"`
+		BrokerAddr string   `json:"brokerAddr"`
+	}{sortedUnion(ts, s.reg.subscribedTopics(group)), s.advertised(c)})
+	return &codec.Command{Code: codeSuccess, Body: body}
+}
+
+// clusterTopics answers GET_TOPICS_BY_CLUSTER (NameServer): every topic
+// for this listener's cluster, and, as upstream answers a cluster it does
+// not know, an empty list for any other.
+func (s *Server) clusterTopics(ctx context.Context, c *conn, req *codec.Command) *codec.Command {
+	f := fields{req: req}
+	cluster := f.str("cluster", true)
+	if r := f.failed(); r != nil {
+		return r
+	}
+	var names []string
+	if cluster == s.cfg.ClusterName {
+		ctx, cancel := s.requestContext(ctx)
+		defer cancel()
+		ts, err := s.b.ListTopics(ctx)
+		if err != nil {
+			return s.fail(ctx, err)
+		}
+		for _, t := range ts {
+			names = append(names, t.Name)
+		}
+	}
+	body, _ := json.Marshal(struct {
+		TopicList []string `json:"topicList"`
+	}{sortedUnion(names)})
+	return &codec.Command{Code: codeSuccess, Body: body}
 }

@@ -3,6 +3,7 @@ package remoting
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/mqgate/mqgate/gateway/remoting/codec"
@@ -84,4 +85,28 @@ func TestAdminStats(t *testing.T) {
 		t.Fatalf("forwarded %v", cmd.Ext)
 	}
 	e.must(e.call(admin, reqGetConsumerRunningInfo, map[string]string{"consumerGroup": "CG", "clientId": "192.0.2.3@1"}, nil), codeSystemError)
+
+	// Who consumes T: CG (committed, and subscribed), and OG, known only
+	// by the subscription of a connected member; which topics CG consumes.
+	e.must(e.call(cons, reqHeartBeat, nil, heartbeatBody("192.0.2.4@1", nil, map[string][]string{"OG": {"T"}})), codeSuccess)
+	if r := e.must(e.call(admin, reqQueryTopicConsumeByWho, map[string]string{"topic": "T"}, nil), codeSuccess); string(r.Body) != `{"groupList":["CG","OG"]}` {
+		t.Fatalf("who consumes T: %s", r.Body)
+	}
+	e.must(e.call(admin, reqQueryTopicConsumeByWho, map[string]string{"topic": "NOPE"}, nil), codeTopicNotExist)
+	var tl struct {
+		TopicList  []string
+		BrokerAddr string
+	}
+	r = e.must(e.call(admin, reqQueryTopicsByConsumer, map[string]string{"group": "CG"}, nil), codeSuccess)
+	if err := json.Unmarshal(r.Body, &tl); err != nil || !slices.Contains(tl.TopicList, "T") || tl.BrokerAddr == "" {
+		t.Fatalf("topics of CG: %s (%v)", r.Body, err)
+	}
+	e.must(e.call(admin, reqQueryTopicsByConsumer, map[string]string{"group": "NOPE"}, nil), codeSubscriptionGroupNotExist)
+	r = e.must(e.call(admin, reqGetTopicsByCluster, map[string]string{"cluster": "DefaultCluster"}, nil), codeSuccess)
+	if err := json.Unmarshal(r.Body, &tl); err != nil || !slices.Contains(tl.TopicList, "T") {
+		t.Fatalf("topics of the cluster: %s (%v)", r.Body, err)
+	}
+	if r := e.must(e.call(admin, reqGetTopicsByCluster, map[string]string{"cluster": "Other"}, nil), codeSuccess); string(r.Body) != `{"topicList":[]}` {
+		t.Fatalf("topics of another cluster: %s", r.Body)
+	}
 }
