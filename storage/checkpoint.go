@@ -17,7 +17,7 @@ import (
 //	16 8 dispatched     every consume-queue/index entry below is fsynced
 //	24 8 log end        the log end at the time (== flushed on clean close)
 //	32 8 last store time
-//	40 4 clean (1 if written by a clean Close)
+//	40 4 clean (1 if written by a clean Close, else 0)
 //	44 4 CRC32C of [0,44)
 type checkpoint struct {
 	Flushed, Dispatched, LogEnd, LastStoreTime int64
@@ -52,7 +52,8 @@ func (c checkpoint) encode() []byte {
 
 func decodeCheckpoint(b []byte) (checkpoint, error) {
 	le := binary.LittleEndian
-	if len(b) != cpSize || le.Uint32(b[0:]) != cpMagic || le.Uint32(b[4:]) != 1 || le.Uint32(b[44:]) != crc32.Checksum(b[:44], castagnoli) {
+	if len(b) != cpSize || le.Uint32(b[0:]) != cpMagic || le.Uint32(b[4:]) != 1 || le.Uint32(b[40:]) > 1 ||
+		le.Uint32(b[44:]) != crc32.Checksum(b[:44], castagnoli) {
 		return checkpoint{}, fmt.Errorf("%w: checkpoint file", serr.ErrCorrupt)
 	}
 	return checkpoint{

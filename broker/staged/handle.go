@@ -42,6 +42,10 @@ func LoadToken(blobs Blobs, name, prefix string) (*Token, error) {
 
 const tokenLen = 8 + 8 + 4 + 12
 
+// tokenB64 decodes tokens: strict, so that the unused low bits of the last
+// character must be zero and a minted token has no other accepted spelling.
+var tokenB64 = base64.RawURLEncoding.Strict()
+
 // TopicHash is the 32-bit FNV-1a of a topic name.
 func TopicHash(s string) uint32 {
 	h := uint32(2166136261)
@@ -76,7 +80,7 @@ func (t *Token) Decode(s, topic string) (off, due int64, err error) {
 		return 0, 0, ErrBadToken
 	}
 	var b [tokenLen]byte
-	if n, err := base64.RawURLEncoding.Decode(b[:], []byte(enc)); err != nil || n != tokenLen {
+	if n, err := tokenB64.Decode(b[:], []byte(enc)); err != nil || n != tokenLen {
 		return 0, 0, ErrBadToken
 	}
 	m := hmac.New(sha256.New, t.key)

@@ -1,6 +1,10 @@
 package remoting
 
 import (
+	"bytes"
+	"compress/gzip"
+	"compress/zlib"
+	"io"
 	"testing"
 
 	"github.com/mqgate/mqgate/broker/model"
@@ -76,4 +80,59 @@ func FuzzBatchAck(f *testing.F) {
 			}
 		}
 	})
+}
+
+// FuzzParseHost: parseHost (a stored record's born host) never panics
+// and always yields a valid, unmapped address that it reads back from
+// its own rendering.
+func FuzzParseHost(f *testing.F) {
+	for _, s := range []string{"10.0.0.1:5000", "[::ffff:10.0.0.1]:80", "::ffff:1.2.3.4", "[fe80::1%eth0]:9", "[2001:db8::1]", "broker-a", "", "1.2.3.4:99999"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		ap := parseHost(s)
+		if !ap.Addr().IsValid() || ap.Addr().Is4In6() {
+			t.Fatalf("%q → %v", s, ap)
+		}
+		if again := parseHost(ap.String()); again != ap {
+			t.Fatalf("%q → %v → %v", s, ap, again)
+		}
+	})
+}
+
+// FuzzInflate: inflate (zlib bodies from classic producers, gzip bodies
+// from the store) never panics, never returns more than maxBody bytes,
+// and gives back what was compressed. (A body of maxBody+1 bytes is
+// checked once, not seeded: every mutation of it would inflate 4 MiB.)
+func FuzzInflate(f *testing.F) {
+	if _, err := inflate(zlibReader, compress(f, false, make([]byte, maxBody+1))); err == nil {
+		f.Fatal("a body over maxBody inflated")
+	}
+	f.Add(compress(f, true, []byte("hello")), true)
+	f.Add(compress(f, false, bytes.Repeat([]byte("compressible "), 400)), false)
+	f.Add([]byte("not zlib"), true)
+	f.Fuzz(func(t *testing.T, b []byte, gz bool) {
+		open := zlibReader
+		if gz {
+			open = gzipReader
+		}
+		if out, err := inflate(open, b); err == nil && len(out) > maxBody {
+			t.Fatalf("inflated to %d bytes", len(out))
+		}
+		if out, err := inflate(open, compress(t, gz, b)); err != nil || !bytes.Equal(out, b) {
+			t.Fatalf("round trip: %v", err)
+		}
+	})
+}
+
+func compress(t testing.TB, gz bool, b []byte) []byte {
+	var buf bytes.Buffer
+	var w io.WriteCloser = zlib.NewWriter(&buf)
+	if gz {
+		w = gzip.NewWriter(&buf)
+	}
+	if _, err := w.Write(b); err != nil || w.Close() != nil {
+		t.Fatal("compressing failed")
+	}
+	return buf.Bytes()
 }

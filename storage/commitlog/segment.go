@@ -19,6 +19,11 @@ func parseSegName(name string) (int64, bool) {
 	if !strings.HasSuffix(name, segSuffix) || len(name) != 20+len(segSuffix) {
 		return 0, false
 	}
+	for _, c := range name[:20] { // digits only: ParseInt takes a sign too
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+	}
 	v, err := strconv.ParseInt(strings.TrimSuffix(name, segSuffix), 10, 64)
 	return v, err == nil
 }

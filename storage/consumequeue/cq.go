@@ -60,7 +60,7 @@ func Escape(topic string) string {
 	return sb.String()
 }
 
-// Unescape inverts Escape.
+// Unescape inverts Escape, refusing any name Escape does not produce.
 func Unescape(name string) (string, error) {
 	var sb strings.Builder
 	for i := 0; i < len(name); i++ {
@@ -77,6 +77,11 @@ func Unescape(name string) (string, error) {
 		}
 		sb.WriteByte(byte(v))
 		i += 2
+	}
+	// Only Escape's own spelling: Open reads a topic's queues from
+	// Escape(topic), so another name for it is a stray directory.
+	if Escape(sb.String()) != name {
+		return "", fmt.Errorf("%w: bad escaped topic %q", serr.ErrInvalid, name)
 	}
 	return sb.String(), nil
 }

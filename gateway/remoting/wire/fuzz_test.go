@@ -2,6 +2,8 @@ package wire
 
 import (
 	"bytes"
+	"net/netip"
+	"strings"
 	"testing"
 )
 
@@ -85,4 +87,31 @@ func validAll(ps []Property) bool {
 		}
 	}
 	return true
+}
+
+// FuzzParseOffsetMsgID: ParseOffsetMsgID never panics, what it accepts is
+// exactly what OffsetMsgID formats for the decoded address and offset (up
+// to case), and every id OffsetMsgID formats parses back.
+func FuzzParseOffsetMsgID(f *testing.F) {
+	f.Add(OffsetMsgID(netip.MustParseAddrPort("10.0.0.5:10911"), 1500), []byte{10, 0, 0, 5}, uint16(10911), int64(1500))
+	f.Add(strings.ToLower(OffsetMsgID(netip.MustParseAddrPort("[2001:db8::1]:8080"), 1<<40)),
+		netip.MustParseAddr("::ffff:192.0.2.1").AsSlice(), uint16(0), int64(0))
+	f.Add("C0A80001FFFFFFFF0000000000000001", []byte{}, uint16(65535), int64(-1))
+	f.Add("0A000005000000008000000000000000", []byte{1, 2, 3}, uint16(1), int64(1<<62))
+	f.Add("0A00000500002A9F00000000000005D", []byte{0}, uint16(1), int64(1))
+	f.Fuzz(func(t *testing.T, id string, ip []byte, port uint16, phys int64) {
+		if ap, off, err := ParseOffsetMsgID(id); err == nil {
+			if got := OffsetMsgID(ap, off); got != strings.ToUpper(id) || off < 0 {
+				t.Fatalf("%q parsed as %v %d, which formats as %q", id, ap, off, got)
+			}
+		}
+		addr, ok := netip.AddrFromSlice(ip)
+		if !ok || phys < 0 {
+			return
+		}
+		id = OffsetMsgID(netip.AddrPortFrom(addr, port), phys)
+		if ap, off, err := ParseOffsetMsgID(id); err != nil || ap != netip.AddrPortFrom(addr, port) || off != phys {
+			t.Fatalf("%v %d formatted as %q parses to %v %d %v", addr, phys, id, ap, off, err)
+		}
+	})
 }
