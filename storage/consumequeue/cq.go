@@ -380,7 +380,7 @@ func (q *Queue) fileAt(base int64) (*cqFile, error) {
 		return f, nil
 	}
 	q.mu.RUnlock()
-	p := filepath.Join(q.dir, fmt.Sprintf("%020d.cq", base))
+	p := filepath.Join(q.dir, fileName(base))
 	vf, err := q.set.fs.Create(p)
 	if err != nil {
 		return nil, fmt.Errorf("consumequeue: create %s: %w", p, err)
@@ -415,3 +415,6 @@ func (q *Queue) close(keep bool) error {
 	q.files = nil
 	return err
 }
+
+// fileName is the name of the queue file whose first entry is base.
+func fileName(base int64) string { return fmt.Sprintf("%020d.cq", base) }

@@ -3,6 +3,7 @@ package consumequeue
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/mqgate/mqgate/storage/internal/serr"
@@ -257,4 +258,51 @@ func openSet(t *testing.T, fs vfs.FS, perFile int64) *Set {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// Stray names in the queue directories (another spelling of a queue id or
+// of a file's base, a negative id) are left alone: they are neither
+// loaded as queues or files nor allowed to disturb or delete the real
+// ones.
+func TestOpenSkipsStrayNames(t *testing.T) {
+	fs := vfs.NewMem()
+	s := openSet(t, fs, 10)
+	q, _ := s.Ensure("T", 1)
+	if err := q.Append(0, entries(0, 25)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	stray := []string{"/cq/T/01/" + fileName(0), "/cq/T/+1/" + fileName(0), "/cq/T/-1/" + fileName(0),
+		"/cq/T/1/+0000000000000000000.cq", "/cq/T/1/0.cq", "/cq/T/1/-0000000000000000010.cq"}
+	for _, p := range stray {
+		if err := fs.MkdirAll(p[:strings.LastIndexByte(p, '/')]); err != nil {
+			t.Fatal(err)
+		}
+		f, err := fs.Create(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteAt(make([]byte, 3*EntrySize), 0); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+	}
+	s = openSet(t, fs, 10)
+	defer s.Close()
+	if qs := s.QueueIDs("T"); len(qs) != 1 || qs[0] != 1 {
+		t.Fatalf("queues of T: %v", qs)
+	}
+	q = s.Get("T", 1)
+	if q.Min() != 0 || q.Next() != 25 {
+		t.Fatalf("queue 1 holds %d..%d, want 0..25", q.Min(), q.Next())
+	}
+	checkRead(t, q, 0, 25, 25)
+	for _, p := range stray {
+		if _, _, err := fs.Stat(p); err != nil {
+			t.Fatalf("stray %s: %v", p, err)
+		}
+	}
 }

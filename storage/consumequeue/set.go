@@ -68,8 +68,12 @@ func Open(opts Options) (*Set, error) {
 			return nil, err
 		}
 		for _, qn := range qnames {
+			// Only the names newQueue makes: "01" or "+1" would load as
+			// queue 1 from a directory the queue does not use, "-1" as a
+			// queue that cannot exist.
 			id, err := strconv.ParseInt(qn, 10, 32)
-			if err != nil {
+			if err != nil || id < 0 || strconv.Itoa(int(id)) != qn {
+				s.logger.Warn("consumequeue: skipping unknown directory", "name", filepath.Join(tn, qn))
 				continue
 			}
 			q, err := s.load(topic, int32(id), opts.TruncateAt)
@@ -101,8 +105,11 @@ func (s *Set) load(topic string, id int32, truncateAt int64) (*Queue, error) {
 		if !strings.HasSuffix(n, ".cq") {
 			continue
 		}
+		// Only the names the queue writes (fileName): another spelling
+		// of a base ("+0.cq") would be taken for a second file at it, and
+		// the gap check below could then drop the real ones.
 		base, err := strconv.ParseInt(strings.TrimSuffix(n, ".cq"), 10, 64)
-		if err != nil || base%s.perFile != 0 {
+		if err != nil || base < 0 || base%s.perFile != 0 || fileName(base) != n {
 			continue
 		}
 		p := filepath.Join(q.dir, n)
