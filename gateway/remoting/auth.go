@@ -136,6 +136,7 @@ var accessRules = map[int32]accessRule{
 	reqGetConsumerConnectionList: admin,
 	reqGetProducerConnectionList: admin,
 	reqGetConsumerRunningInfo:    admin,
+	reqConsumeMessageDirectly:    admin,
 	reqGetTopicsByCluster:        admin,
 	reqQueryTopicConsumeByWho:    admin,
 	reqQueryTopicsByConsumer:     admin,

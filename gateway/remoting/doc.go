@@ -32,7 +32,8 @@
 // are not checked.
 //
 // Requests to clients are oneway, except PUSH_REPLY_MESSAGE_TO_CLIENT and
-// a relayed GET_CONSUMER_RUNNING_INFO, whose answers Server.call waits for (conn.calls, by opaque; the reader
+// the relayed GET_CONSUMER_RUNNING_INFO and CONSUME_MESSAGE_DIRECTLY, whose
+// answers Server.call waits for (conn.calls, by opaque; the reader
 // hands responses over).
 //
 // Locking: registry.mu guards the client registry, locks.mu the orderly

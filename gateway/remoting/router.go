@@ -68,6 +68,7 @@ func (s *Server) routes() map[int32]handler {
 		reqGetConsumerConnectionList: s.consumerConnections,
 		reqGetProducerConnectionList: s.producerConnections,
 		reqGetConsumerRunningInfo:    s.consumerRunningInfo,
+		reqConsumeMessageDirectly:    s.consumeMessageDirectly,
 		reqGetTopicsByCluster:        s.clusterTopics,
 		reqQueryTopicConsumeByWho:    s.topicConsumers,
 		reqQueryTopicsByConsumer:     s.consumerTopics,

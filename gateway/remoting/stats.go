@@ -7,6 +7,8 @@ import (
 	"slices"
 
 	"github.com/mqgate/mqgate/gateway/remoting/codec"
+	"github.com/mqgate/mqgate/gateway/remoting/wire"
+	"github.com/mqgate/mqgate/storage/message"
 )
 
 // The admin views classic tools read from a broker (mqadmin topicStatus,
@@ -22,6 +24,7 @@ const (
 	reqGetTopicsByCluster        = 224
 	reqQueryTopicConsumeByWho    = 300
 	reqQueryTopicsByConsumer     = 343
+	reqConsumeMessageDirectly    = 309
 )
 
 // mqKey is a MessageQueue as a fastjson map key (see resetOffsetBody).
@@ -218,6 +221,39 @@ func (s *Server) producerConnections(ctx context.Context, c *conn, req *codec.Co
 // consumer itself (the same request, forwarded to its connection) and
 // relaying its answer, as upstream's brokers do.
 func (s *Server) consumerRunningInfo(ctx context.Context, c *conn, req *codec.Command) *codec.Command {
+	return s.callConsumer(ctx, req, req.Ext, req.Body)
+}
+
+// consumeMessageDirectly answers CONSUME_MESSAGE_DIRECTLY (mqadmin
+// consumeMessage, the dashboard's "consume again"): the message msgId
+// names (an offset message id) is handed to the named consumer, which runs
+// it through its listener, and its ConsumeMessageDirectlyResult comes
+// back. The group's offsets do not move.
+func (s *Server) consumeMessageDirectly(ctx context.Context, c *conn, req *codec.Command) *codec.Command {
+	f := fields{req: req}
+	id := f.str("msgId", true)
+	if r := f.failed(); r != nil {
+		return r
+	}
+	_, phys, err := wire.ParseOffsetMsgID(id)
+	if err != nil {
+		return &codec.Command{Code: codeInvalidParameter, Remark: err.Error()}
+	}
+	m, err := s.cl.ReadAt(phys)
+	if err != nil {
+		return s.fail(ctx, err)
+	}
+	ext := make(map[string]string, len(req.Ext)+1)
+	for k, v := range req.Ext {
+		ext[k] = v
+	}
+	ext["brokerName"] = s.cfg.BrokerName
+	return s.callConsumer(ctx, req, ext, s.appendRecords(nil, c, []*message.Message{m}))
+}
+
+// callConsumer forwards req (with ext and body) to the connection of the
+// consumer its consumerGroup and clientId name, and relays the answer.
+func (s *Server) callConsumer(ctx context.Context, req *codec.Command, ext map[string]string, body []byte) *codec.Command {
 	f := fields{req: req}
 	group := f.str("consumerGroup", true)
 	id := f.str("clientId", true)
@@ -235,7 +271,7 @@ func (s *Server) consumerRunningInfo(ctx context.Context, c *conn, req *codec.Co
 	}
 	ctx, cancel := s.requestContext(ctx)
 	defer cancel()
-	resp, err := s.call(ctx, target, reqGetConsumerRunningInfo, req.Ext, req.Body)
+	resp, err := s.call(ctx, target, req.Code, ext, body)
 	if err != nil {
 		return &codec.Command{Code: codeSystemError, Remark: "invoke consumer <" + id + "> failed: " + err.Error()}
 	}

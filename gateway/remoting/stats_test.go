@@ -16,8 +16,12 @@ func TestAdminStats(t *testing.T) {
 	e := newEnv(t)
 	admin, cons := e.dial(), e.dial()
 	e.createTopic(admin, "T", 2, "")
+	var m0 string // offset message id of m0
 	for i, q := range []int{0, 0, 0, 1} {
-		e.must(e.send(admin, "T", q, fmt.Sprint("m", i), ""), codeSuccess)
+		r := e.must(e.send(admin, "T", q, fmt.Sprint("m", i), ""), codeSuccess)
+		if i == 0 {
+			m0 = r.Ext["msgId"]
+		}
 	}
 	at := e.clk.Now().UnixMilli()
 	mq := func(q int) string {
@@ -85,6 +89,23 @@ func TestAdminStats(t *testing.T) {
 		t.Fatalf("forwarded %v", cmd.Ext)
 	}
 	e.must(e.call(admin, reqGetConsumerRunningInfo, map[string]string{"consumerGroup": "CG", "clientId": "192.0.2.3@1"}, nil), codeSystemError)
+
+	// Consume directly: the consumer gets the message itself, encoded as
+	// a pull would carry it, and its verdict is relayed.
+	direct := make(chan *codec.Command, 1)
+	cons.Handle(reqConsumeMessageDirectly, func(cmd *codec.Command) {
+		direct <- cmd
+		_ = cons.Write(&codec.Command{Code: codeSuccess, Opaque: cmd.Opaque, Flag: codec.FlagResponse, Body: []byte(`{"consumeResult":"CR_SUCCESS"}`)})
+	})
+	r = e.must(e.call(admin, reqConsumeMessageDirectly, map[string]string{"consumerGroup": "CG", "clientId": "192.0.2.2@1", "msgId": m0}, nil), codeSuccess)
+	if string(r.Body) != `{"consumeResult":"CR_SUCCESS"}` {
+		t.Fatalf("consume directly: %s", r.Body)
+	}
+	cmd := <-direct
+	if rs := records(t, cmd.Body); len(rs) != 1 || string(rs[0].Body) != "m0" || rs[0].Topic != "T" || cmd.Ext["brokerName"] != "broker-a" {
+		t.Fatalf("handed over %v: %+v", cmd.Ext, rs)
+	}
+	e.must(e.call(admin, reqConsumeMessageDirectly, map[string]string{"consumerGroup": "CG", "clientId": "192.0.2.2@1", "msgId": "nope"}, nil), codeInvalidParameter)
 
 	// Who consumes T: CG (committed, and subscribed), and OG, known only
 	// by the subscription of a connected member; which topics CG consumes.

@@ -28,9 +28,14 @@ func TestClassicAdminViews(t *testing.T) {
 	pr := newProducer(t, p)
 	ctx := ctxT(t, 90*time.Second)
 	const n = 6
+	var firstID string // m0's offset message id
 	for i := range n {
-		if r, err := pr.SendSync(ctx, primitive.NewMessage(topic, []byte(fmt.Sprint("m", i)))); err != nil || r.Status != primitive.SendOK {
+		r, err := pr.SendSync(ctx, primitive.NewMessage(topic, []byte(fmt.Sprint("m", i))))
+		if err != nil || r.Status != primitive.SendOK {
 			t.Fatalf("SendSync: %v %v", r, err)
+		}
+		if i == 0 {
+			firstID = r.OffsetMsgID
 		}
 	}
 	col := newCollector()
@@ -73,6 +78,14 @@ func TestClassicAdminViews(t *testing.T) {
 	if b := string(r.Body); !strings.Contains(b, `"PROP_CONSUME_TYPE":"CONSUME_PASSIVELY"`) || !strings.Contains(b, `"topic":"`+topic+`"`) {
 		t.Fatalf("running info from the consumer: %s", r.Body)
 	}
+
+	// mqadmin consumeMessage: m0 handed to the consumer once more, through
+	// its listener, whose verdict comes back.
+	r = call(309, map[string]string{"consumerGroup": group, "clientId": id, "msgId": firstID, "topic": topic})
+	if !strings.Contains(string(r.Body), `"consumeResult":`) {
+		t.Fatalf("consume directly: %s", r.Body)
+	}
+	col.wait(t, 10*time.Second, "m0 consumed a second time", func() bool { return len(col.seen["m0"]) == 2 })
 
 	// The client commits every 5 s: wait for its progress to reach the
 	// end of both queues, as consumerProgress would show it.
