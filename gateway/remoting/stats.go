@@ -138,14 +138,12 @@ func connectionsOf(ms []member) []connection {
 // the most recent heartbeat stated them); CONSUMER_NOT_ONLINE when none is
 // connected.
 func (s *Server) consumerConnections(ctx context.Context, c *conn, req *codec.Command) *codec.Command {
-	f := fields{req: req}
-	group := f.str("consumerGroup", true)
-	if r := f.failed(); r != nil {
-		return r
+	ms, bad := s.membersOf(req, "consumerGroup", true)
+	if bad != nil {
+		return bad
 	}
-	ms := s.reg.groupMembers(group, true)
 	if len(ms) == 0 {
-		return &codec.Command{Code: codeConsumerNotOnline, Remark: "the consumer group[" + group + "] not online"}
+		return &codec.Command{Code: codeConsumerNotOnline, Remark: "the consumer group[" + req.Ext["consumerGroup"] + "] not online"}
 	}
 	latest := ms[0]
 	subs := map[string]json.RawMessage{}
@@ -199,14 +197,12 @@ func orText(v, def string) string {
 // producerConnections answers GET_PRODUCER_CONNECTION_LIST: the group's
 // connected producers (SYSTEM_ERROR when none, as upstream).
 func (s *Server) producerConnections(ctx context.Context, c *conn, req *codec.Command) *codec.Command {
-	f := fields{req: req}
-	group := f.str("producerGroup", true)
-	if r := f.failed(); r != nil {
-		return r
+	ms, bad := s.membersOf(req, "producerGroup", false)
+	if bad != nil {
+		return bad
 	}
-	ms := s.reg.groupMembers(group, false)
 	if len(ms) == 0 {
-		return &codec.Command{Code: codeSystemError, Remark: "the producer group[" + group + "] not exist"}
+		return &codec.Command{Code: codeSystemError, Remark: "the producer group[" + req.Ext["producerGroup"] + "] not exist"}
 	}
 	body, err := json.Marshal(struct {
 		ConnectionSet []connection `json:"connectionSet"`
@@ -254,14 +250,17 @@ func (s *Server) consumeMessageDirectly(ctx context.Context, c *conn, req *codec
 // callConsumer forwards req (with ext and body) to the connection of the
 // consumer its consumerGroup and clientId name, and relays the answer.
 func (s *Server) callConsumer(ctx context.Context, req *codec.Command, ext map[string]string, body []byte) *codec.Command {
-	f := fields{req: req}
-	group := f.str("consumerGroup", true)
-	id := f.str("clientId", true)
-	if r := f.failed(); r != nil {
-		return r
+	id := req.Ext["clientId"]
+	if id == "" {
+		return invalid("header field clientId is required")
 	}
+	ms, bad := s.membersOf(req, "consumerGroup", true)
+	if bad != nil {
+		return bad
+	}
+	group := req.Ext["consumerGroup"]
 	var target *conn
-	for _, m := range s.reg.groupMembers(group, true) {
+	for _, m := range ms {
 		if m.clientID == id {
 			target = m.conn
 		}
@@ -358,4 +357,16 @@ func (s *Server) clusterTopics(ctx context.Context, c *conn, req *codec.Command)
 		TopicList []string `json:"topicList"`
 	}{sortedUnion(names)})
 	return &codec.Command{Code: codeSuccess, Body: body}
+}
+
+// membersOf returns the registered members of the group the header field
+// names (consumers or producers), or the INVALID_PARAMETER answer when
+// the field is missing.
+func (s *Server) membersOf(req *codec.Command, field string, consumers bool) ([]member, *codec.Command) {
+	f := fields{req: req}
+	group := f.str(field, true)
+	if r := f.failed(); r != nil {
+		return nil, r
+	}
+	return s.reg.groupMembers(group, consumers), nil
 }
