@@ -337,7 +337,9 @@ func (b *Broker) Pull(ctx context.Context, group, topic string, queue int32, fro
 	if !t.Perm.Readable() {
 		return offset.PullResult{}, mqerr.Errorf(mqerr.KindForbidden, "topic %q is not readable", t.Name)
 	}
-	return b.offs.Pull(ctx, t, queue, from, max, f, wait)
+	res, err := b.offs.Pull(ctx, t, queue, from, max, f, wait)
+	b.obs.pulledDelivered(group, t.Name, res.Messages)
+	return res, err
 }
 
 // UpdateOffset commits a group's offset for a queue; it is on disk when

@@ -128,7 +128,12 @@ type ClassicSent struct {
 // SendRecords stores a classic send. Message-type attributes of the
 // topic are not enforced (upstream brokers do not enforce them for
 // remoting producers either).
-func (c *Classic) SendRecords(ctx context.Context, req ClassicSend) (ClassicSent, error) {
+func (c *Classic) SendRecords(ctx context.Context, req ClassicSend) (out ClassicSent, err error) {
+	defer func() { c.b.obs.sentClassic(req.Topic, req.Records, err) }()
+	return c.sendRecords(ctx, req)
+}
+
+func (c *Classic) sendRecords(ctx context.Context, req ClassicSend) (ClassicSent, error) {
 	if len(req.Records) == 0 {
 		return ClassicSent{}, mqerr.Errorf(mqerr.KindMessageCorrupted, "no message to send")
 	}
@@ -308,6 +313,9 @@ type ClassicPull struct {
 
 // ClassicPullRequest is one classic pull.
 type ClassicPullRequest struct {
+	// Group is the pulling consumer group (for the delivery counters;
+	// "" counts nothing).
+	Group    string
 	Topic    model.Topic
 	QueueID  int32
 	Offset   int64
@@ -323,7 +331,12 @@ const maxPullScan = 1024
 
 // Pull reads raw records of a queue from an offset for a classic
 // consumer. The caller resolved the topic and checked its permission.
-func (c *Classic) Pull(ctx context.Context, req ClassicPullRequest) (ClassicPull, error) {
+func (c *Classic) Pull(ctx context.Context, req ClassicPullRequest) (res ClassicPull, err error) {
+	defer func() { c.b.obs.pulled(req.Group, req.Topic.Name, res.Records) }()
+	return c.pull(ctx, req)
+}
+
+func (c *Classic) pull(ctx context.Context, req ClassicPullRequest) (ClassicPull, error) {
 	t := req.Topic
 	if req.QueueID < 0 || req.QueueID >= t.Queues {
 		return ClassicPull{}, mqerr.Errorf(mqerr.KindBadRequest, "topic %q has queues 0..%d, not %d", t.Name, t.Queues-1, req.QueueID)

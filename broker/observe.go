@@ -161,7 +161,7 @@ func (o *observer) observe(mp metric.MeterProvider, b *Broker) {
 	bytesIn, _ := m.Int64ObservableCounter("mqgate.messages.in.body", metric.WithUnit("By"),
 		metric.WithDescription("Body bytes of the messages counted by mqgate.messages.in"))
 	msgsOut, _ := m.Int64ObservableCounter("mqgate.messages.out", metric.WithUnit("{message}"),
-		metric.WithDescription("Messages delivered to consumers (POP receives), per group and topic, redeliveries included"))
+		metric.WithDescription("Messages delivered to consumers (POP receives and pulls), per group and topic, redeliveries included"))
 	bytesOut, _ := m.Int64ObservableCounter("mqgate.messages.out.body", metric.WithUnit("By"),
 		metric.WithDescription("Body bytes of the messages counted by mqgate.messages.out"))
 	sendOutcomes, _ := m.Int64ObservableCounter("mqgate.send.outcomes", metric.WithUnit("{message}"),
@@ -327,6 +327,60 @@ func (o *observer) sent(ctx context.Context, sp trace.Span, topic string, msgs [
 		}
 		endSpan(sp, err)
 	}
+}
+
+// sentClassic counts a classic send (remoting) like sent counts a gRPC
+// one: its records stored, or its failure.
+func (o *observer) sentClassic(topic string, recs []*message.Message, err error) {
+	if !o.counting || topic == "" {
+		return
+	}
+	ta := o.topic(topic)
+	n := int64(len(recs))
+	if err != nil && mqerr.KindOf(err) != mqerr.KindFlushTimeout {
+		ta.outcome(statusOf(err), n)
+		return
+	}
+	var bytes int64
+	for _, r := range recs {
+		bytes += int64(len(r.Body))
+	}
+	if err != nil {
+		ta.outcome(statusOf(err), n)
+	} else {
+		ta.ok.Add(n)
+	}
+	ta.msgs.Add(n)
+	ta.bytes.Add(bytes)
+}
+
+// pulled counts messages handed to a group by a pull (classic pulls and
+// the v2 offset API) as deliveries.
+func (o *observer) pulled(group, topic string, recs []*message.Message) {
+	if !o.counting || group == "" || len(recs) == 0 {
+		return
+	}
+	var bytes int64
+	for _, r := range recs {
+		bytes += int64(len(r.Body))
+	}
+	sa := o.sub(group, topic)
+	sa.msgs.Add(int64(len(recs)))
+	sa.bytes.Add(bytes)
+}
+
+// pulledDelivered is pulled for the v2 offset API's messages.
+func (o *observer) pulledDelivered(group, topic string, ds []*model.Delivered) {
+	if !o.counting || group == "" || len(ds) == 0 {
+		return
+	}
+	var bytes int64
+	for _, d := range ds {
+		bytes += int64(len(d.Body))
+	}
+	sa := o.sub(group, topic)
+	sa.msgs.Add(int64(len(ds)))
+	sa.bytes.Add(bytes)
 }
 
 // startReceive begins pop.Receive.

@@ -17,6 +17,7 @@ import (
 	"github.com/mqgate/mqgate/broker/pop"
 	"github.com/mqgate/mqgate/internal/clock"
 	"github.com/mqgate/mqgate/storage"
+	"github.com/mqgate/mqgate/storage/message"
 	"github.com/mqgate/mqgate/storage/vfs"
 )
 
@@ -313,4 +314,53 @@ func wakeReason(t *testing.T, spans []sdktrace.ReadOnlySpan) string {
 		t.Fatalf("pop.wake events: %v, want exactly one", reasons)
 	}
 	return reasons[0]
+}
+
+// Classic sends and pulls, and the v2 offset API's pulls, are counted like
+// gRPC sends and POP receives: messages and bytes in per topic, send
+// outcomes, messages and bytes out per group and topic.
+func TestObserveClassicSendAndPulls(t *testing.T) {
+	o := newObserved(t, false)
+	o.topic("orders", model.TopicNormal)
+	o.group("g", 0, false)
+	c := o.b.Classic()
+	recs := []*message.Message{classicRecord("abc", "UNIQ_KEY", "U1"), classicRecord("defg", "UNIQ_KEY", "U2")}
+	if _, err := c.SendRecords(o.ctx, ClassicSend{Topic: "orders", QueueID: 0, Records: recs}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.SendRecords(o.ctx, ClassicSend{Topic: "orders", QueueID: 9, Records: []*message.Message{classicRecord("x", "UNIQ_KEY", "U3")}}); mqerr.KindOf(err) != mqerr.KindBadRequest {
+		t.Fatalf("send to queue 9: %v", err)
+	}
+	if _, w := o.store.LogRange(); o.store.WaitDispatched(o.ctx, w) != nil {
+		t.Fatal("dispatch")
+	}
+	tp, err := o.b.Topic(o.ctx, "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := c.Pull(o.ctx, ClassicPullRequest{Group: "g", Topic: tp, QueueID: 0, Offset: 0, Max: 32}); err != nil || len(res.Records) != 2 {
+		t.Fatalf("classic pull: %v %+v", err, res)
+	}
+	if res, err := o.b.Pull(o.ctx, "g", "orders", 0, 1, 32, model.Filter{}, 0); err != nil || len(res.Messages) != 1 {
+		t.Fatalf("offset pull: %v %+v", err, res)
+	}
+	m := o.metrics()
+	topic := attribute.String("messaging.destination.name", "orders")
+	sub := []attribute.KeyValue{topic, attribute.String("messaging.consumer.group.name", "g")}
+	for _, c := range []struct {
+		metric string
+		attrs  []attribute.KeyValue
+		want   int64
+	}{
+		{"mqgate.messages.in", []attribute.KeyValue{topic}, 2},
+		{"mqgate.messages.in.body", []attribute.KeyValue{topic}, 7},
+		{"mqgate.send.outcomes", []attribute.KeyValue{topic, attribute.String("mqgate.status", "ok")}, 2},
+		{"mqgate.send.outcomes", []attribute.KeyValue{topic, attribute.String("mqgate.status", "bad-request")}, 1},
+		{"mqgate.messages.out", sub, 3},
+		{"mqgate.messages.out.body", sub, 11},
+	} {
+		if got := sum(t, m[c.metric], c.attrs...); got != c.want {
+			t.Errorf("%s %v = %d, want %d", c.metric, c.attrs, got, c.want)
+		}
+	}
 }

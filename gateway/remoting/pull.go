@@ -79,7 +79,7 @@ func (s *Server) pull(ctx context.Context, c *conn, req *codec.Command) *codec.C
 		wait = min(time.Duration(max(suspend, 0))*time.Millisecond, s.cfg.MaxPullWait)
 	}
 	// The long poll is bounded by wait, not by the request timeout.
-	res, err := s.cl.Pull(c.ctx, broker.ClassicPullRequest{Topic: t, QueueID: queue, Offset: offset,
+	res, err := s.cl.Pull(c.ctx, broker.ClassicPullRequest{Group: group, Topic: t, QueueID: queue, Offset: offset,
 		Max: int(max(1, min(maxNums, maxPullMsgs))), MaxBytes: maxPullBytes, Filter: filter, Wait: wait})
 	if err != nil {
 		return s.fail(ctx, err)
