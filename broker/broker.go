@@ -49,6 +49,8 @@ type Config struct {
 // capabilities it needs.
 type Broker struct {
 	cfg   Config
+	// started is when Open ran (runtime figures count from it).
+	started time.Time
 	log   *slog.Logger
 	store *storage.Store
 	hub   *longpoll.Hub
@@ -72,7 +74,7 @@ func Open(ctx context.Context, cfg Config, st *storage.Store) (*Broker, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	b := &Broker{cfg: cfg, log: cfg.Logger, store: st, obs: newObserver(cfg.Tracers, cfg.Meters)}
+	b := &Broker{cfg: cfg, log: cfg.Logger, store: st, obs: newObserver(cfg.Tracers, cfg.Meters), started: cfg.Clock.Now()}
 	b.hub = longpoll.New(cfg.MaxParkedPolls)
 	st.SetArrivalHook(func(topic string, _ int32, _ int64) { b.hub.Notify(topic) })
 	b.meta = metadata.New(metadata.Config{AutoCreate: cfg.AutoCreate, DefaultQueues: cfg.DefaultQueues, Clock: cfg.Clock}, st.Meta(), st)

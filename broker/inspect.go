@@ -377,3 +377,41 @@ func (b *Broker) TopicGroups(ctx context.Context, topic string) ([]string, error
 	sort.Strings(out)
 	return out, nil
 }
+
+// RuntimeStats are the broker-wide figures classic admin tools read
+// (GET_BROKER_RUNTIME_INFO).
+type RuntimeStats struct {
+	Started time.Time
+	// Put and Get count messages stored from producers and delivered to
+	// consumers since Open, over every listener (0 without a
+	// MeterProvider: the counters are the metrics').
+	Put, Get int64
+	// LogMin and Written bound the commit log; FlushLag is what is
+	// written and not yet fsynced (bytes).
+	LogMin, Written, FlushLag int64
+	// EarliestStoreTime is the store time (Unix ms) of the oldest
+	// retained record, 0 when the log is empty.
+	EarliestStoreTime int64
+	// DiskTotal and DiskFree describe the data directory's file system
+	// (bytes; zero when unknown).
+	DiskTotal, DiskFree uint64
+}
+
+// MessageTotals returns RuntimeStats' Put and Get alone.
+func (b *Broker) MessageTotals() (put, get int64) { return b.obs.totals() }
+
+// RuntimeStats returns the broker's runtime figures.
+func (b *Broker) RuntimeStats() RuntimeStats {
+	st := b.store.Stats()
+	r := RuntimeStats{Started: b.started, LogMin: st.LogMin, Written: st.Written, FlushLag: st.FlushLag}
+	r.Put, r.Get = b.obs.totals()
+	if r.Written > r.LogMin {
+		if m, err := b.store.ReadMessageAt(r.LogMin); err == nil {
+			r.EarliestStoreTime = m.StoreTime
+		}
+	}
+	if u, err := b.store.DiskUsage(); err == nil {
+		r.DiskTotal, r.DiskFree = u.Total, u.Free
+	}
+	return r
+}

@@ -369,6 +369,20 @@ func (o *observer) pulled(group, topic string, recs []*message.Message) {
 	sa.bytes.Add(bytes)
 }
 
+// totals sums the messages stored and delivered, over every topic and
+// subscription.
+func (o *observer) totals() (put, get int64) {
+	o.topics.Range(func(_, v any) bool {
+		put += v.(*attrCache).msgs.Load()
+		return true
+	})
+	o.subs.Range(func(_, v any) bool {
+		get += v.(*attrCache).msgs.Load()
+		return true
+	})
+	return put, get
+}
+
 // pulledDelivered is pulled for the v2 offset API's messages.
 func (o *observer) pulledDelivered(group, topic string, ds []*model.Delivered) {
 	if !o.counting || group == "" || len(ds) == 0 {

@@ -285,6 +285,9 @@ func (s *Store) checkpoint(clean bool) error {
 // Dir is the data directory.
 func (s *Store) Dir() string { return s.dir }
 
+// DiskUsage reports the capacity of the file system holding the store.
+func (s *Store) DiskUsage() (vfs.DiskUsage, error) { return s.fs.Usage(s.dir) }
+
 // Recovery reports what Open found and did.
 func (s *Store) Recovery() RecoveryInfo { return s.recovery }
 

@@ -137,6 +137,7 @@ var accessRules = map[int32]accessRule{
 	reqGetProducerConnectionList: admin,
 	reqGetConsumerRunningInfo:    admin,
 	reqConsumeMessageDirectly:    admin,
+	reqGetBrokerRuntimeInfo:      admin,
 	reqGetTopicsByCluster:        admin,
 	reqQueryTopicConsumeByWho:    admin,
 	reqQueryTopicsByConsumer:     admin,

@@ -332,6 +332,7 @@ func TestAuthAuthorizationTable(t *testing.T) {
 		{"topics by cluster", reqGetTopicsByCluster, map[string]string{"cluster": "DefaultCluster"}, nil, false},
 		{"who consumes", reqQueryTopicConsumeByWho, map[string]string{"topic": "orders"}, nil, false},
 		{"topics of a group", reqQueryTopicsByConsumer, map[string]string{"group": "g-1"}, nil, false},
+		{"runtime info", reqGetBrokerRuntimeInfo, nil, nil, false},
 		{"consume directly", reqConsumeMessageDirectly, map[string]string{"consumerGroup": "g-1", "clientId": "x", "msgId": "7F0000010000000000000000000000AA"}, nil, false},
 		{"consumer running info", reqGetConsumerRunningInfo, map[string]string{"consumerGroup": "g-1", "clientId": "x"}, nil, false},
 		{"reset group offset", reqInvokeBrokerToResetOffset, map[string]string{"topic": "orders", "group": "g-1", "timestamp": "0", "isForce": "true"}, nil, false},

@@ -69,6 +69,7 @@ func (s *Server) routes() map[int32]handler {
 		reqGetProducerConnectionList: s.producerConnections,
 		reqGetConsumerRunningInfo:    s.consumerRunningInfo,
 		reqConsumeMessageDirectly:    s.consumeMessageDirectly,
+		reqGetBrokerRuntimeInfo:      s.runtimeInfo,
 		reqGetTopicsByCluster:        s.clusterTopics,
 		reqQueryTopicConsumeByWho:    s.topicConsumers,
 		reqQueryTopicsByConsumer:     s.consumerTopics,

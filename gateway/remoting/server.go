@@ -35,6 +35,7 @@ type Server struct {
 	fixedStore netip.AddrPort
 
 	reg   *registry
+	rt    runtime
 	locks *lockTable
 	kv    kvConfig
 	ids   *wire.UniqIDs
@@ -87,6 +88,10 @@ func (s *Server) Start(ctx context.Context, addr string) error {
 		return err
 	}
 	if err := s.group.Go("remoting-client-expiry", s.expiryLoop); err != nil {
+		lis.Close()
+		return err
+	}
+	if err := s.group.Go("remoting-runtime-stats", s.runtimeLoop); err != nil {
 		lis.Close()
 		return err
 	}
