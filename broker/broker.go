@@ -48,19 +48,19 @@ type Config struct {
 // Broker owns the broker services and hands each the narrow store
 // capabilities it needs.
 type Broker struct {
-	cfg   Config
+	cfg Config
 	// started is when Open ran (runtime figures count from it).
 	started time.Time
-	log   *slog.Logger
-	store *storage.Store
-	hub   *longpoll.Hub
-	meta  *metadata.Service
-	prod  *produce.Service
-	pop   *pop.Service
-	delay *delay.Service
-	txn   *txn.Service
-	offs  *offset.Service
-	obs   *observer
+	log     *slog.Logger
+	store   *storage.Store
+	hub     *longpoll.Hub
+	meta    *metadata.Service
+	prod    *produce.Service
+	pop     *pop.Service
+	delay   *delay.Service
+	txn     *txn.Service
+	offs    *offset.Service
+	obs     *observer
 
 	resetMu        sync.Mutex
 	resetListeners []ResetListener // AddResetListener; called by ResetOffset
