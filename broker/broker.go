@@ -48,9 +48,8 @@ type Config struct {
 // Broker owns the broker services and hands each the narrow store
 // capabilities it needs.
 type Broker struct {
-	cfg Config
-	// started is when Open ran (runtime figures count from it).
-	started time.Time
+	cfg     Config
+	started time.Time // when Open ran (runtime figures count from it)
 	log     *slog.Logger
 	store   *storage.Store
 	hub     *longpoll.Hub
