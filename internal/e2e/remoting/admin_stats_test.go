@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -87,6 +88,14 @@ func TestClassicAdminViews(t *testing.T) {
 	}
 	col.wait(t, 10*time.Second, "m0 consumed a second time", func() bool { return len(col.seen["m0"]) == 2 })
 
+	// mqadmin clusterList: the runtime figures count what was stored and
+	// delivered through this listener.
+	r = call(28, nil)
+	got, _ := strconv.Atoi(kvTable(t, r.Body)["msgGetTotalTodayNow"])
+	if tb := kvTable(t, r.Body); tb["msgPutTotalTodayNow"] != fmt.Sprint(n) || got < n || len(strings.Fields(tb["putTps"])) != 3 {
+		t.Fatalf("runtime info: %s", r.Body)
+	}
+
 	// The client commits every 5 s: wait for its progress to reach the
 	// end of both queues, as consumerProgress would show it.
 	deadline := time.Now().Add(30 * time.Second)
@@ -111,4 +120,14 @@ func TestClassicAdminViews(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// kvTable decodes a KVTable body.
+func kvTable(t *testing.T, body []byte) map[string]string {
+	t.Helper()
+	var kv struct{ Table map[string]string }
+	if err := json.Unmarshal(body, &kv); err != nil {
+		t.Fatalf("%v: %s", err, body)
+	}
+	return kv.Table
 }
