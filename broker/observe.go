@@ -357,15 +357,24 @@ func (o *observer) sentClassic(topic string, recs []*message.Message, err error)
 // pulled counts messages handed to a group by a pull (classic pulls and
 // the v2 offset API) as deliveries.
 func (o *observer) pulled(group, topic string, recs []*message.Message) {
-	if !o.counting || group == "" || len(recs) == 0 {
+	countPulled(o, group, topic, recs, func(r *message.Message) []byte { return r.Body })
+}
+
+// pulledDelivered is pulled for the v2 offset API's messages.
+func (o *observer) pulledDelivered(group, topic string, ds []*model.Delivered) {
+	countPulled(o, group, topic, ds, func(d *model.Delivered) []byte { return d.Body })
+}
+
+func countPulled[T any](o *observer, group, topic string, xs []T, body func(T) []byte) {
+	if !o.counting || group == "" || len(xs) == 0 {
 		return
 	}
 	var bytes int64
-	for _, r := range recs {
-		bytes += int64(len(r.Body))
+	for _, x := range xs {
+		bytes += int64(len(body(x)))
 	}
 	sa := o.sub(group, topic)
-	sa.msgs.Add(int64(len(recs)))
+	sa.msgs.Add(int64(len(xs)))
 	sa.bytes.Add(bytes)
 }
 
@@ -381,20 +390,6 @@ func (o *observer) totals() (put, get int64) {
 		return true
 	})
 	return put, get
-}
-
-// pulledDelivered is pulled for the v2 offset API's messages.
-func (o *observer) pulledDelivered(group, topic string, ds []*model.Delivered) {
-	if !o.counting || group == "" || len(ds) == 0 {
-		return
-	}
-	var bytes int64
-	for _, d := range ds {
-		bytes += int64(len(d.Body))
-	}
-	sa := o.sub(group, topic)
-	sa.msgs.Add(int64(len(ds)))
-	sa.bytes.Add(bytes)
 }
 
 // startReceive begins pop.Receive.
