@@ -79,13 +79,35 @@ func (b *Broker) DescribeTopic(ctx context.Context, name string) (TopicDescripti
 	}
 	d := TopicDescription{Topic: t}
 	d.Queues, d.Messages = b.queueOffsets(t)
+	popped := map[string]bool{}
 	for _, st := range b.pop.Stats() {
 		if st.Topic == t.Name {
 			d.Groups = append(d.Groups, b.progress(t, st.Group, st.Next, st.InFlight, st.Held))
+			popped[st.Group] = true
+		}
+	}
+	// Groups that only commit offsets (classic and offset-API consumers).
+	if gs, err := b.TopicGroups(ctx, t.Name); err == nil {
+		for _, g := range gs {
+			if !popped[g] {
+				d.Groups = append(d.Groups, b.progress(t, g, b.committed(t, g), 0, 0))
+			}
 		}
 	}
 	sort.Slice(d.Groups, func(i, j int) bool { return d.Groups[i].Group < d.Groups[j].Group })
 	return d, nil
+}
+
+// committed returns a group's committed offset in each queue of t that
+// has one.
+func (b *Broker) committed(t model.Topic, group string) map[int32]int64 {
+	out := map[int32]int64{}
+	for k, off := range b.store.Meta().Offsets(group) {
+		if k.Topic == t.Name {
+			out[k.QueueID] = off
+		}
+	}
+	return out
 }
 
 // DescribeGroup returns a group's progress in every topic it has received
@@ -96,6 +118,7 @@ func (b *Broker) DescribeGroup(ctx context.Context, name string) (GroupDescripti
 		return GroupDescription{}, err
 	}
 	d := GroupDescription{Group: g, DLQ: DeadLetterInfo{Topic: metadata.DLQTopic(g.Name)}}
+	popped := map[string]bool{}
 	for _, st := range b.pop.Stats() {
 		if st.Group != g.Name {
 			continue
@@ -105,6 +128,16 @@ func (b *Broker) DescribeGroup(ctx context.Context, name string) (GroupDescripti
 			continue // deleted since; its state is being dropped
 		}
 		d.Topics = append(d.Topics, b.progress(t, g.Name, st.Next, st.InFlight, st.Held))
+		popped[t.Name] = true
+	}
+	// Topics it only commits offsets in (classic and offset-API consumers).
+	for _, name := range b.consumedTopics(g.Name) {
+		if popped[name] {
+			continue
+		}
+		if t, err := b.meta.GetTopic(ctx, name); err == nil {
+			d.Topics = append(d.Topics, b.progress(t, g.Name, b.committed(t, g.Name), 0, 0))
+		}
 	}
 	sort.Slice(d.Topics, func(i, j int) bool { return d.Topics[i].Topic < d.Topics[j].Topic })
 	switch dt, err := b.meta.GetTopic(ctx, d.DLQ.Topic); {

@@ -138,3 +138,34 @@ func TestLookupMessage(t *testing.T) {
 		t.Fatalf("absent: %v %+v", err, found)
 	}
 }
+
+// A group that only commits offsets (classic push consumers, the offset
+// API) shows its progress too: consumed up to its committed offset in the
+// queues it committed, from the start in the others.
+func TestDescribeCommittedOnlyGroup(t *testing.T) {
+	e := newEnv(t)
+	e.topic("t", model.TopicNormal)
+	e.group("classic", 0, false)
+	e.send("t", 8, "")
+	_, hi := e.store.QueueRange("t", 0)
+	if err := e.b.UpdateOffset(e.ctx, "classic", "t", 0, hi); err != nil {
+		t.Fatal(err)
+	}
+	gd, err := e.b.DescribeGroup(e.ctx, "classic")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(gd.Topics) != 1 || gd.Topics[0].Topic != "t" || gd.Topics[0].InFlight != 0 || gd.Topics[0].Ready != 8-hi {
+		t.Fatalf("classic group's progress: %+v", gd.Topics)
+	}
+	if q := gd.Topics[0].Queues[0]; q.Consumed != hi || q.Ready != 0 {
+		t.Fatalf("queue 0: %+v", q)
+	}
+	td, err := e.b.DescribeTopic(e.ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(td.Groups) != 1 || td.Groups[0].Group != "classic" || td.Groups[0].Backlog != 8-hi {
+		t.Fatalf("topic's groups: %+v", td.Groups)
+	}
+}

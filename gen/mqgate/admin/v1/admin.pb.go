@@ -1293,7 +1293,8 @@ type DescribeTopicResponse struct {
 	Queues []*QueueOffsets `protobuf:"bytes,2,rep,name=queues,proto3" json:"queues,omitempty"`
 	// Messages stored in all queues (sum of max_offset - min_offset).
 	Messages int64 `protobuf:"varint,3,opt,name=messages,proto3" json:"messages,omitempty"`
-	// Every consumer group that has received from the topic, by name.
+	// Every consumer group that has received from the topic or committed an
+	// offset in it (classic and offset-API consumers), by name.
 	Groups        []*GroupTopicProgress `protobuf:"bytes,4,rep,name=groups,proto3" json:"groups,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1473,7 +1474,8 @@ type DescribeGroupResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The group.
 	Group *Group `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
-	// Every topic the group has received from, by name.
+	// Every topic the group has received from or committed an offset in, by
+	// name.
 	Topics []*GroupTopicProgress `protobuf:"bytes,2,rep,name=topics,proto3" json:"topics,omitempty"`
 	// The group's dead-letter queue.
 	DeadLetterQueue *DeadLetterQueue `protobuf:"bytes,3,opt,name=dead_letter_queue,json=deadLetterQueue,proto3" json:"dead_letter_queue,omitempty"`
