@@ -272,9 +272,15 @@ func (s *Server) storeHost(c *conn) netip.AddrPort {
 	return netip.AddrPortFrom(c.local.Addr().Unmap(), uint16(s.port))
 }
 
+// callTimeout bounds the wait for a client's answer to a server request,
+// as upstream's brokers bound it (their callers gave up long before).
+const callTimeout = 10 * time.Second
+
 // call sends a server-initiated request to c and waits for its answer,
-// until ctx ends or the connection closes.
+// until ctx ends, callTimeout passes or the connection closes.
 func (s *Server) call(ctx context.Context, c *conn, code int32, ext map[string]string, body []byte) (*codec.Command, error) {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
 	opaque := s.opaque.Add(1)
 	ch, forget := c.expect(opaque)
 	defer forget()
