@@ -128,20 +128,30 @@ func (s *Server) clusterInfo(ctx context.Context, c *conn, req *codec.Command) *
 }
 
 func (s *Server) topicList(ctx context.Context, c *conn, req *codec.Command) *codec.Command {
-	ctx, cancel := s.requestContext(ctx)
-	defer cancel()
-	ts, err := s.b.ListTopics(ctx)
-	if err != nil {
-		return s.fail(ctx, err)
-	}
-	names := make([]string, 0, len(ts))
-	for _, t := range ts {
-		names = append(names, t.Name)
+	names, bad := s.topicNames(ctx)
+	if bad != nil {
+		return bad
 	}
 	body, _ := json.Marshal(struct {
 		TopicList []string `json:"topicList"`
 	}{names})
 	return &codec.Command{Code: codeSuccess, Body: body}
+}
+
+// topicNames lists every topic's name (the broker's order), or the
+// answer to give when the listing fails.
+func (s *Server) topicNames(ctx context.Context) ([]string, *codec.Command) {
+	ctx, cancel := s.requestContext(ctx)
+	defer cancel()
+	ts, err := s.b.ListTopics(ctx)
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	names := make([]string, 0, len(ts))
+	for _, t := range ts {
+		names = append(names, t.Name)
+	}
+	return names, nil
 }
 
 // kvConfig keeps PUT_KV_CONFIG values (e.g. mqadmin's ORDER_TOPIC_CONFIG)

@@ -3,7 +3,6 @@ package remoting
 import (
 	"context"
 	"strconv"
-	"strings"
 
 	"github.com/mqgate/mqgate/gateway/remoting/codec"
 	"github.com/mqgate/mqgate/gateway/remoting/wire"
@@ -59,7 +58,8 @@ func (s *Server) sendReply(ctx context.Context, c *conn, req *codec.Command) *co
 		return &codec.Command{Code: codeMessageIllegal, Remark: "the property string exceeds 32767 bytes"}
 	}
 	var to, corr string
-	for _, p := range wire.ParseProperties(props) {
+	ps := wire.ParseProperties(props)
+	for _, p := range ps {
 		switch p.Key {
 		case propReplyToClient:
 			to = p.Value
@@ -84,7 +84,7 @@ func (s *Server) sendReply(ctx context.Context, c *conn, req *codec.Command) *co
 		"sysFlag":               ext["sysFlag"],
 		"bornTimestamp":         ext["bornTimestamp"],
 		"flag":                  ext["flag"],
-		"properties":            withProperty(props, propPushReplyTime, strconv.FormatInt(now, 10)),
+		"properties":            string(wire.AppendProperties(nil, append(ps, wire.Property{Key: propPushReplyTime, Value: strconv.FormatInt(now, 10)}))),
 		"reconsumeTimes":        ext["reconsumeTimes"],
 		"unitMode":              ext["unitMode"],
 		"bornHost":              c.remote.String(),
@@ -104,13 +104,4 @@ func (s *Server) sendReply(ctx context.Context, c *conn, req *codec.Command) *co
 	// Upstream answers "0" for the ids of a reply it does not store.
 	return &codec.Command{Code: codeSuccess, Ext: map[string]string{"msgId": "0", "queueId": strconv.Itoa(int(queue)), "queueOffset": "0",
 		"MSG_REGION": "DefaultRegion", "TRACE_ON": "true"}}
-}
-
-// withProperty appends key=value to a classic property string
-// (key\x01value pairs, each ended by \x02).
-func withProperty(props, key, value string) string {
-	if props != "" && !strings.HasSuffix(props, "\x02") {
-		props += "\x02"
-	}
-	return props + key + "\x01" + value + "\x02"
 }

@@ -112,19 +112,32 @@ func resetTimestamp(ev broker.OffsetsReset, now time.Time) int64 {
 	return 0
 }
 
-// resetOffsetBody is ResetOffsetBody as upstream's brokers write it
-// (fastjson): a map keyed by MessageQueue objects, which is not JSON:
+// resetOffsetBody is ResetOffsetBody as upstream's brokers write it: the
+// new offset of each queue, in a table keyed by MessageQueue (mqTable).
+func resetOffsetBody(brokerName, topic string, queues []broker.QueueReset) []byte {
+	return mqTable(`{"offsetTable":`, brokerName, len(queues), func(i int) (string, int32, any) {
+		return topic, queues[i].QueueID, queues[i].Offset
+	})
+}
+
+// mqTable writes a body whose field is a map keyed by MessageQueue
+// objects, as upstream's brokers write it with fastjson, which is not
+// JSON:
 //
-//	{"offsetTable":{{"brokerName":"b","queueId":0,"topic":"T"}:5,...}}
+//	<head>{{"brokerName":"b","queueId":0,"topic":"T"}:<value>,...}}
 //
-// Java's client reads it with fastjson; the Go client parses this form
-// whenever the body is not valid JSON. Topic and broker names are
+// head opens the body up to the map ({"offsetTable":); entry gives the
+// i-th queue and its value (marshalled with encoding/json). Java's
+// clients and tools read this form with fastjson; the Go client parses it
+// whenever a body is not valid JSON. Topic and broker names are
 // restricted to [%|a-zA-Z0-9_-], so nothing needs escaping beyond what
 // encoding/json does.
-func resetOffsetBody(brokerName, topic string, queues []broker.QueueReset) []byte {
+func mqTable(head, brokerName string, n int, entry func(i int) (topic string, queue int32, value any)) []byte {
 	var buf bytes.Buffer
-	buf.WriteString(`{"offsetTable":{`)
-	for i, q := range queues {
+	buf.WriteString(head)
+	buf.WriteByte('{')
+	for i := range n {
+		topic, queue, value := entry(i)
 		if i > 0 {
 			buf.WriteByte(',')
 		}
@@ -132,10 +145,11 @@ func resetOffsetBody(brokerName, topic string, queues []broker.QueueReset) []byt
 			BrokerName string `json:"brokerName"`
 			QueueID    int32  `json:"queueId"`
 			Topic      string `json:"topic"`
-		}{brokerName, q.QueueID, topic})
+		}{brokerName, queue, topic})
+		v, _ := json.Marshal(value)
 		buf.Write(key)
 		buf.WriteByte(':')
-		buf.WriteString(strconv.FormatInt(q.Offset, 10))
+		buf.Write(v)
 	}
 	buf.WriteString(`}}`)
 	return buf.Bytes()

@@ -284,7 +284,7 @@ func (s *Server) call(ctx context.Context, c *conn, code int32, ext map[string]s
 	opaque := s.opaque.Add(1)
 	ch, forget := c.expect(opaque)
 	defer forget()
-	if err := c.write(&codec.Command{Code: code, Language: "JAVA", Version: Version, Opaque: opaque, Ext: ext, Body: body}); err != nil {
+	if err := c.write(serverRequest(code, opaque, 0, ext, body)); err != nil {
 		return nil, err
 	}
 	select {
@@ -299,6 +299,10 @@ func (s *Server) call(ctx context.Context, c *conn, code int32, ext map[string]s
 
 // request sends a server-initiated oneway request to c.
 func (s *Server) request(c *conn, code int32, ext map[string]string, body []byte) error {
-	return c.write(&codec.Command{Code: code, Language: "JAVA", Version: Version, Opaque: s.opaque.Add(1),
-		Flag: codec.FlagOneway, Ext: ext, Body: body})
+	return c.write(serverRequest(code, s.opaque.Add(1), codec.FlagOneway, ext, body))
+}
+
+// serverRequest is a request the server sends a client.
+func serverRequest(code, opaque, flag int32, ext map[string]string, body []byte) *codec.Command {
+	return &codec.Command{Code: code, Language: "JAVA", Version: Version, Opaque: opaque, Flag: flag, Ext: ext, Body: body}
 }

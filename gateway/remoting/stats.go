@@ -27,16 +27,6 @@ const (
 	reqConsumeMessageDirectly    = 309
 )
 
-// mqKey is a MessageQueue as a fastjson map key (see resetOffsetBody).
-func (s *Server) mqKey(buf *bytes.Buffer, topic string, queue int32) {
-	key, _ := json.Marshal(struct {
-		BrokerName string `json:"brokerName"`
-		QueueID    int32  `json:"queueId"`
-		Topic      string `json:"topic"`
-	}{s.cfg.BrokerName, queue, topic})
-	buf.Write(key)
-}
-
 // topicStats answers GET_TOPIC_STATS_INFO: each queue's min and max
 // offsets and the store time of its last message (TopicStatsTable).
 func (s *Server) topicStats(ctx context.Context, c *conn, req *codec.Command) *codec.Command {
@@ -51,28 +41,21 @@ func (s *Server) topicStats(ctx context.Context, c *conn, req *codec.Command) *c
 	if err != nil {
 		return s.fail(ctx, err)
 	}
-	var buf bytes.Buffer
-	buf.WriteString(`{"offsetTable":{`)
-	for q := int32(0); q < t.Queues; q++ {
+	type topicOffset struct {
+		LastUpdateTimestamp int64 `json:"lastUpdateTimestamp"`
+		MaxOffset           int64 `json:"maxOffset"`
+		MinOffset           int64 `json:"minOffset"`
+	}
+	body := mqTable(`{"offsetTable":`, s.cfg.BrokerName, int(t.Queues), func(i int) (string, int32, any) {
+		q := int32(i)
 		lo, hi := s.cl.QueueRange(t.Name, q)
 		var last int64
 		if hi > lo {
 			last, _ = s.cl.StoreTimeAt(t.Name, q, hi-1)
 		}
-		if q > 0 {
-			buf.WriteByte(',')
-		}
-		s.mqKey(&buf, t.Name, q)
-		v, _ := json.Marshal(struct {
-			LastUpdateTimestamp int64 `json:"lastUpdateTimestamp"`
-			MaxOffset           int64 `json:"maxOffset"`
-			MinOffset           int64 `json:"minOffset"`
-		}{last, hi, lo})
-		buf.WriteByte(':')
-		buf.Write(v)
-	}
-	buf.WriteString(`}}`)
-	return &codec.Command{Code: codeSuccess, Body: buf.Bytes()}
+		return t.Name, q, topicOffset{last, hi, lo}
+	})
+	return &codec.Command{Code: codeSuccess, Body: body}
 }
 
 // consumeStats answers GET_CONSUME_STATS: for each queue of the topic (or
@@ -92,24 +75,17 @@ func (s *Server) consumeStats(ctx context.Context, c *conn, req *codec.Command) 
 	if err != nil {
 		return s.fail(ctx, err)
 	}
-	var buf bytes.Buffer
-	buf.WriteString(`{"consumeTps":0.0,"offsetTable":{`)
-	for i, st := range stats {
-		if i > 0 {
-			buf.WriteByte(',')
-		}
-		s.mqKey(&buf, st.Topic, st.QueueID)
-		v, _ := json.Marshal(struct {
-			BrokerOffset   int64 `json:"brokerOffset"`
-			ConsumerOffset int64 `json:"consumerOffset"`
-			LastTimestamp  int64 `json:"lastTimestamp"`
-			PullOffset     int64 `json:"pullOffset"`
-		}{st.BrokerOffset, st.ConsumerOffset, st.LastTimestamp, st.ConsumerOffset})
-		buf.WriteByte(':')
-		buf.Write(v)
+	type offsetWrapper struct {
+		BrokerOffset   int64 `json:"brokerOffset"`
+		ConsumerOffset int64 `json:"consumerOffset"`
+		LastTimestamp  int64 `json:"lastTimestamp"`
+		PullOffset     int64 `json:"pullOffset"`
 	}
-	buf.WriteString(`}}`)
-	return &codec.Command{Code: codeSuccess, Body: buf.Bytes()}
+	body := mqTable(`{"consumeTps":0.0,"offsetTable":`, s.cfg.BrokerName, len(stats), func(i int) (string, int32, any) {
+		st := stats[i]
+		return st.Topic, st.QueueID, offsetWrapper{st.BrokerOffset, st.ConsumerOffset, st.LastTimestamp, st.ConsumerOffset}
+	})
+	return &codec.Command{Code: codeSuccess, Body: body}
 }
 
 // connection is one client connection in a ConsumerConnection or
@@ -341,21 +317,16 @@ func (s *Server) clusterTopics(ctx context.Context, c *conn, req *codec.Command)
 	if r := f.failed(); r != nil {
 		return r
 	}
-	var names []string
+	names := []string{}
 	if cluster == s.cfg.ClusterName {
-		ctx, cancel := s.requestContext(ctx)
-		defer cancel()
-		ts, err := s.b.ListTopics(ctx)
-		if err != nil {
-			return s.fail(ctx, err)
-		}
-		for _, t := range ts {
-			names = append(names, t.Name)
+		var bad *codec.Command
+		if names, bad = s.topicNames(ctx); bad != nil {
+			return bad
 		}
 	}
 	body, _ := json.Marshal(struct {
 		TopicList []string `json:"topicList"`
-	}{sortedUnion(names)})
+	}{names})
 	return &codec.Command{Code: codeSuccess, Body: body}
 }
 
