@@ -87,25 +87,27 @@ func (b *Broker) DescribeTopic(ctx context.Context, name string) (TopicDescripti
 		}
 	}
 	// Groups that only commit offsets (classic and offset-API consumers).
-	if gs, err := b.TopicGroups(ctx, t.Name); err == nil {
-		for _, g := range gs {
-			if !popped[g] {
-				d.Groups = append(d.Groups, b.progress(t, g, b.committed(t, g), 0, 0))
-			}
+	gs, err := b.meta.ListGroups(ctx)
+	if err != nil {
+		return TopicDescription{}, err
+	}
+	for _, g := range gs {
+		if offs := b.committedIn(g.Name)[t.Name]; len(offs) > 0 && !popped[g.Name] {
+			d.Groups = append(d.Groups, b.progress(t, g.Name, offs, 0, 0))
 		}
 	}
 	sort.Slice(d.Groups, func(i, j int) bool { return d.Groups[i].Group < d.Groups[j].Group })
 	return d, nil
 }
 
-// committed returns a group's committed offset in each queue of t that
-// has one.
-func (b *Broker) committed(t model.Topic, group string) map[int32]int64 {
-	out := map[int32]int64{}
+// committedIn returns a group's committed offsets by topic and queue.
+func (b *Broker) committedIn(group string) map[string]map[int32]int64 {
+	out := map[string]map[int32]int64{}
 	for k, off := range b.store.Meta().Offsets(group) {
-		if k.Topic == t.Name {
-			out[k.QueueID] = off
+		if out[k.Topic] == nil {
+			out[k.Topic] = map[int32]int64{}
 		}
+		out[k.Topic][k.QueueID] = off
 	}
 	return out
 }
@@ -131,12 +133,12 @@ func (b *Broker) DescribeGroup(ctx context.Context, name string) (GroupDescripti
 		popped[t.Name] = true
 	}
 	// Topics it only commits offsets in (classic and offset-API consumers).
-	for _, name := range b.consumedTopics(g.Name) {
+	for name, offs := range b.committedIn(g.Name) {
 		if popped[name] {
 			continue
 		}
 		if t, err := b.meta.GetTopic(ctx, name); err == nil {
-			d.Topics = append(d.Topics, b.progress(t, g.Name, b.committed(t, g.Name), 0, 0))
+			d.Topics = append(d.Topics, b.progress(t, g.Name, offs, 0, 0))
 		}
 	}
 	sort.Slice(d.Topics, func(i, j int) bool { return d.Topics[i].Topic < d.Topics[j].Topic })
@@ -351,8 +353,8 @@ func (b *Broker) ConsumeStats(ctx context.Context, group, topic string) ([]Consu
 // state for, sorted.
 func (b *Broker) consumedTopics(group string) []string {
 	seen := map[string]bool{}
-	for k := range b.store.Meta().Offsets(group) {
-		seen[k.Topic] = true
+	for topic := range b.committedIn(group) {
+		seen[topic] = true
 	}
 	for _, st := range b.pop.Stats() {
 		if st.Group == group {
@@ -378,36 +380,16 @@ func (b *Broker) GroupTopics(ctx context.Context, group string) ([]string, error
 }
 
 // TopicGroups lists the groups that consume a topic (committed offsets or
-// POP receives), sorted; the topic must exist.
+// POP receives), sorted: the groups DescribeTopic describes.
 func (b *Broker) TopicGroups(ctx context.Context, topic string) ([]string, error) {
-	t, err := b.meta.GetTopic(ctx, topic)
+	d, err := b.DescribeTopic(ctx, topic)
 	if err != nil {
 		return nil, err
 	}
-	gs, err := b.meta.ListGroups(ctx)
-	if err != nil {
-		return nil, err
+	out := make([]string, 0, len(d.Groups))
+	for _, g := range d.Groups {
+		out = append(out, g.Group)
 	}
-	popped := map[string]bool{}
-	for _, st := range b.pop.Stats() {
-		if st.Topic == t.Name {
-			popped[st.Group] = true
-		}
-	}
-	var out []string
-	for _, g := range gs {
-		committed := false
-		for k := range b.store.Meta().Offsets(g.Name) {
-			if k.Topic == t.Name {
-				committed = true
-				break
-			}
-		}
-		if committed || popped[g.Name] {
-			out = append(out, g.Name)
-		}
-	}
-	sort.Strings(out)
 	return out, nil
 }
 

@@ -337,18 +337,18 @@ func (o *observer) sentClassic(topic string, recs []*message.Message, err error)
 	}
 	ta := o.topic(topic)
 	n := int64(len(recs))
-	if err != nil && mqerr.KindOf(err) != mqerr.KindFlushTimeout {
+	switch {
+	case err == nil:
+		ta.ok.Add(n)
+	case mqerr.KindOf(err) == mqerr.KindFlushTimeout:
+		ta.outcome(statusOf(err), n) // stored, not yet durable: counted in too
+	default:
 		ta.outcome(statusOf(err), n)
 		return
 	}
 	var bytes int64
 	for _, r := range recs {
 		bytes += int64(len(r.Body))
-	}
-	if err != nil {
-		ta.outcome(statusOf(err), n)
-	} else {
-		ta.ok.Add(n)
 	}
 	ta.msgs.Add(n)
 	ta.bytes.Add(bytes)
