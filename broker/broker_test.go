@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -438,6 +439,111 @@ func TestLongPollWokenByExpiry(t *testing.T) {
 	e.clk.Advance(10 * time.Second)
 	if d := <-done; len(d) != 1 || d[0].Attempt != 2 {
 		t.Fatalf("long poll returned %+v", d)
+	}
+}
+
+// TestLongPollWakesOneReceivePerClass: an arrival wakes one parked
+// receive of each group (plus the one its taker hands the wake on to),
+// not every receive parked on the topic; a wake that makes several
+// messages visible at once goes from receive to receive until each has
+// one.
+func TestLongPollWakesOneReceivePerClass(t *testing.T) {
+	e := newEnv(t)
+	e.topic("t", model.TopicNormal)
+	e.group("g", 0, false)
+	e.group("g2", 0, false)
+	ctx, cancel := context.WithCancel(e.ctx)
+	defer cancel()
+	type result struct {
+		group string
+		d     []*model.Delivered
+		err   error
+	}
+	done := make(chan result, 16)
+	park := func(group string, n int) {
+		for i := 0; i < n; i++ {
+			go func() {
+				// g's deliveries stay invisible through the test.
+				inv := time.Hour
+				if group == "g2" {
+					inv = 10 * time.Second
+				}
+				d, err := e.b.Receive(ctx, ReceiveRequest{Group: group, Topic: "t", Max: 1, Invisible: inv, Wait: time.Hour, QueueID: -1})
+				done <- result{group, d, err}
+			}()
+		}
+	}
+	waitParked := func(n int64) {
+		t.Helper()
+		for e.b.hub.Parked() != n {
+			runtime.Gosched()
+		}
+	}
+	park("g", 8)
+	park("g2", 1)
+	waitParked(9)
+	before := e.b.hub.Woken()
+	e.send("t", 1, "")
+	got := map[string]int{}
+	for i := 0; i < 2; i++ {
+		r := <-done
+		if r.err != nil || len(r.d) != 1 {
+			t.Fatalf("%s: %v %v", r.group, r.d, r.err)
+		}
+		got[r.group]++
+	}
+	if got["g"] != 1 || got["g2"] != 1 {
+		t.Fatalf("one message for each group, got %v", got)
+	}
+	waitParked(7)
+	// g's taker hands the wake on to one more of g, which finds nothing;
+	// g2's has nobody to hand it to. Every parked receive woken would be 9.
+	if n := e.b.hub.Woken() - before; n > 3 {
+		t.Fatalf("one arrival woke %d parked receives, want at most 3", n)
+	}
+
+	// One send of four messages (one arrival: a batch lands in one
+	// queue): the wake goes from receive to receive until four of g's
+	// seven parked receives have one each. g2 takes them too, in one
+	// receive that does not wait.
+	var batch []*model.Message
+	for i := 0; i < 4; i++ {
+		batch = append(batch, &model.Message{Topic: "t", ID: fmt.Sprintf("batch-%d", i), Body: []byte("x")})
+	}
+	if res, err := e.b.Send(e.ctx, "t", batch, model.Producer{}); err != nil || res[0].Err != nil {
+		t.Fatal(err, res)
+	}
+	for i := 0; i < 4; i++ {
+		select {
+		case r := <-done:
+			if r.err != nil || len(r.d) != 1 || r.group != "g" {
+				t.Fatalf("%s: %v %v", r.group, r.d, r.err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("after 10 s only %d of the batch's 4 messages reached a parked receive", i)
+		}
+	}
+	if d, err := e.b.Receive(e.ctx, ReceiveRequest{Group: "g2", Topic: "t", Max: 4, Invisible: 10 * time.Second, QueueID: -1}); err != nil || len(d) != 4 {
+		t.Fatal(d, err)
+	}
+	waitParked(3)
+	park("g2", 4)
+	waitParked(7)
+	// g2's four come back at once (one wake): the wake goes from receive
+	// to receive until each of the four has one.
+	e.clk.Advance(10 * time.Second)
+	for i := 0; i < 4; i++ {
+		r := <-done
+		if r.err != nil || len(r.d) != 1 || r.group != "g2" || r.d[0].Attempt != 2 {
+			t.Fatalf("%s: %+v %v", r.group, r.d, r.err)
+		}
+	}
+	waitParked(3)
+	cancel()
+	for i := 0; i < 3; i++ {
+		if r := <-done; mqerr.KindOf(r.err) != mqerr.KindMessageNotFound {
+			t.Fatalf("cancelled poll: %v %v", r.d, r.err)
+		}
 	}
 }
 

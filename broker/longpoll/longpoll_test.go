@@ -61,3 +61,121 @@ func TestCloseWakesAll(t *testing.T) {
 	<-a
 	<-h.Closed()
 }
+
+func woken(w *Waiter) bool {
+	select {
+	case <-w.C():
+		return true
+	default:
+		return false
+	}
+}
+
+func TestNotifyWakesOnePerClass(t *testing.T) {
+	h := New(0)
+	var a, b []*Waiter
+	for i := 0; i < 3; i++ {
+		w, err := h.WatchOne("t", "g\x00*")
+		if err != nil {
+			t.Fatal(err)
+		}
+		a = append(a, w)
+	}
+	for i := 0; i < 2; i++ {
+		w, _ := h.WatchOne("t", "g2\x00*")
+		b = append(b, w)
+	}
+	all, rAll, _ := h.Watch("t")
+	other, _ := h.WatchOne("u", "g\x00*")
+	if h.Parked() != 7 {
+		t.Fatalf("parked %d", h.Parked())
+	}
+
+	h.Notify("t")
+	if !woken(a[0]) || woken(a[1]) || woken(a[2]) || !woken(b[0]) || woken(b[1]) || woken(other) {
+		t.Fatal("a notify must wake the longest-waiting member of each class, and nobody else")
+	}
+	select {
+	case <-all:
+	default:
+		t.Fatal("a Watch waiter is woken by every notify")
+	}
+	if h.Woken() != 3 {
+		t.Fatalf("woken %d, want 3", h.Woken())
+	}
+	rAll()
+	if !a[0].Release() {
+		t.Fatal("Release reports whether a wake was delivered")
+	}
+	if b[1].Release() {
+		t.Fatal("an unwoken waiter's Release reports no wake")
+	}
+
+	// A member that took messages passes the wake on; a released member
+	// is skipped.
+	h.Pass("t", "g\x00*")
+	if !woken(a[1]) || woken(a[2]) {
+		t.Fatal("pass must wake the next member")
+	}
+	if !a[1].Release() {
+		t.Fatal("a passed wake is a wake")
+	}
+	h.Pass("t", "g\x00*")
+	if !woken(a[2]) {
+		t.Fatal("pass must wake the last member")
+	}
+	h.Pass("t", "g\x00*") // nobody left: no-op
+	h.Pass("t", "nobody")
+	a[2].Release()
+	a[2].Release() // idempotent
+	if h.Parked() != 2 {
+		t.Fatalf("parked %d, want 2 (b[0], other)", h.Parked())
+	}
+	h.Pass("t", "g2\x00*") // b[1] released: nobody to wake
+	if woken(b[1]) || h.Woken() != 5 {
+		t.Fatalf("woken %d, want 5", h.Woken())
+	}
+
+	// Close wakes every member of every class.
+	h.Close()
+	if !woken(other) {
+		t.Fatal("close must wake everyone")
+	}
+	for _, w := range []*Waiter{b[0], other} {
+		w.Release()
+	}
+	if h.Parked() != 0 || len(h.keys) != 0 {
+		t.Fatalf("parked %d, keys %d after everything was released", h.Parked(), len(h.keys))
+	}
+}
+
+func TestWatchOneReleaseForgetsKeys(t *testing.T) {
+	h := New(2)
+	w1, _ := h.WatchOne("t", "c")
+	w2, _ := h.WatchOne("t", "c")
+	if _, err := h.WatchOne("t", "c"); mqerr.KindOf(err) != mqerr.KindTooManyRequests {
+		t.Fatalf("third watch: %v", err)
+	}
+	w2.Release() // the tail
+	w1.Release() // the head, now alone
+	if len(h.keys) != 0 {
+		t.Fatalf("keys %v after release", h.keys)
+	}
+	h.Notify("t")
+	if woken(w1) || woken(w2) || h.Woken() != 0 {
+		t.Fatal("released waiters must not be woken")
+	}
+	// The middle of a queue.
+	ws := make([]*Waiter, 2)
+	ws[0], _ = h.WatchOne("t", "c")
+	ws[1], _ = h.WatchOne("t", "c")
+	ws[0].Release()
+	h.Notify("t")
+	if !woken(ws[1]) {
+		t.Fatal("the remaining member must be woken")
+	}
+	ws[1].Release()
+	if len(h.keys) != 0 || h.Parked() != 0 {
+		t.Fatal("hub not empty")
+	}
+}

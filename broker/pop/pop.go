@@ -6,8 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mqgate/mqgate/broker/longpoll"
@@ -206,24 +209,26 @@ func (s *Service) Receive(ctx context.Context, req ReceiveRequest) ([]*model.Del
 	if req.Wait > 0 {
 		until = s.clk.Now().Add(req.Wait)
 	}
+	class := waitClass(&req)
 	for {
-		ch, release, err := s.hub.Watch(sb.key)
+		w, err := s.hub.WatchOne(sb.key, class)
 		if err != nil {
 			return nil, err
 		}
 		out, err := s.tryPop(ctx, sb, &req, fl)
 		if err != nil || len(out) > 0 {
-			release()
+			s.leave(w, sb, class, len(out) > 0 || err != nil)
 			return out, err
 		}
 		if !s.clk.Now().Before(until) {
-			release()
+			// A wake that came after its look goes on to its class.
+			s.leave(w, sb, class, false)
 			return nil, noMessage(req)
 		}
 		t := clock.At(s.clk, until)
 		var why string
 		select {
-		case <-ch:
+		case <-w.C():
 			why = WakeArrival
 		case <-t.C():
 			why = WakeDeadline
@@ -235,17 +240,61 @@ func (s *Service) Receive(ctx context.Context, req ReceiveRequest) ([]*model.Del
 			why = WakeShutdown
 		}
 		t.Stop()
-		release()
 		noteWake(ctx, why)
 		if ctx.Err() != nil || isClosed(req.Drain) || isClosed(s.hub.Closed()) {
-			// One last non-waiting look, then answer "nothing".
+			// One last non-waiting look, then answer "nothing". A wake
+			// this receive got and cannot use goes on to its class.
 			out, err := s.tryPop(ctx, sb, &req, fl)
+			s.leave(w, sb, class, len(out) > 0 || err != nil)
 			if err != nil || len(out) > 0 {
 				return out, err
 			}
 			return nil, noMessage(req)
 		}
+		// Woken (or its deadline came): it looks again at the top, with
+		// a new registration at the back of its class.
+		w.Release()
 	}
+}
+
+// leave ends a receive's registration. When it took messages (more may
+// be visible) or failed, or was woken and could not look, the next
+// parked receive of its class is woken to look in its stead.
+func (s *Service) leave(w *longpoll.Waiter, sb *sub, class string, pass bool) {
+	if w.Release() || pass {
+		s.hub.Pass(sb.key, class)
+	}
+}
+
+// classSeq numbers the wait classes of receives that share theirs with
+// nobody (SQL filters: two compiled expressions cannot be compared).
+var classSeq atomic.Uint64
+
+// waitClass is the long-poll class of a receive (longpoll.Hub): receives
+// of one group, with one tag filter, on the same queue or on any, can
+// take exactly the same messages. (Topic: the hub key.)
+func waitClass(req *ReceiveRequest) string {
+	var b strings.Builder
+	b.WriteString(req.Group.Name)
+	b.WriteByte(0)
+	b.WriteString(strconv.Itoa(int(req.QueueID)))
+	b.WriteByte(0)
+	switch {
+	case req.Filter.SQL != nil:
+		b.WriteString("sql ")
+		b.WriteString(strconv.FormatUint(classSeq.Add(1), 10))
+	case req.Filter.ByTag():
+		tags := make([]string, 0, len(req.Filter.Tags))
+		for t := range req.Filter.Tags {
+			tags = append(tags, t)
+		}
+		slices.Sort(tags)
+		b.WriteString("tags ")
+		b.WriteString(strings.Join(tags, "||"))
+	default:
+		b.WriteString("*")
+	}
+	return b.String()
 }
 
 func isClosed(ch <-chan struct{}) bool {
