@@ -75,7 +75,10 @@ func Open(ctx context.Context, cfg Config, st *storage.Store) (*Broker, error) {
 	}
 	b := &Broker{cfg: cfg, log: cfg.Logger, store: st, obs: newObserver(cfg.Tracers, cfg.Meters), started: cfg.Clock.Now()}
 	b.hub = longpoll.New(cfg.MaxParkedPolls)
-	st.SetArrivalHook(func(topic string, _ int32, _ int64) { b.hub.Notify(topic) })
+	st.SetArrivalHook(func(topic string, q int32, _ int64) {
+		b.hub.Notify(topic)                       // POP receives: any queue
+		b.hub.Notify(longpoll.QueueKey(topic, q)) // pulls of that queue
+	})
 	b.meta = metadata.New(metadata.Config{AutoCreate: cfg.AutoCreate, DefaultQueues: cfg.DefaultQueues, Clock: cfg.Clock}, st.Meta(), st)
 	p, err := pop.Open(ctx, pop.Config{Clock: cfg.Clock, Logger: cfg.Logger, Hub: b.hub, SnapshotInterval: cfg.PopSnapshotInterval},
 		b.obs.popStore(st), st.Meta(), b.meta)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mqgate/mqgate/broker/delay"
+	"github.com/mqgate/mqgate/broker/longpoll"
 	"github.com/mqgate/mqgate/broker/metadata"
 	"github.com/mqgate/mqgate/broker/model"
 	"github.com/mqgate/mqgate/broker/mqerr"
@@ -360,7 +361,7 @@ func (c *Classic) pull(ctx context.Context, req ClassicPullRequest) (ClassicPull
 		var ch <-chan struct{}
 		release := func() {}
 		if req.Wait > 0 {
-			w, rel, err := c.b.hub.Watch(t.Name)
+			w, rel, err := c.b.hub.Watch(longpoll.QueueKey(t.Name, req.QueueID))
 			if err != nil {
 				return ClassicPull{}, err
 			}

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"log/slog"
+	"runtime"
 	"strconv"
 	"testing"
 	"time"
@@ -179,4 +180,50 @@ func classicRecord(body string, kv ...string) *message.Message {
 		r.Set(kv[i], kv[i+1])
 	}
 	return r
+}
+
+// TestParkedPullsWokenByTheirQueueOnly: a pull parked on one queue is
+// woken by arrivals to that queue, not by every arrival to its topic.
+func TestParkedPullsWokenByTheirQueueOnly(t *testing.T) {
+	e := newEnv(t)
+	e.topic("T", model.TopicNormal) // 4 queues
+	c := e.b.Classic()
+	tp, err := e.b.Topic(e.ctx, "T")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(e.ctx)
+	defer cancel()
+	type result struct {
+		q   int32
+		res ClassicPull
+		err error
+	}
+	done := make(chan result, 4)
+	for q := int32(0); q < 4; q++ {
+		go func() {
+			res, err := c.Pull(ctx, ClassicPullRequest{Group: "g", Topic: tp, QueueID: q, Offset: 0, Max: 32, Wait: time.Hour})
+			done <- result{q, res, err}
+		}()
+	}
+	for e.b.hub.Parked() != 4 {
+		runtime.Gosched()
+	}
+	before := e.b.hub.Woken()
+	if _, err := c.SendRecords(e.ctx, ClassicSend{Topic: "T", QueueID: 2, Records: []*message.Message{classicRecord("x", "UNIQ_KEY", "U1")}}); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.err != nil || r.q != 2 || len(r.res.Records) != 1 {
+		t.Fatalf("queue %d: %+v %v", r.q, r.res, r.err)
+	}
+	if n := e.b.hub.Woken() - before; n != 1 {
+		t.Fatalf("an arrival to queue 2 woke %d parked pulls, want 1", n)
+	}
+	cancel()
+	for i := 0; i < 3; i++ {
+		if r := <-done; r.err != nil || r.res.Status != PullNoNew {
+			t.Fatalf("queue %d after cancel: %+v %v", r.q, r.res, r.err)
+		}
+	}
 }

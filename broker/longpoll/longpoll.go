@@ -1,6 +1,7 @@
 package longpoll
 
 import (
+	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -235,6 +236,12 @@ func (h *Hub) Pass(key, class string) {
 			h.wakeHead(q)
 		}
 	}
+}
+
+// QueueKey is the key of one queue of a topic, for waiters that read that
+// queue only (pulls): an arrival notifies its topic and its queue.
+func QueueKey(topic string, queue int32) string {
+	return topic + "\x00" + strconv.Itoa(int(queue))
 }
 
 // Parked is the number of registered waiters.

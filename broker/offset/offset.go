@@ -92,7 +92,7 @@ func (s *Service) Pull(ctx context.Context, t model.Topic, q int32, offset int64
 		hashes[message.TagHash(tag)] = struct{}{}
 	}
 	for {
-		ch, release, err := s.hub.Watch(t.Name)
+		ch, release, err := s.hub.Watch(longpoll.QueueKey(t.Name, q))
 		if err != nil {
 			return PullResult{}, err
 		}
