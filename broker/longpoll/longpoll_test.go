@@ -1,7 +1,10 @@
 package longpoll
 
 import (
+	"runtime"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/mqgate/mqgate/broker/mqerr"
 )
@@ -177,5 +180,102 @@ func TestWatchOneReleaseForgetsKeys(t *testing.T) {
 	ws[1].Release()
 	if len(h.keys) != 0 || h.Parked() != 0 {
 		t.Fatal("hub not empty")
+	}
+}
+
+// TestHubConcurrentClasses: receives of two classes park, look and leave
+// concurrently, as pop.Receive does. Each round, with every receive
+// parked, makes one to four messages visible with a single notify; a
+// receive that took one returns to its client, which sends the next
+// receive only in the next round, so a round's messages all reach
+// receives only if the wake is passed on. The hub must end empty.
+func TestHubConcurrentClasses(t *testing.T) {
+	h := New(0)
+	const (
+		perClass = 6
+		rounds   = 400
+	)
+	classes := []string{"g1", "g2"}
+	var mu sync.Mutex
+	avail := map[string]int{}    // messages visible to each class
+	var drained chan struct{}    // closed when a round's messages are all taken
+	round := make(chan struct{}) // closed when the next round starts
+	take := func(class string) (bool, chan struct{}) {
+		mu.Lock()
+		defer mu.Unlock()
+		if avail[class] == 0 {
+			return false, nil
+		}
+		avail[class]--
+		if avail["g1"] == 0 && avail["g2"] == 0 {
+			close(drained)
+		}
+		return true, round
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, c := range classes {
+		for i := 0; i < perClass; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					w, err := h.WatchOne("t", c)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if ok, next := take(c); ok {
+						w.Release()
+						h.Pass("t", c) // more may be there
+						select {
+						case <-next: // the client's next receive
+						case <-stop:
+							return
+						}
+						continue
+					}
+					select {
+					case <-w.C():
+						w.Release()
+					case <-stop:
+						if w.Release() {
+							h.Pass("t", c)
+						}
+						return
+					}
+				}
+			}()
+		}
+	}
+	for i := 0; i < rounds; i++ {
+		for h.Parked() != int64(len(classes)*perClass) {
+			runtime.Gosched()
+		}
+		mu.Lock()
+		for _, c := range classes {
+			avail[c] = i%4 + 1
+		}
+		drained = make(chan struct{})
+		d := drained
+		mu.Unlock()
+		h.Notify("t")
+		select {
+		case <-d:
+		case <-time.After(30 * time.Second):
+			mu.Lock()
+			defer mu.Unlock()
+			t.Fatalf("round %d: messages stranded with receives parked: %v left", i, avail)
+		}
+		mu.Lock()
+		prev := round
+		round = make(chan struct{})
+		mu.Unlock()
+		close(prev) // the takers' clients send their next receives
+	}
+	close(stop)
+	wg.Wait()
+	if h.Parked() != 0 || len(h.keys) != 0 {
+		t.Fatalf("parked %d, keys %d at the end", h.Parked(), len(h.keys))
 	}
 }
