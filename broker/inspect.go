@@ -415,6 +415,18 @@ type RuntimeStats struct {
 // MessageTotals returns RuntimeStats' Put and Get alone.
 func (b *Broker) MessageTotals() (put, get int64) { return b.obs.totals() }
 
+// GroupTopic names what a consumer group consumes from one topic.
+type GroupTopic struct{ Group, Topic string }
+
+// DeliveredCounts returns how many messages each group has been given from
+// each topic since the broker started (POP receives and pulls alike), for
+// consumption rates; empty when the broker counts nothing (no Meters).
+func (b *Broker) DeliveredCounts() map[GroupTopic]int64 {
+	out := map[GroupTopic]int64{}
+	b.obs.delivered(func(group, topic string, n int64) { out[GroupTopic{group, topic}] = n })
+	return out
+}
+
 // RuntimeStats returns the broker's runtime figures.
 func (b *Broker) RuntimeStats() RuntimeStats {
 	st := b.store.Stats()

@@ -380,6 +380,17 @@ func countPulled[T any](o *observer, group, topic string, xs []T, body func(T) [
 
 // totals sums the messages stored and delivered, over every topic and
 // subscription.
+// delivered calls fn with the messages delivered so far to each group
+// from each topic (every consumption path: POP receives, pulls). Zero
+// without a MeterProvider (nothing counted).
+func (o *observer) delivered(fn func(group, topic string, n int64)) {
+	o.subs.Range(func(k, v any) bool {
+		sk := k.(subKey)
+		fn(sk.group, sk.topic, v.(*attrCache).msgs.Load())
+		return true
+	})
+}
+
 func (o *observer) totals() (put, get int64) {
 	o.topics.Range(func(_, v any) bool {
 		put += v.(*attrCache).msgs.Load()

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mqgate/mqgate/broker"
 	"github.com/mqgate/mqgate/gateway/remoting/codec"
 )
 
@@ -38,10 +39,17 @@ type runtime struct {
 type sample struct {
 	at       time.Time
 	put, get int64
+	// delivered: each group's deliveries from each topic, kept for the
+	// samples inside tpsWindow (GET_CONSUME_STATS's consumeTps).
+	delivered map[broker.GroupTopic]int64
 }
 
+// tpsWindow is the window of a group's consumeTps, upstream's per-minute
+// figure.
+const tpsWindow = time.Minute
+
 // add records the totals at now.
-func (r *runtime) add(now time.Time, put, get int64) {
+func (r *runtime) add(now time.Time, put, get int64, delivered map[broker.GroupTopic]int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	day := now.Format(time.DateOnly)
@@ -51,11 +59,39 @@ func (r *runtime) add(now time.Time, put, get int64) {
 		r.yest, r.today = r.today, [2]int64{put, get}
 	}
 	r.day = day
-	r.samples = append(r.samples, sample{now, put, get})
+	r.samples = append(r.samples, sample{now, put, get, delivered})
 	keep := rateWindows[len(rateWindows)-1] + rateEvery
 	for len(r.samples) > 1 && now.Sub(r.samples[0].at) > keep {
 		r.samples = r.samples[1:]
 	}
+	for i := range r.samples {
+		if now.Sub(r.samples[i].at) <= tpsWindow+rateEvery {
+			break
+		}
+		r.samples[i].delivered = nil
+	}
+}
+
+// consumeTps is the rate (messages/s) at which group was given messages
+// from topic (from every topic when topic is ""), over tpsWindow: from
+// the oldest sample inside it to now's counts; 0 with no such sample.
+func (r *runtime) consumeTps(now time.Time, delivered map[broker.GroupTopic]int64, group, topic string) float64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, s := range r.samples {
+		d := now.Sub(s.at)
+		if d > tpsWindow+rateEvery/2 || d <= 0 || s.delivered == nil {
+			continue
+		}
+		var n int64
+		for k, v := range delivered {
+			if k.Group == group && (topic == "" || k.Topic == topic) {
+				n += v - s.delivered[k]
+			}
+		}
+		return float64(n) / d.Seconds()
+	}
+	return 0
 }
 
 // rates formats the put and get rates (messages/s) over each window,
@@ -85,7 +121,7 @@ func (r *runtime) rates(now time.Time, put, get int64) (string, string) {
 func (s *Server) runtimeLoop(ctx context.Context) {
 	for {
 		put, get := s.b.MessageTotals()
-		s.rt.add(s.cfg.Clock.Now(), put, get)
+		s.rt.add(s.cfg.Clock.Now(), put, get, s.b.DeliveredCounts())
 		t := s.cfg.Clock.NewTimer(rateEvery)
 		select {
 		case <-ctx.Done():

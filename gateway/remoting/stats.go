@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"math"
 	"slices"
+	"strconv"
 
 	"github.com/mqgate/mqgate/gateway/remoting/codec"
 	"github.com/mqgate/mqgate/gateway/remoting/wire"
@@ -61,7 +63,8 @@ func (s *Server) topicStats(ctx context.Context, c *conn, req *codec.Command) *c
 // consumeStats answers GET_CONSUME_STATS: for each queue of the topic (or
 // of every topic the group consumes) the queue's end, the group's
 // position and the store time of the last message it consumed
-// (ConsumeStats; consumeTps is not measured and is 0).
+// (ConsumeStats), and the rate at which the group was given messages over
+// the last minute (consumeTps, from the runtime sampler).
 func (s *Server) consumeStats(ctx context.Context, c *conn, req *codec.Command) *codec.Command {
 	f := fields{req: req}
 	group := f.str("consumerGroup", true)
@@ -81,11 +84,21 @@ func (s *Server) consumeStats(ctx context.Context, c *conn, req *codec.Command) 
 		LastTimestamp  int64 `json:"lastTimestamp"`
 		PullOffset     int64 `json:"pullOffset"`
 	}
-	body := mqTable(`{"consumeTps":0.0,"offsetTable":`, s.cfg.BrokerName, len(stats), func(i int) (string, int32, any) {
+	tps := s.rt.consumeTps(s.cfg.Clock.Now(), s.b.DeliveredCounts(), group, topic)
+	body := mqTable(`{"consumeTps":`+jsonDouble(tps)+`,"offsetTable":`, s.cfg.BrokerName, len(stats), func(i int) (string, int32, any) {
 		st := stats[i]
 		return st.Topic, st.QueueID, offsetWrapper{st.BrokerOffset, st.ConsumerOffset, st.LastTimestamp, st.ConsumerOffset}
 	})
 	return &codec.Command{Code: codeSuccess, Body: body}
+}
+
+// jsonDouble formats f as fastjson writes a Java double: with a decimal
+// point, also when integral (0.0, 12.0, 12.5).
+func jsonDouble(f float64) string {
+	if f == math.Trunc(f) && math.Abs(f) < 1e15 {
+		return strconv.FormatFloat(f, 'f', 1, 64)
+	}
+	return strconv.FormatFloat(f, 'f', -1, 64)
 }
 
 // connection is one client connection in a ConsumerConnection or
