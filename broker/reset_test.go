@@ -107,8 +107,16 @@ func TestResetOffsetEarliestReplays(t *testing.T) {
 // before the reset carries the same delivery number and generation as the
 // new one. That old handle must not ack or extend the new delivery (its
 // holder may still be working on it, and the new holder's ack would then
-// fail), before or after a crash (journal replay) and a restart (snapshot).
+// fail), before or after a crash (journal replay) and a restart (snapshot):
+// with a millisecond between the first delivery, the reset and the new
+// delivery, and with all three in the same millisecond.
 func TestResetOffsetOldHandleAfterReplay(t *testing.T) {
+	for _, gap := range []time.Duration{time.Millisecond, 0} {
+		t.Run(gap.String(), func(t *testing.T) { testOldHandleAfterReset(t, gap) })
+	}
+}
+
+func testOldHandleAfterReset(t *testing.T, gap time.Duration) {
 	e := newEnv(t)
 	e.topic("t", model.TopicNormal)
 	e.group("g", 0, false)
@@ -121,9 +129,9 @@ func TestResetOffsetOldHandleAfterReplay(t *testing.T) {
 	for _, d := range first {
 		old[d.ID] = d.ReceiptHandle
 	}
-	e.clk.Advance(time.Millisecond)
+	e.clk.Advance(gap)
 	e.reset("g", "t", ResetToEarliest, time.Time{})
-	e.clk.Advance(time.Millisecond)
+	e.clk.Advance(gap)
 	again, err := e.receive("g", "t", 4, 30*time.Second)
 	if err != nil || len(again) != 4 {
 		t.Fatal(err, len(again))

@@ -356,6 +356,11 @@ func (s *Service) tryPop(ctx context.Context, sb *sub, req *ReceiveRequest, fl *
 		unheld  []*flight
 	)
 	sb.mu.Lock()
+	if now <= sb.resetAt {
+		// In the millisecond of an offset reset: see Reset.
+		now = sb.resetAt + 1
+		rec.at = now
+	}
 	if fifo && req.AttemptID != "" {
 		if again := s.repeatAttempt(sb, req, now, inv, &rec); again != nil {
 			s.scheduleLocked(sb)

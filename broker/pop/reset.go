@@ -48,8 +48,9 @@ func (sb *sub) releaseHeld(now int64) {
 // apart by the handle's issue time, which must not be before the time the
 // current delivery began (flight.renewFrom, kept in snapshots and set from
 // the delivery's journal record on replay). Both are wall-clock
-// milliseconds: only a new delivery made in the very millisecond of the
-// old one's would still be taken for it.
+// milliseconds, so a delivery made in the reset's own millisecond is dated
+// a millisecond later (sub.resetAt, tryPop): every handle issued before
+// the reset is then older than every delivery made after it.
 func (s *Service) Reset(ctx context.Context, group, topic string, next map[int32]int64) (map[int32]int64, error) {
 	sb := s.getSub(group, topic, true)
 	now := s.now()
@@ -68,6 +69,8 @@ func (s *Service) Reset(ctx context.Context, group, topic string, next map[int32
 		rec.nexts = append(rec.nexts, qnext{q, next[q]})
 	}
 	sb.releaseHeld(now)
+	prevResetAt := sb.resetAt
+	sb.resetAt = max(sb.resetAt, now)
 	s.scheduleLocked(sb)
 	sb.mu.Unlock()
 	s.hub.Notify(sb.key)
@@ -83,6 +86,9 @@ func (s *Service) Reset(ctx context.Context, group, topic string, next map[int32
 			if qs := sb.q(q); qs.next == next[q] {
 				qs.next = prev[q]
 			}
+		}
+		if sb.resetAt == max(prevResetAt, now) {
+			sb.resetAt = prevResetAt
 		}
 		s.scheduleLocked(sb)
 		sb.mu.Unlock()

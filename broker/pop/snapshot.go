@@ -305,6 +305,7 @@ func (s *Service) apply(r *jrecord) {
 		for _, n := range r.nexts {
 			sb.resetQueue(n.queue, n.next)
 		}
+		sb.resetAt = max(sb.resetAt, r.at)
 		return
 	}
 	for _, n := range r.nexts {

@@ -62,6 +62,12 @@ type sub struct {
 	attempts     map[string][]*flight
 	attemptOrder []string
 
+	// resetAt: unix ms of the last offset reset. A delivery made in that
+	// millisecond (or earlier, the clock having stepped back) is dated a
+	// millisecond after it, so handles issued before the reset are older
+	// than every delivery made since (see Service.Reset).
+	resetAt int64
+
 	// scheduler bookkeeping, guarded by Service.schedMu
 	wakeAt int64
 	sidx   int
