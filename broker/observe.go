@@ -182,6 +182,8 @@ func (o *observer) observe(mp metric.MeterProvider, b *Broker) {
 		metric.WithDescription("FIFO messages read but waiting behind their message group"))
 	parked, _ := m.Int64ObservableGauge("mqgate.polls.parked", metric.WithUnit("{request}"),
 		metric.WithDescription("Receives and pulls long-polling right now"))
+	woken, _ := m.Int64ObservableCounter("mqgate.polls.woken", metric.WithUnit("{request}"),
+		metric.WithDescription("Parked receives and pulls woken to look again: by an arrival or a message becoming visible (one receive per group and filter), or by a receive that took messages and passed the wake on"))
 	reg, err := m.RegisterCallback(func(ctx context.Context, ob metric.Observer) error {
 		o.topics.Range(func(_, v any) bool {
 			a := v.(*attrCache)
@@ -200,6 +202,7 @@ func (o *observer) observe(mp metric.MeterProvider, b *Broker) {
 			return true
 		})
 		ob.ObserveInt64(parked, b.hub.Parked())
+		ob.ObserveInt64(woken, b.hub.Woken())
 		for _, st := range b.pop.Stats() {
 			t, err := b.meta.GetTopic(ctx, st.Topic)
 			if err != nil {
@@ -214,7 +217,7 @@ func (o *observer) observe(mp metric.MeterProvider, b *Broker) {
 		}
 		return nil
 	}, msgsIn, bytesIn, msgsOut, bytesOut, sendOutcomes, ackOutcomes, redelivered, deadLettered,
-		backlog, ready, inflight, held, parked)
+		backlog, ready, inflight, held, parked, woken)
 	if err == nil {
 		o.reg = reg
 	}

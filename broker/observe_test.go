@@ -207,6 +207,9 @@ func TestObserveReceiveAckRedeliveryDLQAndDrain(t *testing.T) {
 	if r.err != nil || len(r.ds) != 1 || r.ds[0].ID != sent[0] {
 		t.Fatalf("woken receive: %v %v", r.err, r.ds)
 	}
+	if got := sum(t, o.metrics()["mqgate.polls.woken"]); got != 1 {
+		t.Errorf("woken polls counter = %d, want 1", got)
+	}
 	if why := wakeReason(t, o.ended("pop.Receive")); why != pop.WakeArrival {
 		t.Fatalf("wake reason %q, want %q", why, pop.WakeArrival)
 	}
