@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"hash/crc32"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -272,39 +271,41 @@ func TestFilterOf(t *testing.T) {
 	}
 }
 
-// Go clients (x-mq-language GO, the official client's value) get a CRC32 digest in the form the
-// Go client checks; everyone else MD5.
+// The official clients whose CRC32 text form is known get CRC32 in that
+// form (Go, Java, C#: upper-case hex without padding; C++, Python: 8
+// upper-case hex digits); everyone else MD5.
 func TestDigestPerClientLanguage(t *testing.T) {
-	body := []byte("hello") // CRC32 IEEE 0x3610A686; one with a leading zero nibble below
+	body := []byte("hello") // CRC32 IEEE 0x3610A686
+	zero := []byte("m21")   // CRC32 IEEE 0x03E0D52A: a leading zero nibble
+	if crc32.ChecksumIEEE(zero)>>28 != 0 {
+		t.Fatalf("test body %q: CRC32 %08X has no leading zero", zero, crc32.ChecksumIEEE(zero))
+	}
+	const md5Hello = "5D41402ABC4B2A76B9719D911017C592"
 	for _, c := range []struct {
-		md   metadata.MD
-		kind v2.DigestType
-		sum  string
+		md        metadata.MD
+		kind      v2.DigestType
+		sum, sumZ string
 	}{
-		{metadata.Pairs("x-mq-language", "GO"), v2.DigestType_CRC32, "3610A686"},
-		{metadata.Pairs("x-mq-language", "JAVA"), v2.DigestType_MD5, "5D41402ABC4B2A76B9719D911017C592"},
-		{metadata.Pairs("x-mq-language", "NODE_JS"), v2.DigestType_MD5, "5D41402ABC4B2A76B9719D911017C592"},
-		{nil, v2.DigestType_MD5, "5D41402ABC4B2A76B9719D911017C592"},
+		{metadata.Pairs("x-mq-language", "GO"), v2.DigestType_CRC32, "3610A686", "3E0D52A"},
+		{metadata.Pairs("x-mq-language", "JAVA"), v2.DigestType_CRC32, "3610A686", "3E0D52A"},
+		{metadata.Pairs("x-mq-language", "DOTNET"), v2.DigestType_CRC32, "3610A686", "3E0D52A"},
+		{metadata.Pairs("x-mq-language", "CPP"), v2.DigestType_CRC32, "3610A686", "03E0D52A"},
+		{metadata.Pairs("x-mq-language", "PYTHON"), v2.DigestType_CRC32, "3610A686", "03E0D52A"},
+		{metadata.Pairs("x-mq-language", "HTTP"), v2.DigestType_MD5, md5Hello, ""}, // the Node.js client
+		{metadata.Pairs("x-mq-language", "RUST"), v2.DigestType_MD5, md5Hello, ""},
+		{nil, v2.DigestType_MD5, md5Hello, ""},
 	} {
 		ctx := metadata.NewIncomingContext(context.Background(), c.md)
-		d := digestFor(ctx).digest(body)
-		if d.Type != c.kind || d.Checksum != c.sum {
+		dk := digestFor(ctx)
+		if d := dk.digest(body); d.Type != c.kind || d.Checksum != c.sum {
 			t.Errorf("%v: digest %v %s, want %v %s", c.md, d.Type, d.Checksum, c.kind, c.sum)
 		}
-	}
-	// No zero padding: the Go client formats the value with FormatInt.
-	for i := 0; i < 1000; i++ {
-		b := []byte(fmt.Sprint("m", i))
-		sum := crc32.ChecksumIEEE(b)
-		if sum>>28 != 0 {
-			continue
+		if c.sumZ != "" {
+			if d := dk.digest(zero); d.Checksum != c.sumZ {
+				t.Errorf("%v: digest of %q %s, want %s", c.md, zero, d.Checksum, c.sumZ)
+			}
 		}
-		if got, want := crc32Upper(b), strings.ToUpper(strconv.FormatInt(int64(sum), 16)); got != want || len(got) == 8 {
-			t.Fatalf("crc32 of %q = %s, want %s", b, got, want)
-		}
-		return
 	}
-	t.Fatal("no body with a leading zero nibble found")
 }
 
 // props is a message's properties for a filter.
