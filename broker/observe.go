@@ -381,8 +381,6 @@ func countPulled[T any](o *observer, group, topic string, xs []T, body func(T) [
 	sa.bytes.Add(bytes)
 }
 
-// totals sums the messages stored and delivered, over every topic and
-// subscription.
 // delivered calls fn with the messages delivered so far to each group
 // from each topic (every consumption path: POP receives, pulls). Zero
 // without a MeterProvider (nothing counted).
@@ -394,15 +392,14 @@ func (o *observer) delivered(fn func(group, topic string, n int64)) {
 	})
 }
 
+// totals sums the messages stored and delivered, over every topic and
+// subscription.
 func (o *observer) totals() (put, get int64) {
 	o.topics.Range(func(_, v any) bool {
 		put += v.(*attrCache).msgs.Load()
 		return true
 	})
-	o.subs.Range(func(_, v any) bool {
-		get += v.(*attrCache).msgs.Load()
-		return true
-	})
+	o.delivered(func(_, _ string, n int64) { get += n })
 	return put, get
 }
 
