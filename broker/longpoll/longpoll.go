@@ -20,7 +20,7 @@ const DefaultMaxParked = 100000
 //     one group with one filter on one topic or queue: what one of them
 //     can take, any of them can). A Notify wakes only the longest-waiting
 //     member of each class; a woken member that finds messages hands the
-//     wake on to the next (Pass), one that finds none ends the chain,
+//     wake on to the next (Waiter.Leave), one that finds none ends the chain,
 //     since none of its class would find any either. An arrival therefore
 //     costs one or two wake-ups per class instead of one per parked
 //     receive.
@@ -121,9 +121,9 @@ func (h *Hub) Watch(key string) (<-chan struct{}, func(), error) {
 	return ch, release, nil
 }
 
-// WatchOne registers a waiter of class under key (see Hub). Wait on C,
-// then Release; a member that found messages calls Pass. Too many waiters
-// ⇒ KindTooManyRequests.
+// WatchOne registers a waiter of class under key (see Hub). Wait on C;
+// then Release to look again, or Leave when done. Too many waiters ⇒
+// KindTooManyRequests.
 func (h *Hub) WatchOne(key, class string) (*Waiter, error) {
 	if err := h.admit(); err != nil {
 		return nil, err
@@ -154,8 +154,8 @@ func (h *Hub) WatchOne(key, class string) (*Waiter, error) {
 func (w *Waiter) C() <-chan struct{} { return w.ch }
 
 // Release ends the registration (idempotent) and reports whether a wake
-// was delivered to it. A woken waiter that leaves without looking for
-// messages must Pass the wake on.
+// was delivered to it; for a member that will look again (a new
+// registration). One that is done waiting calls Leave.
 func (w *Waiter) Release() (woken bool) {
 	h := w.h
 	h.mu.Lock()
@@ -168,6 +168,16 @@ func (w *Waiter) Release() (woken bool) {
 		}
 	}
 	return w.woken
+}
+
+// Leave ends the registration of a member that is done waiting and wakes
+// the next member of its class when a wake was delivered to it or more
+// is true (it took messages and more may be visible, or it failed):
+// someone else must look in its stead.
+func (w *Waiter) Leave(more bool) {
+	if w.Release() || more {
+		w.h.Pass(w.key, w.class)
+	}
 }
 
 // unlink removes w from its class queue. h.mu held, w queued.

@@ -217,12 +217,11 @@ func (s *Service) Receive(ctx context.Context, req ReceiveRequest) ([]*model.Del
 		}
 		out, err := s.tryPop(ctx, sb, &req, fl)
 		if err != nil || len(out) > 0 {
-			s.leave(w, sb, class, len(out) > 0 || err != nil)
+			w.Leave(len(out) > 0 || err != nil) // more may be visible
 			return out, err
 		}
 		if !s.clk.Now().Before(until) {
-			// A wake that came after its look goes on to its class.
-			s.leave(w, sb, class, false)
+			w.Leave(false) // a wake that came after its look goes on
 			return nil, noMessage(req)
 		}
 		t := clock.At(s.clk, until)
@@ -245,7 +244,7 @@ func (s *Service) Receive(ctx context.Context, req ReceiveRequest) ([]*model.Del
 			// One last non-waiting look, then answer "nothing". A wake
 			// this receive got and cannot use goes on to its class.
 			out, err := s.tryPop(ctx, sb, &req, fl)
-			s.leave(w, sb, class, len(out) > 0 || err != nil)
+			w.Leave(len(out) > 0 || err != nil)
 			if err != nil || len(out) > 0 {
 				return out, err
 			}
@@ -254,15 +253,6 @@ func (s *Service) Receive(ctx context.Context, req ReceiveRequest) ([]*model.Del
 		// Woken (or its deadline came): it looks again at the top, with
 		// a new registration at the back of its class.
 		w.Release()
-	}
-}
-
-// leave ends a receive's registration. When it took messages (more may
-// be visible) or failed, or was woken and could not look, the next
-// parked receive of its class is woken to look in its stead.
-func (s *Service) leave(w *longpoll.Waiter, sb *sub, class string, pass bool) {
-	if w.Release() || pass {
-		s.hub.Pass(sb.key, class)
 	}
 }
 
