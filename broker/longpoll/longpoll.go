@@ -176,7 +176,7 @@ func (w *Waiter) Release() (woken bool) {
 // someone else must look in its stead.
 func (w *Waiter) Leave(more bool) {
 	if w.Release() || more {
-		w.h.Pass(w.key, w.class)
+		w.h.pass(w.key, w.class)
 	}
 }
 
@@ -236,9 +236,9 @@ func (h *Hub) Notify(key string) {
 	}
 }
 
-// Pass wakes the longest-waiting member of class under key, if any: the
+// pass wakes the longest-waiting member of class under key, if any: the
 // caller took messages and more may be there for its class.
-func (h *Hub) Pass(key, class string) {
+func (h *Hub) pass(key, class string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if ws := h.keys[key]; ws != nil {
@@ -257,7 +257,7 @@ func QueueKey(topic string, queue int32) string {
 // Parked is the number of registered waiters.
 func (h *Hub) Parked() int64 { return h.parked.Load() }
 
-// Woken counts the waiters a Notify or Pass has woken so far.
+// Woken counts the waiters a Notify or a passed wake (Waiter.Leave) has woken so far.
 func (h *Hub) Woken() int64 { return h.woken.Load() }
 
 // Closed is closed by Close: waiters should stop waiting (drain).

@@ -116,25 +116,25 @@ func TestNotifyWakesOnePerClass(t *testing.T) {
 
 	// A member that took messages passes the wake on; a released member
 	// is skipped.
-	h.Pass("t", "g\x00*")
+	h.pass("t", "g\x00*")
 	if !woken(a[1]) || woken(a[2]) {
 		t.Fatal("pass must wake the next member")
 	}
 	if !a[1].Release() {
 		t.Fatal("a passed wake is a wake")
 	}
-	h.Pass("t", "g\x00*")
+	h.pass("t", "g\x00*")
 	if !woken(a[2]) {
 		t.Fatal("pass must wake the last member")
 	}
-	h.Pass("t", "g\x00*") // nobody left: no-op
-	h.Pass("t", "nobody")
+	h.pass("t", "g\x00*") // nobody left: no-op
+	h.pass("t", "nobody")
 	a[2].Release()
 	a[2].Release() // idempotent
 	if h.Parked() != 2 {
 		t.Fatalf("parked %d, want 2 (b[0], other)", h.Parked())
 	}
-	h.Pass("t", "g2\x00*") // b[1] released: nobody to wake
+	h.pass("t", "g2\x00*") // b[1] released: nobody to wake
 	if woken(b[1]) || h.Woken() != 5 {
 		t.Fatalf("woken %d, want 5", h.Woken())
 	}
