@@ -39,9 +39,12 @@
 // 0, recovered on Open) and store times (monotonic). Concurrent calls are
 // batched into one write (group commit).
 //
-//   - FlushAsync: Append returns once the batch is written to the OS page
-//     cache: StatusOK, DurabilityMemory (survives a process crash, not a
-//     power loss). A syncer fsyncs every FlushInterval or FlushBytes.
+//   - FlushAsync: Append returns once the batch is in memory that outlives
+//     the process: the staging ring in StagingDir (a tmpfs file, written
+//     to the log in large runs by a flusher; the next Open writes what a
+//     crash left there into the log), or without one the OS page cache.
+//     StatusOK, DurabilityMemory (survives a process crash, not a power
+//     loss). A syncer fsyncs every FlushInterval or FlushBytes.
 //   - FlushSync: Append returns after the fsync that covers the batch;
 //     one fsync serves every append queued while the previous one ran.
 //     StatusOK + DurabilityLocal, or, if the fsync did not complete within
@@ -59,7 +62,8 @@
 //
 // In sync mode the dispatcher publishes only fsynced records, so no
 // reader ever sees a record that a power loss could take back. In async
-// mode records are visible once written.
+// mode records are visible once written to the log file (a read of one
+// still in the staging ring writes the ring out first).
 //
 // # Files
 //
@@ -76,7 +80,9 @@
 // # Recovery
 //
 // Clean (checkpoint says clean, no RUNNING marker, log ends where the
-// checkpoint says): nothing is scanned or replayed. Otherwise the log is
+// checkpoint says): nothing is scanned or replayed. Otherwise the staging
+// ring's records that never reached the log are written to it first
+// (commitlog/staging.go), and the log is
 // validated (length, magic, CRC32C, position) from the checkpoint's
 // flushed position to its end, the first invalid record and everything
 // after it are truncated, consume-queue entries at or past the
@@ -99,8 +105,8 @@
 //
 // # Goroutines and locks
 //
-// Each Store runs: the log writer, the log syncer, in sync mode the log
-// zeroer (pre-zeroes the active segment's tail, see commitlog), the
+// Each Store runs: the log writer, the log syncer, in async mode with a
+// staging ring the log flusher, in sync mode the log zeroer (pre-zeroes the active segment's tail, see commitlog), the
 // dispatcher, and a background loop (checkpoint, retention, metadata
 // flush). Each owns its files' write side (the zeroer writes only ranges
 // the writer has not reserved, through its own handle). Locks never nest

@@ -75,6 +75,14 @@ type Options struct {
 	IndexSlots       int   // default 1<<17
 	IndexCapacity    int   // entries per index file; default 1<<18 (8 MiB)
 
+	// StagingDir is a directory on a memory file system (tmpfs) where
+	// async appends are staged before the commit log writes them out in
+	// large runs (commitlog/staging.go): the ring survives a process
+	// crash, and the next Open writes what it holds into the log. Default
+	// /dev/shm when the store is on the OS file system and /dev/shm is a
+	// tmpfs; "off" disables it. Keep it the same across restarts.
+	StagingDir string
+
 	StoreHost string // written into each record's store host
 	Now       func() time.Time
 	Logger    *slog.Logger
@@ -87,6 +95,12 @@ func (o Options) Defaults() Options {
 	}
 	if o.SegmentSize == 0 {
 		o.SegmentSize = 1 << 30
+	}
+	switch {
+	case o.StagingDir == "off":
+		o.StagingDir = ""
+	case o.StagingDir == "" && o.FS == vfs.Default && vfs.IsTmpfs("/dev/shm"):
+		o.StagingDir = "/dev/shm"
 	}
 	if o.FlushInterval == 0 {
 		o.FlushInterval = 500 * time.Millisecond

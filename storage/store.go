@@ -126,6 +126,7 @@ type RecoveryInfo struct {
 	LogEnd        int64
 	ScannedBytes  int64 // log bytes validated
 	Truncated     int64 // bytes of torn/invalid tail dropped
+	StagedBytes   int64 // answered records the last run left in its staging ring, now in the log
 	ReplayedBytes int64 // log bytes re-dispatched into queues/index
 	Duration      time.Duration
 }
@@ -178,6 +179,7 @@ func (s *Store) open() error {
 		FS: fs, Dir: filepath.Join(dir, "commitlog"), SegmentSize: o.SegmentSize, MaxRecordSize: o.MaxRecordSize,
 		SyncMode: o.FlushMode == FlushSync, FlushInterval: o.FlushInterval, FlushBytes: o.FlushBytes,
 		Now: o.Now, Logger: o.Logger, Notify: notify, ZeroAhead: zeroAhead(o.FlushMode),
+		StagingDir: o.StagingDir,
 		OnSync: func(_ int64, d time.Duration, err error) {
 			s.c.fsyncs.Add(1)
 			s.c.fsyncLat.observe(d)
@@ -191,7 +193,7 @@ func (s *Store) open() error {
 	}
 	s.log = lg
 	clean = clean && res.FastPath
-	s.recovery = RecoveryInfo{Clean: clean, LogMin: res.Min, LogEnd: res.End, ScannedBytes: res.Scanned, Truncated: res.Truncated}
+	s.recovery = RecoveryInfo{Clean: clean, LogMin: res.Min, LogEnd: res.End, ScannedBytes: res.Scanned, Truncated: res.Truncated, StagedBytes: res.Staged}
 
 	// Consume queues: keep entries below the checkpointed dispatch
 	// position (fsynced before the checkpoint was written).

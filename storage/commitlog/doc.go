@@ -44,16 +44,24 @@
 // counted: retention removes a segment from the list and unlinks its file,
 // but the mapping and descriptor live until the last reader releases it.
 //
-// In async mode on a file system that can reserve blocks, records are
-// stored through a shared mapping of the active segment rather than
-// written with pwrite (mapped.go); the file then has a reserved tail of
-// zeros past the log, cut like a pre-zeroed one. Sync mode keeps pwrite
-// into the pre-zeroed tail: through a mapping its fsyncs took 3x longer.
+// In async mode with Options.StagingDir set, the writer copies batches
+// into a staging ring held by a tmpfs file and answers the appenders; a
+// flusher goroutine writes the ring out into the segment in large runs
+// and publishes Written (staging.go, which also says how Open replays a
+// ring a crash left). Without a ring, on a file system that can reserve
+// blocks, records are stored through a shared mapping of the active
+// segment rather than written with pwrite (mapped.go). Either way blocks
+// are reserved ahead, so the file has a reserved tail of zeros past the
+// log, cut like a pre-zeroed one. Sync mode keeps pwrite into the
+// pre-zeroed tail: through a mapping its fsyncs took 3x longer, and its
+// appends wait for the fsync anyway.
 //
 // Lock order: Log.mu (segment list) is never held while waiting on the
 // writer's queue lock (Log.qmu) or during I/O other than Map. Log.pmu
 // (pending durable appends) is a leaf: nothing is locked or waited on
-// under it.
+// under it. Log.fmu (writing the ring out) is taken by the flusher, by
+// the writer role (ring full, roll, failed batch), by Sync and by a Read
+// of a record still in the ring, never while holding qmu or mu.
 //
 // commitlog imports storage/message, storage/vfs, storage/internal/serr
 // and the standard library only; it knows nothing of consume queues, the

@@ -44,6 +44,11 @@ type Options struct {
 	// NoMappedWrites writes records with pwrite even where the file
 	// system could take them through a shared mapping (mapped.go).
 	NoMappedWrites bool
+	// StagingDir, if set, is a directory on a memory file system (tmpfs)
+	// for the staging ring of async appends (staging.go). Open replays a
+	// ring left there by a crash in either mode; only async mode writes
+	// one.
+	StagingDir string
 }
 
 // Recovery tells Open what the previous run left.
@@ -64,6 +69,10 @@ type RecoveryResult struct {
 	Records   int   // records validated
 	Truncated int64 // bytes dropped (torn or invalid tail, orphan segments)
 	FastPath  bool
+	// Staged, StagedRecords: answered records the last run left in its
+	// staging ring, written to the log by this Open.
+	Staged        int64
+	StagedRecords int
 }
 
 // Record is one encoded, not yet sealed, record to append.
@@ -187,7 +196,25 @@ type Log struct {
 	lastStore int64
 	buf       []byte
 	undo      []undo
-	noMap     bool // write with pwrite (mapped.go)
+	noMap     bool  // write with pwrite (mapped.go)
+	wpos      int64 // where the next record goes
+
+	// Staging ring (staging.go): stg is set by Open and cleared by Stop;
+	// staging tells whether appends go through it. staged is the end of
+	// what the writer staged and answered. fmu serializes writing the
+	// ring out: flushed (mirrored in flushedA for the writer's room
+	// check) and fseg, the segment it goes to.
+	stg         *staging
+	staging     atomic.Bool
+	staged      atomic.Int64
+	fmu         sync.Mutex
+	flushed     int64
+	flushedA    atomic.Int64
+	fseg        *segment
+	fwake       chan struct{}
+	noFlusher   bool // tests: stage without writing out (a crash's view)
+	stopFlusher chan struct{}
+	flusherDone chan struct{}
 
 	qmu    sync.Mutex
 	queue  []*request
@@ -240,6 +267,7 @@ func Open(opts Options, rec Recovery) (*Log, RecoveryResult, error) {
 		wake: make(chan struct{}, 1), syncWake: make(chan struct{}, 1), dch: make(chan struct{}),
 		stopWriter: make(chan struct{}), writerDone: make(chan struct{}),
 		stopSyncer: make(chan struct{}), syncerDone: make(chan struct{}),
+		fwake: make(chan struct{}, 1), stopFlusher: make(chan struct{}), flusherDone: make(chan struct{}),
 	}
 	l.idle.L = &l.qmu
 	if err := opts.FS.MkdirAll(opts.Dir); err != nil {
@@ -286,7 +314,8 @@ func (l *Log) recover(rec Recovery) (RecoveryResult, error) {
 		l.segs = []*segment{newSegment(0, segPath(dir, 0), f, l.mapLen())}
 		l.active = l.segs[0]
 		res.FastPath = rec.CleanEnd == 0
-		return res, nil
+		_, err = l.openStaging(0, &res)
+		return res, err
 	}
 	sizes := make([]int64, 0, len(bases))
 	for _, b := range bases {
@@ -337,6 +366,12 @@ func (l *Log) recover(rec Recovery) (RecoveryResult, error) {
 		if err != nil {
 			return res, err
 		}
+	}
+	if end, err = l.openStaging(end, &res); err != nil {
+		return res, err
+	}
+	if res.Staged > 0 {
+		res.FastPath = false
 	}
 	l.active = l.segs[len(l.segs)-1]
 	l.min.Store(l.segs[0].base)
@@ -453,9 +488,19 @@ func (l *Log) Start() {
 	l.qmu.Lock()
 	l.started = true
 	l.qmu.Unlock()
+	l.wpos = l.written.Load()
+	l.staged.Store(l.wpos)
+	l.flushed = l.wpos
+	l.flushedA.Store(l.wpos)
+	l.fseg = l.active
 	l.startZeroer()
 	go l.writeLoop()
 	go l.syncLoop()
+	if l.staging.Load() && !l.noFlusher {
+		go l.flushLoop()
+	} else {
+		close(l.flusherDone)
+	}
 }
 
 // Min is the first position still stored.
@@ -609,6 +654,15 @@ func (l *Log) roll(old *segment, base int64) (*segment, error) {
 	// starting at base exists: recovery checks contiguity by file sizes.
 	// Pre-zeroed or reserved tails are cut.
 	l.retarget(nil, 0)
+	if l.staging.Load() {
+		// Everything staged for the old segment goes into it first.
+		l.fmu.Lock()
+		err := l.flushLocked(base)
+		l.fmu.Unlock()
+		if err != nil {
+			return nil, err
+		}
+	}
 	if err := l.cutTail(old, base-old.base); err != nil {
 		return nil, err
 	}
@@ -626,6 +680,11 @@ func (l *Log) roll(old *segment, base int64) (*segment, error) {
 	l.mu.Lock()
 	l.segs = append(l.segs, s)
 	l.mu.Unlock()
+	if l.staging.Load() {
+		l.fmu.Lock()
+		l.fseg = s
+		l.fmu.Unlock()
+	}
 	l.retarget(s, 0)
 	return s, nil
 }
@@ -643,7 +702,7 @@ func (l *Log) writeBatch(batch []*request) {
 		now = l.lastStore
 	}
 	l.lastStore = now
-	start := l.written.Load()
+	start := l.wpos
 	first := l.active
 	pos := start
 	seg := l.active
@@ -719,8 +778,14 @@ outer:
 		return
 	}
 	l.active = seg
-	l.written.Store(pos)
-	l.notify()
+	l.wpos = pos
+	if l.staging.Load() {
+		l.staged.Store(pos)
+		l.wakeFlusher()
+	} else {
+		l.written.Store(pos)
+		l.notify()
+	}
 	parked := false
 	for _, r := range batch {
 		if r.durable && r.state.CompareAndSwap(reqQueued, reqWritten) {
@@ -748,6 +813,21 @@ outer:
 // rollback undoes a failed batch: queue offsets, new segments, and any
 // bytes written past start.
 func (l *Log) rollback(start int64, first *segment, newSegs []*segment) {
+	if l.staging.Load() {
+		l.fmu.Lock()
+		if l.flushed > start {
+			l.flushed = start
+			l.flushedA.Store(start)
+		} else if err := l.flushLocked(start); err != nil {
+			l.logger.Warn("commitlog: write staged records before a failed batch", "err", err)
+		}
+		l.fseg = first
+		if l.flushed+l.stg.size >= start+message.MinSize {
+			// Not over bytes still to be written out.
+			l.forgetStaged(start)
+		}
+		l.fmu.Unlock()
+	}
 	for i := len(l.undo) - 1; i >= 0; i-- {
 		u := l.undo[i]
 		if u.existed {
@@ -829,6 +909,9 @@ func (l *Log) Sync() error {
 	l.syncMu.Lock()
 	defer l.syncMu.Unlock()
 	if err := l.Failed(); err != nil {
+		return err
+	}
+	if err := l.flushStaged(); err != nil {
 		return err
 	}
 	target := l.written.Load()
@@ -1042,6 +1125,12 @@ func (l *Log) Read(pos int64, size int) ([]byte, error) {
 	if size < message.MinSize || size > l.opts.MaxRecordSize || pos < 0 {
 		return nil, fmt.Errorf("%w: read at %d size %d", serr.ErrInvalid, pos, size)
 	}
+	if end := pos + int64(size); end > l.written.Load() && end <= l.staged.Load() && l.staging.Load() {
+		// Answered, still in the staging ring: write it out.
+		if err := l.flushStaged(); err != nil {
+			return nil, err
+		}
+	}
 	if pos+int64(size) > l.written.Load() {
 		return nil, fmt.Errorf("%w: position %d beyond written log %d", serr.ErrNotFound, pos+int64(size), l.written.Load())
 	}
@@ -1186,6 +1275,8 @@ func (l *Log) Stop(abandon bool) error {
 		close(l.stopSyncer)
 		<-l.syncerDone
 		l.stopZeroer()
+		close(l.stopFlusher)
+		<-l.flusherDone
 	}
 	if !abandon {
 		err = l.Sync()
@@ -1197,6 +1288,9 @@ func (l *Log) Stop(abandon bool) error {
 			}
 		}
 	}
+	// After a clean stop the log holds everything the ring did; otherwise
+	// the ring stays for the next Open.
+	l.closeStaging(!abandon && err == nil)
 	// What no fsync covered (abandon, or the final one failed and
 	// finished them with its error) is answered as not durable.
 	l.pmu.Lock()

@@ -49,6 +49,15 @@ var pageSize = int64(os.Getpagesize())
 // writeAt stores b at file offset off of seg, the active segment. The
 // range has been reserved from the zeroer (reserve).
 func (l *Log) writeAt(seg *segment, b []byte, off int64) error {
+	if l.staging.Load() {
+		err := l.stage(seg, b, off)
+		if !errors.Is(err, vfs.ErrNoAllocate) {
+			return err
+		}
+		if err := l.stopStaging(seg.base + off); err != nil {
+			return err
+		}
+	}
 	if m := l.writable(seg); m != nil {
 		end := off + int64(len(b))
 		err := l.allocate(seg, end)

@@ -1,0 +1,382 @@
+package commitlog
+
+import (
+	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/mqgate/mqgate/storage/message"
+	"github.com/mqgate/mqgate/storage/vfs"
+)
+
+// The staging ring (async mode).
+//
+// Getting a record into the page cache is the expensive part of an async
+// append on Linux: a store through a shared mapping takes a page fault and
+// the file system's page_mkwrite for every new 4 KiB page, and a pwrite
+// of one or two records pays a system call and two partial pages. One
+// pwrite of 64 KiB or more into reserved blocks costs a fifth to a tenth
+// as much per byte (storage/README.md). But an async append is answered
+// once its record would survive the process being killed, and 16 waiting
+// appenders never make more than 16 records to write at once.
+//
+// So the writer copies each batch into a ring held by a file in a memory
+// file system (Options.StagingDir, normally /dev/shm), answers the
+// appenders, and a flusher goroutine writes the ring into the segment in
+// whatever runs have accumulated: large ones under load. A process crash
+// keeps the ring (it is memory of the file system, not of the process),
+// as it keeps the page cache; a machine crash loses both, and async mode
+// never promised more (fsync every FlushInterval/FlushBytes).
+//
+// Positions: the ring holds log position p at ring offset p mod size.
+// Written() (what readers see) is the end of what the flusher wrote, at
+// most the end of what the writer has answered (staged); a read of a
+// record answered but not yet written (Read) writes the ring out first.
+// The writer never overwrites ring bytes not yet written to the segment:
+// when the ring is full it writes them itself. A segment is rolled only
+// after everything staged for it is in its file, so the ring never holds
+// bytes of a segment that is not the last one.
+//
+// Recovery: Open scans the ring from the end of the log in the files and
+// writes every valid record whose sealed position is where it lies (the
+// checks of the recovery scan, ScanValid), stopping at the first that is
+// not. The ring file is then created afresh, all zeros, so bytes staged in
+// an earlier life can never pass for records of this one. A ring belongs
+// to one log: its header carries the id kept in <dir>/STAGING, and a ring
+// with another id (a log directory removed and made again at the same
+// path) is ignored. A batch that fails after being staged has its first
+// record's header zeroed in the ring, so that its records (answered with
+// an error) are not replayed.
+//
+// The ring file is named after the log directory's absolute path and
+// removed by a clean Stop. A crashed log leaves it for the next Open.
+
+const (
+	stagingMagic   = "MQGSTAGE"
+	stagingVersion = 1
+	stagingHdrLen  = 44
+	stagingData    = 4096 // ring bytes start here
+	stagingMinSize = 16 << 20
+	stagingIDFile  = "STAGING"
+)
+
+type stagingHeader struct {
+	size int64
+	id   [16]byte
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+func encodeStagingHeader(h stagingHeader) []byte {
+	b := make([]byte, stagingHdrLen)
+	copy(b, stagingMagic)
+	binary.LittleEndian.PutUint32(b[8:], stagingVersion)
+	binary.LittleEndian.PutUint64(b[16:], uint64(h.size))
+	copy(b[24:40], h.id[:])
+	binary.LittleEndian.PutUint32(b[40:], crc32.Checksum(b[:40], castagnoli))
+	return b
+}
+
+var errStagingHeader = errors.New("commitlog: not a staging ring header")
+
+// decodeStagingHeader parses the header at the start of a ring file.
+func decodeStagingHeader(b []byte) (stagingHeader, error) {
+	var h stagingHeader
+	if len(b) < stagingHdrLen || string(b[:8]) != stagingMagic {
+		return h, errStagingHeader
+	}
+	if crc32.Checksum(b[:40], castagnoli) != binary.LittleEndian.Uint32(b[40:]) {
+		return h, fmt.Errorf("%w: checksum", errStagingHeader)
+	}
+	if v := binary.LittleEndian.Uint32(b[8:]); v != stagingVersion {
+		return h, fmt.Errorf("%w: version %d", errStagingHeader, v)
+	}
+	if binary.LittleEndian.Uint32(b[12:]) != 0 {
+		return h, fmt.Errorf("%w: flags", errStagingHeader)
+	}
+	h.size = int64(binary.LittleEndian.Uint64(b[16:]))
+	if h.size <= 0 || h.size%4096 != 0 || h.size > 1<<40 {
+		return h, fmt.Errorf("%w: size %d", errStagingHeader, h.size)
+	}
+	copy(h.id[:], b[24:40])
+	return h, nil
+}
+
+// staging is the mapped ring of a log that uses one.
+type staging struct {
+	path  string
+	mem   []byte
+	unmap func() error
+	ring  []byte
+	size  int64
+}
+
+// put copies b into the ring at log position pos (wrapping).
+func (s *staging) put(pos int64, b []byte) {
+	n := copy(s.ring[pos%s.size:], b)
+	copy(s.ring, b[n:])
+}
+
+// stagingRingSize: room for the largest write the writer stages at once
+// (maxWriteChunk plus a record), twice.
+func stagingRingSize(maxRecord int) int64 {
+	n := max(int64(stagingMinSize), 2*(maxWriteChunk+int64(maxRecord)))
+	return (n + 4095) &^ 4095
+}
+
+// StagingPath is where the ring of the log in dir lives within stagingDir.
+func StagingPath(stagingDir, dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	h := sha256.Sum256([]byte(abs))
+	return filepath.Join(stagingDir, "mqgate-"+hex.EncodeToString(h[:10])+".stage"), nil
+}
+
+// readStagingID returns the log's ring id; ok is false when it has none
+// (or an unreadable one).
+func (l *Log) readStagingID() (id [16]byte, ok bool) {
+	f, err := l.opts.FS.Open(filepath.Join(l.opts.Dir, stagingIDFile))
+	if err != nil {
+		return id, false
+	}
+	defer f.Close()
+	var b [33]byte
+	n, err := f.ReadAt(b[:], 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return id, false
+	}
+	s := strings.TrimSuffix(string(b[:n]), "\n")
+	if len(s) != 32 {
+		return id, false
+	}
+	if _, err := hex.Decode(id[:], []byte(s)); err != nil {
+		return id, false
+	}
+	return id, true
+}
+
+// openStaging replays what the previous run staged and did not write
+// (records from end on), then, in async mode, creates this run's ring. It
+// returns the log's new end. A ring that cannot be created leaves the log
+// writing without one.
+func (l *Log) openStaging(end int64, res *RecoveryResult) (int64, error) {
+	if l.opts.StagingDir == "" {
+		return end, nil
+	}
+	path, err := StagingPath(l.opts.StagingDir, l.opts.Dir)
+	if err != nil {
+		return end, err
+	}
+	id, ok := l.readStagingID()
+	if ok {
+		mem, unmap, err := vfs.ReadShared(path)
+		switch {
+		case err == nil:
+			end, err = l.replayStaging(path, mem, id, end, res)
+			unmap()
+			if err != nil {
+				return end, err
+			}
+		case errors.Is(err, os.ErrNotExist):
+		default:
+			// It may hold answered records: do not start without them.
+			return end, fmt.Errorf("commitlog: staging ring %s: %w", path, err)
+		}
+	}
+	if l.opts.SyncMode {
+		if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
+			l.logger.Warn("commitlog: cannot remove the staging ring", "path", path, "err", err)
+		}
+		return end, nil
+	}
+	if !ok {
+		if _, err := rand.Read(id[:]); err != nil {
+			return end, err
+		}
+		if err := vfs.WriteFileAtomic(l.opts.FS, filepath.Join(l.opts.Dir, stagingIDFile), []byte(hex.EncodeToString(id[:])+"\n")); err != nil {
+			return end, err
+		}
+	}
+	size := stagingRingSize(l.opts.MaxRecordSize)
+	mem, unmap, err := vfs.CreateShared(path, stagingData+size)
+	if err != nil {
+		l.logger.Info("commitlog: no staging ring; async appends write to the segment themselves", "path", path, "err", err)
+		return end, nil
+	}
+	copy(mem, encodeStagingHeader(stagingHeader{size: size, id: id}))
+	l.stg = &staging{path: path, mem: mem, unmap: unmap, ring: mem[stagingData:], size: size}
+	l.staging.Store(true)
+	return end, nil
+}
+
+// replayStaging writes the valid records the ring mem holds from log
+// position end on into the last segment and fsyncs it.
+func (l *Log) replayStaging(path string, mem []byte, id [16]byte, end int64, res *RecoveryResult) (int64, error) {
+	h, err := decodeStagingHeader(mem)
+	if err == nil && h.id != id {
+		err = errors.New("commitlog: staging ring of another log")
+	}
+	if err == nil && int64(len(mem)) < stagingData+h.size {
+		err = fmt.Errorf("commitlog: staging ring cut short (%d bytes)", len(mem))
+	}
+	if err != nil {
+		l.logger.Warn("commitlog: ignoring staging ring", "path", path, "err", err)
+		return end, nil
+	}
+	seg := l.segs[len(l.segs)-1]
+	limit := min(h.size, seg.base+l.opts.SegmentSize-end)
+	if limit <= 0 {
+		return end, nil
+	}
+	ring := mem[stagingData : stagingData+h.size]
+	buf := make([]byte, limit)
+	n := copy(buf, ring[end%h.size:])
+	copy(buf[n:], ring)
+	valid, recs, err := ScanValid(bytes.NewReader(buf), 0, limit, end, l.opts.MaxRecordSize, int(min(limit, 4<<20)))
+	if err != nil || valid == 0 {
+		return end, err
+	}
+	if _, err := seg.f.WriteAt(buf[:valid], end-seg.base); err != nil {
+		return end, fmt.Errorf("commitlog: replay staging ring into %s: %w", seg.path, err)
+	}
+	if err := seg.f.Sync(); err != nil {
+		return end, fmt.Errorf("commitlog: replay staging ring into %s: %w", seg.path, err)
+	}
+	l.logger.Info("commitlog: wrote the records the last run answered and left in its staging ring",
+		"path", path, "at", end, "records", recs, "bytes", valid)
+	res.Staged, res.StagedRecords = valid, recs
+	return end + valid, nil
+}
+
+// stage copies b, bound for file offset off of seg (the active segment),
+// into the ring; blocks are reserved first, so that a full disk fails the
+// append rather than the flusher.
+func (l *Log) stage(seg *segment, b []byte, off int64) error {
+	if err := l.allocate(seg, off+int64(len(b))); err != nil {
+		return err
+	}
+	pos := seg.base + off
+	if pos+int64(len(b))-l.stg.size > l.flushedA.Load() {
+		// The ring is full: write out everything before pos now.
+		l.fmu.Lock()
+		err := l.flushLocked(pos)
+		l.fmu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+	l.stg.put(pos, b)
+	return nil
+}
+
+// stopStaging writes out what is staged below pos and has the log write
+// without the ring from now on (the file system cannot reserve blocks).
+// Called by the writer.
+func (l *Log) stopStaging(pos int64) error {
+	l.fmu.Lock()
+	defer l.fmu.Unlock()
+	if err := l.flushLocked(pos); err != nil {
+		return err
+	}
+	l.staging.Store(false)
+	l.logger.Info("commitlog: the file system cannot reserve blocks; async appends write to the segment themselves")
+	return nil
+}
+
+// flushLocked writes the ring's bytes from the flushed position up to to
+// into the segment being flushed, and publishes what is written and
+// answered as Written. fmu is held.
+func (l *Log) flushLocked(to int64) error {
+	if err := l.Failed(); err != nil {
+		return err
+	}
+	for l.flushed < to {
+		a := l.flushed % l.stg.size
+		n := min(to-l.flushed, l.stg.size-a)
+		if _, err := l.fseg.f.WriteAt(l.stg.ring[a:a+n], l.flushed-l.fseg.base); err != nil {
+			// The records stay in the ring, which the next Open replays.
+			err = fmt.Errorf("commitlog: write staged records to %s: %w", l.fseg.path, err)
+			l.setFailed(err)
+			l.logger.Error("commitlog: write from the staging ring failed; log is now read-only", "err", err)
+			l.broadcast()
+			return err
+		}
+		l.flushed += n
+		l.flushedA.Store(l.flushed)
+	}
+	if w := min(l.flushed, l.staged.Load()); w > l.written.Load() {
+		l.written.Store(w)
+		l.notify()
+	}
+	return nil
+}
+
+// flushStaged writes out everything answered so far (a reader wants it,
+// or an fsync is due).
+func (l *Log) flushStaged() error {
+	l.fmu.Lock()
+	defer l.fmu.Unlock()
+	if !l.staging.Load() {
+		return nil
+	}
+	return l.flushLocked(l.staged.Load())
+}
+
+// flushLoop is the flusher goroutine: it writes out the ring whenever the
+// writer has staged something, in one run for all that accumulated.
+func (l *Log) flushLoop() {
+	defer close(l.flusherDone)
+	for {
+		select {
+		case <-l.fwake:
+		case <-l.stopFlusher:
+			return
+		}
+		_ = l.flushStaged() // a failure fails the log
+	}
+}
+
+func (l *Log) wakeFlusher() {
+	select {
+	case l.fwake <- struct{}{}:
+	default:
+	}
+}
+
+// forgetStaged zeroes the header of the record staged at pos (a failed
+// batch starts there), so that a crash does not replay it. Writer only.
+func (l *Log) forgetStaged(pos int64) {
+	var z [message.MinSize]byte
+	l.stg.put(pos, z[:])
+}
+
+// closeStaging unmaps the ring, removing its file when everything it
+// held is in the log (a clean stop).
+func (l *Log) closeStaging(remove bool) {
+	l.fmu.Lock()
+	defer l.fmu.Unlock()
+	if l.stg == nil {
+		return
+	}
+	l.staging.Store(false)
+	if l.stg.unmap != nil {
+		l.stg.unmap()
+	}
+	if remove {
+		if err := os.Remove(l.stg.path); err != nil && !os.IsNotExist(err) {
+			l.logger.Warn("commitlog: cannot remove the staging ring", "path", l.stg.path, "err", err)
+		}
+	}
+	l.stg = nil
+}

@@ -1,0 +1,255 @@
+package commitlog
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+
+	"github.com/mqgate/mqgate/storage/message"
+	"github.com/mqgate/mqgate/storage/vfs"
+)
+
+func stagingOpts(fs vfs.FS, dir, stage string, seg int64) Options {
+	o := mappedOpts(fs, dir, seg)
+	o.StagingDir = stage
+	return o
+}
+
+// openHeld opens the log with its flusher held: appends are answered from
+// the ring and nothing reaches the segment until a reader or Sync asks.
+func openHeld(t *testing.T, o Options) *Log {
+	t.Helper()
+	l, _ := openLog(t, o, Recovery{From: -1, CleanEnd: -1})
+	if l.stg == nil {
+		t.Fatal("no staging ring")
+	}
+	l.noFlusher = true
+	l.Start()
+	return l
+}
+
+func ringFile(t *testing.T, o Options) string {
+	t.Helper()
+	p, err := StagingPath(o.StagingDir, o.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestStagingReplay: records answered from the ring and never written to
+// the segment (the process died) are written to the log by the next Open,
+// byte for byte; a record torn in the ring ends the replay; the replayed
+// log is whole again for appends and a clean reopen.
+func TestStagingReplay(t *testing.T) {
+	dir, stage := t.TempDir(), t.TempDir()
+	o := stagingOpts(vfs.Default, dir, stage, 1<<20)
+	l := openHeld(t, o)
+	recs := appendN(t, l, 30, 0)
+	if l.Written() != 0 {
+		t.Fatalf("written %d with the flusher held", l.Written())
+	}
+	end := recs[29].e.PhysOffset + int64(recs[29].e.Size)
+	if st := l.staged.Load(); st != end {
+		t.Fatalf("staged %d, want %d", st, end)
+	}
+	// A crash: another Log opens the directory while this one is frozen.
+	l2, res := openLog(t, o, Recovery{From: 0, CleanEnd: -1})
+	if res.End != end || res.Staged != end || res.StagedRecords != 30 || res.FastPath {
+		t.Fatalf("recovery %+v, want all %d bytes of 30 records from the ring", res, end)
+	}
+	l2.Start()
+	checkRecords(t, l2, recs)
+	if err := l2.Stop(true); err != nil {
+		t.Fatal(err)
+	}
+	l2.Close()
+	l.Stop(true)
+	l.Close()
+
+	// The reopened log's ring starts empty: nothing left to replay.
+	l3, res := openLog(t, o, Recovery{From: 0, CleanEnd: -1})
+	if res.End != end || res.Staged != 0 {
+		t.Fatalf("second recovery %+v, want end %d and nothing from the ring", res, end)
+	}
+	l3.noFlusher = true
+	l3.Start()
+	more := appendN(t, l3, 20, 30)
+	// Tear record 10 of these in the ring: the replay keeps 0-9.
+	f, err := os.OpenFile(ringFile(t, o), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	torn := more[10].e
+	if _, err := f.WriteAt([]byte{0xff}, stagingData+torn.PhysOffset%l3.stg.size+int64(torn.Size)/2); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	l4, res := openLog(t, o, Recovery{From: 0, CleanEnd: -1})
+	if res.End != torn.PhysOffset || res.StagedRecords != 10 {
+		t.Fatalf("recovery %+v, want the 10 records before the torn one (end %d)", res, torn.PhysOffset)
+	}
+	l4.Start()
+	checkRecords(t, l4, append(recs, more[:10]...))
+	after := appendN(t, l4, 5, 100)
+	if after[0].e.PhysOffset != torn.PhysOffset {
+		t.Fatalf("next record at %d, want %d", after[0].e.PhysOffset, torn.PhysOffset)
+	}
+	if err := l4.Stop(false); err != nil {
+		t.Fatal(err)
+	}
+	l4.Close()
+	l3.Stop(true)
+	l3.Close()
+	if _, err := os.Stat(ringFile(t, o)); !os.IsNotExist(err) {
+		t.Fatalf("ring file after a clean stop: %v", err)
+	}
+	final := l4.Written()
+	l5, res := openLog(t, o, Recovery{From: final, CleanEnd: final})
+	if !res.FastPath || res.End != final {
+		t.Fatalf("clean reopen %+v", res)
+	}
+	l5.Start()
+	checkRecords(t, l5, append(append(recs, more[:10]...), after...))
+	l5.Stop(false)
+	l5.Close()
+}
+
+// TestStagingOtherLog: a ring whose id is not the log's (the directory
+// was removed and made again at the same path) is not replayed.
+func TestStagingOtherLog(t *testing.T) {
+	dir, stage := t.TempDir(), t.TempDir()
+	o := stagingOpts(vfs.Default, dir, stage, 1<<20)
+	l := openHeld(t, o)
+	appendN(t, l, 10, 0)
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	l2, res := openLog(t, o, Recovery{From: -1, CleanEnd: -1})
+	if res.End != 0 || res.Staged != 0 {
+		t.Fatalf("recovery %+v: replayed another log's ring", res)
+	}
+	l2.Start()
+	recs := appendN(t, l2, 3, 50)
+	checkRecords(t, l2, recs)
+	l2.Stop(false)
+	l2.Close()
+	l.Stop(true)
+	l.Close()
+}
+
+// TestStagingReadsAnswered: a record is readable as soon as its append
+// returns, though the flusher has not written it out yet; Sync writes
+// and fsyncs everything answered.
+func TestStagingReadsAnswered(t *testing.T) {
+	dir, stage := t.TempDir(), t.TempDir()
+	o := stagingOpts(vfs.Default, dir, stage, 1<<20)
+	l := openHeld(t, o)
+	recs := appendN(t, l, 5, 0)
+	checkRecords(t, l, recs[:1]) // writes out all five
+	if w, end := l.Written(), recs[4].e.PhysOffset+int64(recs[4].e.Size); w != end {
+		t.Fatalf("written %d after a read, want %d", w, end)
+	}
+	more := appendN(t, l, 5, 5)
+	if err := l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	end := more[4].e.PhysOffset + int64(more[4].e.Size)
+	if l.Written() != end || l.Durable() != end {
+		t.Fatalf("after Sync written %d durable %d, want %d", l.Written(), l.Durable(), end)
+	}
+	checkRecords(t, l, append(recs, more...))
+	l.Stop(false)
+	l.Close()
+}
+
+// TestStagingFailedBatch: a batch that fails after part of it was staged
+// (its roll into a new segment could not reserve blocks) is answered
+// with the error and is not replayed after a crash; the ring full of
+// unwritten records is written out by the writer itself.
+func TestStagingFailedBatch(t *testing.T) {
+	dir, stage := t.TempDir(), t.TempDir()
+	fs := &allocFS{FS: vfs.Default}
+	o := stagingOpts(fs, dir, stage, 64<<10)
+	l := openHeld(t, o)
+	recs := appendN(t, l, 10, 0)
+	for l.staged.Load() < 60<<10 {
+		recs = append(recs, appendN(t, l, 1, len(recs))...)
+	}
+	before := l.staged.Load()
+	var batch []Record
+	for i := 0; i < 40; i++ {
+		d, crc, err := message.Encode(nil, &message.Message{Topic: "T", Body: bytes.Repeat([]byte{'b'}, 200)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		batch = append(batch, Record{Data: d, CRC: crc, Topic: "T"})
+	}
+	enospc := error(&os.PathError{Op: "fallocate", Path: "x", Err: syscall.ENOSPC})
+	fs.fail.Store(&enospc)
+	if _, _, err := l.Append(context.Background(), batch); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("batch across a segment whose blocks cannot be reserved: %v, want ENOSPC", err)
+	}
+	if l.staged.Load() != before {
+		t.Fatalf("staged moved from %d to %d", before, l.staged.Load())
+	}
+	l2, res := openLog(t, o, Recovery{From: 0, CleanEnd: -1})
+	if res.End != before {
+		t.Fatalf("recovery %+v, want end %d: the failed batch was replayed", res, before)
+	}
+	l2.Start()
+	checkRecords(t, l2, recs)
+	l2.Stop(false)
+	l2.Close()
+	l.Stop(true)
+	l.Close()
+
+	// A small ring (the minimum, 16 MiB) filled by a held flusher: the
+	// writer writes it out to make room, and every record stays whole.
+	dir = t.TempDir()
+	o = stagingOpts(vfs.Default, dir, stage, 64<<20)
+	l = openHeld(t, o)
+	body := bytes.Repeat([]byte{'r'}, 4000)
+	var n int
+	for l.staged.Load() < 2*l.stg.size {
+		d, crc, err := message.Encode(nil, &message.Message{Topic: "T", Body: body})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := l.Append(context.Background(), []Record{{Data: d, CRC: crc, Topic: "T"}}); err != nil {
+			t.Fatal(err)
+		}
+		n++
+	}
+	if l.Written() == 0 {
+		t.Fatal("nothing written out though the ring filled twice")
+	}
+	l2, res = openLog(t, o, Recovery{From: 0, CleanEnd: -1})
+	if res.End != l.staged.Load() {
+		t.Fatalf("recovery %+v, want end %d", res, l.staged.Load())
+	}
+	l2.Start()
+	var pos int64
+	for i := 0; i < n; i++ {
+		b, err := l2.Read(pos, int(res.End/int64(n)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := message.Decode(b, 8<<10)
+		if err != nil || !bytes.Equal(m.Body, body) || m.PhysOffset != pos {
+			t.Fatalf("record %d at %d: %v", i, pos, err)
+		}
+		pos += int64(len(b))
+	}
+	l2.Stop(false)
+	l2.Close()
+	l.Stop(true)
+	l.Close()
+	if _, err := os.Stat(filepath.Join(dir, stagingIDFile)); err != nil {
+		t.Fatal(err)
+	}
+}
