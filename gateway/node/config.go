@@ -37,6 +37,11 @@ type Config struct {
 	Flush string
 	// FlushInterval is how often async flush runs.
 	FlushInterval time.Duration
+	// StagingDir is a memory file system directory where async sends are
+	// staged before the commit log writes them out in large runs; empty
+	// picks /dev/shm when it is a tmpfs, "off" writes each batch to the
+	// log directly (storage.Options.StagingDir).
+	StagingDir string
 	// FlushTimeout bounds how long a sync append waits for its fsync
 	// before answering FLUSH_DISK_TIMEOUT (the record is still stored).
 	FlushTimeout time.Duration

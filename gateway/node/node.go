@@ -183,6 +183,7 @@ func (n *Node) startStorage(ctx context.Context) error {
 		SegmentSize:      n.cfg.SegmentSize,
 		FlushMode:        mode,
 		FlushInterval:    n.cfg.FlushInterval,
+		StagingDir:       n.cfg.StagingDir,
 		FlushTimeout:     n.cfg.FlushTimeout,
 		RetentionTime:    retention,
 		DiskUsagePercent: usage,

@@ -60,6 +60,37 @@ func Binary(t testing.TB) string {
 	return buildPath
 }
 
+var stagingDirs sync.Map // data dir → staging ring dir
+
+// stagingDirFor is the --staging-dir of the processes run on dataDir: one
+// per data dir, since a restart must find the ring a kill -9 left; on
+// /dev/shm (a tmpfs, as in production) when it can be written, and
+// removed when the test that made it ends, so that processes killed at
+// cleanup leave no ring behind in shared memory.
+func stagingDirFor(t testing.TB, dataDir string) string {
+	if v, ok := stagingDirs.Load(dataDir); ok {
+		return v.(string)
+	}
+	dir, err := os.MkdirTemp("/dev/shm", "mqgate-test-")
+	if err != nil {
+		dir = t.TempDir()
+	} else {
+		t.Cleanup(func() { os.RemoveAll(dir) }) // after the process is killed: cleanups run last first
+	}
+	stagingDirs.Store(dataDir, dir)
+	t.Cleanup(func() { stagingDirs.Delete(dataDir) })
+	return dir
+}
+
+func hasFlag(args []string, name string) bool {
+	for _, a := range args {
+		if a == name || strings.HasPrefix(a, name+"=") {
+			return true
+		}
+	}
+	return false
+}
+
 // Proc is a running mqgate process.
 type Proc struct {
 	t       testing.TB
@@ -104,6 +135,9 @@ func Start(t testing.TB, o StartOptions) *Proc {
 		args = append(args, "--remoting-addr", "")
 	} else {
 		args = append(args, "--remoting-addr", "127.0.0.1:0")
+	}
+	if !hasFlag(o.Args, "--staging-dir") {
+		args = append(args, "--staging-dir", stagingDirFor(t, o.DataDir))
 	}
 	args = append(args, o.Args...)
 	cmd := exec.Command(bin, args...)
