@@ -36,7 +36,8 @@ func FuzzParseSegName(f *testing.F) {
 // accepted as written.
 func FuzzStagingHeader(f *testing.F) {
 	f.Add(encodeStagingHeader(stagingHeader{size: 16 << 20, id: [16]byte{1, 2, 3}}), 16<<20)
-	f.Add(make([]byte, stagingHdrLen), 4096)
+	f.Add(make([]byte, stagingFixed+4), 4096)
+	f.Add(encodeStagingHeader(stagingHeader{size: 4096, dir: "/var/lib/mqgate/store/commitlog"}), 8192)
 	f.Add([]byte(stagingMagic), -1)
 	f.Fuzz(func(t *testing.T, b []byte, n int) {
 		size := int64(n)
@@ -44,14 +45,17 @@ func FuzzStagingHeader(f *testing.F) {
 			if h.size <= 0 || h.size%4096 != 0 {
 				t.Fatalf("accepted size %d", h.size)
 			}
-			if enc := encodeStagingHeader(h); !bytes.Equal(enc, b[:stagingHdrLen]) {
-				t.Fatalf("%x decodes to %+v, which encodes to %x", b[:stagingHdrLen], h, enc)
+			if enc := encodeStagingHeader(h); !bytes.Equal(enc, b[:len(enc)]) {
+				t.Fatalf("%x decodes to %+v, which encodes to %x", b, h, enc)
 			}
 		}
 		if size <= 0 || size%4096 != 0 || size > 1<<40 {
 			return
 		}
-		h := stagingHeader{size: size, id: [16]byte{byte(size)}}
+		h := stagingHeader{size: size, id: [16]byte{byte(size)}, dir: string(b)}
+		if len(h.dir) > stagingMaxPath {
+			h.dir = "" // not recorded
+		}
 		if got, err := decodeStagingHeader(encodeStagingHeader(h)); err != nil || got != h {
 			t.Fatalf("%+v reads back as %+v, %v", h, got, err)
 		}

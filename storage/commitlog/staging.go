@@ -63,7 +63,8 @@ import (
 const (
 	stagingMagic   = "MQGSTAGE"
 	stagingVersion = 1
-	stagingHdrLen  = 44
+	stagingFixed   = 44   // header bytes before the log directory's path
+	stagingMaxPath = 4000 // longer paths are not recorded
 	stagingData    = 4096 // ring bytes start here
 	stagingMinSize = 16 << 20
 	stagingIDFile  = "STAGING"
@@ -72,17 +73,27 @@ const (
 type stagingHeader struct {
 	size int64
 	id   [16]byte
+	dir  string // the log directory, absolute ("" if too long to record)
 }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
+// Header: magic, version, flags (0), ring size, id, path length, path,
+// CRC32C of all that (little endian).
 func encodeStagingHeader(h stagingHeader) []byte {
-	b := make([]byte, stagingHdrLen)
+	dir := h.dir
+	if len(dir) > stagingMaxPath {
+		dir = ""
+	}
+	b := make([]byte, stagingFixed+len(dir)+4)
 	copy(b, stagingMagic)
 	binary.LittleEndian.PutUint32(b[8:], stagingVersion)
 	binary.LittleEndian.PutUint64(b[16:], uint64(h.size))
 	copy(b[24:40], h.id[:])
-	binary.LittleEndian.PutUint32(b[40:], crc32.Checksum(b[:40], castagnoli))
+	binary.LittleEndian.PutUint32(b[40:], uint32(len(dir)))
+	copy(b[stagingFixed:], dir)
+	n := stagingFixed + len(dir)
+	binary.LittleEndian.PutUint32(b[n:], crc32.Checksum(b[:n], castagnoli))
 	return b
 }
 
@@ -91,10 +102,15 @@ var errStagingHeader = errors.New("commitlog: not a staging ring header")
 // decodeStagingHeader parses the header at the start of a ring file.
 func decodeStagingHeader(b []byte) (stagingHeader, error) {
 	var h stagingHeader
-	if len(b) < stagingHdrLen || string(b[:8]) != stagingMagic {
+	if len(b) < stagingFixed+4 || string(b[:8]) != stagingMagic {
 		return h, errStagingHeader
 	}
-	if crc32.Checksum(b[:40], castagnoli) != binary.LittleEndian.Uint32(b[40:]) {
+	pl := binary.LittleEndian.Uint32(b[40:])
+	if pl > stagingMaxPath || len(b) < stagingFixed+int(pl)+4 {
+		return h, fmt.Errorf("%w: path length %d", errStagingHeader, pl)
+	}
+	n := stagingFixed + int(pl)
+	if crc32.Checksum(b[:n], castagnoli) != binary.LittleEndian.Uint32(b[n:]) {
 		return h, fmt.Errorf("%w: checksum", errStagingHeader)
 	}
 	if v := binary.LittleEndian.Uint32(b[8:]); v != stagingVersion {
@@ -108,6 +124,7 @@ func decodeStagingHeader(b []byte) (stagingHeader, error) {
 		return h, fmt.Errorf("%w: size %d", errStagingHeader, h.size)
 	}
 	copy(h.id[:], b[24:40])
+	h.dir = string(b[stagingFixed:n])
 	return h, nil
 }
 
@@ -178,6 +195,7 @@ func (l *Log) openStaging(end int64, res *RecoveryResult) (int64, error) {
 	if err != nil {
 		return end, err
 	}
+	l.removeOrphanRings(path)
 	id, ok := l.readStagingID()
 	if ok {
 		mem, unmap, err := vfs.ReadShared(path)
@@ -214,10 +232,57 @@ func (l *Log) openStaging(end int64, res *RecoveryResult) (int64, error) {
 		l.logger.Info("commitlog: no staging ring; async appends write to the segment themselves", "path", path, "err", err)
 		return end, nil
 	}
-	copy(mem, encodeStagingHeader(stagingHeader{size: size, id: id}))
+	abs, err := filepath.Abs(l.opts.Dir)
+	if err != nil {
+		abs = ""
+	}
+	copy(mem, encodeStagingHeader(stagingHeader{size: size, id: id, dir: abs}))
 	l.stg = &staging{path: path, mem: mem, unmap: unmap, ring: mem[stagingData:], size: size}
 	l.staging.Store(true)
 	return end, nil
+}
+
+// removeOrphanRings removes the rings in the staging directory (other
+// than own) whose log directory no longer exists: a log that crashed and
+// whose directory was then deleted (test directories, a store wiped by
+// hand) would otherwise keep its ring in memory until the machine
+// restarts. A ring whose header cannot be read, or that does not record
+// its directory, is left alone.
+func (l *Log) removeOrphanRings(own string) {
+	names, err := os.ReadDir(l.opts.StagingDir)
+	if err != nil {
+		return
+	}
+	for _, e := range names {
+		p := filepath.Join(l.opts.StagingDir, e.Name())
+		if p == own || !strings.HasPrefix(e.Name(), "mqgate-") || !strings.HasSuffix(e.Name(), ".stage") || !e.Type().IsRegular() {
+			continue
+		}
+		h, err := readStagingHeader(p)
+		if err != nil || h.dir == "" {
+			continue
+		}
+		if _, err := os.Lstat(h.dir); !os.IsNotExist(err) {
+			continue
+		}
+		if err := os.Remove(p); err == nil {
+			l.logger.Info("commitlog: removed the staging ring of a log directory that is gone", "path", p, "dir", h.dir)
+		}
+	}
+}
+
+func readStagingHeader(path string) (stagingHeader, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return stagingHeader{}, err
+	}
+	defer f.Close()
+	b := make([]byte, stagingData)
+	n, err := f.ReadAt(b, 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return stagingHeader{}, err
+	}
+	return decodeStagingHeader(b[:n])
 }
 
 // replayStaging writes the valid records the ring mem holds from log

@@ -253,3 +253,47 @@ func TestStagingFailedBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestStagingOrphans: opening a log removes the rings of logs whose
+// directory is gone, and keeps those of logs that may still come back.
+func TestStagingOrphans(t *testing.T) {
+	stage := t.TempDir()
+	crashed := func(dir string) string {
+		o := stagingOpts(vfs.Default, dir, stage, 1<<20)
+		l := openHeld(t, o)
+		appendN(t, l, 3, 0)
+		l.Stop(true)
+		l.Close()
+		p := ringFile(t, o)
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("crashed log left no ring: %v", err)
+		}
+		return p
+	}
+	goneDir, keptDir := filepath.Join(t.TempDir(), "gone"), t.TempDir()
+	gone, kept := crashed(goneDir), crashed(keptDir)
+	if err := os.RemoveAll(goneDir); err != nil {
+		t.Fatal(err)
+	}
+	stray := filepath.Join(stage, "mqgate-unrelated.stage")
+	if err := os.WriteFile(stray, []byte("not a ring"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l, _ := openLog(t, stagingOpts(vfs.Default, t.TempDir(), stage, 1<<20), Recovery{From: -1, CleanEnd: -1})
+	if _, err := os.Stat(gone); !os.IsNotExist(err) {
+		t.Fatalf("ring of a removed log directory: %v", err)
+	}
+	for _, p := range []string{kept, stray} {
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("%s removed: %v", p, err)
+		}
+	}
+	l.Stop(false)
+	l.Close()
+	l2, res := openLog(t, stagingOpts(vfs.Default, keptDir, stage, 1<<20), Recovery{From: 0, CleanEnd: -1})
+	if res.StagedRecords != 3 {
+		t.Fatalf("kept ring replayed %d records, want 3", res.StagedRecords)
+	}
+	l2.Stop(false)
+	l2.Close()
+}
