@@ -212,7 +212,9 @@ func (l *Log) openStaging(end int64, res *RecoveryResult) (int64, error) {
 			return end, fmt.Errorf("commitlog: staging ring %s: %w", path, err)
 		}
 	}
-	if l.opts.SyncMode {
+	if _, canReserve := l.segs[len(l.segs)-1].f.(vfs.WriteMapper); l.opts.SyncMode || !canReserve {
+		// No ring: sync appends wait for the fsync anyway, and the ring's
+		// records need blocks reserved for them before they are answered.
 		if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
 			l.logger.Warn("commitlog: cannot remove the staging ring", "path", path, "err", err)
 		}

@@ -297,3 +297,18 @@ func TestStagingOrphans(t *testing.T) {
 	l2.Stop(false)
 	l2.Close()
 }
+
+// TestStagingNeedsReservation: on a file system that cannot reserve
+// blocks (here the in-memory one) the log writes without a ring.
+func TestStagingNeedsReservation(t *testing.T) {
+	stage := t.TempDir()
+	l, _ := openLog(t, stagingOpts(vfs.NewMem(), "/log", stage, 1<<20), Recovery{From: -1, CleanEnd: -1})
+	if l.stg != nil {
+		t.Fatal("a staging ring for files that cannot reserve blocks")
+	}
+	l.Start()
+	recs := appendN(t, l, 5, 0)
+	checkRecords(t, l, recs)
+	l.Stop(false)
+	l.Close()
+}
