@@ -193,14 +193,26 @@ func TestMappedDiskFull(t *testing.T) {
 
 // TestMappedFallback: a file system that cannot reserve blocks gets
 // pwrite: no reserved tail, same records.
+// With a staging ring configured, the first append finds that out,
+// writes what was staged and turns the ring off.
 func TestMappedFallback(t *testing.T) {
+	t.Run("mapped", func(t *testing.T) { testMappedFallback(t, "") })
+	t.Run("staged", func(t *testing.T) { testMappedFallback(t, t.TempDir()) })
+}
+
+func testMappedFallback(t *testing.T, stage string) {
 	dir := t.TempDir()
 	fs := &allocFS{FS: vfs.Default}
 	noAlloc := error(vfs.ErrNoAllocate)
 	fs.fail.Store(&noAlloc)
-	l, _ := openLog(t, mappedOpts(fs, dir, 1<<20), Recovery{From: -1, CleanEnd: -1})
+	o := mappedOpts(fs, dir, 1<<20)
+	o.StagingDir = stage
+	l, _ := openLog(t, o, Recovery{From: -1, CleanEnd: -1})
 	l.Start()
 	recs := appendN(t, l, 50, 0)
+	if l.staging.Load() {
+		t.Fatal("still staging though blocks cannot be reserved")
+	}
 	if sz := osSize(t, dir, 0); sz != l.Written() {
 		t.Fatalf("file size %d, log end %d: want pwrite, no reserved tail", sz, l.Written())
 	}
