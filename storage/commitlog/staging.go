@@ -131,7 +131,6 @@ func decodeStagingHeader(b []byte) (stagingHeader, error) {
 // staging is the mapped ring of a log that uses one.
 type staging struct {
 	path  string
-	mem   []byte
 	unmap func() error
 	ring  []byte
 	size  int64
@@ -156,8 +155,12 @@ func StagingPath(stagingDir, dir string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	h := sha256.Sum256([]byte(abs))
-	return filepath.Join(stagingDir, "mqgate-"+hex.EncodeToString(h[:10])+".stage"), nil
+	return stagingPathAbs(stagingDir, abs), nil
+}
+
+func stagingPathAbs(stagingDir, absDir string) string {
+	h := sha256.Sum256([]byte(absDir))
+	return filepath.Join(stagingDir, "mqgate-"+hex.EncodeToString(h[:10])+".stage")
 }
 
 // readStagingID returns the log's ring id; ok is false when it has none
@@ -191,19 +194,18 @@ func (l *Log) openStaging(end int64, res *RecoveryResult) (int64, error) {
 	if l.opts.StagingDir == "" {
 		return end, nil
 	}
-	path, err := StagingPath(l.opts.StagingDir, l.opts.Dir)
+	abs, err := filepath.Abs(l.opts.Dir)
 	if err != nil {
 		return end, err
 	}
+	path := stagingPathAbs(l.opts.StagingDir, abs)
 	l.removeOrphanRings(path)
 	id, ok := l.readStagingID()
 	if ok {
-		mem, unmap, err := vfs.ReadShared(path)
+		data, err := os.ReadFile(path)
 		switch {
 		case err == nil:
-			end, err = l.replayStaging(path, mem, id, end, res)
-			unmap()
-			if err != nil {
+			if end, err = l.replayStaging(path, data, id, end, res); err != nil {
 				return end, err
 			}
 		case errors.Is(err, os.ErrNotExist):
@@ -234,12 +236,8 @@ func (l *Log) openStaging(end int64, res *RecoveryResult) (int64, error) {
 		l.logger.Info("commitlog: no staging ring; async appends write to the segment themselves", "path", path, "err", err)
 		return end, nil
 	}
-	abs, err := filepath.Abs(l.opts.Dir)
-	if err != nil {
-		abs = ""
-	}
 	copy(mem, encodeStagingHeader(stagingHeader{size: size, id: id, dir: abs}))
-	l.stg = &staging{path: path, mem: mem, unmap: unmap, ring: mem[stagingData:], size: size}
+	l.stg = &staging{path: path, unmap: unmap, ring: mem[stagingData:], size: size}
 	l.staging.Store(true)
 	return end, nil
 }
@@ -287,8 +285,8 @@ func readStagingHeader(path string) (stagingHeader, error) {
 	return decodeStagingHeader(b[:n])
 }
 
-// replayStaging writes the valid records the ring mem holds from log
-// position end on into the last segment and fsyncs it.
+// replayStaging writes the valid records the ring file's contents mem
+// hold from log position end on into the last segment and fsyncs it.
 func (l *Log) replayStaging(path string, mem []byte, id [16]byte, end int64, res *RecoveryResult) (int64, error) {
 	h, err := decodeStagingHeader(mem)
 	if err == nil && h.id != id {

@@ -16,6 +16,9 @@
 //   - NewErrorFS(fs, inject): wraps any FS and lets a test fail chosen
 //     operations (ENOSPC on write, EIO on sync, ...).
 //
+// Outside FS, shm.go maps files of a memory file system (tmpfs) for the
+// commit log's staging ring: memory that outlives the process.
+//
 // Writes go through WriteAt, or for a WriteMapper into blocks Allocate
 // reserved: the store always knows the position it writes, so a failed or
 // partial write can be retried or truncated away. MemFS and ErrorFS files

@@ -52,29 +52,3 @@ func CreateShared(path string, size int64) ([]byte, func() error, error) {
 	}
 	return b, func() error { return unix.Munmap(b) }, nil
 }
-
-// ReadShared maps the existing file at path read-only, whole. A missing
-// file is an os.ErrNotExist error; an empty one maps to nil.
-func ReadShared(path string) ([]byte, func() error, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, nil, err
-	}
-	size := st.Size()
-	if size == 0 {
-		return nil, func() error { return nil }, nil
-	}
-	if int64(int(size)) != size {
-		return nil, nil, fmt.Errorf("vfs: shared file %s: size %d", path, size)
-	}
-	b, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
-	if err != nil {
-		return nil, nil, fmt.Errorf("vfs: mmap %s: %w", path, err)
-	}
-	return b, func() error { return unix.Munmap(b) }, nil
-}
