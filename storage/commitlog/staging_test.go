@@ -129,6 +129,17 @@ func TestStagingOtherLog(t *testing.T) {
 	if err := os.RemoveAll(dir); err != nil {
 		t.Fatal(err)
 	}
+	// The new directory has an id of its own already (its first run
+	// could not make a ring, say): the old ring's header names another.
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, stagingIDFile), []byte("0123456789abcdef0123456789abcdef\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := (&Log{opts: o}).readStagingID(); !ok {
+		t.Fatal("test id not readable")
+	}
 	l2, res := openLog(t, o, Recovery{From: -1, CleanEnd: -1})
 	if res.End != 0 || res.Staged != 0 {
 		t.Fatalf("recovery %+v: replayed another log's ring", res)
