@@ -42,7 +42,9 @@ import (
 // most the end of what the writer has answered (staged); a read of a
 // record answered but not yet written (Read) writes the ring out first.
 // The writer never overwrites ring bytes not yet written to the segment:
-// when the ring is full it writes them itself. A segment is rolled only
+// when the ring is full it writes them itself. A write larger than half
+// the ring (16 MiB, whatever MaxRecordSize is) goes to the segment at once,
+// behind everything staged before it. A segment is rolled only
 // after everything staged for it is in its file, so the ring never holds
 // bytes of a segment that is not the last one.
 //
@@ -66,7 +68,7 @@ const (
 	stagingFixed   = 44   // header bytes before the log directory's path
 	stagingMaxPath = 4000 // longer paths are not recorded
 	stagingData    = 4096 // ring bytes start here
-	stagingMinSize = 16 << 20
+	stagingSize    = 16 << 20 // the ring; larger writes bypass it (stage)
 	stagingIDFile  = "STAGING"
 )
 
@@ -140,13 +142,6 @@ type staging struct {
 func (s *staging) put(pos int64, b []byte) {
 	n := copy(s.ring[pos%s.size:], b)
 	copy(s.ring, b[n:])
-}
-
-// stagingRingSize: room for the largest write the writer stages at once
-// (maxWriteChunk plus a record), twice.
-func stagingRingSize(maxRecord int) int64 {
-	n := max(int64(stagingMinSize), 2*(maxWriteChunk+int64(maxRecord)))
-	return (n + 4095) &^ 4095
 }
 
 // StagingPath is where the ring of the log in dir lives within stagingDir.
@@ -230,7 +225,7 @@ func (l *Log) openStaging(end int64, res *RecoveryResult) (int64, error) {
 			return end, err
 		}
 	}
-	size := stagingRingSize(l.opts.MaxRecordSize)
+	size := int64(stagingSize)
 	mem, unmap, err := vfs.CreateShared(path, stagingData+size)
 	if err != nil {
 		l.logger.Info("commitlog: no staging ring; async appends write to the segment themselves", "path", path, "err", err)
@@ -332,6 +327,22 @@ func (l *Log) stage(seg *segment, b []byte, off int64) error {
 		return err
 	}
 	pos := seg.base + off
+	if int64(len(b)) > l.stg.size/2 {
+		// Too large to stage (a write of many records, or of records
+		// near MaxRecordSize): after what is staged, it goes to the
+		// segment at once, in the page cache before it is answered.
+		l.fmu.Lock()
+		defer l.fmu.Unlock()
+		if err := l.flushLocked(pos); err != nil {
+			return err
+		}
+		if _, err := seg.f.WriteAt(b, off); err != nil {
+			return err
+		}
+		l.flushed = pos + int64(len(b))
+		l.flushedA.Store(l.flushed)
+		return nil
+	}
 	if pos+int64(len(b))-l.stg.size > l.flushedA.Load() {
 		// The ring is full: write out everything before pos now.
 		l.fmu.Lock()

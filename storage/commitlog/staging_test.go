@@ -323,3 +323,45 @@ func TestStagingNeedsReservation(t *testing.T) {
 	l.Stop(false)
 	l.Close()
 }
+
+// TestStagingLargeWrites: a write larger than half the ring goes to the
+// segment directly, after what was staged before it; records staged after
+// it are replayed behind it after a crash.
+func TestStagingLargeWrites(t *testing.T) {
+	dir, stage := t.TempDir(), t.TempDir()
+	o := stagingOpts(vfs.Default, dir, stage, 64<<20)
+	o.MaxRecordSize = 12 << 20
+	l := openHeld(t, o)
+	small := appendN(t, l, 3, 0)
+	big := bytes.Repeat([]byte{'B'}, 9<<20)
+	d, crc, err := message.Encode(nil, &message.Message{Topic: "T", Body: big})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ents, _, err := l.Append(context.Background(), []Record{{Data: d, CRC: crc, Topic: "T"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := appendN(t, l, 3, 3)
+	if l.flushed != ents[0].PhysOffset+int64(ents[0].Size) {
+		t.Fatalf("flushed %d: the large record (at %d) was not written directly behind the staged ones", l.flushed, ents[0].PhysOffset)
+	}
+	l2, res := openLog(t, o, Recovery{From: 0, CleanEnd: -1})
+	if res.StagedRecords != 3 || res.End != after[2].e.PhysOffset+int64(after[2].e.Size) {
+		t.Fatalf("recovery %+v, want the 3 records after the large one from the ring", res)
+	}
+	l2.Start()
+	checkRecords(t, l2, small)
+	checkRecords(t, l2, after)
+	b, err := l2.Read(ents[0].PhysOffset, int(ents[0].Size))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := message.Decode(b, o.MaxRecordSize); err != nil || !bytes.Equal(m.Body, big) {
+		t.Fatalf("large record: %v", err)
+	}
+	l2.Stop(false)
+	l2.Close()
+	l.Stop(true)
+	l.Close()
+}
