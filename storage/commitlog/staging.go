@@ -65,9 +65,9 @@ import (
 const (
 	stagingMagic   = "MQGSTAGE"
 	stagingVersion = 1
-	stagingFixed   = 44   // header bytes before the log directory's path
-	stagingMaxPath = 4000 // longer paths are not recorded
-	stagingData    = 4096 // ring bytes start here
+	stagingFixed   = 44       // header bytes before the log directory's path
+	stagingMaxPath = 4000     // longer paths are not recorded
+	stagingData    = 4096     // ring bytes start here
 	stagingSize    = 16 << 20 // the ring; larger writes bypass it (stage)
 	stagingIDFile  = "STAGING"
 )
