@@ -20,7 +20,10 @@ func (s *Store) ReadMessageAt(physOffset int64) (*message.Message, error) {
 	if physOffset < s.log.Min() {
 		return nil, fmt.Errorf("%w: log position %d below log start %d", serr.ErrOffsetMoved, physOffset, s.log.Min())
 	}
-	written := s.log.Written()
+	written, err := s.log.WrittenFor(physOffset + int64(message.MinSize))
+	if err != nil {
+		return nil, err
+	}
 	if physOffset+int64(message.MinSize) > written {
 		return nil, fmt.Errorf("%w: log position %d beyond written log %d", serr.ErrNotFound, physOffset, written)
 	}

@@ -509,6 +509,20 @@ func (l *Log) Min() int64 { return l.min.Load() }
 // Written is the end of the written log; readers see bytes below it.
 func (l *Log) Written() int64 { return l.written.Load() }
 
+// WrittenFor returns Written, after writing the staging ring out if end
+// lies in what was answered but is still staged: for a reader that knows
+// a record's position before any queue does (Read, the store's reads by
+// position).
+func (l *Log) WrittenFor(end int64) (int64, error) {
+	if w := l.written.Load(); end <= w || !l.staging.Load() || end > l.staged.Load() {
+		return w, nil
+	}
+	if err := l.flushStaged(); err != nil {
+		return 0, err
+	}
+	return l.written.Load(), nil
+}
+
 // Durable is the end of the fsynced log.
 func (l *Log) Durable() int64 { return l.durable.Load() }
 
@@ -1125,14 +1139,12 @@ func (l *Log) Read(pos int64, size int) ([]byte, error) {
 	if size < message.MinSize || size > l.opts.MaxRecordSize || pos < 0 {
 		return nil, fmt.Errorf("%w: read at %d size %d", serr.ErrInvalid, pos, size)
 	}
-	if end := pos + int64(size); end > l.written.Load() && end <= l.staged.Load() && l.staging.Load() {
-		// Answered, still in the staging ring: write it out.
-		if err := l.flushStaged(); err != nil {
-			return nil, err
-		}
+	written, err := l.WrittenFor(pos + int64(size))
+	if err != nil {
+		return nil, err
 	}
-	if pos+int64(size) > l.written.Load() {
-		return nil, fmt.Errorf("%w: position %d beyond written log %d", serr.ErrNotFound, pos+int64(size), l.written.Load())
+	if pos+int64(size) > written {
+		return nil, fmt.Errorf("%w: position %d beyond written log %d", serr.ErrNotFound, pos+int64(size), written)
 	}
 	s, end, err := l.segFor(pos)
 	if err != nil {
