@@ -39,8 +39,9 @@ import (
 //
 // Positions: the ring holds log position p at ring offset p mod size.
 // Written() (what readers see) is the end of what the flusher wrote, at
-// most the end of what the writer has answered (staged); a read of a
-// record answered but not yet written (Read) writes the ring out first.
+// most the end of what the writer has answered (staged); a read by
+// position of a record answered but not yet written (Read, and the
+// store's reads by position through WrittenFor) writes the ring out first.
 // The writer never overwrites ring bytes not yet written to the segment:
 // when the ring is full it writes them itself. A write larger than half
 // the ring (16 MiB, whatever MaxRecordSize is) goes to the segment at once,
