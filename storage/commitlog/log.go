@@ -202,14 +202,14 @@ type Log struct {
 	// Staging ring (staging.go): stg is set by Open and cleared by Stop;
 	// staging tells whether appends go through it. staged is the end of
 	// what the writer staged and answered. fmu serializes writing the
-	// ring out: flushed (mirrored in flushedA for the writer's room
-	// check) and fseg, the segment it goes to.
+	// ring out: flushed (changed under fmu only; atomic so the writer's
+	// room check reads it without the lock) and fseg, the segment it goes
+	// to.
 	stg         *staging
 	staging     atomic.Bool
 	staged      atomic.Int64
 	fmu         sync.Mutex
-	flushed     int64
-	flushedA    atomic.Int64
+	flushed     atomic.Int64
 	fseg        *segment
 	fwake       chan struct{}
 	noFlusher   bool // tests: stage without writing out (a crash's view)
@@ -490,8 +490,7 @@ func (l *Log) Start() {
 	l.qmu.Unlock()
 	l.wpos = l.written.Load()
 	l.staged.Store(l.wpos)
-	l.flushed = l.wpos
-	l.flushedA.Store(l.wpos)
+	l.flushed.Store(l.wpos)
 	l.fseg = l.active
 	l.startZeroer()
 	go l.writeLoop()
@@ -829,14 +828,13 @@ outer:
 func (l *Log) rollback(start int64, first *segment, newSegs []*segment) {
 	if l.staging.Load() {
 		l.fmu.Lock()
-		if l.flushed > start {
-			l.flushed = start
-			l.flushedA.Store(start)
+		if l.flushed.Load() > start {
+			l.flushed.Store(start)
 		} else if err := l.flushLocked(start); err != nil {
 			l.logger.Warn("commitlog: write staged records before a failed batch", "err", err)
 		}
 		l.fseg = first
-		if l.flushed+l.stg.size >= start+message.MinSize {
+		if l.flushed.Load()+l.stg.size >= start+message.MinSize {
 			// Not over bytes still to be written out.
 			l.forgetStaged(start)
 		}

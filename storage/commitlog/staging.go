@@ -340,11 +340,10 @@ func (l *Log) stage(seg *segment, b []byte, off int64) error {
 		if _, err := seg.f.WriteAt(b, off); err != nil {
 			return err
 		}
-		l.flushed = pos + int64(len(b))
-		l.flushedA.Store(l.flushed)
+		l.flushed.Store(pos + int64(len(b)))
 		return nil
 	}
-	if pos+int64(len(b))-l.stg.size > l.flushedA.Load() {
+	if pos+int64(len(b))-l.stg.size > l.flushed.Load() {
 		// The ring is full: write out everything before pos now.
 		l.fmu.Lock()
 		err := l.flushLocked(pos)
@@ -378,10 +377,10 @@ func (l *Log) flushLocked(to int64) error {
 	if err := l.Failed(); err != nil {
 		return err
 	}
-	for l.flushed < to {
-		a := l.flushed % l.stg.size
-		n := min(to-l.flushed, l.stg.size-a)
-		if _, err := l.fseg.f.WriteAt(l.stg.ring[a:a+n], l.flushed-l.fseg.base); err != nil {
+	for flushed := l.flushed.Load(); flushed < to; flushed = l.flushed.Load() {
+		a := flushed % l.stg.size
+		n := min(to-flushed, l.stg.size-a)
+		if _, err := l.fseg.f.WriteAt(l.stg.ring[a:a+n], flushed-l.fseg.base); err != nil {
 			// The records stay in the ring, which the next Open replays.
 			err = fmt.Errorf("commitlog: write staged records to %s: %w", l.fseg.path, err)
 			l.setFailed(err)
@@ -389,10 +388,9 @@ func (l *Log) flushLocked(to int64) error {
 			l.broadcast()
 			return err
 		}
-		l.flushed += n
-		l.flushedA.Store(l.flushed)
+		l.flushed.Store(flushed + n)
 	}
-	if w := min(l.flushed, l.staged.Load()); w > l.written.Load() {
+	if w := min(l.flushed.Load(), l.staged.Load()); w > l.written.Load() {
 		l.written.Store(w)
 		l.notify()
 	}
@@ -450,9 +448,7 @@ func (l *Log) closeStaging(remove bool) {
 		return
 	}
 	l.staging.Store(false)
-	if l.stg.unmap != nil {
-		l.stg.unmap()
-	}
+	l.stg.unmap()
 	if remove {
 		if err := os.Remove(l.stg.path); err != nil && !os.IsNotExist(err) {
 			l.logger.Warn("commitlog: cannot remove the staging ring", "path", l.stg.path, "err", err)

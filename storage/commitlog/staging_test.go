@@ -348,8 +348,8 @@ func TestStagingLargeWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	after := appendN(t, l, 3, 3)
-	if l.flushed != ents[0].PhysOffset+int64(ents[0].Size) {
-		t.Fatalf("flushed %d: the large record (at %d) was not written directly behind the staged ones", l.flushed, ents[0].PhysOffset)
+	if f := l.flushed.Load(); f != ents[0].PhysOffset+int64(ents[0].Size) {
+		t.Fatalf("flushed %d: the large record (at %d) was not written directly behind the staged ones", f, ents[0].PhysOffset)
 	}
 	l2, res := openLog(t, o, Recovery{From: 0, CleanEnd: -1})
 	if res.StagedRecords != 3 || res.End != after[2].e.PhysOffset+int64(after[2].e.Size) {
