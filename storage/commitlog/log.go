@@ -763,7 +763,15 @@ outer:
 				}
 			}
 			message.Seal(rec.Data, rec.CRC, pos, qo, now)
-			buf = append(buf, rec.Data...)
+			if len(buf) == 0 && l.staging.Load() {
+				// Straight into the ring, not copied through buf first.
+				if err = l.writeAt(seg, rec.Data, pos-seg.base); err != nil {
+					break outer
+				}
+				bufPos = pos + n
+			} else {
+				buf = append(buf, rec.Data...)
+			}
 			r.entries[i] = Entry{PhysOffset: pos, Size: int32(n), QueueOffset: qo, StoreTime: now}
 			pos += n
 			if len(buf) >= maxWriteChunk {
