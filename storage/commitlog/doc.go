@@ -46,15 +46,15 @@
 //
 // In async mode with Options.StagingDir set, the writer copies batches
 // into a staging ring held by a tmpfs file and answers the appenders; a
-// flusher goroutine writes the ring out into the segment in large runs
-// and publishes Written (staging.go, which also says how Open replays a
-// ring a crash left). Without a ring, on a file system that can reserve
-// blocks, records are stored through a shared mapping of the active
-// segment rather than written with pwrite (mapped.go). Either way blocks
-// are reserved ahead, so the file has a reserved tail of zeros past the
-// log, cut like a pre-zeroed one. Sync mode keeps pwrite into the
-// pre-zeroed tail: through a mapping its fsyncs took 3x longer, and its
-// appends wait for the fsync anyway.
+// flusher goroutine writes the ring out into the segment in runs of up to
+// 1 MiB that end at record boundaries, and publishes Written (staging.go,
+// which also says how Open replays a ring a crash left). Without a ring,
+// on a file system that can reserve blocks, records are stored through a
+// shared mapping of the active segment rather than written with pwrite
+// (mapped.go). Either way blocks are reserved ahead, so the file has a
+// reserved tail of zeros past the log, cut like a pre-zeroed one. Sync
+// mode keeps pwrite into the pre-zeroed tail: through a mapping its
+// fsyncs took 3x longer, and its appends wait for the fsync anyway.
 //
 // Lock order: Log.mu (segment list) is never held while waiting on the
 // writer's queue lock (Log.qmu) or during I/O other than Map. Log.pmu

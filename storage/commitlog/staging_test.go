@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/mqgate/mqgate/storage/message"
 	"github.com/mqgate/mqgate/storage/vfs"
@@ -369,4 +370,93 @@ func TestStagingLargeWrites(t *testing.T) {
 	l2.Close()
 	l.Stop(true)
 	l.Close()
+}
+
+// TestStagingRuns: the ring is written out in runs that end at record
+// boundaries, at most flushRun long unless one record is longer. The
+// flushed position is never inside a record: the writer reuses ring bytes
+// below it, and a record a crash tore in the file must still be whole in
+// the ring. A reopen at any point (a crash) replays exactly what was
+// answered.
+func TestStagingRuns(t *testing.T) {
+	dir, stage := t.TempDir(), t.TempDir()
+	o := stagingOpts(vfs.Default, dir, stage, 256<<20)
+	o.MaxRecordSize = 2 << 20
+	o.FlushInterval = time.Hour // no Sync writes the ring out meanwhile
+	l := openHeld(t, o)
+	boundary := map[int64]bool{0: true}
+	var data [][]byte
+	var ents []Entry
+	checkFlushed := func(when string) {
+		t.Helper()
+		if f := l.flushed.Load(); !boundary[f] {
+			t.Fatalf("%s: flushed %d is inside a record", when, f)
+		}
+	}
+	for i := 0; l.staged.Load() < 5*l.stg.size/2; i++ {
+		n := 200 + (i*7919)%20000
+		if i%500 == 499 {
+			n = flushRun * 3 / 2
+		}
+		d, crc, err := message.Encode(nil, &message.Message{Topic: "T", Body: bytes.Repeat([]byte{byte(i)}, n)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, end, err := l.Append(context.Background(), []Record{{Data: d, CRC: crc, Topic: "T"}})
+		if err != nil {
+			t.Fatalf("append %d: %v", i, err)
+		}
+		boundary[end] = true
+		data, ents = append(data, d), append(ents, e[0])
+		checkFlushed("after an append")
+	}
+	if l.flushed.Load() == 0 {
+		t.Fatal("the ring filled, and nothing was written out to make room")
+	}
+	// Half of what is left goes out in runs, as the flusher writes it.
+	half := l.flushed.Load() + (l.staged.Load()-l.flushed.Load())/2
+	for l.flushed.Load() < half {
+		from := l.flushed.Load()
+		if !l.flushNext() {
+			t.Fatal("flushNext: nothing more to write")
+		}
+		to := l.flushed.Load()
+		checkFlushed("after a run")
+		if to-from > flushRun && !(boundary[from] && to-from == int64(len(data[recordAt(ents, from)]))) {
+			t.Fatalf("run %d..%d: %d bytes, more than %d and not one record", from, to, to-from, flushRun)
+		}
+		if l.Written() != to {
+			t.Fatalf("written %d after a run to %d", l.Written(), to)
+		}
+	}
+	// A crash now: the next Open finds part of the log in the file, the
+	// rest in the ring.
+	l2, res := openLog(t, o, Recovery{From: 0, CleanEnd: -1})
+	if res.End != l.staged.Load() || res.Staged != l.staged.Load()-l.flushed.Load() {
+		t.Fatalf("recovery %+v, want end %d with %d bytes from the ring", res, l.staged.Load(), l.staged.Load()-l.flushed.Load())
+	}
+	l2.Start()
+	for i, e := range ents {
+		b, err := l2.Read(e.PhysOffset, int(e.Size))
+		if err != nil {
+			t.Fatalf("record %d: %v", i, err)
+		}
+		if !bytes.Equal(b, data[i]) {
+			t.Fatalf("record %d at %d differs", i, e.PhysOffset)
+		}
+	}
+	l2.Stop(false)
+	l2.Close()
+	l.Stop(true)
+	l.Close()
+}
+
+// recordAt is the index of the entry at position pos.
+func recordAt(ents []Entry, pos int64) int {
+	for i, e := range ents {
+		if e.PhysOffset == pos {
+			return i
+		}
+	}
+	return -1
 }
