@@ -33,10 +33,10 @@ import (
 // file system (Options.StagingDir, normally /dev/shm), answers the
 // appenders, and a flusher goroutine writes the ring into the segment in
 // whatever runs have accumulated: large ones under load, up to flushRun
-// each, cut at record boundaries (runEnd). A process crash
-// keeps the ring (it is memory of the file system, not of the process),
-// as it keeps the page cache; a machine crash loses both, and async mode
-// never promised more (fsync every FlushInterval/FlushBytes).
+// each, cut at record boundaries (runEnd). A process crash keeps the ring
+// (it is memory of the file system, not of the process), as it keeps the
+// page cache; a machine crash loses both, and async mode never promised
+// more (fsync every FlushInterval/FlushBytes).
 //
 // Positions: the ring holds log position p at ring offset p mod size.
 // Written() (what readers see) is the end of what the flusher wrote, at
@@ -47,11 +47,11 @@ import (
 // when the ring is full it writes out itself what it needs room for. The
 // flushed position only ever moves to a record boundary, so a record
 // whose head reached the file before a crash and whose tail did not is
-// still whole in the ring. A write larger than half
-// the ring (16 MiB, whatever MaxRecordSize is) goes to the segment at once,
-// behind everything staged before it. A segment is rolled only
-// after everything staged for it is in its file, so the ring never holds
-// bytes of a segment that is not the last one.
+// still whole in the ring. A write larger than half the ring (16 MiB,
+// whatever MaxRecordSize is) goes to the segment at once, behind
+// everything staged before it. A segment is rolled only after everything
+// staged for it is in its file, so the ring never holds bytes of a
+// segment that is not the last one.
 //
 // Recovery: Open scans the ring from the end of the log in the files and
 // writes every valid record whose sealed position is where it lies (the
