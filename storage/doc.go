@@ -41,7 +41,7 @@
 //
 //   - FlushAsync: Append returns once the batch is in memory that outlives
 //     the process: the staging ring in StagingDir (a tmpfs file, written
-//     to the log in large runs by a flusher; the next Open writes what a
+//     to the log in runs by a flusher; the next Open writes what a
 //     crash left there into the log), or without one the OS page cache.
 //     StatusOK, DurabilityMemory (survives a process crash, not a power
 //     loss). A syncer fsyncs every FlushInterval or FlushBytes.

@@ -77,10 +77,12 @@ type Options struct {
 
 	// StagingDir is a directory on a memory file system (tmpfs) where
 	// async appends are staged before the commit log writes them out in
-	// large runs (commitlog/staging.go): the ring survives a process
+	// runs of up to 1 MiB (commitlog/staging.go): the ring survives a process
 	// crash, and the next Open writes what it holds into the log. Default
 	// /dev/shm when the store is on the OS file system and /dev/shm is a
-	// tmpfs; "off" disables it. Keep it the same across restarts.
+	// tmpfs; "off" disables it. A change between a crash and the next
+	// start is safe: the ring the last run wrote is replayed from where
+	// it was.
 	StagingDir string
 
 	StoreHost string // written into each record's store host

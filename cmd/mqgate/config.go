@@ -103,7 +103,7 @@ var settings = []setting{
 	strSetting("tls-key", "PEM private key matching --tls-cert", func(c *node.Config) *string { return &c.TLSKey }),
 	strSetting("flush", "commit-log flush policy: async or sync (group commit)", func(c *node.Config) *string { return &c.Flush }),
 	durSetting("flush-interval", "async flush period", func(c *node.Config) *time.Duration { return &c.FlushInterval }),
-	strSetting("staging-dir", "tmpfs directory where async sends wait to be written to the log in large runs (survives a process crash); empty = /dev/shm if tmpfs, off = none", func(c *node.Config) *string { return &c.StagingDir }),
+	strSetting("staging-dir", "tmpfs directory where async sends wait to be written to the log in runs of up to 1 MiB (survives a process crash); empty = /dev/shm if tmpfs, off = none", func(c *node.Config) *string { return &c.StagingDir }),
 	durSetting("flush-timeout", "sync flush: longest wait for the fsync before answering a flush timeout", func(c *node.Config) *time.Duration { return &c.FlushTimeout }),
 	sizeSetting("segment-size", "commit-log segment size (e.g. 1GiB, 64MiB)", func(c *node.Config) *int64 { return &c.SegmentSize }),
 	durSetting("retention", "delete log segments older than this; 0 keeps everything", func(c *node.Config) *time.Duration { return &c.Retention }),

@@ -38,7 +38,7 @@ type Config struct {
 	// FlushInterval is how often async flush runs.
 	FlushInterval time.Duration
 	// StagingDir is a memory file system directory where async sends are
-	// staged before the commit log writes them out in large runs; empty
+	// staged before the commit log writes them out in runs; empty
 	// picks /dev/shm when it is a tmpfs, "off" writes each batch to the
 	// log directly (storage.Options.StagingDir).
 	StagingDir string

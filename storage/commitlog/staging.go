@@ -65,7 +65,10 @@ import (
 // an error) are not replayed.
 //
 // The ring file is named after the log directory's absolute path and
-// removed by a clean Stop. A crashed log leaves it for the next Open.
+// removed by a clean Stop. A crashed log leaves it for the next Open,
+// which finds it through the id file (<dir>/STAGING also records the
+// ring's path) even if the staging directory was changed or turned off
+// in between, and removes it from a former directory once replayed.
 
 const (
 	stagingMagic   = "MQGSTAGE"
@@ -178,72 +181,94 @@ func stagingPathAbs(stagingDir, absDir string) string {
 	return filepath.Join(stagingDir, "mqgate-"+hex.EncodeToString(h[:10])+".stage")
 }
 
-// readStagingID returns the log's ring id; ok is false when it has none
-// (or an unreadable one).
-func (l *Log) readStagingID() (id [16]byte, ok bool) {
+// readStagingID returns the log's ring id and the path of the ring the
+// log last wrote ("" when not recorded, as by versions before it was);
+// ok is false when it has no id (or an unreadable one).
+func (l *Log) readStagingID() (id [16]byte, last string, ok bool) {
 	f, err := l.opts.FS.Open(filepath.Join(l.opts.Dir, stagingIDFile))
 	if err != nil {
-		return id, false
+		return id, "", false
 	}
 	defer f.Close()
-	var b [33]byte
-	n, err := f.ReadAt(b[:], 0)
+	b := make([]byte, 33+stagingMaxPath+1)
+	n, err := f.ReadAt(b, 0)
 	if err != nil && !errors.Is(err, io.EOF) {
-		return id, false
+		return id, "", false
 	}
-	s := strings.TrimSuffix(string(b[:n]), "\n")
-	if len(s) != 32 {
-		return id, false
+	lines := strings.SplitN(string(b[:n]), "\n", 3)
+	if len(lines) < 2 || len(lines[0]) != 32 {
+		return id, "", false
 	}
-	if _, err := hex.Decode(id[:], []byte(s)); err != nil {
-		return id, false
+	if _, err := hex.Decode(id[:], []byte(lines[0])); err != nil {
+		return id, "", false
 	}
-	return id, true
+	if len(lines) == 3 && filepath.IsAbs(lines[1]) {
+		last = lines[1] // a whole line: not cut short
+	}
+	return id, last, true
 }
 
 // openStaging replays what the previous run staged and did not write
 // (records from end on), then, in async mode, creates this run's ring. It
 // returns the log's new end. A ring that cannot be created leaves the log
 // writing without one.
+//
+// The ring replayed is the one the id file says the last run wrote, even
+// if the staging directory has changed since (or is now off), and then
+// the one this run's directory holds for the log, if different (an older
+// id file recorded no path). A ring left in a former directory is removed
+// once replayed: its records are in the log, fsynced.
 func (l *Log) openStaging(end int64, res *RecoveryResult) (int64, error) {
-	if l.opts.StagingDir == "" {
-		return end, nil
-	}
 	abs, err := filepath.Abs(l.opts.Dir)
 	if err != nil {
 		return end, err
 	}
-	path := stagingPathAbs(l.opts.StagingDir, abs)
-	l.removeOrphanRings(path)
-	id, ok := l.readStagingID()
+	path := ""
+	if l.opts.StagingDir != "" {
+		path = stagingPathAbs(l.opts.StagingDir, abs)
+		l.removeOrphanRings(path)
+	}
+	id, last, ok := l.readStagingID()
 	if ok {
-		data, err := os.ReadFile(path)
-		switch {
-		case err == nil:
-			if end, err = l.replayStaging(path, data, id, end, res); err != nil {
+		rings := []string{last}
+		if path != last {
+			rings = append(rings, path)
+		}
+		for _, p := range rings {
+			if p == "" {
+				continue
+			}
+			if end, err = l.replayRing(p, id, end, res); err != nil {
 				return end, err
 			}
-		case errors.Is(err, os.ErrNotExist):
-		default:
-			// It may hold answered records: do not start without them.
-			return end, fmt.Errorf("commitlog: staging ring %s: %w", path, err)
 		}
 	}
-	if _, canReserve := l.segs[len(l.segs)-1].f.(vfs.WriteMapper); l.opts.SyncMode || !canReserve {
+	_, canReserve := l.segs[len(l.segs)-1].f.(vfs.WriteMapper)
+	ring := path != "" && !l.opts.SyncMode && canReserve
+	if path != "" && !ring {
 		// No ring: sync appends wait for the fsync anyway, and the ring's
 		// records need blocks reserved for them before they are answered.
 		if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
 			l.logger.Warn("commitlog: cannot remove the staging ring", "path", path, "err", err)
 		}
-		return end, nil
 	}
-	if !ok {
-		if _, err := rand.Read(id[:]); err != nil {
+	if ring && (!ok || last != path) {
+		if !ok {
+			if _, err := rand.Read(id[:]); err != nil {
+				return end, err
+			}
+		}
+		if err := vfs.WriteFileAtomic(l.opts.FS, filepath.Join(l.opts.Dir, stagingIDFile), []byte(hex.EncodeToString(id[:])+"\n"+path+"\n")); err != nil {
 			return end, err
 		}
-		if err := vfs.WriteFileAtomic(l.opts.FS, filepath.Join(l.opts.Dir, stagingIDFile), []byte(hex.EncodeToString(id[:])+"\n")); err != nil {
-			return end, err
+	}
+	if last != "" && last != path {
+		if err := os.Remove(last); err != nil && !os.IsNotExist(err) {
+			l.logger.Warn("commitlog: cannot remove the former staging ring", "path", last, "err", err)
 		}
+	}
+	if !ring {
+		return end, nil
 	}
 	size := int64(stagingSize)
 	mem, unmap, err := vfs.CreateShared(path, stagingData+size)
@@ -255,6 +280,20 @@ func (l *Log) openStaging(end int64, res *RecoveryResult) (int64, error) {
 	l.stg = &staging{path: path, unmap: unmap, ring: mem[stagingData:], size: size}
 	l.staging.Store(true)
 	return end, nil
+}
+
+// replayRing replays the ring file at path, if there is one.
+func (l *Log) replayRing(path string, id [16]byte, end int64, res *RecoveryResult) (int64, error) {
+	data, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		return l.replayStaging(path, data, id, end, res)
+	case errors.Is(err, os.ErrNotExist):
+		return end, nil
+	default:
+		// It may hold answered records: do not start without them.
+		return end, fmt.Errorf("commitlog: staging ring %s: %w", path, err)
+	}
 }
 
 // removeOrphanRings removes the rings in the staging directory (other
@@ -335,7 +374,8 @@ func (l *Log) replayStaging(path string, mem []byte, id [16]byte, end int64, res
 	}
 	l.logger.Info("commitlog: wrote the records the last run answered and left in its staging ring",
 		"path", path, "at", end, "records", recs, "bytes", valid)
-	res.Staged, res.StagedRecords = valid, recs
+	res.Staged += valid
+	res.StagedRecords += recs
 	return end + valid, nil
 }
 

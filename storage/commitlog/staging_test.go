@@ -138,7 +138,7 @@ func TestStagingOtherLog(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, stagingIDFile), []byte("0123456789abcdef0123456789abcdef\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := (&Log{opts: o}).readStagingID(); !ok {
+	if _, _, ok := (&Log{opts: o}).readStagingID(); !ok {
 		t.Fatal("test id not readable")
 	}
 	l2, res := openLog(t, o, Recovery{From: -1, CleanEnd: -1})
@@ -459,4 +459,52 @@ func recordAt(ents []Entry, pos int64) int {
 		}
 	}
 	return -1
+}
+
+// TestStagingDirChanged: after a crash, the next Open replays the ring the
+// last run wrote even when the staging directory has been changed, or
+// turned off, in between, and removes it from the former directory.
+func TestStagingDirChanged(t *testing.T) {
+	dir, stageA, stageB := t.TempDir(), t.TempDir(), t.TempDir()
+	o := stagingOpts(vfs.Default, dir, stageA, 1<<20)
+	l := openHeld(t, o)
+	recs := appendN(t, l, 20, 0)
+	ringA := ringFile(t, o)
+
+	// Crash; the next run is configured with another directory.
+	o.StagingDir = stageB
+	l2, res := openLog(t, o, Recovery{From: 0, CleanEnd: -1})
+	if res.StagedRecords != 20 {
+		t.Fatalf("recovery %+v: want the 20 records of the ring in %s", res, stageA)
+	}
+	if _, err := os.Stat(ringA); !os.IsNotExist(err) {
+		t.Fatalf("the replayed ring in the former directory: %v, want it removed", err)
+	}
+	if _, last, _ := l2.readStagingID(); last != ringFile(t, o) {
+		t.Fatalf("id file records ring %q, want %q", last, ringFile(t, o))
+	}
+	l2.noFlusher = true
+	l2.Start()
+	checkRecords(t, l2, recs)
+	recs = append(recs, appendN(t, l2, 15, 20)...)
+
+	// Crash again; the next run has no staging directory at all.
+	o.StagingDir = ""
+	l3, res := openLog(t, o, Recovery{From: 0, CleanEnd: -1})
+	if res.StagedRecords != 15 {
+		t.Fatalf("recovery %+v: want the 15 records of the ring in %s", res, stageB)
+	}
+	l3.Start()
+	checkRecords(t, l3, recs)
+	l3.Stop(false)
+	l3.Close()
+	for _, s := range []string{stageA, stageB} {
+		if names, _ := os.ReadDir(s); len(names) != 0 {
+			t.Fatalf("%s still holds %d files", s, len(names))
+		}
+	}
+	l2.Stop(true)
+	l2.Close()
+	l.Stop(true)
+	l.Close()
 }
