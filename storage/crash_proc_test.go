@@ -53,7 +53,11 @@ func TestCrashChildProcess(t *testing.T) {
 	if os.Getenv("MQGATE_CRASH_FLUSH") == "async" {
 		mode = FlushAsync
 	}
-	s, err := Open(dir, crashOpts(mode))
+	o := crashOpts(mode)
+	if sd := os.Getenv("MQGATE_CRASH_STAGING"); sd != "" {
+		o.StagingDir = sd
+	}
+	s, err := Open(dir, o)
 	if err != nil {
 		fmt.Printf("ERR open %v\n", err)
 		os.Exit(2)
@@ -99,8 +103,10 @@ type ackLine struct {
 // and require every acknowledged record present and byte-identical,
 // nothing readable twice, and queues consistent with the log. Rounds
 // continue on the same directory. Sync flush (pwrite into a pre-zeroed
-// tail, group commit) and async flush (stores through a shared mapping
-// into reserved blocks) each get half the budget.
+// tail, group commit) and async flush (the staging ring where /dev/shm is
+// a tmpfs, else stores through a shared mapping into reserved blocks)
+// each get half the budget. Each reopen uses another staging directory
+// than the killed child did.
 func TestCrashKill9(t *testing.T) {
 	if os.Getenv(crashChildEnv) != "" {
 		t.Skip("in child")
@@ -124,10 +130,25 @@ func crashKill9(t *testing.T, mode FlushMode, name string, rounds int, budget ti
 	var acks []ackLine
 	var staged int64
 	stagedRounds := 0
+	// With a ring, rounds alternate between two staging directories, and
+	// each reopen uses the other one than the killed child did: the ring
+	// must be found where the child kept it.
+	var stage [2]string
+	if sd := crashOpts(mode).Defaults().StagingDir; sd != "" {
+		for i := range stage {
+			d, err := os.MkdirTemp(sd, "mqgate-crash-")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.RemoveAll(d) })
+			stage[i] = d
+		}
+	}
 	start := time.Now()
 	for round := 0; round < rounds && time.Since(start) < budget; round++ {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChildProcess$", "-test.count=1")
-		cmd.Env = append(os.Environ(), crashChildEnv+"="+dir, "MQGATE_CRASH_ROUND="+strconv.Itoa(round), "MQGATE_CRASH_FLUSH="+name)
+		cmd.Env = append(os.Environ(), crashChildEnv+"="+dir, "MQGATE_CRASH_ROUND="+strconv.Itoa(round), "MQGATE_CRASH_FLUSH="+name,
+			"MQGATE_CRASH_STAGING="+stage[round%2])
 		stdout, err := cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
@@ -171,7 +192,9 @@ func crashKill9(t *testing.T, mode FlushMode, name string, rounds int, budget ti
 			a.round = round
 			acks = append(acks, a)
 		}
-		s, err := Open(dir, crashOpts(mode))
+		o := crashOpts(mode)
+		o.StagingDir = stage[(round+1)%2]
+		s, err := Open(dir, o)
 		if err != nil {
 			t.Fatalf("round %d: reopen: %v", round, err)
 		}
