@@ -508,15 +508,15 @@ func (l *Log) Min() int64 { return l.min.Load() }
 // Written is the end of the written log; readers see bytes below it.
 func (l *Log) Written() int64 { return l.written.Load() }
 
-// WrittenFor returns Written, after writing the staging ring out if end
-// lies in what was answered but is still staged: for a reader that knows
-// a record's position before any queue does (Read, the store's reads by
-// position).
+// WrittenFor returns Written, after writing the staging ring out up to
+// the record that holds position end-1 if end lies in what was answered
+// but is still staged: for a reader that knows a record's position before
+// any queue does (Read, the store's reads by position).
 func (l *Log) WrittenFor(end int64) (int64, error) {
 	if w := l.written.Load(); end <= w || !l.staging.Load() || end > l.staged.Load() {
 		return w, nil
 	}
-	if err := l.flushStaged(); err != nil {
+	if err := l.flushStagedTo(end); err != nil {
 		return 0, err
 	}
 	return l.written.Load(), nil

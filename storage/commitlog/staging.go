@@ -42,7 +42,8 @@ import (
 // Written() (what readers see) is the end of what the flusher wrote, at
 // most the end of what the writer has answered (staged); a read by
 // position of a record answered but not yet written (Read, and the
-// store's reads by position through WrittenFor) writes the ring out first.
+// store's reads by position through WrittenFor) writes the ring out up to
+// that record first.
 // The writer never overwrites ring bytes not yet written to the segment:
 // when the ring is full it writes out itself what it needs room for. The
 // flushed position only ever moves to a record boundary, so a record
@@ -506,9 +507,13 @@ func (l *Log) publishWritten() {
 	}
 }
 
-// flushStaged writes out everything answered so far (a reader wants it,
-// or an fsync is due), holding fmu throughout.
-func (l *Log) flushStaged() error {
+// flushStaged writes out everything answered so far (an fsync is due),
+// holding fmu throughout.
+func (l *Log) flushStaged() error { return l.flushStagedTo(-1) }
+
+// flushStagedTo writes out what was answered up to the end of the record
+// that holds position to-1 (a reader wants it), or all of it if to < 0.
+func (l *Log) flushStagedTo(to int64) error {
 	if !l.staging.Load() {
 		return nil // sync mode's fsync rounds come here too
 	}
@@ -517,7 +522,11 @@ func (l *Log) flushStaged() error {
 	if !l.staging.Load() {
 		return nil
 	}
-	return l.flushLocked(l.staged.Load())
+	st := l.staged.Load()
+	if to < 0 || to > st {
+		to = st
+	}
+	return l.flushLocked(to)
 }
 
 // flushLoop is the flusher goroutine: whenever the writer has staged
