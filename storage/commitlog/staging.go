@@ -68,8 +68,10 @@ import (
 // The ring file is named after the log directory's absolute path and
 // removed by a clean Stop. A crashed log leaves it for the next Open,
 // which finds it through the id file (<dir>/STAGING also records the
-// ring's path) even if the staging directory was changed or turned off
-// in between, and removes it from a former directory once replayed.
+// ring's path) even if the staging directory was changed or turned off,
+// or the log directory moved, in between, and removes it from a former
+// place once replayed (unless it names another log directory that still
+// exists: a copy of the crashed one, which still needs it).
 
 const (
 	stagingMagic   = "MQGSTAGE"
@@ -217,8 +219,8 @@ func (l *Log) readStagingID() (id [16]byte, last string, ok bool) {
 // The ring replayed is the one the id file says the last run wrote, even
 // if the staging directory has changed since (or is now off), and then
 // the one this run's directory holds for the log, if different (an older
-// id file recorded no path). A ring left in a former directory is removed
-// once replayed: its records are in the log, fsynced.
+// id file recorded no path). A ring left in a former place is removed
+// once replayed (removeFormerRing): its records are in the log, fsynced.
 func (l *Log) openStaging(end int64, res *RecoveryResult) (int64, error) {
 	abs, err := filepath.Abs(l.opts.Dir)
 	if err != nil {
@@ -227,7 +229,6 @@ func (l *Log) openStaging(end int64, res *RecoveryResult) (int64, error) {
 	path := ""
 	if l.opts.StagingDir != "" {
 		path = stagingPathAbs(l.opts.StagingDir, abs)
-		l.removeOrphanRings(path)
 	}
 	id, last, ok := l.readStagingID()
 	if ok {
@@ -264,9 +265,12 @@ func (l *Log) openStaging(end int64, res *RecoveryResult) (int64, error) {
 		}
 	}
 	if last != "" && last != path {
-		if err := os.Remove(last); err != nil && !os.IsNotExist(err) {
-			l.logger.Warn("commitlog: cannot remove the former staging ring", "path", last, "err", err)
-		}
+		l.removeFormerRing(last, abs)
+	}
+	if path != "" {
+		// After the replay: the last run's ring may be one whose log
+		// directory is gone because this one was moved there.
+		l.removeOrphanRings(path)
 	}
 	if !ring {
 		return end, nil
@@ -281,6 +285,20 @@ func (l *Log) openStaging(end int64, res *RecoveryResult) (int64, error) {
 	l.stg = &staging{path: path, unmap: unmap, ring: mem[stagingData:], size: size}
 	l.staging.Store(true)
 	return end, nil
+}
+
+// removeFormerRing removes the ring the last run wrote at path, now
+// replayed, unless it names another log directory that still exists (the
+// log was copied, not moved: the ring is that one's too).
+func (l *Log) removeFormerRing(path, abs string) {
+	if h, err := readStagingHeader(path); err == nil && h.dir != "" && h.dir != abs {
+		if _, err := os.Lstat(h.dir); err == nil {
+			return
+		}
+	}
+	if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
+		l.logger.Warn("commitlog: cannot remove the former staging ring", "path", path, "err", err)
+	}
 }
 
 // replayRing replays the ring file at path, if there is one.

@@ -509,3 +509,47 @@ func TestStagingDirChanged(t *testing.T) {
 	l.Stop(true)
 	l.Close()
 }
+
+// TestStagingLogMoved: a log directory moved after a crash finds the ring
+// its last run wrote (named after the old path), replays it, and removes
+// it; a copy of a crashed log directory replays the ring but leaves it to
+// the original, which still needs it.
+func TestStagingLogMoved(t *testing.T) {
+	base, stage := t.TempDir(), t.TempDir()
+	dirA, dirB, dirC := filepath.Join(base, "a"), filepath.Join(base, "b"), filepath.Join(base, "c")
+	o := stagingOpts(vfs.Default, dirA, stage, 1<<20)
+	l := openHeld(t, o)
+	recs := appendN(t, l, 20, 0)
+	ringA := ringFile(t, o)
+	l.Stop(true) // a crash: the ring stays
+	l.Close()
+
+	if err := os.CopyFS(dirC, os.DirFS(dirA)); err != nil {
+		t.Fatal(err)
+	}
+	// The copy first, while the original is still there; then the
+	// original, moved.
+	for _, d := range []string{dirC, dirB} {
+		if d == dirB {
+			if err := os.Rename(dirA, dirB); err != nil {
+				t.Fatal(err)
+			}
+		}
+		o.Dir = d
+		l2, res := openLog(t, o, Recovery{From: 0, CleanEnd: -1})
+		if res.StagedRecords != 20 {
+			t.Fatalf("%s: recovery %+v, want the 20 records of the ring", d, res)
+		}
+		_, err := os.Stat(ringA)
+		if d == dirC && err != nil {
+			t.Fatalf("the copy removed the ring its original needs: %v", err)
+		}
+		if d == dirB && !os.IsNotExist(err) {
+			t.Fatalf("the moved log left its former ring: %v", err)
+		}
+		l2.Start()
+		checkRecords(t, l2, recs)
+		l2.Stop(false)
+		l2.Close()
+	}
+}
