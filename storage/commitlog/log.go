@@ -669,10 +669,7 @@ func (l *Log) roll(old *segment, base int64) (*segment, error) {
 	l.retarget(nil, 0)
 	if l.staging.Load() {
 		// Everything staged for the old segment goes into it first.
-		l.fmu.Lock()
-		err := l.flushLocked(base)
-		l.fmu.Unlock()
-		if err != nil {
+		if err := l.flushTo(base); err != nil {
 			return nil, err
 		}
 	}

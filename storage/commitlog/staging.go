@@ -301,20 +301,6 @@ func (l *Log) removeFormerRing(path, abs string) {
 	}
 }
 
-// replayRing replays the ring file at path, if there is one.
-func (l *Log) replayRing(path string, id [16]byte, end int64, res *RecoveryResult) (int64, error) {
-	data, err := os.ReadFile(path)
-	switch {
-	case err == nil:
-		return l.replayStaging(path, data, id, end, res)
-	case errors.Is(err, os.ErrNotExist):
-		return end, nil
-	default:
-		// It may hold answered records: do not start without them.
-		return end, fmt.Errorf("commitlog: staging ring %s: %w", path, err)
-	}
-}
-
 // removeOrphanRings removes the rings in the staging directory (other
 // than own) whose log directory no longer exists: a log that crashed and
 // whose directory was then deleted (test directories, a store wiped by
@@ -350,23 +336,41 @@ func readStagingHeader(path string) (stagingHeader, error) {
 		return stagingHeader{}, err
 	}
 	defer f.Close()
+	return readStagingHeaderAt(f)
+}
+
+func readStagingHeaderAt(r io.ReaderAt) (stagingHeader, error) {
 	b := make([]byte, stagingData)
-	n, err := f.ReadAt(b, 0)
+	n, err := r.ReadAt(b, 0)
 	if err != nil && !errors.Is(err, io.EOF) {
 		return stagingHeader{}, err
 	}
 	return decodeStagingHeader(b[:n])
 }
 
-// replayStaging writes the valid records the ring file's contents mem
-// hold from log position end on into the last segment and fsyncs it.
-func (l *Log) replayStaging(path string, mem []byte, id [16]byte, end int64, res *RecoveryResult) (int64, error) {
-	h, err := decodeStagingHeader(mem)
+// replayRing writes the valid records the ring file at path (if there is
+// one) holds from log position end on into the last segment, and fsyncs
+// it. It reads only the header and the ring's bytes from end on.
+func (l *Log) replayRing(path string, id [16]byte, end int64, res *RecoveryResult) (int64, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return end, nil
+	}
+	if err != nil {
+		// It may hold answered records: do not start without them.
+		return end, fmt.Errorf("commitlog: staging ring %s: %w", path, err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return end, fmt.Errorf("commitlog: staging ring %s: %w", path, err)
+	}
+	h, err := readStagingHeaderAt(f)
 	if err == nil && h.id != id {
 		err = errors.New("commitlog: staging ring of another log")
 	}
-	if err == nil && int64(len(mem)) < stagingData+h.size {
-		err = fmt.Errorf("commitlog: staging ring cut short (%d bytes)", len(mem))
+	if err == nil && st.Size() < stagingData+h.size {
+		err = fmt.Errorf("commitlog: staging ring cut short (%d bytes)", st.Size())
 	}
 	if err != nil {
 		l.logger.Warn("commitlog: ignoring staging ring", "path", path, "err", err)
@@ -377,10 +381,15 @@ func (l *Log) replayStaging(path string, mem []byte, id [16]byte, end int64, res
 	if limit <= 0 {
 		return end, nil
 	}
-	ring := mem[stagingData : stagingData+h.size]
+	// The ring from end on, unwrapped.
 	buf := make([]byte, limit)
-	n := copy(buf, ring[end%h.size:])
-	copy(buf[n:], ring)
+	n := min(limit, h.size-end%h.size)
+	if _, err := f.ReadAt(buf[:n], stagingData+end%h.size); err != nil {
+		return end, fmt.Errorf("commitlog: staging ring %s: %w", path, err)
+	}
+	if _, err := f.ReadAt(buf[n:], stagingData); err != nil {
+		return end, fmt.Errorf("commitlog: staging ring %s: %w", path, err)
+	}
 	valid, recs, err := ScanValid(bytes.NewReader(buf), 0, limit, end, l.opts.MaxRecordSize, int(min(limit, 4<<20)))
 	if err != nil || valid == 0 {
 		return end, err
@@ -424,10 +433,7 @@ func (l *Log) stage(seg *segment, b []byte, off int64) error {
 	if need := pos + int64(len(b)) - l.stg.size; need > l.flushed.Load() {
 		// The ring is full: write out what must leave it to make room
 		// (the flusher, if it holds fmu, is writing some of it now).
-		l.fmu.Lock()
-		err := l.flushLocked(need)
-		l.fmu.Unlock()
-		if err != nil {
+		if err := l.flushTo(need); err != nil {
 			return err
 		}
 	}
@@ -447,6 +453,13 @@ func (l *Log) stopStaging(pos int64) error {
 	l.staging.Store(false)
 	l.logger.Info("commitlog: the file system cannot reserve blocks; async appends write to the segment themselves")
 	return nil
+}
+
+// flushTo is flushLocked under fmu.
+func (l *Log) flushTo(to int64) error {
+	l.fmu.Lock()
+	defer l.fmu.Unlock()
+	return l.flushLocked(to)
 }
 
 // flushLocked writes the ring's bytes from the flushed position up to to
@@ -538,10 +551,9 @@ func (l *Log) flushStagedTo(to int64) error {
 	l.fmu.Lock()
 	defer l.fmu.Unlock()
 	if !l.staging.Load() {
-		return nil
+		return nil // stopped meanwhile
 	}
-	st := l.staged.Load()
-	if to < 0 || to > st {
+	if st := l.staged.Load(); to < 0 || to > st {
 		to = st
 	}
 	return l.flushLocked(to)

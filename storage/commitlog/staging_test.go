@@ -553,3 +553,26 @@ func TestStagingLogMoved(t *testing.T) {
 		l2.Close()
 	}
 }
+
+// TestStagingRingCutShort: a ring file shorter than its header says (not
+// one this code wrote whole) is ignored with a warning, not read past its
+// end; the log opens with what its files hold.
+func TestStagingRingCutShort(t *testing.T) {
+	dir, stage := t.TempDir(), t.TempDir()
+	o := stagingOpts(vfs.Default, dir, stage, 1<<20)
+	l := openHeld(t, o)
+	appendN(t, l, 10, 0)
+	if err := os.Truncate(ringFile(t, o), stagingData+4096); err != nil {
+		t.Fatal(err)
+	}
+	l2, res := openLog(t, o, Recovery{From: 0, CleanEnd: -1})
+	if res.End != 0 || res.Staged != 0 {
+		t.Fatalf("recovery %+v from a ring cut short", res)
+	}
+	l2.Start()
+	checkRecords(t, l2, appendN(t, l2, 3, 10))
+	l2.Stop(false)
+	l2.Close()
+	l.Stop(true)
+	l.Close()
+}
