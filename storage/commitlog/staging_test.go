@@ -33,6 +33,16 @@ func openHeld(t *testing.T, o Options) *Log {
 	return l
 }
 
+// bodyRecord encodes a record of topic T with body b.
+func bodyRecord(t *testing.T, b []byte) Record {
+	t.Helper()
+	d, crc, err := message.Encode(nil, &message.Message{Topic: "T", Body: b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Record{Data: d, CRC: crc, Topic: "T"}
+}
+
 func ringFile(t *testing.T, o Options) string {
 	t.Helper()
 	p, err := StagingPath(o.StagingDir, o.Dir)
@@ -201,11 +211,7 @@ func TestStagingFailedBatch(t *testing.T) {
 	before := l.staged.Load()
 	var batch []Record
 	for i := 0; i < 40; i++ {
-		d, crc, err := message.Encode(nil, &message.Message{Topic: "T", Body: bytes.Repeat([]byte{'b'}, 200)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		batch = append(batch, Record{Data: d, CRC: crc, Topic: "T"})
+		batch = append(batch, bodyRecord(t, bytes.Repeat([]byte{'b'}, 200)))
 	}
 	enospc := error(&os.PathError{Op: "fallocate", Path: "x", Err: syscall.ENOSPC})
 	fs.fail.Store(&enospc)
@@ -234,11 +240,7 @@ func TestStagingFailedBatch(t *testing.T) {
 	body := bytes.Repeat([]byte{'r'}, 4000)
 	var n int
 	for l.staged.Load() < 2*l.stg.size {
-		d, crc, err := message.Encode(nil, &message.Message{Topic: "T", Body: body})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, _, err := l.Append(context.Background(), []Record{{Data: d, CRC: crc, Topic: "T"}}); err != nil {
+		if _, _, err := l.Append(context.Background(), []Record{bodyRecord(t, body)}); err != nil {
 			t.Fatal(err)
 		}
 		n++
@@ -341,11 +343,7 @@ func TestStagingLargeWrites(t *testing.T) {
 	l := openHeld(t, o)
 	small := appendN(t, l, 3, 0)
 	big := bytes.Repeat([]byte{'B'}, 9<<20)
-	d, crc, err := message.Encode(nil, &message.Message{Topic: "T", Body: big})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ents, _, err := l.Append(context.Background(), []Record{{Data: d, CRC: crc, Topic: "T"}})
+	ents, _, err := l.Append(context.Background(), []Record{bodyRecord(t, big)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -399,11 +397,9 @@ func TestStagingRuns(t *testing.T) {
 		if i%500 == 499 {
 			n = flushRun * 3 / 2
 		}
-		d, crc, err := message.Encode(nil, &message.Message{Topic: "T", Body: bytes.Repeat([]byte{byte(i)}, n)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		e, end, err := l.Append(context.Background(), []Record{{Data: d, CRC: crc, Topic: "T"}})
+		r := bodyRecord(t, bytes.Repeat([]byte{byte(i)}, n))
+		d := r.Data
+		e, end, err := l.Append(context.Background(), []Record{r})
 		if err != nil {
 			t.Fatalf("append %d: %v", i, err)
 		}
