@@ -56,7 +56,7 @@ func (s *Store) RunRetention() (int, error) {
 		if s.opts.RetentionTime > 0 && segs[1].End > segs[1].Base {
 			// Every record of segs[0] is no newer than segs[1]'s first.
 			t, err := s.log.StoreTimeAt(segs[1].Base)
-			if err == nil && s.opts.Now().UnixMilli()-t > s.opts.RetentionTime.Milliseconds() {
+			if err == nil && s.now().UnixMilli()-t > s.opts.RetentionTime.Milliseconds() {
 				expired = true
 			}
 		}

@@ -30,7 +30,7 @@ type Options struct {
 	// are unsynced.
 	FlushInterval time.Duration
 	FlushBytes    int64
-	Now           func() time.Time
+	Now           func() time.Time // store times; nil: the system clock (storeClock)
 	Logger        *slog.Logger
 	// OnSync is called by the syncer after each fsync round.
 	OnSync func(bytes int64, d time.Duration, err error)
@@ -105,6 +105,7 @@ type request struct {
 	end     int64
 	err     error
 	done    chan struct{} // capacity 1: signalled once (finish)
+	inline  bool          // written by its own appender: done when writeBatch returns, nothing signalled
 
 	// AppendDurable only: the request is finished when its records are
 	// durable (by Sync), not when written. state: reqQueued until the
@@ -132,7 +133,11 @@ var requestPool = sync.Pool{New: func() any { return &request{done: make(chan st
 
 // finish hands r's outcome to its appender. The writer calls it exactly
 // once per request and does not touch r afterwards.
-func (r *request) finish() { r.done <- struct{}{} }
+func (r *request) finish() {
+	if !r.inline {
+		r.done <- struct{}{}
+	}
+}
 
 // recycle returns a finished request, whose answer its appender has
 // read, to requestPool.
@@ -192,8 +197,9 @@ type Log struct {
 	// writer state, owned by whoever holds the writer role (busy, below)
 	// after Start: an appender writing inline or the writer goroutine
 	active    *segment
-	qoff      map[qkey]int64
+	qoff      map[qkey]*int64 // next queue offsets: one lookup per record, not a lookup and an insert
 	lastStore int64
+	clock     storeClock
 	buf       []byte
 	undo      []undo
 	noMap     bool  // write with pwrite (mapped.go)
@@ -253,9 +259,6 @@ func Open(opts Options, rec Recovery) (*Log, RecoveryResult, error) {
 	if opts.SegmentSize <= 0 || opts.MaxRecordSize <= message.MinSize || int64(opts.MaxRecordSize) > opts.SegmentSize {
 		return nil, RecoveryResult{}, fmt.Errorf("%w: segment size %d, max record %d", serr.ErrInvalid, opts.SegmentSize, opts.MaxRecordSize)
 	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -263,7 +266,7 @@ func Open(opts Options, rec Recovery) (*Log, RecoveryResult, error) {
 		opts.FlushInterval = 500 * time.Millisecond
 	}
 	l := &Log{
-		opts: opts, logger: opts.Logger, qoff: map[qkey]int64{},
+		opts: opts, logger: opts.Logger, qoff: map[qkey]*int64{}, clock: storeClock{now: opts.Now},
 		wake: make(chan struct{}, 1), syncWake: make(chan struct{}, 1), dch: make(chan struct{}),
 		stopWriter: make(chan struct{}), writerDone: make(chan struct{}),
 		stopSyncer: make(chan struct{}), syncerDone: make(chan struct{}),
@@ -473,7 +476,7 @@ func ScanValid(r io.ReaderAt, off, end, base int64, maxRecord, chunk int) (int64
 // SetQueueOffsets installs the next queue offset of each (topic, queue),
 // as recovered from the consume queues. Call before Start.
 func (l *Log) SetQueueOffsets(next func(yield func(topic string, queue int32, next int64))) {
-	next(func(t string, q int32, n int64) { l.qoff[qkey{t, q}] = n })
+	next(func(t string, q int32, n int64) { l.qoff[qkey{t, q}] = &n })
 }
 
 // SetLastStoreTime makes store times at least ms (monotonic across restarts).
@@ -561,11 +564,11 @@ func (l *Log) Append(ctx context.Context, recs []Record) ([]Entry, int64, error)
 		// inline writes against 44 without, 12 % fewer appends/s).
 		l.busy = true
 		l.qmu.Unlock()
+		r.inline = true
 		l.one[0] = r
 		l.writeBatch(l.one[:])
 		l.one[0] = nil
 		l.release()
-		<-r.done
 		ents, end, err := r.entries, r.end, r.err
 		r.recycle()
 		return ents, end, err
@@ -707,7 +710,7 @@ func (l *Log) writeBatch(batch []*request) {
 		}
 		return
 	}
-	now := l.opts.Now().UnixMilli()
+	now := l.clock.millis()
 	if now < l.lastStore {
 		now = l.lastStore
 	}
@@ -748,13 +751,18 @@ outer:
 				bufPos = pos
 			}
 			k := qkey{rec.Topic, rec.QueueID}
-			qo, ok := l.qoff[k]
-			l.undo = append(l.undo, undo{k, qo, ok})
-			l.qoff[k] = qo + 1
+			next, existed := l.qoff[k]
+			if !existed {
+				next = new(int64)
+				l.qoff[k] = next
+			}
+			qo := *next
+			l.undo = append(l.undo, undo{k, qo, existed})
+			*next = qo + 1
 			if rec.ResetTopic {
 				for kk, v := range l.qoff {
 					if kk.topic == rec.Topic {
-						l.undo = append(l.undo, undo{kk, v, true})
+						l.undo = append(l.undo, undo{kk, *v, true})
 						delete(l.qoff, kk)
 					}
 				}
@@ -848,7 +856,12 @@ func (l *Log) rollback(start int64, first *segment, newSegs []*segment) {
 	for i := len(l.undo) - 1; i >= 0; i-- {
 		u := l.undo[i]
 		if u.existed {
-			l.qoff[u.k] = u.v
+			if next := l.qoff[u.k]; next != nil {
+				*next = u.v
+			} else { // deleted by a topic reset in the batch
+				v := u.v
+				l.qoff[u.k] = &v
+			}
 		} else {
 			delete(l.qoff, u.k)
 		}

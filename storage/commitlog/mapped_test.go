@@ -232,3 +232,52 @@ func appendOne(l *Log, i int) (Entry, error) {
 	}
 	return ents[0], nil
 }
+
+// TestFailedBatchKeepsQueueOffsets: a batch that fails part way (here at
+// a roll whose blocks cannot be reserved) gives back the queue offsets it
+// took, including those of queues a topic reset in the batch removed and
+// of a queue the batch re-created after the reset: the next appends
+// continue each queue where the answered records left it.
+func TestFailedBatchKeepsQueueOffsets(t *testing.T) {
+	dir := t.TempDir()
+	fs := &allocFS{FS: vfs.Default}
+	l, _ := openLog(t, mappedOpts(fs, dir, 64<<10), Recovery{From: -1, CleanEnd: -1})
+	l.Start()
+	defer func() {
+		l.Stop(false)
+		l.Close()
+	}()
+	recs := appendN(t, l, 12, 0) // queues T/0, T/1, T/2: next offsets 4, 4, 4
+	rec := func(q int32, n int, reset bool) Record {
+		d, crc, err := message.Encode(nil, &message.Message{Topic: "T", QueueID: q, Body: make([]byte, n)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return Record{Data: d, CRC: crc, Topic: "T", QueueID: q, ResetTopic: reset}
+	}
+	enospc := error(&os.PathError{Op: "fallocate", Path: "x", Err: syscall.ENOSPC})
+	fs.fail.Store(&enospc)
+	batch := []Record{rec(0, 10, false), rec(-1, 10, true), rec(0, 10, false), rec(1, 10, false)}
+	// Enough to need a new segment, whose reservation fails.
+	for size := 0; size < 64<<10; size += 3 << 10 {
+		batch = append(batch, rec(2, 3<<10, false))
+	}
+	before := l.Written()
+	if _, _, err := l.Append(context.Background(), batch); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("batch past a segment that cannot be reserved: %v, want ENOSPC", err)
+	}
+	if l.Written() != before {
+		t.Fatalf("failed batch moved the log end from %d to %d", before, l.Written())
+	}
+	fs.fail.Store(nil)
+	for q := int32(0); q < 3; q++ {
+		ents, _, err := l.Append(context.Background(), []Record{rec(q, 10, false)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ents[0].QueueOffset != 4 {
+			t.Fatalf("queue T/%d: next append at queue offset %d, want 4", q, ents[0].QueueOffset)
+		}
+	}
+	checkRecords(t, l, recs)
+}
