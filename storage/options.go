@@ -90,7 +90,7 @@ type Options struct {
 	// system clock, read more cheaply than through time.Now (commitlog's
 	// storeClock).
 	Now    func() time.Time
-	Logger    *slog.Logger
+	Logger *slog.Logger
 }
 
 // Defaults returns o with every zero field set to its default.
