@@ -228,14 +228,11 @@ func (d *dispatcher) apply(v *message.View) error {
 		}
 		return nil
 	}
-	q := d.s.cqs.GetBytes(v.Topic, v.QueueID)
-	if q == nil {
-		var err error
-		if q, err = d.s.cqs.Ensure(string(v.Topic), v.QueueID); err != nil {
-			return err
-		}
+	pq, err := d.pendingFor(v.Topic, v.QueueID)
+	if err != nil {
+		return err
 	}
-	pq := d.pendingFor(q)
+	q := pq.q
 	e := consumequeue.Entry{PhysOffset: v.PhysOffset, Size: v.Size,
 		TagHash: message.TagHashBytes(v.Prop(message.PropTags)), StoreTime: v.StoreTime}
 	switch {
@@ -299,10 +296,29 @@ func (d *dispatcher) index(v *message.View) error {
 	return nil
 }
 
-// pendingFor returns q's slot of the current step, taking a free one.
-func (d *dispatcher) pendingFor(q *consumequeue.Queue) *pendingQ {
+// scanSlots: up to this many queues in a step, a record finds its queue's
+// slot by comparing names, without the queue set's lock and maps.
+const scanSlots = 8
+
+// pendingFor returns the slot of the current step for the queue (topic,
+// id), taking a free one (and creating the queue) if it has none.
+func (d *dispatcher) pendingFor(topic []byte, id int32) (*pendingQ, error) {
+	if len(d.pending) <= scanSlots {
+		for i := range d.pending {
+			if pq := &d.pending[i]; pq.q.ID == id && pq.q.Topic == string(topic) {
+				return pq, nil
+			}
+		}
+	}
+	q := d.s.cqs.GetBytes(topic, id)
+	if q == nil {
+		var err error
+		if q, err = d.s.cqs.Ensure(string(topic), id); err != nil {
+			return nil, err
+		}
+	}
 	if i, ok := d.slot[q]; ok {
-		return &d.pending[i]
+		return &d.pending[i], nil
 	}
 	i := len(d.pending)
 	d.slot[q] = i
@@ -313,7 +329,7 @@ func (d *dispatcher) pendingFor(q *consumequeue.Queue) *pendingQ {
 	}
 	pq := &d.pending[i]
 	pq.q, pq.first, pq.ents = q, -1, pq.ents[:0]
-	return pq
+	return pq, nil
 }
 
 // resetPending frees every slot (their entry slices are kept for reuse).

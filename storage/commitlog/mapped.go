@@ -51,7 +51,7 @@ var pageSize = int64(os.Getpagesize())
 func (l *Log) writeAt(seg *segment, b []byte, off int64) error {
 	if l.staging.Load() {
 		err := l.stage(seg, b, off)
-		if !errors.Is(err, vfs.ErrNoAllocate) {
+		if err == nil || !errors.Is(err, vfs.ErrNoAllocate) {
 			return err
 		}
 		if err := l.stopStaging(seg.base + off); err != nil {

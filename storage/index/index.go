@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"log/slog"
+	"math/bits"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -97,9 +98,9 @@ type file struct {
 	// active file only
 	slots     []uint32
 	entries   []byte
-	persisted uint32 // entries written to the file
-	dirtyPg   map[int]struct{}
-	newFile   bool // its directory entry is not yet synced
+	persisted uint32  // entries written to the file
+	dirtyPg   pageSet // slot pages changed since the last snapshot; nil once sealed
+	newFile   bool    // its directory entry is not yet synced
 	// wmu serializes writes to the file between Sync (which runs without
 	// Index.mu) and rotation; sealedDone is set once rotation persisted it.
 	wmu        sync.Mutex
@@ -277,11 +278,9 @@ func (x *Index) activate(f *file) error {
 	}
 	f.persisted = f.h.count
 	f.slots = make([]uint32, f.h.slots)
-	f.dirtyPg = map[int]struct{}{}
+	f.dirtyPg = newPageSet(len(f.slots))
 	// The on-disk slot table may be torn: rewrite all of it on next Sync.
-	for p := 0; p*pageSlots < len(f.slots); p++ {
-		f.dirtyPg[p] = struct{}{}
-	}
+	f.dirtyPg.setAll()
 	for i := 0; i < n; i++ {
 		e := f.entries[i*entrySize:]
 		s := binary.LittleEndian.Uint64(e) % uint64(f.h.slots)
@@ -304,7 +303,7 @@ func (x *Index) newActive(first int64) error {
 		// Room for every entry the file can take (our own setting, so a
 		// size to trust): growing by appends copied and reallocated the
 		// entries over and over (5 % of the CPU of BenchmarkAppendAsync).
-		slots: make([]uint32, x.opts.Slots), entries: make([]byte, 0, x.opts.Capacity*entrySize), dirtyPg: map[int]struct{}{}, newFile: true}
+		slots: make([]uint32, x.opts.Slots), entries: make([]byte, 0, x.opts.Capacity*entrySize), dirtyPg: newPageSet(x.opts.Slots), newFile: true}
 	var hb [headerSize]byte
 	f.h.encode(hb[:])
 	if _, err := vf.WriteAt(hb[:], 0); err != nil {
@@ -345,7 +344,7 @@ func (x *Index) Put(hash uint64, phys int64, size int32, storeTime int64) error 
 	f.entries = append(f.entries, e[:]...)
 	f.h.count++
 	f.slots[s] = f.h.count
-	f.dirtyPg[int(s)/pageSlots] = struct{}{}
+	f.dirtyPg.set(int(s) / pageSlots)
 	if f.h.count == 1 || storeTime < f.h.minTime {
 		f.h.minTime = storeTime
 	}
@@ -371,9 +370,7 @@ func (x *Index) rotate(phys int64) error {
 	f.h.sealed = true
 	// Write the whole slot table: a concurrent Sync may have taken some
 	// dirty pages and will skip them once it sees the file sealed.
-	for p := 0; p*pageSlots < len(f.slots); p++ {
-		f.dirtyPg[p] = struct{}{}
-	}
+	f.dirtyPg.setAll()
 	if err := x.persist(f); err != nil {
 		f.h.sealed = false
 		return err
@@ -381,7 +378,7 @@ func (x *Index) rotate(phys int64) error {
 	if testHookRotatePersisted != nil {
 		testHookRotatePersisted()
 	}
-	f.slots, f.entries, f.dirtyPg = nil, nil, nil
+	f.slots, f.entries, f.dirtyPg = nil, nil, pageSet{}
 	x.sealed = append(x.sealed, f)
 	if err := x.newActive(phys); err != nil {
 		return err
@@ -407,7 +404,7 @@ func (x *Index) snap(f *file) *snapshot {
 		// Entries below count are never modified again: share them.
 		sn.entries = f.entries[int(f.persisted)*entrySize : int(f.h.count)*entrySize]
 	}
-	for p := range f.dirtyPg {
+	for p := range f.dirtyPg.all {
 		lo := p * pageSlots
 		hi := min(lo+pageSlots, len(f.slots))
 		b := make([]byte, (hi-lo)*4)
@@ -416,7 +413,7 @@ func (x *Index) snap(f *file) *snapshot {
 		}
 		sn.pages[p] = b
 	}
-	clear(f.dirtyPg)
+	f.dirtyPg.clear()
 	f.h.encode(sn.header[:])
 	return sn
 }
@@ -468,11 +465,11 @@ func (x *Index) persist(f *file) error {
 
 // requeue marks a failed snapshot's pages dirty again. Caller holds x.mu.
 func (x *Index) requeue(f *file, sn *snapshot) {
-	if f.dirtyPg == nil {
+	if f.dirtyPg.bits == nil {
 		return
 	}
 	for p := range sn.pages {
-		f.dirtyPg[p] = struct{}{}
+		f.dirtyPg.set(p)
 	}
 }
 
@@ -632,4 +629,39 @@ func (x *Index) Close() {
 		x.active.f.Close()
 	}
 	x.sealed, x.active = nil, nil
+}
+
+// pageSet is a set of slot pages, one bit each: Put marks a page per
+// entry, and a map insert there cost more than the rest of Put.
+type pageSet struct {
+	bits  []uint64
+	pages int
+}
+
+func newPageSet(slots int) pageSet {
+	pages := (slots + pageSlots - 1) / pageSlots
+	return pageSet{bits: make([]uint64, (pages+63)/64), pages: pages}
+}
+
+func (ps pageSet) set(p int) { ps.bits[p/64] |= 1 << (p % 64) }
+
+func (ps pageSet) setAll() {
+	for p := range ps.pages {
+		ps.set(p)
+	}
+}
+
+func (ps pageSet) clear() { clear(ps.bits) }
+
+// all yields the pages in the set, in order.
+func (ps pageSet) all(yield func(int) bool) {
+	for w, word := range ps.bits {
+		for word != 0 {
+			b := bits.TrailingZeros64(word)
+			word &^= 1 << b
+			if !yield(w*64 + b) {
+				return
+			}
+		}
+	}
 }
