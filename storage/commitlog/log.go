@@ -229,8 +229,8 @@ type Log struct {
 	wake   chan struct{}
 	// busy: an appender (inline) or the writer goroutine holds the writer
 	// role; idle is signalled (on qmu) when it is given up.
-	busy bool
-	idle sync.Cond
+	busy      bool
+	idle      sync.Cond
 	one       [1]*request // the inline writer's batch: inlineReq
 	inlineReq request     // owned by the writer role
 
