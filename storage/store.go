@@ -117,7 +117,7 @@ type Store struct {
 	encodedPool sync.Pool // *encoded
 
 	recovery RecoveryInfo
-	epoch    time.Time // monotonic origin of append latencies
+	epoch    time.Time // monotonic origin of append latencies and store times
 }
 
 // now is Options.Now, or the system clock.
@@ -187,7 +187,7 @@ func (s *Store) open() error {
 	lg, res, err := commitlog.Open(commitlog.Options{
 		FS: fs, Dir: filepath.Join(dir, "commitlog"), SegmentSize: o.SegmentSize, MaxRecordSize: o.MaxRecordSize,
 		SyncMode: o.FlushMode == FlushSync, FlushInterval: o.FlushInterval, FlushBytes: o.FlushBytes,
-		Now: o.Now, Logger: o.Logger, Notify: notify, ZeroAhead: zeroAhead(o.FlushMode),
+		Now: o.Now, Epoch: s.epoch, Logger: o.Logger, Notify: notify, ZeroAhead: zeroAhead(o.FlushMode),
 		StagingDir: o.StagingDir,
 		OnSync: func(_ int64, d time.Duration, err error) {
 			s.c.fsyncs.Add(1)
@@ -389,8 +389,8 @@ func (s *Store) release(e *encoded) {
 // (disk full or I/O error: nothing of this call is in the log; or a failed
 // fsync, after which the store refuses writes until reopened).
 func (s *Store) Append(ctx context.Context, msgs ...*message.Message) (AppendResult, error) {
-	t0 := time.Since(s.epoch) // one clock read; time.Now takes two
-	res, err := s.append(ctx, msgs, false)
+	t0 := time.Since(s.epoch) // one clock read (time.Now takes two), also the store time
+	res, err := s.append(ctx, msgs, false, t0)
 	if err != nil {
 		s.c.appendErrors.Add(1)
 		return res, err
@@ -399,7 +399,9 @@ func (s *Store) Append(ctx context.Context, msgs ...*message.Message) (AppendRes
 	return res, nil
 }
 
-func (s *Store) append(ctx context.Context, msgs []*message.Message, control bool) (AppendResult, error) {
+// append writes msgs; at is the caller's clock reading since s.epoch,
+// which the commit log takes as the store time (zero: it reads the clock).
+func (s *Store) append(ctx context.Context, msgs []*message.Message, control bool, at time.Duration) (AppendResult, error) {
 	if s.closed.Load() {
 		return AppendResult{}, serr.ErrClosed
 	}
@@ -430,7 +432,7 @@ func (s *Store) append(ctx context.Context, msgs []*message.Message, control boo
 			syncErr, err = err, nil // written, then the fsync failed
 		}
 	} else {
-		ents, end, err = s.log.Append(ctx, enc.recs)
+		ents, end, err = s.log.AppendAt(ctx, enc.recs, at)
 	}
 	if err == nil || ctx.Err() == nil {
 		// The writer is done with the records. (A call given up on its
@@ -558,7 +560,7 @@ func (s *Store) Topics() []string { return s.cqs.Topics() }
 func (s *Store) DeleteTopic(ctx context.Context, topic string) error {
 	m := &message.Message{Topic: topic, QueueID: -1, Flags: message.FlagControl}
 	m.Set(ctrlProp, ctrlDeleteTopic)
-	res, err := s.append(ctx, []*message.Message{m}, true)
+	res, err := s.append(ctx, []*message.Message{m}, true, 0)
 	if err != nil {
 		return err
 	}

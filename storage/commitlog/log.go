@@ -31,7 +31,10 @@ type Options struct {
 	FlushInterval time.Duration
 	FlushBytes    int64
 	Now           func() time.Time // store times; nil: the system clock (storeClock)
-	Logger        *slog.Logger
+	// Epoch is the origin of the monotonic readings AppendAt takes (a
+	// time.Time from time.Now, which carries one). Zero: Open's time.
+	Epoch  time.Time
+	Logger *slog.Logger
 	// OnSync is called by the syncer after each fsync round.
 	OnSync func(bytes int64, d time.Duration, err error)
 	// Notify, if set, is signalled (without blocking) whenever the written
@@ -106,6 +109,7 @@ type request struct {
 	err     error
 	done    chan struct{} // capacity 1: signalled once (finish)
 	inline  bool          // written by its own appender: done when writeBatch returns, nothing signalled
+	at      time.Duration // the appender's clock reading (AppendAt); zero: none
 
 	// AppendDurable only: the request is finished when its records are
 	// durable (by Sync), not when written. state: reqQueued until the
@@ -266,8 +270,11 @@ func Open(opts Options, rec Recovery) (*Log, RecoveryResult, error) {
 	if opts.FlushInterval <= 0 {
 		opts.FlushInterval = 500 * time.Millisecond
 	}
+	if opts.Epoch.IsZero() {
+		opts.Epoch = time.Now()
+	}
 	l := &Log{
-		opts: opts, logger: opts.Logger, qoff: map[qkey]*int64{}, clock: storeClock{now: opts.Now},
+		opts: opts, logger: opts.Logger, qoff: map[qkey]*int64{}, clock: storeClock{now: opts.Now, epoch: opts.Epoch},
 		wake: make(chan struct{}, 1), syncWake: make(chan struct{}, 1), dch: make(chan struct{}),
 		stopWriter: make(chan struct{}), writerDone: make(chan struct{}),
 		stopSyncer: make(chan struct{}), syncerDone: make(chan struct{}),
@@ -546,6 +553,14 @@ func (l *Log) setFailed(err error) {
 // (not necessarily durable). Records of one call are contiguous in the
 // log. It returns each record's entry and the end position of the call.
 func (l *Log) Append(ctx context.Context, recs []Record) ([]Entry, int64, error) {
+	return l.AppendAt(ctx, recs, 0)
+}
+
+// AppendAt is Append for a caller that has just read the monotonic clock:
+// at is that reading, as time since Options.Epoch, and becomes the store
+// time (never earlier than the last one) instead of the writer reading the
+// clock again. Zero (or negative): the writer reads it.
+func (l *Log) AppendAt(ctx context.Context, recs []Record, at time.Duration) ([]Entry, int64, error) {
 	if err := l.Failed(); err != nil {
 		return nil, 0, err
 	}
@@ -568,7 +583,7 @@ func (l *Log) Append(ctx context.Context, recs []Record) ([]Entry, int64, error)
 		l.qmu.Unlock()
 		// The role's own request: read before the role is given up.
 		r := &l.inlineReq
-		r.recs, r.inline = recs, true
+		r.recs, r.inline, r.at = recs, true, at
 		l.one[0] = r
 		l.writeBatch(l.one[:])
 		ents, end, err := r.entries, r.end, r.err
@@ -577,7 +592,7 @@ func (l *Log) Append(ctx context.Context, recs []Record) ([]Entry, int64, error)
 		return ents, end, err
 	}
 	r := requestPool.Get().(*request)
-	r.recs = recs
+	r.recs, r.at = recs, at
 	l.enqueueLocked(r)
 	select {
 	case <-r.done:
@@ -715,7 +730,17 @@ func (l *Log) writeBatch(batch []*request) {
 		}
 		return
 	}
-	now := l.clock.millis()
+	// The latest of the appenders' clock readings, unless one of them
+	// has none.
+	at := time.Duration(0)
+	for _, r := range batch {
+		if r.at <= 0 {
+			at = 0
+			break
+		}
+		at = max(at, r.at)
+	}
+	now := l.clock.millis(at)
 	if now < l.lastStore {
 		now = l.lastStore
 	}
