@@ -235,7 +235,7 @@ type Log struct {
 	// role; idle is signalled (on qmu) when it is given up.
 	busy      bool
 	idle      sync.Cond
-	one       [1]*request // the inline writer's batch: inlineReq
+	one       [1]*request // the inline writer's batch: &inlineReq
 	inlineReq request     // owned by the writer role
 
 	syncWake chan struct{}
@@ -281,6 +281,8 @@ func Open(opts Options, rec Recovery) (*Log, RecoveryResult, error) {
 		fwake: make(chan struct{}, 1), stopFlusher: make(chan struct{}), flusherDone: make(chan struct{}),
 	}
 	l.idle.L = &l.qmu
+	l.inlineReq.inline = true
+	l.one[0] = &l.inlineReq
 	if err := opts.FS.MkdirAll(opts.Dir); err != nil {
 		return nil, RecoveryResult{}, err
 	}
@@ -583,8 +585,7 @@ func (l *Log) AppendAt(ctx context.Context, recs []Record, at time.Duration) ([]
 		l.qmu.Unlock()
 		// The role's own request: read before the role is given up.
 		r := &l.inlineReq
-		r.recs, r.inline, r.at = recs, true, at
-		l.one[0] = r
+		r.recs, r.at = recs, at
 		l.writeBatch(l.one[:])
 		ents, end, err := r.entries, r.end, r.err
 		r.recs, r.entries, r.err = nil, nil, nil

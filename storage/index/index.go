@@ -99,7 +99,7 @@ type file struct {
 	slots     []uint32
 	entries   []byte
 	persisted uint32  // entries written to the file
-	dirtyPg   pageSet // slot pages changed since the last snapshot; nil once sealed
+	dirtyPg   pageSet // slot pages changed since the last snapshot; empty once sealed
 	newFile   bool    // its directory entry is not yet synced
 	// wmu serializes writes to the file between Sync (which runs without
 	// Index.mu) and rotation; sealedDone is set once rotation persisted it.
