@@ -91,10 +91,7 @@ func testMappedWrites(t *testing.T, stage string) {
 	if !res.FastPath || res.End != end {
 		t.Fatalf("clean reopen %+v", res)
 	}
-	l.Start()
-	checkRecords(t, l, recs)
-	l.Stop(false)
-	l.Close()
+	startCheckClose(t, l, recs)
 }
 
 // allocFS is the OS file system with an injectable block reservation.
@@ -185,10 +182,7 @@ func TestMappedDiskFull(t *testing.T) {
 	if !res.FastPath || res.End != end {
 		t.Fatalf("reopen %+v, want end %d", res, end)
 	}
-	l.Start()
-	checkRecords(t, l, recs)
-	l.Stop(false)
-	l.Close()
+	startCheckClose(t, l, recs)
 }
 
 // TestMappedFallback: a file system that cannot reserve blocks gets

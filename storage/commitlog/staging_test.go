@@ -225,10 +225,7 @@ func TestStagingFailedBatch(t *testing.T) {
 	if res.End != before {
 		t.Fatalf("recovery %+v, want end %d: the failed batch was replayed", res, before)
 	}
-	l2.Start()
-	checkRecords(t, l2, recs)
-	l2.Stop(false)
-	l2.Close()
+	startCheckClose(t, l2, recs)
 	l.Stop(true)
 	l.Close()
 
@@ -491,10 +488,7 @@ func TestStagingDirChanged(t *testing.T) {
 	if res.StagedRecords != 15 {
 		t.Fatalf("recovery %+v: want the 15 records of the ring in %s", res, stageB)
 	}
-	l3.Start()
-	checkRecords(t, l3, recs)
-	l3.Stop(false)
-	l3.Close()
+	startCheckClose(t, l3, recs)
 	for _, s := range []string{stageA, stageB} {
 		if names, _ := os.ReadDir(s); len(names) != 0 {
 			t.Fatalf("%s still holds %d files", s, len(names))
@@ -543,10 +537,7 @@ func TestStagingLogMoved(t *testing.T) {
 		if d == dirB && !os.IsNotExist(err) {
 			t.Fatalf("the moved log left its former ring: %v", err)
 		}
-		l2.Start()
-		checkRecords(t, l2, recs)
-		l2.Stop(false)
-		l2.Close()
+		startCheckClose(t, l2, recs)
 	}
 }
 

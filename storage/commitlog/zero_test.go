@@ -68,6 +68,16 @@ func checkRecords(t *testing.T, l *Log, recs []appended) {
 	}
 }
 
+// startCheckClose starts l, checks that it reads back recs, and stops and
+// closes it cleanly.
+func startCheckClose(t *testing.T, l *Log, recs []appended) {
+	t.Helper()
+	l.Start()
+	checkRecords(t, l, recs)
+	l.Stop(false)
+	l.Close()
+}
+
 // waitZero waits until the zeroer has pre-zeroed past the written end.
 func waitZero(t *testing.T, l *Log) {
 	t.Helper()
@@ -147,10 +157,7 @@ func TestZeroTailRecovery(t *testing.T) {
 	if !res.FastPath || res.End != end {
 		t.Fatalf("clean reopen %+v", res)
 	}
-	l.Start()
-	checkRecords(t, l, recs)
-	l.Stop(false)
-	l.Close()
+	startCheckClose(t, l, recs)
 }
 
 // TestZeroTailTorn: damage inside the zeroed region after a crash: a torn
@@ -279,10 +286,7 @@ func TestZeroTailRoll(t *testing.T) {
 	if res.Min != min || res.Truncated != 0 {
 		t.Fatalf("reopen after retention %+v (min %d)", res, min)
 	}
-	l.Start()
-	checkRecords(t, l, recs)
-	l.Stop(false)
-	l.Close()
+	startCheckClose(t, l, recs)
 }
 
 // zeroFailFS fails the zeroer's handles (opened with OpenRW; the writer
