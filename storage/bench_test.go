@@ -146,7 +146,7 @@ func rawSequentialWrite(b *testing.B, dir string, total int64, chunk int) time.D
 // same bytes. Target ratio >= 0.7.
 func BenchmarkAppendAsync(b *testing.B) {
 	dir := benchDir(b)
-	s := openBench(b, filepath.Join(dir, "store"), Options{FlushMode: FlushAsync, FlushBytes: flushBytesForBench()})
+	s := openBench(b, filepath.Join(dir, "store"), Options{FlushMode: FlushAsync, FlushBytes: flushBytesForBench(), NoWriteBehind: os.Getenv("MQGATE_BENCH_NO_WRITE_BEHIND") == "1"})
 	body := make([]byte, 1024)
 	rec := recordSize(benchMsg("BenchTopic", 0, body, 0))
 	const workers = 16

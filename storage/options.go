@@ -84,6 +84,11 @@ type Options struct {
 	// start is safe: the ring the last run wrote is replayed from where
 	// it was.
 	StagingDir string
+	// NoWriteBehind leaves the commit log's written pages to the kernel's
+	// write-back until the next fsync. By default the log starts the
+	// write-back of every 16 MiB it writes out of the staging ring as
+	// soon as it is written (commitlog/staging.go, writeBehind).
+	NoWriteBehind bool
 
 	StoreHost string // written into each record's store host
 	// Now is the clock for store times and retention; nil means the

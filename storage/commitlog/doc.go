@@ -48,7 +48,11 @@
 // into a staging ring held by a tmpfs file and answers the appenders; a
 // flusher goroutine writes the ring out into the segment in runs of up to
 // 1 MiB that end at record boundaries, and publishes Written (staging.go,
-// which also says how Open replays a ring a crash left). Without a ring,
+// which also says how Open replays a ring a crash left). It starts the
+// write-back of every 16 MiB it has written (sync_file_range, no wait;
+// Options.NoWriteBehind turns it off): buffered writes of a log that
+// grows at disk speed cost less when its dirty pages do not pile up until
+// the next fsync. Durability is still the fsyncs' alone. Without a ring,
 // on a file system that can reserve blocks, records are stored through a
 // shared mapping of the active segment rather than written with pwrite
 // (mapped.go). Either way blocks are reserved ahead, so the file has a

@@ -52,6 +52,10 @@ type Options struct {
 	// ring left there by a crash in either mode; only async mode writes
 	// one.
 	StagingDir string
+	// NoWriteBehind: the flusher leaves the staging ring's writes to the
+	// kernel's write-back rather than starting it every
+	// writeBehindWindow bytes (staging.go).
+	NoWriteBehind bool
 }
 
 // Recovery tells Open what the previous run left.
@@ -225,6 +229,10 @@ type Log struct {
 	noFlusher   bool // tests: stage without writing out (a crash's view)
 	stopFlusher chan struct{}
 	flusherDone chan struct{}
+	// Write-behind (staging.go), under fmu: the write-back of wbSeg's
+	// file is started up to file offset wbFrom.
+	wbSeg  *segment
+	wbFrom int64
 
 	qmu    sync.Mutex
 	queue  []*request

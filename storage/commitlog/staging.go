@@ -90,6 +90,9 @@ const (
 	// (storage/README.md).
 	flushRun      = 1 << 20
 	stagingIDFile = "STAGING"
+	// writeBehindWindow: the flusher starts the write-back of what it
+	// wrote every this many bytes (writeBehind).
+	writeBehindWindow = 16 << 20
 )
 
 type stagingHeader struct {
@@ -428,6 +431,7 @@ func (l *Log) stage(seg *segment, b []byte, off int64) error {
 			return err
 		}
 		l.flushed.Store(pos + int64(len(b)))
+		l.writeBehind(pos + int64(len(b)))
 		return nil
 	}
 	if need := pos + int64(len(b)) - l.stg.size; need > l.flushed.Load() {
@@ -500,7 +504,40 @@ func (l *Log) flushRun(to int64) error {
 	// bytes below flushed, and a record torn in the file by a crash must
 	// still be whole in the ring for the next Open to replay it.
 	l.flushed.Store(end)
+	l.writeBehind(end)
 	return nil
+}
+
+// writeBehind starts the write-back of every whole window of
+// writeBehindWindow bytes of the flushed segment below log position pos
+// that it has not started yet. fmu is held.
+//
+// Left to the kernel, the pages of a log being written at disk speed pile
+// up dirty until the periodic fsync or the kernel's flusher threads take
+// them, and each buffered write of a new page costs more meanwhile: on
+// the development VM, 1.6 GB written in 256 KiB pwrites took 1.1-2.2 s of
+// CPU and 1.8-3.1 s with the final fdatasync, against 0.5-0.9 s and
+// 0.9-1.3 s with the write-back of each 16 MiB started as soon as it was
+// written (storage/README.md). It makes nothing durable: the fsyncs are
+// unchanged, and write-back errors still reach them (vfs.WriteBehind).
+func (l *Log) writeBehind(pos int64) {
+	if l.opts.NoWriteBehind {
+		return
+	}
+	seg := l.fseg
+	w, ok := seg.f.(vfs.WriteBehind)
+	if !ok {
+		return
+	}
+	if l.wbSeg != seg {
+		l.wbSeg, l.wbFrom = seg, 0
+	}
+	for pos-seg.base-l.wbFrom >= writeBehindWindow {
+		if err := w.StartWriteBack(l.wbFrom, writeBehindWindow); err != nil {
+			l.logger.Debug("commitlog: start write-back", "segment", seg.path, "err", err)
+		}
+		l.wbFrom += writeBehindWindow
+	}
 }
 
 // runEnd is where a run starting at from (a record boundary) ends: at the

@@ -5,7 +5,8 @@
 //   - Default: the real file system (pread/pwrite, fdatasync,
 //     flock, statfs, read-only mmap of files, and for the commit log's
 //     active segment a writable shared mapping with fallocate-reserved
-//     blocks: WriteMapper, DropPages).
+//     blocks: WriteMapper, DropPages; and starting the write-back of
+//     written pages ahead of an fsync: WriteBehind).
 //   - NewMem(): an in-memory file system that also tracks durability the
 //     way a strict POSIX file system does: file contents become durable on
 //     File.Sync, directory entries (create, rename, remove) on SyncDir of

@@ -161,3 +161,12 @@ func (osFS) Usage(dir string) (DiskUsage, error) {
 	}
 	return DiskUsage{Total: st.Blocks * uint64(st.Bsize), Free: st.Bavail * uint64(st.Bsize)}, nil
 }
+
+func (f osFile) StartWriteBack(off, n int64) error {
+	for {
+		err := unix.SyncFileRange(int(f.Fd()), off, n, unix.SYNC_FILE_RANGE_WRITE)
+		if !errors.Is(err, unix.EINTR) {
+			return err
+		}
+	}
+}

@@ -146,3 +146,15 @@ func sortedNames(m map[string]struct{}) []string {
 	sort.Strings(out)
 	return out
 }
+
+// WriteBehind is implemented by files whose written pages can be sent to
+// the device ahead of a Sync.
+type WriteBehind interface {
+	// StartWriteBack starts writing the dirty pages of [off, off+n) to
+	// the device and returns without waiting for them (Linux
+	// sync_file_range with SYNC_FILE_RANGE_WRITE only). It makes nothing
+	// durable, and it leaves the write-back's own errors to Sync: only a
+	// wait would report them, and reporting them there would hide them
+	// from the next Sync on the same handle.
+	StartWriteBack(off, n int64) error
+}

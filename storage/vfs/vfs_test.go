@@ -195,3 +195,29 @@ func TestErrorFS(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestOSWriteBehind: the OS file starts write-back of written pages, and
+// the kernel's refusal of a bad range comes back as an error.
+func TestOSWriteBehind(t *testing.T) {
+	f, err := Default.Create(filepath.Join(t.TempDir(), "f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(make([]byte, 1<<20), 0); err != nil {
+		t.Fatal(err)
+	}
+	w, ok := f.(WriteBehind)
+	if !ok {
+		t.Fatal("the OS file does not start write-back")
+	}
+	if err := w.StartWriteBack(0, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.StartWriteBack(-1, 1); !errors.Is(err, syscall.EINVAL) {
+		t.Fatalf("negative offset: %v, want EINVAL", err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+}
