@@ -146,7 +146,7 @@ func rawSequentialWrite(b *testing.B, dir string, total int64, chunk int) time.D
 // same bytes. Target ratio >= 0.7.
 func BenchmarkAppendAsync(b *testing.B) {
 	dir := benchDir(b)
-	s := openBench(b, filepath.Join(dir, "store"), Options{FlushMode: FlushAsync, FlushBytes: flushBytesForBench(), NoWriteBehind: os.Getenv("MQGATE_BENCH_NO_WRITE_BEHIND") == "1"})
+	s := openBench(b, filepath.Join(dir, "store"), Options{FlushMode: FlushAsync, FlushBytes: flushBytesForBench(), NoWriteBehind: os.Getenv("MQGATE_BENCH_NO_WRITE_BEHIND") == "1", LogCacheBytes: logCacheForBench()})
 	body := make([]byte, 1024)
 	rec := recordSize(benchMsg("BenchTopic", 0, body, 0))
 	const workers = 16
@@ -456,6 +456,16 @@ func restoreDirs(b *testing.B, dir string, saved []savedFile) {
 	// crash: write them back now so recovery's fsyncs do not pay for the
 	// restore.
 	unix.Sync()
+}
+
+// logCacheForBench: MQGATE_BENCH_LOG_CACHE sets Options.LogCacheBytes
+// (-1: keep everything cached) for comparisons.
+func logCacheForBench() int64 {
+	var n int64
+	if v := os.Getenv("MQGATE_BENCH_LOG_CACHE"); v != "" {
+		fmt.Sscan(v, &n)
+	}
+	return n
 }
 
 func flushBytesForBench() int64 {

@@ -89,6 +89,12 @@ type Options struct {
 	// write-back of every 16 MiB it writes out of the staging ring as
 	// soon as it is written (commitlog/staging.go, writeBehind).
 	NoWriteBehind bool
+	// LogCacheBytes is how much of the commit log behind the write
+	// position stays in the page cache once written back: older pages
+	// are dropped (commitlog/staging.go, dropBehind), and reads of them
+	// (consumers that far behind) go to the disk. Default 256 MiB; -1
+	// leaves it to the kernel. Async mode with a staging ring only.
+	LogCacheBytes int64
 
 	StoreHost string // written into each record's store host
 	// Now is the clock for store times and retention; nil means the
@@ -117,6 +123,9 @@ func (o Options) Defaults() Options {
 	}
 	if o.FlushBytes == 0 {
 		o.FlushBytes = 16 << 20
+	}
+	if o.LogCacheBytes == 0 {
+		o.LogCacheBytes = 256 << 20
 	}
 	if o.FlushTimeout == 0 {
 		o.FlushTimeout = 2 * time.Second

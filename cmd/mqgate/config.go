@@ -106,6 +106,7 @@ var settings = []setting{
 	strSetting("staging-dir", "tmpfs directory where async sends wait to be written to the log in runs of up to 1 MiB (survives a process crash); empty = /dev/shm if tmpfs, off = none", func(c *node.Config) *string { return &c.StagingDir }),
 	durSetting("flush-timeout", "sync flush: longest wait for the fsync before answering a flush timeout", func(c *node.Config) *time.Duration { return &c.FlushTimeout }),
 	sizeSetting("segment-size", "commit-log segment size (e.g. 1GiB, 64MiB)", func(c *node.Config) *int64 { return &c.SegmentSize }),
+	sizeSetting("log-cache", "how much of the commit log behind its newest records stays in the page cache once on disk (async with a staging ring); consumers further behind read from disk; 0 = the kernel decides", func(c *node.Config) *int64 { return &c.LogCache }),
 	durSetting("retention", "delete log segments older than this; 0 keeps everything", func(c *node.Config) *time.Duration { return &c.Retention }),
 	intSetting("disk-usage-limit", "delete oldest segments while the disk is fuller than this percent; 0 disables", func(c *node.Config) *int { return &c.DiskUsageLimit }),
 	strSetting("auth-file", "YAML users file; when set every gRPC, REST and remoting call must be signed by one of its access keys", func(c *node.Config) *string { return &c.AuthFile }),

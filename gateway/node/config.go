@@ -47,6 +47,11 @@ type Config struct {
 	FlushTimeout time.Duration
 	// SegmentSize is the commit-log segment file size in bytes.
 	SegmentSize int64
+	// LogCache is how much of the commit log behind its newest records
+	// stays in the page cache once written to disk; older pages are
+	// dropped, and consumers that far behind read from the disk. 0 leaves
+	// it to the kernel (storage.Options.LogCacheBytes).
+	LogCache int64
 	// Retention deletes commit-log segments older than this (0 keeps all).
 	Retention time.Duration
 	// DiskUsageLimit deletes the oldest segments while the data disk is
@@ -84,6 +89,7 @@ func Defaults() Config {
 		FlushInterval:             200 * time.Millisecond,
 		FlushTimeout:              2 * time.Second,
 		SegmentSize:               1 << 30,
+		LogCache:                  256 << 20,
 		Retention:                 72 * time.Hour,
 		DiskUsageLimit:            90,
 		GRPCMaxConnectionAgeGrace: 30 * time.Second,
@@ -139,6 +145,9 @@ func (c Config) Validate() error {
 	}
 	if c.SegmentSize < 1<<20 {
 		bad("segment-size", "must be at least 1 MiB, got %d", c.SegmentSize)
+	}
+	if c.LogCache < 0 {
+		bad("log-cache", "must not be negative, got %d", c.LogCache)
 	}
 	if c.Retention < 0 {
 		bad("retention", "must not be negative")

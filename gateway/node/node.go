@@ -179,8 +179,13 @@ func (n *Node) startStorage(ctx context.Context) error {
 	if usage == 0 {
 		usage = -1
 	}
+	logCache := n.cfg.LogCache
+	if logCache == 0 {
+		logCache = -1 // the kernel decides
+	}
 	st, err := storage.Open(filepath.Join(n.cfg.DataDir, "store"), storage.Options{
 		SegmentSize:      n.cfg.SegmentSize,
+		LogCacheBytes:    logCache,
 		FlushMode:        mode,
 		FlushInterval:    n.cfg.FlushInterval,
 		StagingDir:       n.cfg.StagingDir,

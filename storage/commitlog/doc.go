@@ -52,7 +52,9 @@
 // write-back of every 16 MiB it has written (sync_file_range, no wait;
 // Options.NoWriteBehind turns it off): buffered writes of a log that
 // grows at disk speed cost less when its dirty pages do not pile up until
-// the next fsync. Durability is still the fsyncs' alone. Without a ring,
+// the next fsync. Durability is still the fsyncs' alone. With
+// Options.KeepCached it also drops from the page cache what lies that far
+// behind (dropBehind), so the kernel reuses those pages for new writes. Without a ring,
 // on a file system that can reserve blocks, records are stored through a
 // shared mapping of the active segment rather than written with pwrite
 // (mapped.go). Either way blocks are reserved ahead, so the file has a

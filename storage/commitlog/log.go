@@ -56,6 +56,11 @@ type Options struct {
 	// kernel's write-back rather than starting it every
 	// writeBehindWindow bytes (staging.go).
 	NoWriteBehind bool
+	// KeepCached > 0: once the flusher is that many bytes past a part
+	// of the log, it drops that part's pages from the page cache
+	// (staging.go, dropBehind); reads further back go to the device.
+	// 0: the kernel decides what stays cached.
+	KeepCached int64
 }
 
 // Recovery tells Open what the previous run left.
@@ -233,6 +238,9 @@ type Log struct {
 	// file is started up to file offset wbFrom.
 	wbSeg  *segment
 	wbFrom int64
+	// dropFrom: the log position from which pages have not been dropped
+	// (dropBehind), under fmu.
+	dropFrom int64
 
 	qmu    sync.Mutex
 	queue  []*request
@@ -513,6 +521,7 @@ func (l *Log) Start() {
 	l.staged.Store(l.wpos)
 	l.flushed.Store(l.wpos)
 	l.fseg = l.active
+	l.dropFrom = l.wpos
 	l.startZeroer()
 	go l.writeLoop()
 	go l.syncLoop()

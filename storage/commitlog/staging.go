@@ -521,12 +521,10 @@ func (l *Log) flushRun(to int64) error {
 // written (storage/README.md). It makes nothing durable: the fsyncs are
 // unchanged, and write-back errors still reach them (vfs.WriteBehind).
 func (l *Log) writeBehind(pos int64) {
-	if l.opts.NoWriteBehind {
-		return
-	}
+	defer l.dropBehind(pos)
 	seg := l.fseg
 	w, ok := seg.f.(vfs.WriteBehind)
-	if !ok {
+	if !ok || l.opts.NoWriteBehind {
 		return
 	}
 	if l.wbSeg != seg {
@@ -537,6 +535,62 @@ func (l *Log) writeBehind(pos int64) {
 			l.logger.Debug("commitlog: start write-back", "segment", seg.path, "err", err)
 		}
 		l.wbFrom += writeBehindWindow
+	}
+}
+
+// dropBehind drops from the page cache the log that lies more than
+// KeepCached bytes behind log position pos, one window at a time (its
+// write-back was started when the flusher passed it, long since). fmu is
+// held.
+//
+// A page cache that grows with the log costs the writes more: on the
+// development VM, writing 3.2 GB took 3.8-9.4 s of CPU with only the
+// write-back started early, and 1.2-1.9 s with the pages more than 64 MiB
+// behind dropped as well, since the kernel then reuses the pages it just
+// freed rather than taking fresh ones (storage/README.md). Reads of what
+// was dropped go to the device.
+func (l *Log) dropBehind(pos int64) {
+	keep := l.opts.KeepCached
+	if keep <= 0 {
+		return
+	}
+	for pos-l.dropFrom >= keep+writeBehindWindow {
+		l.dropCached(l.dropFrom, l.dropFrom+writeBehindWindow)
+		l.dropFrom += writeBehindWindow
+	}
+}
+
+// dropCached drops the clean pages of log positions [from, to) from the
+// page cache, and from the readers' mappings, where mapped pages would
+// stay cached. A reader that is using them meanwhile faults them in
+// again: the bytes do not change.
+func (l *Log) dropCached(from, to int64) {
+	for from < to {
+		s, end, err := l.segFor(from)
+		if err != nil {
+			return // removed by retention (or closed): nothing to drop
+		}
+		end = min(end, to)
+		if w, ok := s.f.(vfs.WriteBehind); ok && end > from {
+			off, n := from-s.base, end-from
+			if mm := s.data(); mm != nil {
+				a := (off + pageSize - 1) &^ (pageSize - 1)
+				b := min(off+n, int64(len(mm))) &^ (pageSize - 1)
+				if a < b {
+					if err := vfs.DropPages(mm[a:b]); err != nil {
+						l.logger.Debug("commitlog: drop mapped pages", "segment", s.path, "err", err)
+					}
+				}
+			}
+			if err := w.DropCache(off, n); err != nil {
+				l.logger.Debug("commitlog: drop cached pages", "segment", s.path, "err", err)
+			}
+		}
+		s.release()
+		if end <= from {
+			return
+		}
+		from = end
 	}
 }
 

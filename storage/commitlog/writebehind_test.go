@@ -16,6 +16,7 @@ type wbFS struct {
 	vfs.FS
 	mu     sync.Mutex
 	starts map[string][][2]int64 // segment file name: (offset, length) in call order
+	drops  [][2]int64            // log positions [from, to) dropped, in call order
 }
 
 type wbFile struct {
@@ -37,6 +38,17 @@ func (f wbFile) StartWriteBack(off, n int64) error {
 	return f.File.(vfs.WriteBehind).StartWriteBack(off, n)
 }
 
+func (f wbFile) DropCache(off, n int64) error {
+	base, ok := parseSegName(f.name)
+	if !ok {
+		panic(f.name)
+	}
+	f.fs.mu.Lock()
+	f.fs.drops = append(f.fs.drops, [2]int64{base + off, base + off + n})
+	f.fs.mu.Unlock()
+	return f.File.(vfs.WriteBehind).DropCache(off, n)
+}
+
 func (w *wbFS) wrap(f vfs.File, name string, err error) (vfs.File, error) {
 	if err != nil {
 		return nil, err
@@ -56,14 +68,21 @@ func (w *wbFS) OpenRW(name string) (vfs.File, error) {
 
 // TestWriteBehind: the flusher starts the write-back of each whole
 // window of writeBehindWindow bytes it writes, once, in order, from each
-// segment's start, and not with NoWriteBehind; the records read back
-// whole.
+// segment's start, and not with NoWriteBehind. With KeepCached it drops
+// the cached pages of each window once it is KeepCached past it, across
+// segments, in order, and nothing more recent. The records read back
+// whole, dropped or not.
 func TestWriteBehind(t *testing.T) {
-	for _, off := range []bool{false, true} {
+	for _, c := range []struct {
+		off  bool
+		keep int64
+	}{{false, 0}, {true, 0}, {false, 16 << 20}, {true, 8 << 20}} {
+		off := c.off
 		fs := &wbFS{FS: vfs.Default, starts: map[string][][2]int64{}}
 		dir := t.TempDir()
 		o := stagingOpts(fs, dir, t.TempDir(), 40<<20)
 		o.NoWriteBehind = off
+		o.KeepCached = c.keep
 		o.MaxRecordSize = 1 << 20
 		l, _ := openLog(t, o, Recovery{From: -1, CleanEnd: -1})
 		if l.stg == nil {
@@ -102,6 +121,26 @@ func TestWriteBehind(t *testing.T) {
 					t.Errorf("segment %d: start %d is %v, want window %d", s.Base, i, c, i)
 				}
 			}
+		}
+		// Dropped: whole windows from the start, each as far as KeepCached
+		// allows, split at the segment boundary.
+		flushed := l.flushed.Load()
+		wantEnd := int64(0)
+		if c.keep > 0 && flushed >= c.keep+writeBehindWindow {
+			wantEnd = (flushed - c.keep) / writeBehindWindow * writeBehindWindow
+		}
+		at := int64(0)
+		for _, d := range fs.drops {
+			if d[0] != at || d[1] <= d[0] {
+				t.Fatalf("keep %d: drops %v: not contiguous from 0", c.keep, fs.drops)
+			}
+			at = d[1]
+		}
+		if at != wantEnd {
+			t.Errorf("keep %d, flushed %d: dropped up to %d, want %d (%v)", c.keep, flushed, at, wantEnd, fs.drops)
+		}
+		if c.keep > 0 && len(fs.drops) < 3 {
+			t.Errorf("keep %d: drops %v, want the windows before %d, one split by the roll", c.keep, fs.drops, wantEnd)
 		}
 		fs.mu.Unlock()
 		for i, e := range ents {

@@ -170,3 +170,7 @@ func (f osFile) StartWriteBack(off, n int64) error {
 		}
 	}
 }
+
+func (f osFile) DropCache(off, n int64) error {
+	return unix.Fadvise(int(f.Fd()), off, n, unix.FADV_DONTNEED)
+}

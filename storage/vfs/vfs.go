@@ -157,4 +157,10 @@ type WriteBehind interface {
 	// wait would report them, and reporting them there would hide them
 	// from the next Sync on the same handle.
 	StartWriteBack(off, n int64) error
+	// DropCache drops the clean pages of [off, off+n) from the page cache
+	// (posix_fadvise DONTNEED): later reads take them from the device.
+	// Dirty pages, pages under write-back and pages mapped by a process
+	// stay. Like StartWriteBack it neither waits nor reports write-back
+	// errors.
+	DropCache(off, n int64) error
 }
