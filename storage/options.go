@@ -92,7 +92,7 @@ type Options struct {
 	// LogCacheBytes is how much of the commit log behind the write
 	// position stays in the page cache once written back: older pages
 	// are dropped (commitlog/staging.go, dropBehind), and reads of them
-	// (consumers that far behind) go to the disk. Default 256 MiB; -1
+	// (consumers that far behind) go to the disk. Default 1 GiB; -1
 	// leaves it to the kernel. Async mode with a staging ring only.
 	LogCacheBytes int64
 
@@ -125,7 +125,7 @@ func (o Options) Defaults() Options {
 		o.FlushBytes = 16 << 20
 	}
 	if o.LogCacheBytes == 0 {
-		o.LogCacheBytes = 256 << 20
+		o.LogCacheBytes = 1 << 30
 	}
 	if o.FlushTimeout == 0 {
 		o.FlushTimeout = 2 * time.Second

@@ -89,7 +89,7 @@ func Defaults() Config {
 		FlushInterval:             200 * time.Millisecond,
 		FlushTimeout:              2 * time.Second,
 		SegmentSize:               1 << 30,
-		LogCache:                  256 << 20,
+		LogCache:                  1 << 30,
 		Retention:                 72 * time.Hour,
 		DiskUsageLimit:            90,
 		GRPCMaxConnectionAgeGrace: 30 * time.Second,
