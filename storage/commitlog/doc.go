@@ -67,7 +67,8 @@
 // (pending durable appends) is a leaf: nothing is locked or waited on
 // under it. Log.fmu (writing the ring out) is taken by the flusher, by
 // the writer role (ring full, roll, failed batch), by Sync and by a Read
-// of a record still in the ring, never while holding qmu or mu.
+// of a record still in the ring, never while holding qmu or mu; under it
+// the flusher's drop-behind takes mu to look segments up (fmu, then mu).
 //
 // commitlog imports storage/message, storage/vfs, storage/internal/serr
 // and the standard library only; it knows nothing of consume queues, the

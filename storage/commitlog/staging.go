@@ -515,9 +515,9 @@ func (l *Log) flushRun(to int64) error {
 // Left to the kernel, the pages of a log being written at disk speed pile
 // up dirty until the periodic fsync or the kernel's flusher threads take
 // them, and each buffered write of a new page costs more meanwhile: on
-// the development VM, 1.6 GB written in 256 KiB pwrites took 1.1-2.2 s of
-// CPU and 1.8-3.1 s with the final fdatasync, against 0.5-0.9 s and
-// 0.9-1.3 s with the write-back of each 16 MiB started as soon as it was
+// the development VM, 1.6 GB written in 256 KiB pwrites took 0.95-2.4 s
+// of CPU and 1.8-3.2 s with the final fdatasync, against 0.5-1.3 s and
+// 0.9-1.9 s with the write-back of each 16 MiB started as soon as it was
 // written (storage/README.md). It makes nothing durable: the fsyncs are
 // unchanged, and write-back errors still reach them (vfs.WriteBehind).
 func (l *Log) writeBehind(pos int64) {

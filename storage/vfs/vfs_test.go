@@ -196,8 +196,9 @@ func TestErrorFS(t *testing.T) {
 	}
 }
 
-// TestOSWriteBehind: the OS file starts write-back of written pages, and
-// the kernel's refusal of a bad range comes back as an error.
+// TestOSWriteBehind: the OS file starts write-back of written pages and
+// drops them from the page cache, and the kernel's refusal of a bad range
+// comes back as an error.
 func TestOSWriteBehind(t *testing.T) {
 	f, err := Default.Create(filepath.Join(t.TempDir(), "f"))
 	if err != nil {
@@ -219,5 +220,15 @@ func TestOSWriteBehind(t *testing.T) {
 	}
 	if err := f.Sync(); err != nil {
 		t.Fatal(err)
+	}
+	if err := w.DropCache(0, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.DropCache(0, -1); !errors.Is(err, syscall.EINVAL) {
+		t.Fatalf("negative length: %v, want EINVAL", err)
+	}
+	b := make([]byte, 1<<20)
+	if n, err := f.ReadAt(b, 0); err != nil || n != len(b) {
+		t.Fatalf("read back after the drop: %d, %v", n, err)
 	}
 }
