@@ -549,7 +549,7 @@ func (l *Log) writeBehind(pos int64) {
 // 3.2 GB took 3.8-9.4 s of CPU with only the write-back started early,
 // and 1.2-1.9 s with the pages more than 64 MiB behind dropped as well:
 // the kernel reuses the pages just freed. The store's 3.3 GB append run
-// went from 4.1-4.7 to 2.2-3.2 µs of CPU per append with a KeepCached of
+// went from 3.0-4.7 to 2.2-3.2 µs of CPU per append with a KeepCached of
 // 1 GiB. Dropping costs a little (the pages are released and taken
 // again), so a small KeepCached slowed the 1.65 GB run, which a 1 GiB one
 // did not (storage/README.md). Reads of what was dropped go to the
