@@ -10,8 +10,8 @@ import (
 	"github.com/mqgate/mqgate/storage/vfs"
 )
 
-// wbFS is the OS file system with the write-back starts of its files
-// recorded.
+// wbFS is the OS file system with the write-back starts and the cache
+// drops of its files recorded.
 type wbFS struct {
 	vfs.FS
 	mu     sync.Mutex
