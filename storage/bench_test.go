@@ -19,6 +19,9 @@ import (
 //
 //	make bench-storage   (go test -run '^$' -bench . -benchtime 2s ./storage/...)
 //	MQGATE_BENCH_LARGE=1 adds the 4 GiB recovery case.
+//	MQGATE_BENCH_NO_RAW=1 leaves AppendAsync's raw runs out (no ratio).
+//	MQGATE_BENCH_NO_WRITE_BEHIND=1 and MQGATE_BENCH_LOG_CACHE=<bytes>
+//	(-1: nothing dropped) set those options of AppendAsync's store.
 
 func benchDir(b *testing.B) string {
 	if d := os.Getenv("MQGATE_BENCH_DIR"); d != "" {
@@ -158,7 +161,13 @@ func BenchmarkAppendAsync(b *testing.B) {
 	// Two write sizes: on the development VM's kernel (6.18, ext4) 1 MiB
 	// pwrites into a new file ran at half the speed of 256 KiB ones
 	// (storage/README.md); the raw limit is the faster.
-	rawBefore := min(rawSequentialWrite(b, dir, rec*int64(b.N), 1<<20), rawSequentialWrite(b, dir, rec*int64(b.N), 256<<10))
+	// MQGATE_BENCH_NO_RAW=1 leaves the raw runs out (no ratio): for
+	// profiles and long runs of the store alone.
+	noRaw := os.Getenv("MQGATE_BENCH_NO_RAW") == "1"
+	var rawBefore time.Duration
+	if !noRaw {
+		rawBefore = min(rawSequentialWrite(b, dir, rec*int64(b.N), 1<<20), rawSequentialWrite(b, dir, rec*int64(b.N), 256<<10))
+	}
 	b.ResetTimer()
 	cpu0 := processCPU(b)
 	appendPhase := appendConcurrently(b, workers, func(w int, _ int64) error {
@@ -183,11 +192,15 @@ func BenchmarkAppendAsync(b *testing.B) {
 	}
 	b.ReportMetric(float64(time.Since(t1).Milliseconds()), "dispatch-behind-ms")
 	total := rec * int64(b.N)
+	mq := float64(total) / el.Seconds() / 1e6
+	b.ReportMetric(mq, "mqgate-MB/s")
+	if noRaw {
+		s.Close(context.Background())
+		return
+	}
 	raw1m := rawSequentialWrite(b, dir, total, 1<<20)
 	raw := min(rawBefore, raw1m, rawSequentialWrite(b, dir, total, 256<<10))
-	mq := float64(total) / el.Seconds() / 1e6
 	rw := float64(total) / raw.Seconds() / 1e6
-	b.ReportMetric(mq, "mqgate-MB/s")
 	b.ReportMetric(rw, "raw-MB/s")
 	b.ReportMetric(float64(total)/raw1m.Seconds()/1e6, "raw-1MiB-MB/s")
 	b.ReportMetric(mq/rw, "ratio")
