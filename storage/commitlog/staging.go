@@ -432,6 +432,7 @@ func (l *Log) stage(seg *segment, b []byte, off int64) error {
 		}
 		l.flushed.Store(pos + int64(len(b)))
 		l.writeBehind(pos + int64(len(b)))
+		l.dropBehind(pos + int64(len(b)))
 		return nil
 	}
 	if need := pos + int64(len(b)) - l.stg.size; need > l.flushed.Load() {
@@ -505,6 +506,7 @@ func (l *Log) flushRun(to int64) error {
 	// still be whole in the ring for the next Open to replay it.
 	l.flushed.Store(end)
 	l.writeBehind(end)
+	l.dropBehind(end)
 	return nil
 }
 
@@ -521,7 +523,6 @@ func (l *Log) flushRun(to int64) error {
 // written (storage/README.md). It makes nothing durable: the fsyncs are
 // unchanged, and write-back errors still reach them (vfs.WriteBehind).
 func (l *Log) writeBehind(pos int64) {
-	defer l.dropBehind(pos)
 	seg := l.fseg
 	w, ok := seg.f.(vfs.WriteBehind)
 	if !ok || l.opts.NoWriteBehind {
