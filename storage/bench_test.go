@@ -149,7 +149,7 @@ func rawSequentialWrite(b *testing.B, dir string, total int64, chunk int) time.D
 // same bytes. Target ratio >= 0.7.
 func BenchmarkAppendAsync(b *testing.B) {
 	dir := benchDir(b)
-	s := openBench(b, filepath.Join(dir, "store"), Options{FlushMode: FlushAsync, FlushBytes: flushBytesForBench(), NoWriteBehind: os.Getenv("MQGATE_BENCH_NO_WRITE_BEHIND") == "1", LogCacheBytes: logCacheForBench()})
+	s := openBench(b, filepath.Join(dir, "store"), Options{FlushMode: FlushAsync, FlushBytes: envInt64("MQGATE_BENCH_FLUSH_BYTES"), NoWriteBehind: os.Getenv("MQGATE_BENCH_NO_WRITE_BEHIND") == "1", LogCacheBytes: envInt64("MQGATE_BENCH_LOG_CACHE")})
 	body := make([]byte, 1024)
 	rec := recordSize(benchMsg("BenchTopic", 0, body, 0))
 	const workers = 16
@@ -471,21 +471,13 @@ func restoreDirs(b *testing.B, dir string, saved []savedFile) {
 	unix.Sync()
 }
 
-// logCacheForBench: MQGATE_BENCH_LOG_CACHE sets Options.LogCacheBytes
-// (-1: keep everything cached) for comparisons.
-func logCacheForBench() int64 {
+// envInt64 is the number in environment variable name, 0 when unset:
+// MQGATE_BENCH_FLUSH_BYTES sets Options.FlushBytes, MQGATE_BENCH_LOG_CACHE
+// Options.LogCacheBytes (-1: keep everything cached), for comparisons.
+func envInt64(name string) int64 {
 	var n int64
-	if v := os.Getenv("MQGATE_BENCH_LOG_CACHE"); v != "" {
+	if v := os.Getenv(name); v != "" {
 		fmt.Sscan(v, &n)
 	}
 	return n
-}
-
-func flushBytesForBench() int64 {
-	if v := os.Getenv("MQGATE_BENCH_FLUSH_BYTES"); v != "" {
-		var n int64
-		fmt.Sscan(v, &n)
-		return n
-	}
-	return 0
 }

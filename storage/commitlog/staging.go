@@ -430,9 +430,7 @@ func (l *Log) stage(seg *segment, b []byte, off int64) error {
 		if _, err := seg.f.WriteAt(b, off); err != nil {
 			return err
 		}
-		l.flushed.Store(pos + int64(len(b)))
-		l.writeBehind(pos + int64(len(b)))
-		l.dropBehind(pos + int64(len(b)))
+		l.advanceFlushed(pos + int64(len(b)))
 		return nil
 	}
 	if need := pos + int64(len(b)) - l.stg.size; need > l.flushed.Load() {
@@ -504,10 +502,17 @@ func (l *Log) flushRun(to int64) error {
 	// Only now, and only at a record boundary: the writer reuses ring
 	// bytes below flushed, and a record torn in the file by a crash must
 	// still be whole in the ring for the next Open to replay it.
+	l.advanceFlushed(end)
+	return nil
+}
+
+// advanceFlushed publishes that the segment holds the log up to end (a
+// record boundary), then starts the write-back and drops the cached pages
+// that are due. fmu is held.
+func (l *Log) advanceFlushed(end int64) {
 	l.flushed.Store(end)
 	l.writeBehind(end)
 	l.dropBehind(end)
-	return nil
 }
 
 // writeBehind starts the write-back of every whole window of
