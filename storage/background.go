@@ -7,7 +7,8 @@ import (
 )
 
 // background runs the periodic work of the store on one goroutine:
-// checkpoints, retention and metadata flushes.
+// checkpoints (also one as soon as the index seals a file), retention and
+// metadata flushes.
 func (s *Store) background() {
 	defer close(s.bgDone)
 	cp := time.NewTicker(s.opts.CheckpointInterval)
@@ -20,6 +21,10 @@ func (s *Store) background() {
 		select {
 		case <-s.bgStop:
 			return
+		case <-s.cpSoon:
+			if err := s.checkpoint(false); err != nil {
+				s.logger.Warn("storage: checkpoint failed", "err", err)
+			}
 		case <-cp.C:
 			if s.lastCP.Load() != s.disp.pos.Load() {
 				if err := s.checkpoint(false); err != nil {

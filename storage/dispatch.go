@@ -77,6 +77,14 @@ func (d *dispatcher) catchUp(end int64) error {
 		if err := d.step(end); err != nil {
 			return err
 		}
+		// Replay runs before the background loop's checkpoints: sealed
+		// index files are written as they fill, so that re-indexing a
+		// long log holds one in memory, not all of them.
+		if d.s.idx.Unwritten() > 0 {
+			if err := d.s.idx.Sync(); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }

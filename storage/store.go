@@ -107,10 +107,13 @@ type Store struct {
 	hook atomic.Pointer[ArrivalHook]
 	c    counters
 
-	closed      atomic.Bool
-	closeOnce   sync.Once
-	closeErr    error
-	bgStop      chan struct{}
+	closed    atomic.Bool
+	closeOnce sync.Once
+	closeErr  error
+	bgStop    chan struct{}
+	// cpSoon asks the background loop for a checkpoint now (the index
+	// sealed a file, which waits in memory until one writes it).
+	cpSoon      chan struct{}
 	bgDone      chan struct{}
 	cpMu        sync.Mutex // checkpoint writers
 	lastCP      atomic.Int64
@@ -158,7 +161,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		}
 		return nil, fmt.Errorf("storage: lock %s: %w", dir, err)
 	}
-	s := &Store{dir: dir, opts: opts, fs: fs, logger: opts.Logger, lock: lk, epoch: time.Now(), bgStop: make(chan struct{}), bgDone: make(chan struct{})}
+	s := &Store{dir: dir, opts: opts, fs: fs, logger: opts.Logger, lock: lk, epoch: time.Now(), bgStop: make(chan struct{}), bgDone: make(chan struct{}), cpSoon: make(chan struct{}, 1)}
 	if err := s.open(); err != nil {
 		s.closeParts()
 		lk.Close()
@@ -215,7 +218,7 @@ func (s *Store) open() error {
 		return fmt.Errorf("storage: consume queues: %w", err)
 	}
 	if s.idx, err = index.Open(index.Options{FS: fs, Dir: filepath.Join(dir, "index"), Slots: o.IndexSlots,
-		Capacity: o.IndexCapacity, Logger: o.Logger, LogMin: res.Min, LogEnd: res.End}); err != nil {
+		Capacity: o.IndexCapacity, Logger: o.Logger, LogMin: res.Min, LogEnd: res.End, OnSeal: s.checkpointSoon}); err != nil {
 		return fmt.Errorf("storage: index: %w", err)
 	}
 	if s.meta, err = meta.Open(fs, filepath.Join(dir, "meta"), meta.Options{Logger: o.Logger}); err != nil {
@@ -272,6 +275,15 @@ func (s *Store) markRunning() error {
 	}
 	f.Close()
 	return s.fs.SyncDir(s.dir)
+}
+
+// checkpointSoon asks the background loop for a checkpoint without
+// waiting for it.
+func (s *Store) checkpointSoon() {
+	select {
+	case s.cpSoon <- struct{}{}:
+	default:
+	}
 }
 
 // checkpoint fsyncs the views and records how far recovery can trust them.

@@ -143,6 +143,35 @@ func TestIndexLookups(t *testing.T) {
 	mustClose(t, s)
 }
 
+// TestSealedIndexFilesWrittenSoon: the index seals a full file in memory
+// (the dispatcher does no index I/O); the store then checkpoints at once,
+// not at its next CheckpointInterval (an hour here), so that sealed files
+// do not pile up in memory. Replay writes them as it goes.
+func TestSealedIndexFilesWrittenSoon(t *testing.T) {
+	s := mustOpen(t, "/d", testOpts(vfs.NewMem()))
+	for i := 0; i < 600; i++ { // 3 index entries each: 7 files of 256
+		appendOne(t, s, msg("T", int32(i%2), i))
+	}
+	waitAll(t, s)
+	for deadline := time.Now().Add(10 * time.Second); s.idx.Unwritten() > 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d sealed index files still unwritten after 10 s", s.idx.Unwritten())
+		}
+	}
+	mustClose(t, s)
+	if err := s.fs.RemoveAll("/d/index"); err != nil {
+		t.Fatal(err)
+	}
+	s = mustOpen(t, "/d", testOpts(s.fs))
+	if n := s.idx.Unwritten(); n != 0 {
+		t.Fatalf("replay left %d sealed index files in memory", n)
+	}
+	if ms, err := s.LookupByID("T", "id-T-1-7", 4); err != nil || len(ms) != 1 {
+		t.Fatalf("by id after the rebuild: %v %v", ms, err)
+	}
+	mustClose(t, s)
+}
+
 func TestDeleteTopic(t *testing.T) {
 	fs := vfs.NewMem()
 	o := testOpts(fs)

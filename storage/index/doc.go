@@ -20,22 +20,33 @@
 //	slots:   slot count × 4 bytes   (entry number + 1 of the newest entry in the slot; 0 = empty)
 //	entries: capacity × 32 bytes    (hash 8 | log position 8 | size 4 | previous entry number + 1 4 | store time 8)
 //
-// Only the active (last) file is held in memory — its slot table and
-// entries — so memory is bounded by SlotCount×4 + Capacity×32 bytes
-// (34 MiB with the defaults) however large the log grows; sealed files are
-// read with pread on lookup. Lookups walk files newest first, skipping
-// those whose time range cannot match. Hash collisions are possible: the
-// caller must check the record it reads.
+// The active (last) file is held in memory — its slot table and entries,
+// SlotCount×4 + Capacity×32 bytes (8.5 MiB with the defaults) — and so is
+// a sealed file until the Sync that writes it; that file's memory is then
+// kept for the next active file. Memory is therefore bounded by the files
+// sealed between two Syncs (the store checkpoints as soon as one is
+// sealed, and replay syncs after each one), plus one, however large the
+// log grows. Files written by Sync are read with pread on lookup. Lookups
+// walk files newest first, skipping those whose time range cannot match.
+// Hash collisions are possible: the caller must check the record it reads.
 //
-// Durability: Sync writes new entries, fsyncs, then writes the dirty slot
-// pages and the header (with the end position) and fsyncs again. On open
-// the active file's slot table is rebuilt from its entries, so a torn slot
-// page cannot point at a missing entry. A file whose header fails its CRC
-// is dropped with every later file and re-indexed from the log. A sealed
-// file's entries are not covered by that CRC: Lookup checks that every
-// chain strictly descends, answers ErrCorrupt where it does not, and
-// leaves a "<file>.damaged" marker that makes the next Open drop the file
-// (and the later ones) the same way.
+// Durability: Put does no I/O, so the dispatcher never waits for the
+// disk, not even when a file fills and is sealed (writing and fsyncing the
+// sealed file there stalled it 11-21 ms per file; BenchmarkPutWithSync).
+// Sync writes the sealed files still in memory whole, oldest first, then
+// the active file's new entries: entries, fsync, then the slot pages and
+// the header (with the end position), fsync again. A file is created by
+// the Sync that first writes it, after every earlier file is sealed on
+// disk, so only the last file on disk can be unsealed; Open still treats
+// an unsealed file before the last as the end of the index (the later
+// ones are dropped and re-indexed). On open the active file's slot table
+// is rebuilt from its entries, so a torn slot page cannot point at a
+// missing entry. A file whose header fails its CRC is dropped with every
+// later file and re-indexed from the log. A sealed file's entries are not
+// covered by that CRC: Lookup checks that every chain strictly descends,
+// answers ErrCorrupt where it does not, and leaves a "<file>.damaged"
+// marker that makes the next Open drop the file (and the later ones) the
+// same way.
 //
 // index imports storage/vfs, storage/internal/serr and the standard library.
 package index
