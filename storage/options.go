@@ -64,8 +64,10 @@ type Options struct {
 	RetentionInterval time.Duration // default 10s
 
 	// CheckpointInterval: how often consume queues and the index are
-	// fsynced and the checkpoint written. Recovery after a crash replays
-	// the log written since the last checkpoint. Default 1s.
+	// fsynced and the checkpoint written (also at once when the index
+	// seals a full file, which waits in memory until then). Recovery
+	// after a crash replays the log written since the last checkpoint.
+	// Default 1s.
 	CheckpointInterval time.Duration
 	// MetaFlushInterval: how often asynchronous metadata (consumer
 	// offsets) is persisted. Default 5s.
