@@ -20,15 +20,16 @@
 //	slots:   slot count × 4 bytes   (entry number + 1 of the newest entry in the slot; 0 = empty)
 //	entries: capacity × 32 bytes    (hash 8 | log position 8 | size 4 | previous entry number + 1 4 | store time 8)
 //
-// The active (last) file is held in memory — its slot table and entries,
-// SlotCount×4 + Capacity×32 bytes (8.5 MiB with the defaults) — and so is
-// a sealed file until the Sync that writes it; that file's memory is then
-// kept for the next active file. Memory is therefore bounded by the files
+// The active (last) file is held in memory — its slot table and the
+// entries it has so far, in 64 KiB chunks: at most SlotCount×4 +
+// Capacity×32 bytes (8.5 MiB with the defaults) — and so is a sealed file
+// until the Sync that writes it. Memory is therefore bounded by the files
 // sealed between two Syncs (the store checkpoints as soon as one is
-// sealed, and replay syncs after each one), plus one, however large the
-// log grows. Files written by Sync are read with pread on lookup. Lookups
-// walk files newest first, skipping those whose time range cannot match.
-// Hash collisions are possible: the caller must check the record it reads.
+// sealed, and replay syncs after each one) plus the active one, however
+// large the log grows. Files written by Sync are read with pread on
+// lookup. Lookups walk files newest first, skipping those whose time
+// range cannot match. Hash collisions are possible: the caller must check
+// the record it reads.
 //
 // Durability: Put does no I/O, so the dispatcher never waits for the
 // disk, not even when a file fills and is sealed (writing and fsyncing the

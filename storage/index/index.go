@@ -104,13 +104,57 @@ type file struct {
 	// In memory while the file is active, and once sealed until the Sync
 	// that writes it whole (then nil: lookups read the file).
 	slots     []uint32
-	entries   []byte
+	entries   entries
 	persisted uint32  // entries written to the file (changed by Sync only, under syncMu)
 	dirtyPg   pageSet // slot pages changed since the last snapshot (active file)
 	newFile   bool    // its directory entry is not yet synced
 	// damaged is set once Lookup found the file's entries damaged and
 	// left a marker for the next Open (see markDamaged).
 	damaged atomic.Bool
+}
+
+// entries holds a file's entries in chunks of entryChunk, so that an
+// active file neither takes its whole capacity up front (8 MiB with the
+// defaults, allocated under the index lock at each rotation, and held by
+// a store with a handful of messages) nor copies its entries as it grows
+// (appending to one slice did: 5 % of the CPU of BenchmarkAppendAsync).
+type entries struct {
+	chunks [][]byte // entryChunk entries each; the last may be partly used
+	n      int
+}
+
+const entryChunk = 2048 // 64 KiB
+
+// at returns entry i (< n).
+func (es *entries) at(i int) []byte {
+	return es.chunks[i/entryChunk][i%entryChunk*entrySize:][:entrySize]
+}
+
+func (es *entries) add(e []byte) {
+	if es.n == len(es.chunks)*entryChunk {
+		es.chunks = append(es.chunks, make([]byte, entryChunk*entrySize))
+	}
+	es.n++
+	copy(es.at(es.n-1), e)
+}
+
+// truncate keeps the first n entries.
+func (es *entries) truncate(n int) {
+	es.n = n
+	es.chunks = es.chunks[:(n+entryChunk-1)/entryChunk]
+}
+
+// spans returns entries [from, to) as one slice per chunk they lie in,
+// sharing the memory: entries below n never change.
+func (es *entries) spans(from, to int) [][]byte {
+	var out [][]byte
+	for from < to {
+		c, off := from/entryChunk, from%entryChunk
+		k := min(entryChunk-off, to-from)
+		out = append(out, es.chunks[c][off*entrySize:(off+k)*entrySize])
+		from += k
+	}
+	return out
 }
 
 // inMemory: the file's slots and entries are held (active, or sealed and
@@ -129,11 +173,6 @@ type Index struct {
 	mu     sync.RWMutex
 	sealed []*file // oldest first; the newest may wait in memory for Sync
 	active *file
-	// spare: a written sealed file's memory, for the next active file.
-	spare struct {
-		slots   []uint32
-		entries []byte
-	}
 	// syncMu: every write to, creation and close of a file happens under
 	// it (Sync, RemoveBelow, Close), so writers never race each other.
 	// Lock order: syncMu, then mu.
@@ -288,20 +327,25 @@ func (x *Index) load(p string, base int64) (*file, error) {
 // activate loads the active file's entries and rebuilds its slot table,
 // cutting entries at or past LogEnd.
 func (x *Index) activate(f *file) error {
-	// Sized by what the file holds (checked against its size in load), not
-	// by the header's capacity: Put's appends grow it.
-	f.entries = make([]byte, int(f.h.count)*entrySize)
-	if f.h.count > 0 {
-		if _, err := f.f.ReadAt(f.entries, f.entriesOff()); err != nil {
+	// What the file holds (checked against its size in load); Put's
+	// appends go on from there.
+	count := int(f.h.count)
+	f.entries = entries{}
+	for i := 0; i < count; i += entryChunk {
+		c := make([]byte, entryChunk*entrySize)
+		k := min(entryChunk, count-i)
+		if _, err := f.f.ReadAt(c[:k*entrySize], f.entriesOff()+int64(i)*entrySize); err != nil {
 			return err
 		}
+		f.entries.chunks = append(f.entries.chunks, c)
 	}
-	n := sort.Search(int(f.h.count), func(i int) bool {
-		return int64(binary.LittleEndian.Uint64(f.entries[i*entrySize+8:])) >= x.opts.LogEnd
+	f.entries.n = count
+	n := sort.Search(count, func(i int) bool {
+		return int64(binary.LittleEndian.Uint64(f.entries.at(i)[8:])) >= x.opts.LogEnd
 	})
-	if uint32(n) != f.h.count || f.h.end > x.opts.LogEnd {
+	if n != count || f.h.end > x.opts.LogEnd {
 		f.h.count = uint32(n)
-		f.entries = f.entries[:n*entrySize]
+		f.entries.truncate(n)
 		f.h.end = min(f.h.end, x.opts.LogEnd)
 	}
 	f.persisted = f.h.count
@@ -310,7 +354,7 @@ func (x *Index) activate(f *file) error {
 	// The on-disk slot table may be torn: rewrite all of it on next Sync.
 	f.dirtyPg.setAll()
 	for i := 0; i < n; i++ {
-		e := f.entries[i*entrySize:]
+		e := f.entries.at(i)
 		s := binary.LittleEndian.Uint64(e) % uint64(f.h.slots)
 		binary.LittleEndian.PutUint32(e[20:], f.slots[s])
 		f.slots[s] = uint32(i + 1)
@@ -324,17 +368,9 @@ func (x *Index) activate(f *file) error {
 // newActive starts an active file at first, in memory only: the Sync
 // that first writes it creates it. Caller holds mu (or is Open).
 func (x *Index) newActive(first int64) {
-	slots, entries := x.spare.slots, x.spare.entries
-	x.spare.slots, x.spare.entries = nil, nil
-	if slots == nil {
-		// Room for every entry the file can take (our own setting, so a
-		// size to trust): growing by appends copied and reallocated the
-		// entries over and over (5 % of the CPU of BenchmarkAppendAsync).
-		slots, entries = make([]uint32, x.opts.Slots), make([]byte, 0, x.opts.Capacity*entrySize)
-	}
 	x.active = &file{path: filepath.Join(x.opts.Dir, fmt.Sprintf("%020d.idx", first)),
 		h:     header{slots: uint32(x.opts.Slots), capacity: uint32(x.opts.Capacity), first: first, end: first},
-		slots: slots, entries: entries, dirtyPg: newPageSet(x.opts.Slots), newFile: true}
+		slots: make([]uint32, x.opts.Slots), dirtyPg: newPageSet(x.opts.Slots), newFile: true}
 }
 
 // Unwritten is the number of sealed files still in memory, waiting for a
@@ -376,7 +412,7 @@ func (x *Index) Put(hash uint64, phys int64, size int32, storeTime int64) error 
 	le.PutUint32(e[16:], uint32(size))
 	le.PutUint32(e[20:], f.slots[s])
 	le.PutUint64(e[24:], uint64(storeTime))
-	f.entries = append(f.entries, e[:]...)
+	f.entries.add(e[:])
 	f.h.count++
 	f.slots[s] = f.h.count
 	f.dirtyPg.set(int(s) / pageSlots)
@@ -418,7 +454,7 @@ func (x *Index) rotate(phys int64) {
 // snapshot is what one Sync writes of the active file, captured under
 // Index.mu.
 type snapshot struct {
-	entries []byte // entries [from, count)
+	entries [][]byte // entries [from, count), chunk by chunk
 	from    uint32
 	count   uint32
 	pages   map[int][]byte // slot page index → bytes
@@ -432,10 +468,8 @@ type snapshot struct {
 // x.mu.
 func (x *Index) snap(f *file) *snapshot {
 	sn := &snapshot{from: f.persisted, count: f.h.count, pages: map[int][]byte{}}
-	if f.persisted < f.h.count {
-		// Entries below count are never modified again: share them.
-		sn.entries = f.entries[int(f.persisted)*entrySize : int(f.h.count)*entrySize]
-	}
+	// Entries below count are never modified again: share them.
+	sn.entries = f.entries.spans(int(f.persisted), int(f.h.count))
 	for p := range f.dirtyPg.all {
 		sn.pages[p] = encodeSlots(f.slots, p*pageSlots, min((p+1)*pageSlots, len(f.slots)))
 	}
@@ -458,7 +492,7 @@ func encodeSlots(slots []uint32, lo, hi int) []byte {
 // without x.mu. Caller holds x.mu.
 func sealedSnap(f *file) *snapshot {
 	sn := &snapshot{from: f.persisted, count: f.h.count, allSlots: f.slots}
-	sn.entries = f.entries[int(f.persisted)*entrySize : int(f.h.count)*entrySize]
+	sn.entries = f.entries.spans(int(f.persisted), int(f.h.count))
 	f.h.encode(sn.header[:])
 	return sn
 }
@@ -476,10 +510,12 @@ func (x *Index) write(f *file, sn *snapshot) error {
 		f.f = vf
 		x.mu.Unlock()
 	}
-	if len(sn.entries) > 0 {
-		if _, err := f.f.WriteAt(sn.entries, f.entriesOff()+int64(sn.from)*entrySize); err != nil {
+	off := f.entriesOff() + int64(sn.from)*entrySize
+	for _, b := range sn.entries {
+		if _, err := f.f.WriteAt(b, off); err != nil {
 			return err
 		}
+		off += int64(len(b))
 	}
 	if err := f.f.Sync(); err != nil {
 		return err
@@ -538,11 +574,8 @@ func (x *Index) Sync() error {
 		}
 		x.mu.Lock()
 		sf.persisted = sf.h.count
-		slots, entries := sf.slots, sf.entries
-		sf.slots, sf.entries, sf.dirtyPg = nil, nil, pageSet{}
+		sf.slots, sf.entries, sf.dirtyPg = nil, entries{}, pageSet{}
 		x.mu.Unlock()
-		// No lookup can hold them now: the next active file takes them.
-		x.recycle(slots, entries)
 	}
 	// f may have been sealed since the snapshot: its write here is then
 	// an older state, which the next Sync's whole write supersedes.
@@ -556,22 +589,6 @@ func (x *Index) Sync() error {
 	f.persisted = sn.count
 	x.mu.Unlock()
 	return nil
-}
-
-// recycle keeps the memory of a sealed file that Sync has written for
-// the next active file: allocating it afresh (8.5 MiB with the defaults)
-// took up to 5 ms under mu at each rotation on the development VM. The
-// slot table is cleared here, outside mu.
-func (x *Index) recycle(slots []uint32, entries []byte) {
-	if len(slots) != x.opts.Slots || cap(entries) != x.opts.Capacity*entrySize {
-		return // a file of other settings, loaded by Open
-	}
-	clear(slots)
-	x.mu.Lock()
-	if x.spare.slots == nil {
-		x.spare.slots, x.spare.entries = slots, entries[:0]
-	}
-	x.mu.Unlock()
 }
 
 // requeue marks a failed snapshot's pages dirty again. Caller holds x.mu.
@@ -604,7 +621,7 @@ func (x *Index) Lookup(hash uint64, beginMs, endMs int64, max int) ([]Hit, error
 		}
 		if f.inMemory() {
 			for n := f.slots[hash%uint64(f.h.slots)]; n != 0 && len(out) < max; {
-				e := f.entries[(n-1)*entrySize:]
+				e := f.entries.at(int(n - 1))
 				if le.Uint64(e) == hash {
 					if t := int64(le.Uint64(e[24:])); t >= beginMs && t <= endMs {
 						out = append(out, Hit{Phys: int64(le.Uint64(e[8:])), Size: int32(le.Uint32(e[16:])), StoreTime: t})
