@@ -33,7 +33,7 @@
 //
 // Durability: Put does no I/O, so the dispatcher never waits for the
 // disk, not even when a file fills and is sealed (writing and fsyncing the
-// sealed file there stalled it 11-21 ms per file; BenchmarkPutWithSync).
+// sealed file there stalled it 11-42 ms per file; BenchmarkPutWithSync).
 // Sync writes the sealed files still in memory whole, oldest first, then
 // the active file's new entries: entries, fsync, then the slot pages and
 // the header (with the end position), fsync again. A file is created by
