@@ -123,12 +123,7 @@ func TestSyncConcurrentWithPutAndRotation(t *testing.T) {
 		}
 	}()
 	const n = 3000
-	for i := int64(0); i < n; i++ {
-		if err := x.Put(uint64(i), i*10, 10, i); err != nil {
-			t.Fatal(err)
-		}
-		x.SetEnd(i*10 + 10)
-	}
+	putRange(t, x, 0, n)
 	close(done)
 	if err := <-errc; err != nil {
 		t.Fatal(err)
@@ -143,29 +138,15 @@ func TestSyncConcurrentWithPutAndRotation(t *testing.T) {
 func TestSyncSnapshotOlderThanRotation(t *testing.T) {
 	fs := vfs.NewMem()
 	o := Options{FS: fs, Dir: "/x", Slots: 2048, Capacity: 64, LogEnd: 1 << 40}
-	x, err := Open(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	put := func(i int64) {
-		t.Helper()
-		if err := x.Put(uint64(i), i*10, 10, i); err != nil {
-			t.Fatal(err)
-		}
-		x.SetEnd(i*10 + 10)
-	}
-	for i := int64(0); i < 60; i++ {
-		put(i)
-	}
+	x := mustOpen(t, o)
+	putRange(t, x, 0, 60)
 	snapped, resume := make(chan struct{}), make(chan struct{})
 	testHookSyncSnapped = func() { close(snapped); <-resume }
 	defer func() { testHookSyncSnapped = nil }()
 	errc := make(chan error, 1)
 	go func() { errc <- x.Sync() }() // snapshot at 60 entries
 	<-snapped
-	for i := int64(60); i < 65; i++ { // the 65th Put seals the file at 64
-		put(i)
-	}
+	putRange(t, x, 60, 65) // the 65th Put seals the file at 64
 	close(resume)
 	if err := <-errc; err != nil {
 		t.Fatal(err)
@@ -181,10 +162,7 @@ func TestSyncSnapshotOlderThanRotation(t *testing.T) {
 func TestRotationDoesNoIO(t *testing.T) {
 	efs := vfs.NewErrorFS(vfs.NewMem(), nil)
 	o := Options{FS: efs, Dir: "/x", Slots: 8, Capacity: 16, LogEnd: 1 << 40}
-	x, err := Open(o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	x := mustOpen(t, o)
 	var ops []string
 	var mu sync.Mutex
 	efs.SetInject(func(op vfs.Op, path string) error {
@@ -194,12 +172,7 @@ func TestRotationDoesNoIO(t *testing.T) {
 		return errors.New("injected")
 	})
 	const n = 50 // three files sealed, one active
-	for i := int64(0); i < n; i++ {
-		if err := x.Put(uint64(i), i*10, 10, i); err != nil {
-			t.Fatalf("put %d: %v", i, err)
-		}
-		x.SetEnd(i*10 + 10)
-	}
+	putRange(t, x, 0, n)
 	if len(ops) != 0 {
 		t.Fatalf("Put did I/O: %v", ops)
 	}
@@ -237,32 +210,18 @@ func TestRotationDoesNoIO(t *testing.T) {
 func TestCrashBeforeSealedFileWritten(t *testing.T) {
 	fs := vfs.NewMem()
 	o := Options{FS: fs, Dir: "/x", Slots: 8, Capacity: 16, LogEnd: 1 << 40}
-	x, err := Open(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	put := func(x *Index, from, to int64) {
-		t.Helper()
-		for i := from; i < to; i++ {
-			if err := x.Put(uint64(i), i*10, 10, i); err != nil {
-				t.Fatal(err)
-			}
-			x.SetEnd(i*10 + 10)
-		}
-	}
-	put(x, 0, 10)
+	x := mustOpen(t, o)
+	putRange(t, x, 0, 10)
 	if err := x.Sync(); err != nil {
 		t.Fatal(err)
 	}
-	put(x, 10, 40) // two rotations, nothing written
-	x.Close()      // the crash: no Sync
-	if x, err = Open(o); err != nil {
-		t.Fatal(err)
-	}
+	putRange(t, x, 10, 40) // two rotations, nothing written
+	x.Close()              // the crash: no Sync
+	x = mustOpen(t, o)
 	if x.End() != 100 {
 		t.Fatalf("end %d after the crash, want 100 (the synced 10 entries)", x.End())
 	}
-	put(x, 10, 40) // the caller re-indexes from End()
+	putRange(t, x, 10, 40) // the caller re-indexes from End()
 	syncReopenAndFind(t, x, o, 40)
 }
 
@@ -419,5 +378,26 @@ func syncReopenAndFind(t *testing.T, x *Index, o Options, n int64) {
 		if hits, err := x.Lookup(uint64(i), 0, 1<<62, 2); err != nil || len(hits) != 1 || hits[0].Phys != i*10 {
 			t.Fatalf("entry %d after reopen: %v %v", i, hits, err)
 		}
+	}
+}
+
+func mustOpen(t testing.TB, o Options) *Index {
+	t.Helper()
+	x, err := Open(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return x
+}
+
+// putRange indexes records [from, to): record i has key hash i, log
+// position i*10 and store time i.
+func putRange(t testing.TB, x *Index, from, to int64) {
+	t.Helper()
+	for i := from; i < to; i++ {
+		if err := x.Put(uint64(i), i*10, 10, i); err != nil {
+			t.Fatalf("put %d: %v", i, err)
+		}
+		x.SetEnd(i*10 + 10)
 	}
 }
