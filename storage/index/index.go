@@ -104,7 +104,7 @@ type file struct {
 	// In memory while the file is active, and once sealed until the Sync
 	// that writes it whole (then nil: lookups read the file).
 	slots     []uint32
-	entries   entries
+	entries   entryChunks
 	persisted uint32  // entries written to the file (changed by Sync only, under syncMu)
 	dirtyPg   pageSet // slot pages changed since the last snapshot (active file)
 	newFile   bool    // its directory entry is not yet synced
@@ -113,12 +113,12 @@ type file struct {
 	damaged atomic.Bool
 }
 
-// entries holds a file's entries in chunks of entryChunk, so that an
+// entryChunks holds a file's entries in chunks of entryChunk, so that an
 // active file neither takes its whole capacity up front (8 MiB with the
 // defaults, allocated under the index lock at each rotation, and held by
 // a store with a handful of messages) nor copies its entries as it grows
 // (appending to one slice did: 5 % of the CPU of BenchmarkAppendAsync).
-type entries struct {
+type entryChunks struct {
 	chunks [][]byte // entryChunk entries each; the last may be partly used
 	n      int
 }
@@ -126,11 +126,11 @@ type entries struct {
 const entryChunk = 2048 // 64 KiB
 
 // at returns entry i (< n).
-func (es *entries) at(i int) []byte {
+func (es *entryChunks) at(i int) []byte {
 	return es.chunks[i/entryChunk][i%entryChunk*entrySize:][:entrySize]
 }
 
-func (es *entries) add(e []byte) {
+func (es *entryChunks) add(e []byte) {
 	if es.n == len(es.chunks)*entryChunk {
 		es.chunks = append(es.chunks, make([]byte, entryChunk*entrySize))
 	}
@@ -139,14 +139,14 @@ func (es *entries) add(e []byte) {
 }
 
 // truncate keeps the first n entries.
-func (es *entries) truncate(n int) {
+func (es *entryChunks) truncate(n int) {
 	es.n = n
 	es.chunks = es.chunks[:(n+entryChunk-1)/entryChunk]
 }
 
 // spans returns entries [from, to) as one slice per chunk they lie in,
 // sharing the memory: entries below n never change.
-func (es *entries) spans(from, to int) [][]byte {
+func (es *entryChunks) spans(from, to int) [][]byte {
 	var out [][]byte
 	for from < to {
 		c, off := from/entryChunk, from%entryChunk
@@ -330,7 +330,7 @@ func (x *Index) activate(f *file) error {
 	// What the file holds (checked against its size in load); Put's
 	// appends go on from there.
 	count := int(f.h.count)
-	f.entries = entries{}
+	f.entries = entryChunks{}
 	for i := 0; i < count; i += entryChunk {
 		c := make([]byte, entryChunk*entrySize)
 		k := min(entryChunk, count-i)
@@ -574,7 +574,7 @@ func (x *Index) Sync() error {
 		}
 		x.mu.Lock()
 		sf.persisted = sf.h.count
-		sf.slots, sf.entries, sf.dirtyPg = nil, entries{}, pageSet{}
+		sf.slots, sf.entries, sf.dirtyPg = nil, entryChunks{}, pageSet{}
 		x.mu.Unlock()
 	}
 	// f may have been sealed since the snapshot: its write here is then
