@@ -107,13 +107,11 @@ type Store struct {
 	hook atomic.Pointer[ArrivalHook]
 	c    counters
 
-	closed    atomic.Bool
-	closeOnce sync.Once
-	closeErr  error
-	bgStop    chan struct{}
-	// cpSoon asks the background loop for a checkpoint now (the index
-	// sealed a file, which waits in memory until one writes it).
-	cpSoon      chan struct{}
+	closed      atomic.Bool
+	closeOnce   sync.Once
+	closeErr    error
+	bgStop      chan struct{}
+	cpSoon      chan struct{} // a checkpoint now: the index sealed a file, held in memory until written
 	bgDone      chan struct{}
 	cpMu        sync.Mutex // checkpoint writers
 	lastCP      atomic.Int64

@@ -15,12 +15,8 @@ import (
 )
 
 func TestPutLookupRotateReopen(t *testing.T) {
-	fs := vfs.NewMem()
-	o := Options{FS: fs, Dir: "/x", Slots: 8, Capacity: 16, LogEnd: 1 << 40}
-	x, err := Open(o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	o := memOpts(8, 16)
+	x := mustOpen(t, o)
 	// 50 records, hash = i%5: spans 4 files.
 	for i := int64(0); i < 50; i++ {
 		if err := x.Put(uint64(i%5), i*100, 10, 1000+i); err != nil {
@@ -47,10 +43,7 @@ func TestPutLookupRotateReopen(t *testing.T) {
 		t.Fatal(err)
 	}
 	x.Close()
-	x, err = Open(o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	x = mustOpen(t, o)
 	if x.End() != 49*100+10 {
 		t.Fatalf("end %d", x.End())
 	}
@@ -58,10 +51,7 @@ func TestPutLookupRotateReopen(t *testing.T) {
 	x.Close()
 	// Reopen with a shorter log: entries past it are dropped.
 	o.LogEnd = 4500
-	x, err = Open(o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	x = mustOpen(t, o)
 	check(x, 9)
 	if x.End() > 4500 {
 		t.Fatalf("end %d past log end", x.End())
@@ -76,16 +66,12 @@ func TestPutLookupRotateReopen(t *testing.T) {
 }
 
 func TestDamagedFileIsDropped(t *testing.T) {
-	fs := vfs.NewMem()
-	o := Options{FS: fs, Dir: "/x", Slots: 8, Capacity: 16, LogEnd: 1 << 40}
+	o := memOpts(8, 16)
 	names := writeIndex(t, o, 40, func(int64) uint64 { return 7 })
-	f, _ := fs.OpenRW("/x/" + names[1])
+	f, _ := o.FS.OpenRW("/x/" + names[1])
 	f.WriteAt([]byte{0xff}, 17) // header byte: CRC fails
 	f.Close()
-	x, err := Open(o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	x := mustOpen(t, o)
 	// Only the first file survives; End says where re-indexing starts.
 	if x.End() != 160 {
 		t.Fatalf("end %d, want 160", x.End())
@@ -100,12 +86,8 @@ func TestDamagedFileIsDropped(t *testing.T) {
 // index lock while Put keeps indexing and files rotate; after a reopen
 // every entry is still found.
 func TestSyncConcurrentWithPutAndRotation(t *testing.T) {
-	fs := vfs.NewMem()
-	o := Options{FS: fs, Dir: "/x", Slots: 2048, Capacity: 64, LogEnd: 1 << 40}
-	x, err := Open(o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	o := memOpts(2048, 64)
+	x := mustOpen(t, o)
 	done := make(chan struct{})
 	errc := make(chan error, 1)
 	go func() {
@@ -136,8 +118,7 @@ func TestSyncConcurrentWithPutAndRotation(t *testing.T) {
 // over it (an earlier design once lost the sealed file's last entries
 // this way).
 func TestSyncSnapshotOlderThanRotation(t *testing.T) {
-	fs := vfs.NewMem()
-	o := Options{FS: fs, Dir: "/x", Slots: 2048, Capacity: 64, LogEnd: 1 << 40}
+	o := memOpts(2048, 64)
 	x := mustOpen(t, o)
 	putRange(t, x, 0, 60)
 	snapped, resume := make(chan struct{}), make(chan struct{})
@@ -208,8 +189,7 @@ func TestRotationDoesNoIO(t *testing.T) {
 // has written loses only what the caller re-indexes from End(): the last
 // Sync's state of the file then active.
 func TestCrashBeforeSealedFileWritten(t *testing.T) {
-	fs := vfs.NewMem()
-	o := Options{FS: fs, Dir: "/x", Slots: 8, Capacity: 16, LogEnd: 1 << 40}
+	o := memOpts(8, 16)
 	x := mustOpen(t, o)
 	putRange(t, x, 0, 10)
 	if err := x.Sync(); err != nil {
@@ -230,15 +210,14 @@ func TestCrashBeforeSealedFileWritten(t *testing.T) {
 // complete only up to its header's end: the later files are dropped and
 // re-indexing starts there.
 func TestOpenDropsFilesAfterAnUnsealedOne(t *testing.T) {
-	fs := vfs.NewMem()
-	o := Options{FS: fs, Dir: "/x", Slots: 8, Capacity: 16, LogEnd: 1 << 40}
+	o := memOpts(8, 16)
 	names := writeIndex(t, o, 40, func(i int64) uint64 { return uint64(i) })
 	if len(names) != 3 {
 		t.Fatalf("files %v", names)
 	}
 	// Unseal the second file, as if its sealing write never happened, and
 	// say it ends after its 5th entry.
-	f, _ := fs.OpenRW("/x/" + names[1])
+	f, _ := o.FS.OpenRW("/x/" + names[1])
 	var hb [headerSize]byte
 	f.ReadAt(hb[:], 0)
 	h, err := decodeHeader(hb[:])
@@ -249,14 +228,11 @@ func TestOpenDropsFilesAfterAnUnsealedOne(t *testing.T) {
 	h.encode(hb[:])
 	f.WriteAt(hb[:], 0)
 	f.Close()
-	x, err := Open(o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	x := mustOpen(t, o)
 	if x.End() != 210 {
 		t.Fatalf("end %d, want 210", x.End())
 	}
-	left, _ := fs.List("/x")
+	left, _ := o.FS.List("/x")
 	if slices.Contains(left, names[2]) {
 		t.Fatalf("file after the unsealed one kept: %v", left)
 	}
@@ -275,10 +251,9 @@ func TestOpenDropsFilesAfterAnUnsealedOne(t *testing.T) {
 // loop forever (while holding the index lock every Put needs), and the
 // next Open must drop the file so that it is rebuilt from the log.
 func TestSealedChainLoopIsCorrupt(t *testing.T) {
-	fs := vfs.NewMem()
-	o := Options{FS: fs, Dir: "/x", Slots: 8, Capacity: 16, LogEnd: 1 << 40}
+	o := memOpts(8, 16)
 	names := writeIndex(t, o, 20, func(int64) uint64 { return 7 })
-	f, _ := fs.OpenRW("/x/" + names[0]) // the sealed file: 16 entries of hash 7
+	f, _ := o.FS.OpenRW("/x/" + names[0]) // the sealed file: 16 entries of hash 7
 	// Entry 16 (the chain's head) links to itself; entry 3 links forward to 12.
 	for _, l := range []struct{ entry, prev uint32 }{{16, 16}, {3, 12}} {
 		var b [4]byte
@@ -286,10 +261,7 @@ func TestSealedChainLoopIsCorrupt(t *testing.T) {
 		f.WriteAt(b[:], headerSize+int64(o.Slots)*4+int64(l.entry-1)*entrySize+20)
 	}
 	f.Close()
-	x, err := Open(o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	x := mustOpen(t, o)
 	done := make(chan error, 1)
 	go func() {
 		_, err := x.Lookup(7, 0, 1<<62, 100) // matches: the loop stops at 100 (duplicate) hits
@@ -306,10 +278,7 @@ func TestSealedChainLoopIsCorrupt(t *testing.T) {
 		x.Close()
 		// The next open drops the damaged file and every later one (the
 		// caller re-indexes from End()), and the marker with them.
-		x, err = Open(o)
-		if err != nil {
-			t.Fatal(err)
-		}
+		x = mustOpen(t, o)
 		if x.End() != 0 {
 			t.Fatalf("end %d after reopen, want 0: the damaged file was kept", x.End())
 		}
@@ -321,7 +290,7 @@ func TestSealedChainLoopIsCorrupt(t *testing.T) {
 			t.Fatalf("after rebuild: %d hits, %v", len(hits), err)
 		}
 		x.Close()
-		left, _ := fs.List("/x")
+		left, _ := o.FS.List("/x")
 		for _, n := range left {
 			if strings.HasSuffix(n, damagedSuffix) {
 				t.Fatalf("marker %s left after the rebuild", n)
@@ -369,16 +338,19 @@ func syncReopenAndFind(t *testing.T, x *Index, o Options, n int64) {
 		t.Fatal(err)
 	}
 	x.Close()
-	x, err := Open(o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	x = mustOpen(t, o)
 	defer x.Close()
 	for i := int64(0); i < n; i++ {
 		if hits, err := x.Lookup(uint64(i), 0, 1<<62, 2); err != nil || len(hits) != 1 || hits[0].Phys != i*10 {
 			t.Fatalf("entry %d after reopen: %v %v", i, hits, err)
 		}
 	}
+}
+
+// memOpts are the options of an index in "/x" of a new in-memory file
+// system, over a log that ends far past every test's records.
+func memOpts(slots, capacity int) Options {
+	return Options{FS: vfs.NewMem(), Dir: "/x", Slots: slots, Capacity: capacity, LogEnd: 1 << 40}
 }
 
 func mustOpen(t testing.TB, o Options) *Index {
