@@ -1,7 +1,6 @@
 package storage
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -35,6 +34,13 @@ type dispatcher struct {
 	lastStore int64
 	indexed   int64 // records below this position are in the index (memory)
 
+	// The feed's records taken so far (fbuf.recs[fi:] not yet applied),
+	// the log path's key arena, and its topic names.
+	fbuf   feedBuf
+	fi     int
+	keys   []uint64
+	topics map[string]string
+
 	mu      sync.Mutex
 	ch      chan struct{} // closed after the next step; made only when someone waits
 	failErr error
@@ -56,7 +62,7 @@ const dispatchChunk = 1 << 20
 
 func newDispatcher(s *Store, start int64, notify chan struct{}) *dispatcher {
 	d := &dispatcher{s: s, notify: notify, stopCh: make(chan struct{}), done: make(chan struct{}),
-		buf: make([]byte, dispatchChunk+s.opts.MaxRecordSize), slot: map[*consumequeue.Queue]int{}}
+		buf: make([]byte, dispatchChunk+s.opts.MaxRecordSize), slot: map[*consumequeue.Queue]int{}, topics: map[string]string{}}
 	d.pos.Store(start)
 	d.indexed = s.idx.End()
 	return d
@@ -155,49 +161,128 @@ func (d *dispatcher) stop() {
 	<-d.done
 }
 
-// step dispatches one chunk of the log below lim.
+// step dispatches one chunk of the log below lim: from the feed if it
+// has the record at the position, otherwise from the log up to the next
+// record the feed has.
 func (d *dispatcher) step(lim int64) error {
 	pos := d.pos.Load()
+	end, err := d.stepFed(pos, lim)
+	if err == nil && end == pos {
+		next := lim
+		if r := d.fed(pos); r != nil && r.phys > pos {
+			next = min(next, r.phys)
+		}
+		end, err = d.stepLog(pos, next)
+	}
+	if err != nil {
+		return err
+	}
+	if err := d.flush(); err != nil {
+		return err
+	}
+	d.s.idx.SetEnd(end)
+	d.pos.Store(end)
+	d.last.Store(d.lastStore)
+	d.wake()
+	return nil
+}
+
+// fed returns the feed's first record at or past pos, or nil.
+func (d *dispatcher) fed(pos int64) *record {
+	for {
+		for d.fi < len(d.fbuf.recs) {
+			if r := &d.fbuf.recs[d.fi]; r.phys >= pos {
+				return r
+			}
+			d.fi++ // behind the position: dispatched from the log
+		}
+		if d.s.feed == nil {
+			return nil
+		}
+		d.fbuf, d.fi = d.s.feed.take(d.fbuf), 0
+		if len(d.fbuf.recs) == 0 {
+			return nil
+		}
+	}
+}
+
+// stepFed applies the feed's records from pos on while they follow each
+// other and end below lim, up to a chunk's worth, and returns where it
+// stopped.
+func (d *dispatcher) stepFed(pos, lim int64) (int64, error) {
+	p, n := pos, uint64(0)
+	for p-pos < dispatchChunk {
+		r := d.fed(p)
+		if r == nil || r.phys != p || p+int64(r.size) > lim {
+			break
+		}
+		if err := d.apply(r, d.fbuf.keys); err != nil {
+			return pos, err
+		}
+		d.fi++
+		p += int64(r.size)
+		n++
+	}
+	d.s.c.dispatchFed.Add(n)
+	return p, nil
+}
+
+// stepLog reads and applies the log's records from pos below lim, up to
+// a chunk's worth, and returns where it stopped.
+func (d *dispatcher) stepLog(pos, lim int64) (int64, error) {
 	// Up to a chunk plus the largest record (d.buf's size), so a record
 	// larger than a chunk still fits in one view.
 	b, release, err := d.s.log.View(pos, d.buf, min(lim, pos+int64(len(d.buf))))
 	if err != nil {
-		return err
+		return pos, err
 	}
 	defer release()
-	p := 0
+	p, n := 0, uint64(0)
 	for p < len(b) {
 		size, err := message.PeekSize(b[p:], d.s.opts.MaxRecordSize)
 		if err != nil {
-			return fmt.Errorf("%w: dispatch at %d: %w", ErrCorrupt, pos+int64(p), err)
+			return pos, fmt.Errorf("%w: dispatch at %d: %w", ErrCorrupt, pos+int64(p), err)
 		}
 		if p+size > len(b) {
 			break
 		}
 		v, err := message.ParseView(b[p : p+size])
 		if err != nil {
-			return fmt.Errorf("%w: dispatch at %d: %w", ErrCorrupt, pos+int64(p), err)
+			return pos, fmt.Errorf("%w: dispatch at %d: %w", ErrCorrupt, pos+int64(p), err)
 		}
 		if v.PhysOffset != pos+int64(p) {
-			return fmt.Errorf("%w: dispatch at %d: record claims %d", ErrCorrupt, pos+int64(p), v.PhysOffset)
+			return pos, fmt.Errorf("%w: dispatch at %d: record claims %d", ErrCorrupt, pos+int64(p), v.PhysOffset)
 		}
-		if err := d.apply(&v); err != nil {
-			return err
+		r, keys := describe(&v, d.topic(v.Topic), d.keys[:0])
+		d.keys = keys
+		if err := d.apply(&r, keys); err != nil {
+			return pos, err
 		}
 		p += size
+		n++
 	}
 	if p == 0 {
-		return fmt.Errorf("%w: dispatch at %d: no complete record below %d", ErrCorrupt, pos, lim)
+		return pos, fmt.Errorf("%w: dispatch at %d: no complete record below %d", ErrCorrupt, pos, lim)
 	}
-	if err := d.flush(); err != nil {
-		return err
-	}
-	d.s.idx.SetEnd(pos + int64(p))
-	d.pos.Store(pos + int64(p))
-	d.last.Store(d.lastStore)
-	d.wake()
-	return nil
+	d.s.c.dispatchRead.Add(n)
+	return pos + int64(p), nil
 }
+
+// topic returns b as a string, the same one for the same name while the
+// dispatcher has seen few names.
+func (d *dispatcher) topic(b []byte) string {
+	if t, ok := d.topics[string(b)]; ok {
+		return t
+	}
+	if len(d.topics) >= maxTopicNames {
+		clear(d.topics)
+	}
+	t := string(b)
+	d.topics[t] = t
+	return t
+}
+
+const maxTopicNames = 1024
 
 // waitCh returns a channel closed after the next step (or the failure
 // that stopped the dispatcher).
@@ -223,57 +308,60 @@ func (d *dispatcher) wake() {
 	d.mu.Unlock()
 }
 
-func (d *dispatcher) apply(v *message.View) error {
-	if v.StoreTime > d.lastStore {
-		d.lastStore = v.StoreTime
+func (d *dispatcher) apply(r *record, keys []uint64) error {
+	if r.store > d.lastStore {
+		d.lastStore = r.store
 	}
-	if v.Flags&message.FlagControl != 0 {
-		if string(v.Prop(ctrlProp)) == ctrlDeleteTopic {
-			if err := d.flush(); err != nil {
-				return err
-			}
-			return d.s.cqs.DeleteTopic(string(v.Topic))
-		}
+	switch r.kind {
+	case recControl:
 		return nil
+	case recDeleteTopic:
+		if err := d.flush(); err != nil {
+			return err
+		}
+		return d.s.cqs.DeleteTopic(r.topic)
 	}
-	pq, err := d.pendingFor(v.Topic, v.QueueID)
+	pq, err := d.pendingFor(r.topic, r.queue)
 	if err != nil {
 		return err
 	}
 	q := pq.q
-	e := consumequeue.Entry{PhysOffset: v.PhysOffset, Size: v.Size,
-		TagHash: message.TagHashBytes(v.Prop(message.PropTags)), StoreTime: v.StoreTime}
+	e := consumequeue.Entry{PhysOffset: r.phys, Size: r.size, TagHash: r.tag, StoreTime: r.store}
 	switch {
-	case pq.first >= 0 && v.QueueOffset == pq.first+int64(len(pq.ents)):
+	case pq.first >= 0 && r.qoff == pq.first+int64(len(pq.ents)):
 		pq.ents = append(pq.ents, e)
 	case pq.first >= 0:
 		return fmt.Errorf("%w: queue %s/%d: record at %d has queue offset %d, expected %d",
-			ErrCorrupt, v.Topic, v.QueueID, v.PhysOffset, v.QueueOffset, pq.first+int64(len(pq.ents)))
-	case v.QueueOffset < q.Next():
+			ErrCorrupt, r.topic, r.queue, r.phys, r.qoff, pq.first+int64(len(pq.ents)))
+	case r.qoff < q.Next():
 		// Already in the queue (replay over entries that recovery kept).
-	case v.QueueOffset == q.Next() || q.Min() == q.Next():
-		pq.first = v.QueueOffset
+	case r.qoff == q.Next() || q.Min() == q.Next():
+		pq.first = r.qoff
 		pq.ents = append(pq.ents, e)
 	default:
 		return fmt.Errorf("%w: queue %s/%d: record at %d has queue offset %d past the queue end %d",
-			ErrCorrupt, v.Topic, v.QueueID, v.PhysOffset, v.QueueOffset, q.Next())
+			ErrCorrupt, r.topic, r.queue, r.phys, r.qoff, q.Next())
 	}
-	if v.PhysOffset >= d.indexed {
-		if err := d.index(v); err != nil {
+	if r.phys >= d.indexed {
+		if err := d.index(r, keys[r.k0:r.k1]); err != nil {
 			return err
 		}
-		d.indexed = v.PhysOffset + int64(v.Size)
+		d.indexed = r.phys + int64(r.size)
 	}
 	return nil
 }
 
-// indexKey hashes one index key: kind ("I" for the message id, "K" for
-// each of KEYS), the topic, a NUL and the key.
-func indexKey[T string | []byte](kind string, topic, key T) uint64 {
+// keyPrefix hashes the part of an index key before the key itself: kind
+// ("I" for the message id, "K" for each of KEYS), the topic and a NUL.
+func keyPrefix[T string | []byte](kind string, topic T) uint64 {
 	h := message.FNV64a(message.FNVOffset, kind)
 	h = message.FNV64a(h, topic)
-	h = message.FNV64a(h, "\x00")
-	return message.FNV64a(h, key)
+	return message.FNV64a(h, "\x00")
+}
+
+// indexKey hashes one index key (keyPrefix, then the key).
+func indexKey[T string | []byte](kind string, topic, key T) uint64 {
+	return message.FNV64a(keyPrefix(kind, topic), key)
 }
 
 const (
@@ -281,25 +369,16 @@ const (
 	keyKindKey = "K"
 )
 
-func (d *dispatcher) index(v *message.View) error {
-	if id := v.Prop(message.PropUniqKey); len(id) > 0 {
-		if err := d.s.idx.Put(indexKey(keyKindID, v.Topic, id), v.PhysOffset, v.Size, v.StoreTime); err != nil {
+func (d *dispatcher) index(r *record, keys []uint64) error {
+	if r.hasID {
+		if err := d.s.idx.Put(r.id, r.phys, r.size, r.store); err != nil {
 			return err
 		}
 	}
-	keys := v.Prop(message.PropKeys)
-	for len(keys) > 0 {
-		keys = bytes.TrimLeft(keys, " ")
-		i := bytes.IndexByte(keys, ' ')
-		if i < 0 {
-			i = len(keys)
+	for _, k := range keys {
+		if err := d.s.idx.Put(k, r.phys, r.size, r.store); err != nil {
+			return err
 		}
-		if i > 0 {
-			if err := d.s.idx.Put(indexKey(keyKindKey, v.Topic, keys[:i]), v.PhysOffset, v.Size, v.StoreTime); err != nil {
-				return err
-			}
-		}
-		keys = keys[i:]
 	}
 	return nil
 }
@@ -310,18 +389,18 @@ const scanSlots = 8
 
 // pendingFor returns the slot of the current step for the queue (topic,
 // id), taking a free one (and creating the queue) if it has none.
-func (d *dispatcher) pendingFor(topic []byte, id int32) (*pendingQ, error) {
+func (d *dispatcher) pendingFor(topic string, id int32) (*pendingQ, error) {
 	if len(d.pending) <= scanSlots {
 		for i := range d.pending {
-			if pq := &d.pending[i]; pq.q.ID == id && pq.q.Topic == string(topic) {
+			if pq := &d.pending[i]; pq.q.ID == id && pq.q.Topic == topic {
 				return pq, nil
 			}
 		}
 	}
-	q := d.s.cqs.GetBytes(topic, id)
+	q := d.s.cqs.Get(topic, id)
 	if q == nil {
 		var err error
-		if q, err = d.s.cqs.Ensure(string(topic), id); err != nil {
+		if q, err = d.s.cqs.Ensure(topic, id); err != nil {
 			return nil, err
 		}
 	}

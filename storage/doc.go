@@ -65,6 +65,14 @@
 // mode records are visible once written to the log file (a read of one
 // still in the staging ring writes the ring out first).
 //
+// The dispatcher does not read back what it has just been handed: the
+// writer role describes each record it wrote (queue, offsets, tag hash,
+// index keys, from the sealed bytes) into a bounded feed (feed.go), and
+// the dispatcher applies those descriptions up to the visible limit. It
+// parses the log itself on replay and wherever the feed has no record
+// for its position (feed full, a failed step). Stats reports how many
+// records came each way (DispatchFed, DispatchRead).
+//
 // # Files
 //
 //	<dir>/LOCK            flock: one process per data directory

@@ -104,6 +104,10 @@ type Options struct {
 	// storeClock).
 	Now    func() time.Time
 	Logger *slog.Logger
+
+	// feedMax overrides how many records the writer's feed to the
+	// dispatcher holds (feed.go); < 0 turns the feed off. For tests.
+	feedMax int
 }
 
 // Defaults returns o with every zero field set to its default.

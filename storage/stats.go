@@ -87,9 +87,13 @@ type Stats struct {
 	Segments                             int
 	Queues                               int
 	CheckpointedDispatch                 int64 // dispatch position of the last checkpoint
+	// Records the dispatcher took from the writer's feed, and read back
+	// from the log (replay, or where the feed had none), since Open.
+	DispatchFed, DispatchRead uint64
 }
 
 type counters struct {
 	appends, appendBytes, appendErrors, flushTimeouts, fsyncs, fsyncErrors atomic.Uint64
 	appendLat, fsyncLat                                                    histogram
+	dispatchFed, dispatchRead                                              atomic.Uint64
 }

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -103,6 +104,7 @@ type Store struct {
 	idx  *index.Index
 	meta *meta.Store
 	disp *dispatcher
+	feed *feed // the writer's records for the dispatcher; nil when off
 
 	hook atomic.Pointer[ArrivalHook]
 	c    counters
@@ -185,11 +187,16 @@ func (s *Store) open() error {
 		rec.CleanEnd = cp.LogEnd
 	}
 	notify := make(chan struct{}, 1)
+	var onWrite func([]commitlog.Record, []commitlog.Entry)
+	if o.feedMax >= 0 {
+		s.feed = &feed{max: cmp.Or(o.feedMax, defaultFeedMax)}
+		onWrite = s.feed.add
+	}
 	lg, res, err := commitlog.Open(commitlog.Options{
 		FS: fs, Dir: filepath.Join(dir, "commitlog"), SegmentSize: o.SegmentSize, MaxRecordSize: o.MaxRecordSize,
 		SyncMode: o.FlushMode == FlushSync, FlushInterval: o.FlushInterval, FlushBytes: o.FlushBytes,
 		Now: o.Now, Epoch: s.epoch, Logger: o.Logger, Notify: notify, ZeroAhead: zeroAhead(o.FlushMode),
-		StagingDir: o.StagingDir, NoWriteBehind: o.NoWriteBehind, KeepCached: max(o.LogCacheBytes, 0),
+		StagingDir: o.StagingDir, NoWriteBehind: o.NoWriteBehind, KeepCached: max(o.LogCacheBytes, 0), OnWrite: onWrite,
 		OnSync: func(_ int64, d time.Duration, err error) {
 			s.c.fsyncs.Add(1)
 			s.c.fsyncLat.observe(d)
@@ -616,6 +623,7 @@ func (s *Store) Stats() Stats {
 		AppendLatency: s.c.appendLat.snapshot(), FsyncLatency: s.c.fsyncLat.snapshot(),
 		LogMin: s.log.Min(), Written: s.log.Written(), Durable: s.log.Durable(), Dispatched: s.disp.pos.Load(),
 		Segments: len(s.log.Segments()), CheckpointedDispatch: s.lastCP.Load(),
+		DispatchFed: s.c.dispatchFed.Load(), DispatchRead: s.c.dispatchRead.Load(),
 	}
 	st.FlushLag = st.Written - st.Durable
 	st.DispatchLag = st.Written - st.Dispatched

@@ -61,6 +61,13 @@ type Options struct {
 	// (staging.go, dropBehind); reads further back go to the device.
 	// 0: the kernel decides what stays cached.
 	KeepCached int64
+	// OnWrite, if set, is called by the writer role once a batch is
+	// written (into the segment or the staging ring), before the batch
+	// is visible to readers or answered: once per request, in log order.
+	// recs' Data are the sealed records, valid during the call only;
+	// ents say where they went. A batch that failed is not reported. It
+	// must be quick and must not call the Log.
+	OnWrite func(recs []Record, ents []Entry)
 }
 
 // Recovery tells Open what the previous run left.
@@ -850,6 +857,11 @@ outer:
 			r.finish()
 		}
 		return
+	}
+	if l.opts.OnWrite != nil {
+		for _, r := range batch {
+			l.opts.OnWrite(r.recs, r.entries)
+		}
 	}
 	l.active = seg
 	l.wpos = pos

@@ -87,10 +87,31 @@ func Unescape(name string) (string, error) {
 }
 
 type cqFile struct {
-	base    int64
-	path    string
-	f       vfs.File
-	removed atomic.Bool
+	base int64
+	path string
+	f    vfs.File
+	// smu orders Set.Sync's fsync of f against its closing: a file is
+	// closed between fsyncs, and not fsynced once removed.
+	smu     sync.Mutex
+	removed bool
+}
+
+// retire closes f for good (its file is being removed).
+func (f *cqFile) retire() {
+	f.smu.Lock()
+	defer f.smu.Unlock()
+	f.removed = true
+	f.f.Close()
+}
+
+// sync fsyncs f unless it was retired (then it reports false).
+func (f *cqFile) sync() (bool, error) {
+	f.smu.Lock()
+	defer f.smu.Unlock()
+	if f.removed {
+		return false, nil
+	}
+	return true, f.f.Sync()
 }
 
 // Queue is one consume queue.
@@ -268,8 +289,7 @@ func (q *Queue) TrimBelow(logMin int64) error {
 	}
 	q.mu.Unlock()
 	for _, f := range drop {
-		f.removed.Store(true)
-		f.f.Close()
+		f.retire()
 		if err := q.set.fs.Remove(f.path); err != nil {
 			return err
 		}
@@ -409,8 +429,7 @@ func (q *Queue) close(keep bool) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for _, f := range q.files {
-		f.removed.Store(true)
-		f.f.Close()
+		f.retire()
 	}
 	q.files = nil
 	return err

@@ -203,8 +203,7 @@ func (b byBase) Swap(i, j int) {
 
 func (s *Set) dropFiles(q *Queue, from int) error {
 	for _, f := range q.files[from:] {
-		f.removed.Store(true)
-		f.f.Close()
+		f.retire()
 		if err := s.fs.Remove(f.path); err != nil {
 			return err
 		}
@@ -337,10 +336,7 @@ func (s *Set) Sync() error {
 		}
 	}
 	for f := range files {
-		if f.removed.Load() {
-			continue
-		}
-		if err := f.f.Sync(); err != nil && !f.removed.Load() {
+		if live, err := f.sync(); err != nil && live {
 			fail(fmt.Errorf("consumequeue: sync %s: %w", f.path, err))
 			s.markDirty(f)
 		}
