@@ -192,6 +192,10 @@ func BenchmarkAppendAsync(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.ReportMetric(float64(time.Since(t1).Milliseconds()), "dispatch-behind-ms")
+	// Records the dispatcher parsed from the log rather than taking them
+	// from the writer's feed (feed.go), in percent.
+	st := s.Stats()
+	b.ReportMetric(100*float64(st.DispatchRead)/float64(max(st.DispatchRead+st.DispatchFed, 1)), "read-back-%")
 	total := rec * int64(b.N)
 	mq := float64(total) / el.Seconds() / 1e6
 	b.ReportMetric(mq, "mqgate-MB/s")

@@ -93,9 +93,6 @@ type feedBuf struct {
 // keys: tens of milliseconds of appends at full speed.
 const defaultFeedMax = 1 << 15
 
-// feedKeep: a taken buffer of larger capacity is not reused.
-const feedKeep = 1 << 12
-
 // add is the commit log's OnWrite.
 func (f *feed) add(recs []commitlog.Record, ents []commitlog.Entry) {
 	f.mu.Lock()
@@ -115,15 +112,10 @@ func (f *feed) add(recs []commitlog.Record, ents []commitlog.Entry) {
 }
 
 // take swaps the records added so far for b (emptied), which the feed
-// fills next. A buffer grown past feedKeep by a burst is left to the GC.
+// fills next. The two buffers are kept for reuse (the feed's bound is
+// theirs too).
 func (f *feed) take(b feedBuf) feedBuf {
 	b.recs, b.keys = b.recs[:0], b.keys[:0]
-	if cap(b.recs) > feedKeep {
-		b.recs = nil
-	}
-	if cap(b.keys) > feedKeep {
-		b.keys = nil
-	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.in, b = b, f.in

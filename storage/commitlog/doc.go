@@ -20,7 +20,13 @@
 // is; recovery cuts the tail (not counted as damage when all zeros) and the
 // zeroer rewrites it. A segment is cut to its exact end and fdatasynced
 // before the next one is created, and the active one on a clean Stop, so
-// closed segments' file sizes remain log lengths.
+// closed segments' file sizes remain log lengths. The new segment's
+// directory entry is fsynced by the next Sync, before Durable passes its
+// base, not by the roll (which held the writer role through an ext4
+// journal commit). A segment shorter than the next one's base says (a
+// power loss took its unsynced tail) ends the log there: the later ones
+// are dropped. Open fsyncs what an unclean recovery kept, and the
+// directory, before it reports it durable.
 //
 // # Concurrency
 //
@@ -57,8 +63,13 @@
 // behind (dropBehind), so the kernel reuses those pages for new writes. Without a ring,
 // on a file system that can reserve blocks, records are stored through a
 // shared mapping of the active segment rather than written with pwrite
-// (mapped.go). Either way blocks are reserved ahead, so the file has a
-// reserved tail of zeros past the log, cut like a pre-zeroed one. Sync
+// (mapped.go). Either way blocks are reserved before an append is
+// answered. Through a mapping the file is extended to hold them, so it
+// has a reserved tail of zeros past the log, cut like a pre-zeroed one.
+// With a ring they are reserved past the file's end (the flusher's
+// pwrites extend it), so the file is never longer than the log; a
+// reserver goroutine reserves each new active segment whole, and the
+// writer reserves only where it has not yet (reserve.go). Sync
 // mode keeps pwrite into the pre-zeroed tail: through a mapping its
 // fsyncs took 3x longer, and its appends wait for the fsync anyway.
 //

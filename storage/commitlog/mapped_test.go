@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/mqgate/mqgate/storage/internal/serr"
 	"github.com/mqgate/mqgate/storage/message"
@@ -17,6 +18,16 @@ import (
 
 func mappedOpts(fs vfs.FS, dir string, seg int64) Options {
 	return Options{FS: fs, Dir: dir, SegmentSize: seg, MaxRecordSize: 4 << 10}
+}
+
+// osAllocated is how many bytes of disk the segment's file holds.
+func osAllocated(t *testing.T, dir string, base int64) int64 {
+	t.Helper()
+	var st syscall.Stat_t
+	if err := syscall.Stat(filepath.Join(dir, segName(base)), &st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Blocks * 512
 }
 
 func osSize(t *testing.T, dir string, base int64) int64 {
@@ -33,8 +44,9 @@ func osSize(t *testing.T, dir string, base int64) int64 {
 // the log); after a simulated crash recovery cuts the reserved tail
 // without counting it as damage; rolls and a clean stop leave files their
 // log lengths, and the clean reopen takes the fast path.
-// With a staging ring the same holds: the ring's writes go into the same
-// reserved blocks.
+// With a staging ring the same holds, except that the blocks are
+// reserved past the file's end (the flusher's pwrites extend it), so the
+// file is never longer than the log.
 func TestMappedWrites(t *testing.T) {
 	t.Run("mapped", func(t *testing.T) { testMappedWrites(t, "") })
 	t.Run("staged", func(t *testing.T) { testMappedWrites(t, t.TempDir()) })
@@ -48,8 +60,14 @@ func testMappedWrites(t *testing.T, stage string) {
 	l.Start()
 	recs := appendN(t, l, 40, 0)
 	end := recs[39].e.PhysOffset + int64(recs[39].e.Size) // Written may lag with a ring
-	if sz := osSize(t, dir, 0); sz <= end {
+	sz := osSize(t, dir, 0)
+	switch {
+	case stage == "" && sz <= end:
 		t.Fatalf("file size %d, log end %d: no reserved tail, records were not written through the mapping", sz, end)
+	case stage != "" && sz > end:
+		t.Fatalf("file size %d, log end %d: a staged log's file holds nothing past the log", sz, end)
+	case stage != "" && osAllocated(t, dir, 0) < 64<<10:
+		t.Fatalf("%d bytes allocated: the segment's blocks are not reserved", osAllocated(t, dir, 0))
 	}
 	checkRecords(t, l, recs)
 	l.Stop(true) // a crash: no cut, no fsync (the page cache keeps the stores)
@@ -126,6 +144,13 @@ func (f allocFile) Allocate(off, n int64) error {
 		return *p
 	}
 	return f.File.(vfs.WriteMapper).Allocate(off, n)
+}
+
+func (f allocFile) Reserve(off, n int64) error {
+	if p := f.fs.fail.Load(); p != nil {
+		return *p
+	}
+	return f.File.(vfs.WriteMapper).Reserve(off, n)
 }
 
 // TestMappedDiskFull: when blocks cannot be reserved (a full disk), the
@@ -274,4 +299,59 @@ func TestFailedBatchKeepsQueueOffsets(t *testing.T) {
 		}
 	}
 	checkRecords(t, l, recs)
+}
+
+// TestStagingReservesAhead: with a staging ring the reserver reserves
+// each active segment's blocks whole, the first at Start and each new one
+// at its roll, without the writer's help; the files stay as long as the
+// log.
+func TestStagingReservesAhead(t *testing.T) {
+	dir := t.TempDir()
+	o := mappedOpts(vfs.Default, dir, 1<<20)
+	o.StagingDir = t.TempDir()
+	l, _ := openLog(t, o, Recovery{From: -1, CleanEnd: -1})
+	l.Start()
+	// (The writer reserves 8 MiB at a time itself, a whole 1 MiB segment:
+	// the reserver's own record tells its work apart.)
+	waitReserved := func(seg *segment) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for seg.reservedUpTo() < 1<<20 {
+			if time.Now().After(deadline) {
+				t.Fatalf("segment %d: reserved up to %d, want its whole size", seg.base, seg.reservedUpTo())
+			}
+			time.Sleep(time.Millisecond)
+		}
+		if got := osAllocated(t, dir, seg.base); got < 1<<20 {
+			t.Fatalf("segment %d: %d bytes allocated, want its whole size", seg.base, got)
+		}
+	}
+	l.mu.RLock()
+	first := l.segs[0]
+	l.mu.RUnlock()
+	waitReserved(first) // before any append
+	recs := appendN(t, l, 6000, 0)
+	l.mu.RLock()
+	segs := append([]*segment(nil), l.segs...)
+	l.mu.RUnlock()
+	if len(segs) < 2 {
+		t.Fatalf("%d segments, want a roll", len(segs))
+	}
+	waitReserved(segs[len(segs)-1])
+	if err := l.Stop(false); err != nil {
+		t.Fatal(err)
+	}
+	end := l.Written()
+	for i, s := range segs {
+		want := end - s.base
+		if i+1 < len(segs) {
+			want = segs[i+1].base - s.base
+		}
+		if got := osSize(t, dir, s.base); got != want {
+			t.Fatalf("segment %d: file size %d, log length %d", s.base, got, want)
+		}
+	}
+	l.Close()
+	l, _ = openLog(t, o, Recovery{From: end, CleanEnd: end})
+	startCheckClose(t, l, recs)
 }

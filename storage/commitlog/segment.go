@@ -48,6 +48,17 @@ type segment struct {
 	// reserved or written); 0 means unknown.
 	allocEnd int64
 	dropped  int64 // file offset below which the writer dropped its pages
+
+	// The reserver's progress (reserve.go): blocks below reserved are
+	// reserved; rgen counts cuts of the file, which free them.
+	rmu      sync.Mutex
+	reserved int64
+	rgen     uint64
+
+	// dirSynced: the segment's directory entry is durable. A roll leaves
+	// that to the next Sync, which makes it so before it reports anything
+	// in the segment durable.
+	dirSynced atomic.Bool
 }
 
 func newSegment(base int64, path string, f vfs.File, mapLen int) *segment {

@@ -30,6 +30,7 @@ func (f wbFile) MapWritable(n int) ([]byte, func() error, error) {
 	return f.File.(vfs.WriteMapper).MapWritable(n)
 }
 func (f wbFile) Allocate(off, n int64) error { return f.File.(vfs.WriteMapper).Allocate(off, n) }
+func (f wbFile) Reserve(off, n int64) error  { return f.File.(vfs.WriteMapper).Reserve(off, n) }
 
 func (f wbFile) StartWriteBack(off, n int64) error {
 	f.fs.mu.Lock()

@@ -122,7 +122,7 @@ func (l *Log) cutTail(seg *segment, size int64) error {
 	if sz <= size {
 		return nil
 	}
-	seg.allocEnd = 0
+	seg.cutReservation()
 	if err := seg.f.Truncate(size); err != nil {
 		return err
 	}

@@ -360,3 +360,34 @@ func TestZeroFailures(t *testing.T) {
 	l.Stop(true)
 	l.Close()
 }
+
+// TestRecoveredIsDurable: after a process crash, Open makes what it
+// recovered durable, the records and the names of segments that no Sync
+// covered (a roll leaves those to the next Sync), before Durable reports
+// it: a power loss right after the reopen keeps all of it.
+func TestRecoveredIsDurable(t *testing.T) {
+	fs := vfs.NewMem()
+	o := Options{FS: fs, Dir: "/log", SegmentSize: 8 << 10, MaxRecordSize: 4 << 10, FlushInterval: time.Hour}
+	if err := fs.MkdirAll("/log"); err != nil {
+		t.Fatal(err)
+	}
+	l, _ := openLog(t, o, Recovery{From: -1, CleanEnd: -1})
+	l.Start()
+	recs := appendN(t, l, 100, 0) // several segments, none fsynced
+	end := l.Written()
+	l.Stop(true) // a process crash: the page cache keeps everything
+	l.Close()
+
+	l, res := openLog(t, o, Recovery{From: 0, CleanEnd: -1})
+	if res.End != end || l.Durable() != end {
+		t.Fatalf("reopen: %+v, durable %d, want %d", res, l.Durable(), end)
+	}
+	l.Close()
+
+	o.FS = fs.CrashClone(nil) // a power loss now
+	l, res = openLog(t, o, Recovery{From: 0, CleanEnd: -1})
+	if res.End != end || res.Truncated != 0 {
+		t.Fatalf("after the power loss: %+v, want end %d", res, end)
+	}
+	startCheckClose(t, l, recs)
+}

@@ -54,9 +54,13 @@ func (f osFile) MapWritable(length int) ([]byte, func() error, error) {
 // cache, dirty where it was dirty.
 func DropPages(b []byte) error { return unix.Madvise(b, unix.MADV_DONTNEED) }
 
-func (f osFile) Allocate(off, n int64) error {
+func (f osFile) Allocate(off, n int64) error { return f.fallocate(0, off, n) }
+
+func (f osFile) Reserve(off, n int64) error { return f.fallocate(unix.FALLOC_FL_KEEP_SIZE, off, n) }
+
+func (f osFile) fallocate(mode uint32, off, n int64) error {
 	for {
-		err := unix.Fallocate(int(f.Fd()), 0, off, n)
+		err := unix.Fallocate(int(f.Fd()), mode, off, n)
 		switch {
 		case err == nil:
 			return nil

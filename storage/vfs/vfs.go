@@ -41,6 +41,11 @@ type WriteMapper interface {
 	// (fallocate mode 0). It fails with ErrNoAllocate where the file
 	// system cannot reserve blocks.
 	Allocate(off, n int64) error
+	// Reserve reserves disk blocks for [off, off+n) without changing the
+	// file size (fallocate FALLOC_FL_KEEP_SIZE): writes there extend the
+	// file without allocating. Not for stores through a mapping (past the
+	// file's end they fault). ErrNoAllocate where unsupported.
+	Reserve(off, n int64) error
 }
 
 // ErrNoAllocate: the file system does not support reserving blocks.

@@ -1,0 +1,97 @@
+package commitlog
+
+import "github.com/mqgate/mqgate/storage/vfs"
+
+// Block reservation ahead of a staged log.
+//
+// With a staging ring the writer reserves a segment's blocks before it
+// answers an append (allocate), so that a full disk fails the append, not
+// the flusher. Reserving from the writer role made every appender wait
+// whenever the reservation did: on the development VM a fallocate issued
+// while fsyncs of the log, queue and index files were committing took up
+// to 165 ms, and the role held through it stopped all appends (a Go
+// execution trace of BenchmarkAppendAsync). So a reserver goroutine
+// reserves the whole of each new active segment at once (past the file's
+// end: Reserve keeps the size, see allocate), and the writer reserves
+// itself, 8 MiB at a time, only below what the reserver has done: at the
+// start of a segment, or when the reservation failed (the disk is full,
+// and the writer's own attempt gives the append its error).
+//
+// A segment therefore holds blocks for its full size from early on, as a
+// RocketMQ broker's preallocated commit-log files do.
+
+// reserveAhead hands seg, the new active segment, to the reserver.
+// Writer role (or Start) only.
+func (l *Log) reserveAhead(seg *segment) {
+	if !l.staging.Load() {
+		return
+	}
+	seg.acquire() // the reserver releases it
+	if old := l.rsvSeg.Swap(seg); old != nil {
+		old.release()
+	}
+	select {
+	case l.rsvWake <- struct{}{}:
+	default:
+	}
+}
+
+// reserveLoop is the reserver goroutine.
+func (l *Log) reserveLoop() {
+	defer close(l.rsvDone)
+	for {
+		select {
+		case <-l.rsvWake:
+		case <-l.rsvStop:
+			if seg := l.rsvSeg.Swap(nil); seg != nil {
+				seg.release()
+			}
+			return
+		}
+		if seg := l.rsvSeg.Swap(nil); seg != nil {
+			l.reserveSegment(seg)
+			seg.release()
+		}
+	}
+}
+
+// reserveSegment reserves blocks for all of seg, unless a cut of its file
+// (which frees reserved blocks past the cut) happened meanwhile.
+func (l *Log) reserveSegment(seg *segment) {
+	seg.rmu.Lock()
+	gen, done := seg.rgen, seg.reserved >= l.opts.SegmentSize
+	seg.rmu.Unlock()
+	if done {
+		return
+	}
+	wm, ok := seg.f.(vfs.WriteMapper)
+	if !ok {
+		return
+	}
+	if err := wm.Reserve(0, l.opts.SegmentSize); err != nil {
+		l.logger.Debug("commitlog: reserve segment blocks ahead", "segment", seg.path, "err", err)
+		return
+	}
+	seg.rmu.Lock()
+	if seg.rgen == gen {
+		seg.reserved = l.opts.SegmentSize
+	}
+	seg.rmu.Unlock()
+}
+
+// reservedUpTo is how far the reserver has reserved seg's blocks.
+func (seg *segment) reservedUpTo() int64 {
+	seg.rmu.Lock()
+	defer seg.rmu.Unlock()
+	return seg.reserved
+}
+
+// cutReservation records that seg's file is about to be cut: blocks the
+// reserver reserved past the cut are freed with it.
+func (seg *segment) cutReservation() {
+	seg.rmu.Lock()
+	seg.rgen++
+	seg.reserved = 0
+	seg.rmu.Unlock()
+	seg.allocEnd = 0
+}
