@@ -975,8 +975,7 @@ func (l *Log) rollback(start int64, first *segment, newSegs []*segment) {
 		l.opts.FS.SyncDir(l.opts.Dir)
 	}
 	l.retarget(nil, 0) // no zero write in flight while truncating
-	first.cutReservation()
-	if err := first.f.Truncate(start - first.base); err != nil {
+	if err := first.truncate(start - first.base); err != nil {
 		// The bytes past start are garbage that recovery will cut; later
 		// writes overwrite them in place.
 		l.logger.Warn("commitlog: truncate after failed write", "err", err)

@@ -86,12 +86,15 @@ func (seg *segment) reservedUpTo() int64 {
 	return seg.reserved
 }
 
-// cutReservation records that seg's file is about to be cut: blocks the
-// reserver reserved past the cut are freed with it.
-func (seg *segment) cutReservation() {
+// truncate cuts seg's file to size. Blocks reserved past the cut are
+// freed with it, so the reserver's record of them goes too; rmu is held
+// throughout, so that a reservation that ran before the cut cannot be
+// recorded after it. Writer role (or Stop) only.
+func (seg *segment) truncate(size int64) error {
 	seg.rmu.Lock()
+	defer seg.rmu.Unlock()
 	seg.rgen++
 	seg.reserved = 0
-	seg.rmu.Unlock()
 	seg.allocEnd = 0
+	return seg.f.Truncate(size)
 }

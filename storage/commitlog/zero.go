@@ -122,8 +122,7 @@ func (l *Log) cutTail(seg *segment, size int64) error {
 	if sz <= size {
 		return nil
 	}
-	seg.cutReservation()
-	if err := seg.f.Truncate(size); err != nil {
+	if err := seg.truncate(size); err != nil {
 		return err
 	}
 	if err := seg.f.Sync(); err != nil {
