@@ -20,6 +20,21 @@ func mappedOpts(fs vfs.FS, dir string, seg int64) Options {
 	return Options{FS: fs, Dir: dir, SegmentSize: seg, MaxRecordSize: 4 << 10}
 }
 
+// checkFileLengths requires each segment's file to be exactly as long
+// as its part of a log that ends at end.
+func checkFileLengths(t *testing.T, dir string, segs []*segment, end int64) {
+	t.Helper()
+	for i, s := range segs {
+		want := end - s.base
+		if i+1 < len(segs) {
+			want = segs[i+1].base - s.base
+		}
+		if got := osSize(t, dir, s.base); got != want {
+			t.Fatalf("segment %d: file size %d, log length %d", s.base, got, want)
+		}
+	}
+}
+
 // osAllocated is how many bytes of disk the segment's file holds.
 func osAllocated(t *testing.T, dir string, base int64) int64 {
 	t.Helper()
@@ -95,15 +110,7 @@ func testMappedWrites(t *testing.T, stage string) {
 		t.Fatalf("%d segments, want a few rolls", len(segs))
 	}
 	end = l.Written()
-	for i, s := range segs {
-		want := end - s.base
-		if i+1 < len(segs) {
-			want = segs[i+1].base - s.base
-		}
-		if got := osSize(t, dir, s.base); got != want {
-			t.Fatalf("segment %d: file size %d, log length %d", s.base, got, want)
-		}
-	}
+	checkFileLengths(t, dir, segs, end)
 	l.Close()
 	l, res = openLog(t, o, Recovery{From: end, CleanEnd: end})
 	if !res.FastPath || res.End != end {
@@ -342,15 +349,7 @@ func TestStagingReservesAhead(t *testing.T) {
 		t.Fatal(err)
 	}
 	end := l.Written()
-	for i, s := range segs {
-		want := end - s.base
-		if i+1 < len(segs) {
-			want = segs[i+1].base - s.base
-		}
-		if got := osSize(t, dir, s.base); got != want {
-			t.Fatalf("segment %d: file size %d, log length %d", s.base, got, want)
-		}
-	}
+	checkFileLengths(t, dir, segs, end)
 	l.Close()
 	l, _ = openLog(t, o, Recovery{From: end, CleanEnd: end})
 	startCheckClose(t, l, recs)
