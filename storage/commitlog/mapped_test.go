@@ -123,6 +123,15 @@ func testMappedWrites(t *testing.T, stage string) {
 type allocFS struct {
 	vfs.FS
 	fail atomic.Pointer[error]
+	free atomic.Int64 // > 0: Usage reports this much free space
+}
+
+func (a *allocFS) Usage(dir string) (vfs.DiskUsage, error) {
+	u, err := a.FS.Usage(dir)
+	if f := a.free.Load(); f > 0 {
+		u.Free = uint64(f)
+	}
+	return u, err
 }
 
 type allocFile struct {
@@ -351,6 +360,36 @@ func TestStagingReservesAhead(t *testing.T) {
 	end := l.Written()
 	checkFileLengths(t, dir, segs, end)
 	l.Close()
+	l, _ = openLog(t, o, Recovery{From: end, CleanEnd: end})
+	startCheckClose(t, l, recs)
+}
+
+// TestStagingNoReserveOnFullDisk: with less free space than a segment and
+// its headroom, the reserver leaves the segment to the writer's own
+// reservations, and appends go on.
+func TestStagingNoReserveOnFullDisk(t *testing.T) {
+	dir := t.TempDir()
+	fs := &allocFS{FS: vfs.Default}
+	fs.free.Store(1 << 20)
+	o := mappedOpts(fs, dir, 1<<20)
+	o.StagingDir = t.TempDir()
+	l, _ := openLog(t, o, Recovery{From: -1, CleanEnd: -1})
+	l.Start()
+	recs := appendN(t, l, 2000, 0)
+	l.mu.RLock()
+	segs := append([]*segment(nil), l.segs...)
+	l.mu.RUnlock()
+	for _, s := range segs {
+		if r := s.reservedUpTo(); r != 0 {
+			t.Fatalf("segment %d: the reserver reserved up to %d on a full disk", s.base, r)
+		}
+	}
+	if err := l.Stop(false); err != nil {
+		t.Fatal(err)
+	}
+	checkFileLengths(t, dir, segs, l.Written())
+	l.Close()
+	end := recs[len(recs)-1].e.PhysOffset + int64(recs[len(recs)-1].e.Size)
 	l, _ = openLog(t, o, Recovery{From: end, CleanEnd: end})
 	startCheckClose(t, l, recs)
 }

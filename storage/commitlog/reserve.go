@@ -13,9 +13,10 @@ import "github.com/mqgate/mqgate/storage/vfs"
 // execution trace of BenchmarkAppendAsync). So a reserver goroutine
 // reserves the whole of each new active segment at once (past the file's
 // end: Reserve keeps the size, see allocate), and the writer reserves
-// itself, 8 MiB at a time, only below what the reserver has done: at the
-// start of a segment, or when the reservation failed (the disk is full,
-// and the writer's own attempt gives the append its error).
+// itself, 8 MiB at a time, only beyond what the reserver has done: at the
+// start of a segment, or where the reserver did not (the disk has less
+// free space than a segment and some headroom, or the reservation
+// failed; the writer's own attempt then gives an append its error).
 //
 // A segment therefore holds blocks for its full size from early on, as a
 // RocketMQ broker's preallocated commit-log files do.
@@ -68,6 +69,13 @@ func (l *Log) reserveSegment(seg *segment) {
 	if !ok {
 		return
 	}
+	// Not on a nearly full disk: a fallocate that runs out of space keeps
+	// what it took, and the queues, index and metadata need room too.
+	// The writer's own 8 MiB reservations then fail an append, not them.
+	if u, err := l.opts.FS.Usage(l.opts.Dir); err != nil || u.Free < uint64(l.opts.SegmentSize)+reserveHeadroom(l.opts.SegmentSize) {
+		l.logger.Debug("commitlog: not reserving a whole segment ahead", "segment", seg.path, "free", u.Free, "err", err)
+		return
+	}
 	if err := wm.Reserve(0, l.opts.SegmentSize); err != nil {
 		l.logger.Debug("commitlog: reserve segment blocks ahead", "segment", seg.path, "err", err)
 		return
@@ -78,6 +86,10 @@ func (l *Log) reserveSegment(seg *segment) {
 	}
 	seg.rmu.Unlock()
 }
+
+// reserveHeadroom is the free space the reserver leaves beyond a whole
+// segment: a quarter of one, at least 64 MiB.
+func reserveHeadroom(segSize int64) uint64 { return uint64(max(segSize/4, 64<<20)) }
 
 // reservedUpTo is how far the reserver has reserved seg's blocks.
 func (seg *segment) reservedUpTo() int64 {
