@@ -67,8 +67,15 @@ func TestServeHealthyThenCleanShutdown(t *testing.T) {
 	}
 	// The gRPC call metric (otelgrpc's instrument, recorded by the call
 	// telemetry interceptor) appears once a call was served.
-	if code, body := httpGet(t, "http://"+p.HTTP+"/metrics"); code != 200 || !strings.Contains(body, `rpc_server_call_duration_seconds_count{otel_scope_name="github.com/mqgate/mqgate/gateway/grpcserver"`) {
+	code, body := httpGet(t, "http://"+p.HTTP+"/metrics")
+	if code != 200 || !strings.Contains(body, `rpc_server_call_duration_seconds_count{otel_scope_name="github.com/mqgate/mqgate/gateway/grpcserver"`) {
 		t.Fatalf("/metrics = %d, no gRPC call metric:\n%.2000s", code, body)
+	}
+	// The store's dispatch counter, by where the records came from.
+	for _, src := range []string{"feed", "log"} {
+		if !strings.Contains(body, `mqgate_store_dispatched_total{mqgate_source="`+src+`"`) {
+			t.Fatalf("/metrics has no mqgate_store_dispatched_total for %s:\n%.4000s", src, body)
+		}
 	}
 
 	start := time.Now()

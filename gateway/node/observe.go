@@ -58,6 +58,7 @@ func (n *Node) observe() (remove func(), err error) {
 	appendErrors := counter("mqgate.store.append.errors", "{call}", "Append calls that failed (nothing stored)")
 	flushTimeouts := counter("mqgate.store.flush.timeouts", "{call}", "Sync-mode appends answered before their fsync finished (stored, not yet durable)")
 	fsyncErrors := counter("mqgate.store.fsync.errors", "{fsync}", "Failed commit-log fsyncs")
+	dispatched := counter("mqgate.store.dispatched", "{record}", "Records the dispatcher put into consume queues and the index, by mqgate.source: feed (described by the writer as it wrote them) or log (read back from the commit log: replay after a restart, or while the writer's feed was full)")
 	rejections, err := tel.Meter(admissionScope).Int64ObservableCounter("mqgate.admission.rejections", metric.WithUnit("{request}"),
 		metric.WithDescription("Requests refused by admission, by mqgate.reason: draining (shutting down: nothing was done) or polling_full (too many parked receives)"))
 	errs = append(errs, err)
@@ -69,6 +70,8 @@ func (n *Node) observe() (remove func(), err error) {
 	}
 	draining := metric.WithAttributeSet(attribute.NewSet(attribute.String("mqgate.reason", "draining")))
 	pollingFull := metric.WithAttributeSet(attribute.NewSet(attribute.String("mqgate.reason", "polling_full")))
+	fromFeed := metric.WithAttributeSet(attribute.NewSet(attribute.String("mqgate.source", "feed")))
+	fromLog := metric.WithAttributeSet(attribute.NewSet(attribute.String("mqgate.source", "log")))
 	reg, err := m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		s := st.Stats()
 		o.ObserveInt64(flushLag, s.FlushLag)
@@ -79,8 +82,10 @@ func (n *Node) observe() (remove func(), err error) {
 		o.ObserveInt64(appendErrors, int64(s.AppendErrors))
 		o.ObserveInt64(flushTimeouts, int64(s.FlushTimeouts))
 		o.ObserveInt64(fsyncErrors, int64(s.FsyncErrors))
+		o.ObserveInt64(dispatched, int64(s.DispatchFed), fromFeed)
+		o.ObserveInt64(dispatched, int64(s.DispatchRead), fromLog)
 		return nil
-	}, flushLag, dispatchLag, segments, appends, appendBytes, appendErrors, flushTimeouts, fsyncErrors)
+	}, flushLag, dispatchLag, segments, appends, appendBytes, appendErrors, flushTimeouts, fsyncErrors, dispatched)
 	if err != nil {
 		return nil, err
 	}
