@@ -188,9 +188,13 @@ func (l *Log) enqueueLocked(r *request) {
 	l.wakeWriter()
 }
 
-func (l *Log) wakeWriter() {
+func (l *Log) wakeWriter() { signal(l.wake) }
+
+// signal wakes the goroutine that waits on ch (buffered, capacity 1)
+// without blocking: a wake-up already pending covers this one.
+func signal(ch chan struct{}) {
 	select {
-	case l.wake <- struct{}{}:
+	case ch <- struct{}{}:
 	default:
 	}
 }
@@ -927,10 +931,7 @@ outer:
 		l.pmu.Unlock()
 	}
 	if l.opts.SyncMode || pos-l.durable.Load() >= l.opts.FlushBytes && l.opts.FlushBytes > 0 {
-		select {
-		case l.syncWake <- struct{}{}:
-		default:
-		}
+		signal(l.syncWake)
 	}
 }
 
@@ -1180,10 +1181,7 @@ func (l *Log) AppendDurable(ctx context.Context, recs []Record, deadline time.Ti
 
 func (l *Log) notify() {
 	if l.opts.Notify != nil {
-		select {
-		case l.opts.Notify <- struct{}{}:
-		default:
-		}
+		signal(l.opts.Notify)
 	}
 }
 

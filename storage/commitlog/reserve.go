@@ -31,10 +31,7 @@ func (l *Log) reserveAhead(seg *segment) {
 	if old := l.rsvSeg.Swap(seg); old != nil {
 		old.release()
 	}
-	select {
-	case l.rsvWake <- struct{}{}:
-	default:
-	}
+	signal(l.rsvWake)
 }
 
 // reserveLoop is the reserver goroutine.

@@ -697,12 +697,7 @@ func (l *Log) flushNext() bool {
 	return l.flushed.Load() < l.staged.Load()
 }
 
-func (l *Log) wakeFlusher() {
-	select {
-	case l.fwake <- struct{}{}:
-	default:
-	}
-}
+func (l *Log) wakeFlusher() { signal(l.fwake) }
 
 // forgetStaged zeroes the header of the record staged at pos (a failed
 // batch starts there), so that a crash does not replay it. Writer only.

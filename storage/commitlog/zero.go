@@ -84,10 +84,7 @@ func (l *Log) reserve(seg *segment, end int64) {
 	kick := !z.stopped && z.zEnd-z.wEnd < l.zeroAhead()/2 && z.wEnd >= z.retryAt
 	z.mu.Unlock()
 	if kick {
-		select {
-		case z.wake <- struct{}{}:
-		default:
-		}
+		signal(z.wake)
 	}
 }
 
@@ -105,10 +102,7 @@ func (l *Log) retarget(seg *segment, end int64) {
 	kick := seg != nil && !z.stopped
 	z.mu.Unlock()
 	if kick {
-		select {
-		case z.wake <- struct{}{}:
-		default:
-		}
+		signal(z.wake)
 	}
 }
 

@@ -219,13 +219,6 @@ func (s *Set) Get(topic string, id int32) *Queue {
 	return s.topics[topic][id]
 }
 
-// GetBytes is Get for a topic held in a byte slice (no allocation).
-func (s *Set) GetBytes(topic []byte, id int32) *Queue {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.topics[string(topic)][id]
-}
-
 // Ensure returns the queue, creating its directory if needed.
 func (s *Set) Ensure(topic string, id int32) (*Queue, error) {
 	if q := s.Get(topic, id); q != nil {
