@@ -61,6 +61,9 @@ func appendOne(t testing.TB, s *Store, m *message.Message) AppendEntry {
 	return res.Entries[0]
 }
 
+// waitAll waits until the log's Written end is dispatched. With a staging
+// ring (the OS file system) answered appends may not be written out yet:
+// wait for an append's End instead (feedWorkload).
 func waitAll(t testing.TB, s *Store) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
