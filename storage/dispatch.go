@@ -35,11 +35,12 @@ type dispatcher struct {
 	indexed   int64 // records below this position are in the index (memory)
 
 	// The feed's records taken so far (fbuf.recs[fi:] not yet applied),
-	// the log path's key arena, and its topic names.
+	// the log path's key arena, its topic names and their key prefixes.
 	fbuf   feedBuf
 	fi     int
 	keys   []uint64
 	topics map[string]string
+	tk     topicKeys
 
 	mu      sync.Mutex
 	ch      chan struct{} // closed after the next step; made only when someone waits
@@ -253,7 +254,7 @@ func (d *dispatcher) stepLog(pos, lim int64) (int64, error) {
 		if v.PhysOffset != pos+int64(p) {
 			return pos, fmt.Errorf("%w: dispatch at %d: record claims %d", ErrCorrupt, pos+int64(p), v.PhysOffset)
 		}
-		r, keys := describe(&v, d.topic(v.Topic), d.keys[:0])
+		r, keys := describe(&v, d.topic(v.Topic), d.keys[:0], &d.tk)
 		d.keys = keys
 		if err := d.apply(&r, keys); err != nil {
 			return pos, err

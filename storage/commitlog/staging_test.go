@@ -390,18 +390,25 @@ func TestStagingRuns(t *testing.T) {
 		}
 	}
 	for i := 0; l.staged.Load() < 5*l.stg.size/2; i++ {
-		n := 200 + (i*7919)%20000
-		if i%500 == 499 {
-			n = flushRun * 3 / 2
+		// Mostly single records, some batches of three (whose records'
+		// ends the writer notes for the runs at once, noteRunEnds), and
+		// now and then one record longer than a run.
+		var recs []Record
+		for k := 0; k < 1+2*min(i%7/6, 1); k++ {
+			n := 200 + ((i+k)*7919)%20000
+			if i%500 == 499 {
+				n = flushRun * 3 / 2
+			}
+			recs = append(recs, bodyRecord(t, bytes.Repeat([]byte{byte(i + k)}, n)))
 		}
-		r := bodyRecord(t, bytes.Repeat([]byte{byte(i)}, n))
-		d := r.Data
-		e, end, err := l.Append(context.Background(), []Record{r})
+		e, _, err := l.Append(context.Background(), recs)
 		if err != nil {
 			t.Fatalf("append %d: %v", i, err)
 		}
-		boundary[end] = true
-		data, ents = append(data, d), append(ents, e[0])
+		for k, r := range recs {
+			boundary[e[k].PhysOffset+int64(e[k].Size)] = true
+			data, ents = append(data, r.Data), append(ents, e[k])
+		}
 		checkFlushed("after an append")
 	}
 	if l.flushed.Load() == 0 {

@@ -28,7 +28,11 @@ func IsTmpfs(dir string) bool {
 // CreateShared creates the file at path (replacing any old one: its
 // contents are gone), reserves size bytes of memory for it (fallocate: a
 // full tmpfs fails here rather than with SIGBUS on a store) and maps it
-// shared and writable. The bytes read as zeros.
+// shared and writable, with every page mapped already (MAP_POPULATE): the
+// ring's first lap then takes no page fault per 4 KiB on the append path
+// (4,096 of them for a 16 MiB ring, a fifth of all the faults of a
+// BenchmarkAppendAsync run on the development VM). The bytes read as
+// zeros.
 func CreateShared(path string, size int64) ([]byte, func() error, error) {
 	if size <= 0 || int64(int(size)) != size {
 		return nil, nil, fmt.Errorf("vfs: shared file %s: bad size %d", path, size)
@@ -45,7 +49,7 @@ func CreateShared(path string, size int64) ([]byte, func() error, error) {
 		os.Remove(path)
 		return nil, nil, &os.PathError{Op: "fallocate", Path: path, Err: err}
 	}
-	b, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	b, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
 	if err != nil {
 		os.Remove(path)
 		return nil, nil, fmt.Errorf("vfs: mmap %s: %w", path, err)
