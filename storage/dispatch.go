@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mqgate/mqgate/storage/consumequeue"
+	"github.com/mqgate/mqgate/storage/index"
 	"github.com/mqgate/mqgate/storage/message"
 )
 
@@ -41,6 +42,9 @@ type dispatcher struct {
 	keys   []uint64
 	topics map[string]string
 	tk     topicKeys
+	// ikeys: index keys of this step's records, added at its end
+	// (flushIndex).
+	ikeys []index.Key
 
 	mu      sync.Mutex
 	ch      chan struct{} // closed after the next step; made only when someone waits
@@ -176,6 +180,11 @@ func (d *dispatcher) step(lim int64) error {
 		end, err = d.stepLog(pos, next)
 	}
 	if err != nil {
+		// What the step indexed before the failure stays indexed (indexed
+		// says so).
+		if ierr := d.flushIndex(); ierr != nil {
+			d.s.logger.Warn("storage: index keys kept for the next step", "err", ierr)
+		}
 		return err
 	}
 	if err := d.flush(); err != nil {
@@ -370,16 +379,32 @@ const (
 	keyKindKey = "K"
 )
 
+// index queues r's keys for the index; flushIndex adds them.
 func (d *dispatcher) index(r *record, keys []uint64) error {
 	if r.hasID {
-		if err := d.s.idx.Put(r.id, r.phys, r.size, r.store); err != nil {
-			return err
-		}
+		d.ikeys = append(d.ikeys, index.Key{Hash: r.id, Phys: r.phys, Size: r.size, StoreTime: r.store})
 	}
 	for _, k := range keys {
-		if err := d.s.idx.Put(k, r.phys, r.size, r.store); err != nil {
-			return err
-		}
+		d.ikeys = append(d.ikeys, index.Key{Hash: k, Phys: r.phys, Size: r.size, StoreTime: r.store})
+	}
+	return nil
+}
+
+// flushIndex adds the keys queued so far to the index. They are kept
+// until it succeeds, whatever happens to the step that queued them:
+// indexed has passed their records, so a retried step does not queue them
+// again.
+func (d *dispatcher) flushIndex() error {
+	if len(d.ikeys) == 0 {
+		return nil
+	}
+	if err := d.s.idx.PutAll(d.ikeys); err != nil {
+		return err
+	}
+	if cap(d.ikeys) > maxKeptEntries {
+		d.ikeys = nil
+	} else {
+		d.ikeys = d.ikeys[:0]
 	}
 	return nil
 }
@@ -435,6 +460,9 @@ func (d *dispatcher) resetPending() {
 
 // flush writes pending queue entries and calls the arrival hook.
 func (d *dispatcher) flush() error {
+	if err := d.flushIndex(); err != nil {
+		return err
+	}
 	hook := d.s.hook.Load()
 	for i := range d.pending {
 		pq := &d.pending[i]

@@ -81,7 +81,7 @@
 // of a record still in the ring, never while holding qmu or mu; under it
 // the flusher's drop-behind takes mu to look segments up (fmu, then mu).
 //
-// commitlog imports storage/message, storage/vfs, storage/internal/serr
-// and the standard library only; it knows nothing of consume queues, the
-// index, or the broker.
+// commitlog imports storage/message, storage/vfs, storage/internal/serr,
+// golang.org/x/sys (its cache-line pad) and the standard library only; it
+// knows nothing of consume queues, the index, or the broker.
 package commitlog

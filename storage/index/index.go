@@ -395,10 +395,38 @@ func (x *Index) End() int64 {
 }
 
 // Put adds one key hash for the record at phys. The dispatcher calls it
-// in log order, then SetEnd.
+// (or PutAll) in log order, then SetEnd.
 func (x *Index) Put(hash uint64, phys int64, size int32, storeTime int64) error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	x.put(Key{hash, phys, size, storeTime})
+	return nil
+}
+
+// Key is one key hash of the record at Phys, for PutAll.
+type Key struct {
+	Hash      uint64
+	Phys      int64
+	Size      int32
+	StoreTime int64
+}
+
+// PutAll is Put of each of keys, in order, under one lock: the dispatcher
+// adds a step's keys at once (a lock per key was 2 % of the CPU of
+// BenchmarkAppendAsync).
+func (x *Index) PutAll(keys []Key) error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for _, k := range keys {
+		x.put(k)
+	}
+	return nil
+}
+
+// put adds k to the active file, rotating first if it is full. x.mu is
+// held.
+func (x *Index) put(k Key) {
+	hash, phys, size, storeTime := k.Hash, k.Phys, k.Size, k.StoreTime
 	f := x.active
 	if f.h.count >= f.h.capacity {
 		x.rotate(phys)
@@ -422,7 +450,6 @@ func (x *Index) Put(hash uint64, phys int64, size int32, storeTime int64) error 
 	if storeTime > f.h.maxTime {
 		f.h.maxTime = storeTime
 	}
-	return nil
 }
 
 // SetEnd records that every record below end is indexed.
