@@ -65,6 +65,59 @@ func TestPutLookupRotateReopen(t *testing.T) {
 	x.Close()
 }
 
+// TestPutAllIsPutInOrder: PutAll of a run of keys (across rotations)
+// leaves the index Put of each would have, file for file.
+func TestPutAllIsPutInOrder(t *testing.T) {
+	var keys []Key
+	for i := int64(0); i < 70; i++ {
+		keys = append(keys, Key{Hash: uint64(i*7) % 9, Phys: i * 100, Size: 10 + int32(i%3), StoreTime: 1000 + i})
+	}
+	one, all := memOpts(8, 16), memOpts(8, 16)
+	x, y := mustOpen(t, one), mustOpen(t, all)
+	for _, k := range keys {
+		if err := x.Put(k.Hash, k.Phys, k.Size, k.StoreTime); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// In uneven batches, some of them across a rotation.
+	for i := 0; i < len(keys); {
+		n := min(1+i%11, len(keys)-i)
+		if err := y.PutAll(keys[i : i+n]); err != nil {
+			t.Fatal(err)
+		}
+		i += n
+	}
+	for _, ix := range []*Index{x, y} {
+		ix.SetEnd(70 * 100)
+		if err := ix.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		ix.Close()
+	}
+	for h := uint64(0); h < 9; h++ {
+		a, errA := mustOpen(t, one).Lookup(h, 0, 1<<62, 100)
+		b, errB := mustOpen(t, all).Lookup(h, 0, 1<<62, 100)
+		if errA != nil || errB != nil || !slices.Equal(a, b) || len(a) == 0 {
+			t.Fatalf("hash %d: Put gives %v (%v), PutAll %v (%v)", h, a, errA, b, errB)
+		}
+	}
+	for _, o := range []Options{one, all} {
+		names, err := o.FS.List(o.Dir)
+		if err != nil || len(names) < 4 {
+			t.Fatalf("%d index files (%v): want the keys across rotations", len(names), err)
+		}
+	}
+	na, _ := one.FS.List(one.Dir)
+	nb, _ := all.FS.List(all.Dir)
+	for i := range na {
+		ba, _ := vfs.ReadFile(one.FS, one.Dir+"/"+na[i])
+		bb, _ := vfs.ReadFile(all.FS, all.Dir+"/"+nb[i])
+		if na[i] != nb[i] || !slices.Equal(ba, bb) {
+			t.Fatalf("file %s / %s differs", na[i], nb[i])
+		}
+	}
+}
+
 func TestDamagedFileIsDropped(t *testing.T) {
 	o := memOpts(8, 16)
 	names := writeIndex(t, o, 40, func(int64) uint64 { return 7 })
