@@ -182,9 +182,7 @@ func (d *dispatcher) step(lim int64) error {
 	if err != nil {
 		// What the step indexed before the failure stays indexed (indexed
 		// says so).
-		if ierr := d.flushIndex(); ierr != nil {
-			d.s.logger.Warn("storage: index keys kept for the next step", "err", ierr)
-		}
+		d.flushIndex()
 		return err
 	}
 	if err := d.flush(); err != nil {
@@ -353,9 +351,7 @@ func (d *dispatcher) apply(r *record, keys []uint64) error {
 			ErrCorrupt, r.topic, r.queue, r.phys, r.qoff, q.Next())
 	}
 	if r.phys >= d.indexed {
-		if err := d.index(r, keys[r.k0:r.k1]); err != nil {
-			return err
-		}
+		d.index(r, keys[r.k0:r.k1])
 		d.indexed = r.phys + int64(r.size)
 	}
 	return nil
@@ -380,33 +376,28 @@ const (
 )
 
 // index queues r's keys for the index; flushIndex adds them.
-func (d *dispatcher) index(r *record, keys []uint64) error {
+func (d *dispatcher) index(r *record, keys []uint64) {
 	if r.hasID {
 		d.ikeys = append(d.ikeys, index.Key{Hash: r.id, Phys: r.phys, Size: r.size, StoreTime: r.store})
 	}
 	for _, k := range keys {
 		d.ikeys = append(d.ikeys, index.Key{Hash: k, Phys: r.phys, Size: r.size, StoreTime: r.store})
 	}
-	return nil
 }
 
-// flushIndex adds the keys queued so far to the index. They are kept
-// until it succeeds, whatever happens to the step that queued them:
-// indexed has passed their records, so a retried step does not queue them
-// again.
-func (d *dispatcher) flushIndex() error {
+// flushIndex adds the keys queued so far to the index: with the queue
+// entries (flush), and after a failed step too, since indexed has passed
+// their records.
+func (d *dispatcher) flushIndex() {
 	if len(d.ikeys) == 0 {
-		return nil
+		return
 	}
-	if err := d.s.idx.PutAll(d.ikeys); err != nil {
-		return err
-	}
+	d.s.idx.PutAll(d.ikeys)
 	if cap(d.ikeys) > maxKeptEntries {
 		d.ikeys = nil
 	} else {
 		d.ikeys = d.ikeys[:0]
 	}
-	return nil
 }
 
 // scanSlots: up to this many queues in a step, a record finds its queue's
@@ -460,9 +451,7 @@ func (d *dispatcher) resetPending() {
 
 // flush writes pending queue entries and calls the arrival hook.
 func (d *dispatcher) flush() error {
-	if err := d.flushIndex(); err != nil {
-		return err
-	}
+	d.flushIndex()
 	hook := d.s.hook.Load()
 	for i := range d.pending {
 		pq := &d.pending[i]

@@ -68,18 +68,16 @@ func describe(v *message.View, topic string, keys []uint64, tk *topicKeys) (reco
 		r.id, r.hasID = message.FNV64a(idPrefix, id), true
 	}
 	r.k0 = int32(len(keys))
-	if kv := v.Prop(message.PropKeys); len(kv) > 0 {
-		for len(kv) > 0 {
-			kv = bytes.TrimLeft(kv, " ")
-			i := bytes.IndexByte(kv, ' ')
-			if i < 0 {
-				i = len(kv)
-			}
-			if i > 0 {
-				keys = append(keys, message.FNV64a(prefix, kv[:i]))
-			}
-			kv = kv[i:]
+	for kv := v.Prop(message.PropKeys); len(kv) > 0; {
+		kv = bytes.TrimLeft(kv, " ")
+		i := bytes.IndexByte(kv, ' ')
+		if i < 0 {
+			i = len(kv)
 		}
+		if i > 0 {
+			keys = append(keys, message.FNV64a(prefix, kv[:i]))
+		}
+		kv = kv[i:]
 	}
 	r.k1 = int32(len(keys))
 	return r, keys

@@ -413,42 +413,41 @@ type Key struct {
 
 // PutAll is Put of each of keys, in order, under one lock: the dispatcher
 // adds a step's keys at once (a lock per key was 2 % of the CPU of
-// BenchmarkAppendAsync).
-func (x *Index) PutAll(keys []Key) error {
+// BenchmarkAppendAsync). Like Put it does no I/O (a full file is sealed
+// in memory, see rotate), so it cannot fail.
+func (x *Index) PutAll(keys []Key) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	for _, k := range keys {
 		x.put(k)
 	}
-	return nil
 }
 
 // put adds k to the active file, rotating first if it is full. x.mu is
 // held.
 func (x *Index) put(k Key) {
-	hash, phys, size, storeTime := k.Hash, k.Phys, k.Size, k.StoreTime
 	f := x.active
 	if f.h.count >= f.h.capacity {
-		x.rotate(phys)
+		x.rotate(k.Phys)
 		f = x.active
 	}
-	s := hash % uint64(f.h.slots)
+	s := k.Hash % uint64(f.h.slots)
 	var e [entrySize]byte
 	le := binary.LittleEndian
-	le.PutUint64(e[0:], hash)
-	le.PutUint64(e[8:], uint64(phys))
-	le.PutUint32(e[16:], uint32(size))
+	le.PutUint64(e[0:], k.Hash)
+	le.PutUint64(e[8:], uint64(k.Phys))
+	le.PutUint32(e[16:], uint32(k.Size))
 	le.PutUint32(e[20:], f.slots[s])
-	le.PutUint64(e[24:], uint64(storeTime))
+	le.PutUint64(e[24:], uint64(k.StoreTime))
 	f.entries.add(e[:])
 	f.h.count++
 	f.slots[s] = f.h.count
 	f.dirtyPg.set(int(s) / pageSlots)
-	if f.h.count == 1 || storeTime < f.h.minTime {
-		f.h.minTime = storeTime
+	if f.h.count == 1 || k.StoreTime < f.h.minTime {
+		f.h.minTime = k.StoreTime
 	}
-	if storeTime > f.h.maxTime {
-		f.h.maxTime = storeTime
+	if k.StoreTime > f.h.maxTime {
+		f.h.maxTime = k.StoreTime
 	}
 }
 
