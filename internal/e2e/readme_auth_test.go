@@ -10,16 +10,16 @@ import (
 	"github.com/mqgate/mqgate/internal/testutil"
 )
 
-// The README's Authentication section, run as written: its users file
-// starts a real mqgate, and its signed curl call must answer what it
-// shows; a call signed with another secret must not.
-func TestREADMEAuthExample(t *testing.T) {
+// docs/auth.md, run as written: its users file starts a real mqgate, and
+// its signed curl call must answer what it shows; a call signed with
+// another secret must not.
+func TestDocsAuthExample(t *testing.T) {
 	e2e(t)
-	requireTools(t, "the README's Authentication examples", "bash", "curl", "openssl")
-	section := readmeSection(t, "Authentication")
+	requireTools(t, "the examples of docs/auth.md", "bash", "curl", "openssl")
+	section := docSection(t, "docs/auth.md", "")
 	_, rest, ok := strings.Cut(section, "```yaml\n")
 	if !ok {
-		t.Fatal("the Authentication section shows no users file")
+		t.Fatal("docs/auth.md shows no users file")
 	}
 	users, _, _ := strings.Cut(rest, "```")
 	file := filepath.Join(t.TempDir(), "users.yaml")
@@ -27,9 +27,9 @@ func TestREADMEAuthExample(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := start(t, testutil.StartOptions{Args: []string{"--auth-file", file}})
-	steps := readmeSteps(t, "Authentication")
+	steps := readmeSteps(t, section)
 	if checked := runReadmeSteps(t, steps, p.HTTP); checked != 1 {
-		t.Fatalf("%d README commands show their answer, want the one signed call", checked)
+		t.Fatalf("%d documented commands show their answer, want the one signed call", checked)
 	}
 	// The same call with a wrong secret is refused.
 	var script strings.Builder

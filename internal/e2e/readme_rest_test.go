@@ -1,9 +1,9 @@
 package e2e
 
-// The README's "## REST" curl examples, run as written (with the port of a
-// real mqgate substituted) by bash, curl and jq; each command followed by a
-// "# → ANSWER" comment must answer that (see matchAnswer), so the README
-// cannot rot.
+// The curl examples of docs/rest.md's "## Walkthrough", run as written
+// (with the port of a real mqgate substituted) by bash, curl and jq; each
+// command followed by a "# → ANSWER" comment must answer that (see
+// matchAnswer), so the document cannot rot.
 
 import (
 	"encoding/json"
@@ -18,14 +18,14 @@ import (
 	"github.com/mqgate/mqgate/internal/testutil"
 )
 
-// readmeStep is one logical command of the README and the answer shown
+// readmeStep is one logical command of a document and the answer shown
 // for it ("" when none).
 type readmeStep struct {
 	cmd, want string
 }
 
-// requireTools fails the test when a command the README's examples run is
-// missing (.ci/deps installs them).
+// requireTools fails the test when a command the documents' examples run
+// is missing (.ci/deps installs them).
 func requireTools(t *testing.T, what string, tools ...string) {
 	t.Helper()
 	for _, tool := range tools {
@@ -35,16 +35,21 @@ func requireTools(t *testing.T, what string, tools ...string) {
 	}
 }
 
-// readmeSection is the text of the README section titled heading.
-func readmeSection(t *testing.T, heading string) string {
+// docSection is the text of the section titled "## heading" of the
+// document at path (relative to the repository root), or the whole
+// document when heading is empty.
+func docSection(t *testing.T, path, heading string) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(testutil.RepoRoot(), "README.md"))
+	b, err := os.ReadFile(filepath.Join(testutil.RepoRoot(), filepath.FromSlash(path)))
 	if err != nil {
 		t.Fatal(err)
 	}
+	if heading == "" {
+		return string(b)
+	}
 	_, section, ok := strings.Cut(string(b), "\n## "+heading+"\n")
 	if !ok {
-		t.Fatalf("README.md has no ## %s section", heading)
+		t.Fatalf("%s has no ## %s section", path, heading)
 	}
 	if i := strings.Index(section, "\n## "); i >= 0 {
 		section = section[:i]
@@ -52,10 +57,9 @@ func readmeSection(t *testing.T, heading string) string {
 	return section
 }
 
-// readmeSteps extracts the sh code blocks of a README section.
-func readmeSteps(t *testing.T, heading string) []readmeStep {
+// readmeSteps extracts the sh code blocks of a document's text.
+func readmeSteps(t *testing.T, section string) []readmeStep {
 	t.Helper()
-	section := readmeSection(t, heading)
 	var steps []readmeStep
 	in := false
 	var pending string
@@ -83,7 +87,7 @@ func readmeSteps(t *testing.T, heading string) []readmeStep {
 		switch {
 		case strings.HasPrefix(l, "# → "):
 			if len(steps) == 0 || steps[len(steps)-1].want != "" {
-				t.Fatalf("README answer %q follows no command", l)
+				t.Fatalf("documented answer %q follows no command", l)
 			}
 			steps[len(steps)-1].want = strings.TrimPrefix(l, "# → ")
 		case l == "" || strings.HasPrefix(l, "#"):
@@ -94,23 +98,23 @@ func readmeSteps(t *testing.T, heading string) []readmeStep {
 	return steps
 }
 
-func TestREADMERESTExamples(t *testing.T) {
+func TestDocsRESTWalkthrough(t *testing.T) {
 	e2e(t)
-	requireTools(t, "the README's REST examples", "bash", "curl", "jq")
-	steps := readmeSteps(t, "REST")
+	requireTools(t, "the REST walkthrough", "bash", "curl", "jq")
+	steps := readmeSteps(t, docSection(t, "docs/rest.md", "Walkthrough"))
 	all := ""
 	for _, s := range steps {
 		all += s.cmd + "\n"
 	}
-	// The examples the README must keep showing.
+	// The examples the walkthrough must keep showing.
 	for _, must := range []string{"/v1/topics -d", "/v1/groups -d", "/messages", ":receive", ":changeInvisibleDuration", ":ack"} {
 		if !strings.Contains(all, must) {
-			t.Errorf("the README's REST examples lost their %q command", must)
+			t.Errorf("the REST walkthrough lost its %q command", must)
 		}
 	}
 	p := start(t, startOpts())
 	if checked := runReadmeSteps(t, steps, p.HTTP); checked < 5 {
-		t.Fatalf("only %d README commands show their answer", checked)
+		t.Fatalf("only %d documented commands show their answer", checked)
 	}
 }
 
@@ -134,7 +138,7 @@ func runReadmeSteps(t *testing.T, steps []readmeStep, addr string) int {
 	}
 	run := exec.Command("bash", "-c", script.String())
 	if b, err := run.CombinedOutput(); err != nil {
-		t.Fatalf("the README's REST examples failed: %v\n%s\nscript:\n%s", err, b, script.String())
+		t.Fatalf("the documented examples failed: %v\n%s\nscript:\n%s", err, b, script.String())
 	}
 	for i, s := range steps {
 		if s.want == "" {
@@ -145,7 +149,7 @@ func runReadmeSteps(t *testing.T, steps []readmeStep, addr string) int {
 			t.Fatal(err)
 		}
 		if err := matchAnswer(string(got), s.want); err != nil {
-			t.Errorf("README command\n  %s\nanswered\n  %s\nbut the README shows\n  %s\n%v", s.cmd, got, s.want, err)
+			t.Errorf("documented command\n  %s\nanswered\n  %s\nbut the document shows\n  %s\n%v", s.cmd, got, s.want, err)
 		}
 	}
 	return checked
@@ -154,7 +158,7 @@ func runReadmeSteps(t *testing.T, steps []readmeStep, addr string) int {
 // trailer is what curl -w adds after the JSON (" HTTP 404").
 var trailer = regexp.MustCompile(`\s+(HTTP \d{3})\s*$`)
 
-// matchAnswer checks got against the README's answer: the same JSON, where
+// matchAnswer checks got against the documented answer: the same JSON, where
 // objects may have more fields than shown, arrays have exactly the shown
 // elements, and "…" inside a string stands for any text; an " HTTP nnn"
 // trailer must match exactly.
@@ -167,11 +171,11 @@ func matchAnswer(got, want string) error {
 		gt, got = got[m[2]:m[3]], got[:m[0]]
 	}
 	if gt != wt {
-		return fmt.Errorf("status %q, README shows %q", gt, wt)
+		return fmt.Errorf("status %q, the document shows %q", gt, wt)
 	}
 	var g, w any
 	if err := json.Unmarshal([]byte(want), &w); err != nil {
-		return fmt.Errorf("the README's answer is not JSON: %v", err)
+		return fmt.Errorf("the documented answer is not JSON: %v", err)
 	}
 	if err := json.Unmarshal([]byte(got), &g); err != nil {
 		return fmt.Errorf("the answer is not JSON: %v", err)
