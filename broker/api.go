@@ -28,10 +28,10 @@ type ReceiveRequest struct {
 	QueueID int32
 }
 
-// MaxReceiveBatch caps one receive (spec §5.8.1).
+// MaxReceiveBatch caps one receive.
 const MaxReceiveBatch = 32
 
-// Limits of invisibility (spec §5.8.1, §5.10).
+// Limits of invisibility.
 const (
 	MinReceiveInvisible = 10 * time.Second
 	MaxInvisible        = 12 * time.Hour

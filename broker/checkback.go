@@ -16,7 +16,7 @@ import (
 // A sender that implements CheckBackClaimer and claims a message is the
 // only one asked about it: a classic producer's half message must never
 // be checked with a gRPC producer that merely publishes the same topic
-// (it did not send it; spec remoting trap 32).
+// (it did not send it).
 type CheckBackFanOut []txn.CheckBackSender
 
 // CheckBackClaimer is implemented by senders that can tell a half message

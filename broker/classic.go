@@ -289,7 +289,7 @@ func deliveryTime(r *message.Message, now time.Time, maxDelay time.Duration) (ti
 
 // ---- pulling ------------------------------------------------------------
 
-// PullStatus is the outcome of a classic pull (spec remoting §6.1).
+// PullStatus is the outcome of a classic pull.
 type PullStatus int8
 
 const (
@@ -593,7 +593,7 @@ type SendBackResult struct {
 
 // SendBack re-publishes a failed message: to %RETRY%<group> after the
 // level's delay with reconsume times + 1, or to %DLQ%<group> once the
-// attempts are used up (spec remoting §6.5). It creates the group, the
+// attempts are used up. It creates the group, the
 // retry and the dead-letter topics as needed: a classic consumer ignores
 // the answer, so a refusal would lose the redelivery.
 func (c *Classic) SendBack(ctx context.Context, sb SendBack) (SendBackResult, error) {

@@ -1,7 +1,7 @@
 // Package broker is mqgate's embedded broker: topics and groups, sending,
 // POP receive/ack/change-invisibility with redelivery, retry and dead
-// letters, long polling, and (in later packages) FIFO, delay, transactions
-// and offsets. It speaks Go types only (broker/model); every error it
+// letters, long polling, FIFO, delay, transactions and offsets (each in
+// its own package). It speaks Go types only (broker/model); every error it
 // returns carries an mqerr.Kind.
 //
 // Filters: tag sets (model.ParseTagFilter) and SQL92 expressions over

@@ -64,7 +64,7 @@ func WithTLS() Option {
 func WithTLSConfig(cfg *tls.Config) Option { return func(c *config) { c.tls = cfg } }
 
 // WithCredentials signs every call with the MQv2-HMAC-SHA1 authorization
-// header (spec §12): the access key names the user, the secret key signs
+// header: the access key names the user, the secret key signs
 // the x-mq-date-time header.
 func WithCredentials(accessKey, secretKey string) Option {
 	return func(c *config) { c.accessKey, c.secretKey = accessKey, secretKey }
@@ -261,7 +261,7 @@ func (c *Client) withTimeout(ctx context.Context) (context.Context, context.Canc
 	return context.WithTimeout(ctx, c.cfg.requestTimeout)
 }
 
-// outgoing returns ctx carrying the v2 request headers (spec §1.5) for
+// outgoing returns ctx carrying the v2 request headers for
 // clientID. Each call gets fresh values (request id, date, signature); a
 // retry never accumulates duplicate headers.
 func (c *Client) outgoing(ctx context.Context, clientID string) context.Context {
@@ -285,10 +285,10 @@ func (c *Client) outgoing(ctx context.Context, clientID string) context.Context 
 }
 
 // dateTimeLayout is x-mq-date-time's format: local time with a literal Z,
-// as every client writes it (spec §1.5).
+// as every client writes it.
 const dateTimeLayout = "20060102T150405Z"
 
-// authorization builds the MQv2-HMAC-SHA1 header (spec §12.1).
+// authorization builds the MQv2-HMAC-SHA1 header.
 func authorization(accessKey, secretKey, date string) string {
 	mac := hmac.New(sha1.New, []byte(secretKey))
 	mac.Write([]byte(date))

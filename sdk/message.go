@@ -149,7 +149,7 @@ func fromV2(m *v2.Message) (*ReceivedMessage, error) {
 	return r, nil
 }
 
-// Message ids: the v1 layout every official client uses (spec §6.1), 34
+// Message ids: the v1 layout every official client uses, 34
 // upper-case hex characters: 01, 6 bytes MAC (random when there is none),
 // 2 bytes pid, 4 bytes seconds since 2021-01-01, 4 bytes sequence.
 var (

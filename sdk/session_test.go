@@ -12,7 +12,7 @@ import (
 	v2 "github.com/mqgate/mqgate/gen/apache/rocketmq/v2"
 )
 
-// The signature of spec §12.1: hex(HMAC-SHA1(secret, x-mq-date-time)).
+// The v2 signature: hex(HMAC-SHA1(secret, x-mq-date-time)).
 func TestAuthorizationHeader(t *testing.T) {
 	got := authorization("AK", "secret", "20240101T000000Z")
 	// python3 -c 'import hmac,hashlib;print(hmac.new(b"secret",b"20240101T000000Z",hashlib.sha1).hexdigest())'

@@ -159,9 +159,9 @@ func BenchmarkAppendAsync(b *testing.B) {
 	b.SetBytes(rec)
 	// The raw limit is measured before and after (the better one counts),
 	// on the same disk, for the same bytes.
-	// Two write sizes: on the development VM's kernel (6.18, ext4) 1 MiB
-	// pwrites into a new file ran at half the speed of 256 KiB ones
-	// (storage/README.md); the raw limit is the faster.
+	// Two write sizes: on some kernels (seen on 6.18, ext4, in a VM) 1 MiB
+	// pwrites into a new file run at half the speed of 256 KiB ones; the
+	// raw limit is the faster.
 	// MQGATE_BENCH_NO_RAW=1 leaves the raw runs out (no ratio): for
 	// profiles and long runs of the store alone.
 	noRaw := os.Getenv("MQGATE_BENCH_NO_RAW") == "1"

@@ -84,9 +84,9 @@ func describe(v *message.View, topic string, keys []uint64, tk *topicKeys) (reco
 }
 
 // feed carries the writer's records to the dispatcher, so that in steady
-// state the dispatcher does not read the log back: on the development VM
-// the first touch of each record written out a moment earlier cost more
-// than everything else the dispatcher does with it (storage/README.md).
+// state the dispatcher does not read the log back: on a test VM the
+// first touch of each record written out a moment earlier cost more than
+// everything else the dispatcher does with it.
 //
 // The log stays the truth. The writer adds records in log order (the role
 // is held by one goroutine at a time); the dispatcher takes them up to the

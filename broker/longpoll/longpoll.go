@@ -8,7 +8,7 @@ import (
 	"github.com/mqgate/mqgate/broker/mqerr"
 )
 
-// DefaultMaxParked bounds parked waiters in total (spec §5.8.1 upstream cap).
+// DefaultMaxParked bounds parked waiters in total.
 const DefaultMaxParked = 100000
 
 // Hub wakes waiters by key.

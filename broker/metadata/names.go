@@ -6,7 +6,7 @@ import (
 	"github.com/mqgate/mqgate/broker/mqerr"
 )
 
-// Name limits (spec §3.1).
+// Name limits.
 const (
 	MaxTopicName = 127
 	MaxGroupName = 120

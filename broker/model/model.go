@@ -255,7 +255,7 @@ type Message struct {
 
 // ActualType derives the type from content: TRANSACTION if transactional,
 // else DELAY if a delivery time is set, else FIFO if a message group is set,
-// else NORMAL (spec §5.4.1).
+// else NORMAL.
 func (m *Message) ActualType() MessageType {
 	switch {
 	case m.Transactional:

@@ -863,7 +863,7 @@ func (s *Service) ForwardToDLQ(ctx context.Context, group, topic, handle string)
 }
 
 // ReleaseClient makes the auto-renewed deliveries of a client that went
-// away visible again after a second (spec §4.2).
+// away visible again after a second.
 func (s *Service) ReleaseClient(ctx context.Context, clientID string) {
 	if clientID == "" {
 		return

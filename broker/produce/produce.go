@@ -64,7 +64,7 @@ func New(cfg Config, st Appender, topics Topics) *Service {
 func (s *Service) Limits() Limits { return s.cfg.Limits }
 
 // Send validates msgs (all for topic) and stores them, checking in
-// upstream's order (spec §5.4): the messages first, then the topic
+// upstream's order: the messages first, then the topic
 // (unknown, not writable, type mismatch). A validation error rejects the
 // whole request; per-message outcomes are in the results.
 func (s *Service) Send(ctx context.Context, topicName string, msgs []*model.Message, p model.Producer) ([]model.SendResult, error) {

@@ -11,7 +11,7 @@ import (
 	"github.com/mqgate/mqgate/broker/stored"
 )
 
-// Limits of a message (spec §5.4, §9).
+// Limits of a message.
 type Limits struct {
 	MaxBodySize       int           // default 4 MiB
 	MaxProperties     int           // user properties; default 128
@@ -62,7 +62,7 @@ func hasControl(s string) bool {
 func blank(s string) bool { return strings.TrimFunc(s, unicode.IsSpace) == "" }
 
 // Validate checks one message against its resolved topic: ValidateMessage
-// then CheckType (spec §5.4 steps 4–13).
+// then CheckType, in upstream's order.
 func Validate(m *model.Message, topic model.Topic, now time.Time, l Limits) error {
 	if err := ValidateMessage(m, now, l); err != nil {
 		return err
@@ -71,8 +71,8 @@ func Validate(m *model.Message, topic model.Topic, now time.Time, l Limits) erro
 }
 
 // ValidateMessage checks what a message must satisfy whatever its topic,
-// in upstream's order, returning the first problem with its kind (spec
-// §5.4 steps 4–12, and a declared type that contradicts the content). It
+// in upstream's order, returning the first problem with its kind (and a
+// declared type that contradicts the content). It
 // is the one copy of these rules for every listener.
 func ValidateMessage(m *model.Message, now time.Time, l Limits) error {
 	l = l.withDefaults()
@@ -156,8 +156,7 @@ func ValidateMessage(m *model.Message, now time.Time, l Limits) error {
 	return nil
 }
 
-// CheckType checks the message's actual type against its topic's (spec
-// §5.4.1); retry and dead-letter topics take any type.
+// CheckType checks the message's actual type against its topic's; retry and dead-letter topics take any type.
 func CheckType(m *model.Message, topic model.Topic) error {
 	if isSystemDerived(topic.Name) {
 		return nil

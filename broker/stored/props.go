@@ -40,7 +40,7 @@ const FlagGzip uint32 = 0x1
 // FlagTransactionPrepared is the sysflag of a half message.
 const FlagTransactionPrepared uint32 = 0x4
 
-// reserved are the property names users may not set (spec §10.3), plus
+// reserved are the property names users may not set, plus
 // the names mqgate itself stores.
 var reserved = map[string]bool{}
 

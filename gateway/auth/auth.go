@@ -22,7 +22,7 @@ const DateTimeLayout = "20060102T150405Z"
 // DefaultMaxSkew bounds how far x-mq-date-time may be from the server's
 // clock. The v2 signature covers only that timestamp, so the window bounds
 // how long a captured header can be replayed; it is generous because the
-// Go client formats its local time with a literal Z (spec §1.5), which is
+// Go client formats its local time with a literal Z, which is
 // off by the client's UTC offset (up to 14 h). TLS is what keeps headers
 // from being captured.
 const DefaultMaxSkew = 25 * time.Hour
@@ -66,7 +66,7 @@ func unauthorized(format string, args ...any) error {
 }
 
 // V2 authenticates a v2 gRPC call from its `authorization` and
-// `x-mq-date-time` metadata (spec §12):
+// `x-mq-date-time` metadata:
 //
 //	MQv2-HMAC-SHA1 Credential=<AK>[/...], SignedHeaders=x-mq-date-time, Signature=<hex>
 //
@@ -137,7 +137,7 @@ func (a *Authenticator) verifyV2(users *Users, authorization, dateTime string) (
 	return u, t, nil
 }
 
-// Remoting field names of the classic ACL (spec remoting §ACL).
+// Remoting field names of the classic ACL.
 const (
 	RemotingAccessKey     = "AccessKey"
 	RemotingSignature     = "Signature"

@@ -45,7 +45,7 @@ func testAuth(t *testing.T) (*Authenticator, time.Time) {
 	return a, now
 }
 
-// goHeader is what the official Go client v5.1.3 sends (spec §12.1).
+// goHeader is what the official Go client v5.1.3 sends.
 func goHeader(ak, sk, date string) string {
 	h := hmac.New(sha1.New, []byte(sk))
 	h.Write([]byte(date))

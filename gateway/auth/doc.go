@@ -1,8 +1,8 @@
 // Package auth owns mqgate's users and how a caller proves to be one of
 // them: the users file (access key, secret key, what each may do), the two
 // signature schemes the official clients use (the v2 gRPC MQv2-HMAC-SHA1
-// `authorization` header, spec §12, and the classic remoting ACL fields
-// AccessKey/Signature, spec remoting §ACL), and the permission checks
+// `authorization` header, and the classic remoting ACL fields
+// AccessKey/Signature), and the permission checks
 // listeners make before they call the broker.
 //
 // A listener authenticates each call (V2 or Remoting), puts the user in

@@ -131,7 +131,7 @@ func Parse(b []byte) (*Users, error) {
 }
 
 // checkAccessKey refuses what the authorization header's grammar cannot
-// carry (spec §12.1: comma-separated key=value pairs, '/' ends the key).
+// carry (comma-separated key=value pairs, '/' ends the key).
 func checkAccessKey(k string) error {
 	if k == "" {
 		return errors.New("accessKey is empty")

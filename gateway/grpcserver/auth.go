@@ -24,10 +24,10 @@ func authExempt(fullMethod string) bool {
 		strings.HasPrefix(fullMethod, "/grpc.reflection.")
 }
 
-// authenticate verifies the call's MQv2-HMAC-SHA1 signature (spec §12) and
+// authenticate verifies the call's MQv2-HMAC-SHA1 signature and
 // returns ctx carrying the user.
 func authenticate(ctx context.Context, a *auth.Authenticator) (context.Context, error) {
-	// The last value of each (spec §1.5), without copying the whole
+	// The last value of each, without copying the whole
 	// metadata (metadata.FromIncomingContext would: 3 % of a send's CPU).
 	u, err := a.V2(lastValue(ctx, "authorization"), lastValue(ctx, "x-mq-date-time"))
 	if err != nil {
@@ -105,8 +105,7 @@ func refused(ctx context.Context, a *auth.Authenticator, log *slog.Logger, metho
 // topics and group its settings name are not checked there, because every
 // call the client makes with them is (a client whose settings name a
 // forbidden group starts, and its receives get UNAUTHORIZED, rather than
-// hanging in start-up as the Go client does without a settings reply,
-// spec §13 trap 1).
+// hanging in start-up as the Go client does without a settings reply).
 func authStream(a *auth.Authenticator, log *slog.Logger) grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
 		if authExempt(info.FullMethod) {
@@ -170,8 +169,7 @@ func (s *authedStream) RecvMsg(m any) error {
 	return s.ServerStream.RecvMsg(m)
 }
 
-// v2Access lists what a MessagingService request touches (spec §12.2:
-// sends and transaction ends publish; receives, acks, offsets and
+// v2Access lists what a MessagingService request touches (sends and transaction ends publish; receives, acks, offsets and
 // assignments consume a topic as a group; a route is open to whoever may
 // publish to or consume its topic).
 func v2Access(req any) []auth.Access {

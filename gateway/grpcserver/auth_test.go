@@ -24,7 +24,7 @@ import (
 	adminv1 "github.com/mqgate/mqgate/gen/mqgate/admin/v1"
 )
 
-// signed adds what the official Go client sends (spec §12.1).
+// signed adds what the official Go client sends.
 func signed(ctx context.Context, ak, sk string) context.Context {
 	date := time.Now().UTC().Format(auth.DateTimeLayout)
 	m := hmac.New(sha1.New, []byte(sk))

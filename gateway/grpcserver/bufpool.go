@@ -25,7 +25,7 @@ import (
 //     classes jump from 32 KiB to 1 MiB, so a 36 KiB batch of 32 messages
 //     took (and cleared) a 1 MiB buffer.
 //
-// Measured in BenchmarkNodeSend (gateway/node) and the notes of issue 4.
+// Measured in BenchmarkNodeSend (gateway/node); see docs/performance.md.
 var BufferPool mem.BufferPool = &bufferPool{}
 
 // SetDefaultBufferPool makes BufferPool grpc-go's process-wide default,

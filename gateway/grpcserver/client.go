@@ -19,7 +19,7 @@ import (
 )
 
 // Heartbeat keeps the client alive (the interceptor already marked it
-// seen). Lenient per spec §5.2: the Go push consumer claims to be a
+// seen). Lenient, as upstream is: the Go push consumer claims to be a
 // SIMPLE_CONSUMER and its recovery heartbeat is empty, so the request's
 // client type is not checked and an unknown client is simply recorded;
 // only a malformed non-empty group name is refused.
@@ -33,8 +33,7 @@ func (s *MessagingService) Heartbeat(ctx context.Context, req *v2.HeartbeatReque
 }
 
 // NotifyClientTermination forgets the client and releases what it held
-// (auto-renewed deliveries) through the registry's OnGone. Always OK (spec
-// §5.12 REC).
+// (auto-renewed deliveries) through the registry's OnGone. Always OK.
 func (s *MessagingService) NotifyClientTermination(ctx context.Context, _ *v2.NotifyClientTerminationRequest) (*v2.NotifyClientTerminationResponse, error) {
 	s.sess.Terminate(ClientID(ctx))
 	return &v2.NotifyClientTerminationResponse{Status: statusOK}, nil
@@ -60,7 +59,7 @@ type recvResult struct {
 	err error
 }
 
-// Telemetry is the client's control stream (spec §5.3). Every Settings is
+// Telemetry is the client's control stream. Every Settings is
 // validated, stored as the client's full settings and answered on the same
 // stream with a `settings` command carrying the server-owned values; the
 // most recent stream becomes the client's target for server commands. The
@@ -111,7 +110,7 @@ func (s *MessagingService) Telemetry(stream grpc.BidiStreamingServer[v2.Telemetr
 			return nil // client completed: complete our side too
 		}
 		if r.err != nil {
-			return nil // client error or cancel: drop the stream (spec §5.3.4)
+			return nil // client error or cancel: drop the stream
 		}
 		s.sess.Touch(id)
 		switch c := r.cmd.GetCommand().(type) {
@@ -144,9 +143,9 @@ func nonceOf(c *v2.TelemetryCommand) string {
 	return c.GetVerifyMessageResult().GetNonce()
 }
 
-// settingsReply validates a client's Settings (spec §5.3.2: failures are
-// gRPC INVALID_ARGUMENT, internal failures INTERNAL) and builds the reply
-// of §5.3.3 plus the registry's view.
+// settingsReply validates a client's Settings (failures are
+// gRPC INVALID_ARGUMENT, internal failures INTERNAL) and builds the
+// Settings reply plus the registry's view.
 func (s *MessagingService) settingsReply(ctx context.Context, in *v2.Settings) (*v2.Settings, *session.Settings, error) {
 	ct := in.GetClientType()
 	if ct == v2.ClientType_LITE_PUSH_CONSUMER || ct == v2.ClientType_LITE_SIMPLE_CONSUMER {

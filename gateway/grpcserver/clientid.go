@@ -15,7 +15,7 @@ const messagingPrefix = "/" + "apache.rocketmq.v2.MessagingService" + "/"
 
 // clientIDUnary answers CLIENT_ID_REQUIRED (as the response's status, with
 // gRPC OK) on every MessagingService call without x-mq-client-id, and marks
-// the client seen otherwise (spec §1.5).
+// the client seen otherwise.
 func clientIDUnary(sessions *session.Registry) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 		if !strings.HasPrefix(info.FullMethod, messagingPrefix) {
@@ -81,7 +81,7 @@ func statusOnlyResponse(fullMethod string, st *v2.Status) any {
 		return &v2.NotifyClientTerminationResponse{Status: st}
 	case v2.MessagingService_ChangeInvisibleDuration_FullMethodName:
 		// The receipt handle is unknown here; the handlers themselves
-		// always echo it (spec §5.10).
+		// always echo it.
 		return &v2.ChangeInvisibleDurationResponse{Status: st}
 	case v2.MessagingService_RecallMessage_FullMethodName:
 		return &v2.RecallMessageResponse{Status: st}

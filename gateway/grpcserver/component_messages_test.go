@@ -171,7 +171,7 @@ func TestComponentTransactionCheckBack(t *testing.T) {
 	checker := telemetryProducer(t, h, "checker", ns("tx"))
 
 	// The sender is not the producer asked: any live producer of the topic
-	// may answer (spec §8.6).
+	// may answer.
 	m := txMsg(ns("tx"), "ORPHAN")
 	tag := "t"
 	m.SystemProperties.Tag = &tag
@@ -190,7 +190,7 @@ func TestComponentTransactionCheckBack(t *testing.T) {
 	}
 	msg := rc.Message
 	sp := msg.GetSystemProperties()
-	// Built like a delivered message (spec §6), named as the producer
+	// Built like a delivered message, named as the producer
 	// names it, without a receipt handle.
 	if !proto.Equal(msg.Topic, ns("tx")) || sp.MessageId != "ORPHAN" || string(msg.Body) != "tx-ORPHAN" ||
 		sp.GetTag() != "t" || msg.UserProperties["k"] != "v" || sp.MessageType != v2.MessageType_TRANSACTION ||
@@ -614,8 +614,7 @@ func TestComponentPullLongPollWokenByArrival(t *testing.T) {
 	}
 }
 
-// What the official PushConsumer reads from the Settings reply (spec
-// §5.3.3, §13.4–5): the FIFO flag once at start, a batch size, a long
+// What the official PushConsumer reads from the Settings reply: the FIFO flag once at start, a batch size, a long
 // polling timeout and a retry policy with exactly one strategy.
 func TestComponentPushConsumerSettings(t *testing.T) {
 	h := newHarness(t)

@@ -126,7 +126,7 @@ func (h *harness) ctx(clientID string, d time.Duration) context.Context {
 	h.t.Cleanup(cancel)
 	if clientID != "" {
 		// Duplicated headers, as the Go producer sends on retries: the
-		// last value counts (spec §1.5).
+		// last value counts.
 		ctx = metadata.AppendToOutgoingContext(ctx, "x-mq-client-id", "stale-"+clientID, "x-mq-client-id", clientID)
 	}
 	if h.as[0] != "" {
@@ -214,7 +214,7 @@ func (h *harness) receive(req *v2.ReceiveMessageRequest, deadline time.Duration)
 	return r
 }
 
-// checkFrameShape asserts spec §5.8.2: one status frame first, messages
+// checkFrameShape asserts a receive stream's shape: one status frame first, messages
 // only after an OK status, the delivery timestamp last.
 func checkFrameShape(t *testing.T, frames []*v2.ReceiveMessageResponse) {
 	t.Helper()
@@ -248,7 +248,7 @@ func recvReq(group, topic string, batch int32, invisible time.Duration, filter s
 }
 
 // nonBlocking is a deadline too short to long-poll: the server answers at
-// once (spec §5.8.1 REC), so empty receives need no fake-clock dance.
+// once, so empty receives need no fake-clock dance.
 const nonBlocking = 150 * time.Millisecond
 
 func handleOf(m *v2.Message) string { return m.GetSystemProperties().GetReceiptHandle() }
@@ -495,7 +495,7 @@ func TestComponentTelemetryConsumer(t *testing.T) {
 		t.Fatalf("default consumer settings %v", reply.GetSettings())
 	}
 
-	// No pub_sub: gRPC INVALID_ARGUMENT (spec §5.3.2).
+	// No pub_sub: gRPC INVALID_ARGUMENT.
 	s3 := openTelemetry(t, h, "cons-3")
 	_ = s3.Send(&v2.TelemetryCommand{Command: &v2.TelemetryCommand_Settings{Settings: &v2.Settings{ClientType: v2.ClientType_PRODUCER.Enum()}}})
 	if _, err := s3.Recv(); status.Code(err) != codes.InvalidArgument {
@@ -573,7 +573,7 @@ func TestComponentSendReceiveAck(t *testing.T) {
 	}
 	a = h.ack("g", "orders", handles[1:]...)
 	code(t, a.Status, v2.Code_OK)
-	// A second ack of an acked delivery is refused (spec §7.3).
+	// A second ack of an acked delivery is refused.
 	a = h.ack("g", "orders", handles...)
 	code(t, a.Status, v2.Code_INVALID_RECEIPT_HANDLE)
 	// Acked messages never come back.
@@ -745,7 +745,7 @@ func TestComponentChangeInvisibleAndRedelivery(t *testing.T) {
 		}
 		return resp
 	}
-	// Out of range: the request's handle is echoed (spec §13.13).
+	// Out of range: the request's handle is echoed.
 	bad := change(old, durationpb.New(13*time.Hour))
 	code(t, bad.Status, v2.Code_ILLEGAL_INVISIBLE_TIME)
 	if bad.ReceiptHandle != old {
@@ -896,7 +896,7 @@ func TestComponentNamespaces(t *testing.T) {
 	req.Group, req.MessageQueue.Topic = ns("g"), ns("orders")
 	r := h.receive(req, 5*time.Second)
 	code(t, r.status, v2.Code_OK)
-	// Delivered topic: the bare name plus the namespace (spec §3.3 MUST).
+	// Delivered topic: the bare name plus the namespace.
 	if tp := r.msgs[0].Topic; tp.Name != "orders" || tp.ResourceNamespace != "tenant" {
 		t.Fatalf("delivered topic %v", tp)
 	}

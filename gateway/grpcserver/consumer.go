@@ -13,7 +13,7 @@ import (
 	v2 "github.com/mqgate/mqgate/gen/apache/rocketmq/v2"
 )
 
-// ReceiveMessage is a POP receive (spec §5.8). Frames, always: a status
+// ReceiveMessage is a POP receive. Frames, always: a status
 // frame; after an OK status one frame per message; a delivery timestamp;
 // then gRPC OK. Nothing found after really waiting ⇒ MESSAGE_NOT_FOUND.
 // The poll never makes the call outlive the client's deadline, and a
@@ -94,7 +94,7 @@ func (s *MessagingService) receiveRequest(ctx context.Context, req *v2.ReceiveMe
 		Wait:      s.pollWait(ctx, id, req.GetLongPollingTimeout()),
 		AttemptID: req.GetAttemptId(),
 		// Upstream pops across all queues of the broker whatever the id
-		// (spec §5.8.1 step 6): simple consumers name a route queue round
+		// as upstream does: simple consumers name a route queue round
 		// robin, and waiting on that one queue would miss the others.
 		// Push consumers (auto_renew) name the queue of their assignment:
 		// −1 for non-FIFO groups, one queue each for FIFO groups
@@ -149,8 +149,7 @@ func filterOf(f *v2.FilterExpression) (model.Filter, error) {
 	return flt, nil
 }
 
-// pollTime is how long a receive may wait for messages (spec §5.8.1,
-// REC): the requested long-polling timeout (else the client's declared
+// pollTime is how long a receive may wait for messages: the requested long-polling timeout (else the client's declared
 // one, else remaining − request_timeout/2), clamped to [5 s, 20 s], and
 // never closer than PollReserve to the client's deadline. Zero means a
 // non-blocking attempt. It never rejects.
@@ -174,8 +173,7 @@ func pollTime(remaining time.Duration, hasDeadline bool, requested *durationpb.D
 }
 
 // releaseUnsent makes deliveries the client never got visible again at
-// once, without counting the attempt: the stream broke mid-batch (spec
-// §5.8.2).
+// once, without counting the attempt: the stream broke mid-batch.
 func (s *MessagingService) releaseUnsent(ctx context.Context, group, topic string, ds []*model.Delivered, cause error) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
@@ -196,8 +194,7 @@ func (s *MessagingService) releaseUnsent(ctx context.Context, group, topic strin
 }
 
 // AckMessage acknowledges deliveries; one result per entry in request
-// order, top-level status = their common code or MULTIPLE_RESULTS (spec
-// §5.9).
+// order, top-level status = their common code or MULTIPLE_RESULTS.
 func (s *MessagingService) AckMessage(ctx context.Context, req *v2.AckMessageRequest) (*v2.AckMessageResponse, error) {
 	topic, group, err := checkTopicGroup(req.GetTopic(), req.GetGroup())
 	if err != nil {
@@ -237,7 +234,7 @@ func (s *MessagingService) AckMessage(ctx context.Context, req *v2.AckMessageReq
 
 // ChangeInvisibleDuration moves a delivery's visibility to now + d (d in
 // [0, 12 h]) and returns its new handle. receipt_handle is ALWAYS filled:
-// the new one on success, the request's on failure (spec §5.10, §13.13).
+// the new one on success, the request's on failure.
 func (s *MessagingService) ChangeInvisibleDuration(ctx context.Context, req *v2.ChangeInvisibleDurationRequest) (*v2.ChangeInvisibleDurationResponse, error) {
 	old := req.GetReceiptHandle()
 	fail := func(err error) (*v2.ChangeInvisibleDurationResponse, error) {
@@ -268,8 +265,8 @@ func (s *MessagingService) ChangeInvisibleDuration(ctx context.Context, req *v2.
 	return &v2.ChangeInvisibleDurationResponse{Status: statusOK, ReceiptHandle: h}, nil
 }
 
-// ForwardMessageToDeadLetterQueue moves a delivery to %DLQ%<group> (spec
-// §5.11); the broker makes the copy and the ack one step.
+// ForwardMessageToDeadLetterQueue moves a delivery to %DLQ%<group>;
+// the broker makes the copy and the ack one step.
 func (s *MessagingService) ForwardMessageToDeadLetterQueue(ctx context.Context, req *v2.ForwardMessageToDeadLetterQueueRequest) (*v2.ForwardMessageToDeadLetterQueueResponse, error) {
 	topic, group, err := checkTopicGroup(req.GetTopic(), req.GetGroup())
 	if err != nil {

@@ -18,7 +18,8 @@ import (
 	v2 "github.com/mqgate/mqgate/gen/apache/rocketmq/v2"
 )
 
-// This file is where v2 and domain types meet (ARCHITECTURE §3 rule 2).
+// This file is where v2 and domain types meet: the broker never sees a
+// protobuf type (docs/architecture.md).
 
 func messageTypeToModel(t v2.MessageType) model.MessageType {
 	switch t {
@@ -48,9 +49,9 @@ func messageTypeToV2(t model.MessageType) v2.MessageType {
 	return v2.MessageType_MESSAGE_TYPE_UNSPECIFIED
 }
 
-// deliveredToV2 builds a delivered message (spec §6.2). topic is the
+// deliveredToV2 builds a delivered message. topic is the
 // Resource the consumer asked for: bare name plus namespace, also for
-// messages read from the retry queue (spec §3.2, §3.3).
+// messages read from the retry queue.
 // dk picks the body digest (see digestFor).
 func deliveredToV2(d *model.Delivered, topic *v2.Resource, dk digestKind) *v2.Message {
 	sp := &v2.SystemProperties{
@@ -89,7 +90,7 @@ func deliveredToV2(d *model.Delivered, topic *v2.Resource, dk digestKind) *v2.Me
 	if d.InvisibleFor > 0 {
 		sp.InvisibleDuration = durationpb.New(d.InvisibleFor)
 	}
-	// MUST be ≥ 1 (spec §13.10): 0 breaks the Go client's backoff and FIFO
+	// MUST be ≥ 1: 0 breaks the Go client's backoff and FIFO
 	// attempt counting.
 	attempt := max(d.Attempt, 1)
 	sp.DeliveryAttempt = &attempt
@@ -154,7 +155,7 @@ func (k digestKind) digest(body []byte) *v2.Digest {
 }
 
 // crc32Upper is the IEEE CRC32 of b in upper-case hex without zero
-// padding (the Go, Java and C# clients' form, spec §13.11).
+// padding (the Go, Java and C# clients' form).
 func crc32Upper(b []byte) string {
 	out := crc32Hex(b)
 	i := 0
@@ -183,7 +184,7 @@ func crc32Hex(b []byte) [8]byte {
 }
 
 // md5Upper is the upper-case hex MD5 of b: the digest the official
-// clients verify byte for byte (spec §13.11).
+// clients verify byte for byte.
 func md5Upper(b []byte) string {
 	const digits = "0123456789ABCDEF"
 	sum := md5.Sum(b)
@@ -270,7 +271,7 @@ func durationOr(d *durationpb.Duration, def time.Duration) time.Duration {
 }
 
 // retryPolicyToV2 is a consumer group's redelivery policy as Settings
-// report it (spec §5.3.3): exactly one strategy, always present.
+// report it: exactly one strategy, always present.
 func retryPolicyToV2(g model.Group) *v2.RetryPolicy {
 	attempts := g.MaxDeliveryAttempts
 	if attempts <= 0 {
@@ -299,7 +300,7 @@ func retryPolicyToV2(g model.Group) *v2.RetryPolicy {
 	return rp
 }
 
-// producerBackoff is what producers are told (spec §5.3.3): 3 attempts,
+// producerBackoff is what producers are told: 3 attempts,
 // exponential 10 ms → 1 s ×2 (used after TOO_MANY_REQUESTS).
 func producerBackoff() *v2.RetryPolicy {
 	return &v2.RetryPolicy{MaxAttempts: 3, Strategy: &v2.RetryPolicy_ExponentialBackoff{ExponentialBackoff: &v2.ExponentialBackoff{

@@ -20,8 +20,8 @@
 // status.go (errors → v2 statuses and gRPC codes, through gateway/v2status,
 // the one mqerr.Kind → code table).
 //
-// Business outcomes travel as the response's status with gRPC OK (spec
-// §1.6); gRPC errors are used only for draining (UNAVAILABLE), Telemetry
+// Business outcomes travel as the response's status with gRPC OK, as
+// upstream answers them; gRPC errors are used only for draining (UNAVAILABLE), Telemetry
 // settings validation (INVALID_ARGUMENT / INTERNAL) and transport
 // failures. Resources are keyed "ns%name" inside mqgate when a namespace
 // is set; outgoing Resources carry the bare name and the namespace.

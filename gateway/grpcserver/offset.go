@@ -11,7 +11,7 @@ import (
 	v2 "github.com/mqgate/mqgate/gen/apache/rocketmq/v2"
 )
 
-// Offset-based consumption (spec §5.13): the consumer names the queue and
+// Offset-based consumption: the consumer names the queue and
 // the offset and keeps its own progress, optionally committed with
 // UpdateOffset. None of these RPCs touches POP state.
 
@@ -25,7 +25,7 @@ import (
 //     offset when below, its end when above);
 //   - any other error: the status frame alone.
 //
-// Long polling follows ReceiveMessage (spec §5.8.1): never past the
+// Long polling follows ReceiveMessage: never past the
 // client's deadline, not at all while draining.
 func (s *MessagingService) PullMessage(req *v2.PullMessageRequest, stream grpc.ServerStreamingServer[v2.PullMessageResponse]) error {
 	ctx := stream.Context()

@@ -12,7 +12,7 @@ import (
 	v2 "github.com/mqgate/mqgate/gen/apache/rocketmq/v2"
 )
 
-// SendMessage validates the request's shape (spec §5.4, in upstream's
+// SendMessage validates the request's shape (in upstream's
 // order and with its codes), converts the messages and hands them to the
 // broker, which checks the topic (existence, type, permission) and stores
 // them. Validation failures answer a top-level status with no entries;
@@ -45,7 +45,7 @@ func (s *MessagingService) SendMessage(ctx context.Context, req *v2.SendMessageR
 	for i, r := range results {
 		st := statusOf(ctx, s.log, r.Err)
 		sts[i] = st
-		// The message id is the client's, verbatim (spec §6.1, §13.22).
+		// The message id is the client's, verbatim.
 		entries[i] = &v2.SendResultEntry{Status: st, MessageId: msgs[i].ID, TransactionId: r.TransactionID,
 			Offset: r.Offset, RecallHandle: r.RecallHandle}
 	}
@@ -53,7 +53,7 @@ func (s *MessagingService) SendMessage(ctx context.Context, req *v2.SendMessageR
 }
 
 // RecallMessage cancels a pending delayed message by the recall handle
-// its send returned (spec §5.6, REC codes): a blank, garbled or forged
+// its send returned, with these codes: a blank, garbled or forged
 // handle, or one minted for another topic ⇒ BAD_REQUEST; a message
 // already delivered, recalled or unknown ⇒ MESSAGE_NOT_FOUND; a topic
 // that is not a DELAY (or MIXED) topic ⇒ MESSAGE_PROPERTY_CONFLICT_WITH_TYPE.
@@ -70,7 +70,7 @@ func (s *MessagingService) RecallMessage(ctx context.Context, req *v2.RecallMess
 	return &v2.RecallMessageResponse{Status: statusOK, MessageId: id}, nil
 }
 
-// toModelMessages checks the request's shape (spec §5.4 steps 1–3: a
+// toModelMessages checks the request's shape (upstream's first checks: a
 // message, a valid topic, one topic per request) and converts it; the
 // broker checks the messages themselves. It returns the topic key.
 func toModelMessages(in []*v2.Message) (string, []*model.Message, error) {
@@ -104,7 +104,7 @@ func toModelMessages(in []*v2.Message) (string, []*model.Message, error) {
 }
 
 // toModelMessage converts one message. The rules every listener shares
-// (spec §5.4 steps 4–12, then the type checks) are the broker's
+// (upstream's message checks, then the type checks) are the broker's
 // (produce.ValidateMessage); here are only what exists on this wire:
 // timestamps and durations that do not parse, empty keys (dropped), and
 // the LITE and PRIORITY types mqgate does not serve.

@@ -68,7 +68,7 @@ var (
 	MaxMessageGroup    = produce.DefaultLimits().MaxMessageGroup
 )
 
-// The validation order and codes of spec §5.4, one case per rule, plus
+// Upstream's validation order and codes for a send, one case per rule, plus
 // cases where two rules are broken at once: the earlier rule wins.
 func TestSendValidationOrder(t *testing.T) {
 	manyProps := map[string]string{}
@@ -217,7 +217,7 @@ func TestDeliveredConversion(t *testing.T) {
 		QueueId:           2,
 		QueueOffset:       proto.Int64(41),
 		InvisibleDuration: durationpb.New(30 * time.Second),
-		DeliveryAttempt:   proto.Int32(1), // never 0 (spec §13.10)
+		DeliveryAttempt:   proto.Int32(1), // never 0
 		MessageGroup:      str("g"),
 		DeadLetterQueue:   &v2.DeadLetterQueue{Topic: "orders", MessageId: "MID0"},
 	}

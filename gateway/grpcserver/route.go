@@ -12,7 +12,7 @@ import (
 )
 
 // QueryRoute returns one READ_WRITE queue per queue of the topic, ids
-// 0..N-1, all on broker {name, id 0, endpoints} (spec §5.1). The answer is
+// 0..N-1, all on broker {name, id 0, endpoints}. The answer is
 // identical on every call for the same topic and access point: the Go
 // client rebuilds its load balancers whenever a route differs.
 func (s *MessagingService) QueryRoute(ctx context.Context, req *v2.QueryRouteRequest) (*v2.QueryRouteResponse, error) {
@@ -39,8 +39,8 @@ func (s *MessagingService) QueryRoute(ctx context.Context, req *v2.QueryRouteReq
 	return &v2.QueryRouteResponse{Status: statusOK, MessageQueues: qs}, nil
 }
 
-// QueryAssignment tells a push consumer which queues to receive from (spec
-// §5.7). Every consumer of the group gets the same answer (POP needs no
+// QueryAssignment tells a push consumer which queues to receive from.
+// Every consumer of the group gets the same answer (POP needs no
 // exclusive partitioning), identical on every call — the Go push consumer
 // keys its process queues by the assignment's text and recreates them on
 // any difference: for a non-FIFO group one assignment with queue id −1
@@ -129,8 +129,8 @@ func permissionOf(p model.Perm) v2.Permission {
 	return v2.Permission_READ_WRITE
 }
 
-// acceptTypes is the route's accept_message_types for a topic type (spec
-// §3.4): what model.TopicType.Accepts admits (the rule the broker checks
+// acceptTypes is the route's accept_message_types for a topic type:
+// what model.TopicType.Accepts admits (the rule the broker checks
 // sends against), in v2 terms. The slices are built once, shared and never
 // modified.
 func acceptTypes(t model.TopicType) []v2.MessageType {

@@ -32,7 +32,7 @@ import (
 	v2 "github.com/mqgate/mqgate/gen/apache/rocketmq/v2"
 )
 
-// MaxRecvMsgSize accepts a 4 MiB body plus envelope, and batches (spec §1.3).
+// MaxRecvMsgSize accepts a 4 MiB body plus envelope, and batches.
 const MaxRecvMsgSize = 130 << 20
 
 // Options configure the gRPC server.
@@ -196,7 +196,7 @@ type callInfo struct {
 	// it: a logged call or an internal error.
 	requestID string
 	// clientID is the last x-mq-client-id value (headers repeat on client
-	// retries, spec §1.5).
+	// retries).
 	clientID string
 }
 

@@ -45,14 +45,14 @@ type Broker interface {
 
 var _ Broker = (*broker.Broker)(nil)
 
-// Protocol constants the server reports or enforces (spec §9).
+// Protocol constants the server reports or enforces.
 const (
 	DefaultBrokerName = "mqgate-0"
 	ReceiveBatchSize  = 32
 	MinLongPolling    = 5 * time.Second
 	MaxLongPolling    = 20 * time.Second
 	// PollReserve is kept between the end of a long poll and the client's
-	// deadline so the answer arrives in time (spec §5.8.1 REC).
+	// deadline so the answer arrives in time.
 	PollReserve = 200 * time.Millisecond
 	// DefaultRequestTimeout is assumed for clients that sent no Settings.
 	DefaultRequestTimeout = 3 * time.Second
@@ -72,8 +72,8 @@ type ServiceConfig struct {
 
 // MessagingService answers apache.rocketmq.v2.MessagingService. It embeds
 // the Unsafe interface, so an RPC added to the proto is a compile error
-// until it is answered deliberately (unsupported.go lists the ones of
-// later issues).
+// until it is answered deliberately (unsupported.go lists the ones mqgate
+// does not serve).
 type MessagingService struct {
 	v2.UnsafeMessagingServiceServer
 
@@ -121,7 +121,7 @@ func (s *MessagingService) Register(gs grpc.ServiceRegistrar) {
 }
 
 // endpointsFromHostPort parses host:port into Endpoints with the scheme
-// matching the host (spec §5.1). defPort is used when addr has no port.
+// matching the host. defPort is used when addr has no port.
 func endpointsFromHostPort(addr string, defPort int) (*v2.Endpoints, error) {
 	host, portStr, err := net.SplitHostPort(addr)
 	port := defPort

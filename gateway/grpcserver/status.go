@@ -15,7 +15,7 @@ import (
 // REST edge, gateway/restapi, maps the same way): the v2 Code goes in a
 // response's status payload (the normal case, gRPC status OK), the gRPC
 // code where a gRPC-level error is the contract (Telemetry's settings
-// validation, spec §1.6).
+// validation).
 
 // Shared immutable statuses (protobuf marshals them read-only, so one
 // value serves every response).
@@ -59,8 +59,7 @@ func grpcCodeOf(err error) codes.Code {
 }
 
 // combine folds per-entry statuses into the top-level one: the common
-// status when every entry agrees, MULTIPLE_RESULTS otherwise (spec
-// §5.4.3, §5.9).
+// status when every entry agrees, MULTIPLE_RESULTS otherwise.
 func combine(sts []*v2.Status) *v2.Status {
 	if len(sts) == 0 {
 		return statusNoEntries

@@ -11,9 +11,9 @@ import (
 	v2 "github.com/mqgate/mqgate/gen/apache/rocketmq/v2"
 )
 
-// EndTransaction commits or rolls back a half message (spec §5.5).
+// EndTransaction commits or rolls back a half message.
 // TRANSACTION_RESOLUTION_UNSPECIFIED changes nothing and answers OK: the
-// Go client sends it when its checker says UNKNOWN (spec §13.21), and the
+// Go client sends it when its checker says UNKNOWN, and the
 // message stays pending for the next check. Repeating the applied
 // resolution is OK; the opposite one, an unknown or expired id, or a
 // message id that does not match the transaction ⇒ INVALID_TRANSACTION_ID.
@@ -34,11 +34,11 @@ func (s *MessagingService) EndTransaction(ctx context.Context, req *v2.EndTransa
 	return &v2.EndTransactionResponse{Status: statusOf(ctx, s.log, err)}, nil
 }
 
-// CheckBackSender is the broker's port for transaction checks (spec
-// §8.6), implemented over the session registry: the check goes to one
+// CheckBackSender is the broker's port for transaction checks,
+// implemented over the session registry: the check goes to one
 // live producer whose Settings declare the topic and whose Telemetry
 // stream is open, as a RecoverOrphanedTransactionCommand carrying the
-// half message built like a delivered message (spec §6) without a receipt
+// half message built like a delivered message without a receipt
 // handle. The node installs it with broker.SetCheckBackSender.
 func (s *MessagingService) CheckBackSender() txn.CheckBackSender {
 	return checkBackSender{sess: s.sess, log: s.log}

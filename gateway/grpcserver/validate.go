@@ -22,8 +22,8 @@ func checkGroup(r *v2.Resource) (string, error) {
 	return resourceKey(r.GetResourceNamespace(), r.GetName()), nil
 }
 
-// resourceKey is how a namespaced resource is named inside mqgate (spec
-// §3.3): "ns%name", or the bare name without a namespace.
+// resourceKey is how a namespaced resource is named inside mqgate:
+// "ns%name", or the bare name without a namespace.
 func resourceKey(ns, name string) string {
 	if ns == "" {
 		return name

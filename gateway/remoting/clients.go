@@ -14,7 +14,7 @@ import (
 	"github.com/mqgate/mqgate/gateway/remoting/codec"
 )
 
-// heartbeatData is HEART_BEAT's body (spec remoting §4.1). Fields whose
+// heartbeatData is HEART_BEAT's body. Fields whose
 // type differs between clients (codeSet: strings from Go, numbers from
 // Java) are kept raw and ignored.
 type heartbeatData struct {

@@ -1,6 +1,6 @@
 package remoting
 
-// Request codes (spec remoting §2).
+// Request codes.
 const (
 	reqSendMessage              = 10
 	reqPullMessage              = 11
@@ -44,7 +44,7 @@ const (
 	reqBatchAckMessage          = 200151
 )
 
-// Response codes (spec remoting §12).
+// Response codes.
 const (
 	codeSuccess                   = 0
 	codeSystemError               = 1

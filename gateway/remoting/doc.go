@@ -5,7 +5,8 @@
 // transaction and transaction checks, request/reply, topic and group
 // administration and admin views (stats.go), query and view, the POP
 // codes) over the same broker and
-// store as the gRPC listener. Protocol facts: shared/spec/remoting.md.
+// store as the gRPC listener. What it serves to which clients:
+// docs/compatibility.md.
 //
 // Connections: one reader goroutine per connection decodes frames and
 // starts one goroutine per request (lifecycle group), bounded by a
@@ -46,7 +47,7 @@
 // CLI, or its own INVOKE_BROKER_TO_RESET_OFFSET) it sends RESET_CONSUMER_CLIENT_OFFSET to the group's connected
 // consumers of the topic, on its goroutine group (reset.go).
 //
-// # Compatibility traps (spec remoting §16): where each is covered
+// # Compatibility traps: where each is covered
 //
 //	 1 concurrent requests per connection    TestParkedPullDoesNotBlockSendOnTheSameConnection
 //	 2 int16 code/version, string ext values TestResponseShapeAndOneway, codec TestJSONHeaderIsWhatGoClientsDecode

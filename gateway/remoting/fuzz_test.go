@@ -11,8 +11,7 @@ import (
 	"github.com/mqgate/mqgate/gateway/remoting/codec"
 )
 
-// Decoders of request bodies and header strings (spec remoting §16 fuzz
-// list): none may panic. FuzzHeartbeat's corpus holds heartbeats captured
+// Decoders of request bodies and header strings: none may panic. FuzzHeartbeat's corpus holds heartbeats captured
 // from the classic Go client (internal/e2e/remoting TestCaptureSeedFrames).
 
 func FuzzHeartbeat(f *testing.F) {

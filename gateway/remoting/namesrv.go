@@ -17,7 +17,7 @@ import (
 // autoCreateTopic is upstream's auto-create template topic.
 const autoCreateTopic = "TBW102"
 
-// Route JSON (spec remoting §3.1). encoding/json output is compact, and
+// Route JSON. encoding/json output is compact, and
 // brokerAddrs, a map[int64]string, is written with quoted numeric keys
 // and no whitespace: Go v2.1.2 cuts brokerAddrs by hand.
 type queueData struct {

@@ -8,7 +8,7 @@ import (
 	"github.com/mqgate/mqgate/gateway/remoting/wire"
 )
 
-// Request/reply (spec remoting §5.6): a requester sends an ordinary
+// Request/reply: a requester sends an ordinary
 // message carrying CORRELATION_ID, REPLY_TO_CLIENT (its client id) and
 // TTL; the store adds CLUSTER. The responder consumes it and sends its
 // answer to <cluster>_REPLY_TOPIC with SEND_REPLY_MESSAGE, which the

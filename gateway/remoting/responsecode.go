@@ -8,7 +8,7 @@ import (
 )
 
 // kindCodes is THE table from error kinds to remoting response codes
-// (spec remoting §12 mapping guide: bad input 29 or 13 for message
+// (as upstream answers: bad input 29 or 13 for message
 // content, missing topic 17, permission 16, disk/shutdown 14, overload 2,
 // internal 1). A Kind missing here fails TestResponseCodeTableCoversEveryKind.
 var kindCodes = [...]int16{

@@ -110,7 +110,7 @@ func (s *Server) fail(ctx context.Context, err error) *codec.Command {
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 // fields reads typed ext fields, remembering the first problem so a
-// handler checks once (spec remoting §1.6: a required field that is
+// handler checks once (a required field that is
 // missing or unparsable answers INVALID_PARAMETER naming it).
 type fields struct {
 	req *codec.Command

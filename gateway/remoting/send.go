@@ -14,7 +14,7 @@ import (
 )
 
 // sendShort maps SEND_MESSAGE_V2's one-letter names (also the header of
-// SEND_BATCH_MESSAGE) to SEND_MESSAGE's (spec remoting §5.2): 10, 310 and
+// SEND_BATCH_MESSAGE) to SEND_MESSAGE's: 10, 310 and
 // 320 decode into one header.
 var sendShort = map[string]string{
 	"a": "producerGroup", "b": "topic", "c": "defaultTopic", "d": "defaultTopicQueueNums", "e": "queueId",

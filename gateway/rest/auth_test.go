@@ -11,7 +11,7 @@ import (
 	"github.com/mqgate/mqgate/gateway/auth"
 )
 
-// signedHeaders are what an HTTP client sends to sign a call (spec §12.1):
+// signedHeaders are what an HTTP client sends to sign a call:
 // X-Mq-Date-Time and an MQv2-HMAC-SHA1 Authorization over it.
 func signedHeaders(ak, sk string) []string {
 	date := time.Now().UTC().Format(auth.DateTimeLayout)

@@ -16,7 +16,7 @@ import (
 	v2 "github.com/mqgate/mqgate/gen/apache/rocketmq/v2"
 )
 
-// The error classes, by v2 code or by gRPC code.
+// Each class of error, by v2 code or by gRPC code, and its HTTP status.
 func TestHTTPStatusOf(t *testing.T) {
 	cases := []struct {
 		gc   codes.Code

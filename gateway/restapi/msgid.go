@@ -14,7 +14,7 @@ import (
 var idEpoch = time.Date(2021, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // idSource mints message ids for REST producers that send none, in the v1
-// format the official clients use (spec §6.1), so tools that decode ids
+// format the official clients use, so tools that decode ids
 // understand ours: 34 upper-case hex characters = 17 bytes:
 //
 //	0x01 | 6 bytes node (random per process, where clients use a MAC) |

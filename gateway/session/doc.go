@@ -1,6 +1,6 @@
-// Package session is mqgate's registry of live clients, shared by every
-// edge (gRPC today, remoting later). A client is keyed by its client id
-// (`x-mq-client-id` on gRPC) and holds:
+// Package session is mqgate's registry of live clients of the v2 gRPC
+// edge (the classic remoting listener keeps its own, per connection). A
+// client is keyed by its client id (`x-mq-client-id`) and holds:
 //
 //   - its latest Settings as a protocol-neutral view (client type, group,
 //     subscriptions, publishing topics, timeouts, user agent);
@@ -13,7 +13,7 @@
 //     a Link; commands are opaque values that the edge owning the stream
 //     knows how to write.
 //
-// A client not seen for the liveness timeout (120 s, spec §4.2) expires;
+// A client not seen for the liveness timeout (120 s) expires;
 // expiry and an explicit termination call Config.OnGone (the node passes
 // the broker's ReleaseClient). Time comes from internal/clock; the expiry
 // scanner is the registry's one goroutine, started and stopped through

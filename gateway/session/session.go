@@ -87,7 +87,7 @@ type Settings struct {
 	// not declared).
 	LongPollingTimeout time.Duration
 	// Names maps the resource keys above to the names the client used
-	// (namespace and bare name, spec §3.3); keys without a namespace may
+	// (namespace and bare name); keys without a namespace may
 	// be absent.
 	Names     map[string]Name
 	UserAgent UserAgent
@@ -286,7 +286,7 @@ func (l *Link) Close() {
 }
 
 // Attach makes s the client's current control stream (the most recent
-// one wins, spec §5.3) and marks the client seen.
+// one wins) and marks the client seen.
 func (r *Registry) Attach(id string, s Stream) *Link {
 	c := r.get(id)
 	l := &Link{reg: r, id: id, s: s}

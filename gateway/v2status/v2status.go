@@ -16,7 +16,7 @@ type Mapping struct {
 	GRPC codes.Code
 }
 
-// table is THE map from error kinds to wire codes (spec §2.1, §10). A Kind
+// table is THE map from error kinds to wire codes. A Kind
 // missing here fails TestTableCoversEveryKind.
 var table = [...]Mapping{
 	mqerr.KindInternal:             {v2.Code_INTERNAL_ERROR, codes.Internal},
@@ -54,7 +54,7 @@ var table = [...]Mapping{
 	mqerr.KindBodyEmpty:          {v2.Code_MESSAGE_BODY_EMPTY, codes.InvalidArgument},
 	mqerr.KindPropertiesTooLarge: {v2.Code_MESSAGE_PROPERTIES_TOO_LARGE, codes.InvalidArgument},
 	mqerr.KindTooManyRequests:    {v2.Code_TOO_MANY_REQUESTS, codes.ResourceExhausted},
-	// Stored but not yet durable (spec §5.4.3): the record IS in the log.
+	// Stored but not yet durable: the record IS in the log.
 	mqerr.KindFlushTimeout:     {v2.Code_MASTER_PERSISTENCE_TIMEOUT, codes.DeadlineExceeded},
 	mqerr.KindStoreUnavailable: {v2.Code_INTERNAL_SERVER_ERROR, codes.Unavailable},
 	mqerr.KindUnavailable:      {v2.Code_INTERNAL_SERVER_ERROR, codes.Unavailable},

@@ -1,4 +1,4 @@
-// Package archtest enforces mqgate's import rules (ARCHITECTURE.md §3):
+// Package archtest enforces mqgate's import rules (docs/architecture.md):
 // dependencies point one way, cmd → gateway → broker → storage; broker and
 // storage never see generated protobuf code; internal/ sits below
 // everything; sdk/ depends only on gen/, grpc and protobuf. The rules live

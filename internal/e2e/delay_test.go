@@ -14,7 +14,7 @@ import (
 	"github.com/mqgate/mqgate/internal/testutil"
 )
 
-// delayPrecision is the bound: visible within 100 ms of the due
+// delayPrecision is the promised bound: visible within 100 ms of the due
 // time, and not before it.
 const delayPrecision = 100 * time.Millisecond
 

@@ -125,7 +125,7 @@ func TestForgedReceiptHandleRejected(t *testing.T) {
 	}
 	h := msgs[0].GetSystemProperties().GetReceiptHandle()
 	if h == "" || !isPrintableASCII(h) || len(h) > 255 {
-		t.Fatalf("receipt handle %q: want printable ASCII under 256 bytes (spec §7.1)", h)
+		t.Fatalf("receipt handle %q: want printable ASCII under 256 bytes", h)
 	}
 	forgeries := map[string]string{
 		"one character changed": flip(h, len(h)/2),

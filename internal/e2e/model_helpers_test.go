@@ -25,7 +25,7 @@ import (
 
 var msgIDSeq atomic.Int64
 
-// msgID is a v1-shaped message id (spec §6.1) unique within the process,
+// msgID is a v1-shaped message id unique within the process,
 // for messages sent through the raw client.
 func msgID() string { return fmt.Sprintf("01AABBCCDDEEFF0000%016X", msgIDSeq.Add(1)) }
 

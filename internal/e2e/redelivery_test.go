@@ -11,7 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 )
 
-// The shortest invisible duration a receive may ask for (spec §5.8.1):
+// The shortest invisible duration a receive may ask for:
 // the timing tests below wait for it, so they run in parallel.
 const minInvisible = 10 * time.Second
 
@@ -85,7 +85,7 @@ func TestChangeInvisibleDuration(t *testing.T) {
 	}
 	r := dialRaw(t, p)
 	wantCode(t, "ack with the superseded handle", r.ack(group, topic, old), pb.Code_INVALID_RECEIPT_HANDLE)
-	// A failed change echoes the handle it was given (spec §5.10).
+	// A failed change echoes the handle it was given.
 	resp, err := r.c.ChangeInvisibleDuration(r.ctx(10*time.Second), &pb.ChangeInvisibleDurationRequest{
 		Group: res(group), Topic: res(topic), ReceiptHandle: old, InvisibleDuration: durationpb.New(time.Minute)})
 	if err != nil {

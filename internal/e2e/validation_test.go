@@ -21,7 +21,7 @@ func msg(topic, id, body string) *pb.Message {
 
 func strp(s string) *string { return &s }
 
-// Every validation error of the issue, with its code, through a raw client
+// Every validation error a send can get, with its code, through a raw client
 // (the official one refuses some of these locally).
 func TestValidationErrors(t *testing.T) {
 	e2e(t)

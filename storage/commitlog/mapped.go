@@ -15,7 +15,7 @@ import (
 // stores records through a shared, writable mapping of the active segment
 // instead of calling pwrite: a copy into the page cache without a system
 // call. A 1,100-byte record costs ~0.5 µs that way against ~3 µs for its
-// own pwrite on the development VM, and a gRPC send saves the one write
+// own pwrite on a test VM, and a gRPC send saves the one write
 // call it otherwise makes for itself (batches hold one or two records at
 // that load).
 //
@@ -135,7 +135,7 @@ func (l *Log) allocate(seg *segment, end int64) error {
 		// blocks are reserved past its end and the file stays as long as
 		// the log: a roll (or a clean stop) has no reserved tail to cut.
 		// Cutting one (truncate, fdatasync) held the writer role for
-		// 40-90 ms at every segment on the development VM.
+		// 40-90 ms at every segment on a test VM.
 		if r := seg.reservedUpTo(); r >= end {
 			seg.allocEnd = r // the reserver's work (reserve.go)
 			return nil

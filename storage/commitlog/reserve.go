@@ -7,7 +7,7 @@ import "github.com/mqgate/mqgate/storage/vfs"
 // With a staging ring the writer reserves a segment's blocks before it
 // answers an append (allocate), so that a full disk fails the append, not
 // the flusher. Reserving from the writer role made every appender wait
-// whenever the reservation did: on the development VM a fallocate issued
+// whenever the reservation did: on a test VM a fallocate issued
 // while fsyncs of the log, queue and index files were committing took up
 // to 165 ms, and the role held through it stopped all appends (a Go
 // execution trace of BenchmarkAppendAsync). So a reserver goroutine

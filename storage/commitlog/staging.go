@@ -25,7 +25,7 @@ import (
 // the file system's page_mkwrite for every new 4 KiB page, and a pwrite
 // of one or two records pays a system call and two partial pages. One
 // pwrite of 64 KiB or more into reserved blocks costs a fifth to a tenth
-// as much per byte (storage/README.md). But an async append is answered
+// as much per byte (measured on a 2-vCPU VM, ext4). But an async append is answered
 // once its record would survive the process being killed, and 16 waiting
 // appenders never make more than 16 records to write at once.
 //
@@ -83,11 +83,11 @@ const (
 	// flushRun bounds one write of the flusher's (runEnd): Written
 	// advances at least every flushRun bytes while a backlog is written
 	// out, and a writer that finds the ring full waits for one run at
-	// most, not for all of the backlog. Uncapped, a flusher that had
-	// fallen behind wrote up to the whole ring in one call; the writer's
-	// full-ring waits took 1-15 % of BenchmarkAppendAsync's time, against
-	// 2-4 % with runs, and its median rate went from 480 to 660 MB/s
-	// (storage/README.md).
+	// most, not for all of the backlog. Uncapped, a flusher that has
+	// fallen behind writes up to the whole ring in one call: measured,
+	// the writer's full-ring waits then take 1-15 % of
+	// BenchmarkAppendAsync's time, against 2-4 % with runs, and the median
+	// rate is a quarter lower.
 	flushRun = 1 << 20
 	// runEndSlots: how many stretches of flushRun bytes Log.runEnds
 	// remembers (64 MiB of log, four rings' worth).
@@ -526,10 +526,10 @@ func (l *Log) advanceFlushed(end int64) {
 // Left to the kernel, the pages of a log being written at disk speed pile
 // up dirty until the periodic fsync or the kernel's flusher threads take
 // them, and each buffered write of a new page costs more meanwhile: on
-// the development VM, 1.6 GB written in 256 KiB pwrites took 0.95-2.4 s
-// of CPU and 1.8-3.2 s with the final fdatasync, against 0.5-1.3 s and
+// a test VM, 1.6 GB written in 256 KiB pwrites took 0.95-2.4 s of CPU
+// and 1.8-3.2 s with the final fdatasync, against 0.5-1.3 s and
 // 0.9-1.9 s with the write-back of each 16 MiB started as soon as it was
-// written (storage/README.md). It makes nothing durable: the fsyncs are
+// written. It makes nothing durable: the fsyncs are
 // unchanged, and write-back errors still reach them (vfs.WriteBehind).
 func (l *Log) writeBehind(pos int64) {
 	seg := l.fseg
@@ -554,16 +554,14 @@ func (l *Log) writeBehind(pos int64) {
 // held.
 //
 // A page cache that grows with the log costs the writes more once it is
-// large: on the development VM (whose free memory goes back to the host,
-// so a page the guest takes afresh is faulted in again there), writing
-// 3.2 GB took 3.8-9.4 s of CPU with only the write-back started early,
+// large: on a VM whose free memory goes back to the host (so a page the
+// guest takes afresh is faulted in again there), writing 3.2 GB took 3.8-9.4 s of CPU with only the write-back started early,
 // and 1.2-1.9 s with the pages more than 64 MiB behind dropped as well:
 // the kernel reuses the pages just freed. The store's 3.3 GB append run
-// went from 3.0-4.7 to 2.2-3.2 µs of CPU per append with a KeepCached of
-// 1 GiB. Dropping costs a little (the pages are released and taken
-// again), so a small KeepCached slowed the 1.65 GB run, which a 1 GiB one
-// did not (storage/README.md). Reads of what was dropped go to the
-// device.
+// takes 2.2-3.2 µs of CPU per append with a KeepCached of 1 GiB against
+// 3.0-4.7 without. Dropping costs a little (the pages are released and
+// taken again), so a small KeepCached slows the 1.65 GB run, which a
+// 1 GiB one does not. Reads of what was dropped go to the device.
 func (l *Log) dropBehind(pos int64) {
 	keep := l.opts.KeepCached
 	if keep <= 0 {

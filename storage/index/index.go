@@ -462,10 +462,10 @@ func (x *Index) SetEnd(end int64) {
 
 // rotate seals the active file and starts one at phys, in memory: the
 // next Sync writes the sealed file whole, creates the new one, and only
-// then frees the sealed file's memory. Rotation used to write and fsync
-// the sealed file here, under mu, which stalled the dispatcher's Puts
-// (and every Lookup) for 11-42 ms each time a file filled
-// (BenchmarkPutWithSync). Caller holds mu.
+// then frees the sealed file's memory. Writing and fsyncing the sealed
+// file here, under mu, would stall the dispatcher's Puts (and every
+// Lookup) for 11-42 ms each time a file fills (BenchmarkPutWithSync).
+// Caller holds mu.
 func (x *Index) rotate(phys int64) {
 	f := x.active
 	f.h.end = phys

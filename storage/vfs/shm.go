@@ -31,7 +31,7 @@ func IsTmpfs(dir string) bool {
 // shared and writable, with every page mapped already (MAP_POPULATE): the
 // ring's first lap then takes no page fault per 4 KiB on the append path
 // (4,096 of them for a 16 MiB ring, a fifth of all the faults of a
-// BenchmarkAppendAsync run on the development VM). The bytes read as
+// BenchmarkAppendAsync run on a test VM). The bytes read as
 // zeros.
 func CreateShared(path string, size int64) ([]byte, func() error, error) {
 	if size <= 0 || int64(int(size)) != size {

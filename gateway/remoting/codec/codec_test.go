@@ -8,9 +8,9 @@ import (
 	"testing"
 )
 
-// The worked examples of spec remoting §1.2 and §1.4: a Go client asking
+// Worked examples of a frame with a JSON and a binary header: a Go client asking
 // the route of topic T1.
-func TestSpecExamplesDecode(t *testing.T) {
+func TestWorkedExamplesDecode(t *testing.T) {
 	jsonHdr := `{"code":105,"language":"GO","version":317,"opaque":2,"flag":0,"remark":"","extFields":{"topic":"T1"}}`
 	frame := append([]byte{0, 0, 0, 0x65}, jsonHdr...)
 	c, err := Decode(frame)
@@ -89,7 +89,7 @@ func TestRoundTripBothHeaderTypes(t *testing.T) {
 	}
 }
 
-// What Go v2.1.2 can decode (spec §1.3): every ext value a JSON string,
+// What Go v2.1.2 can decode: every ext value a JSON string,
 // code and version plain numbers, compact.
 func TestJSONHeaderIsWhatGoClientsDecode(t *testing.T) {
 	b, _ := AppendFrame(nil, &Command{Code: 17, Version: 479, Opaque: 3, Flag: 1, Ext: map[string]string{"offset": "12", "b": "true"}}, JSON)

@@ -9,8 +9,8 @@ import (
 // decoder: it must never panic, and whatever it accepts must re-encode
 // and decode to the same command. The corpus in testdata/fuzz/FuzzDecode
 // holds frames captured from the classic Go client v2.1.2 talking to
-// mqgate (internal/e2e/remoting TestCaptureSeedFrames) plus the spec's
-// examples.
+// mqgate (internal/e2e/remoting TestCaptureSeedFrames) plus the
+// worked examples of codec_test.go.
 func FuzzDecode(f *testing.F) {
 	f.Add(append([]byte{0, 0, 0, 0x65}, `{"code":105,"language":"GO","version":317,"opaque":2,"flag":0,"remark":"","extFields":{"topic":"T1"}}`...))
 	f.Add([]byte{1, 0, 0, 0x22, 0, 0x69, 9, 1, 0x3d, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x0d, 0, 5, 't', 'o', 'p', 'i', 'c', 0, 0, 0, 2, 'T', '1'})

@@ -17,7 +17,7 @@ func sample() Record {
 		ReconsumeTimes: 2, Body: []byte("hello"), Topic: "T1", Properties: "TAGS\x01a\x02UNIQ_KEY\x01ID\x02"}
 }
 
-// Field offsets of spec remoting §11.1 for IPv4 hosts; Go v2.1.2 reads
+// Field offsets of a stored-message record for IPv4 hosts; Go v2.1.2 reads
 // fields by position, so a shift corrupts every following record.
 func TestRecordLayoutOffsets(t *testing.T) {
 	r := sample()

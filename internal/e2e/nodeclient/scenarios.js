@@ -22,7 +22,7 @@ const endpoints = env('MQ_ENDPOINT');
 const topic = env('MQ_TOPIC');
 const group = env('MQ_GROUP');
 const n = Number(env('MQ_N', '10'));
-// The shortest invisible duration a receive may ask for (spec §5.8.1).
+// The shortest invisible duration a receive may ask for.
 const minInvisibleMs = 10000;
 
 // Every client gets a logger that keeps quiet: the default one writes
