@@ -22,7 +22,7 @@ run: build ## run mqgate with embedded defaults (data in ./data, topics/groups a
 	./mqgate serve --data-dir $(DATA_DIR) --auto-create
 
 .PHONY: test
-test: ## run every test (unit, race, fuzz seeds, end to end); installs nginx/curl/jq when root on Debian
+test: ## run every test (unit, race, fuzz seeds, end to end); installs what the end-to-end tests drive (.ci/deps) when root on Debian
 	@./.ci/deps
 	$(GO) test -race -count=1 -timeout 40m ./...
 	# The official RocketMQ Go client races internally, so the end-to-end
