@@ -113,10 +113,9 @@ func TestCheckBackFanOut(t *testing.T) {
 	}
 }
 
-// Stores written before the classic delay service was folded into
-// broker/delay kept classic delayed records in their own stage topics; a
-// broker opened on such a store adopts what is pending there, delivers it
-// when due, and never twice.
+// A store in the older layout keeps classic delayed records in their own
+// stage topics; a broker opened on such a store adopts what is pending
+// there, delivers it when due, and never twice.
 func TestClassicLegacyDelayStageAdopted(t *testing.T) {
 	e := newEnv(t)
 	e.topic("T", model.TopicNormal)

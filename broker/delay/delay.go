@@ -77,8 +77,8 @@ func Open(ctx context.Context, cfg Config, st staged.Store, blobs staged.Blobs, 
 	return s, nil
 }
 
-// Stage topics of the classic delay service that StageRecord replaced.
-// Stores written before kept classic delayed records there.
+// Stage topics of the older layout of classic delayed records, which
+// StageRecord replaces; Open adopts what is pending there.
 const (
 	legacyStageTopic = "rmq_sys_classic_delay"
 	legacyOpsTopic   = "rmq_sys_classic_delay_ops"
