@@ -22,6 +22,7 @@ import (
 	"github.com/mqgate/mqgate/gateway/rest"
 	"github.com/mqgate/mqgate/gateway/restapi"
 	"github.com/mqgate/mqgate/gateway/session"
+	"github.com/mqgate/mqgate/gateway/v2service"
 	"github.com/mqgate/mqgate/internal/lifecycle"
 	"github.com/mqgate/mqgate/internal/telemetry"
 	"github.com/mqgate/mqgate/storage"
@@ -254,7 +255,7 @@ func (n *Node) startGRPC(ctx context.Context) error {
 		Sessions:              n.sess,
 		Auth:                  n.auth,
 	})
-	svc, err := grpcserver.NewMessagingService(grpcserver.ServiceConfig{AdvertiseAddr: n.cfg.AdvertiseAddr, Logger: n.log},
+	svc, err := v2service.NewMessagingService(v2service.ServiceConfig{AdvertiseAddr: n.cfg.AdvertiseAddr, Logger: n.log},
 		n.broker, n.sess, n.gate)
 	if err != nil {
 		return err

@@ -29,6 +29,7 @@ import (
 	"github.com/mqgate/mqgate/gateway/grpcserver"
 	"github.com/mqgate/mqgate/gateway/restapi"
 	"github.com/mqgate/mqgate/gateway/session"
+	"github.com/mqgate/mqgate/gateway/v2service"
 	v2 "github.com/mqgate/mqgate/gen/apache/rocketmq/v2"
 	"github.com/mqgate/mqgate/internal/clock"
 	"github.com/mqgate/mqgate/internal/telemetry"
@@ -100,7 +101,7 @@ func newHarness(t testing.TB, opts ...harnessOpts) *harness {
 	}
 	h.b = b
 	sess := session.New(session.Config{Clock: clk, OnGone: b.ReleaseClient, Logger: log})
-	svc, err := grpcserver.NewMessagingService(grpcserver.ServiceConfig{Clock: clk, Logger: log}, b, sess, h.gate)
+	svc, err := v2service.NewMessagingService(v2service.ServiceConfig{Clock: clk, Logger: log}, b, sess, h.gate)
 	if err != nil {
 		t.Fatal(err)
 	}

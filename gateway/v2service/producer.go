@@ -1,4 +1,4 @@
-package grpcserver
+package v2service
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/mqgate/mqgate/broker/model"
 	"github.com/mqgate/mqgate/broker/mqerr"
+	"github.com/mqgate/mqgate/gateway/grpcserver"
 	v2 "github.com/mqgate/mqgate/gen/apache/rocketmq/v2"
 )
 
@@ -25,7 +26,7 @@ func (s *MessagingService) SendMessage(ctx context.Context, req *v2.SendMessageR
 	}
 	// The broker fills a missing born host from p.Host; the official
 	// clients always send one, so the peer is looked up only when needed.
-	p := model.Producer{ClientID: ClientID(ctx)}
+	p := model.Producer{ClientID: grpcserver.ClientID(ctx)}
 	for _, m := range msgs {
 		if m.BornHost == "" {
 			p.Host = peerHost(ctx)

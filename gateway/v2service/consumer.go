@@ -1,4 +1,4 @@
-package grpcserver
+package v2service
 
 import (
 	"context"
@@ -6,10 +6,12 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/mqgate/mqgate/broker"
 	"github.com/mqgate/mqgate/broker/model"
 	"github.com/mqgate/mqgate/broker/mqerr"
+	"github.com/mqgate/mqgate/gateway/grpcserver"
 	v2 "github.com/mqgate/mqgate/gen/apache/rocketmq/v2"
 )
 
@@ -55,6 +57,10 @@ func sendReceiveStatus(stream grpc.ServerStreamingServer[v2.ReceiveMessageRespon
 	return stream.Send(deliveryTimestampFrame())
 }
 
+func deliveryTimestampFrame() *v2.ReceiveMessageResponse {
+	return &v2.ReceiveMessageResponse{Content: &v2.ReceiveMessageResponse_DeliveryTimestamp{DeliveryTimestamp: timestamppb.Now()}}
+}
+
 // receiveRequest validates a receive (order: topic, group, invisible
 // duration, filter) and builds the broker request. It also returns the
 // topic Resource delivered messages carry: bare name plus namespace.
@@ -82,7 +88,7 @@ func (s *MessagingService) receiveRequest(ctx context.Context, req *v2.ReceiveMe
 	if err != nil {
 		return rr, nil, err
 	}
-	id := ClientID(ctx)
+	id := grpcserver.ClientID(ctx)
 	rr = broker.ReceiveRequest{
 		Group:     group,
 		Topic:     topic,

@@ -1,4 +1,4 @@
-package grpcserver
+package v2service
 
 // Component tests: every RPC family over an in-memory listener (bufconn),
 // through the real interceptor chain, against the real broker on an
@@ -28,6 +28,7 @@ import (
 	"github.com/mqgate/mqgate/broker/model"
 	"github.com/mqgate/mqgate/gateway/admission"
 	"github.com/mqgate/mqgate/gateway/auth"
+	"github.com/mqgate/mqgate/gateway/grpcserver"
 	"github.com/mqgate/mqgate/gateway/session"
 	v2 "github.com/mqgate/mqgate/gen/apache/rocketmq/v2"
 	"github.com/mqgate/mqgate/internal/clock"
@@ -43,7 +44,7 @@ type harness struct {
 	sess  *session.Registry
 	gate  *admission.Gate
 	svc   *MessagingService
-	srv   *Server
+	srv   *grpcserver.Server
 	conn  *grpc.ClientConn
 	c     v2.MessagingServiceClient
 	// as signs the calls h.ctx makes with this access and secret key
@@ -82,7 +83,7 @@ func newHarness(t *testing.T, opts ...harnessOpts) *harness {
 		t.Fatal(err)
 	}
 	b.SetCheckBackSender(h.svc.CheckBackSender()) // as gateway/node wires it
-	h.srv = New(Options{Gate: h.gate, Sessions: h.sess, Logger: log, Auth: o.auth})
+	h.srv = grpcserver.New(grpcserver.Options{Gate: h.gate, Sessions: h.sess, Logger: log, Auth: o.auth})
 	h.svc.Register(h.srv.GRPC)
 	if o.register != nil {
 		o.register(h.srv.GRPC)

@@ -1,4 +1,4 @@
-package grpcserver
+package v2service
 
 import (
 	"github.com/mqgate/mqgate/broker/metadata"

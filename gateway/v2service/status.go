@@ -1,4 +1,4 @@
-package grpcserver
+package v2service
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/mqgate/mqgate/broker/mqerr"
+	"github.com/mqgate/mqgate/gateway/grpcserver"
 	"github.com/mqgate/mqgate/gateway/v2status"
 	v2 "github.com/mqgate/mqgate/gen/apache/rocketmq/v2"
 )
@@ -23,7 +24,6 @@ var (
 	statusOK         = &v2.Status{Code: v2.Code_OK, Message: "OK"}
 	statusNoMessage  = &v2.Status{Code: v2.Code_MESSAGE_NOT_FOUND, Message: "no new message"}
 	statusMultiple   = &v2.Status{Code: v2.Code_MULTIPLE_RESULTS, Message: "entries have different results; check each entry"}
-	statusClientID   = &v2.Status{Code: v2.Code_CLIENT_ID_REQUIRED, Message: "the x-mq-client-id header is required"}
 	statusNotYet     = &v2.Status{Code: v2.Code_NOT_IMPLEMENTED, Message: "not implemented by this mqgate version"}
 	statusNoEntries  = &v2.Status{Code: v2.Code_INTERNAL_SERVER_ERROR, Message: "the server produced no result entries"}
 	statusNoHandle   = &v2.Status{Code: v2.Code_INVALID_RECEIPT_HANDLE, Message: "receipt handle is empty"}
@@ -40,7 +40,7 @@ func statusOf(ctx context.Context, log *slog.Logger, err error) *v2.Status {
 	k := mqerr.KindOf(err)
 	m, ok := v2status.Of(k)
 	if !ok || k == mqerr.KindInternal {
-		rid := RequestID(ctx)
+		rid := grpcserver.RequestID(ctx)
 		if log != nil {
 			log.ErrorContext(ctx, "internal error answered as INTERNAL_ERROR", "err", err.Error(), "kind", k.String(), "request_id", rid)
 		}

@@ -1,4 +1,4 @@
-package grpcserver
+package v2service
 
 import (
 	"context"

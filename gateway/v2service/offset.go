@@ -1,4 +1,4 @@
-package grpcserver
+package v2service
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/mqgate/mqgate/broker/mqerr"
 	"github.com/mqgate/mqgate/broker/offset"
+	"github.com/mqgate/mqgate/gateway/grpcserver"
 	v2 "github.com/mqgate/mqgate/gen/apache/rocketmq/v2"
 )
 
@@ -44,7 +45,7 @@ func (s *MessagingService) PullMessage(req *v2.PullMessageRequest, stream grpc.S
 	if err != nil {
 		return sendStatus(statusOf(ctx, s.log, err))
 	}
-	wait := s.pollWait(ctx, ClientID(ctx), req.GetLongPollingTimeout())
+	wait := s.pollWait(ctx, grpcserver.ClientID(ctx), req.GetLongPollingTimeout())
 	res, err := s.b.Pull(ctx, group, topic, mq.GetId(), req.GetOffset(), batchOf(req.GetBatchSize()), filter, wait)
 	switch {
 	case err == nil:

@@ -1,4 +1,4 @@
-package grpcserver
+package v2service
 
 // Component tests of the message model beyond plain POP: transactions and
 // their check-back over Telemetry, recall of delayed messages, push

@@ -1,4 +1,4 @@
-package grpcserver
+package v2service
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/mqgate/mqgate/broker/model"
 	"github.com/mqgate/mqgate/broker/mqerr"
+	"github.com/mqgate/mqgate/gateway/grpcserver"
 	"github.com/mqgate/mqgate/gateway/session"
 	v2 "github.com/mqgate/mqgate/gen/apache/rocketmq/v2"
 )
@@ -36,7 +37,7 @@ func (s *MessagingService) Heartbeat(ctx context.Context, req *v2.HeartbeatReque
 // (auto-renewed deliveries) through the registry's OnGone. Always OK (spec
 // §5.12 REC).
 func (s *MessagingService) NotifyClientTermination(ctx context.Context, _ *v2.NotifyClientTerminationRequest) (*v2.NotifyClientTerminationResponse, error) {
-	s.sess.Terminate(ClientID(ctx))
+	s.sess.Terminate(grpcserver.ClientID(ctx))
 	return &v2.NotifyClientTerminationResponse{Status: statusOK}, nil
 }
 
@@ -68,7 +69,7 @@ type recvResult struct {
 // graceful stop is not held up by streams that live as long as clients.
 func (s *MessagingService) Telemetry(stream grpc.BidiStreamingServer[v2.TelemetryCommand, v2.TelemetryCommand]) error {
 	ctx := stream.Context()
-	id := ClientID(ctx)
+	id := grpcserver.ClientID(ctx)
 	if !s.gate.Admit() { // counted with the refused unary calls
 		return status.Error(codes.Unavailable, "mqgate is draining for shutdown; reconnect to another instance")
 	}
