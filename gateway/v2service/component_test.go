@@ -851,7 +851,7 @@ func TestComponentReceiveWriteFailureReleases(t *testing.T) {
 	h.topic("orders", model.TopicNormal, 1)
 	h.group(model.Group{Name: "g"})
 	h.send("orders", newMsg("orders", "A", "", "1"), newMsg("orders", "B", "", "2"), newMsg("orders", "C", "", "3"))
-	ctx := context.WithValue(context.Background(), callInfoKey{}, &callInfo{requestID: "r", clientID: "c"})
+	ctx := grpcserver.WithCallIDs(context.Background(), "c", "r")
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	// Frames: status (1), A (2), B (3) fails.
