@@ -1,4 +1,4 @@
-package rest
+package httpserver
 
 // Send throughput over REST (HTTP/1.1 keep-alive, one connection per
 // worker) against unary gRPC SendMessage (one HTTP/2 connection, as the

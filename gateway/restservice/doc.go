@@ -14,4 +14,4 @@
 // internal/ and gen/mqgate/rest/v1. It must not import storage/ or a
 // listener package (gateway/grpcserver, gateway/rest, gateway/remoting,
 // gateway/admin): imports_test.go enforces it.
-package restapi
+package restservice

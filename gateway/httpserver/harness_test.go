@@ -1,4 +1,4 @@
-package rest
+package httpserver
 
 // The component harness: the real gRPC server (interceptor chain, drain
 // gate) with the v2 MessagingService, the admin API and mqgate.rest.v1 on
@@ -27,7 +27,7 @@ import (
 	"github.com/mqgate/mqgate/gateway/admission"
 	"github.com/mqgate/mqgate/gateway/auth"
 	"github.com/mqgate/mqgate/gateway/grpcserver"
-	"github.com/mqgate/mqgate/gateway/restapi"
+	"github.com/mqgate/mqgate/gateway/restservice"
 	"github.com/mqgate/mqgate/gateway/session"
 	"github.com/mqgate/mqgate/gateway/v2service"
 	v2 "github.com/mqgate/mqgate/gen/apache/rocketmq/v2"
@@ -122,7 +122,7 @@ func newHarness(t testing.TB, opts ...harnessOpts) *harness {
 	h.grpc = grpcserver.New(gopts)
 	svc.Register(h.grpc.GRPC)
 	admin.New(b).Register(h.grpc.GRPC)
-	restapi.New(restapi.Config{Clock: clk, Logger: log, Auth: o.auth}, b).Register(h.grpc.GRPC)
+	restservice.New(restservice.Config{Clock: clk, Logger: log, Auth: o.auth}, b).Register(h.grpc.GRPC)
 	h.ip, err = NewInProcess()
 	if err != nil {
 		t.Fatal(err)

@@ -19,4 +19,4 @@
 // gateway/restapi (the service it calls); it imports the generated
 // clients and gateway handlers in gen/, and gateway/v2status for the v2
 // code of errors that carry only a gRPC code.
-package rest
+package httpserver
