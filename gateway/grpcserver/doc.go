@@ -1,7 +1,7 @@
 // Package grpcserver is mqgate's gRPC transport: the one grpc.Server every
 // gRPC service of the node is registered on (apache.rocketmq.v2
 // MessagingService from gateway/v2service, mqgate.rest.v1 from
-// gateway/restapi, mqgate.admin.v1 from gateway/admin), its options (TLS
+// gateway/restservice, mqgate.admin.v1 from gateway/admin), its options (TLS
 // and plaintext on one port, keepalive, message sizes, stream workers),
 // the interceptor chain, health and reflection.
 //
@@ -20,7 +20,7 @@
 // must answer in it (statuses carried with gRPC OK, spec §1.6); the
 // handlers and their Kind → status mapping live in gateway/v2service,
 // which imports this package for ClientID and RequestID. grpcserver must
-// not import a service or listener package (v2service, restapi, admin,
-// rest, remoting), broker/ or storage/; client state lives in
+// not import a service or listener package (v2service, restservice, admin,
+// httpserver, remoting), broker/ or storage/; client state lives in
 // gateway/session.
 package grpcserver

@@ -5,7 +5,7 @@ package httpserver
 // official clients use), same payload, same concurrency, same process,
 // same broker on the same store:
 //
-//	go test -run '^$' -bench 'Send$' -benchtime 20000x ./gateway/rest/
+//	go test -run '^$' -bench 'Send$' -benchtime 20000x ./gateway/httpserver/
 //
 // BenchmarkHTTPvsGRPCSend runs both in one benchmark and reports the
 // ratio (target ≥ 0.4).

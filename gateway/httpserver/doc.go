@@ -1,4 +1,5 @@
-// Package rest is mqgate's HTTP listener: the REST/JSON API under /v1/,
+// Package httpserver is mqgate's HTTP listener (the http.Server and its
+// mux): the REST/JSON API under /v1/,
 // transcoded by grpc-gateway onto an in-process connection to the node's
 // own gRPC server (inprocess.go: an in-memory listener the gRPC server
 // serves, so every call passes its interceptor chain and stats handler),
@@ -15,8 +16,8 @@
 // generate` writes, because go:embed cannot reach gen/; never edit it).
 //
 // It talks to the broker only through gRPC, so it must not import broker/,
-// storage/, another listener package (grpcserver, remoting, admin) or
-// gateway/restapi (the service it calls); it imports the generated
+// storage/, another listener package (grpcserver, v2service, remoting,
+// admin) or gateway/restservice (the service it calls); it imports the generated
 // clients and gateway handlers in gen/, and gateway/v2status for the v2
 // code of errors that carry only a gRPC code.
 package httpserver

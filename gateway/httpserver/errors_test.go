@@ -98,7 +98,7 @@ func TestOpenAPIIsTheGeneratedDocument(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(gen, openAPI) {
-		t.Fatal("gateway/rest/openapi.json differs from gen/openapi/mqgate.swagger.json: run make generate")
+		t.Fatal("gateway/httpserver/openapi.json differs from gen/openapi/mqgate.swagger.json: run make generate")
 	}
 	var doc struct {
 		Paths map[string]map[string]struct {

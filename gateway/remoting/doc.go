@@ -86,6 +86,6 @@
 //	33 POP answers always carry their fields  TestPopFamily
 //
 // remoting must not import gen/, another listener (gateway/grpcserver,
-// gateway/rest, gateway/admin) or storage (storage/message excepted): it
+// gateway/httpserver, gateway/admin) or storage (storage/message excepted): it
 // reaches the store through broker.Classic.
 package remoting

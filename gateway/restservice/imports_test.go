@@ -6,9 +6,9 @@ import (
 	"testing"
 )
 
-// TestImportBoundary: restapi is an edge like gateway/admin. It never
-// imports storage/ or another listener package (internal/archtest's list
-// does not name restapi, so the rule is checked here).
+// TestImportBoundary: restservice is an edge like gateway/admin. It never
+// imports storage/ or another listener package (internal/archtest checks
+// the whole module; this keeps the rule next to the package).
 func TestImportBoundary(t *testing.T) {
 	out, err := exec.Command("go", "list", "-f", "{{join .Imports \" \"}}", ".").CombinedOutput()
 	if err != nil {
@@ -24,9 +24,9 @@ func TestImportBoundary(t *testing.T) {
 		if !ok {
 			continue
 		}
-		for _, banned := range []string{"storage", "gateway/grpcserver", "gateway/rest", "gateway/remoting", "gateway/admin", "gateway/node", "cmd"} {
+		for _, banned := range []string{"storage", "gateway/grpcserver", "gateway/v2service", "gateway/httpserver", "gateway/remoting", "gateway/admin", "gateway/node", "cmd"} {
 			if rel == banned || strings.HasPrefix(rel, banned+"/") {
-				t.Errorf("restapi imports %s", p)
+				t.Errorf("restservice imports %s", p)
 			}
 		}
 	}

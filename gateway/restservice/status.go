@@ -41,7 +41,7 @@ func (s *Service) statusOf(ctx context.Context, err error) (*restv1.Status, code
 }
 
 // errorOf is a request-level failure: a gRPC status error with the
-// Status as its detail (gateway/rest turns it into the HTTP status and
+// Status as its detail (gateway/httpserver turns it into the HTTP status and
 // body).
 func (s *Service) errorOf(ctx context.Context, err error) error {
 	st, code := s.statusOf(ctx, err)
@@ -52,7 +52,7 @@ func (s *Service) errorOf(ctx context.Context, err error) error {
 	return gs.Err()
 }
 
-// requestID is the id the caller (or gateway/rest) sent; the gRPC
+// requestID is the id the caller (or gateway/httpserver) sent; the gRPC
 // interceptor chain logs every call with it.
 func requestID(ctx context.Context) string {
 	for _, k := range []string{"x-mq-request-id", "x-request-id"} {
@@ -72,7 +72,7 @@ func lastMD(ctx context.Context, key string) string {
 }
 
 // wantsText reports whether the caller asked for text bodies: the
-// x-mq-body-format: text header (gateway/rest sets it for ?body=text).
+// x-mq-body-format: text header (gateway/httpserver sets it for ?body=text).
 func wantsText(ctx context.Context) bool {
 	return strings.EqualFold(strings.TrimSpace(lastMD(ctx, BodyFormatHeader)), "text")
 }

@@ -16,7 +16,7 @@
 // QueryOffset), unsupported.go (NOT_IMPLEMENTED for SyncLiteSubscription)
 // — validate.go (names, namespaces), convert.go (v2 ↔ domain) and
 // status.go (errors → v2 statuses and gRPC codes, through gateway/v2status,
-// the one mqerr.Kind → code table shared with gateway/restapi and
+// the one mqerr.Kind → code table shared with gateway/restservice and
 // gateway/admin; that table stays its own package because those edges
 // must not import this one).
 //
@@ -39,5 +39,5 @@
 // The v2 and domain types meet only in this package's convert files, and
 // every error leaving a handler is mapped in status.go. It may import
 // gateway/grpcserver (the transport); it must not import storage/ or
-// another listener package (rest, restapi, remoting, admin).
+// another listener package (httpserver, restservice, remoting, admin).
 package v2service

@@ -42,7 +42,7 @@ func TestCheckCatchesForbiddenEdges(t *testing.T) {
 		m("storage/index"):       {"google.golang.org/protobuf/proto"},
 		m("broker/pop"):          {m("gen/apache/rocketmq/v2")},
 		m("broker/produce"):      {m("gateway/session")},
-		m("gateway/rest"):        {m("gateway/grpcserver")},
+		m("gateway/httpserver"):  {m("gateway/grpcserver")},
 		m("gateway/grpcserver"):  {m("gateway/v2service")},
 		m("gateway/v2service"):   {m("storage/commitlog")},
 		m("internal/lifecycle"):  {m("broker/mqerr")},
@@ -60,7 +60,7 @@ func TestCheckCatchesForbiddenEdges(t *testing.T) {
 		m("broker/pop"):         {m("storage"), m("broker/mqerr")},
 		m("gateway/grpcserver"): {m("gen/apache/rocketmq/v2"), m("gateway/session"), m("gateway/admission")},
 		m("gateway/v2service"):  {m("gateway/grpcserver"), m("broker"), m("storage/message"), m("gateway/admission")},
-		m("gateway/node"):       {m("storage"), m("gateway/rest")},
+		m("gateway/node"):       {m("storage"), m("gateway/httpserver")},
 		m("cmd/mqgate"):         {m("gateway/node"), m("gen/mqgate/admin/v1")},
 		m("sdk"):                {m("gen/apache/rocketmq/v2"), "google.golang.org/grpc", "context"},
 	}
