@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mqgate/mqgate/broker/deferred"
 	"github.com/mqgate/mqgate/broker/model"
 	"github.com/mqgate/mqgate/broker/mqerr"
-	"github.com/mqgate/mqgate/broker/staged"
-	"github.com/mqgate/mqgate/broker/stored"
+	"github.com/mqgate/mqgate/broker/record"
 	"github.com/mqgate/mqgate/internal/testutil"
 	"github.com/mqgate/mqgate/storage"
 	"github.com/mqgate/mqgate/storage/message"
@@ -127,16 +127,16 @@ func TestClassicLegacyDelayStageAdopted(t *testing.T) {
 		t.Fatal(err)
 	}
 	due := func(m *message.Message) int64 {
-		v, _ := m.Get(stored.PropDueMS)
+		v, _ := m.Get(record.PropDueMS)
 		n, _ := strconv.ParseInt(v, 10, 64)
 		return n
 	}
-	legacy, err := staged.Open(e.ctx, "classic-delay", "rmq_sys_classic_delay", "rmq_sys_classic_delay_ops", st, st.Meta(), slog.New(slog.DiscardHandler), due)
+	legacy, err := deferred.Open(e.ctx, "classic-delay", "rmq_sys_classic_delay", "rmq_sys_classic_delay_ops", st, st.Meta(), slog.New(slog.DiscardHandler), due)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := classicRecord("old", "UNIQ_KEY", "L1", stored.PropRealTopic, "T", stored.PropRealQueue, "2",
-		stored.PropDueMS, strconv.FormatInt(e.clk.Now().Add(time.Second).UnixMilli(), 10))
+	r := classicRecord("old", "UNIQ_KEY", "L1", record.PropRealTopic, "T", record.PropRealQueue, "2",
+		record.PropDueMS, strconv.FormatInt(e.clk.Now().Add(time.Second).UnixMilli(), 10))
 	if _, _, err := legacy.Put(e.ctx, r, due(r)); err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package stored
+package record
 
 // System property names. They follow RocketMQ's MessageConst so classic
 // clients and tools read mqgate records as they would a broker's.

@@ -1,4 +1,4 @@
-package stored
+package record
 
 import (
 	"strconv"

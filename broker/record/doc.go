@@ -5,4 +5,4 @@
 // and message.Message → model.Delivered.
 //
 // stored imports broker/model and storage/message only.
-package stored
+package record

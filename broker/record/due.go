@@ -1,4 +1,4 @@
-package stored
+package record
 
 // PropDueMS holds the due time (unix ms) of a record staged by
 // delay.StageRecord (a classic send-back's redelivery carries no

@@ -8,4 +8,4 @@
 // low-water time: everything staged before it is known to be resolved.
 //
 // staged must not import gen/, gateway/ or other broker services.
-package staged
+package deferred

@@ -1,4 +1,4 @@
-package staged
+package deferred
 
 import (
 	"container/heap"
