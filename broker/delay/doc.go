@@ -1,7 +1,7 @@
 // Package delay holds delayed messages until their delivery time, then
 // publishes them to their topic (within milliseconds of the due time, by a
 // timer on the earliest due message), and cancels them on recall. Pending
-// messages survive restarts: they are staged records (broker/staged).
+// messages survive restarts: they are deferred records (broker/deferred).
 //
 // It also holds the classic protocol's ready-made records (classic.go):
 // delay levels and timer properties of classic producers, and the delayed
