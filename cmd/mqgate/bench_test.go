@@ -21,7 +21,7 @@ func TestBenchRuns(t *testing.T) {
 			if err != nil {
 				t.Fatalf("bench %s: %v\n%s", mode, err, out)
 			}
-			var r benchResult
+			var r bench.Result
 			if err := json.Unmarshal(out, &r); err != nil {
 				t.Fatalf("output: %v\n%s", err, out)
 			}
@@ -56,7 +56,7 @@ func TestBenchRounds(t *testing.T) {
 	if err != nil {
 		t.Fatalf("bench: %v\n%s", err, out)
 	}
-	var r benchResult
+	var r bench.Result
 	if err := json.Unmarshal(out, &r); err != nil {
 		t.Fatalf("output: %v\n%s", err, out)
 	}
@@ -82,14 +82,14 @@ func TestBenchRounds(t *testing.T) {
 }
 
 func TestMedianRound(t *testing.T) {
-	rd := func(ratio float64) benchRound { return benchRound{Ratio: ratio, Echo: &benchFigures{}} }
+	rd := func(ratio float64) bench.Round { return bench.Round{Ratio: ratio, Echo: &bench.Figures{}} }
 	for _, c := range []struct {
-		rounds []benchRound
-		want   benchRound
+		rounds []bench.Round
+		want   bench.Round
 	}{
-		{[]benchRound{rd(0.9)}, rd(0.9)},
-		{[]benchRound{rd(0.9), rd(0.7), rd(0.8)}, rd(0.8)},
-		{[]benchRound{rd(0.9), rd(0.7), rd(0.8), rd(1.0)}, rd(0.8)},
+		{[]bench.Round{rd(0.9)}, rd(0.9)},
+		{[]bench.Round{rd(0.9), rd(0.7), rd(0.8)}, rd(0.8)},
+		{[]bench.Round{rd(0.9), rd(0.7), rd(0.8), rd(1.0)}, rd(0.8)},
 	} {
 		got := medianRound(c.rounds)
 		if got.Ratio != c.want.Ratio {

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bufio"
@@ -78,7 +78,7 @@ type benchOpts struct {
 	pipelineAcks bool
 }
 
-func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+func Cmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "echo-server" {
 		return benchEchoServer(args[1:], stdout, stderr)
 	}
@@ -144,8 +144,8 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	return 0
 }
 
-// benchFigures is one run's measurements.
-type benchFigures struct {
+// Figures is one run's measurements.
+type Figures struct {
 	Target      string  `json:"target"`
 	Messages    int64   `json:"messages"`
 	Seconds     float64 `json:"seconds"`
@@ -161,33 +161,33 @@ type benchFigures struct {
 	RSSAnonMiB       float64 `json:"server_rss_anon_mib,omitempty"`
 }
 
-// benchResult is a bench's outcome. With --rounds > 1, Echo, Mqgate and
+// Result is a bench's outcome. With --rounds > 1, Echo, Mqgate and
 // Ratio are those of the round with the median ratio (e2e: the median
 // p99) and Rounds holds every round in the order run.
-type benchResult struct {
-	Mode   string        `json:"mode"`
-	Flush  string        `json:"flush,omitempty"`
-	Echo   *benchFigures `json:"echo,omitempty"`
-	Mqgate benchFigures  `json:"mqgate"`
-	Ratio  float64       `json:"ratio_to_echo,omitempty"`
-	Rounds []benchRound  `json:"rounds,omitempty"`
+type Result struct {
+	Mode   string   `json:"mode"`
+	Flush  string   `json:"flush,omitempty"`
+	Echo   *Figures `json:"echo,omitempty"`
+	Mqgate Figures  `json:"mqgate"`
+	Ratio  float64  `json:"ratio_to_echo,omitempty"`
+	Rounds []Round  `json:"rounds,omitempty"`
 }
 
-// benchRound is one echo run and the mqgate run right after it.
-type benchRound struct {
-	Echo   *benchFigures `json:"echo,omitempty"`
-	Mqgate benchFigures  `json:"mqgate"`
-	Ratio  float64       `json:"ratio_to_echo,omitempty"`
+// Round is one echo run and the mqgate run right after it.
+type Round struct {
+	Echo   *Figures `json:"echo,omitempty"`
+	Mqgate Figures  `json:"mqgate"`
+	Ratio  float64  `json:"ratio_to_echo,omitempty"`
 }
 
-func printBench(w io.Writer, o benchOpts, r benchResult) {
+func printBench(w io.Writer, o benchOpts, r Result) {
 	fmt.Fprintf(w, "mode %s, %d-byte messages", r.Mode, o.size)
 	if r.Flush != "" {
 		fmt.Fprintf(w, ", mqgate flush %s", r.Flush)
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "%-8s %12s %10s %10s %10s %14s %14s %8s\n", "target", "msgs/s", "p50", "p99", "p999", "srv CPU/msg", "bench CPU/msg", "errors")
-	row := func(f benchFigures) {
+	row := func(f Figures) {
 		us := func(v float64) string {
 			if v <= 0 {
 				return "-"
@@ -367,8 +367,8 @@ func rssAnonMiB(pid int) float64 {
 	return 0
 }
 
-func runBench(ctx context.Context, o benchOpts, log io.Writer) (benchResult, error) {
-	res := benchResult{Mode: o.mode}
+func runBench(ctx context.Context, o benchOpts, log io.Writer) (Result, error) {
+	res := Result{Mode: o.mode}
 	if o.mode == "http" || o.mode == "remoting" {
 		if o.server != "" {
 			return res, fmt.Errorf("%s mode starts its own mqgate (it needs its HTTP and remoting addresses); drop --server", o.mode)
@@ -421,8 +421,8 @@ func runBench(ctx context.Context, o benchOpts, log io.Writer) (benchResult, err
 
 // benchOneRound runs the workload against the echo (when there is one),
 // then against mqgate.
-func benchOneRound(ctx context.Context, o benchOpts, echo *child, target string, pid int, log io.Writer) (benchRound, error) {
-	var rd benchRound
+func benchOneRound(ctx context.Context, o benchOpts, echo *child, target string, pid int, log io.Writer) (Round, error) {
+	var rd Round
 	if echo != nil {
 		fmt.Fprintf(log, "bench: echo server at %s\n", echo.addr)
 		f, err := runWorkload(ctx, o, "echo", echo.addr, echo.cmd.Process.Pid, log)
@@ -456,9 +456,9 @@ func benchOneRound(ctx context.Context, o benchOpts, echo *child, target string,
 
 // medianRound is the round with the median ratio to the echo (the lower
 // middle one of an even count).
-func medianRound(rounds []benchRound) benchRound {
+func medianRound(rounds []Round) Round {
 	sorted := slices.Clone(rounds)
-	slices.SortStableFunc(sorted, func(a, b benchRound) int { return cmp.Compare(a.Ratio, b.Ratio) })
+	slices.SortStableFunc(sorted, func(a, b Round) int { return cmp.Compare(a.Ratio, b.Ratio) })
 	return sorted[(len(sorted)-1)/2]
 }
 
@@ -520,7 +520,7 @@ func payloadErr(st *v2.Status, err error) error {
 	return err
 }
 
-func runWorkload(ctx context.Context, o benchOpts, name, addr string, pid int, log io.Writer) (benchFigures, error) {
+func runWorkload(ctx context.Context, o benchOpts, name, addr string, pid int, log io.Writer) (Figures, error) {
 	switch o.mode {
 	case "produce":
 		return benchProduce(ctx, o, name, addr, pid)
@@ -566,7 +566,7 @@ func (s *sampler) add(local []time.Duration) {
 	s.mu.Unlock()
 }
 
-func (s *sampler) figures(name string, secs float64, cpu int64) benchFigures {
+func (s *sampler) figures(name string, secs float64, cpu int64) Figures {
 	sort.Slice(s.lat, func(i, j int) bool { return s.lat[i] < s.lat[j] })
 	pct := func(p float64) float64 {
 		if len(s.lat) == 0 {
@@ -574,7 +574,7 @@ func (s *sampler) figures(name string, secs float64, cpu int64) benchFigures {
 		}
 		return float64(s.lat[min(int(float64(len(s.lat))*p), len(s.lat)-1)].Microseconds())
 	}
-	f := benchFigures{Target: name, Messages: s.count.Load(), Seconds: secs, Errors: s.errs.Load(),
+	f := Figures{Target: name, Messages: s.count.Load(), Seconds: secs, Errors: s.errs.Load(),
 		P50us: pct(0.50), P99us: pct(0.99), P999us: pct(0.999)}
 	if secs > 0 {
 		f.PerSecond = float64(f.Messages) / secs
@@ -623,7 +623,7 @@ func window(ctx context.Context, o benchOpts, s *sampler, pid int, drained <-cha
 // other, for warm-up + duration. An op returns the messages it moved;
 // calls that end inside the measured window are counted with their
 // latency, or as errors. drained (nil: never) ends the window early.
-func closedLoop(ctx context.Context, o benchOpts, name string, pid int, ops []func(context.Context) (int, error), drained <-chan struct{}) benchFigures {
+func closedLoop(ctx context.Context, o benchOpts, name string, pid int, ops []func(context.Context) (int, error), drained <-chan struct{}) Figures {
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	var wg sync.WaitGroup
@@ -658,10 +658,10 @@ func closedLoop(ctx context.Context, o benchOpts, name string, pid int, ops []fu
 	return s.figures(name, secs, cpu)
 }
 
-func benchProduce(ctx context.Context, o benchOpts, name, addr string, pid int) (benchFigures, error) {
+func benchProduce(ctx context.Context, o benchOpts, name, addr string, pid int) (Figures, error) {
 	conns, closeAll, err := dialAll(addr, 0, o.producers)
 	if err != nil {
-		return benchFigures{}, err
+		return Figures{}, err
 	}
 	defer closeAll()
 	body := make([]byte, o.size)
@@ -768,15 +768,15 @@ func ackBatch(ctx context.Context, c *benchConn, o benchOpts, msgs []*v2.Message
 	return nil
 }
 
-func benchConsume(ctx context.Context, o benchOpts, name, addr string, pid int, log io.Writer) (benchFigures, error) {
+func benchConsume(ctx context.Context, o benchOpts, name, addr string, pid int, log io.Writer) (Figures, error) {
 	if name != "echo" {
 		if err := preload(ctx, o, addr, o.backlog, log); err != nil {
-			return benchFigures{}, err
+			return Figures{}, err
 		}
 	}
 	conns, closeAll, err := dialAll(addr, 200, o.consumers)
 	if err != nil {
-		return benchFigures{}, err
+		return Figures{}, err
 	}
 	defer closeAll()
 	// The window ends when the last preloaded message has been received
@@ -830,10 +830,10 @@ func benchConsume(ctx context.Context, o benchOpts, name, addr string, pid int, 
 	return f, nil
 }
 
-func benchE2E(ctx context.Context, o benchOpts, name, addr string, pid int) (benchFigures, error) {
+func benchE2E(ctx context.Context, o benchOpts, name, addr string, pid int) (Figures, error) {
 	prod, err := dialBench(addr, 300)
 	if err != nil {
-		return benchFigures{}, err
+		return Figures{}, err
 	}
 	defer prod.cc.Close()
 	body := make([]byte, o.size)
@@ -842,17 +842,17 @@ func benchE2E(ctx context.Context, o benchOpts, name, addr string, pid int) (ben
 	cctx, cancel := prod.ctx(ctx, 10*time.Second)
 	if _, err := prod.cli.SendMessage(cctx, &v2.SendMessageRequest{Messages: []*v2.Message{warm}}); err != nil {
 		cancel()
-		return benchFigures{}, err
+		return Figures{}, err
 	}
 	cancel()
 	consumers, closeConsumers, err := dialAll(addr, 310, max(o.consumers, 1))
 	if err != nil {
-		return benchFigures{}, err
+		return Figures{}, err
 	}
 	defer closeConsumers()
 	senders, closeSenders, err := dialAll(addr, 301, 3)
 	if err != nil {
-		return benchFigures{}, err
+		return Figures{}, err
 	}
 	defer closeSenders()
 	senders = append(senders, prod)

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bytes"
@@ -19,15 +19,15 @@ import (
 // benchOtherProtocol runs the produce workload over gRPC and then over
 // HTTP/JSON or classic remoting against the same mqgate (srv, which bench
 // started), so the two figures come from one run on one server.
-func benchOtherProtocol(ctx context.Context, o benchOpts, srv *child, log io.Writer) (benchResult, error) {
-	res := benchResult{Mode: o.mode, Flush: o.flush}
+func benchOtherProtocol(ctx context.Context, o benchOpts, srv *child, log io.Writer) (Result, error) {
+	res := Result{Mode: o.mode, Flush: o.flush}
 	pid := srv.cmd.Process.Pid
 	g, err := benchProduce(ctx, o, "grpc", srv.addr, pid)
 	if err != nil {
 		return res, fmt.Errorf("gRPC run: %w", err)
 	}
 	res.Echo = &g // the baseline column: gRPC on the same server
-	var f benchFigures
+	var f Figures
 	switch o.mode {
 	case "http":
 		if srv.http == "" {
@@ -55,10 +55,10 @@ func benchOtherProtocol(ctx context.Context, o benchOpts, srv *child, log io.Wri
 
 // benchProduceHTTP sends one message per POST /v1/topics/{t}/messages over
 // HTTP/1.1 keep-alive, one connection per producer.
-func benchProduceHTTP(ctx context.Context, o benchOpts, addr string, pid int) (benchFigures, error) {
+func benchProduceHTTP(ctx context.Context, o benchOpts, addr string, pid int) (Figures, error) {
 	payload, err := json.Marshal(map[string]any{"messages": []map[string]any{{"body": base64.StdEncoding.EncodeToString(make([]byte, o.size))}}})
 	if err != nil {
-		return benchFigures{}, err
+		return Figures{}, err
 	}
 	url := "http://" + addr + "/v1/topics/" + o.topic + "/messages"
 	ops := make([]func(context.Context) (int, error), o.producers)
@@ -91,13 +91,13 @@ func benchProduceHTTP(ctx context.Context, o benchOpts, addr string, pid int) (b
 // benchProduceRemoting sends one message per SEND_MESSAGE request over the
 // classic remoting protocol, one connection per producer, round robin over
 // the topic's queues like a classic producer.
-func benchProduceRemoting(ctx context.Context, o benchOpts, addr string, pid int) (benchFigures, error) {
+func benchProduceRemoting(ctx context.Context, o benchOpts, addr string, pid int) (Figures, error) {
 	body := make([]byte, o.size)
 	ops := make([]func(context.Context) (int, error), o.producers)
 	for i := range ops {
 		c, err := client.Dial(ctx, addr, codec.JSON)
 		if err != nil {
-			return benchFigures{}, err
+			return Figures{}, err
 		}
 		defer c.Close()
 		queue := i
