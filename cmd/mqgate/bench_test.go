@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"testing"
 
+	"github.com/mqgate/mqgate/cmd/mqgate/internal/bench"
 	"github.com/mqgate/mqgate/internal/testutil"
 )
 
@@ -78,22 +79,5 @@ func TestBenchRounds(t *testing.T) {
 	}
 	if below > 1 || above > 1 || r.Mqgate.Messages == 0 {
 		t.Fatalf("reported ratio %.3f is not the median of %+v", r.Ratio, r.Rounds)
-	}
-}
-
-func TestMedianRound(t *testing.T) {
-	rd := func(ratio float64) bench.Round { return bench.Round{Ratio: ratio, Echo: &bench.Figures{}} }
-	for _, c := range []struct {
-		rounds []bench.Round
-		want   bench.Round
-	}{
-		{[]bench.Round{rd(0.9)}, rd(0.9)},
-		{[]bench.Round{rd(0.9), rd(0.7), rd(0.8)}, rd(0.8)},
-		{[]bench.Round{rd(0.9), rd(0.7), rd(0.8), rd(1.0)}, rd(0.8)},
-	} {
-		got := medianRound(c.rounds)
-		if got.Ratio != c.want.Ratio {
-			t.Errorf("medianRound(%v) = %+v, want %+v", c.rounds, got, c.want)
-		}
 	}
 }
