@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"strconv"
 	"sync"
 
@@ -67,62 +66,11 @@ func Open(ctx context.Context, cfg Config, st deferred.Store, blobs deferred.Blo
 		return nil, err
 	}
 	s := &Service{cfg: cfg, log: cfg.Logger, clk: cfg.Clock, stage: stage, topics: topics, token: tok, kick: make(chan struct{}, 1)}
-	if err := s.adoptLegacy(ctx, st, blobs); err != nil {
-		return nil, err
-	}
 	s.group = lifecycle.NewGroup(ctx)
 	if err := s.group.Go("delay-publisher", s.loop); err != nil {
 		return nil, err
 	}
 	return s, nil
-}
-
-// Stage topics of the classic delay service that StageRecord replaced.
-// Stores written before kept classic delayed records there.
-const (
-	legacyStageTopic = "rmq_sys_classic_delay"
-	legacyOpsTopic   = "rmq_sys_classic_delay_ops"
-)
-
-// adoptLegacy moves records still pending in the legacy classic stage into
-// this one (same properties: REAL_TOPIC, REAL_QID, __MQG_DUE_MS), each
-// staged here before it is resolved there, so a crash in between
-// publishes it twice at worst (classic delivery is at-least-once), never
-// loses it.
-func (s *Service) adoptLegacy(ctx context.Context, st deferred.Store, blobs deferred.Blobs) error {
-	if _, hi := st.QueueRange(legacyStageTopic, 0); hi == 0 {
-		return nil // never used: nothing to read, nothing created
-	}
-	old, err := deferred.Open(ctx, "classic-delay", legacyStageTopic, legacyOpsTopic, st, blobs, s.log, dueOf)
-	if err != nil {
-		return fmt.Errorf("delay: legacy classic stage: %w", err)
-	}
-	moved := 0
-	for {
-		batch, _ := old.Due(math.MaxInt64/2, 256) // every pending one
-		if len(batch) == 0 {
-			break
-		}
-		for _, p := range batch {
-			_, rec, err := old.Get(p.Offset)
-			if err != nil {
-				return fmt.Errorf("delay: legacy classic stage offset %d: %w", p.Offset, err)
-			}
-			if rec != nil {
-				if _, _, err := s.stage.Put(ctx, rec, dueOf(rec)); err != nil {
-					return fmt.Errorf("delay: adopting legacy record %d: %w", p.Offset, err)
-				}
-			}
-			if _, err := old.Resolve(ctx, p.Offset, deferred.OpFired); err != nil && !errors.Is(err, deferred.ErrNotPending) {
-				return fmt.Errorf("delay: resolving legacy record %d: %w", p.Offset, err)
-			}
-			moved++
-		}
-	}
-	if moved > 0 {
-		s.log.Info("delay: adopted pending classic delayed records from the legacy stage", "records", moved)
-	}
-	return old.SaveLowWater(s.clk.Now().UnixMilli())
 }
 
 // dueOf is a staged record's due time: PropDueMS (StageRecord), else its

@@ -7,9 +7,7 @@
 // delay levels and timer properties of classic producers, and the delayed
 // redelivery of CONSUMER_SEND_MSG_BACK into %RETRY%<group>. Every staged
 // record goes to the topic its REAL_TOPIC names (and to its REAL_QID when
-// it names one) and keeps all its other properties. Stores written before
-// these records moved here kept them in the stage topics
-// rmq_sys_classic_delay(_ops); Open adopts whatever is pending there.
+// it names one) and keeps all its other properties.
 //
 // delay must not import gen/, gateway/ or other broker services except
 // through the interfaces it declares.
