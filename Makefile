@@ -42,9 +42,9 @@ $(BUF):
 tools: $(BUF) ## install pinned buf into .bin (protoc plugins are go.mod tools)
 
 # The OpenAPI document is also copied next to the HTTP listener, which embeds
-# it for /openapi.json (go:embed cannot reach gen/ from gateway/rest).
+# it for /openapi.json (go:embed cannot reach gen/ from gateway/httpserver).
 OPENAPI_JSON := gen/openapi/mqgate.swagger.json
-OPENAPI_EMBED := gateway/rest/openapi.json
+OPENAPI_EMBED := gateway/httpserver/openapi.json
 
 .PHONY: generate
 generate: $(BUF) ## regenerate gen/ from proto/ (byte for byte)

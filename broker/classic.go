@@ -14,7 +14,7 @@ import (
 	"github.com/mqgate/mqgate/broker/model"
 	"github.com/mqgate/mqgate/broker/mqerr"
 	"github.com/mqgate/mqgate/broker/produce"
-	"github.com/mqgate/mqgate/broker/stored"
+	"github.com/mqgate/mqgate/broker/record"
 	"github.com/mqgate/mqgate/broker/txn"
 	"github.com/mqgate/mqgate/internal/clock"
 	"github.com/mqgate/mqgate/storage"
@@ -176,7 +176,7 @@ func (c *Classic) sendRecords(ctx context.Context, req ClassicSend) (ClassicSent
 	var recovery time.Duration
 	transactional := false
 	for i, r := range req.Records {
-		d := stored.FromRecord(r)
+		d := record.FromRecord(r)
 		if err := produce.Validate(&d.Message, lenient, now, limits); err != nil {
 			return ClassicSent{}, err
 		}
@@ -186,7 +186,7 @@ func (c *Classic) sendRecords(ctx context.Context, req ClassicSend) (ClassicSent
 		if r.BornHost == "" {
 			r.BornHost = req.Producer.Host
 		}
-		r.Del(stored.PropDueMS)
+		r.Del(record.PropDueMS)
 		tx := d.Transactional
 		at, err := deliveryTime(r, now, limits.MaxDelay)
 		if err != nil {
@@ -212,7 +212,7 @@ func (c *Classic) sendRecords(ctx context.Context, req ClassicSend) (ClassicSent
 		return out, nil
 	case !due.IsZero() && due.After(now):
 		for _, r := range req.Records {
-			r.Set(stored.PropDeliverMS, strconv.FormatInt(due.UnixMilli(), 10))
+			r.Set(record.PropDeliverMS, strconv.FormatInt(due.UnixMilli(), 10))
 			e, err := c.b.delay.StageRecord(ctx, r, t.Name, q, due)
 			if err != nil && mqerr.KindOf(err) != mqerr.KindFlushTimeout {
 				return ClassicSent{}, err
@@ -224,7 +224,7 @@ func (c *Classic) sendRecords(ctx context.Context, req ClassicSend) (ClassicSent
 	}
 	for _, r := range req.Records {
 		r.Topic, r.QueueID = t.Name, q
-		r.Del(stored.PropDelayLevel)
+		r.Del(record.PropDelayLevel)
 	}
 	res, err := c.b.store.Append(ctx, req.Records...)
 	if err != nil {
@@ -241,14 +241,14 @@ func (c *Classic) sendRecords(ctx context.Context, req ClassicSend) (ClassicSent
 // TIMER_DELAY_MS (relative). Zero means deliver now.
 func deliveryTime(r *message.Message, now time.Time, maxDelay time.Duration) (time.Time, error) {
 	var at time.Time
-	if v, ok := r.Get(stored.PropDelayLevel); ok {
+	if v, ok := r.Get(record.PropDelayLevel); ok {
 		if lvl, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && lvl > 0 {
-			r.Del(stored.PropDeliverMS)
+			r.Del(record.PropDeliverMS)
 			r.Del("TIMER_DELAY_SEC")
 			r.Del("TIMER_DELAY_MS")
 			return now.Add(delay.LevelDelay(lvl)), nil
 		}
-		r.Del(stored.PropDelayLevel)
+		r.Del(record.PropDelayLevel)
 	}
 	parse := func(key string) (int64, bool, error) {
 		v, ok := r.Get(key)
@@ -261,7 +261,7 @@ func deliveryTime(r *message.Message, now time.Time, maxDelay time.Duration) (ti
 		}
 		return n, true, nil
 	}
-	if ms, ok, err := parse(stored.PropDeliverMS); err != nil {
+	if ms, ok, err := parse(record.PropDeliverMS); err != nil {
 		return at, err
 	} else if ok {
 		at = time.UnixMilli(ms)
@@ -281,7 +281,7 @@ func deliveryTime(r *message.Message, now time.Time, maxDelay time.Duration) (ti
 			at.UTC().Format(time.RFC3339), maxDelay)
 	}
 	if !at.After(now) {
-		r.Del(stored.PropDeliverMS)
+		r.Del(record.PropDeliverMS)
 		return time.Time{}, nil
 	}
 	return at, nil
@@ -610,29 +610,29 @@ func (c *Classic) SendBack(ctx context.Context, sb SendBack) (SendBackResult, er
 	}
 	cp := *rec
 	cp.Properties = append([]message.Property(nil), rec.Properties...)
-	cp.Flags &^= stored.FlagTransactionPrepared
-	if _, ok := cp.Get(stored.PropRetryTopic); !ok {
-		cp.Set(stored.PropRetryTopic, rec.Topic)
+	cp.Flags &^= record.FlagTransactionPrepared
+	if _, ok := cp.Get(record.PropRetryTopic); !ok {
+		cp.Set(record.PropRetryTopic, rec.Topic)
 	}
-	if _, ok := cp.Get(stored.PropOriginMessageID); !ok {
+	if _, ok := cp.Get(record.PropOriginMessageID); !ok {
 		origin := sb.OriginMsgID
 		if origin == "" {
 			origin = rec.UniqKey()
 		}
 		if origin != "" {
-			cp.Set(stored.PropOriginMessageID, origin)
+			cp.Set(record.PropOriginMessageID, origin)
 		}
 	}
 	old := int32(0)
-	if v, ok := cp.Get(stored.PropReconsumeTime); ok {
+	if v, ok := cp.Get(record.PropReconsumeTime); ok {
 		if n, err := strconv.ParseInt(v, 10, 32); err == nil && n > 0 {
 			old = int32(n)
 		}
 	}
-	for _, k := range []string{stored.PropRealTopic, stored.PropRealQueue, stored.PropDelayLevel, stored.PropDeliverMS, stored.PropDueMS} {
+	for _, k := range []string{record.PropRealTopic, record.PropRealQueue, record.PropDelayLevel, record.PropDeliverMS, record.PropDueMS} {
 		cp.Del(k)
 	}
-	cp.Set(stored.PropReconsumeTime, strconv.Itoa(int(old+1)))
+	cp.Set(record.PropReconsumeTime, strconv.Itoa(int(old+1)))
 	maxRe := sb.MaxReconsumeTimes
 	if maxRe < 0 {
 		maxRe = g.MaxDeliveryAttempts - 1
@@ -642,11 +642,11 @@ func (c *Classic) SendBack(ctx context.Context, sb SendBack) (SendBackResult, er
 		if err != nil {
 			return SendBackResult{}, err
 		}
-		origin, _ := cp.Get(stored.PropRetryTopic)
-		if _, ok := cp.Get(stored.PropDLQOriginTopic); !ok {
-			cp.Set(stored.PropDLQOriginTopic, origin)
+		origin, _ := cp.Get(record.PropRetryTopic)
+		if _, ok := cp.Get(record.PropDLQOriginTopic); !ok {
+			cp.Set(record.PropDLQOriginTopic, origin)
 			if id := cp.UniqKey(); id != "" {
-				cp.Set(stored.PropDLQOriginID, id)
+				cp.Set(record.PropDLQOriginID, id)
 			}
 		}
 		cp.Topic, cp.QueueID = dlq.Name, 0
@@ -696,10 +696,10 @@ func (c *Classic) EndTransaction(ctx context.Context, e ClassicEnd) error {
 		return mqerr.Errorf(mqerr.KindBadRequest, "tranStateTableOffset %d does not match the half message at %d (offset %d)",
 			e.TranStateOffset, e.CommitLogOffset, rec.QueueOffset)
 	}
-	if pg, ok := rec.Get(stored.PropProducerGroup); ok && e.ProducerGroup != "" && pg != e.ProducerGroup {
+	if pg, ok := rec.Get(record.PropProducerGroup); ok && e.ProducerGroup != "" && pg != e.ProducerGroup {
 		return mqerr.Errorf(mqerr.KindForbidden, "the half message belongs to producer group %q, not %q", pg, e.ProducerGroup)
 	}
-	topic, _ := rec.Get(stored.PropRealTopic)
+	topic, _ := rec.Get(record.PropRealTopic)
 	return c.b.EndTransaction(ctx, topic, e.MsgID, c.b.txn.TransactionIDFor(rec.QueueOffset, topic), e.Resolution)
 }
 

@@ -2,18 +2,13 @@ package broker
 
 import (
 	"context"
-	"log/slog"
 	"runtime"
-	"strconv"
 	"testing"
 	"time"
 
 	"github.com/mqgate/mqgate/broker/model"
 	"github.com/mqgate/mqgate/broker/mqerr"
-	"github.com/mqgate/mqgate/broker/staged"
-	"github.com/mqgate/mqgate/broker/stored"
 	"github.com/mqgate/mqgate/internal/testutil"
-	"github.com/mqgate/mqgate/storage"
 	"github.com/mqgate/mqgate/storage/message"
 )
 
@@ -110,52 +105,6 @@ func TestCheckBackFanOut(t *testing.T) {
 	grpc.reach, classic.claims, classic.reach = false, false, true
 	if !(CheckBackFanOut{nil, grpc, classic}).CheckTransaction(context.Background(), "T", nil, "x") || classic.asked != 2 {
 		t.Fatalf("fall-through: classic %d", classic.asked)
-	}
-}
-
-// A store in the older layout keeps classic delayed records in their own
-// stage topics; a broker opened on such a store adopts what is pending
-// there, delivers it when due, and never twice.
-func TestClassicLegacyDelayStageAdopted(t *testing.T) {
-	e := newEnv(t)
-	e.topic("T", model.TopicNormal)
-	e.close()
-
-	st, err := storage.Open("/data", storage.Options{FS: e.fs, SegmentSize: 8 << 20, Now: e.clk.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	due := func(m *message.Message) int64 {
-		v, _ := m.Get(stored.PropDueMS)
-		n, _ := strconv.ParseInt(v, 10, 64)
-		return n
-	}
-	legacy, err := staged.Open(e.ctx, "classic-delay", "rmq_sys_classic_delay", "rmq_sys_classic_delay_ops", st, st.Meta(), slog.New(slog.DiscardHandler), due)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := classicRecord("old", "UNIQ_KEY", "L1", stored.PropRealTopic, "T", stored.PropRealQueue, "2",
-		stored.PropDueMS, strconv.FormatInt(e.clk.Now().Add(time.Second).UnixMilli(), 10))
-	if _, _, err := legacy.Put(e.ctx, r, due(r)); err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Close(e.ctx); err != nil {
-		t.Fatal(err)
-	}
-
-	e.open()
-	if n := e.b.delay.Pending(); n != 1 {
-		t.Fatalf("delay service holds %d records after opening, want the legacy one", n)
-	}
-	c := e.b.Classic()
-	e.clk.Advance(time.Second)
-	awaitQueued(t, c, "T", 2, "the legacy delayed record was not delivered")
-	if m, err := c.RecordAt("T", 2, 0); err != nil || m.UniqKey() != "L1" || string(m.Body) != "old" {
-		t.Fatalf("delivered %+v %v", m, err)
-	}
-	e.restart()
-	if n := e.b.delay.Pending(); n != 0 {
-		t.Fatalf("%d records pending after a second open: the legacy record was adopted again", n)
 	}
 }
 

@@ -10,7 +10,7 @@ import (
 	"github.com/mqgate/mqgate/broker/metadata"
 	"github.com/mqgate/mqgate/broker/model"
 	"github.com/mqgate/mqgate/broker/mqerr"
-	"github.com/mqgate/mqgate/broker/stored"
+	"github.com/mqgate/mqgate/broker/record"
 	"github.com/mqgate/mqgate/storage/message"
 )
 
@@ -252,7 +252,7 @@ func (b *Broker) LookupMessage(ctx context.Context, req LookupRequest) ([]FoundM
 				continue
 			}
 			seen[k] = true
-			d := stored.FromRecord(m)
+			d := record.FromRecord(m)
 			if scheduled && (!want[d.Topic] || delivered[d.Topic+"\x00"+d.ID]) {
 				continue
 			}

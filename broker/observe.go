@@ -17,7 +17,7 @@ import (
 	"github.com/mqgate/mqgate/broker/mqerr"
 	"github.com/mqgate/mqgate/broker/pop"
 	"github.com/mqgate/mqgate/broker/produce"
-	"github.com/mqgate/mqgate/broker/stored"
+	"github.com/mqgate/mqgate/broker/record"
 	"github.com/mqgate/mqgate/storage"
 	"github.com/mqgate/mqgate/storage/message"
 )
@@ -479,7 +479,7 @@ func (o *observer) acked(ctx context.Context, sp trace.Span, group, topic string
 // countDeadLetter counts a DLQ move seen on its way to the store.
 func (o *observer) countDeadLetter(m *message.Message) {
 	group := strings.TrimPrefix(m.Topic, metadata.DLQPrefix)
-	topic, _ := m.Get(stored.PropDLQOriginTopic)
+	topic, _ := m.Get(record.PropDLQOriginTopic)
 	o.sub(group, topic).deadLettered.Add(1)
 }
 

@@ -29,8 +29,8 @@ import (
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/retry/host/previous_hosts/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 
-	"github.com/mqgate/mqgate/gateway/grpcserver"
 	"github.com/mqgate/mqgate/gateway/node"
+	"github.com/mqgate/mqgate/gateway/v2service"
 )
 
 const envoyFile = "envoy/envoy.yaml"
@@ -188,8 +188,8 @@ func TestEnvoyConfig(t *testing.T) {
 				if err := f.GetTypedConfig().UnmarshalTo(&hcm); err != nil {
 					t.Fatalf("listener %s filter %s: %v", l.GetName(), f.GetName(), err)
 				}
-				if idle := hcm.GetStreamIdleTimeout().AsDuration(); idle <= grpcserver.MaxLongPolling {
-					t.Errorf("listener %s: stream idle timeout %s is not above the longest long poll %s", l.GetName(), idle, grpcserver.MaxLongPolling)
+				if idle := hcm.GetStreamIdleTimeout().AsDuration(); idle <= v2service.MaxLongPolling {
+					t.Errorf("listener %s: stream idle timeout %s is not above the longest long poll %s", l.GetName(), idle, v2service.MaxLongPolling)
 				}
 				for _, vh := range hcm.GetRouteConfig().GetVirtualHosts() {
 					for _, r := range vh.GetRoutes() {

@@ -27,7 +27,7 @@
 //	st := s.Stats()                           // counters, latency histograms, lags
 //
 // Broker packages declare the subset they need as their own interfaces
-// (broker/pop.Store, broker/staged.Store, ...); *Store satisfies them.
+// (broker/pop.Store, broker/deferred.Store, ...); *Store satisfies them.
 //
 // # Appends and durability
 //

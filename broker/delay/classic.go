@@ -7,7 +7,7 @@ import (
 
 	"github.com/mqgate/mqgate/broker/mqerr"
 	"github.com/mqgate/mqgate/broker/produce"
-	"github.com/mqgate/mqgate/broker/stored"
+	"github.com/mqgate/mqgate/broker/record"
 	"github.com/mqgate/mqgate/storage"
 	"github.com/mqgate/mqgate/storage/message"
 )
@@ -37,9 +37,9 @@ func LevelDelay(level int) time.Duration {
 // is modified (stage topic, bookkeeping properties). A flush timeout is
 // reported as KindFlushTimeout with the entry: the record is stored.
 func (s *Service) StageRecord(ctx context.Context, rec *message.Message, topic string, queue int32, due time.Time) (storage.AppendEntry, error) {
-	rec.Set(stored.PropRealTopic, topic)
-	rec.Set(stored.PropRealQueue, strconv.Itoa(int(queue)))
-	rec.Set(stored.PropDueMS, strconv.FormatInt(due.UnixMilli(), 10))
+	rec.Set(record.PropRealTopic, topic)
+	rec.Set(record.PropRealQueue, strconv.Itoa(int(queue)))
+	rec.Set(record.PropDueMS, strconv.FormatInt(due.UnixMilli(), 10))
 	_, res, err := s.stage.Put(ctx, rec, due.UnixMilli())
 	if err != nil {
 		return storage.AppendEntry{}, produce.AppendError(err)

@@ -5,15 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"strconv"
 	"sync"
 
+	"github.com/mqgate/mqgate/broker/deferred"
 	"github.com/mqgate/mqgate/broker/model"
 	"github.com/mqgate/mqgate/broker/mqerr"
 	"github.com/mqgate/mqgate/broker/produce"
-	"github.com/mqgate/mqgate/broker/staged"
-	"github.com/mqgate/mqgate/broker/stored"
+	"github.com/mqgate/mqgate/broker/record"
 	"github.com/mqgate/mqgate/internal/clock"
 	"github.com/mqgate/mqgate/internal/lifecycle"
 	"github.com/mqgate/mqgate/storage"
@@ -42,34 +41,31 @@ type Service struct {
 	cfg    Config
 	log    *slog.Logger
 	clk    clock.Clock
-	stage  *staged.Stage
+	stage  *deferred.Stage
 	topics Topics
-	token  *staged.Token
+	token  *deferred.Token
 	rr     sync.Map
 	kick   chan struct{}
 	group  *lifecycle.Group
 }
 
 // Open recovers pending delayed messages and starts the publisher.
-func Open(ctx context.Context, cfg Config, st staged.Store, blobs staged.Blobs, topics Topics) (*Service, error) {
+func Open(ctx context.Context, cfg Config, st deferred.Store, blobs deferred.Blobs, topics Topics) (*Service, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real{}
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	stage, err := staged.Open(ctx, "delay", StageTopic, OpsTopic, st, blobs, cfg.Logger, dueOf)
+	stage, err := deferred.Open(ctx, "delay", StageTopic, OpsTopic, st, blobs, cfg.Logger, dueOf)
 	if err != nil {
 		return nil, err
 	}
-	tok, err := staged.LoadToken(blobs, "recall-handle-key", "d1.")
+	tok, err := deferred.LoadToken(blobs, "recall-handle-key", "d1.")
 	if err != nil {
 		return nil, err
 	}
 	s := &Service{cfg: cfg, log: cfg.Logger, clk: cfg.Clock, stage: stage, topics: topics, token: tok, kick: make(chan struct{}, 1)}
-	if err := s.adoptLegacy(ctx, st, blobs); err != nil {
-		return nil, err
-	}
 	s.group = lifecycle.NewGroup(ctx)
 	if err := s.group.Go("delay-publisher", s.loop); err != nil {
 		return nil, err
@@ -77,60 +73,12 @@ func Open(ctx context.Context, cfg Config, st staged.Store, blobs staged.Blobs, 
 	return s, nil
 }
 
-// Stage topics of the older layout of classic delayed records, which
-// StageRecord replaces; Open adopts what is pending there.
-const (
-	legacyStageTopic = "rmq_sys_classic_delay"
-	legacyOpsTopic   = "rmq_sys_classic_delay_ops"
-)
-
-// adoptLegacy moves records still pending in the legacy classic stage into
-// this one (same properties: REAL_TOPIC, REAL_QID, __MQG_DUE_MS), each
-// staged here before it is resolved there, so a crash in between
-// publishes it twice at worst (classic delivery is at-least-once), never
-// loses it.
-func (s *Service) adoptLegacy(ctx context.Context, st staged.Store, blobs staged.Blobs) error {
-	if _, hi := st.QueueRange(legacyStageTopic, 0); hi == 0 {
-		return nil // never used: nothing to read, nothing created
-	}
-	old, err := staged.Open(ctx, "classic-delay", legacyStageTopic, legacyOpsTopic, st, blobs, s.log, dueOf)
-	if err != nil {
-		return fmt.Errorf("delay: legacy classic stage: %w", err)
-	}
-	moved := 0
-	for {
-		batch, _ := old.Due(math.MaxInt64/2, 256) // every pending one
-		if len(batch) == 0 {
-			break
-		}
-		for _, p := range batch {
-			_, rec, err := old.Get(p.Offset)
-			if err != nil {
-				return fmt.Errorf("delay: legacy classic stage offset %d: %w", p.Offset, err)
-			}
-			if rec != nil {
-				if _, _, err := s.stage.Put(ctx, rec, dueOf(rec)); err != nil {
-					return fmt.Errorf("delay: adopting legacy record %d: %w", p.Offset, err)
-				}
-			}
-			if _, err := old.Resolve(ctx, p.Offset, staged.OpFired); err != nil && !errors.Is(err, staged.ErrNotPending) {
-				return fmt.Errorf("delay: resolving legacy record %d: %w", p.Offset, err)
-			}
-			moved++
-		}
-	}
-	if moved > 0 {
-		s.log.Info("delay: adopted pending classic delayed records from the legacy stage", "records", moved)
-	}
-	return old.SaveLowWater(s.clk.Now().UnixMilli())
-}
-
 // dueOf is a staged record's due time: PropDueMS (StageRecord), else its
 // delivery time.
 func dueOf(m *message.Message) int64 {
-	v, ok := m.Get(stored.PropDueMS)
+	v, ok := m.Get(record.PropDueMS)
 	if !ok {
-		v, _ = m.Get(stored.PropDeliverMS)
+		v, _ = m.Get(record.PropDeliverMS)
 	}
 	n, _ := strconv.ParseInt(v, 10, 64)
 	return n
@@ -147,7 +95,7 @@ func (s *Service) Pending() int { return s.stage.Len() }
 
 // Stage stores a delayed message; it becomes visible at m.DeliveryTime.
 func (s *Service) Stage(ctx context.Context, topic model.Topic, m *model.Message, p model.Producer) (model.SendResult, error) {
-	rec := stored.ToRecord(m, StageTopic, 0)
+	rec := record.ToRecord(m, StageTopic, 0)
 	due := m.DeliveryTime.UnixMilli()
 	off, res, err := s.stage.Put(ctx, rec, due)
 	if err != nil {
@@ -178,8 +126,8 @@ func (s *Service) Recall(ctx context.Context, topic model.Topic, handle string) 
 		return "", s.notPending(off)
 	}
 	id := m.UniqKey()
-	if _, err := s.stage.Resolve(ctx, off, staged.OpRecalled); err != nil {
-		if errors.Is(err, staged.ErrNotPending) {
+	if _, err := s.stage.Resolve(ctx, off, deferred.OpRecalled); err != nil {
+		if errors.Is(err, deferred.ErrNotPending) {
 			return "", s.notPending(off)
 		}
 		return "", produce.AppendError(err)
@@ -204,25 +152,25 @@ func (s *Service) wake() {
 }
 
 func (s *Service) loop(ctx context.Context) {
-	s.stage.Run(ctx, s.clk, s.kick, 256, func(ctx context.Context, p staged.Pending, now int64) {
+	s.stage.Run(ctx, s.clk, s.kick, 256, func(ctx context.Context, p deferred.Pending, now int64) {
 		if err := s.publish(ctx, p); err != nil {
 			s.log.Warn("delay: publishing a due message failed; retrying", "offset", p.Offset, "err", err)
 		}
 	})
 }
 
-func (s *Service) publish(ctx context.Context, p staged.Pending) error {
+func (s *Service) publish(ctx context.Context, p deferred.Pending) error {
 	_, rec, err := s.stage.Get(p.Offset)
 	if err != nil || rec == nil {
 		return err
 	}
-	// REAL_TOPIC names the destination. (stored.FromRecord would present
+	// REAL_TOPIC names the destination. (record.FromRecord would present
 	// RETRY_TOPIC instead: a classic redelivery carries both.)
-	name, _ := rec.Get(stored.PropRealTopic)
+	name, _ := rec.Get(record.PropRealTopic)
 	topic, err := s.topics.GetTopic(ctx, name)
 	if k := mqerr.KindOf(err); err != nil && (k == mqerr.KindTopicNotFound || k == mqerr.KindIllegalTopic) {
 		s.log.Warn("delay: destination topic is gone; dropping the message", "topic", name, "message_id", rec.UniqKey())
-		_, err = s.stage.Resolve(ctx, p.Offset, staged.OpFired)
+		_, err = s.stage.Resolve(ctx, p.Offset, deferred.OpFired)
 		return err
 	}
 	if err != nil {
@@ -232,10 +180,10 @@ func (s *Service) publish(ctx context.Context, p staged.Pending) error {
 	out.Properties = append([]message.Property(nil), rec.Properties...)
 	out.Topic = topic.Name
 	out.QueueID = s.queueOf(topic, rec)
-	for _, k := range []string{stored.PropRealTopic, stored.PropRealQueue, stored.PropDelayLevel, stored.PropDueMS} {
+	for _, k := range []string{record.PropRealTopic, record.PropRealQueue, record.PropDelayLevel, record.PropDueMS} {
 		out.Del(k)
 	}
-	if _, err := s.stage.Resolve(ctx, p.Offset, staged.OpFired, &out); err != nil && !errors.Is(err, staged.ErrNotPending) {
+	if _, err := s.stage.Resolve(ctx, p.Offset, deferred.OpFired, &out); err != nil && !errors.Is(err, deferred.ErrNotPending) {
 		return fmt.Errorf("publishing to %s: %w", topic.Name, err)
 	}
 	return nil
@@ -245,11 +193,11 @@ func (s *Service) publish(ctx context.Context, p staged.Pending) error {
 // classic records) while the topic still has it, else one picked as for a
 // send (by message group).
 func (s *Service) queueOf(t model.Topic, rec *message.Message) int32 {
-	if v, ok := rec.Get(stored.PropRealQueue); ok {
+	if v, ok := rec.Get(record.PropRealQueue); ok {
 		if q, err := strconv.Atoi(v); err == nil && q >= 0 && q < int(t.Queues) {
 			return int32(q)
 		}
 	}
-	group, _ := rec.Get(stored.PropShardingKey)
+	group, _ := rec.Get(record.PropShardingKey)
 	return produce.PickQueue(t, group, &s.rr)
 }

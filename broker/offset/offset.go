@@ -8,7 +8,7 @@ import (
 	"github.com/mqgate/mqgate/broker/longpoll"
 	"github.com/mqgate/mqgate/broker/model"
 	"github.com/mqgate/mqgate/broker/mqerr"
-	"github.com/mqgate/mqgate/broker/stored"
+	"github.com/mqgate/mqgate/broker/record"
 	"github.com/mqgate/mqgate/internal/clock"
 	"github.com/mqgate/mqgate/storage"
 	"github.com/mqgate/mqgate/storage/message"
@@ -168,7 +168,7 @@ func (s *Service) read(t model.Topic, q int32, offset int64, max int, f model.Fi
 				continue
 			}
 			m.QueueOffset = e.QueueOffset
-			d := stored.FromRecord(m)
+			d := record.FromRecord(m)
 			d.Message.Topic = t.Name
 			d.QueueID, d.QueueOffset, d.Attempt = q, e.QueueOffset, 1
 			res.Messages = append(res.Messages, d)

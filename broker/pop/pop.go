@@ -16,7 +16,7 @@ import (
 	"github.com/mqgate/mqgate/broker/longpoll"
 	"github.com/mqgate/mqgate/broker/model"
 	"github.com/mqgate/mqgate/broker/mqerr"
-	"github.com/mqgate/mqgate/broker/stored"
+	"github.com/mqgate/mqgate/broker/record"
 	"github.com/mqgate/mqgate/internal/clock"
 	"github.com/mqgate/mqgate/internal/lifecycle"
 	"github.com/mqgate/mqgate/storage"
@@ -548,7 +548,7 @@ func (s *Service) readFresh(sb *sub, q *qstate, qid int32, req *ReceiveRequest, 
 			f := &flight{queue: qid, offset: e.QueueOffset, phys: e.PhysOffset, size: e.Size, epoch: 1,
 				visibleAt: now + inv, renewFrom: now, hidx: -1}
 			if fifo {
-				if g, _ := m.Get(stored.PropShardingKey); g != "" {
+				if g, _ := m.Get(record.PropShardingKey); g != "" {
 					f.msgGroup = g
 					f.flags |= flagFIFO
 					if sb.active[g] > 0 || len(sb.held[g]) > 0 {
@@ -597,7 +597,7 @@ func entryOf(f *flight) jentry {
 }
 
 func (s *Service) delivered(sb *sub, f *flight, m *message.Message, req *ReceiveRequest, now int64) *model.Delivered {
-	d := stored.FromRecord(m)
+	d := record.FromRecord(m)
 	d.Message.Topic = req.Topic.Name
 	d.QueueID = f.queue
 	d.QueueOffset = f.offset
@@ -654,12 +654,12 @@ func (s *Service) moveToDLQ(ctx context.Context, sb *sub, f *flight, m *message.
 	cp.Topic = t.Name
 	cp.QueueID = 0
 	cp.Properties = append([]message.Property(nil), m.Properties...)
-	if _, ok := cp.Get(stored.PropDLQOriginTopic); !ok {
-		cp.Set(stored.PropDLQOriginTopic, sb.topic)
-		cp.Set(stored.PropDLQOriginID, m.UniqKey())
+	if _, ok := cp.Get(record.PropDLQOriginTopic); !ok {
+		cp.Set(record.PropDLQOriginTopic, sb.topic)
+		cp.Set(record.PropDLQOriginID, m.UniqKey())
 	}
-	cp.Del(stored.PropRealTopic)
-	cp.Set(stored.PropReconsumeTime, strconv.FormatUint(uint64(f.epoch), 10))
+	cp.Del(record.PropRealTopic)
+	cp.Set(record.PropReconsumeTime, strconv.FormatUint(uint64(f.epoch), 10))
 	now := s.now()
 	rec := jrecord{op: opDone, group: sb.group, topic: sb.topic, at: now, entries: []jentry{{queue: f.queue, offset: f.offset, epoch: f.epoch, gen: f.gen}}}
 	res, err := s.store.Append(ctx, &cp, &message.Message{Topic: JournalTopic, BornTime: now, Body: rec.encode(nil)})

@@ -10,7 +10,7 @@ import (
 
 	"github.com/mqgate/mqgate/broker/model"
 	"github.com/mqgate/mqgate/broker/mqerr"
-	"github.com/mqgate/mqgate/broker/stored"
+	"github.com/mqgate/mqgate/broker/record"
 	"github.com/mqgate/mqgate/internal/clock"
 	"github.com/mqgate/mqgate/storage"
 	"github.com/mqgate/mqgate/storage/message"
@@ -113,7 +113,7 @@ func (s *Service) appendNormal(ctx context.Context, topic model.Topic, msgs []*m
 	q := s.pickQueue(topic, msgs[0])
 	recs := make([]*message.Message, len(msgs))
 	for i, m := range msgs {
-		recs[i] = stored.ToRecord(m, topic.Name, q)
+		recs[i] = record.ToRecord(m, topic.Name, q)
 	}
 	res, err := s.store.Append(ctx, recs...)
 	if err != nil {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/mqgate/mqgate/broker/model"
 	"github.com/mqgate/mqgate/broker/mqerr"
-	"github.com/mqgate/mqgate/broker/stored"
+	"github.com/mqgate/mqgate/broker/record"
 )
 
 // Limits of a message.
@@ -90,7 +90,7 @@ func ValidateMessage(m *model.Message, now time.Time, l Limits) error {
 		switch {
 		case blank(k):
 			return mqerr.Errorf(mqerr.KindIllegalPropertyKey, "user property name is blank")
-		case stored.Reserved(k):
+		case record.Reserved(k):
 			return mqerr.Errorf(mqerr.KindIllegalPropertyKey, "user property %q is a reserved system property name", k)
 		case hasControl(k) || hasControl(v):
 			return mqerr.Errorf(mqerr.KindIllegalPropertyKey, "user property %q has a control character in its name or value", k)

@@ -8,7 +8,7 @@ import (
 	"github.com/mqgate/mqgate/broker/model"
 	"github.com/mqgate/mqgate/broker/mqerr"
 	"github.com/mqgate/mqgate/broker/produce"
-	"github.com/mqgate/mqgate/broker/stored"
+	"github.com/mqgate/mqgate/broker/record"
 	"github.com/mqgate/mqgate/storage"
 	"github.com/mqgate/mqgate/storage/message"
 )
@@ -34,10 +34,10 @@ type StagedHalf struct {
 // (its validated CHECK_IMMUNITY_TIME_IN_SECONDS; 0: the default) delays
 // the first check, as for Stage.
 func (s *Service) StageRecord(ctx context.Context, topic model.Topic, queue int32, rec *message.Message, recovery time.Duration) (StagedHalf, error) {
-	rec.Set(stored.PropRealTopic, topic.Name)
-	rec.Set(stored.PropRealQueue, strconv.Itoa(int(queue)))
-	rec.Set(stored.PropTranMsg, "true")
-	rec.Flags |= stored.FlagTransactionPrepared
+	rec.Set(record.PropRealTopic, topic.Name)
+	rec.Set(record.PropRealQueue, strconv.Itoa(int(queue)))
+	rec.Set(record.PropTranMsg, "true")
+	rec.Flags |= record.FlagTransactionPrepared
 	wait := s.cfg.FirstCheck
 	if recovery > 0 {
 		wait = recovery

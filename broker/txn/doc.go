@@ -3,7 +3,7 @@
 // When neither comes in time, it asks a live producer of the topic through
 // the CheckBackSender port (implemented by the gateway's sessions over
 // Telemetry) and discards the message after MaxChecks unanswered checks.
-// Half messages survive restarts: they are staged records (broker/staged).
+// Half messages survive restarts: they are deferred records (broker/deferred).
 //
 // txn must not import gen/, gateway/ or other broker services except
 // through the interfaces it declares.

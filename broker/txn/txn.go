@@ -9,11 +9,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mqgate/mqgate/broker/deferred"
 	"github.com/mqgate/mqgate/broker/model"
 	"github.com/mqgate/mqgate/broker/mqerr"
 	"github.com/mqgate/mqgate/broker/produce"
-	"github.com/mqgate/mqgate/broker/staged"
-	"github.com/mqgate/mqgate/broker/stored"
+	"github.com/mqgate/mqgate/broker/record"
 	"github.com/mqgate/mqgate/internal/clock"
 	"github.com/mqgate/mqgate/internal/lifecycle"
 	"github.com/mqgate/mqgate/storage"
@@ -64,9 +64,9 @@ type Service struct {
 	cfg       Config
 	log       *slog.Logger
 	clk       clock.Clock
-	stage     *staged.Stage
+	stage     *deferred.Stage
 	topics    Topics
-	token     *staged.Token
+	token     *deferred.Token
 	rr        sync.Map
 	sender    atomic.Pointer[senderBox]
 	group     *lifecycle.Group
@@ -77,7 +77,7 @@ type Service struct {
 type senderBox struct{ CheckBackSender }
 
 // Open recovers pending half messages and starts the checker.
-func Open(ctx context.Context, cfg Config, st staged.Store, blobs staged.Blobs, topics Topics) (*Service, error) {
+func Open(ctx context.Context, cfg Config, st deferred.Store, blobs deferred.Blobs, topics Topics) (*Service, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real{}
 	}
@@ -94,8 +94,8 @@ func Open(ctx context.Context, cfg Config, st staged.Store, blobs staged.Blobs, 
 		cfg.MaxChecks = 15
 	}
 	first := cfg.FirstCheck
-	stage, err := staged.Open(ctx, "txn", HalfTopic, OpsTopic, st, blobs, cfg.Logger, func(m *message.Message) int64 {
-		d := stored.FromRecord(m)
+	stage, err := deferred.Open(ctx, "txn", HalfTopic, OpsTopic, st, blobs, cfg.Logger, func(m *message.Message) int64 {
+		d := record.FromRecord(m)
 		wait := first
 		if d.TxRecovery > 0 {
 			wait = d.TxRecovery
@@ -105,7 +105,7 @@ func Open(ctx context.Context, cfg Config, st staged.Store, blobs staged.Blobs, 
 	if err != nil {
 		return nil, err
 	}
-	tok, err := staged.LoadToken(blobs, "transaction-id-key", "t1.")
+	tok, err := deferred.LoadToken(blobs, "transaction-id-key", "t1.")
 	if err != nil {
 		return nil, err
 	}
@@ -133,10 +133,10 @@ func (s *Service) Discarded() int64 { return s.discarded.Load() }
 
 // Stage stores a half message and returns its transaction id.
 func (s *Service) Stage(ctx context.Context, topic model.Topic, m *model.Message, p model.Producer) (model.SendResult, error) {
-	rec := stored.ToRecord(m, HalfTopic, 0)
-	rec.Flags |= stored.FlagTransactionPrepared
+	rec := record.ToRecord(m, HalfTopic, 0)
+	rec.Flags |= record.FlagTransactionPrepared
 	if p.ClientID != "" {
-		rec.Set(stored.PropProducerGroup, p.ClientID)
+		rec.Set(record.PropProducerGroup, p.ClientID)
 	}
 	wait := s.cfg.FirstCheck
 	if m.TxRecovery > 0 {
@@ -173,14 +173,14 @@ func (s *Service) End(ctx context.Context, topic, messageID, transactionID strin
 	if err != nil {
 		return mqerr.Wrap(mqerr.KindStoreUnavailable, err, "reading the half message")
 	}
-	want := staged.OpCommitted
+	want := deferred.OpCommitted
 	if res == Rollback {
-		want = staged.OpRolledBack
+		want = deferred.OpRolledBack
 	}
 	if rec == nil {
 		return s.finished(off, want)
 	}
-	d := stored.FromRecord(rec)
+	d := record.FromRecord(rec)
 	if messageID != "" && d.ID != messageID {
 		return mqerr.Errorf(mqerr.KindInvalidTransactionID, "transaction id belongs to message %q, not %q", d.ID, messageID)
 	}
@@ -194,12 +194,12 @@ func (s *Service) End(ctx context.Context, topic, messageID, transactionID strin
 		out.Properties = append([]message.Property(nil), rec.Properties...)
 		out.Topic = t.Name
 		out.QueueID = produce.PickQueue(t, d.MessageGroup, &s.rr)
-		out.Flags &^= stored.FlagTransactionPrepared
-		out.Del(stored.PropRealTopic)
+		out.Flags &^= record.FlagTransactionPrepared
+		out.Del(record.PropRealTopic)
 		publish = append(publish, &out)
 	}
 	if _, err := s.stage.Resolve(ctx, off, want, publish...); err != nil {
-		if errors.Is(err, staged.ErrNotPending) {
+		if errors.Is(err, deferred.ErrNotPending) {
 			return s.finished(off, want)
 		}
 		return produce.AppendError(err)
@@ -207,7 +207,7 @@ func (s *Service) End(ctx context.Context, topic, messageID, transactionID strin
 	return nil
 }
 
-func (s *Service) finished(off int64, want staged.Op) error {
+func (s *Service) finished(off int64, want deferred.Op) error {
 	r, ok := s.stage.Outcome(off)
 	switch {
 	case !ok:
@@ -220,15 +220,15 @@ func (s *Service) finished(off int64, want staged.Op) error {
 }
 
 func (s *Service) loop(ctx context.Context) {
-	s.stage.Run(ctx, s.clk, s.kick, 64, func(ctx context.Context, p staged.Pending, now int64) {
+	s.stage.Run(ctx, s.clk, s.kick, 64, func(ctx context.Context, p deferred.Pending, now int64) {
 		s.check(ctx, p, now)
 	})
 }
 
-func (s *Service) check(ctx context.Context, p staged.Pending, now int64) {
+func (s *Service) check(ctx context.Context, p deferred.Pending, now int64) {
 	interval := s.cfg.CheckInterval.Milliseconds()
 	if p.Checks >= s.cfg.MaxChecks {
-		if _, err := s.stage.Resolve(ctx, p.Offset, staged.OpDiscarded); err == nil {
+		if _, err := s.stage.Resolve(ctx, p.Offset, deferred.OpDiscarded); err == nil {
 			s.discarded.Add(1)
 			s.log.Warn("txn: transaction discarded after unanswered checks", "offset", p.Offset, "checks", p.Checks)
 		}
@@ -238,7 +238,7 @@ func (s *Service) check(ctx context.Context, p staged.Pending, now int64) {
 	if err != nil || rec == nil {
 		return
 	}
-	d := stored.FromRecord(rec)
+	d := record.FromRecord(rec)
 	sent := false
 	if b := s.sender.Load(); b != nil {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)

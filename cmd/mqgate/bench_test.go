@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"testing"
 
+	"github.com/mqgate/mqgate/cmd/mqgate/internal/bench"
 	"github.com/mqgate/mqgate/internal/testutil"
 )
 
@@ -21,7 +22,7 @@ func TestBenchRuns(t *testing.T) {
 			if err != nil {
 				t.Fatalf("bench %s: %v\n%s", mode, err, out)
 			}
-			var r benchResult
+			var r bench.Result
 			if err := json.Unmarshal(out, &r); err != nil {
 				t.Fatalf("output: %v\n%s", err, out)
 			}
@@ -56,7 +57,7 @@ func TestBenchRounds(t *testing.T) {
 	if err != nil {
 		t.Fatalf("bench: %v\n%s", err, out)
 	}
-	var r benchResult
+	var r bench.Result
 	if err := json.Unmarshal(out, &r); err != nil {
 		t.Fatalf("output: %v\n%s", err, out)
 	}
@@ -78,22 +79,5 @@ func TestBenchRounds(t *testing.T) {
 	}
 	if below > 1 || above > 1 || r.Mqgate.Messages == 0 {
 		t.Fatalf("reported ratio %.3f is not the median of %+v", r.Ratio, r.Rounds)
-	}
-}
-
-func TestMedianRound(t *testing.T) {
-	rd := func(ratio float64) benchRound { return benchRound{Ratio: ratio, Echo: &benchFigures{}} }
-	for _, c := range []struct {
-		rounds []benchRound
-		want   benchRound
-	}{
-		{[]benchRound{rd(0.9)}, rd(0.9)},
-		{[]benchRound{rd(0.9), rd(0.7), rd(0.8)}, rd(0.8)},
-		{[]benchRound{rd(0.9), rd(0.7), rd(0.8), rd(1.0)}, rd(0.8)},
-	} {
-		got := medianRound(c.rounds)
-		if got.Ratio != c.want.Ratio {
-			t.Errorf("medianRound(%v) = %+v, want %+v", c.rounds, got, c.want)
-		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/mqgate/mqgate/cmd/mqgate/internal/bench"
 	"github.com/mqgate/mqgate/gateway/grpcserver"
 )
 
@@ -50,7 +51,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "group":
 		return groupCmd(ctx, args, stdout, stderr)
 	case "bench":
-		return benchCmd(ctx, args, stdout, stderr)
+		return bench.Cmd(ctx, args, stdout, stderr)
 	case "send":
 		return sendCmd(ctx, args, os.Stdin, stdout, stderr)
 	case "receive":

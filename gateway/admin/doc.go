@@ -9,7 +9,7 @@
 // from gateway/v2status's Kind → code table, whose messages name the
 // resource.
 //
-// admin must not import another listener package (grpcserver, rest,
+// admin must not import another listener package (grpcserver, v2service, httpserver,
 // remoting), storage/ or the apache.rocketmq.v2 protos (it uses only
 // v2status's gRPC codes).
 package admin

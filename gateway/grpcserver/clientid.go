@@ -13,6 +13,8 @@ import (
 
 const messagingPrefix = "/" + "apache.rocketmq.v2.MessagingService" + "/"
 
+var statusClientID = &v2.Status{Code: v2.Code_CLIENT_ID_REQUIRED, Message: "the x-mq-client-id header is required"}
+
 // clientIDUnary answers CLIENT_ID_REQUIRED (as the response's status, with
 // gRPC OK) on every MessagingService call without x-mq-client-id, and marks
 // the client seen otherwise.

@@ -1,33 +1,26 @@
-// Package grpcserver is mqgate's gRPC edge: server options (TLS and
-// plaintext on one port, keepalive, message sizes), the interceptor chain,
-// health and reflection, and the apache.rocketmq.v2 MessagingService whose
-// handlers convert between v2 messages and broker calls.
+// Package grpcserver is mqgate's gRPC transport: the one grpc.Server every
+// gRPC service of the node is registered on (apache.rocketmq.v2
+// MessagingService from gateway/v2service, mqgate.rest.v1 from
+// gateway/restservice, mqgate.admin.v1 from gateway/admin), its options (TLS
+// and plaintext on one port, keepalive, message sizes, stream workers),
+// the interceptor chain, health and reflection.
 //
-// Files: server.go (options, interceptor order), calltelemetry.go (the
-// call metric and trace-context interceptor; otelgrpc's stats handler only
-// while spans are exported), bufpool.go (the non-clearing buffer pool
-// given to grpc-go), clientid.go (the client-id
-// interceptors and the status-only response of every method), service.go
-// (MessagingService, its Broker port and constants), one file per RPC
-// family — route.go (QueryRoute, QueryAssignment), client.go (Heartbeat,
-// Telemetry, NotifyClientTermination), producer.go (SendMessage,
-// RecallMessage), consumer.go (Receive, Ack, ChangeInvisibleDuration,
-// ForwardMessageToDeadLetterQueue), transaction.go (EndTransaction and
-// the broker's transaction check-back port over the session registry's
-// Telemetry streams), offset.go (PullMessage, UpdateOffset, GetOffset,
-// QueryOffset), unsupported.go (NOT_IMPLEMENTED for SyncLiteSubscription)
-// — validate.go (names, namespaces), convert.go (v2 ↔ domain) and
-// status.go (errors → v2 statuses and gRPC codes, through gateway/v2status,
-// the one mqerr.Kind → code table).
+// Files: server.go (options, interceptor order, drain admission, the
+// per-call client id and request id: ClientID, RequestID; callctx.go sets
+// them for direct calls), calltelemetry.go (the call metric and
+// trace-context interceptor; otelgrpc's stats handler only while spans are
+// exported), calllog.go (the call log), auth.go (request signatures and
+// what a call touches), clientid.go (the client-id interceptors and the
+// status-only response of every MessagingService method, which the
+// interceptors answer with for CLIENT_ID_REQUIRED and UNAUTHORIZED),
+// bufpool.go (the non-clearing buffer pool given to grpc-go), tls.go
+// (certificates and the dual TLS/plaintext credentials).
 //
-// Business outcomes travel as the response's status with gRPC OK, as
-// upstream answers them; gRPC errors are used only for draining (UNAVAILABLE), Telemetry
-// settings validation (INVALID_ARGUMENT / INTERNAL) and transport
-// failures. Resources are keyed "ns%name" inside mqgate when a namespace
-// is set; outgoing Resources carry the bare name and the namespace.
-//
-// The v2 and domain types meet only in this package's convert files, and
-// every error leaving a handler is mapped in status.go. It must not import
-// storage/ or another listener package (rest, remoting, admin); client
-// state lives in gateway/session.
+// The transport knows the v2 protocol only as far as its interceptors
+// must answer in it (statuses carried with gRPC OK); the
+// handlers and their Kind → status mapping live in gateway/v2service,
+// which imports this package for ClientID and RequestID. grpcserver must
+// not import a service or listener package (v2service, restservice, admin,
+// httpserver, remoting), broker/ or storage/; client state lives in
+// gateway/session.
 package grpcserver

@@ -18,10 +18,11 @@ import (
 	"github.com/mqgate/mqgate/gateway/admission"
 	"github.com/mqgate/mqgate/gateway/auth"
 	"github.com/mqgate/mqgate/gateway/grpcserver"
+	"github.com/mqgate/mqgate/gateway/httpserver"
 	"github.com/mqgate/mqgate/gateway/remoting"
-	"github.com/mqgate/mqgate/gateway/rest"
-	"github.com/mqgate/mqgate/gateway/restapi"
+	"github.com/mqgate/mqgate/gateway/restservice"
 	"github.com/mqgate/mqgate/gateway/session"
+	"github.com/mqgate/mqgate/gateway/v2service"
 	"github.com/mqgate/mqgate/internal/lifecycle"
 	"github.com/mqgate/mqgate/internal/telemetry"
 	"github.com/mqgate/mqgate/storage"
@@ -64,8 +65,8 @@ type Node struct {
 	// senders, asked in listener order (addCheckBack).
 	remoting   *remoting.Server
 	checkBacks broker.CheckBackFanOut
-	http       *rest.Server
-	inproc     *rest.InProcess // REST's connection to grpc
+	http       *httpserver.Server
+	inproc     *httpserver.InProcess // REST's connection to grpc
 
 	addrs    Addrs
 	ready    atomic.Bool
@@ -254,7 +255,7 @@ func (n *Node) startGRPC(ctx context.Context) error {
 		Sessions:              n.sess,
 		Auth:                  n.auth,
 	})
-	svc, err := grpcserver.NewMessagingService(grpcserver.ServiceConfig{AdvertiseAddr: n.cfg.AdvertiseAddr, Logger: n.log},
+	svc, err := v2service.NewMessagingService(v2service.ServiceConfig{AdvertiseAddr: n.cfg.AdvertiseAddr, Logger: n.log},
 		n.broker, n.sess, n.gate)
 	if err != nil {
 		return err
@@ -262,7 +263,7 @@ func (n *Node) startGRPC(ctx context.Context) error {
 	n.addCheckBack(svc.CheckBackSender())
 	svc.Register(n.grpc.GRPC)
 	admin.New(n.broker).Register(n.grpc.GRPC)
-	restapi.New(restapi.Config{Logger: n.log, Auth: n.auth}, n.broker).Register(n.grpc.GRPC)
+	restservice.New(restservice.Config{Logger: n.log, Auth: n.auth}, n.broker).Register(n.grpc.GRPC)
 	lis, err := listen(ctx, "grpc-addr", n.cfg.GRPCAddr)
 	if err != nil {
 		return err
@@ -313,7 +314,7 @@ func (n *Node) addCheckBack(s txn.CheckBackSender) {
 func (n *Node) startHTTP(ctx context.Context) (err error) {
 	// REST calls reach the gRPC server in process: same interceptors and
 	// stats handler, no socket.
-	if n.inproc, err = rest.NewInProcess(); err != nil {
+	if n.inproc, err = httpserver.NewInProcess(); err != nil {
 		return err
 	}
 	defer func() {
@@ -328,7 +329,7 @@ func (n *Node) startHTTP(ctx context.Context) (err error) {
 	}); err != nil {
 		return err
 	}
-	n.http, err = rest.New(rest.Options{Ready: n.Ready, Metrics: n.tel.MetricsHandler(), Logger: n.log,
+	n.http, err = httpserver.New(httpserver.Options{Ready: n.Ready, Metrics: n.tel.MetricsHandler(), Logger: n.log,
 		API: n.inproc.Conn(), MeterProvider: n.tel.Meters, TracerProvider: n.tel.Tracers})
 	if err != nil {
 		return err

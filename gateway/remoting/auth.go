@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/mqgate/mqgate/broker/metadata"
-	"github.com/mqgate/mqgate/broker/stored"
+	"github.com/mqgate/mqgate/broker/record"
 	"github.com/mqgate/mqgate/broker/txn"
 	"github.com/mqgate/mqgate/gateway/auth"
 	"github.com/mqgate/mqgate/gateway/remoting/codec"
@@ -214,7 +214,7 @@ func endTransactionAccess(s *Server, req *codec.Command) ([]auth.Access, *codec.
 	}
 	if off, err := strconv.ParseInt(req.Ext["commitLogOffset"], 10, 64); err == nil && s.cl != nil {
 		if rec, err := s.cl.ReadAt(off); err == nil && rec.Topic == txn.HalfTopic {
-			if t, ok := rec.Get(stored.PropRealTopic); ok && t != "" {
+			if t, ok := rec.Get(record.PropRealTopic); ok && t != "" {
 				accs = append(accs, auth.Access{Publish: t})
 			}
 		}

@@ -80,7 +80,10 @@ type member struct {
 // registry tracks classic clients by group: consumer lists for
 // rebalancing, subscriptions for pulls, producer connections for
 // transaction checks. Members leave when their connection closes (Go
-// never unregisters) or after ClientExpiry without a heartbeat.
+// never unregisters) or after ClientExpiry without a heartbeat. It is
+// separate from gateway/session, the gRPC clients' registry, which keys
+// one record per client id with its v2 Settings and Telemetry stream and
+// knows nothing of groups' members or connections (see doc.go).
 type registry struct {
 	s         *Server
 	mu        sync.Mutex

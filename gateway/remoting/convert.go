@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"github.com/mqgate/mqgate/broker/mqerr"
-	"github.com/mqgate/mqgate/broker/stored"
+	"github.com/mqgate/mqgate/broker/record"
 	"github.com/mqgate/mqgate/gateway/remoting/wire"
 	"github.com/mqgate/mqgate/storage/message"
 )
@@ -19,7 +19,7 @@ import (
 
 // Properties of the classic wire that mqgate keeps in its own records.
 const (
-	propFlag    = stored.PropClassicFlag // non-zero user FLAG of a classic message
+	propFlag    = record.PropClassicFlag // non-zero user FLAG of a classic message
 	propPopCK   = "POP_CK"
 	propCluster = "CLUSTER"
 	mqgPrefix   = "__MQG_"
@@ -49,7 +49,7 @@ func wireProperties(m *message.Message) string {
 			if strings.HasPrefix(p.Key, mqgPrefix) || !wire.ValidProperty(p.Key, p.Value) {
 				continue
 			}
-			if systemOnly && !stored.Reserved(p.Key) {
+			if systemOnly && !record.Reserved(p.Key) {
 				continue
 			}
 			b.WriteString(p.Key)
@@ -85,14 +85,14 @@ func (s *Server) wireRecord(c *conn, m *message.Message, topic string, queue int
 		n, _ := strconv.ParseInt(v, 10, 32)
 		r.Flag = int32(n)
 	}
-	if v, ok := m.Get(stored.PropReconsumeTime); ok {
+	if v, ok := m.Get(record.PropReconsumeTime); ok {
 		n, _ := strconv.ParseInt(v, 10, 32)
 		r.ReconsumeTimes = int32(max(n, 0))
 	}
-	if m.Flags&stored.FlagTransactionPrepared != 0 {
+	if m.Flags&record.FlagTransactionPrepared != 0 {
 		r.SysFlag |= wire.SysTxPrepared
 	}
-	if m.Flags&stored.FlagGzip != 0 {
+	if m.Flags&record.FlagGzip != 0 {
 		// A gRPC producer's gzip body: classic consumers inflate zlib
 		// only, so hand them the plain bytes.
 		if plain, err := inflate(gzipReader, m.Body); err == nil {
@@ -174,15 +174,15 @@ func (s *Server) toRecord(c *conn, producerGroup string, cm classicMessage) (*me
 		m.Set(p.Key, p.Value)
 	}
 	if strings.TrimSpace(m.UniqKey()) == "" {
-		m.Set(stored.PropUniqKey, s.ids.Next())
+		m.Set(record.PropUniqKey, s.ids.Next())
 	}
-	if v, _ := m.Get(stored.PropTranMsg); strings.EqualFold(v, "true") {
-		m.Set(stored.PropTranMsg, "true")
-		if pg, _ := m.Get(stored.PropProducerGroup); pg == "" && producerGroup != "" {
-			m.Set(stored.PropProducerGroup, producerGroup)
+	if v, _ := m.Get(record.PropTranMsg); strings.EqualFold(v, "true") {
+		m.Set(record.PropTranMsg, "true")
+		if pg, _ := m.Get(record.PropProducerGroup); pg == "" && producerGroup != "" {
+			m.Set(record.PropProducerGroup, producerGroup)
 		}
 	} else {
-		m.Del(stored.PropTranMsg)
+		m.Del(record.PropTranMsg)
 	}
 	m.Set(propCluster, s.cfg.ClusterName)
 	if cm.flag != 0 {

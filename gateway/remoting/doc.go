@@ -37,6 +37,16 @@
 // answers Server.call waits for (conn.calls, by opaque; the reader
 // hands responses over).
 //
+// Clients: classic clients are tracked in this package's registry
+// (clients.go), not in gateway/session (the gRPC clients' registry): a
+// classic client is a member of producer and consumer groups, learnt from
+// HEART_BEAT with its subscriptions and tied to its connection, and the
+// registry answers group questions (consumer lists for client-side
+// rebalancing, NOTIFY_CONSUMER_IDS_CHANGED, pull subscriptions, the
+// connection a check-back or reply goes to); gateway/session holds one
+// record per v2 client with its Settings and Telemetry stream. The two
+// meet only in the broker's transaction check-back, which asks both.
+//
 // Locking: registry.mu guards the client registry, locks.mu the orderly
 // locks, conn.wmu one connection's writes, conn.cmu its waiting calls.
 // They never nest; server
@@ -87,6 +97,6 @@
 //	33 POP answers always carry their fields  TestPopFamily
 //
 // remoting must not import gen/, another listener (gateway/grpcserver,
-// gateway/rest, gateway/admin) or storage (storage/message excepted): it
+// gateway/httpserver, gateway/admin) or storage (storage/message excepted): it
 // reaches the store through broker.Classic.
 package remoting

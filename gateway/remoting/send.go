@@ -7,7 +7,7 @@ import (
 	"github.com/mqgate/mqgate/broker"
 	"github.com/mqgate/mqgate/broker/metadata"
 	"github.com/mqgate/mqgate/broker/model"
-	"github.com/mqgate/mqgate/broker/stored"
+	"github.com/mqgate/mqgate/broker/record"
 	"github.com/mqgate/mqgate/gateway/remoting/codec"
 	"github.com/mqgate/mqgate/gateway/remoting/wire"
 	"github.com/mqgate/mqgate/storage/message"
@@ -117,7 +117,7 @@ func (s *Server) send(ctx context.Context, c *conn, req *codec.Command) *codec.C
 		s.reg.sentRequest(c, to, s.cfg.Clock.Now())
 	}
 	if sent.TransactionID != "" {
-		pg, _ := recs[0].Get(stored.PropProducerGroup)
+		pg, _ := recs[0].Get(record.PropProducerGroup)
 		s.reg.sentHalf(c, pg, s.cfg.Clock.Now())
 		resp.Ext["transactionId"] = sent.TransactionID
 	} else {

@@ -7,7 +7,7 @@ import (
 	"github.com/mqgate/mqgate/broker"
 	"github.com/mqgate/mqgate/broker/model"
 	"github.com/mqgate/mqgate/broker/mqerr"
-	"github.com/mqgate/mqgate/broker/stored"
+	"github.com/mqgate/mqgate/broker/record"
 	"github.com/mqgate/mqgate/broker/txn"
 	"github.com/mqgate/mqgate/gateway/remoting/codec"
 	"github.com/mqgate/mqgate/gateway/remoting/wire"
@@ -87,7 +87,7 @@ func (s *Server) CheckTransaction(ctx context.Context, topic string, msg *model.
 	if err != nil {
 		return false
 	}
-	pg, _ := rec.Get(stored.PropProducerGroup)
+	pg, _ := rec.Get(record.PropProducerGroup)
 	if pg == "" {
 		return false
 	}
@@ -119,7 +119,7 @@ func (s *Server) sendCheck(c *conn, rec *message.Message, topic, transactionID s
 // realQueue is the queue a half message was sent to (REAL_QID; 0 when
 // missing or unreadable).
 func realQueue(rec *message.Message) int32 {
-	v, _ := rec.Get(stored.PropRealQueue)
+	v, _ := rec.Get(record.PropRealQueue)
 	q, err := strconv.ParseInt(v, 10, 32)
 	if err != nil || q < 0 {
 		return 0

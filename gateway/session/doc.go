@@ -1,6 +1,7 @@
-// Package session is mqgate's registry of live clients of the v2 gRPC
-// edge (the classic remoting listener keeps its own, per connection). A
-// client is keyed by its client id (`x-mq-client-id`) and holds:
+// Package session is mqgate's registry of live gRPC clients (the
+// apache.rocketmq.v2 clients of gateway/v2service; the transport,
+// gateway/grpcserver, marks a client seen on every call). A client is
+// keyed by its client id (`x-mq-client-id`) and holds:
 //
 //   - its latest Settings as a protocol-neutral view (client type, group,
 //     subscriptions, publishing topics, timeouts, user agent);
@@ -24,6 +25,17 @@
 // writes to one stream. Locks never nest: each is released before another
 // is taken. OnGone runs with no lock held.
 //
+// Classic remoting clients are not here: gateway/remoting keeps its own
+// registry (clients.go), because what it must answer is different — the
+// members of each producer and consumer group with their subscriptions
+// and connection (consumer lists for client-side rebalancing, pulls,
+// NOTIFY_CONSUMER_IDS_CHANGED), learnt from HEART_BEAT and dropped when
+// the connection closes; a v2 client has one record here, with its
+// Settings and its Telemetry stream, and its expiry releases deliveries
+// the broker auto-renews for it, which classic clients never hold. The
+// two meet only in the broker's transaction check-back, which asks both
+// (broker.CheckBackFanOut).
+//
 // session must not import gen/, grpc, protobuf, broker/ or any listener
-// package: it is shared by the gRPC and remoting edges.
+// package: it stays protocol-neutral, so another edge could use it.
 package session

@@ -42,8 +42,9 @@ func TestCheckCatchesForbiddenEdges(t *testing.T) {
 		m("storage/index"):       {"google.golang.org/protobuf/proto"},
 		m("broker/pop"):          {m("gen/apache/rocketmq/v2")},
 		m("broker/produce"):      {m("gateway/session")},
-		m("gateway/rest"):        {m("gateway/grpcserver")},
-		m("gateway/grpcserver"):  {m("storage/commitlog")},
+		m("gateway/httpserver"):  {m("gateway/grpcserver")},
+		m("gateway/grpcserver"):  {m("gateway/v2service")},
+		m("gateway/v2service"):   {m("storage/commitlog")},
 		m("internal/lifecycle"):  {m("broker/mqerr")},
 		m("sdk"):                 {m("broker/mqerr")},
 		m("gen/apache/x"):        {m("internal/clock")},
@@ -57,8 +58,9 @@ func TestCheckCatchesForbiddenEdges(t *testing.T) {
 	good := map[string][]string{
 		m("storage/commitlog"):  {m("storage/vfs"), m("internal/clock"), "golang.org/x/sys/unix"},
 		m("broker/pop"):         {m("storage"), m("broker/mqerr")},
-		m("gateway/grpcserver"): {m("gen/apache/rocketmq/v2"), m("broker"), m("storage/message"), m("gateway/admission")},
-		m("gateway/node"):       {m("storage"), m("gateway/rest")},
+		m("gateway/grpcserver"): {m("gen/apache/rocketmq/v2"), m("gateway/session"), m("gateway/admission")},
+		m("gateway/v2service"):  {m("gateway/grpcserver"), m("broker"), m("storage/message"), m("gateway/admission")},
+		m("gateway/node"):       {m("storage"), m("gateway/httpserver")},
 		m("cmd/mqgate"):         {m("gateway/node"), m("gen/mqgate/admin/v1")},
 		m("sdk"):                {m("gen/apache/rocketmq/v2"), "google.golang.org/grpc", "context"},
 	}

@@ -191,8 +191,8 @@ func stagingPathAbs(stagingDir, absDir string) string {
 }
 
 // readStagingID returns the log's ring id and the path of the ring the
-// log last wrote ("" when not recorded, as by versions before it was);
-// ok is false when it has no id (or an unreadable one).
+// log last wrote; ok is false when it has no id file (or an unreadable
+// one).
 func (l *Log) readStagingID() (id [16]byte, last string, ok bool) {
 	f, err := l.opts.FS.Open(filepath.Join(l.opts.Dir, stagingIDFile))
 	if err != nil {
@@ -205,16 +205,15 @@ func (l *Log) readStagingID() (id [16]byte, last string, ok bool) {
 		return id, "", false
 	}
 	lines := strings.SplitN(string(b[:n]), "\n", 3)
-	if len(lines) < 2 || len(lines[0]) != 32 {
+	// Three parts: the id, the ring's path (a whole line: not cut short)
+	// and what follows the last newline.
+	if len(lines) < 3 || len(lines[0]) != 32 || !filepath.IsAbs(lines[1]) {
 		return id, "", false
 	}
 	if _, err := hex.Decode(id[:], []byte(lines[0])); err != nil {
 		return id, "", false
 	}
-	if len(lines) == 3 && filepath.IsAbs(lines[1]) {
-		last = lines[1] // a whole line: not cut short
-	}
-	return id, last, true
+	return id, lines[1], true
 }
 
 // openStaging replays what the previous run staged and did not write
@@ -223,10 +222,10 @@ func (l *Log) readStagingID() (id [16]byte, last string, ok bool) {
 // writing without one.
 //
 // The ring replayed is the one the id file says the last run wrote, even
-// if the staging directory has changed since (or is now off), and then
-// the one this run's directory holds for the log, if different (an older
-// id file recorded no path). A ring left in a former place is removed
-// once replayed (removeFormerRing): its records are in the log, fsynced.
+// if the staging directory has changed since (or is now off): a run
+// records its ring there before it stages a record, so no other ring can
+// hold records of this log. A ring left in a former place is removed once
+// replayed (removeFormerRing): its records are in the log, fsynced.
 func (l *Log) openStaging(end int64, res *RecoveryResult) (int64, error) {
 	abs, err := filepath.Abs(l.opts.Dir)
 	if err != nil {
@@ -238,17 +237,8 @@ func (l *Log) openStaging(end int64, res *RecoveryResult) (int64, error) {
 	}
 	id, last, ok := l.readStagingID()
 	if ok {
-		rings := []string{last}
-		if path != last {
-			rings = append(rings, path)
-		}
-		for _, p := range rings {
-			if p == "" {
-				continue
-			}
-			if end, err = l.replayRing(p, id, end, res); err != nil {
-				return end, err
-			}
+		if end, err = l.replayRing(last, id, end, res); err != nil {
+			return end, err
 		}
 	}
 	_, canReserve := l.segs[len(l.segs)-1].f.(vfs.WriteMapper)

@@ -145,7 +145,7 @@ func TestStagingOtherLog(t *testing.T) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, stagingIDFile), []byte("0123456789abcdef0123456789abcdef\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, stagingIDFile), []byte("0123456789abcdef0123456789abcdef\n"+ringFile(t, o)+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, ok := (&Log{opts: o}).readStagingID(); !ok {

@@ -1,0 +1,12 @@
+// Package deferred keeps messages that are stored now but become visible
+// later: delayed messages (until their delivery time) and transactional
+// half messages (until commit). A deferred message is a record in a
+// system "stage" topic; its resolution (fired, committed, rolled back,
+// recalled, discarded) is a record in a system "ops" topic appended
+// atomically with whatever the resolution publishes. The set of pending
+// messages (a Stage) lives in memory and is rebuilt at start by scanning
+// both topics from a persisted low-water time: everything staged before it
+// is known to be resolved.
+//
+// deferred must not import gen/, gateway/ or other broker services.
+package deferred

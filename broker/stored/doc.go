@@ -1,8 +1,0 @@
-// Package stored maps broker messages to store records and back: which
-// system properties carry what (the RocketMQ names, so the remoting
-// listener and admin tools read the same records), which property names
-// users may not use, and the conversions model.Message → message.Message
-// and message.Message → model.Delivered.
-//
-// stored imports broker/model and storage/message only.
-package stored

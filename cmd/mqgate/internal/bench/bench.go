@@ -1,0 +1,917 @@
+package bench
+
+import (
+	"bufio"
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	v2 "github.com/mqgate/mqgate/gen/apache/rocketmq/v2"
+	"github.com/mqgate/mqgate/sdk"
+)
+
+const benchUsage = `Usage: mqgate bench produce|consume|e2e|http|remoting [flags]
+
+Measures mqgate against a plain gRPC echo server (same calls, same payloads,
+no work) started in the same run, and prints each figure as a ratio to it.
+Without --server, bench starts its own mqgate (a child process on a temporary
+data dir) so it can also measure the server's CPU per message.
+
+  produce  N producers on N connections, one message per SendMessage call
+  consume  receive (batch 32) + one batched ack per batch from a backlog;
+           the ack of a batch overlaps the next receive (--pipeline-acks)
+  e2e      send at a fixed rate while consumers long-poll; send→receive latency
+           (the echo relays each sent message to a receive through memory;
+           the ratio is the echo's p99 over mqgate's)
+  http     produce over gRPC, then over REST (HTTP/1.1 keep-alive), same server
+  remoting produce over gRPC, then over classic remoting, same server
+
+--rounds N runs the echo and mqgate N times, alternated, and reports the
+round with the median ratio with every round listed:
+this machine's noise moves a single run by ±10 % or more.
+
+`
+
+type benchOpts struct {
+	mode      string
+	server    string
+	serverPID int
+	producers int
+	consumers int
+	size      int
+	duration  time.Duration
+	warmup    time.Duration
+	backlog   int
+	rate      int
+	flush     string
+	topic     string
+	group     string
+	jsonOut   bool
+	rounds    int
+	// ownNames: topic and group are the bench's random defaults, not the
+	// user's (who may have created them on a server without auto-create).
+	ownNames bool
+
+	pipelineAcks bool
+}
+
+func Cmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "echo-server" {
+		return benchEchoServer(args[1:], stdout, stderr)
+	}
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		fmt.Fprint(stderr, benchUsage)
+		return 2
+	}
+	o := benchOpts{mode: args[0]}
+	fs := flag.NewFlagSet("mqgate bench "+o.mode, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.server, "server", "", "an already running mqgate (host:port, plaintext gRPC); default: start one")
+	fs.IntVar(&o.serverPID, "server-pid", 0, "pid of --server, to measure its CPU")
+	fs.IntVar(&o.producers, "producers", 16, "producers, one connection each")
+	fs.IntVar(&o.consumers, "consumers", 4, "consumers, one connection each")
+	fs.IntVar(&o.size, "size", 1024, "message body bytes")
+	fs.DurationVar(&o.duration, "duration", 10*time.Second, "measured time per run")
+	fs.DurationVar(&o.warmup, "warmup", 2*time.Second, "unmeasured warm-up per run")
+	fs.IntVar(&o.backlog, "backlog", 200000, "consume: messages preloaded before consuming")
+	fs.IntVar(&o.rate, "rate", 5000, "e2e: messages per second sent")
+	fs.StringVar(&o.flush, "flush", "async", "flush policy of the mqgate bench starts (async|sync)")
+	fs.StringVar(&o.topic, "topic", "", "topic (default bench-<mode>-<random>)")
+	fs.StringVar(&o.group, "group", "", "consumer group (default bench-<random>)")
+	fs.BoolVar(&o.jsonOut, "json", false, "print results as JSON")
+	fs.IntVar(&o.rounds, "rounds", 1, "produce|consume|e2e: runs of the echo and of mqgate, alternated; the round with the median ratio is reported")
+	fs.BoolVar(&o.pipelineAcks, "pipeline-acks", true, "consume: ack a batch while receiving the next (one ack in flight per consumer)")
+	accessKey := fs.String("access-key", os.Getenv("MQGATE_ACCESS_KEY"), "produce|consume|e2e: sign every call as this user, for a --server running with --auth-file (env MQGATE_ACCESS_KEY; the secret comes from MQGATE_SECRET_KEY)")
+	if err := fs.Parse(args[1:]); err != nil {
+		return 2
+	}
+	if *accessKey != "" {
+		benchSigner = sdk.Credentials(*accessKey, os.Getenv("MQGATE_SECRET_KEY"))
+	}
+	switch o.mode {
+	case "produce", "consume", "e2e", "http", "remoting":
+	default:
+		fmt.Fprintf(stderr, "mqgate bench: unknown mode %q\n\n%s", o.mode, benchUsage)
+		return 2
+	}
+	if o.rounds < 1 || o.rounds > 1 && (o.mode == "http" || o.mode == "remoting") {
+		fmt.Fprintf(stderr, "mqgate bench: --rounds must be 1 or more, and 1 in %s mode\n", o.mode)
+		return 2
+	}
+	suffix := randHex(4)
+	o.ownNames = o.topic == "" && o.group == ""
+	if o.topic == "" {
+		o.topic = "bench-" + o.mode + "-" + suffix
+	}
+	if o.group == "" {
+		o.group = "bench-" + suffix
+	}
+	res, err := runBench(ctx, o, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "mqgate bench: %v\n", err)
+		return 1
+	}
+	if o.jsonOut {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(res)
+	} else {
+		printBench(stdout, o, res)
+	}
+	return 0
+}
+
+// Figures is one run's measurements.
+type Figures struct {
+	Target      string  `json:"target"`
+	Messages    int64   `json:"messages"`
+	Seconds     float64 `json:"seconds"`
+	PerSecond   float64 `json:"msgs_per_sec"`
+	P50us       float64 `json:"p50_us"`
+	P99us       float64 `json:"p99_us"`
+	P999us      float64 `json:"p999_us"`
+	CPUusPerMsg float64 `json:"server_cpu_us_per_msg,omitempty"`
+	// BenchCPUusPerMsg is the load generator's own CPU per message: it
+	// runs on the same cores as the server.
+	BenchCPUusPerMsg float64 `json:"bench_cpu_us_per_msg,omitempty"`
+	Errors           int64   `json:"errors"`
+	RSSAnonMiB       float64 `json:"server_rss_anon_mib,omitempty"`
+}
+
+// Result is a bench's outcome. With --rounds > 1, Echo, Mqgate and
+// Ratio are those of the round with the median ratio (e2e: the median
+// p99) and Rounds holds every round in the order run.
+type Result struct {
+	Mode   string   `json:"mode"`
+	Flush  string   `json:"flush,omitempty"`
+	Echo   *Figures `json:"echo,omitempty"`
+	Mqgate Figures  `json:"mqgate"`
+	Ratio  float64  `json:"ratio_to_echo,omitempty"`
+	Rounds []Round  `json:"rounds,omitempty"`
+}
+
+// Round is one echo run and the mqgate run right after it.
+type Round struct {
+	Echo   *Figures `json:"echo,omitempty"`
+	Mqgate Figures  `json:"mqgate"`
+	Ratio  float64  `json:"ratio_to_echo,omitempty"`
+}
+
+func printBench(w io.Writer, o benchOpts, r Result) {
+	fmt.Fprintf(w, "mode %s, %d-byte messages", r.Mode, o.size)
+	if r.Flush != "" {
+		fmt.Fprintf(w, ", mqgate flush %s", r.Flush)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "%-8s %12s %10s %10s %10s %14s %14s %8s\n", "target", "msgs/s", "p50", "p99", "p999", "srv CPU/msg", "bench CPU/msg", "errors")
+	row := func(f Figures) {
+		us := func(v float64) string {
+			if v <= 0 {
+				return "-"
+			}
+			return fmt.Sprintf("%.1fµs", v)
+		}
+		fmt.Fprintf(w, "%-8s %12.0f %9.0fµs %9.0fµs %9.0fµs %14s %14s %8d\n", f.Target, f.PerSecond, f.P50us, f.P99us, f.P999us, us(f.CPUusPerMsg), us(f.BenchCPUusPerMsg), f.Errors)
+	}
+	if r.Echo != nil {
+		row(*r.Echo)
+	}
+	row(r.Mqgate)
+	if r.Echo != nil {
+		base := "echo"
+		if r.Mode == "http" || r.Mode == "remoting" {
+			base = "grpc"
+		}
+		if r.Mode == "e2e" {
+			fmt.Fprintf(w, "ratio echo/mqgate p99: %.2f\n", r.Ratio)
+		} else {
+			fmt.Fprintf(w, "ratio %s/%s msgs/s: %.2f\n", r.Mqgate.Target, base, r.Ratio)
+		}
+	}
+	if r.Mqgate.RSSAnonMiB > 0 {
+		fmt.Fprintf(w, "mqgate anonymous (non-file-backed) memory after the run: %.1f MiB\n", r.Mqgate.RSSAnonMiB)
+	}
+	if len(r.Rounds) > 1 {
+		fmt.Fprintf(w, "%d rounds (echo then mqgate, alternated); the rows above are the median round:\n", len(r.Rounds))
+		for i, rd := range r.Rounds {
+			fmt.Fprintf(w, "  round %d:", i+1)
+			if rd.Echo != nil {
+				fmt.Fprintf(w, " echo %.0f msgs/s %.1fµs/msg p99 %.0fµs,", rd.Echo.PerSecond, rd.Echo.CPUusPerMsg, rd.Echo.P99us)
+			}
+			fmt.Fprintf(w, " mqgate %.0f msgs/s %.1fµs/msg p99 %.0fµs", rd.Mqgate.PerSecond, rd.Mqgate.CPUusPerMsg, rd.Mqgate.P99us)
+			if rd.Echo != nil {
+				fmt.Fprintf(w, ", ratio %.2f", rd.Ratio)
+			}
+			fmt.Fprintln(w)
+		}
+	}
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// child is a process bench started.
+type child struct {
+	cmd            *exec.Cmd
+	addr           string
+	http, remoting string
+	dir            string
+}
+
+func (c *child) stop() {
+	if c == nil || c.cmd.Process == nil {
+		return
+	}
+	_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = c.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		_ = c.cmd.Process.Kill()
+		<-done
+	}
+	if c.dir != "" {
+		_ = os.RemoveAll(c.dir)
+	}
+}
+
+func startEcho(size int, relay bool) (*child, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	args := []string{"bench", "echo-server", "--size", strconv.Itoa(size)}
+	if relay {
+		args = append(args, "--relay")
+	}
+	cmd := exec.Command(self, args...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		_ = cmd.Process.Kill()
+		return nil, fmt.Errorf("echo server did not start: %w", err)
+	}
+	return &child{cmd: cmd, addr: strings.TrimSpace(line)}, nil
+}
+
+func startMqgate(flush string, remoting bool) (*child, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "mqgate-bench-")
+	if err != nil {
+		return nil, err
+	}
+	remAddr := ""
+	if remoting {
+		remAddr = "127.0.0.1:0"
+	}
+	cmd := exec.Command(self, "serve", "--data-dir", filepath.Join(dir, "data"), "--grpc-addr", "127.0.0.1:0",
+		"--http-addr", "127.0.0.1:0", "--remoting-addr", remAddr, "--flush", flush, "--auto-create", "--log-level", "info",
+		"--log-format", "json", "--segment-size", "256MiB")
+	errp, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	c := &child{cmd: cmd, dir: dir}
+	sc := bufio.NewScanner(errp)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var m map[string]any
+		if json.Unmarshal(sc.Bytes(), &m) != nil {
+			continue
+		}
+		if m["msg"] == "mqgate ready" {
+			c.addr, _ = m["grpc"].(string)
+			c.http, _ = m["http"].(string)
+			c.remoting, _ = m["remoting"].(string)
+			go func() { _, _ = io.Copy(io.Discard, errp) }()
+			return c, nil
+		}
+		if m["level"] == "ERROR" {
+			c.stop()
+			return nil, fmt.Errorf("mqgate failed to start: %s", sc.Text())
+		}
+	}
+	c.stop()
+	return nil, errors.New("mqgate exited before it was ready")
+}
+
+// cpuTicks reads a process's user+system CPU in clock ticks (1/100 s).
+func cpuTicks(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	f := strings.Fields(s[i+2:])
+	if len(f) < 13 {
+		return 0, errors.New("short /proc stat")
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return u + st, nil
+}
+
+func rssAnonMiB(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "RssAnon:") {
+			f := strings.Fields(line)
+			kb, _ := strconv.ParseFloat(f[1], 64)
+			return kb / 1024
+		}
+	}
+	return 0
+}
+
+func runBench(ctx context.Context, o benchOpts, log io.Writer) (Result, error) {
+	res := Result{Mode: o.mode}
+	if o.mode == "http" || o.mode == "remoting" {
+		if o.server != "" {
+			return res, fmt.Errorf("%s mode starts its own mqgate (it needs its HTTP and remoting addresses); drop --server", o.mode)
+		}
+		srv, err := startMqgate(o.flush, o.mode == "remoting")
+		if err != nil {
+			return res, err
+		}
+		defer srv.stop()
+		fmt.Fprintf(log, "bench: mqgate gRPC at %s\n", srv.addr)
+		return benchOtherProtocol(ctx, o, srv, log)
+	}
+	echo, err := startEcho(o.size, o.mode == "e2e")
+	if err != nil {
+		return res, err
+	}
+	defer echo.stop()
+	target, pid := o.server, o.serverPID
+	if target == "" {
+		srv, err := startMqgate(o.flush, false)
+		if err != nil {
+			return res, err
+		}
+		defer srv.stop()
+		target, pid = srv.addr, srv.cmd.Process.Pid
+		res.Flush = o.flush
+	}
+	for i := range o.rounds {
+		ro := o
+		if i > 0 && o.mode == "consume" && o.ownNames {
+			// Each consume round on its own topic and group, so from its
+			// own backlog. Named ones are kept (they may have to exist
+			// already): their rounds preload onto what is left.
+			ro.topic = fmt.Sprintf("%s-r%d", o.topic, i+1)
+			ro.group = fmt.Sprintf("%s-r%d", o.group, i+1)
+		}
+		rd, err := benchOneRound(ctx, ro, echo, target, pid, log)
+		if err != nil {
+			return res, err
+		}
+		res.Rounds = append(res.Rounds, rd)
+	}
+	m := medianRound(res.Rounds)
+	res.Echo, res.Mqgate, res.Ratio = m.Echo, m.Mqgate, m.Ratio
+	if len(res.Rounds) == 1 {
+		res.Rounds = nil
+	}
+	return res, nil
+}
+
+// benchOneRound runs the workload against the echo (when there is one),
+// then against mqgate.
+func benchOneRound(ctx context.Context, o benchOpts, echo *child, target string, pid int, log io.Writer) (Round, error) {
+	var rd Round
+	if echo != nil {
+		fmt.Fprintf(log, "bench: echo server at %s\n", echo.addr)
+		f, err := runWorkload(ctx, o, "echo", echo.addr, echo.cmd.Process.Pid, log)
+		if err != nil {
+			return rd, fmt.Errorf("echo run: %w", err)
+		}
+		rd.Echo = &f
+	}
+	fmt.Fprintf(log, "bench: mqgate at %s\n", target)
+	f, err := runWorkload(ctx, o, "mqgate", target, pid, log)
+	if err != nil {
+		return rd, fmt.Errorf("mqgate run: %w", err)
+	}
+	if pid > 0 {
+		f.RSSAnonMiB = rssAnonMiB(pid)
+	}
+	rd.Mqgate = f
+	switch {
+	case rd.Echo == nil:
+	case o.mode == "e2e":
+		// Both run at the same rate: the figure is latency, the echo's
+		// p99 over mqgate's (1 = as fast as relaying through memory).
+		if f.P99us > 0 {
+			rd.Ratio = rd.Echo.P99us / f.P99us
+		}
+	case rd.Echo.PerSecond > 0:
+		rd.Ratio = f.PerSecond / rd.Echo.PerSecond
+	}
+	return rd, nil
+}
+
+// medianRound is the round with the median ratio to the echo (the lower
+// middle one of an even count).
+func medianRound(rounds []Round) Round {
+	sorted := slices.Clone(rounds)
+	slices.SortStableFunc(sorted, func(a, b Round) int { return cmp.Compare(a.Ratio, b.Ratio) })
+	return sorted[(len(sorted)-1)/2]
+}
+
+// benchConn is one client connection with mqgate's required headers.
+type benchConn struct {
+	cc  *grpc.ClientConn
+	cli v2.MessagingServiceClient
+	md  metadata.MD
+}
+
+// benchSigner, when set (--access-key), signs every gRPC bench call; the
+// echo gets the same headers, so both sides pay for them. (The http and
+// remoting modes start their own mqgate, without auth.)
+var benchSigner credentials.PerRPCCredentials
+
+func dialBench(addr string, i int) (*benchConn, error) {
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64 << 20))}
+	if benchSigner != nil {
+		opts = append(opts, grpc.WithPerRPCCredentials(benchSigner))
+	}
+	cc, err := grpc.NewClient(addr, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &benchConn{cc: cc, cli: v2.NewMessagingServiceClient(cc),
+		md: metadata.Pairs("x-mq-client-id", fmt.Sprintf("bench@%d@%d", os.Getpid(), i), "x-mq-language", "GO", "x-mq-protocol", "v2")}, nil
+}
+
+func (c *benchConn) ctx(parent context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(parent, d)
+	return metadata.NewOutgoingContext(ctx, c.md), cancel
+}
+
+// dialAll dials n connections with client ids first, first+1, ...;
+// closeAll closes them.
+func dialAll(addr string, first, n int) (conns []*benchConn, closeAll func(), err error) {
+	closeAll = func() {
+		for _, c := range conns {
+			_ = c.cc.Close()
+		}
+	}
+	for i := range n {
+		c, err := dialBench(addr, first+i)
+		if err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+		conns = append(conns, c)
+	}
+	return conns, closeAll, nil
+}
+
+// payloadErr is a call's error, or its payload status when that is not OK.
+func payloadErr(st *v2.Status, err error) error {
+	if err == nil && st.GetCode() != v2.Code_OK {
+		err = fmt.Errorf("status %v", st)
+	}
+	return err
+}
+
+func runWorkload(ctx context.Context, o benchOpts, name, addr string, pid int, log io.Writer) (Figures, error) {
+	switch o.mode {
+	case "produce":
+		return benchProduce(ctx, o, name, addr, pid)
+	case "consume":
+		return benchConsume(ctx, o, name, addr, pid, log)
+	default:
+		return benchE2E(ctx, o, name, addr, pid)
+	}
+}
+
+func newMessage(topic string, body []byte, seq int64, props map[string]string) *v2.Message {
+	return &v2.Message{
+		Topic:          &v2.Resource{Name: topic},
+		UserProperties: props,
+		SystemProperties: &v2.SystemProperties{
+			MessageId:    fmt.Sprintf("01BENC%028X", seq),
+			MessageType:  v2.MessageType_NORMAL,
+			BodyEncoding: v2.Encoding_IDENTITY,
+			BornHost:     "bench",
+		},
+		Body: body,
+	}
+}
+
+var benchSeq atomic.Int64
+
+// sampler collects a run's counts and latencies; it records only while
+// on (after the warm-up, until the end of the measured window).
+type sampler struct {
+	mu    sync.Mutex
+	lat   []time.Duration
+	count atomic.Int64
+	errs  atomic.Int64
+	on    atomic.Bool
+	// own is the bench process's CPU ticks in the measured window (set
+	// by window): the load generator shares the machine's cores.
+	own int64
+}
+
+func (s *sampler) add(local []time.Duration) {
+	s.mu.Lock()
+	s.lat = append(s.lat, local...)
+	s.mu.Unlock()
+}
+
+func (s *sampler) figures(name string, secs float64, cpu int64) Figures {
+	sort.Slice(s.lat, func(i, j int) bool { return s.lat[i] < s.lat[j] })
+	pct := func(p float64) float64 {
+		if len(s.lat) == 0 {
+			return 0
+		}
+		return float64(s.lat[min(int(float64(len(s.lat))*p), len(s.lat)-1)].Microseconds())
+	}
+	f := Figures{Target: name, Messages: s.count.Load(), Seconds: secs, Errors: s.errs.Load(),
+		P50us: pct(0.50), P99us: pct(0.99), P999us: pct(0.999)}
+	if secs > 0 {
+		f.PerSecond = float64(f.Messages) / secs
+	}
+	if cpu > 0 && f.Messages > 0 {
+		f.CPUusPerMsg = float64(cpu) * 10000 / float64(f.Messages) // ticks are 10 ms
+	}
+	if s.own > 0 && f.Messages > 0 {
+		f.BenchCPUusPerMsg = float64(s.own) * 10000 / float64(f.Messages)
+	}
+	return f
+}
+
+// window runs the measured part: it flips the sampler on after warm-up and
+// returns the measured seconds and server CPU ticks. The window ends
+// early when drained closes (a consumed backlog ran out): the figures
+// then cover the time the backlog lasted, not idle polling after it.
+func window(ctx context.Context, o benchOpts, s *sampler, pid int, drained <-chan struct{}) (float64, int64) {
+	select {
+	case <-time.After(o.warmup):
+	case <-ctx.Done():
+	case <-drained:
+	}
+	c0, _ := cpuTicks(pid)
+	o0, _ := cpuTicks(os.Getpid())
+	t0 := time.Now()
+	s.on.Store(true)
+	select {
+	case <-time.After(o.duration):
+	case <-ctx.Done():
+	case <-drained:
+	}
+	s.on.Store(false)
+	secs := time.Since(t0).Seconds()
+	c1, _ := cpuTicks(pid)
+	if o1, err := cpuTicks(os.Getpid()); err == nil && o0 > 0 {
+		s.own = o1 - o0
+	}
+	if pid <= 0 {
+		return secs, 0
+	}
+	return secs, c1 - c0
+}
+
+// closedLoop runs every op on its own goroutine, one call after the
+// other, for warm-up + duration. An op returns the messages it moved;
+// calls that end inside the measured window are counted with their
+// latency, or as errors. drained (nil: never) ends the window early.
+func closedLoop(ctx context.Context, o benchOpts, name string, pid int, ops []func(context.Context) (int, error), drained <-chan struct{}) Figures {
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	var wg sync.WaitGroup
+	s := &sampler{}
+	for _, op := range ops {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			local := make([]time.Duration, 0, 1<<15)
+			for runCtx.Err() == nil {
+				t0 := time.Now()
+				n, err := op(runCtx)
+				d := time.Since(t0)
+				if !s.on.Load() {
+					continue
+				}
+				if err != nil {
+					if runCtx.Err() == nil {
+						s.errs.Add(1)
+					}
+					continue
+				}
+				s.count.Add(int64(n))
+				local = append(local, d)
+			}
+			s.add(local)
+		}()
+	}
+	secs, cpu := window(ctx, o, s, pid, drained)
+	stop()
+	wg.Wait()
+	return s.figures(name, secs, cpu)
+}
+
+func benchProduce(ctx context.Context, o benchOpts, name, addr string, pid int) (Figures, error) {
+	conns, closeAll, err := dialAll(addr, 0, o.producers)
+	if err != nil {
+		return Figures{}, err
+	}
+	defer closeAll()
+	body := make([]byte, o.size)
+	ops := make([]func(context.Context) (int, error), len(conns))
+	for i, c := range conns {
+		ops[i] = func(ctx context.Context) (int, error) {
+			m := newMessage(o.topic, body, benchSeq.Add(1), nil)
+			cctx, cancel := c.ctx(ctx, 5*time.Second)
+			defer cancel()
+			resp, err := c.cli.SendMessage(cctx, &v2.SendMessageRequest{Messages: []*v2.Message{m}})
+			return 1, payloadErr(resp.GetStatus(), err)
+		}
+	}
+	return closedLoop(ctx, o, name, pid, ops, nil), nil
+}
+
+// preload fills the topic with n messages (batches of 32 from 8 senders).
+func preload(ctx context.Context, o benchOpts, addr string, n int, log io.Writer) error {
+	body := make([]byte, o.size)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errc := make(chan error, 8)
+	t0 := time.Now()
+	conns, closeAll, err := dialAll(addr, 100, 8)
+	if err != nil {
+		return err
+	}
+	defer closeAll()
+	for _, c := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				start := next.Add(32) - 32
+				if start >= int64(n) {
+					return
+				}
+				cnt := min(int64(32), int64(n)-start)
+				msgs := make([]*v2.Message, cnt)
+				for i := range msgs {
+					msgs[i] = newMessage(o.topic, body, benchSeq.Add(1), nil)
+				}
+				cctx, cancel := c.ctx(ctx, 30*time.Second)
+				resp, err := c.cli.SendMessage(cctx, &v2.SendMessageRequest{Messages: msgs})
+				cancel()
+				if err := payloadErr(resp.GetStatus(), err); err != nil {
+					errc <- fmt.Errorf("preload send: %w", err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	select {
+	case err := <-errc:
+		return err
+	default:
+	}
+	fmt.Fprintf(log, "bench: preloaded %d messages in %s\n", n, time.Since(t0).Round(time.Millisecond))
+	return nil
+}
+
+// receiveBatch does one ReceiveMessage call and returns the messages.
+func receiveBatch(ctx context.Context, c *benchConn, o benchOpts, wait time.Duration) ([]*v2.Message, error) {
+	cctx, cancel := c.ctx(ctx, wait+5*time.Second)
+	defer cancel()
+	st, err := c.cli.ReceiveMessage(cctx, &v2.ReceiveMessageRequest{
+		Group:              &v2.Resource{Name: o.group},
+		MessageQueue:       &v2.MessageQueue{Topic: &v2.Resource{Name: o.topic}, Id: -1},
+		FilterExpression:   &v2.FilterExpression{Type: v2.FilterType_TAG, Expression: "*"},
+		BatchSize:          32,
+		InvisibleDuration:  durationpb.New(30 * time.Second),
+		LongPollingTimeout: durationpb.New(wait),
+	})
+	if err != nil {
+		return nil, err
+	}
+	var out []*v2.Message
+	for {
+		r, err := st.Recv()
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return out, err
+		}
+		if m := r.GetMessage(); m != nil {
+			out = append(out, m)
+		}
+	}
+}
+
+func ackBatch(ctx context.Context, c *benchConn, o benchOpts, msgs []*v2.Message) error {
+	entries := make([]*v2.AckMessageEntry, len(msgs))
+	for i, m := range msgs {
+		entries[i] = &v2.AckMessageEntry{MessageId: m.GetSystemProperties().GetMessageId(), ReceiptHandle: m.GetSystemProperties().GetReceiptHandle()}
+	}
+	cctx, cancel := c.ctx(ctx, 5*time.Second)
+	defer cancel()
+	resp, err := c.cli.AckMessage(cctx, &v2.AckMessageRequest{Group: &v2.Resource{Name: o.group}, Topic: &v2.Resource{Name: o.topic}, Entries: entries})
+	if err := payloadErr(resp.GetStatus(), err); err != nil {
+		return fmt.Errorf("ack: %w", err)
+	}
+	return nil
+}
+
+func benchConsume(ctx context.Context, o benchOpts, name, addr string, pid int, log io.Writer) (Figures, error) {
+	if name != "echo" {
+		if err := preload(ctx, o, addr, o.backlog, log); err != nil {
+			return Figures{}, err
+		}
+	}
+	conns, closeAll, err := dialAll(addr, 200, o.consumers)
+	if err != nil {
+		return Figures{}, err
+	}
+	defer closeAll()
+	// The window ends when the last preloaded message has been received
+	// (or a receive comes back empty), so the rate is the backlog's drain
+	// rate, not diluted by long polls on an empty topic (with a
+	// long-polling timeout of 0 mqgate waits up to the call's deadline).
+	drained := make(chan struct{})
+	var drainOnce sync.Once
+	var received atomic.Int64
+	ops := make([]func(context.Context) (int, error), len(conns))
+	acks := make([]chan error, len(conns))
+	for i, c := range conns {
+		// With pipelined acks a consumer acknowledges batch n while it
+		// receives batch n+1 (at most one ack in flight per consumer); an
+		// ack's error is reported by the consumer's next operation.
+		acked := make(chan error, 1)
+		acked <- nil
+		acks[i] = acked
+		ops[i] = func(ctx context.Context) (int, error) {
+			msgs, err := receiveBatch(ctx, c, o, 0)
+			if o.pipelineAcks {
+				if aerr := <-acked; err == nil {
+					err = aerr
+				}
+				if len(msgs) > 0 {
+					go func() { acked <- ackBatch(ctx, c, o, msgs) }()
+				} else {
+					acked <- nil
+				}
+			} else if err == nil && len(msgs) > 0 {
+				err = ackBatch(ctx, c, o, msgs)
+			}
+			if name != "echo" && (received.Add(int64(len(msgs))) >= int64(o.backlog) || len(msgs) == 0 && err == nil) {
+				drainOnce.Do(func() { close(drained) })
+			}
+			return len(msgs), err
+		}
+	}
+	f := closedLoop(ctx, o, name, pid, ops, drained)
+	for _, a := range acks {
+		<-a // the last pipelined ack, before the connections close
+	}
+	select {
+	case <-drained:
+		if f.Messages == 0 {
+			return f, fmt.Errorf("the backlog of %d messages ran out during the warm-up; raise --backlog or lower --warmup", o.backlog)
+		}
+		fmt.Fprintf(log, "bench: the backlog ran out after %.1f s of the measured window; the figures cover that time\n", f.Seconds)
+	default:
+	}
+	return f, nil
+}
+
+func benchE2E(ctx context.Context, o benchOpts, name, addr string, pid int) (Figures, error) {
+	prod, err := dialBench(addr, 300)
+	if err != nil {
+		return Figures{}, err
+	}
+	defer prod.cc.Close()
+	body := make([]byte, o.size)
+	// Create topic and group (auto-create) and let consumers park first.
+	warm := newMessage(o.topic, body, benchSeq.Add(1), map[string]string{"bench_sent_ns": "0"})
+	cctx, cancel := prod.ctx(ctx, 10*time.Second)
+	if _, err := prod.cli.SendMessage(cctx, &v2.SendMessageRequest{Messages: []*v2.Message{warm}}); err != nil {
+		cancel()
+		return Figures{}, err
+	}
+	cancel()
+	consumers, closeConsumers, err := dialAll(addr, 310, max(o.consumers, 1))
+	if err != nil {
+		return Figures{}, err
+	}
+	defer closeConsumers()
+	senders, closeSenders, err := dialAll(addr, 301, 3)
+	if err != nil {
+		return Figures{}, err
+	}
+	defer closeSenders()
+	senders = append(senders, prod)
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	var wg sync.WaitGroup
+	s := &sampler{}
+	for _, c := range consumers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var local []time.Duration
+			for runCtx.Err() == nil {
+				msgs, err := receiveBatch(runCtx, c, o, 2*time.Second)
+				now := time.Now()
+				if err != nil || len(msgs) == 0 {
+					continue
+				}
+				for _, m := range msgs {
+					ns, _ := strconv.ParseInt(m.UserProperties["bench_sent_ns"], 10, 64)
+					if ns > 0 && s.on.Load() {
+						local = append(local, now.Sub(time.Unix(0, ns)))
+						s.count.Add(1)
+					}
+				}
+				_ = ackBatch(runCtx, c, o, msgs)
+			}
+			s.add(local)
+		}()
+	}
+	// Paced sender: one message every 1/rate seconds, from enough
+	// goroutines (over 4 connections) that the rate does not depend on
+	// one call's latency.
+	interval := time.Second / time.Duration(max(o.rate, 1))
+	start := time.Now()
+	var sent atomic.Int64
+	for w := 0; w < 32; w++ {
+		prod := senders[w%len(senders)]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for runCtx.Err() == nil {
+				k := sent.Add(1)
+				due := start.Add(time.Duration(k) * interval)
+				if d := time.Until(due); d > 0 {
+					time.Sleep(d)
+				}
+				m := newMessage(o.topic, body, benchSeq.Add(1), map[string]string{"bench_sent_ns": strconv.FormatInt(time.Now().UnixNano(), 10)})
+				cctx, cancel := prod.ctx(runCtx, 5*time.Second)
+				resp, err := prod.cli.SendMessage(cctx, &v2.SendMessageRequest{Messages: []*v2.Message{m}})
+				cancel()
+				if payloadErr(resp.GetStatus(), err) != nil && runCtx.Err() == nil && s.on.Load() {
+					s.errs.Add(1)
+				}
+			}
+		}()
+	}
+	secs, cpu := window(ctx, o, s, pid, nil)
+	stop()
+	wg.Wait()
+	return s.figures(name, secs, cpu), nil
+}

@@ -1,0 +1,23 @@
+// Package httpserver is mqgate's HTTP listener (the http.Server and its
+// mux): the REST/JSON API under /v1/,
+// transcoded by grpc-gateway onto an in-process connection to the node's
+// own gRPC server (inprocess.go: an in-memory listener the gRPC server
+// serves, so every call passes its interceptor chain and stats handler),
+// the OpenAPI document at /openapi.json, and the operational endpoints
+// /healthz (alive), /readyz (ready to serve) and /metrics (Prometheus
+// text).
+//
+// Files: http.go (the server, routes, lifecycle), gateway.go (the
+// grpc-gateway mux: protojson options, header matcher, ?body=text, body
+// limit, request id, otelhttp spans and metrics with traceparent
+// propagation), errors.go (THE place REST errors get their HTTP status and
+// body: a mqgate.rest.v1.Status), inprocess.go, openapi.go and openapi.json
+// (GENERATED: a copy of gen/openapi/mqgate.swagger.json that `make
+// generate` writes, because go:embed cannot reach gen/; never edit it).
+//
+// It talks to the broker only through gRPC, so it must not import broker/,
+// storage/, another listener package (grpcserver, v2service, remoting,
+// admin) or gateway/restservice (the service it calls); it imports the generated
+// clients and gateway handlers in gen/, and gateway/v2status for the v2
+// code of errors that carry only a gRPC code.
+package httpserver

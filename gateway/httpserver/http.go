@@ -1,0 +1,112 @@
+package httpserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc"
+)
+
+// Options configure the HTTP listener.
+type Options struct {
+	// Ready reports whether the whole node serves traffic; /readyz is 200
+	// only while it returns nil.
+	Ready func() error
+	// Metrics serves /metrics; nil leaves it unregistered.
+	Metrics http.Handler
+	Logger  *slog.Logger
+	// API is the gRPC connection the REST API (/v1/...) calls: the node's
+	// own gRPC server through an InProcess connection. nil serves only the
+	// operational endpoints and /openapi.json.
+	API grpc.ClientConnInterface
+	// MeterProvider and TracerProvider receive the HTTP metrics and spans
+	// (nil: OpenTelemetry's globals).
+	MeterProvider  metric.MeterProvider
+	TracerProvider trace.TracerProvider
+	// MaxRequestBytes caps a REST request body; larger ones get 413
+	// (default DefaultMaxRequestBytes).
+	MaxRequestBytes int64
+}
+
+// DefaultMaxRequestBytes fits a send of a few 4 MiB messages in base64; a
+// batch up to the gRPC limit goes over gRPC.
+const DefaultMaxRequestBytes = 16 << 20
+
+// Server is the HTTP listener.
+type Server struct {
+	srv     *http.Server
+	opts    Options
+	maxBody int64
+}
+
+// New builds the HTTP server with the operational endpoints, /openapi.json
+// and, when o.API is set, the REST API under /v1/.
+func New(o Options) (*Server, error) {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	mux := http.NewServeMux()
+	s := &Server{opts: o, maxBody: o.MaxRequestBytes}
+	if s.maxBody <= 0 {
+		s.maxBody = DefaultMaxRequestBytes
+	}
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if o.Ready != nil {
+			if err := o.Ready(); err != nil {
+				w.WriteHeader(http.StatusServiceUnavailable)
+				fmt.Fprintf(w, "not ready: %v\n", err)
+				return
+			}
+		}
+		fmt.Fprintln(w, "ready")
+	})
+	if o.Metrics != nil {
+		mux.Handle("GET /metrics", o.Metrics)
+	}
+	mux.HandleFunc("GET /openapi.json", serveOpenAPI)
+	if o.API != nil {
+		api, err := s.newGateway(o.API)
+		if err != nil {
+			return nil, err
+		}
+		mux.Handle("/v1/", api)
+	}
+	s.srv = &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(o.Logger.Handler(), slog.LevelWarn),
+	}
+	return s, nil
+}
+
+// Serve serves lis until Stop; it returns nil after a clean stop.
+func (s *Server) Serve(lis net.Listener) error {
+	if err := s.srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// Stop stops accepting, waits for in-flight requests until ctx ends, then
+// closes what remains.
+func (s *Server) Stop(ctx context.Context) error {
+	err := s.srv.Shutdown(ctx)
+	if err != nil {
+		_ = s.srv.Close()
+		return fmt.Errorf("HTTP requests still running at the deadline were closed: %w", err)
+	}
+	return nil
+}
