@@ -476,3 +476,40 @@ func TestConcurrentOperationsWithFailingJournal(t *testing.T) {
 		}
 	}
 }
+
+// FIFO: a failed receive's message comes back first in its message
+// group, ahead of the group's messages a concurrent receive held back
+// behind it, and nothing that receive delivered comes twice.
+func TestFailedFIFOReceiveKeepsGroupOrder(t *testing.T) {
+	e := newPopEnv(t, true)
+	for i, mg := range []string{"a", "a", "b", "a"} { // offsets 0-3
+		m := stored.ToRecord(&model.Message{Topic: "t", ID: fmt.Sprintf("%s-%d", mg, i), MessageGroup: mg, Body: []byte("x")}, "t", 0)
+		if _, err := e.store.Store.Append(e.ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, written := e.store.LogRange()
+	if err := e.store.WaitDispatched(e.ctx, written); err != nil {
+		t.Fatal(err)
+	}
+	gate := e.store.gateNext(errDiskFull)
+	first := e.receiveAsync(1) // offset 0, group a
+	<-gate.entered
+	second := e.mustReceive(32) // holds 1 and 3 behind 0, delivers 2 (group b)
+	if got := offsets(second); !slices.Equal(got, []int64{2}) {
+		t.Fatalf("concurrent receive got offsets %v, want 2", got)
+	}
+	close(gate.release)
+	if r := <-first; r.err == nil {
+		t.Fatal("receive succeeded while its record failed")
+	}
+	for _, want := range []int64{0, 1, 3} {
+		got := e.mustReceive(32)
+		if len(got) != 1 || got[0].QueueOffset != want || got[0].Attempt != 1 {
+			t.Fatalf("want offset %d as attempt 1, got offsets %v", want, offsets(got))
+		}
+		e.ack(got...)
+	}
+	e.ack(second...)
+	e.expectNothing()
+}
