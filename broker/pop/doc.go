@@ -8,14 +8,28 @@
 // drops its deliveries in flight there.
 //
 // State (per group, topic and queue: the fresh-read position and the
-// deliveries in flight) lives in memory and every change is first applied
-// there, then appended as a record to the system topic JournalTopic; a
-// periodic snapshot (a storage blob) bounds the replay at start. Receipt
-// handles (receipt.go) are authenticated with a key kept in the data dir,
-// so they need no lookup table and survive restarts.
+// deliveries in flight) lives in memory; every change is appended as a
+// record to the system topic JournalTopic, and a periodic snapshot (a
+// storage blob) bounds the replay at start. Receipt handles (receipt.go)
+// are authenticated with a key kept in the data dir, so they need no
+// lookup table and survive restarts.
 //
-// Locking: Service.mu (the subs map) → sub.mu → Service.schedMu; never the
-// other way round. No lock is held while appending to the store.
+// Receives, acks and ChangeInvisible reserve their flights under the
+// subscription's lock (marked pending: no other operation hands out,
+// redelivers or changes them), append their record with no lock held, and
+// then publish the change, or withdraw it if the append failed. A failure
+// therefore never rewinds state another operation observed, and the
+// records of concurrent operations still reach the store together (one
+// record per receive batch; the store's group commit batches them).
+// pending.go describes the protocol and how snapshots stay exact.
+// Renewals, client releases and offset resets apply their change first
+// and record it after (a failed record is logged; a reset is undone as
+// far as nothing happened since).
+//
+// Locking: Service.mu (the subs map) → sub.mu → Service.schedMu, and
+// sub.mu → Service.fence.mu; never the other way round. No lock is held
+// while appending to the store: what spans an append is the pending mark
+// on the flights (and the fence entry), not a lock.
 //
 // pop must not import gen/, gateway/ or other broker services; it reaches
 // the store through the Store interface.

@@ -69,6 +69,7 @@ type Service struct {
 	hub    *longpoll.Hub
 	group  *lifecycle.Group
 	snapMu sync.Mutex
+	fence  fence
 
 	mu   sync.Mutex
 	subs map[subKey]*sub
@@ -324,9 +325,13 @@ func newFilter(f model.Filter) *filter {
 type pick struct {
 	f   *flight
 	msg *message.Message
+	to  fstate // the delivery to publish (a redelivery or repeated attempt)
+	v   fstate // the flight as delivered, copied when settled
 }
 
-// tryPop makes one non-waiting delivery attempt.
+// tryPop makes one non-waiting delivery attempt. It chooses and marks its
+// flights pending under sb.mu, appends one journal record for the whole
+// batch with no lock held, then settles them (pending.go).
 func (s *Service) tryPop(ctx context.Context, sb *sub, req *ReceiveRequest, fl *filter) ([]*model.Delivered, error) {
 	now := s.now()
 	inv := req.Invisible.Milliseconds()
@@ -340,9 +345,8 @@ func (s *Service) tryPop(ctx context.Context, sb *sub, req *ReceiveRequest, fl *
 		toDLQ   []pick
 		lost    []*flight
 		rec     = jrecord{op: opDeliver, group: sb.group, topic: sb.topic, at: now}
-		undo    []func()
 		created []*flight // new flights (delivered or held) of this call
-		nexts   = map[int32]int64{}
+		resv    []reservation
 		unheld  []*flight
 	)
 	sb.mu.Lock()
@@ -353,16 +357,7 @@ func (s *Service) tryPop(ctx context.Context, sb *sub, req *ReceiveRequest, fl *
 	}
 	if fifo && req.AttemptID != "" {
 		if again := s.repeatAttempt(sb, req, now, inv, &rec); again != nil {
-			s.scheduleLocked(sb)
-			sb.mu.Unlock()
-			if err := s.journal(ctx, &rec); err != nil {
-				return nil, err
-			}
-			out := make([]*model.Delivered, 0, len(again))
-			for _, p := range again {
-				out = append(out, s.delivered(sb, p.f, p.msg, req, now))
-			}
-			return out, nil
+			return s.record(ctx, sb, req, &rec, again, nil, nil, now)
 		}
 	}
 	// 1. Due redeliveries first, so they are not starved by new messages.
@@ -390,26 +385,24 @@ func (s *Service) tryPop(ctx context.Context, sb *sub, req *ReceiveRequest, fl *
 			// (and retried) if the move fails.
 			f.flags |= flagMoving
 			f.visibleAt = now + dlqLease.Milliseconds()
-			toDLQ = append(toDLQ, pick{f, m})
+			toDLQ = append(toDLQ, pick{f: f, msg: m})
 			deferred = append(deferred, f)
 			continue
 		}
-		prev := *f
-		f.epoch++
-		f.gen++
-		f.visibleAt = now + inv
-		f.renewFrom, f.renewN = now, 0
-		f.flags &^= flagAutoRenew
-		f.client = ""
+		to := f.state()
+		to.epoch++
+		to.gen++
+		to.visibleAt = now + inv
+		to.renewFrom, to.renewN = now, 0
+		to.flags &^= flagAutoRenew
+		to.client = ""
 		if req.AutoRenew {
-			f.flags |= flagAutoRenew
-			f.client = req.ClientID
+			to.flags |= flagAutoRenew
+			to.client = req.ClientID
 		}
-		heap.Push(&sb.due, f)
-		ff := f
-		undo = append(undo, func() { saved := prev; saved.hidx = ff.hidx; *ff = saved; sb.setDeadline(ff, now) })
-		picks = append(picks, pick{f, m})
-		rec.entries = append(rec.entries, entryOf(f))
+		f.pend = pendRedeliver // out of the heap until settled
+		picks = append(picks, pick{f: f, msg: m, to: to})
+		rec.entries = append(rec.entries, entryAs(f, to))
 	}
 	for _, f := range deferred {
 		heap.Push(&sb.due, f)
@@ -435,67 +428,79 @@ func (s *Service) tryPop(ctx context.Context, sb *sub, req *ReceiveRequest, fl *
 				q.next, _ = s.store.QueueRange(sb.topic, qid)
 			}
 			before := q.next
-			if err := s.readFresh(sb, q, qid, req, fl, fifo, now, inv, &picks, &created, &rec); err != nil {
+			err := s.readFresh(sb, q, qid, req, fl, fifo, now, inv, &picks, &created, &rec)
+			if q.next != before {
+				resv = append(resv, reservation{queue: qid, from: before, to: q.next, resets: q.resets})
+				rec.nexts = append(rec.nexts, qnext{qid, q.next})
+			}
+			if err != nil {
 				readErr = err
 				break
 			}
-			if q.next != before {
-				nexts[qid] = q.next
-				b := before
-				qq := q
-				undo = append(undo, func() {
-					if qq.next > b {
-						qq.next = b
-					}
-				})
+		}
+	}
+	if len(unheld) > 0 {
+		defer s.hub.Notify(sb.key)
+	}
+	if len(toDLQ) > 0 {
+		defer func() {
+			for _, p := range toDLQ {
+				if err := s.moveToDLQ(ctx, sb, p.f, p.msg, "max delivery attempts reached"); err != nil {
+					s.log.Warn("pop: moving to the dead-letter queue failed; will retry", "group", sb.group, "err", err)
+					sb.mu.Lock()
+					p.f.flags &^= flagMoving
+					sb.mu.Unlock()
+				}
 			}
-		}
+		}()
 	}
-	for qid, n := range nexts {
-		rec.nexts = append(rec.nexts, qnext{qid, n})
+	if len(rec.entries) == 0 && len(rec.nexts) == 0 {
+		s.scheduleLocked(sb)
+		sb.mu.Unlock()
+		return nil, readErr
 	}
-	if fifo && req.AttemptID != "" {
-		fl := make([]*flight, len(picks))
-		for i, p := range picks {
-			fl[i] = p.f
-		}
-		sb.rememberAttempt(req.AttemptID, fl)
-	}
+	return s.record(ctx, sb, req, &rec, picks, created, resv, now)
+}
+
+// record appends a receive's journal record and settles its flights.
+// Called with sb.mu held; returns with it released.
+func (s *Service) record(ctx context.Context, sb *sub, req *ReceiveRequest, rec *jrecord, picks []pick, created []*flight, resv []reservation, now int64) ([]*model.Delivered, error) {
+	tok := s.beginRecord()
 	s.scheduleLocked(sb)
 	sb.mu.Unlock()
 
-	if len(unheld) > 0 {
+	err := s.journal(ctx, rec)
+
+	sb.mu.Lock()
+	sb.settlePicks(picks, err == nil)
+	var returned []*flight
+	if err == nil {
+		sb.settleNew(created)
+		if req.Group.FIFO && req.AttemptID != "" && len(picks) > 0 {
+			fl := make([]*flight, len(picks))
+			for i, p := range picks {
+				fl[i] = p.f
+			}
+			sb.rememberAttempt(req.AttemptID, fl)
+		}
+	} else {
+		returned = sb.abandonNew(created, resv, s.now())
+	}
+	s.endRecord(tok)
+	s.scheduleLocked(sb)
+	sb.mu.Unlock()
+
+	if err != nil {
+		// What this call took is visible again.
 		s.hub.Notify(sb.key)
-	}
-	for _, p := range toDLQ {
-		if err := s.moveToDLQ(ctx, sb, p.f, p.msg, "max delivery attempts reached"); err != nil {
-			s.log.Warn("pop: moving to the dead-letter queue failed; will retry", "group", sb.group, "err", err)
-			sb.mu.Lock()
-			p.f.flags &^= flagMoving
-			sb.mu.Unlock()
+		if len(returned) > 0 {
+			s.recordReturned(ctx, sb, returned, s.now())
 		}
-	}
-	if len(rec.entries) == 0 && len(rec.nexts) == 0 {
-		return nil, readErr
-	}
-	if err := s.journal(ctx, &rec); err != nil {
-		sb.mu.Lock()
-		// Nothing of this call was recorded: new flights (delivered or held
-		// back) are forgotten, so their messages are read again from the
-		// restored positions; redeliveries get their previous state back.
-		for _, f := range created {
-			sb.detach(f)
-		}
-		for i := len(undo) - 1; i >= 0; i-- {
-			undo[i]()
-		}
-		s.scheduleLocked(sb)
-		sb.mu.Unlock()
 		return nil, err
 	}
 	out := make([]*model.Delivered, 0, len(picks))
-	for _, p := range picks {
-		out = append(out, s.delivered(sb, p.f, p.msg, req, now))
+	for i := range picks {
+		out = append(out, s.delivered(sb, picks[i].f, picks[i].v, picks[i].msg, req, now))
 	}
 	return out, nil
 }
@@ -546,7 +551,7 @@ func (s *Service) readFresh(sb *sub, q *qstate, qid int32, req *ReceiveRequest, 
 			}
 			m.QueueOffset = e.QueueOffset
 			f := &flight{queue: qid, offset: e.QueueOffset, phys: e.PhysOffset, size: e.Size, epoch: 1,
-				visibleAt: now + inv, renewFrom: now, hidx: -1}
+				visibleAt: now + inv, renewFrom: now, pend: pendNew, hidx: -1}
 			if fifo {
 				if g, _ := m.Get(record.PropShardingKey); g != "" {
 					f.msgGroup = g
@@ -573,7 +578,7 @@ func (s *Service) readFresh(sb *sub, q *qstate, qid int32, req *ReceiveRequest, 
 			sb.add(f)
 			*created = append(*created, f)
 			q.next = e.QueueOffset + 1
-			*picks = append(*picks, pick{f, m})
+			*picks = append(*picks, pick{f: f, msg: m})
 			rec.entries = append(rec.entries, entryOf(f))
 		}
 	}
@@ -591,29 +596,33 @@ func (s *sub) heldCount() (n int) {
 // other receives.
 const dlqLease = 5 * time.Second
 
-func entryOf(f *flight) jentry {
-	return jentry{queue: f.queue, offset: f.offset, epoch: f.epoch, gen: f.gen, visibleAt: f.visibleAt,
-		phys: f.phys, size: f.size, flags: f.flags &^ flagMoving, msgGroup: f.msgGroup, client: f.client}
+func entryOf(f *flight) jentry { return entryAs(f, f.state()) }
+
+// entryAs is f's opDeliver entry with the state st.
+func entryAs(f *flight, st fstate) jentry {
+	return jentry{queue: f.queue, offset: f.offset, epoch: st.epoch, gen: st.gen, visibleAt: st.visibleAt,
+		phys: f.phys, size: f.size, flags: st.flags &^ flagMoving, msgGroup: f.msgGroup, client: st.client}
 }
 
-func (s *Service) delivered(sb *sub, f *flight, m *message.Message, req *ReceiveRequest, now int64) *model.Delivered {
+// delivered builds the delivery of f in state v (copied under sb.mu).
+func (s *Service) delivered(sb *sub, f *flight, v fstate, m *message.Message, req *ReceiveRequest, now int64) *model.Delivered {
 	d := record.FromRecord(m)
 	d.Message.Topic = req.Topic.Name
 	d.QueueID = f.queue
 	d.QueueOffset = f.offset
-	d.Attempt = int32(f.epoch)
-	d.InvisibleFor = time.Duration(f.visibleAt-now) * time.Millisecond
+	d.Attempt = int32(v.epoch)
+	d.InvisibleFor = time.Duration(v.visibleAt-now) * time.Millisecond
 	var flags uint8
-	if f.fifo() {
+	if v.flags&flagFIFO != 0 && f.msgGroup != "" {
 		flags |= HandleFIFO
 	}
-	if f.flags&flagAutoRenew != 0 {
+	if v.flags&flagAutoRenew != 0 {
 		flags |= HandleAutoRenew
 	}
 	// Never before the delivery began (a handle re-issued for a repeated
 	// receive after the wall clock stepped back): lookup refuses those.
-	d.ReceiptHandle = s.codec.Encode(Handle{Flags: flags, Queue: f.queue, Offset: f.offset, Epoch: f.epoch, Gen: f.gen,
-		Retrieved: max(now, f.renewFrom), Invisible: uint32(max(f.visibleAt-now, 0)), GroupHash: sb.gh, TopicHash: sb.th})
+	d.ReceiptHandle = s.codec.Encode(Handle{Flags: flags, Queue: f.queue, Offset: f.offset, Epoch: v.epoch, Gen: v.gen,
+		Retrieved: max(now, v.renewFrom), Invisible: uint32(max(v.visibleAt-now, 0)), GroupHash: sb.gh, TopicHash: sb.th})
 	return d
 }
 
@@ -662,14 +671,16 @@ func (s *Service) moveToDLQ(ctx context.Context, sb *sub, f *flight, m *message.
 	cp.Set(record.PropReconsumeTime, strconv.FormatUint(uint64(f.epoch), 10))
 	now := s.now()
 	rec := jrecord{op: opDone, group: sb.group, topic: sb.topic, at: now, entries: []jentry{{queue: f.queue, offset: f.offset, epoch: f.epoch, gen: f.gen}}}
-	res, err := s.store.Append(ctx, &cp, &message.Message{Topic: JournalTopic, BornTime: now, Body: rec.encode(nil)})
-	if err != nil {
+	// The flight is removed after the append: a snapshot in between must
+	// replay this record (fence, pending.go).
+	tok := s.beginRecord()
+	defer s.endRecord(tok)
+	if _, err := s.store.Append(ctx, &cp, &message.Message{Topic: JournalTopic, BornTime: now, Body: rec.encode(nil)}); err != nil {
 		return storeError(err)
 	}
-	_ = res
 	sb.mu.Lock()
 	var unheld *flight
-	if cur := sb.queues[f.queue].flights[f.offset]; cur == f {
+	if sb.holds(f) {
 		unheld = sb.remove(f, now)
 	}
 	s.scheduleLocked(sb)
@@ -718,6 +729,8 @@ func (s *Service) lookup(sb *sub, h Handle, now int64) (*flight, error) {
 		return nil, invalid("issued for an earlier delivery of this message, dropped when the group's offset was reset")
 	case now >= f.visibleAt:
 		return nil, invalid("the invisible duration expired at %s; the message will be redelivered", time.UnixMilli(f.visibleAt).UTC().Format(time.RFC3339Nano))
+	case f.pend != 0:
+		return nil, mqerr.Errorf(mqerr.KindTooManyRequests, "another change of this delivery is being recorded; retry")
 	}
 	return f, nil
 }
@@ -730,7 +743,10 @@ func (s *Service) decode(handle string) (Handle, error) {
 	return h, nil
 }
 
-// Ack acknowledges deliveries; one error (nil on success) per handle.
+// Ack acknowledges deliveries; one error (nil on success) per handle. The
+// flights stay in place, pending, until the record is written: removed
+// then (releasing a FIFO message group's next message), or left as they
+// were if it fails, their handles still valid.
 func (s *Service) Ack(ctx context.Context, group, topic string, handles []string) []error {
 	errs := make([]error, len(handles))
 	sb := s.getSub(group, topic, false)
@@ -738,7 +754,6 @@ func (s *Service) Ack(ctx context.Context, group, topic string, handles []string
 	rec := jrecord{op: opAck, group: group, topic: topic, at: now}
 	var acked []*flight
 	var idx []int
-	var unheld bool
 	if sb != nil {
 		sb.mu.Lock()
 	}
@@ -748,51 +763,63 @@ func (s *Service) Ack(ctx context.Context, group, topic string, handles []string
 			errs[i] = err
 			continue
 		}
-		var f *flight
-		if sb != nil {
-			f, err = s.lookup(sb, h, now)
-		} else {
-			_, err = s.lookup(nil, h, now)
-		}
+		f, err := s.lookup(sb, h, now)
 		if err != nil {
 			errs[i] = err
 			continue
 		}
-		if sb.remove(f, now) != nil {
-			unheld = true
-		}
+		f.pend = pendAck
+		sb.unqueue(f)
 		acked = append(acked, f)
 		idx = append(idx, i)
 		rec.entries = append(rec.entries, jentry{queue: f.queue, offset: f.offset, epoch: f.epoch, gen: f.gen})
 	}
-	if sb != nil {
-		s.scheduleLocked(sb)
-		sb.mu.Unlock()
-	}
-	if len(acked) == 0 {
+	if sb == nil {
 		return errs
 	}
-	if unheld {
-		s.hub.Notify(sb.key)
-	}
-	if err := s.journal(ctx, &rec); err != nil {
-		sb.mu.Lock()
-		for _, f := range acked {
-			if sb.q(f.queue).flights[f.offset] == nil {
-				sb.add(f)
-			}
-		}
-		s.scheduleLocked(sb)
+	if len(acked) == 0 {
 		sb.mu.Unlock()
+		return errs
+	}
+	tok := s.beginRecord()
+	s.scheduleLocked(sb)
+	sb.mu.Unlock()
+
+	err := s.journal(ctx, &rec)
+
+	sb.mu.Lock()
+	now = s.now()
+	unheld := false
+	for _, f := range acked {
+		f.pend = 0
+		switch {
+		case !sb.holds(f): // dropped by an offset reset meanwhile
+		case err == nil:
+			if sb.remove(f, now) != nil {
+				unheld = true
+			}
+		default:
+			sb.setDeadline(f, f.visibleAt)
+		}
+	}
+	s.endRecord(tok)
+	s.scheduleLocked(sb)
+	sb.mu.Unlock()
+	if err != nil {
 		for _, i := range idx {
 			errs[i] = err
 		}
+	}
+	if unheld {
+		s.hub.Notify(sb.key)
 	}
 	return errs
 }
 
 // ChangeInvisible sets a delivery's deadline to now+d and returns the new
 // handle; the old one is superseded. Later redelivery counts an attempt.
+// Until the change is recorded the delivery keeps its deadline and is
+// pending; if recording fails it is left as it was, the old handle valid.
 func (s *Service) ChangeInvisible(ctx context.Context, group, topic, handle string, d time.Duration) (string, error) {
 	h, err := s.decode(handle)
 	if err != nil {
@@ -810,29 +837,39 @@ func (s *Service) ChangeInvisible(ctx context.Context, group, topic, handle stri
 		sb.mu.Unlock()
 		return "", err
 	}
-	prevGen, prevAt, prevFlags, prevClient := f.gen, f.visibleAt, f.flags, f.client
-	f.gen++
-	f.flags &^= flagAutoRenew
-	f.client = ""
-	sb.setDeadline(f, now+d.Milliseconds())
+	to := f.state()
+	to.gen++
+	to.flags &^= flagAutoRenew
+	to.client = ""
+	to.visibleAt = now + d.Milliseconds()
+	f.pend = pendChange
+	sb.unqueue(f)
 	rec := jrecord{op: opChange, group: group, topic: topic, at: now,
-		entries: []jentry{{queue: f.queue, offset: f.offset, epoch: f.epoch, gen: f.gen, visibleAt: f.visibleAt, flags: f.flags}}}
-	nh := Handle{Flags: h.Flags &^ HandleAutoRenew, Queue: f.queue, Offset: f.offset, Epoch: f.epoch, Gen: f.gen,
-		Retrieved: max(now, f.renewFrom), Invisible: uint32(d.Milliseconds()), GroupHash: sb.gh, TopicHash: sb.th}
+		entries: []jentry{{queue: f.queue, offset: f.offset, epoch: to.epoch, gen: to.gen, visibleAt: to.visibleAt, flags: to.flags}}}
+	nh := Handle{Flags: h.Flags &^ HandleAutoRenew, Queue: f.queue, Offset: f.offset, Epoch: to.epoch, Gen: to.gen,
+		Retrieved: max(now, to.renewFrom), Invisible: uint32(d.Milliseconds()), GroupHash: sb.gh, TopicHash: sb.th}
+	tok := s.beginRecord()
 	s.scheduleLocked(sb)
 	sb.mu.Unlock()
+
+	err = s.journal(ctx, &rec)
+
+	sb.mu.Lock()
+	f.pend = 0
+	if err == nil {
+		f.setState(to)
+	}
+	if sb.holds(f) {
+		sb.setDeadline(f, f.visibleAt)
+	}
+	s.endRecord(tok)
+	s.scheduleLocked(sb)
+	sb.mu.Unlock()
+	if err != nil {
+		return "", err
+	}
 	if d <= 0 {
 		s.hub.Notify(sb.key)
-	}
-	if err := s.journal(ctx, &rec); err != nil {
-		sb.mu.Lock()
-		if sb.q(f.queue).flights[f.offset] == f && f.gen == prevGen+1 {
-			f.gen, f.flags, f.client = prevGen, prevFlags, prevClient
-			sb.setDeadline(f, prevAt)
-			s.scheduleLocked(sb)
-		}
-		sb.mu.Unlock()
-		return "", err
 	}
 	return s.codec.Encode(nh), nil
 }
@@ -1109,28 +1146,34 @@ func (s *Service) Release(ctx context.Context, group, topic string, handles []st
 
 // repeatAttempt (sb.mu held) re-issues a FIFO batch whose response the
 // client lost: same messages, same attempt, new handles and deadline. It
-// returns nil unless every message of that batch is still in flight.
+// returns nil unless every message of that batch is still in flight (and
+// not pending); the flights it returns are pending until recorded.
 func (s *Service) repeatAttempt(sb *sub, req *ReceiveRequest, now, inv int64, rec *jrecord) []pick {
 	prev := sb.attempts[req.AttemptID]
 	if len(prev) == 0 {
 		return nil
 	}
 	for _, f := range prev {
-		if q := sb.queues[f.queue]; q == nil || q.flights[f.offset] != f || f.held() || f.visibleAt <= now {
+		if !sb.holds(f) || f.held() || f.pend != 0 || f.visibleAt <= now {
 			return nil
 		}
 	}
-	var out []pick
+	out := make([]pick, 0, len(prev))
 	for _, f := range prev {
 		m, err := s.store.ReadMessage(f.phys, f.size)
 		if err != nil {
 			return nil
 		}
-		f.gen++
-		sb.setDeadline(f, now+inv)
-		rec.op = opChange
-		rec.entries = append(rec.entries, jentry{queue: f.queue, offset: f.offset, epoch: f.epoch, gen: f.gen, visibleAt: f.visibleAt, flags: f.flags})
-		out = append(out, pick{f, m})
+		to := f.state()
+		to.gen++
+		to.visibleAt = now + inv
+		out = append(out, pick{f: f, msg: m, to: to})
+	}
+	rec.op = opChange
+	for _, p := range out {
+		p.f.pend = pendChange
+		sb.unqueue(p.f)
+		rec.entries = append(rec.entries, jentry{queue: p.f.queue, offset: p.f.offset, epoch: p.to.epoch, gen: p.to.gen, visibleAt: p.to.visibleAt, flags: p.to.flags})
 	}
 	return out
 }

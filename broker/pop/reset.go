@@ -18,6 +18,7 @@ func (sb *sub) resetQueue(id int32, next int64) []*flight {
 		sb.detach(f)
 	}
 	q.next = next
+	q.resets++
 	return dropped
 }
 

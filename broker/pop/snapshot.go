@@ -43,8 +43,10 @@ func loadCodec(b Blobs) (*HandleCodec, error) {
 //	    per flight: offset | phys | size | epoch | gen | visibleAt | flags u8 |
 //	                msgGroup str | client str | renewFrom | renewN
 //
-// logPos is the log position read when the snapshot started: every journal
-// record below it is reflected; records at or above it are replayed.
+// logPos is the log position read when the snapshot started, lowered to
+// the start of any record whose change was not yet settled in memory (see
+// pending.go): every journal record below it is reflected; records at or
+// above it are replayed.
 var snapMagic = []byte("MQPS")
 
 const snapVersion = 1
@@ -70,8 +72,7 @@ func (s *Service) snapshotLoop(ctx context.Context) {
 func (s *Service) snapshot() error {
 	s.snapMu.Lock()
 	defer s.snapMu.Unlock()
-	_, jnext := s.store.QueueRange(JournalTopic, 0)
-	_, logPos := s.store.LogRange()
+	logPos, jnext := s.snapshotFloor()
 	return s.blobs.SaveBlob(snapshotBlob, encodeSnapshot(logPos, jnext, s.allSubs()))
 }
 
@@ -94,17 +95,18 @@ func encodeSnapshot(logPos, jnext int64, subs []*sub) []byte {
 			b = binary.AppendVarint(b, q.next)
 			b = binary.AppendUvarint(b, uint64(len(q.flights)))
 			for _, f := range q.flights {
+				st := f.snapState()
 				b = binary.AppendVarint(b, f.offset)
 				b = binary.AppendVarint(b, f.phys)
 				b = binary.AppendVarint(b, int64(f.size))
-				b = binary.AppendUvarint(b, uint64(f.epoch))
-				b = binary.AppendUvarint(b, uint64(f.gen))
-				b = binary.AppendVarint(b, f.visibleAt)
-				b = append(b, f.flags&^flagMoving)
+				b = binary.AppendUvarint(b, uint64(st.epoch))
+				b = binary.AppendUvarint(b, uint64(st.gen))
+				b = binary.AppendVarint(b, st.visibleAt)
+				b = append(b, st.flags&^flagMoving)
 				b = putStr(b, f.msgGroup)
-				b = putStr(b, f.client)
-				b = binary.AppendVarint(b, f.renewFrom)
-				b = append(b, f.renewN)
+				b = putStr(b, st.client)
+				b = binary.AppendVarint(b, st.renewFrom)
+				b = append(b, st.renewN)
 			}
 		}
 		sb.mu.Unlock()

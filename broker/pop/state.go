@@ -25,10 +25,33 @@ type flight struct {
 	client    string // auto-renewing client
 	renewFrom int64  // unix ms the current delivery began: renewals count from it; handles issued before it are stale
 	renewN    uint8
-	hidx      int // index in sub.due, -1 when not there
+	// pend (memory only) marks a flight whose change is being recorded in
+	// the journal by the operation that set it (see pending.go); every
+	// other operation leaves the flight alone until it is settled. A
+	// pending flight is never in the deadline heap.
+	pend pendKind
+	hidx int // index in sub.due, -1 when not there
 }
 
 func (f *flight) held() bool { return f.flags&flagHeld != 0 }
+
+// fstate is the part of a flight a delivery or a change rewrites.
+type fstate struct {
+	epoch, gen uint32
+	visibleAt  int64
+	flags      uint8
+	client     string
+	renewFrom  int64
+	renewN     uint8
+}
+
+func (f *flight) state() fstate {
+	return fstate{epoch: f.epoch, gen: f.gen, visibleAt: f.visibleAt, flags: f.flags, client: f.client, renewFrom: f.renewFrom, renewN: f.renewN}
+}
+
+func (f *flight) setState(st fstate) {
+	f.epoch, f.gen, f.visibleAt, f.flags, f.client, f.renewFrom, f.renewN = st.epoch, st.gen, st.visibleAt, st.flags, st.client, st.renewFrom, st.renewN
+}
 
 // qstate is one queue of a subscription.
 type qstate struct {
@@ -36,6 +59,9 @@ type qstate struct {
 	// below it is done or in flights.
 	next    int64
 	flights map[int64]*flight
+	// resets counts offset resets of the queue, so a receive that failed
+	// to record its reads knows whether it may still move next back.
+	resets uint32
 }
 
 // sub is the POP state of one (group, topic): its lock guards everything
@@ -90,7 +116,8 @@ func (s *sub) q(id int32) *qstate {
 	return q
 }
 
-// add inserts a new flight.
+// add inserts a new flight (into the deadline heap unless it is held or
+// pending).
 func (s *sub) add(f *flight) {
 	s.q(f.queue).flights[f.offset] = f
 	if f.held() {
@@ -100,6 +127,10 @@ func (s *sub) add(f *flight) {
 	}
 	if f.fifo() {
 		s.active[f.msgGroup]++
+	}
+	if f.pend != 0 {
+		f.hidx = -1
+		return
 	}
 	heap.Push(&s.due, f)
 }
@@ -140,17 +171,19 @@ func (s *sub) remove(f *flight, now int64) *flight {
 // fifo reports whether the flight belongs to an ordered message group.
 func (f *flight) fifo() bool { return f.flags&flagFIFO != 0 && f.msgGroup != "" }
 
-// setDeadline moves a flight (not held) to a new visibleAt.
+// setDeadline moves a flight (not held) to a new visibleAt; a pending
+// flight stays out of the heap until it is settled.
 func (s *sub) setDeadline(f *flight, at int64) {
 	f.visibleAt = at
 	if f.hidx >= 0 {
 		heap.Fix(&s.due, f.hidx)
-	} else if !f.held() {
+	} else if !f.held() && f.pend == 0 {
 		heap.Push(&s.due, f)
 	}
 }
 
-// release turns a held flight into a due one.
+// unhold turns a held flight into a due one (due once settled, if it is
+// pending).
 func (s *sub) unhold(f *flight, at int64) {
 	s.held[f.msgGroup] = removeHeld(s.held[f.msgGroup], f)
 	if len(s.held[f.msgGroup]) == 0 {
@@ -159,7 +192,16 @@ func (s *sub) unhold(f *flight, at int64) {
 	f.flags &^= flagHeld
 	f.visibleAt = at
 	s.active[f.msgGroup]++
-	heap.Push(&s.due, f)
+	if f.pend == 0 {
+		heap.Push(&s.due, f)
+	}
+}
+
+// unqueue takes a flight out of the deadline heap (it becomes pending).
+func (s *sub) unqueue(f *flight) {
+	if f.hidx >= 0 {
+		heap.Remove(&s.due, f.hidx)
+	}
 }
 
 // earliest is the next deadline, or 0 with nothing in flight.
