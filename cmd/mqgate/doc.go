@@ -1,7 +1,9 @@
 // Command mqgate runs the gateway (`mqgate serve`, the default) and talks
 // to a running one (`mqgate topic`, `mqgate group`, ...). The message
 // commands (send, receive, ack) use mqgate's own sdk/; the inspection
-// commands (topic/group describe, message show) the admin API.
+// commands (topic/group describe, message show) the admin API. `mqgate
+// verify` and `mqgate repair` work on a stopped gateway's store, through
+// gateway/node.
 //
 // cmd/mqgate may import gateway/node, gen/, sdk/ and internal/; it must not import
 // broker/ or storage/ directly: the server is composed by gateway/node.
