@@ -131,7 +131,9 @@
 // consume-queue entry the checkpoint vouches for against the record it
 // points at, and the index files' headers. Each problem says what Repair
 // would do about it and what that drops; Damaged is false when all it
-// found is what a crash leaves (a torn tail), which Open handles itself.
+// found is what a crash leaves, which Open handles itself: a torn tail,
+// or a segment ending short of the next one's base (see package
+// commitlog), unless the checkpoint says those bytes were fsynced.
 //
 // Repair (mqgate repair) does it: damage in the log is cut out by
 // truncating the log at its first invalid byte. Records cannot be taken

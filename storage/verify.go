@@ -139,7 +139,11 @@ func verify(fs vfs.FS, dir string, opts Options) (*VerifyReport, error) {
 	cut := fmt.Sprintf("cut the log at position %d: drops %d bytes holding %d valid records (saved under %s)",
 		r.ValidEnd, r.LogEnd-r.ValidEnd, r.RecordsAfter, filepath.Join(dir, lostFoundDir))
 	for i, d := range cr.Damage {
-		p := Problem{Part: "commitlog", File: d.Segment, Pos: d.Pos, Damage: !d.Tail}
+		// A gap is what a power loss with async flush and a staging ring
+		// leaves (the segment's tail was still in the ring when the next
+		// segment began); Open drops the later segments, whose records
+		// were not fsynced.
+		p := Problem{Part: "commitlog", File: d.Segment, Pos: d.Pos, Damage: !d.Tail && !d.Gap}
 		switch {
 		case d.Tail && d.Zero:
 			p.What = fmt.Sprintf("log tail of %d zero bytes (a pre-zeroed or reserved tail)", d.End-d.Pos)
@@ -148,18 +152,18 @@ func verify(fs vfs.FS, dir string, opts Options) (*VerifyReport, error) {
 			p.What = fmt.Sprintf("torn tail: %d bytes from here to the end hold no valid record (%s)", d.End-d.Pos, d.Reason)
 			p.Repair = "cut it (Open does so by itself: a record written when the process stopped)"
 		case d.Gap:
-			p.What = d.Reason
+			p.What = d.Reason + " (what a power loss leaves when the segment's tail was not yet written; its records were not fsynced)"
+			p.Repair = fmt.Sprintf("none: Open drops the %d bytes of segments after it by itself", r.LogEnd-d.End)
 		default:
 			p.What = fmt.Sprintf("%s; %d bytes without a valid record up to log position %d", d.Reason, d.End-d.Pos, d.End)
 			if d.Zero {
 				p.What += " (all zero bytes)"
 			}
 		}
-		if d.Tail && cpErr == nil && d.Pos < cp.Flushed {
-			// The checkpoint vouches for these bytes: not a torn write.
+		if (d.Tail || d.Gap) && cpErr == nil && d.Pos < cp.Flushed {
+			// The checkpoint vouches for these bytes: not a crash.
 			p.Damage = true
-			p.What = fmt.Sprintf("%s; %d bytes to the end of the log hold no valid record, below the checkpoint's fsynced position %d",
-				d.Reason, d.End-d.Pos, cp.Flushed)
+			p.What = fmt.Sprintf("%s; below the checkpoint's fsynced position %d", p.What, cp.Flushed)
 		}
 		if p.Damage {
 			if i == 0 {
