@@ -225,16 +225,26 @@ func tailFrom(segs []segFile, pos int64) bool {
 
 // invalidReason says why the record at file offset off is invalid.
 func invalidReason(r io.ReaderAt, off, end int64, maxRecord int) string {
-	n := min(end-off, int64(maxRecord))
+	n := min(end-off, message.MinSize)
+	if n > 0 {
+		// The record's size field says how much more to read.
+		var hb [message.MinSize]byte
+		if _, err := r.ReadAt(hb[:n], off); err != nil && !errors.Is(err, io.EOF) {
+			return err.Error()
+		}
+		if allZeroBytes(hb[:n]) {
+			return "zero bytes where a record should start"
+		}
+		if size, err := message.PeekSize(hb[:n], maxRecord); err == nil {
+			n = min(end-off, int64(size))
+		}
+	}
 	b := make([]byte, n)
 	k, err := r.ReadAt(b, off)
 	if err != nil && !errors.Is(err, io.EOF) {
 		return err.Error()
 	}
 	b = b[:k]
-	if allZeroBytes(b[:min(len(b), message.MinSize)]) {
-		return "zero bytes where a record should start"
-	}
 	size, err := message.Verify(b, maxRecord)
 	if errors.Is(err, message.ErrShort) {
 		return fmt.Sprintf("record cut short: %d bytes left in the segment", len(b))
@@ -246,11 +256,17 @@ func invalidReason(r io.ReaderAt, off, end int64, maxRecord int) string {
 	return fmt.Sprintf("record claims log position %d", h.PhysOffset)
 }
 
+// zeros is compared against (bytes.Equal is vectorized; a byte loop
+// took 2.5 ms per MiB).
+var zeros [64 << 10]byte
+
 func allZeroBytes(b []byte) bool {
-	for _, c := range b {
-		if c != 0 {
+	for len(b) > 0 {
+		n := min(len(b), len(zeros))
+		if !bytes.Equal(b[:n], zeros[:n]) {
 			return false
 		}
+		b = b[n:]
 	}
 	return true
 }
