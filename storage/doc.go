@@ -95,7 +95,7 @@
 //	<dir>/consumequeue/   see package consumequeue
 //	<dir>/index/          see package index
 //	<dir>/meta/           see package meta
-//	<dir>/lost+found/     what Repair cut off the log, one directory per cut
+//	<dir>/repair-saved/   what Repair cut off the log, one directory per cut
 //
 // # Recovery
 //
@@ -141,7 +141,7 @@
 // queue offsets are sealed into each record and queues are dense: so
 // every record before the damage is kept, and the records after it
 // leave the store but are not destroyed: the cut part of the segment
-// and every later segment are saved under lost+found. A damaged
+// and every later segment are saved under repair-saved. A damaged
 // checkpoint is removed; damaged consume queues and index files are
 // removed and rebuilt from the log. Repair then opens and closes the
 // store, which rebuilds them.

@@ -66,8 +66,8 @@ func (r *VerifyReport) Damaged() bool {
 // needsCut reports whether Repair cuts the log.
 func (r *VerifyReport) needsCut() bool { return r.ValidEnd < r.LogEnd }
 
-// lostFoundDir is where Repair saves the log it cuts off.
-const lostFoundDir = "lost+found"
+// repairSavedDir is where Repair saves the log it cuts off.
+const repairSavedDir = "repair-saved"
 
 // Verify checks the data directory dir without changing anything: the
 // format version, every record of the commit log, the checkpoint, the
@@ -137,7 +137,7 @@ func verify(fs vfs.FS, dir string, opts Options) (*VerifyReport, error) {
 	r.Records, r.RecordsAfter, r.Segments = cr.Records, cr.RecordsAfter, cr.Segments
 	cp, cpErr := loadCheckpoint(fs, dir)
 	cut := fmt.Sprintf("cut the log at position %d: drops %d bytes holding %d valid records (saved under %s)",
-		r.ValidEnd, r.LogEnd-r.ValidEnd, r.RecordsAfter, filepath.Join(dir, lostFoundDir))
+		r.ValidEnd, r.LogEnd-r.ValidEnd, r.RecordsAfter, filepath.Join(dir, repairSavedDir))
 	for i, d := range cr.Damage {
 		// A gap is what a power loss with async flush and a staging ring
 		// leaves (the segment's tail was still in the ring when the next
@@ -343,7 +343,7 @@ type RepairReport struct {
 // invalid byte (VerifyReport.ValidEnd): every record before it is kept,
 // the records after it leave the store. Those bytes are not destroyed:
 // the cut part of the segment and every later segment are saved under
-// <dir>/lost+found/<time>/ (log segments, with their original names,
+// <dir>/repair-saved/<time>/ (log segments, with their original names,
 // the part of one as <name>.from-<file offset>). Queue offsets are dense
 // and sealed into each record, so records cannot be taken out of the
 // middle of the log and the ones after kept in place. A damaged
@@ -400,7 +400,7 @@ func repairLocked(fs vfs.FS, dir string, found *VerifyReport, rep *RepairReport)
 	}
 	cut := found.Damaged() && found.needsCut()
 	if cut {
-		save := filepath.Join(dir, lostFoundDir, time.Now().UTC().Format("20060102T150405Z")+"-"+strconv.FormatInt(found.ValidEnd, 10))
+		save := filepath.Join(dir, repairSavedDir, time.Now().UTC().Format("20060102T150405Z")+"-"+strconv.FormatInt(found.ValidEnd, 10))
 		n, err := commitlog.Cut(fs, filepath.Join(dir, "commitlog"), found.ValidEnd, save)
 		if err != nil {
 			return fmt.Errorf("cut the log at %d: %w", found.ValidEnd, err)

@@ -31,7 +31,7 @@ Repairs the store of a stopped gateway. Without --yes it only prints what
 it would do. Damage in the commit log is cut out by truncating the log
 at its first invalid byte: every record before it is kept; the records
 after it leave the store, and the cut-off bytes are saved under
-DIR/store/lost+found/. A damaged checkpoint, consume queues or index are
+DIR/store/repair-saved/. A damaged checkpoint, consume queues or index are
 removed and rebuilt from the log. The store is then opened once to
 rebuild them.
 

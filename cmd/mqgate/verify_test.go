@@ -115,7 +115,7 @@ func TestVerifyRepairCommands(t *testing.T) {
 
 	code, out, errOut = runCmd("repair", "--data-dir", dir, "--yes")
 	if code != exitOK || !strings.Contains(out, fmt.Sprintf("done: cut the log at position %d", ents[bad].PhysOffset)) ||
-		!strings.Contains(out, "lost+found") {
+		!strings.Contains(out, "repair-saved") {
 		t.Fatalf("repair --yes: %d\n%s\n%s", code, out, errOut)
 	}
 	if code, out, _ := runCmd("verify", "--data-dir", dir); code != exitOK || !strings.Contains(out, "result: no damage") {
