@@ -168,3 +168,23 @@ func dirSnapshot(t *testing.T, dir string) string {
 	}
 	return b.String()
 }
+
+// TestVerifyNewerFormat: a store written by a newer mqgate is refused by
+// verify and repair with the version message, and left alone.
+func TestVerifyNewerFormat(t *testing.T) {
+	dir, _, _ := damagedDataDir(t, 10, 5)
+	store := filepath.Join(dir, "store")
+	if err := os.WriteFile(filepath.Join(store, "FORMAT"), []byte("mqgate-data-format 9\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before := dirSnapshot(t, store)
+	want := fmt.Sprintf("data directory %s has format version 9; this mqgate supports up to 1", store)
+	for _, args := range [][]string{{"verify", "--data-dir", dir}, {"repair", "--data-dir", dir, "--yes"}} {
+		if code, _, errOut := runCmd(args...); code != exitFail || !strings.Contains(errOut, want) {
+			t.Fatalf("%v: %d %q", args, code, errOut)
+		}
+	}
+	if dirSnapshot(t, store) != before {
+		t.Fatal("the store changed")
+	}
+}
