@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -87,7 +88,7 @@ func Verify(dir string, opts Options) (*VerifyReport, error) {
 	return verify(fs, dir, opts)
 }
 
-func lockExisting(fs vfs.FS, dir string) (interface{ Close() error }, error) {
+func lockExisting(fs vfs.FS, dir string) (io.Closer, error) {
 	if _, isDir, err := fs.Stat(dir); err != nil {
 		return nil, fmt.Errorf("storage: data directory %s: %w", dir, err)
 	} else if !isDir {

@@ -30,7 +30,7 @@ type DamageError struct {
 	Pos        int64  // log position of the invalid record
 	FileOffset int64  // its offset in Segment
 	Reason     string // why the record at Pos is invalid
-	Next       int64  // log position of the next valid record
+	Next       int64  // where the invalid stretch ends: the next valid record, or the next segment
 	// Following is the log from Pos to its end, in bytes;
 	// FollowingRecords the valid records in it.
 	Following        int64
@@ -39,8 +39,8 @@ type DamageError struct {
 
 func (e *DamageError) Error() string {
 	return fmt.Sprintf("commitlog: %s: invalid record at log position %d (file offset %d): %s; "+
-		"it is not a torn tail: %d valid records follow it (the first at log position %d; %d bytes from the damage to the end of the log); nothing was truncated",
-		e.Segment, e.Pos, e.FileOffset, e.Reason, e.FollowingRecords, e.Next, e.Following)
+		"it is not a torn tail: the invalid bytes end at log position %d, and %d valid records follow (%d bytes from the damage to the end of the log); nothing was truncated",
+		e.Segment, e.Pos, e.FileOffset, e.Reason, e.Next, e.FollowingRecords, e.Following)
 }
 
 func (e *DamageError) Unwrap() error { return serr.ErrCorrupt }
