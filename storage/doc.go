@@ -75,6 +75,17 @@
 //
 // # Files
 //
+//	<dir>/FORMAT          "mqgate-data-format N\n": the layout version of the
+//	                      directory (FormatVersion). Written when Open first
+//	                      meets the directory; one without it predates the
+//	                      file and is version 1. Open, Verify and Repair
+//	                      refuse a higher version than the build supports
+//	                      (ErrFormat: "data directory ... has format
+//	                      version N; this mqgate supports up to M"), and
+//	                      change nothing then. Each file kind also carries
+//	                      its own version in its header (records, the
+//	                      checkpoint, index files, meta snapshots:
+//	                      meta.SnapshotVersion).
 //	<dir>/LOCK            flock: one process per data directory
 //	<dir>/RUNNING         present while open; survives a crash → full recovery path
 //	<dir>/checkpoint      48 bytes, CRC32C: log flushed position, dispatch position
@@ -84,22 +95,56 @@
 //	<dir>/consumequeue/   see package consumequeue
 //	<dir>/index/          see package index
 //	<dir>/meta/           see package meta
+//	<dir>/repair-saved/   what Repair cut off the log, one directory per cut
 //
 // # Recovery
 //
 // Clean (checkpoint says clean, no RUNNING marker, log ends where the
 // checkpoint says): nothing is scanned or replayed. Otherwise the staging
 // ring's records that never reached the log are written to it first
-// (commitlog/staging.go), and the log is
-// validated (length, magic, CRC32C, position) from the checkpoint's
-// flushed position to its end, the first invalid record and everything
-// after it are truncated, consume-queue entries at or past the
-// checkpoint's dispatch position are dropped, and the log from there is
-// re-dispatched into queues and index. Work is proportional to what was
-// written since the last checkpoint (CheckpointInterval), not to the log
-// size. Without a checkpoint everything is validated and rebuilt; a
-// missing or damaged index is rebuilt from the log. ReadMessage checks the
-// CRC of every record it returns, so a damaged record is never served.
+// (commitlog/staging.go), and the log is validated (length, magic,
+// CRC32C, position) from the checkpoint's flushed position to its end.
+// At the first invalid record recovery looks further: if nothing valid
+// follows it anywhere in the log (zeros, the rest of a partly written
+// record), it is a torn tail, what a crash leaves, and it is truncated.
+// If a valid record follows (one passing its CRC that names its own
+// position), the bytes were damaged after they were written, and
+// truncating would drop every record after them: Open then truncates
+// nothing and fails with an error wrapping ErrCorrupt and a
+// *DamageError, naming the segment file, the log position and file
+// offset, and how many bytes and valid records follow, and pointing to
+// `mqgate verify` and `mqgate repair`. Consume-queue entries at or past
+// the checkpoint's dispatch position are dropped, and the log from
+// there is re-dispatched into queues and index. Work is proportional to
+// what was written since the last checkpoint (CheckpointInterval), not
+// to the log size. Without a checkpoint everything is validated and
+// rebuilt; a missing or damaged index is rebuilt from the log.
+// ReadMessage checks the CRC of every record it returns, so a damaged
+// record is never served.
+//
+// # Verify and repair
+//
+// Verify (mqgate verify) reads a closed data directory and changes
+// nothing: the FORMAT file, every record of the log (each stretch of
+// invalid bytes, whether valid records follow it, how many), the
+// checkpoint (readable, and not claiming more log than is valid), every
+// consume-queue entry the checkpoint vouches for against the record it
+// points at, and the index files' headers. Each problem says what Repair
+// would do about it and what that drops; Damaged is false when all it
+// found is what a crash leaves, which Open handles itself: a torn tail,
+// or a segment ending short of the next one's base (see package
+// commitlog), unless the checkpoint says those bytes were fsynced.
+//
+// Repair (mqgate repair) does it: damage in the log is cut out by
+// truncating the log at its first invalid byte. Records cannot be taken
+// out of the middle of the log and the ones after kept, as physical and
+// queue offsets are sealed into each record and queues are dense: so
+// every record before the damage is kept, and the records after it
+// leave the store but are not destroyed: the cut part of the segment
+// and every later segment are saved under repair-saved. A damaged
+// checkpoint is removed; damaged consume queues and index files are
+// removed and rebuilt from the log. Repair then opens and closes the
+// store, which rebuilds them.
 //
 // # Retention
 //

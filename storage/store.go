@@ -33,6 +33,12 @@ var (
 	ErrLocked      = serr.ErrLocked
 )
 
+// DamageError is the error (wrapped) Open returns when the commit log
+// holds an invalid record that valid records follow: damage in the middle
+// of the log rather than a torn tail. Nothing was truncated; Verify shows
+// the damage and Repair cuts it out.
+type DamageError = commitlog.DamageError
+
 // Status is the outcome of an accepted append.
 type Status int
 
@@ -161,6 +167,10 @@ func Open(dir string, opts Options) (*Store, error) {
 		}
 		return nil, fmt.Errorf("storage: lock %s: %w", dir, err)
 	}
+	if err := ensureFormat(fs, dir); err != nil {
+		lk.Close()
+		return nil, err
+	}
 	s := &Store{dir: dir, opts: opts, fs: fs, logger: opts.Logger, lock: lk, epoch: time.Now(), bgStop: make(chan struct{}), bgDone: make(chan struct{}), cpSoon: make(chan struct{}, 1)}
 	if err := s.open(); err != nil {
 		s.closeParts()
@@ -206,6 +216,11 @@ func (s *Store) open() error {
 		},
 	}, rec)
 	if err != nil {
+		if _, ok := errors.AsType[*commitlog.DamageError](err); ok {
+			return fmt.Errorf("storage: data directory %s: %w; the store will not open until it is repaired: "+
+				"`mqgate verify --data-dir %s` lists the damage and what a repair drops, `mqgate repair --data-dir %s` repairs it",
+				dir, err, dir, dir)
+		}
 		return fmt.Errorf("storage: commit log: %w", err)
 	}
 	s.log = lg

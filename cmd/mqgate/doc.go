@@ -1,9 +1,10 @@
 // Command mqgate runs the gateway (`mqgate serve`, the default) and talks
 // to a running one (`mqgate topic`, `mqgate group`, ...). The message
 // commands (send, receive, ack) use mqgate's own sdk/; the inspection
-// commands (topic/group describe, message show) the admin API. The load
-// generator behind `mqgate bench` lives in cmd/mqgate/internal/bench;
-// package main only dispatches to it.
+// commands (topic/group describe, message show) the admin API. `mqgate
+// verify` and `mqgate repair` work on a stopped gateway's store, through
+// gateway/node. The load generator behind `mqgate bench` lives in
+// cmd/mqgate/internal/bench; package main only dispatches to it.
 //
 // cmd/mqgate may import gateway/node, gen/, sdk/ and internal/; it must not import
 // broker/ or storage/ directly: the server is composed by gateway/node.

@@ -32,6 +32,8 @@ Usage:
   mqgate receive ...          receive messages of a consumer group, printed as JSON lines
   mqgate ack ...              acknowledge received messages by receipt handle
   mqgate message show ...     find stored messages by message id or key
+  mqgate verify ...           check a stopped gateway's store for damage (changes nothing)
+  mqgate repair ...           repair a stopped gateway's store (prints the plan; --yes does it)
   mqgate version              print the version
   mqgate help                 this text
 
@@ -60,6 +62,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return ackCmd(ctx, args, stdout, stderr)
 	case "message":
 		return messageCmd(ctx, args, stdout, stderr)
+	case "verify":
+		return verifyCmd(ctx, args, stdout, stderr)
+	case "repair":
+		return repairCmd(ctx, args, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "mqgate", version)
 		return 0

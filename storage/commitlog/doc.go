@@ -18,7 +18,10 @@
 // that fsync rounds overwrite allocated blocks and commit no metadata
 // (zero.go). The log ends at the first invalid record, which a zero tail
 // is; recovery cuts the tail (not counted as damage when all zeros) and the
-// zeroer rewrites it. A segment is cut to its exact end and fdatasynced
+// zeroer rewrites it. Recovery cuts only a tail: an invalid record that a
+// valid one follows anywhere in the log is damage, and Open fails with a
+// *DamageError without truncating anything (damage.go; Check reports it
+// and Cut removes it, for the store's Verify and Repair). A segment is cut to its exact end and fdatasynced
 // before the next one is created, and the active one on a clean Stop, so
 // closed segments' file sizes remain log lengths. The new segment's
 // directory entry is fsynced by the next Sync, before Durable passes its

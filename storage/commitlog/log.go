@@ -488,7 +488,9 @@ func (l *Log) syncRecovered(from, end int64) error {
 }
 
 // scanFrom validates records from start to the end of the log, truncating
-// at the first invalid one. It returns the valid end.
+// a torn tail at the first invalid record; if valid records follow that
+// one, it truncates nothing and fails with a *DamageError. It returns the
+// valid end.
 func (l *Log) scanFrom(start int64, sizes []int64, res *RecoveryResult) (int64, error) {
 	i := sort.Search(len(l.segs), func(i int) bool { return l.segs[i].base > start }) - 1
 	pos := start
@@ -505,8 +507,16 @@ func (l *Log) scanFrom(start int64, sizes []int64, res *RecoveryResult) (int64, 
 		if pos == segEnd {
 			continue
 		}
-		// Invalid or torn record at pos: keep the valid prefix only. A
-		// tail of zeros (pre-zeroed, see zero.go) holds no data.
+		// Invalid or torn record at pos. If a valid record follows it
+		// anywhere, this is damage in the middle of the log: refuse to
+		// open rather than cut the records after it (damage.go).
+		if derr, err := l.damageAt(pos, sizes); err != nil {
+			return 0, err
+		} else if derr != nil {
+			return 0, derr
+		}
+		// A torn tail: keep the valid prefix only. A tail of zeros
+		// (pre-zeroed, see zero.go) holds no data.
 		if i == len(l.segs)-1 && allZero(s.f, pos-s.base, sizes[i]) {
 			l.logger.Debug("commitlog: cutting zero tail", "segment", s.path, "at", pos, "bytes", segEnd-pos)
 		} else {

@@ -135,10 +135,8 @@ func allZero(f vfs.File, off, end int64) bool {
 		if _, err := f.ReadAt(buf[:n], off); err != nil {
 			return false
 		}
-		for _, c := range buf[:n] {
-			if c != 0 {
-				return false
-			}
+		if !allZeroBytes(buf[:n]) {
+			return false
 		}
 		off += n
 	}

@@ -36,6 +36,10 @@ func putEntry(b []byte, e Entry) {
 	le.PutUint64(b[20:], uint64(e.StoreTime))
 }
 
+// DecodeEntry decodes the entry at the start of b (EntrySize bytes), as
+// stored in a queue file; QueueOffset is left zero.
+func DecodeEntry(b []byte) Entry { return getEntry(b) }
+
 func getEntry(b []byte) Entry {
 	le := binary.LittleEndian
 	return Entry{

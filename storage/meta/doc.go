@@ -12,6 +12,10 @@
 //	0  4 magic "MQGS"   4  4 version (1)   8  4 payload length   12 4 CRC32C(payload)
 //	16 …  payload (JSON)
 //
+// The version is SnapshotVersion. A snapshot with a higher one was
+// written by a newer mqgate: loading it fails with an error wrapping
+// ErrFormat (never a fallback to .prev, which would lose what it holds).
+//
 // Durability of writes: PutTopic, DeleteTopic, PutGroup, DeleteGroup and
 // SaveBlob return after the snapshot is fsynced (durable when they return
 // nil). CommitOffset only updates memory and returns DurabilityMemory; the

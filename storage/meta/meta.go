@@ -3,6 +3,7 @@ package meta
 import (
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"log/slog"
@@ -133,6 +134,10 @@ const (
 	snapHeader = 16
 )
 
+// SnapshotVersion is the snapshot format version written in every
+// snapshot header, and the newest one DecodeSnapshot reads.
+const SnapshotVersion = 1
+
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // EncodeSnapshot frames payload.
@@ -140,21 +145,26 @@ func EncodeSnapshot(payload []byte) []byte {
 	b := make([]byte, snapHeader+len(payload))
 	le := binary.LittleEndian
 	le.PutUint32(b[0:], snapMagic)
-	le.PutUint32(b[4:], 1)
+	le.PutUint32(b[4:], SnapshotVersion)
 	le.PutUint32(b[8:], uint32(len(payload)))
 	le.PutUint32(b[12:], crc32.Checksum(payload, castagnoli))
 	copy(b[snapHeader:], payload)
 	return b
 }
 
-// DecodeSnapshot validates a framed snapshot and returns its payload.
+// DecodeSnapshot validates a framed snapshot and returns its payload. A
+// snapshot of a newer format than SnapshotVersion fails with an error
+// wrapping ErrFormat (written by a newer mqgate), not ErrCorrupt.
 func DecodeSnapshot(b []byte) ([]byte, error) {
 	le := binary.LittleEndian
 	if len(b) < snapHeader {
 		return nil, fmt.Errorf("%w: snapshot of %d bytes", serr.ErrCorrupt, len(b))
 	}
-	if le.Uint32(b[0:]) != snapMagic || le.Uint32(b[4:]) != 1 {
+	if le.Uint32(b[0:]) != snapMagic || le.Uint32(b[4:]) == 0 {
 		return nil, fmt.Errorf("%w: snapshot magic/version", serr.ErrCorrupt)
+	}
+	if v := le.Uint32(b[4:]); v > SnapshotVersion {
+		return nil, fmt.Errorf("%w: snapshot has format version %d; this mqgate supports up to %d", serr.ErrFormat, v, SnapshotVersion)
 	}
 	n := le.Uint32(b[8:])
 	if uint64(n) != uint64(len(b)-snapHeader) {
@@ -206,6 +216,11 @@ func (s *Store) readSnap(name string) ([]byte, error) {
 		p, derr := DecodeSnapshot(b)
 		if derr == nil {
 			return p, nil
+		}
+		if errors.Is(derr, serr.ErrFormat) {
+			// Newer than this build: an older snapshot would lose what
+			// the newer one holds.
+			return nil, fmt.Errorf("meta: %s: %w", cur, derr)
 		}
 		if !s.opts.FallbackToPrevious {
 			return nil, fmt.Errorf("meta: %s: %w (previous snapshot kept as %s.prev)", cur, derr, cur)

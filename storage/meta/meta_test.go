@@ -157,3 +157,38 @@ func FuzzDecodeSnapshot(f *testing.F) {
 		}
 	})
 }
+
+// TestSnapshotNewerVersionRefused: a snapshot written by a newer mqgate
+// is refused with ErrFormat, even with FallbackToPrevious (the previous
+// snapshot would lose what the newer one holds).
+func TestSnapshotNewerVersionRefused(t *testing.T) {
+	fs := vfs.NewMem()
+	s, err := Open(fs, "/m", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutTopic(Topic{Name: "A", QueueCount: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutTopic(Topic{Name: "B", QueueCount: 1}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	b, err := vfs.ReadFile(fs, "/m/topics.snap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[4] = SnapshotVersion + 1
+	if err := vfs.WriteFileAtomic(fs, "/m/topics.snap", b); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := DecodeSnapshot(b); !errors.Is(err, serr.ErrFormat) || errors.Is(err, serr.ErrCorrupt) {
+		t.Fatalf("decode: %v", err)
+	}
+	for _, fb := range []bool{false, true} {
+		_, err := Open(fs, "/m", Options{FallbackToPrevious: fb})
+		if !errors.Is(err, serr.ErrFormat) || !strings.Contains(err.Error(), "format version 2; this mqgate supports up to 1") {
+			t.Fatalf("open (fallback %v): %v", fb, err)
+		}
+	}
+}

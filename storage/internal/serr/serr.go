@@ -21,4 +21,7 @@ var (
 	ErrInvalid = errors.New("storage: invalid argument")
 	// ErrLocked: the data directory is in use by another process.
 	ErrLocked = errors.New("storage: data directory locked")
+	// ErrFormat: the data was written in a newer format than this build
+	// supports (an older binary on a newer data directory).
+	ErrFormat = errors.New("storage: unsupported format version")
 )

@@ -1,0 +1,52 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/mqgate/mqgate/storage"
+)
+
+// StoreReport is what VerifyStore found (storage.VerifyReport).
+type StoreReport = storage.VerifyReport
+
+// StoreRepairReport is what RepairStore found and did
+// (storage.RepairReport).
+type StoreRepairReport = storage.RepairReport
+
+// StoreDir returns the store directory of a gateway data directory:
+// dataDir/store, where Open puts it, or dataDir itself when it is a store
+// directory (as the store's own errors name it).
+func StoreDir(dataDir string) (string, error) {
+	if fi, err := os.Stat(filepath.Join(dataDir, "store")); err == nil && fi.IsDir() {
+		return filepath.Join(dataDir, "store"), nil
+	}
+	for _, n := range []string{"commitlog", "FORMAT", "checkpoint"} {
+		if _, err := os.Stat(filepath.Join(dataDir, n)); err == nil {
+			return dataDir, nil
+		}
+	}
+	return "", fmt.Errorf("no mqgate store in %s (neither %s nor a store directory)", dataDir, filepath.Join(dataDir, "store"))
+}
+
+// VerifyStore checks the store of a stopped gateway without changing it
+// (storage.Verify).
+func VerifyStore(dataDir string) (*StoreReport, error) {
+	dir, err := StoreDir(dataDir)
+	if err != nil {
+		return nil, err
+	}
+	return storage.Verify(dir, storage.Options{})
+}
+
+// RepairStore repairs the store of a stopped gateway and opens it once
+// (storage.Repair).
+func RepairStore(ctx context.Context, dataDir string) (*StoreRepairReport, error) {
+	dir, err := StoreDir(dataDir)
+	if err != nil {
+		return nil, err
+	}
+	return storage.Repair(ctx, dir, storage.Options{})
+}
