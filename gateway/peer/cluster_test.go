@@ -24,7 +24,7 @@ import (
 
 // testCluster is a group of in-process members on loopback addresses.
 type testCluster struct {
-	t       *testing.T
+	t       testing.TB
 	id      string
 	addrs   map[uint64]string
 	members map[uint64]*member
@@ -52,13 +52,13 @@ func storeOpts() storage.Options {
 }
 
 // newTestCluster starts n members.
-func newTestCluster(t *testing.T, n int, persistEvery uint64) *testCluster {
+func newTestCluster(t testing.TB, n int, persistEvery uint64) *testCluster {
 	return newTestClusterWith(t, n, testCluster{persist: persistEvery, timeout: 3 * time.Second})
 }
 
 // newTestClusterWith starts n members with o's persist, snap and
 // timeout.
-func newTestClusterWith(t *testing.T, n int, o testCluster) *testCluster {
+func newTestClusterWith(t testing.TB, n int, o testCluster) *testCluster {
 	t.Helper()
 	c := &testCluster{t: t, id: "test-" + t.Name(), addrs: map[uint64]string{}, members: map[uint64]*member{},
 		persist: o.persist, snap: o.snap, timeout: o.timeout}
@@ -196,7 +196,7 @@ func testMsg(i int) *message.Message {
 
 // appendN appends messages from..to through m, k at a time concurrently,
 // and returns the ids acknowledged.
-func appendN(t *testing.T, m *member, from, to int) []string {
+func appendN(t testing.TB, m *member, from, to int) []string {
 	t.Helper()
 	var (
 		mu   sync.Mutex
@@ -234,7 +234,7 @@ func appendN(t *testing.T, m *member, from, to int) []string {
 
 // contents reads every message of the test topics from m's store, by id,
 // checking that every queue's offsets are dense and no id appears twice.
-func contents(t *testing.T, m *member) map[string]bool {
+func contents(t testing.TB, m *member) map[string]bool {
 	t.Helper()
 	s := m.rep.Store()
 	_, end := s.LogRange()
