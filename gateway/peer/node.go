@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/fileutil"
 	"go.etcd.io/etcd/server/v3/storage/wal"
 	"go.etcd.io/etcd/server/v3/storage/wal/walpb"
 	"go.etcd.io/raft/v3"
@@ -62,6 +63,11 @@ type Config struct {
 	Logger        *slog.Logger
 }
 
+const (
+	maxWALFiles      = 5
+	walPurgeInterval = 30 * time.Second
+)
+
 // Node is this member of the raft group: a raft.RawNode driven by one
 // goroutine, the WAL, and the peer transport.
 type Node struct {
@@ -80,6 +86,7 @@ type Node struct {
 	stopc   chan struct{}
 	done    chan struct{}
 
+	purged   <-chan struct{} // closed when the WAL purger has stopped
 	lead     atomic.Uint64
 	isLeader atomic.Bool
 	failed   atomic.Pointer[error]
@@ -140,6 +147,18 @@ func Start(cfg Config, app Applier) (*Node, error) {
 		n.w.Close()
 		return nil, err
 	}
+	// Old WAL files: the WAL unlocks those before its last snapshot
+	// record (maybeCompact); the purger removes unlocked ones beyond the
+	// newest maxWALFiles.
+	var purgeErrs <-chan error
+	n.purged, purgeErrs = fileutil.PurgeFileWithDoneNotify(zap.NewNop(), cfg.WALDir, "wal", maxWALFiles, walPurgeInterval, n.stopc)
+	go func() {
+		select {
+		case err := <-purgeErrs:
+			n.logger.Error("peer: purging old raft log files stopped", "err", err)
+		case <-n.purged:
+		}
+	}()
 	go n.run()
 	return n, nil
 }
@@ -307,19 +326,27 @@ func (n *Node) run() {
 		case <-t.C:
 			n.rn.Tick()
 		case m := <-n.recvc:
-			_ = n.rn.Step(m) // messages of other terms or from removed members are dropped
+			n.step(m)
 		case p := <-n.propc:
-			if n.rn.BasicStatus().RaftState != raft.StateLeader {
-				p.errc <- n.notLeader()
-			} else if err := n.rn.Propose(p.data); err != nil {
-				p.errc <- fmt.Errorf("%w: %w", cluster.ErrLeadershipLost, err)
-			} else {
-				p.errc <- nil
-			}
+			n.propose(p)
 		case id := <-n.unreach:
 			n.rn.ReportUnreachable(id)
 		case <-n.stopc:
 			return
+		}
+		// Take what else is waiting, so that one Ready (one WAL fsync,
+		// one message per peer) serves every proposal and message that
+		// arrived meanwhile.
+	more:
+		for range maxBatch {
+			select {
+			case m := <-n.recvc:
+				n.step(m)
+			case p := <-n.propc:
+				n.propose(p)
+			default:
+				break more
+			}
 		}
 		if err := n.ready(); err != nil {
 			n.failed.CompareAndSwap(nil, &err)
@@ -328,6 +355,23 @@ func (n *Node) run() {
 			n.app.LeadershipLost()
 			return
 		}
+	}
+}
+
+// maxBatch bounds the proposals and messages taken into one Ready.
+const maxBatch = 512
+
+func (n *Node) step(m *raftpb.Message) {
+	_ = n.rn.Step(m) // messages of other terms or from removed members are dropped
+}
+
+func (n *Node) propose(p proposal) {
+	if n.rn.BasicStatus().RaftState != raft.StateLeader {
+		p.errc <- n.notLeader()
+	} else if err := n.rn.Propose(p.data); err != nil {
+		p.errc <- fmt.Errorf("%w: %w", cluster.ErrLeadershipLost, err)
+	} else {
+		p.errc <- nil
 	}
 }
 
@@ -438,6 +482,7 @@ func (n *Node) Stop() error {
 	n.stopOnce.Do(func() {
 		close(n.stopc)
 		<-n.done
+		<-n.purged
 		n.tr.close()
 		err = n.w.Close()
 	})
