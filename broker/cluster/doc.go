@@ -16,7 +16,9 @@
 //	2   8  proposer: a random id of the proposing process (incarnation)
 //	10  8  sequence number of the proposal in that process
 //	18  8  store time, unix ms, fixed by the proposer
-//	26  2  store host length, then the host
+//	26 16  the proposer's store geometry: segment size (8), max record
+//	       size (4), max body size (4)
+//	42  2  store host length, then the host
 //	    4  message count, then per message:
 //	    4  record length, then the record in the commit log's own format
 //	       (package message), sealed at offset 0 (CRC-checked)
@@ -27,7 +29,9 @@
 // physical and queue offsets follow from the log, so members that apply
 // the same entries in the same order from the same state (same
 // SegmentSize and size limits) write the same bytes: a receipt handle or
-// offset message id is valid on every member. Only the apply step writes
+// offset message id is valid on every member. A member whose geometry
+// differs from the one an entry carries stops (Failed) instead of
+// applying it: it would write other bytes. Only the apply step writes
 // a replica's commit log. A batch the store rejects for its content
 // (ErrInvalid, ErrTooLarge) is rejected by every member alike and
 // stored by none; any other store error (disk full, I/O) stops the

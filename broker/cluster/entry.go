@@ -15,7 +15,7 @@ const (
 
 const (
 	entryVersion   = 1
-	appendHeadSize = 2 + 8 + 8 + 8 + 2 + 4 // version, kind, proposer, seq, store time, host length, count
+	appendHeadSize = 2 + 8 + 8 + 8 + 16 + 2 + 4 // version, kind, proposer, seq, store time, geometry, host length, count
 	// maxStoreHost bounds the store host an entry carries.
 	maxStoreHost = 255
 )
@@ -30,8 +30,19 @@ type appendEntry struct {
 	proposer  uint64
 	seq       uint64
 	storeTime int64
+	geo       geometry
 	storeHost string
 	msgs      []*message.Message
+}
+
+// geometry is what of a store's configuration decides the bytes and
+// offsets an append leaves and whether the store refuses it: members
+// whose geometry differs would diverge, so an entry carries its
+// proposer's and a member with another one stops instead of applying it.
+type geometry struct {
+	segmentSize   int64
+	maxRecordSize int32
+	maxBodySize   int32
 }
 
 // encodeAppend encodes e. Each message travels as a record of the
@@ -57,6 +68,9 @@ func encodeAppend(e *appendEntry, maxRecord int) ([]byte, error) {
 	b = binary.BigEndian.AppendUint64(b, e.proposer)
 	b = binary.BigEndian.AppendUint64(b, e.seq)
 	b = binary.BigEndian.AppendUint64(b, uint64(e.storeTime))
+	b = binary.BigEndian.AppendUint64(b, uint64(e.geo.segmentSize))
+	b = binary.BigEndian.AppendUint32(b, uint32(e.geo.maxRecordSize))
+	b = binary.BigEndian.AppendUint32(b, uint32(e.geo.maxBodySize))
 	b = binary.BigEndian.AppendUint16(b, uint16(len(e.storeHost)))
 	b = append(b, e.storeHost...)
 	b = binary.BigEndian.AppendUint32(b, uint32(len(e.msgs)))
@@ -94,9 +108,14 @@ func decodeAppend(b []byte, maxRecord int) (*appendEntry, error) {
 		proposer:  binary.BigEndian.Uint64(b[2:]),
 		seq:       binary.BigEndian.Uint64(b[10:]),
 		storeTime: int64(binary.BigEndian.Uint64(b[18:])),
+		geo: geometry{
+			segmentSize:   int64(binary.BigEndian.Uint64(b[26:])),
+			maxRecordSize: int32(binary.BigEndian.Uint32(b[34:])),
+			maxBodySize:   int32(binary.BigEndian.Uint32(b[38:])),
+		},
 	}
-	hl := int(binary.BigEndian.Uint16(b[26:]))
-	p := 28
+	hl := int(binary.BigEndian.Uint16(b[42:]))
+	p := 44
 	if len(b) < p+hl+4 {
 		return nil, fmt.Errorf("%w: short store host", ErrBadEntry)
 	}

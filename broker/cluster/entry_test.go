@@ -20,7 +20,7 @@ func testMsgs(n int) []*message.Message {
 }
 
 func TestAppendEntryRoundTrip(t *testing.T) {
-	in := &appendEntry{proposer: 7, seq: 42, storeTime: 1_700_000_000_123, storeHost: "10.0.0.1:8081", msgs: testMsgs(3)}
+	in := &appendEntry{proposer: 7, seq: 42, storeTime: 1_700_000_000_123, geo: geometry{1 << 30, 4 << 20, 4 << 20}, storeHost: "10.0.0.1:8081", msgs: testMsgs(3)}
 	b, err := encodeAppend(in, 1<<20)
 	if err != nil {
 		t.Fatal(err)
@@ -29,7 +29,7 @@ func TestAppendEntryRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out.proposer != 7 || out.seq != 42 || out.storeTime != in.storeTime || out.storeHost != in.storeHost || len(out.msgs) != 3 {
+	if out.proposer != 7 || out.seq != 42 || out.storeTime != in.storeTime || out.geo != in.geo || out.storeHost != in.storeHost || len(out.msgs) != 3 {
 		t.Fatalf("decoded %+v", out)
 	}
 	for i, m := range out.msgs {

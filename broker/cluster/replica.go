@@ -56,6 +56,7 @@ type Replica struct {
 	logger *slog.Logger
 	fs     vfs.FS
 
+	geo         geometry
 	raft        atomic.Pointer[Raft]
 	incarnation uint64 // proposer id of this process's entries
 	seq         atomic.Uint64
@@ -107,7 +108,9 @@ func OpenReplica(dir string, opts Options) (*Replica, error) {
 		s.Close(context.Background())
 		return nil, err
 	}
-	r := &Replica{dir: dir, opts: opts, store: s, logger: opts.Logger, fs: fs, st: st, persistedIdx: st.index,
+	d := opts.Store.Defaults()
+	geo := geometry{segmentSize: d.SegmentSize, maxRecordSize: int32(d.MaxRecordSize), maxBodySize: int32(d.MaxBodySize)}
+	r := &Replica{dir: dir, opts: opts, store: s, logger: opts.Logger, fs: fs, st: st, persistedIdx: st.index, geo: geo,
 		incarnation: binary.BigEndian.Uint64(nonce[:]) | 1, waiters: map[uint64]chan applyResult{}}
 	r.applied.Store(st.index)
 	r.persisted.Store(st.index)
@@ -176,7 +179,7 @@ func (r *Replica) Append(ctx context.Context, msgs ...*message.Message) (storage
 		return storage.AppendResult{}, fmt.Errorf("%w: no messages", storage.ErrInvalid)
 	}
 	seq := r.seq.Add(1)
-	data, err := encodeAppend(&appendEntry{proposer: r.incarnation, seq: seq, storeTime: r.stamp(), storeHost: r.opts.StoreHost, msgs: msgs}, r.maxRecord())
+	data, err := encodeAppend(&appendEntry{proposer: r.incarnation, seq: seq, storeTime: r.stamp(), geo: r.geo, storeHost: r.opts.StoreHost, msgs: msgs}, r.maxRecord())
 	if err != nil {
 		return storage.AppendResult{}, fmt.Errorf("cluster: append: %w", err)
 	}
@@ -272,6 +275,10 @@ func (r *Replica) applyData(data []byte) error {
 		// it. The proposer encoded it itself, so this is a damaged entry.
 		r.logger.Error("cluster: undecodable entry skipped", "err", err)
 		return nil
+	}
+	if e.geo != r.geo {
+		return fmt.Errorf("the proposer's store has segment size %d, max record %d, max body %d; this member's %d, %d, %d: members must be configured alike",
+			e.geo.segmentSize, e.geo.maxRecordSize, e.geo.maxBodySize, r.geo.segmentSize, r.geo.maxRecordSize, r.geo.maxBodySize)
 	}
 	st := storage.Stamp{StoreTime: max(e.storeTime, r.st.storeTime, 1), StoreHost: e.storeHost}
 	res, err := r.store.AppendStamped(context.Background(), st, e.msgs...)

@@ -18,12 +18,15 @@ func replicaOpts() Options {
 		PersistEvery: 4, Logger: slog.New(slog.DiscardHandler)}
 }
 
+// testGeo is the geometry of replicaOpts' store.
+var testGeo = geometry{segmentSize: 64 << 10, maxRecordSize: 10 << 10, maxBodySize: 8 << 10}
+
 // entries encodes n one-message append entries from another proposer.
 func entries(t *testing.T, n int) [][]byte {
 	t.Helper()
 	var out [][]byte
 	for i, m := range testMsgs(n) {
-		b, err := encodeAppend(&appendEntry{proposer: 99, seq: uint64(i), storeTime: 1_700_000_000_000 + int64(i), storeHost: "h:1", msgs: []*message.Message{m}}, 1<<20)
+		b, err := encodeAppend(&appendEntry{proposer: 99, seq: uint64(i), storeTime: 1_700_000_000_000 + int64(i), geo: testGeo, storeHost: "h:1", msgs: []*message.Message{m}}, 1<<20)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -103,7 +106,7 @@ func TestReplicaRejectsOversizedEntryAlike(t *testing.T) {
 	}
 	defer r.Close(context.Background())
 	big := &message.Message{Topic: "t", Body: make([]byte, 9<<10)}
-	b, err := encodeAppend(&appendEntry{proposer: 1, seq: 1, storeTime: 5, msgs: []*message.Message{big}}, 1<<20)
+	b, err := encodeAppend(&appendEntry{proposer: 1, seq: 1, storeTime: 5, geo: testGeo, msgs: []*message.Message{big}}, 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,6 +114,28 @@ func TestReplicaRejectsOversizedEntryAlike(t *testing.T) {
 		t.Fatalf("content error stopped the replica: %v", err)
 	}
 	if r.Applied() != 1 || queueLen(r) != 0 {
+		t.Fatalf("applied %d with %d messages", r.Applied(), queueLen(r))
+	}
+}
+
+// A member configured unlike the proposer stops rather than write bytes
+// the others do not.
+func TestReplicaStopsOnOtherGeometry(t *testing.T) {
+	r, err := OpenReplica(t.TempDir(), replicaOpts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(context.Background())
+	geo := testGeo
+	geo.segmentSize *= 2
+	b, err := encodeAppend(&appendEntry{proposer: 1, seq: 1, storeTime: 5, geo: geo, msgs: testMsgs(1)}, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Apply(1, b); err == nil || r.Failed() == nil {
+		t.Fatal("an entry of another geometry was applied")
+	}
+	if r.Applied() != 0 || queueLen(r) != 0 {
 		t.Fatalf("applied %d with %d messages", r.Applied(), queueLen(r))
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -15,6 +16,13 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/server/v3/storage/wal"
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/emptypb"
 	"go.uber.org/zap"
 
 	"github.com/mqgate/mqgate/broker/cluster"
@@ -479,4 +487,46 @@ func TestCrashReapplyExactlyOnce(t *testing.T) {
 	}
 	c.stopAll()
 	c.sameStores()
+}
+
+// A stream that names another cluster is refused before any message of
+// it reaches raft; one that names this cluster is taken.
+func TestOtherClusterRefused(t *testing.T) {
+	c := newTestCluster(t, 3, 0)
+	l := c.leader()
+	send := func(cluster string) error {
+		conn, err := grpc.NewClient(c.addrs[l.id], grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		ctx = metadata.AppendToOutgoingContext(ctx, mdClusterID, cluster)
+		s, err := conn.NewStream(ctx, &serviceDesc.Streams[0], sendMethod)
+		if err != nil {
+			return err
+		}
+		// A heartbeat of a far higher term: taken, it makes the leader
+		// step down.
+		m := &raftpb.Message{Type: raftpb.MsgHeartbeat.Enum(), To: new(l.id), From: new(uint64(9)), Term: new(uint64(1000))}
+		if err := s.SendMsg(m); err != nil && !errors.Is(err, io.EOF) {
+			return err
+		}
+		if err := s.CloseSend(); err != nil {
+			return err
+		}
+		return s.RecvMsg(new(emptypb.Empty))
+	}
+	err := send("another-cluster")
+	if status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("stream of another cluster: %v, want PermissionDenied", err)
+	}
+	if !l.node.IsLeader() || c.leader() != l {
+		t.Fatal("a refused message changed the leader")
+	}
+	// The same message with the right cluster id reaches raft: a
+	// heartbeat of a higher term makes the leader step down.
+	send(c.id)
+	c.waitFor("the leader to take the message", func() bool { return !l.node.IsLeader() })
 }
