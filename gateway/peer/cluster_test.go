@@ -17,13 +17,13 @@ import (
 
 	"go.etcd.io/etcd/server/v3/storage/wal"
 	"go.etcd.io/raft/v3/raftpb"
+	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
-	"go.uber.org/zap"
 
 	"github.com/mqgate/mqgate/broker/cluster"
 	"github.com/mqgate/mqgate/storage"
