@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -167,4 +168,59 @@ func TestOpenCutReapply(t *testing.T) {
 		mustClose(t, s)
 		sameLogFiles(t, ref, dir)
 	}
+}
+
+// A cut exactly at a segment's base removes that segment and every later
+// one; the log goes on from there in a new segment of the same name.
+func TestOpenCutAtSegmentBase(t *testing.T) {
+	ref, dir := t.TempDir(), t.TempDir()
+	one := func(s *Store, i int) int64 {
+		st, ms := stampedBatch(i)
+		res, err := s.AppendStamped(context.Background(), st, ms[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.End
+	}
+	sr := mustOpen(t, ref, stampedOpts(FlushAsync, ""))
+	for i := range 300 {
+		one(sr, i)
+	}
+	mustClose(t, sr)
+
+	s := mustOpen(t, dir, stampedOpts(FlushAsync, ""))
+	ends := map[int64]int{}
+	for i := range 300 {
+		ends[one(s, i)] = i
+	}
+	if err := s.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	s.crash()
+	var base int64 = -1
+	for name := range logFiles(t, dir) {
+		var b int64
+		fmt.Sscanf(strings.TrimSuffix(name, ".log"), "%d", &b)
+		if _, ok := ends[b]; ok && b > 0 && (base < 0 || b < base) {
+			base = b
+		}
+	}
+	if base < 0 {
+		t.Fatal("no segment starts after a record")
+	}
+	s, err := OpenCut(dir, stampedOpts(FlushAsync, ""), base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, w := s.LogRange(); w != base {
+		t.Fatalf("log ends at %d, want %d", w, base)
+	}
+	if n := len(logFiles(t, dir)); n != 1 {
+		t.Fatalf("%d segments after a cut at the second one's base", n)
+	}
+	for i := ends[base] + 1; i < 300; i++ {
+		one(s, i)
+	}
+	mustClose(t, s)
+	sameLogFiles(t, ref, dir)
 }
