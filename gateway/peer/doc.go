@@ -22,7 +22,9 @@
 // read from its last raft snapshot record; raft's Applied is that
 // record's index, so every entry after it is handed to the Applier
 // again (configuration changes included) and the Applier skips what it
-// has applied already.
+// has applied already. A WAL that ends in a torn record (the write a
+// crash interrupted: no Save covering it returned, so nothing in it was
+// acknowledged) is repaired (wal.Repair cuts the record) and read again.
 //
 // Compaction: when the Applier's Persisted index has advanced
 // SnapshotEvery entries, the node records a raft snapshot at it in the

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"sync"
@@ -184,14 +185,19 @@ func (n *Node) openWAL() (bool, error) {
 	if len(snaps) > 0 {
 		snap = snaps[len(snaps)-1]
 	}
-	w, err := wal.Open(lg, dir, snap)
-	if err != nil {
-		return false, fmt.Errorf("peer: open raft log: %w", err)
+	w, md, hs, ents, err := readWAL(lg, dir, snap)
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		// The last record is torn: it was being written when the process
+		// or machine stopped, so no Save covering it returned and nothing
+		// in it was acknowledged. Cut it off and read again.
+		n.logger.Warn("peer: raft log ends in a torn record; repairing", "dir", dir, "err", err)
+		if !wal.Repair(lg, dir) {
+			return false, fmt.Errorf("peer: raft log in %s cannot be repaired: %w", dir, err)
+		}
+		w, md, hs, ents, err = readWAL(lg, dir, snap)
 	}
-	md, hs, ents, err := w.ReadAll()
 	if err != nil {
-		w.Close()
-		return false, fmt.Errorf("peer: read raft log: %w", err)
+		return false, err
 	}
 	if string(md) != n.cfg.ClusterID {
 		w.Close()
@@ -221,6 +227,20 @@ func (n *Node) openWAL() (bool, error) {
 	// bootstrapped again.
 	last, _ := n.ms.LastIndex()
 	return last == 0 && raft.IsEmptyHardState(hs), nil
+}
+
+// readWAL opens the WAL at snap and reads it to its end.
+func readWAL(lg *zap.Logger, dir string, snap *walpb.Snapshot) (*wal.WAL, []byte, *raftpb.HardState, []*raftpb.Entry, error) {
+	w, err := wal.Open(lg, dir, snap)
+	if err != nil {
+		return nil, nil, nil, nil, fmt.Errorf("peer: open raft log: %w", err)
+	}
+	md, hs, ents, err := w.ReadAll()
+	if err != nil {
+		w.Close()
+		return nil, nil, nil, nil, fmt.Errorf("peer: read raft log: %w", err)
+	}
+	return w, md, hs, ents, nil
 }
 
 // Propose implements cluster.Raft.
