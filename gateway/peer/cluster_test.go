@@ -374,11 +374,13 @@ func TestLeaderKilledFailover(t *testing.T) {
 	if l.id == old.id {
 		t.Fatal("killed member still leads")
 	}
+	// An entry of the new leader's term commits everything before it.
+	acked = append(acked, appendN(t, l, 120, 121)...)
+	c.converged(l.rep.Applied())
 	for _, m := range c.members {
 		if m.node == nil {
 			continue
 		}
-		c.converged(l.rep.Applied())
 		have := contents(t, m)
 		for _, id := range acked {
 			if !have[id] {
@@ -386,7 +388,7 @@ func TestLeaderKilledFailover(t *testing.T) {
 			}
 		}
 	}
-	acked = append(acked, appendN(t, l, 120, 200)...)
+	acked = append(acked, appendN(t, l, 121, 200)...)
 	back := c.restart(old.id)
 	c.leader()
 	acked = append(acked, appendN(t, c.leader(), 200, 240)...)
@@ -591,4 +593,65 @@ func TestTornWALTailRepaired(t *testing.T) {
 	}
 	c.stopAll()
 	c.sameStores()
+}
+
+// The leader is killed while appends are in flight: each one answered OK
+// is on the survivors; the others got an error, never a false OK.
+func TestLeaderKilledUnderLoad(t *testing.T) {
+	c := newTestClusterWith(t, 3, testCluster{persist: 16, timeout: 2 * time.Second})
+	old := c.leader()
+	var (
+		mu     sync.Mutex
+		acked  []string
+		failed int
+		wg     sync.WaitGroup
+	)
+	stop := make(chan struct{})
+	for g := range 4 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				m := testMsg(g*100_000 + i)
+				_, err := old.rep.Append(context.Background(), m)
+				mu.Lock()
+				if err == nil {
+					acked = append(acked, m.UniqKey())
+				} else {
+					failed++
+				}
+				mu.Unlock()
+				if err != nil {
+					return
+				}
+			}
+		})
+	}
+	c.waitFor("appends under way", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(acked) >= 40
+	})
+	c.kill(old.id)
+	close(stop)
+	wg.Wait()
+	// An entry of the new leader's term commits everything before it.
+	l := c.leader()
+	appendN(t, l, 900_000, 900_001)
+	c.converged(l.rep.Applied())
+	for _, m := range c.members {
+		if m.node == nil {
+			continue
+		}
+		have := contents(t, m)
+		for _, id := range acked {
+			if !have[id] {
+				t.Fatalf("message %s answered OK is missing on member %d", id, m.id)
+			}
+		}
+	}
+	t.Logf("%d answered OK, %d failed at the kill", len(acked), failed)
 }
