@@ -411,6 +411,16 @@ func (n *Node) ready() error {
 		if !raft.IsEmptySnap(rd.Snapshot) {
 			return fmt.Errorf("peer: the leader sent a snapshot at index %d: this node lags behind the leader's compacted log, and installing a store snapshot is not supported yet", rd.Snapshot.GetMetadata().GetIndex())
 		}
+		// A leader sends before its own WAL write, so that the followers'
+		// fsyncs run alongside it (raft thesis §10.2.1, as etcd does): it
+		// answers an append only after this write and the apply below,
+		// so by then the entry is fsynced on it and on the follower whose
+		// acknowledgement made the majority. Others send after the write:
+		// their votes and acknowledgements must not precede it.
+		leading := n.isLeader.Load()
+		if leading {
+			n.sendAll(rd.Messages)
+		}
 		if err := n.w.Save(rd.HardState, rd.Entries); err != nil {
 			return fmt.Errorf("peer: write raft log: %w", err)
 		}
@@ -422,13 +432,8 @@ func (n *Node) ready() error {
 		if err := n.ms.Append(rd.Entries); err != nil {
 			return err
 		}
-		for _, m := range rd.Messages {
-			if m.GetType() == raftpb.MsgSnap {
-				n.rn.ReportSnapshot(m.GetTo(), raft.SnapshotFailure)
-				n.logger.Warn("peer: a member lags behind the compacted raft log; it needs a store snapshot, not supported yet", "member", m.GetTo())
-				continue
-			}
-			n.tr.send(m)
+		if !leading {
+			n.sendAll(rd.Messages)
 		}
 		for _, e := range rd.CommittedEntries {
 			if err := n.applyEntry(e); err != nil {
@@ -441,6 +446,17 @@ func (n *Node) ready() error {
 		}
 	}
 	return nil
+}
+
+func (n *Node) sendAll(msgs []*raftpb.Message) {
+	for _, m := range msgs {
+		if m.GetType() == raftpb.MsgSnap {
+			n.rn.ReportSnapshot(m.GetTo(), raft.SnapshotFailure)
+			n.logger.Warn("peer: a member lags behind the compacted raft log; it needs a store snapshot, not supported yet", "member", m.GetTo())
+			continue
+		}
+		n.tr.send(m)
+	}
 }
 
 func (n *Node) applyEntry(e *raftpb.Entry) error {
