@@ -15,8 +15,9 @@
 //
 // One goroutine owns the RawNode, the memory storage and the WAL. For
 // each Ready it writes the entries and hard state to the WAL (fsynced
-// when raft says they must be) before it sends the messages, then
-// applies the committed entries (configuration changes to raft, every
+// when raft says they must be) — a follower before it sends its
+// messages, the leader after sending, so that the followers' fsyncs run
+// alongside its own — then applies the committed entries (configuration changes to raft, every
 // entry's index to the Applier) and advances. A new member (no WAL)
 // bootstraps the group with the configured peers. On restart the WAL is
 // read from its last raft snapshot record; raft's Applied is that
