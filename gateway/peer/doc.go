@@ -9,7 +9,11 @@
 //	node, _ := peer.Start(peer.Config{ClusterID, NodeID, Peers, WALDir: dir + "/wal"}, rep)
 //	rep.Attach(node)
 //	res, err := rep.Append(ctx, msgs...)   // on the leader
+//	st, _ := node.Status(ctx)              // term, leader, commit, members' progress
+//	node.TransferLeadership(ctx, id)       // on the leader
 //	node.Stop(); rep.Close(ctx)
+//
+// ParsePeers reads the members from "1=host:port,2=host:port,...".
 //
 // # The raft loop
 //

@@ -84,6 +84,7 @@ type Node struct {
 	propc   chan proposal
 	recvc   chan *raftpb.Message
 	unreach chan uint64
+	calls   chan func()
 	stopc   chan struct{}
 	done    chan struct{}
 
@@ -114,7 +115,7 @@ func Start(cfg Config, app Applier) (*Node, error) {
 		return nil, fmt.Errorf("peer: node id %d must be one of the peers %v, cluster id %q set", cfg.NodeID, cfg.Peers, cfg.ClusterID)
 	}
 	n := &Node{cfg: cfg, logger: cfg.Logger.With("node", cfg.NodeID), app: app, ms: raft.NewMemoryStorage(),
-		propc: make(chan proposal), recvc: make(chan *raftpb.Message, 4096), unreach: make(chan uint64, 64),
+		propc: make(chan proposal), calls: make(chan func()), recvc: make(chan *raftpb.Message, 4096), unreach: make(chan uint64, 64),
 		stopc: make(chan struct{}), done: make(chan struct{})}
 	bootstrap, err := n.openWAL()
 	if err != nil {
@@ -351,6 +352,8 @@ func (n *Node) run() {
 			n.propose(p)
 		case id := <-n.unreach:
 			n.rn.ReportUnreachable(id)
+		case f := <-n.calls:
+			f()
 		case <-n.stopc:
 			return
 		}
