@@ -302,8 +302,12 @@ func (r *Replica) applyData(data []byte) error {
 		}
 		r.mu.Unlock()
 	}
-	if t := st.StoreTime; t > r.lastStamp.Load() {
-		r.lastStamp.Store(t) // proposals after a new leader's entries
+	// Proposals after another leader's entries stamp no earlier.
+	for t := st.StoreTime; ; {
+		last := r.lastStamp.Load()
+		if t <= last || r.lastStamp.CompareAndSwap(last, t) {
+			break
+		}
 	}
 	return nil
 }
