@@ -28,6 +28,7 @@ import (
 	"github.com/mqgate/mqgate/broker/cluster"
 	"github.com/mqgate/mqgate/storage"
 	"github.com/mqgate/mqgate/storage/message"
+	"github.com/mqgate/mqgate/storage/vfs"
 )
 
 // testCluster is a group of in-process members on loopback addresses.
@@ -38,6 +39,7 @@ type testCluster struct {
 	members map[uint64]*member
 	persist uint64 // Options.PersistEvery
 	snap    uint64 // Config.SnapshotEvery (KeepEntries is half of it)
+	staging string // storage.Options.StagingDir ("" is "off")
 	timeout time.Duration
 }
 
@@ -69,7 +71,7 @@ func newTestCluster(t testing.TB, n int, persistEvery uint64) *testCluster {
 func newTestClusterWith(t testing.TB, n int, o testCluster) *testCluster {
 	t.Helper()
 	c := &testCluster{t: t, id: "test-" + t.Name(), addrs: map[uint64]string{}, members: map[uint64]*member{},
-		persist: o.persist, snap: o.snap, timeout: o.timeout}
+		persist: o.persist, snap: o.snap, timeout: o.timeout, staging: o.staging}
 	lis := map[uint64]net.Listener{}
 	for i := range n {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -102,8 +104,12 @@ func (c *testCluster) start(id uint64, dir string, l net.Listener) *member {
 			c.t.Fatal(err)
 		}
 	}
+	so := storeOpts()
+	if c.staging != "" {
+		so.StagingDir = c.staging
+	}
 	rep, err := cluster.OpenReplica(filepath.Join(dir, "replica"), cluster.Options{
-		Store: storeOpts(), StoreHost: "cluster:8081", CommitTimeout: c.timeout, PersistEvery: c.persist, Logger: quiet})
+		Store: so, StoreHost: "cluster:8081", CommitTimeout: c.timeout, PersistEvery: c.persist, Logger: quiet})
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -452,8 +458,16 @@ func TestNoQuorumNeverOK(t *testing.T) {
 // on restart each applies the raft log from there again: nothing twice,
 // nothing skipped, still byte-identical.
 func TestCrashReapplyExactlyOnce(t *testing.T) {
+	t.Run("no-staging", func(t *testing.T) { testCrashReapply(t, "") })
+	if vfs.IsTmpfs("/dev/shm") {
+		// The stores' staging rings hold what the crash left unwritten.
+		t.Run("staging", func(t *testing.T) { testCrashReapply(t, "/dev/shm") })
+	}
+}
+
+func testCrashReapply(t *testing.T, staging string) {
 	// The raft log is compacted at every recorded position.
-	c := newTestClusterWith(t, 3, testCluster{persist: 50, snap: 20, timeout: 3 * time.Second})
+	c := newTestClusterWith(t, 3, testCluster{persist: 50, snap: 20, timeout: 3 * time.Second, staging: staging})
 	l := c.leader()
 	acked := appendN(t, l, 0, 150)
 	c.converged(l.rep.Applied())
