@@ -72,16 +72,20 @@ func flipByte(t *testing.T, fs vfs.FS, pos int64) {
 	}
 }
 
-// logFiles returns the contents of every segment file.
-func logFiles(t *testing.T, fs vfs.FS) map[string][]byte {
+// logFiles returns the contents of every commit-log segment file of the
+// store in dir on fs.
+func logFiles(t *testing.T, fs vfs.FS, dir string) map[string][]byte {
 	t.Helper()
-	names, err := fs.List("/d/commitlog")
+	names, err := fs.List(filepath.Join(dir, "commitlog"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := map[string][]byte{}
 	for _, n := range names {
-		b, err := vfs.ReadFile(fs, filepath.Join("/d/commitlog", n))
+		if !strings.HasSuffix(n, ".log") {
+			continue
+		}
+		b, err := vfs.ReadFile(fs, filepath.Join(dir, "commitlog", n))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -113,7 +117,7 @@ func TestMidLogDamageRefusesOpen(t *testing.T) {
 			if err := fs.Remove("/d/checkpoint"); err != nil {
 				t.Fatal(err)
 			}
-			before := logFiles(t, fs)
+			before := logFiles(t, fs, "/d")
 			_, err := Open("/d", testOpts(fs))
 			if err == nil {
 				t.Fatal("open succeeded on a log damaged in the middle")
@@ -140,7 +144,7 @@ func TestMidLogDamageRefusesOpen(t *testing.T) {
 					t.Fatalf("error %q does not say %q", err, s)
 				}
 			}
-			after := logFiles(t, fs)
+			after := logFiles(t, fs, "/d")
 			if len(after) != len(before) {
 				t.Fatalf("segments %d, were %d", len(after), len(before))
 			}
@@ -279,7 +283,7 @@ func TestVerifyAndRepairLogDamage(t *testing.T) {
 	if _, err := Open("/d", testOpts(fs)); err == nil {
 		t.Fatal("open succeeded after verify")
 	}
-	before := logFiles(t, fs)
+	before := logFiles(t, fs, "/d")
 
 	rep, err := Repair(context.Background(), "/d", testOpts(fs))
 	if err != nil {

@@ -34,7 +34,7 @@ func TestFormatNewerRefused(t *testing.T) {
 	if err := vfs.WriteFileAtomic(fs, "/d/FORMAT", []byte("mqgate-data-format 7\n")); err != nil {
 		t.Fatal(err)
 	}
-	before := logFiles(t, fs)
+	before := logFiles(t, fs, "/d")
 	_, err := Open("/d", testOpts(fs))
 	if !errors.Is(err, ErrFormat) {
 		t.Fatalf("open: %v", err)
@@ -48,7 +48,7 @@ func TestFormatNewerRefused(t *testing.T) {
 	if b, _ := vfs.ReadFile(fs, "/d/FORMAT"); string(b) != "mqgate-data-format 7\n" {
 		t.Fatalf("FORMAT rewritten: %q", b)
 	}
-	after := logFiles(t, fs)
+	after := logFiles(t, fs, "/d")
 	for n, b := range before {
 		if string(after[n]) != string(b) {
 			t.Fatalf("segment %s changed", n)

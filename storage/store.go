@@ -150,7 +150,23 @@ type RecoveryInfo struct {
 }
 
 // Open opens (or creates) the store in dir and recovers it.
-func Open(dir string, opts Options) (*Store, error) {
+func Open(dir string, opts Options) (*Store, error) { return open(dir, opts, -1) }
+
+// OpenCut is Open for a replica that applies a replicated log: after
+// recovery the commit log ends at logEnd, a record boundary the replica
+// recorded after fsyncing the log (Sync) up to it. Records past it (the
+// replica applied them after that record and applies them again, to the
+// same bytes) are removed with their queue and index entries. A log that
+// recovered shorter than logEnd, or whose retained part starts past it,
+// is an ErrCorrupt error.
+func OpenCut(dir string, opts Options, logEnd int64) (*Store, error) {
+	if logEnd < 0 {
+		return nil, fmt.Errorf("%w: log end %d", serr.ErrInvalid, logEnd)
+	}
+	return open(dir, opts, logEnd)
+}
+
+func open(dir string, opts Options, cutAt int64) (*Store, error) {
 	t0 := time.Now()
 	opts = opts.Defaults()
 	if err := opts.Validate(); err != nil {
@@ -172,7 +188,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{dir: dir, opts: opts, fs: fs, logger: opts.Logger, lock: lk, epoch: time.Now(), bgStop: make(chan struct{}), bgDone: make(chan struct{}), cpSoon: make(chan struct{}, 1)}
-	if err := s.open(); err != nil {
+	if err := s.open(cutAt); err != nil {
 		s.closeParts()
 		lk.Close()
 		return nil, err
@@ -184,7 +200,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	return s, nil
 }
 
-func (s *Store) open() error {
+func (s *Store) open(cutAt int64) error {
 	fs, dir, o := s.fs, s.dir, s.opts
 	cp, haveCP := readCheckpoint(fs, dir)
 	_, _, runErr := fs.Stat(filepath.Join(dir, runningFile))
@@ -195,6 +211,9 @@ func (s *Store) open() error {
 	}
 	if clean {
 		rec.CleanEnd = cp.LogEnd
+	}
+	if cutAt >= 0 {
+		rec.Cut, rec.CutAt = true, cutAt
 	}
 	notify := make(chan struct{}, 1)
 	var onWrite func([]commitlog.Record, []commitlog.Entry)
@@ -356,7 +375,7 @@ const (
 
 // encode validates msgs and encodes them into reused buffers; release
 // hands them back once the writer is done with them.
-func (s *Store) encode(msgs []*message.Message, control bool) (_ *encoded, err error) {
+func (s *Store) encode(msgs []*message.Message, control bool, st *Stamp) (_ *encoded, err error) {
 	e, _ := s.encodedPool.Get().(*encoded)
 	if e == nil {
 		e = &encoded{}
@@ -375,6 +394,10 @@ func (s *Store) encode(msgs []*message.Message, control bool) (_ *encoded, err e
 		}
 		mm := *m
 		mm.StoreHost = s.opts.StoreHost
+		var storeTime int64
+		if st != nil {
+			mm.StoreHost, storeTime = st.StoreHost, st.StoreTime
+		}
 		if i == len(e.bufs) {
 			e.bufs = append(e.bufs, nil)
 		}
@@ -387,7 +410,7 @@ func (s *Store) encode(msgs []*message.Message, control bool) (_ *encoded, err e
 			return nil, fmt.Errorf("%w: record of %d bytes exceeds %d", serr.ErrTooLarge, len(data), s.opts.MaxRecordSize)
 		}
 		e.total += len(data)
-		e.recs = append(e.recs, commitlog.Record{Data: data, CRC: crc, Topic: m.Topic, QueueID: m.QueueID, ResetTopic: control})
+		e.recs = append(e.recs, commitlog.Record{Data: data, CRC: crc, Topic: m.Topic, QueueID: m.QueueID, ResetTopic: control, StoreTime: storeTime})
 	}
 	return e, nil
 }
@@ -422,7 +445,36 @@ func (s *Store) release(e *encoded) {
 // fsync, after which the store refuses writes until reopened).
 func (s *Store) Append(ctx context.Context, msgs ...*message.Message) (AppendResult, error) {
 	t0 := time.Since(s.epoch) // one clock read (time.Now takes two), also the store time
-	res, err := s.append(ctx, msgs, false, t0)
+	res, err := s.append(ctx, msgs, false, t0, nil)
+	if err != nil {
+		s.c.appendErrors.Add(1)
+		return res, err
+	}
+	s.c.appendLat.observe(time.Since(s.epoch) - t0)
+	return res, nil
+}
+
+// Stamp is what a replicated append fixes instead of the store: the
+// store time and store host of its records.
+type Stamp struct {
+	StoreTime int64 // unix ms, > 0
+	StoreHost string
+}
+
+// AppendStamped is Append with the store time and store host of every
+// record given by st instead of taken from the clock and Options.
+// Everything else a record's bytes hold (physical and queue offsets)
+// follows from the log it is appended to, so stores that apply the same
+// AppendStamped calls in the same order, from the same state, with the
+// same SegmentSize, hold byte-identical commit logs with identical queue
+// offsets. A replicated store is appended to only this way; store times
+// are then whatever the callers fixed (they keep them monotonic).
+func (s *Store) AppendStamped(ctx context.Context, st Stamp, msgs ...*message.Message) (AppendResult, error) {
+	if st.StoreTime <= 0 {
+		return AppendResult{}, fmt.Errorf("%w: store time %d", serr.ErrInvalid, st.StoreTime)
+	}
+	t0 := time.Since(s.epoch)
+	res, err := s.append(ctx, msgs, false, t0, &st)
 	if err != nil {
 		s.c.appendErrors.Add(1)
 		return res, err
@@ -432,15 +484,16 @@ func (s *Store) Append(ctx context.Context, msgs ...*message.Message) (AppendRes
 }
 
 // append writes msgs; at is the caller's clock reading since s.epoch,
-// which the commit log takes as the store time (zero: it reads the clock).
-func (s *Store) append(ctx context.Context, msgs []*message.Message, control bool, at time.Duration) (AppendResult, error) {
+// which the commit log takes as the store time (zero: it reads the clock)
+// unless st fixes it.
+func (s *Store) append(ctx context.Context, msgs []*message.Message, control bool, at time.Duration, st *Stamp) (AppendResult, error) {
 	if s.closed.Load() {
 		return AppendResult{}, serr.ErrClosed
 	}
 	if len(msgs) == 0 {
 		return AppendResult{}, fmt.Errorf("%w: no messages", serr.ErrInvalid)
 	}
-	enc, err := s.encode(msgs, control)
+	enc, err := s.encode(msgs, control, st)
 	if err != nil {
 		return AppendResult{}, err
 	}
@@ -592,7 +645,7 @@ func (s *Store) Topics() []string { return s.cqs.Topics() }
 func (s *Store) DeleteTopic(ctx context.Context, topic string) error {
 	m := &message.Message{Topic: topic, QueueID: -1, Flags: message.FlagControl}
 	m.Set(ctrlProp, ctrlDeleteTopic)
-	res, err := s.append(ctx, []*message.Message{m}, true, 0)
+	res, err := s.append(ctx, []*message.Message{m}, true, 0, nil)
 	if err != nil {
 		return err
 	}
@@ -714,6 +767,11 @@ func (s *Store) closeParts() {
 		s.log.Close()
 	}
 }
+
+// Abandon stops the store the way a killed process leaves it: no final
+// fsync or checkpoint, the running marker stays, and the next Open takes
+// the recovery path. For crash tests of the packages built on the store.
+func (s *Store) Abandon() { s.crash() }
 
 // crash stops the store as a kill -9 would leave it: no final fsync, no
 // checkpoint, the running marker stays. For tests and benchmarks.

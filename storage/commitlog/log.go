@@ -81,6 +81,13 @@ type Recovery struct {
 	// CleanEnd, when >= 0, is the log end recorded by a clean shutdown:
 	// if the files end exactly there, no record is scanned.
 	CleanEnd int64
+	// Cut, when set, ends the log at CutAt, a record boundary at or
+	// below the recovered end: the records past it are removed (a
+	// replica drops what it applied after its last recorded position and
+	// applies it again). A recovered log that ends before CutAt, or
+	// starts after it, is an error.
+	Cut   bool
+	CutAt int64
 }
 
 // RecoveryResult reports what Open found.
@@ -105,6 +112,12 @@ type Record struct {
 	// ResetTopic makes the writer forget every queue offset of Topic
 	// after this record (a topic deletion marker).
 	ResetTopic bool
+	// StoreTime, when positive, is the record's store time (unix ms) as
+	// the appender fixed it, taken as it is instead of the writer's
+	// clock: replicas applying the same records in the same order then
+	// write the same bytes. Later clock-stamped records never get an
+	// earlier time.
+	StoreTime int64
 }
 
 // Entry is where an appended record went.
@@ -450,6 +463,12 @@ func (l *Log) recover(rec Recovery) (RecoveryResult, error) {
 	if res.Staged > 0 {
 		res.FastPath = false
 	}
+	if rec.Cut && rec.CutAt != end {
+		if end, err = l.cut(rec.CutAt, end, &res); err != nil {
+			return res, err
+		}
+		res.FastPath = false
+	}
 	if !res.FastPath {
 		// What recovery kept outlived a process crash in the page cache,
 		// not necessarily on the disk, nor did the names of segments
@@ -467,6 +486,41 @@ func (l *Log) recover(rec Recovery) (RecoveryResult, error) {
 	l.durable.Store(end)
 	res.End = end
 	return res, nil
+}
+
+// cut ends the recovered log at at (Recovery.Cut). Open only.
+func (l *Log) cut(at, end int64, res *RecoveryResult) (int64, error) {
+	if at > end || at < l.segs[0].base {
+		return 0, fmt.Errorf("%w: commitlog: cannot cut at %d: the log holds [%d, %d)", serr.ErrCorrupt, at, l.segs[0].base, end)
+	}
+	// The segment holding the byte before at (the first one if at is 0).
+	i := max(sort.Search(len(l.segs), func(i int) bool { return l.segs[i].base >= at })-1, 0)
+	s := l.segs[i]
+	sz, err := s.f.Size()
+	if err != nil {
+		return 0, err
+	}
+	if at-s.base < sz {
+		l.logger.Info("commitlog: cutting log", "segment", s.path, "at", at, "dropped", end-at)
+		if err := s.f.Truncate(at - s.base); err != nil {
+			return 0, err
+		}
+		if err := s.f.Sync(); err != nil {
+			return 0, err
+		}
+	}
+	for j := i + 1; j < len(l.segs); j++ {
+		l.segs[j].release()
+		if err := l.opts.FS.Remove(l.segs[j].path); err != nil {
+			return 0, err
+		}
+	}
+	l.segs = l.segs[:i+1]
+	if err := l.opts.FS.SyncDir(l.opts.Dir); err != nil {
+		return 0, err
+	}
+	res.Truncated += end - at
+	return at, nil
 }
 
 // syncRecovered fsyncs the segments that hold log past from (all of them
@@ -902,7 +956,12 @@ outer:
 				}
 				clear(l.qcache[:])
 			}
-			message.Seal(rec.Data, rec.CRC, pos, qo, now)
+			t := now
+			if rec.StoreTime > 0 {
+				t = rec.StoreTime
+				l.lastStore = max(l.lastStore, t)
+			}
+			message.Seal(rec.Data, rec.CRC, pos, qo, t)
 			if len(buf) == 0 && l.staging.Load() {
 				// Straight into the ring, not copied through buf first.
 				if err = l.writeAt(seg, rec.Data, pos-seg.base); err != nil {
@@ -912,7 +971,7 @@ outer:
 			} else {
 				buf = append(buf, rec.Data...)
 			}
-			r.entries[i] = Entry{PhysOffset: pos, Size: int32(n), QueueOffset: qo, StoreTime: now}
+			r.entries[i] = Entry{PhysOffset: pos, Size: int32(n), QueueOffset: qo, StoreTime: t}
 			pos += n
 			if len(buf) >= maxWriteChunk {
 				if err = flush(); err != nil {

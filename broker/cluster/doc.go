@@ -1,0 +1,90 @@
+// Package cluster is the replicated store of a broker set: three (or
+// more) members, one raft group, one commit log that every member holds
+// byte for byte. It owns the state-machine side: the raft entry format,
+// the Replica (a storage.Store written only by applying committed
+// entries, in raft-log order), the applied position that survives a
+// crash, and the answer an Append gets. The raft node itself (raft
+// library, WAL, peer transport) is gateway/peer's: this package never
+// sees a protobuf type; it reaches the node through the Raft interface.
+//
+// # Entries
+//
+// One raft entry is one commit-log append batch. Its bytes (entry.go):
+//
+//	0   1  version (1)
+//	1   1  kind (1: append)
+//	2   8  proposer: a random id of the proposing process (incarnation)
+//	10  8  sequence number of the proposal in that process
+//	18  8  store time, unix ms, fixed by the proposer
+//	26 16  the proposer's store geometry: segment size (8), max record
+//	       size (4), max body size (4)
+//	42  2  store host length, then the host
+//	    4  message count, then per message:
+//	    4  record length, then the record in the commit log's own format
+//	       (package message), sealed at offset 0 (CRC-checked)
+//
+// Applying an entry appends its messages with storage.AppendStamped,
+// store time and store host taken from the entry (the time raised to the
+// last one applied, so store times stay monotonic across leaders). The
+// physical and queue offsets follow from the log, so members that apply
+// the same entries in the same order from the same state (same
+// SegmentSize and size limits) write the same bytes: a receipt handle or
+// offset message id is valid on every member. A member whose geometry
+// differs from the one an entry carries stops (Failed) instead of
+// applying it: it would write other bytes. Only the apply step writes
+// a replica's commit log. A batch the store rejects for its content
+// (ErrInvalid, ErrTooLarge) is rejected by every member alike and
+// stored by none; any other store error (disk full, I/O) stops the
+// replica (Failed), since a member cannot skip an entry the others hold.
+//
+// Later kinds (bootstrap with cluster id and receipt-handle keys, POP
+// journal, staged/ops and control records, topic/group/offset metadata)
+// take new kind bytes; a member that meets a kind it does not know stops
+// rather than diverge.
+//
+// # Answers
+//
+// Append proposes through the leader's raft node and waits until the
+// entry is committed (in the raft logs of a majority, each fsynced
+// before it acknowledged) and applied to this member's store, then
+// returns the store's receipt (DurabilityLocal: the raft logs are the
+// durability point). It never answers OK for an entry that is not
+// committed. Otherwise:
+//
+//   - *NotLeaderError (errors.Is ErrNotLeader): this member does not
+//     lead; it names the leader (id and peer address) when one is known.
+//   - ErrLeadershipLost: the member stopped leading before the entry
+//     committed. The entry may still commit under the next leader; the
+//     client's message id is the dedup key if it retries.
+//   - ErrNoQuorum: not committed within min(CommitTimeout, ctx deadline),
+//     or no leader known within it.
+//
+// # Applied position and crashes
+//
+// The raft log (etcd's WAL) is what survives; a member's store may run in
+// async mode and lose its tail, or hold entries applied after the last
+// position it recorded. Every PersistEvery applied entries (and on Close)
+// the replica fsyncs the commit log (Store.Sync) and then writes
+// dir/applied atomically (write, fsync, rename, fsync directory): the
+// index of the last applied entry, the log end after it and the last
+// store time. On open the store is cut at that log end
+// (storage.OpenCut): records applied after it are removed with their
+// queue and index entries, and the raft node hands every entry after the
+// recorded index over again; they are applied again to the same bytes.
+// So an entry is never applied twice (the store holds each entry's
+// records at most once: the cut removes whatever a crash left of later
+// entries, whole or torn) nor skipped (the raft log keeps every entry
+// after the recorded index: gateway/peer compacts it only up to
+// Persisted).
+//
+// # Goroutines
+//
+// Apply, Persist and LeadershipLost are called by the raft loop only
+// (one goroutine); Append from any goroutine. Close after the raft loop
+// has stopped.
+//
+// # Imports
+//
+// cluster imports broker/, storage/ and internal/ only: never gen/,
+// gateway/, grpc or protobuf (raft's types included).
+package cluster

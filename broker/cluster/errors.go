@@ -1,0 +1,45 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/mqgate/mqgate/storage"
+)
+
+// Error sentinels; match with errors.Is.
+var (
+	// ErrNotLeader: this node does not lead the group; the error is a
+	// *NotLeaderError naming the leader when one is known.
+	ErrNotLeader = errors.New("cluster: not the leader")
+	// ErrLeadershipLost: the node stopped leading before the entry
+	// committed. The entry may still commit under the next leader (the
+	// client's message id is the dedup key if it retries); it is never
+	// reported as stored.
+	ErrLeadershipLost = errors.New("cluster: leadership lost before the entry committed")
+	// ErrNoQuorum: no majority stored the entry (or no leader was known)
+	// within the commit deadline.
+	ErrNoQuorum = errors.New("cluster: no quorum within the commit deadline")
+	// ErrStopped: the replica is closed, or stopped applying after an
+	// error it cannot skip (see Replica.Failed).
+	ErrStopped = errors.New("cluster: replica stopped")
+
+	errTooLarge = storage.ErrTooLarge
+)
+
+// NotLeaderError is ErrNotLeader with the leader this node knows of
+// (LeaderID 0: none known).
+type NotLeaderError struct {
+	LeaderID   uint64
+	LeaderAddr string
+}
+
+func (e *NotLeaderError) Error() string {
+	if e.LeaderID == 0 {
+		return ErrNotLeader.Error() + " (no leader known)"
+	}
+	return fmt.Sprintf("%v (leader is node %d at %s)", ErrNotLeader, e.LeaderID, e.LeaderAddr)
+}
+
+// Is makes errors.Is(err, ErrNotLeader) hold.
+func (e *NotLeaderError) Is(target error) bool { return target == ErrNotLeader }

@@ -1,0 +1,363 @@
+package cluster
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mqgate/mqgate/storage"
+	"github.com/mqgate/mqgate/storage/message"
+	"github.com/mqgate/mqgate/storage/vfs"
+)
+
+// Raft is the replicated log a Replica proposes its entries to (the
+// raft node of gateway/peer).
+type Raft interface {
+	// Propose hands data to the group as one entry. It returns once the
+	// leader took it into its log; *NotLeaderError if this node does not
+	// lead; ctx's error if it could not be handed over in time.
+	Propose(ctx context.Context, data []byte) error
+}
+
+// Options configure a Replica.
+type Options struct {
+	// Store configures the replica's store. Its SegmentSize and size
+	// limits must be the same on every member.
+	Store storage.Options
+	// StoreHost is written into the records this node proposes.
+	StoreHost string
+	// CommitTimeout bounds how long an Append waits for its entry to
+	// commit and apply (and the ctx deadline, if earlier). Default
+	// Store.FlushTimeout, else 5s.
+	CommitTimeout time.Duration
+	// PersistEvery is how many applied entries may follow the recorded
+	// applied position (each one is applied again after a crash).
+	// Default 4096.
+	PersistEvery uint64
+	Logger       *slog.Logger
+	// Now is the clock for store times; nil: the system clock.
+	Now func() time.Time
+}
+
+// Replica is one member's copy of the replicated store: a storage.Store
+// written only by Apply, in raft-log order. See doc.go.
+type Replica struct {
+	dir    string
+	opts   Options
+	store  *storage.Store
+	logger *slog.Logger
+	fs     vfs.FS
+
+	geo         geometry
+	raft        atomic.Pointer[Raft]
+	incarnation uint64 // proposer id of this process's entries
+	seq         atomic.Uint64
+	lastStamp   atomic.Int64
+
+	mu      sync.Mutex
+	waiters map[uint64]chan applyResult
+
+	// Owned by the applying goroutine (the raft loop).
+	st           appliedState // applied so far
+	persistedIdx uint64
+	since        uint64
+
+	applied   atomic.Uint64
+	persisted atomic.Uint64
+	failed    atomic.Pointer[error]
+	closed    atomic.Bool
+}
+
+type applyResult struct {
+	res storage.AppendResult
+	err error
+}
+
+// OpenReplica opens the replica in dir (the store in dir/store, the
+// applied position in dir/applied). The store's commit log is cut at the
+// recorded position: the raft log supplies every entry after it again.
+func OpenReplica(dir string, opts Options) (*Replica, error) {
+	opts.Logger = cmp.Or(opts.Logger, slog.Default())
+	opts.CommitTimeout = cmp.Or(opts.CommitTimeout, opts.Store.FlushTimeout, 5*time.Second)
+	opts.PersistEvery = cmp.Or(opts.PersistEvery, 4096)
+	fs := opts.Store.FS
+	if fs == nil {
+		fs = vfs.Default
+	}
+	if err := fs.MkdirAll(dir); err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	st, err := readState(fs, filepath.Join(dir, stateFile))
+	if err != nil {
+		return nil, err
+	}
+	s, err := storage.OpenCut(filepath.Join(dir, "store"), opts.Store, st.logEnd)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: open store at applied index %d: %w", st.index, err)
+	}
+	var nonce [8]byte
+	if _, err := rand.Read(nonce[:]); err != nil {
+		s.Close(context.Background())
+		return nil, err
+	}
+	d := opts.Store.Defaults()
+	geo := geometry{segmentSize: d.SegmentSize, maxRecordSize: int32(d.MaxRecordSize), maxBodySize: int32(d.MaxBodySize)}
+	r := &Replica{dir: dir, opts: opts, store: s, logger: opts.Logger, fs: fs, st: st, persistedIdx: st.index, geo: geo,
+		incarnation: binary.BigEndian.Uint64(nonce[:]) | 1, waiters: map[uint64]chan applyResult{}}
+	r.applied.Store(st.index)
+	r.persisted.Store(st.index)
+	r.lastStamp.Store(st.storeTime)
+	return r, nil
+}
+
+// Attach sets the raft node the replica proposes to.
+func (r *Replica) Attach(raft Raft) { r.raft.Store(&raft) }
+
+// Store is the replica's store, for reads. Writing to it other than
+// through Append breaks the replication.
+func (r *Replica) Store() *storage.Store { return r.store }
+
+// Applied is the index of the last raft entry applied to the store.
+func (r *Replica) Applied() uint64 { return r.applied.Load() }
+
+// Persisted is the applied index last recorded with an fsynced log: the
+// raft log may be compacted up to it.
+func (r *Replica) Persisted() uint64 { return r.persisted.Load() }
+
+// Failed returns the error that stopped Apply, if any.
+func (r *Replica) Failed() error {
+	if p := r.failed.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// stamp is the store time this node proposes: the clock, never earlier
+// than what it proposed or applied before.
+func (r *Replica) stamp() int64 {
+	now := time.Now()
+	if r.opts.Now != nil {
+		now = r.opts.Now()
+	}
+	t := now.UnixMilli()
+	for {
+		last := r.lastStamp.Load()
+		if t <= last {
+			t = last
+		}
+		if r.lastStamp.CompareAndSwap(last, t) {
+			return t
+		}
+	}
+}
+
+// Append replicates msgs as one commit-log batch: it proposes them, waits
+// until the entry is committed (stored in a majority of the members'
+// raft logs, each fsynced) and applied to this node's store, and returns
+// the store's receipt. It never answers OK for a batch that is not
+// committed. Errors: *NotLeaderError (ErrNotLeader), ErrLeadershipLost,
+// ErrNoQuorum (nothing committed within min(CommitTimeout, ctx
+// deadline)), ErrStopped, ctx's error, and the store's own ErrInvalid or
+// ErrTooLarge (the entry is then skipped by every member).
+func (r *Replica) Append(ctx context.Context, msgs ...*message.Message) (storage.AppendResult, error) {
+	if r.closed.Load() || r.Failed() != nil {
+		return storage.AppendResult{}, ErrStopped
+	}
+	rp := r.raft.Load()
+	if rp == nil {
+		return storage.AppendResult{}, fmt.Errorf("%w: no raft node attached", ErrStopped)
+	}
+	if len(msgs) == 0 {
+		return storage.AppendResult{}, fmt.Errorf("%w: no messages", storage.ErrInvalid)
+	}
+	seq := r.seq.Add(1)
+	data, err := encodeAppend(&appendEntry{proposer: r.incarnation, seq: seq, storeTime: r.stamp(), geo: r.geo, storeHost: r.opts.StoreHost, msgs: msgs}, r.maxRecord())
+	if err != nil {
+		return storage.AppendResult{}, fmt.Errorf("cluster: append: %w", err)
+	}
+	done := make(chan applyResult, 1)
+	r.mu.Lock()
+	r.waiters[seq] = done
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		delete(r.waiters, seq)
+		r.mu.Unlock()
+	}()
+	cctx, cancel := context.WithTimeout(ctx, r.opts.CommitTimeout)
+	defer cancel()
+	if err := (*rp).Propose(cctx, data); err != nil {
+		if ctx.Err() == nil && cctx.Err() != nil {
+			return storage.AppendResult{}, fmt.Errorf("%w: %w", ErrNoQuorum, err)
+		}
+		return storage.AppendResult{}, err
+	}
+	select {
+	case res := <-done:
+		return res.res, res.err
+	case <-cctx.Done():
+		if err := ctx.Err(); err != nil {
+			return storage.AppendResult{}, fmt.Errorf("cluster: append: %w (the entry may still commit)", err)
+		}
+		return storage.AppendResult{}, fmt.Errorf("%w: not committed within %v", ErrNoQuorum, r.opts.CommitTimeout)
+	}
+}
+
+func (r *Replica) maxRecord() int {
+	return cmp.Or(r.opts.Store.MaxRecordSize, storage.Options{}.Defaults().MaxRecordSize)
+}
+
+// LeadershipLost fails every Append still waiting for its entry: the
+// entries are not committed as far as this node knows, and may never be.
+// The raft loop calls it when the node stops leading.
+func (r *Replica) LeadershipLost() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for seq, ch := range r.waiters {
+		select {
+		case ch <- applyResult{err: ErrLeadershipLost}:
+		default:
+		}
+		delete(r.waiters, seq)
+	}
+}
+
+// Apply applies the committed raft entry at index (data nil for entries
+// that carry no batch: the leader's empty entries, configuration
+// changes). Entries must come in index order; one already applied (a
+// restart re-delivers what followed the recorded position only, but the
+// raft log may start earlier) is skipped. An error means the replica
+// cannot go on (a write failed: the entry can be neither skipped nor
+// applied later in its place); it stops, and the node must stop too.
+// Called by the raft loop only.
+func (r *Replica) Apply(index uint64, data []byte) error {
+	if err := r.Failed(); err != nil {
+		return err
+	}
+	if index <= r.st.index {
+		return nil
+	}
+	if index != r.st.index+1 {
+		return r.fail(fmt.Errorf("cluster: entry %d applied after %d: raft log gap", index, r.st.index))
+	}
+	if len(data) > 0 {
+		if err := r.applyData(data); err != nil {
+			return r.fail(fmt.Errorf("cluster: apply entry %d: %w", index, err))
+		}
+	}
+	r.st.index = index
+	r.applied.Store(index)
+	if r.since++; r.since >= r.opts.PersistEvery {
+		return r.Persist()
+	}
+	return nil
+}
+
+func (r *Replica) applyData(data []byte) error {
+	kind, err := entryKind(data)
+	if err != nil {
+		return err
+	}
+	if kind != kindAppend {
+		return fmt.Errorf("%w: unknown kind %d", ErrBadEntry, kind)
+	}
+	e, err := decodeAppend(data, r.maxRecord())
+	if err != nil {
+		// Every member decodes the same bytes the same way: none stores
+		// it. The proposer encoded it itself, so this is a damaged entry.
+		r.logger.Error("cluster: undecodable entry skipped", "err", err)
+		return nil
+	}
+	if e.geo != r.geo {
+		return fmt.Errorf("the proposer's store has segment size %d, max record %d, max body %d; this member's %d, %d, %d: members must be configured alike",
+			e.geo.segmentSize, e.geo.maxRecordSize, e.geo.maxBodySize, r.geo.segmentSize, r.geo.maxRecordSize, r.geo.maxBodySize)
+	}
+	st := storage.Stamp{StoreTime: max(e.storeTime, r.st.storeTime, 1), StoreHost: e.storeHost}
+	res, err := r.store.AppendStamped(context.Background(), st, e.msgs...)
+	switch {
+	case err == nil:
+		r.st.logEnd, r.st.storeTime = res.End, st.StoreTime
+		// Committed: in a majority of fsynced raft logs, whatever this
+		// store's own flush mode.
+		res.Status, res.Durability = storage.StatusOK, storage.DurabilityLocal
+	case errors.Is(err, storage.ErrInvalid) || errors.Is(err, storage.ErrTooLarge):
+		// Decided by the bytes and the shared limits alone: every member
+		// rejects it, nothing is written.
+	default:
+		return err
+	}
+	if e.proposer == r.incarnation {
+		r.mu.Lock()
+		if ch, ok := r.waiters[e.seq]; ok {
+			ch <- applyResult{res: res, err: err}
+			delete(r.waiters, e.seq)
+		}
+		r.mu.Unlock()
+	}
+	// Proposals after another leader's entries stamp no earlier.
+	for t := st.StoreTime; ; {
+		last := r.lastStamp.Load()
+		if t <= last || r.lastStamp.CompareAndSwap(last, t) {
+			break
+		}
+	}
+	return nil
+}
+
+// Persist fsyncs the commit log and records the applied position (see
+// doc.go); from then on the raft log up to Persisted may be compacted.
+// Called by the raft loop only.
+func (r *Replica) Persist() error {
+	if err := r.Failed(); err != nil {
+		return err
+	}
+	r.since = 0
+	if r.st.index == r.persistedIdx {
+		return nil
+	}
+	if err := r.store.Sync(); err != nil {
+		return r.fail(fmt.Errorf("cluster: persist applied position: %w", err))
+	}
+	if err := vfs.WriteFileAtomic(r.fs, filepath.Join(r.dir, stateFile), encodeState(r.st)); err != nil {
+		return r.fail(fmt.Errorf("cluster: persist applied position: %w", err))
+	}
+	r.persistedIdx = r.st.index
+	r.persisted.Store(r.st.index)
+	return nil
+}
+
+func (r *Replica) fail(err error) error {
+	r.failed.CompareAndSwap(nil, &err)
+	r.logger.Error("cluster: replica stopped", "err", err)
+	r.LeadershipLost()
+	return err
+}
+
+// Close records the applied position and closes the store. The raft
+// loop must have stopped.
+func (r *Replica) Close(ctx context.Context) error {
+	if !r.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	r.LeadershipLost()
+	perr := r.Persist()
+	return errors.Join(perr, r.store.Close(ctx))
+}
+
+// Abandon stops the replica as a killed process would leave it: no
+// applied position recorded, the store not closed cleanly. For crash
+// tests.
+func (r *Replica) Abandon() {
+	if r.closed.CompareAndSwap(false, true) {
+		r.LeadershipLost()
+		r.store.Abandon()
+	}
+}

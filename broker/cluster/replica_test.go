@@ -1,0 +1,141 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/mqgate/mqgate/storage"
+	"github.com/mqgate/mqgate/storage/message"
+)
+
+func replicaOpts() Options {
+	return Options{Store: storage.Options{SegmentSize: 64 << 10, MaxBodySize: 8 << 10, MaxRecordSize: 10 << 10,
+		StagingDir: "off", CheckpointInterval: time.Hour, RetentionInterval: time.Hour, MetaFlushInterval: time.Hour,
+		RetentionTime: -1, DiskUsagePercent: -1, Logger: slog.New(slog.DiscardHandler)},
+		PersistEvery: 4, Logger: slog.New(slog.DiscardHandler)}
+}
+
+// testGeo is the geometry of replicaOpts' store.
+var testGeo = geometry{segmentSize: 64 << 10, maxRecordSize: 10 << 10, maxBodySize: 8 << 10}
+
+// entries encodes n one-message append entries from another proposer.
+func entries(t *testing.T, n int) [][]byte {
+	t.Helper()
+	var out [][]byte
+	for i, m := range testMsgs(n) {
+		b, err := encodeAppend(&appendEntry{proposer: 99, seq: uint64(i), storeTime: 1_700_000_000_000 + int64(i), geo: testGeo, storeHost: "h:1", msgs: []*message.Message{m}}, 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+func queueLen(r *Replica) int64 {
+	_, end := r.Store().LogRange()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := r.Store().WaitDispatched(ctx, end); err != nil {
+		panic(err)
+	}
+	_, a := r.Store().QueueRange("t", 0)
+	_, b := r.Store().QueueRange("t", 1)
+	return a + b
+}
+
+// A replica abandoned past its recorded position reopens there: entries
+// handed over again are applied once, already applied ones skipped, a
+// gap refused.
+func TestReplicaApplyAfterCrash(t *testing.T) {
+	dir := t.TempDir()
+	ents := entries(t, 10)
+	r, err := OpenReplica(dir, replicaOpts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Apply(1, nil); err != nil { // an entry without a batch
+		t.Fatal(err)
+	}
+	for i, e := range ents {
+		if err := r.Apply(uint64(i+2), e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r.Applied() != 11 || r.Persisted() != 8 {
+		t.Fatalf("applied %d, recorded %d; want 11, 8", r.Applied(), r.Persisted())
+	}
+	if n := queueLen(r); n != 10 {
+		t.Fatalf("%d messages stored, want 10", n)
+	}
+	r.Abandon()
+
+	r, err = OpenReplica(dir, replicaOpts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(context.Background())
+	if r.Applied() != 8 || queueLen(r) != 7 {
+		t.Fatalf("reopened at %d with %d messages; want 8 and 7", r.Applied(), queueLen(r))
+	}
+	for i := 4; i < 10; i++ { // indexes 6..11: 6..8 already applied
+		if err := r.Apply(uint64(i+2), ents[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := queueLen(r); n != 10 || r.Applied() != 11 {
+		t.Fatalf("%d messages, applied %d; want 10, 11", n, r.Applied())
+	}
+	if err := r.Apply(13, ents[0]); err == nil || r.Failed() == nil {
+		t.Fatal("an entry after a gap was applied")
+	}
+	if _, err := r.Append(context.Background(), testMsgs(1)...); !errors.Is(err, ErrStopped) {
+		t.Fatalf("append on a stopped replica: %v", err)
+	}
+}
+
+// An entry the store refuses for its content is skipped by the replica
+// (every member refuses it alike) and answered with the store's error.
+func TestReplicaRejectsOversizedEntryAlike(t *testing.T) {
+	r, err := OpenReplica(t.TempDir(), replicaOpts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(context.Background())
+	big := &message.Message{Topic: "t", Body: make([]byte, 9<<10)}
+	b, err := encodeAppend(&appendEntry{proposer: 1, seq: 1, storeTime: 5, geo: testGeo, msgs: []*message.Message{big}}, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Apply(1, b); err != nil {
+		t.Fatalf("content error stopped the replica: %v", err)
+	}
+	if r.Applied() != 1 || queueLen(r) != 0 {
+		t.Fatalf("applied %d with %d messages", r.Applied(), queueLen(r))
+	}
+}
+
+// A member configured unlike the proposer stops rather than write bytes
+// the others do not.
+func TestReplicaStopsOnOtherGeometry(t *testing.T) {
+	r, err := OpenReplica(t.TempDir(), replicaOpts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(context.Background())
+	geo := testGeo
+	geo.segmentSize *= 2
+	b, err := encodeAppend(&appendEntry{proposer: 1, seq: 1, storeTime: 5, geo: geo, msgs: testMsgs(1)}, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Apply(1, b); err == nil || r.Failed() == nil {
+		t.Fatal("an entry of another geometry was applied")
+	}
+	if r.Applied() != 0 || queueLen(r) != 0 {
+		t.Fatalf("applied %d with %d messages", r.Applied(), queueLen(r))
+	}
+}

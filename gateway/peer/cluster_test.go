@@ -1,0 +1,671 @@
+package peer
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/server/v3/storage/wal"
+	"go.etcd.io/raft/v3/raftpb"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/emptypb"
+
+	"github.com/mqgate/mqgate/broker/cluster"
+	"github.com/mqgate/mqgate/storage"
+	"github.com/mqgate/mqgate/storage/message"
+	"github.com/mqgate/mqgate/storage/vfs"
+)
+
+// testCluster is a group of in-process members on loopback addresses.
+type testCluster struct {
+	t       testing.TB
+	id      string
+	addrs   map[uint64]string
+	members map[uint64]*member
+	persist uint64 // Options.PersistEvery
+	snap    uint64 // Config.SnapshotEvery (KeepEntries is half of it)
+	staging string // storage.Options.StagingDir ("" is "off")
+	timeout time.Duration
+}
+
+type member struct {
+	id   uint64
+	dir  string
+	rep  *cluster.Replica
+	node *Node
+}
+
+var quiet = slog.New(slog.DiscardHandler)
+
+func storeOpts() storage.Options {
+	return storage.Options{
+		SegmentSize: 64 << 10, MaxBodySize: 8 << 10, MaxRecordSize: 10 << 10,
+		FlushMode: storage.FlushAsync, StagingDir: "off", Logger: quiet,
+		CheckpointInterval: time.Hour, RetentionInterval: time.Hour, MetaFlushInterval: time.Hour,
+		RetentionTime: -1, DiskUsagePercent: -1, FlushInterval: 5 * time.Millisecond,
+	}
+}
+
+// newTestCluster starts n members.
+func newTestCluster(t testing.TB, n int, persistEvery uint64) *testCluster {
+	return newTestClusterWith(t, n, testCluster{persist: persistEvery, timeout: 3 * time.Second})
+}
+
+// newTestClusterWith starts n members with o's persist, snap and
+// timeout.
+func newTestClusterWith(t testing.TB, n int, o testCluster) *testCluster {
+	t.Helper()
+	c := &testCluster{t: t, id: "test-" + t.Name(), addrs: map[uint64]string{}, members: map[uint64]*member{},
+		persist: o.persist, snap: o.snap, timeout: o.timeout, staging: o.staging}
+	lis := map[uint64]net.Listener{}
+	for i := range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := uint64(i + 1)
+		lis[id], c.addrs[id] = l, l.Addr().String()
+	}
+	root := t.TempDir()
+	for id, l := range lis {
+		c.start(id, filepath.Join(root, fmt.Sprint(id)), l)
+	}
+	t.Cleanup(func() {
+		for _, m := range c.members {
+			if m.node != nil {
+				m.node.Stop()
+				m.rep.Close(context.Background())
+			}
+		}
+	})
+	return c
+}
+
+func (c *testCluster) start(id uint64, dir string, l net.Listener) *member {
+	c.t.Helper()
+	if l == nil {
+		var err error
+		if l, err = net.Listen("tcp", c.addrs[id]); err != nil {
+			c.t.Fatal(err)
+		}
+	}
+	so := storeOpts()
+	if c.staging != "" {
+		so.StagingDir = c.staging
+	}
+	rep, err := cluster.OpenReplica(filepath.Join(dir, "replica"), cluster.Options{
+		Store: so, StoreHost: "cluster:8081", CommitTimeout: c.timeout, PersistEvery: c.persist, Logger: quiet})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	node, err := Start(Config{ClusterID: c.id, NodeID: id, Peers: c.addrs, WALDir: filepath.Join(dir, "wal"), Listener: l,
+		TickInterval: 20 * time.Millisecond, ElectionTicks: 10, SnapshotEvery: c.snap, KeepEntries: c.snap / 2, Logger: quiet}, rep)
+	if err != nil {
+		rep.Close(context.Background())
+		c.t.Fatal(err)
+	}
+	rep.Attach(node)
+	m := &member{id: id, dir: dir, rep: rep, node: node}
+	c.members[id] = m
+	return m
+}
+
+// kill stops a member the way a killed process would: the store is
+// abandoned without recording its applied position.
+func (c *testCluster) kill(id uint64) {
+	m := c.members[id]
+	m.node.Stop()
+	m.rep.Abandon()
+	m.node = nil
+}
+
+func (c *testCluster) restart(id uint64) *member { return c.start(id, c.members[id].dir, nil) }
+
+// stopAll stops every running member cleanly.
+func (c *testCluster) stopAll() {
+	for _, m := range c.members {
+		if m.node != nil {
+			if err := m.node.Stop(); err != nil {
+				c.t.Errorf("stop %d: %v", m.id, err)
+			}
+			if err := m.rep.Close(context.Background()); err != nil {
+				c.t.Errorf("close %d: %v", m.id, err)
+			}
+			m.node = nil
+		}
+	}
+}
+
+// waitFor polls cond until it holds, failing after 20s.
+func (c *testCluster) waitFor(what string, cond func() bool) {
+	c.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			c.t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// leader waits for a leader all running members agree on.
+func (c *testCluster) leader() *member {
+	c.t.Helper()
+	var l *member
+	c.waitFor("a leader", func() bool {
+		l = nil
+		for _, m := range c.members {
+			if m.node != nil && m.node.IsLeader() {
+				l = m
+			}
+		}
+		if l == nil {
+			return false
+		}
+		for _, m := range c.members {
+			if m.node != nil && m.node.Leader() != l.id {
+				return false
+			}
+		}
+		return true
+	})
+	return l
+}
+
+// converged waits until every running member applied as far as want.
+func (c *testCluster) converged(want uint64) {
+	c.t.Helper()
+	c.waitFor(fmt.Sprintf("every member to apply %d", want), func() bool {
+		for _, m := range c.members {
+			if m.node != nil && m.rep.Applied() < want {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+func testMsg(i int) *message.Message {
+	m := &message.Message{Topic: []string{"orders", "audit"}[i%2], QueueID: int32(i % 3), BornTime: 1_000 + int64(i), BornHost: "client:1",
+		Body: []byte(fmt.Sprintf("body-%d", i))}
+	m.Set(message.PropUniqKey, fmt.Sprintf("id-%d", i))
+	m.Set(message.PropTags, fmt.Sprintf("tag%d", i%4))
+	return m
+}
+
+// appendN appends messages from..to through m, k at a time concurrently,
+// and returns the ids acknowledged.
+func appendN(t testing.TB, m *member, from, to int) []string {
+	t.Helper()
+	var (
+		mu   sync.Mutex
+		ids  []string
+		wg   sync.WaitGroup
+		errs []error
+	)
+	sem := make(chan struct{}, 4)
+	for i := from; i < to; i++ {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			msg := testMsg(i)
+			res, err := m.rep.Append(context.Background(), msg)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+				return
+			}
+			if res.Status != storage.StatusOK || len(res.Entries) != 1 {
+				errs = append(errs, fmt.Errorf("receipt %+v", res))
+				return
+			}
+			ids = append(ids, msg.UniqKey())
+		}()
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		t.Fatalf("%d appends failed, first: %v", len(errs), errs[0])
+	}
+	return ids
+}
+
+// contents reads every message of the test topics from m's store, by id,
+// checking that every queue's offsets are dense and no id appears twice.
+func contents(t testing.TB, m *member) map[string]bool {
+	t.Helper()
+	s := m.rep.Store()
+	_, end := s.LogRange()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.WaitDispatched(ctx, end); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, topic := range []string{"orders", "audit"} {
+		for q := int32(0); q < 3; q++ {
+			lo, hi := s.QueueRange(topic, q)
+			for off := lo; off < hi; {
+				ms, next, err := s.ReadMessages(topic, q, off, 64)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i, msg := range ms {
+					if msg.QueueOffset != off+int64(i) {
+						t.Fatalf("member %d: %s/%d: offset %d at %d", m.id, topic, q, msg.QueueOffset, off+int64(i))
+					}
+					if out[msg.UniqKey()] {
+						t.Fatalf("member %d: message %s stored twice", m.id, msg.UniqKey())
+					}
+					out[msg.UniqKey()] = true
+				}
+				off = next
+			}
+		}
+	}
+	return out
+}
+
+// sameStores compares the commit-log segment files of every member
+// (stopped) byte for byte.
+func (c *testCluster) sameStores() {
+	c.t.Helper()
+	var ref map[string][]byte
+	var refID uint64
+	for _, m := range c.members {
+		files := map[string][]byte{}
+		dir := filepath.Join(m.dir, "replica", "store", "commitlog")
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		for _, e := range ents {
+			if strings.HasSuffix(e.Name(), ".log") {
+				b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+				if err != nil {
+					c.t.Fatal(err)
+				}
+				files[e.Name()] = b
+			}
+		}
+		if ref == nil {
+			ref, refID = files, m.id
+			if len(files) == 0 {
+				c.t.Fatal("no segments")
+			}
+			continue
+		}
+		if len(files) != len(ref) {
+			c.t.Fatalf("member %d has %d segments, member %d %d", m.id, len(files), refID, len(ref))
+		}
+		for name, b := range ref {
+			if !bytes.Equal(files[name], b) {
+				c.t.Fatalf("segment %s of member %d differs from member %d's (%d against %d bytes)", name, m.id, refID, len(files[name]), len(b))
+			}
+		}
+	}
+}
+
+func TestReplicatedAppendsByteIdentical(t *testing.T) {
+	c := newTestCluster(t, 3, 0)
+	l := c.leader()
+	ids := appendN(t, l, 0, 300)
+	c.converged(l.rep.Applied())
+	want := contents(t, l)
+	if len(want) != len(ids) {
+		t.Fatalf("leader holds %d messages, %d acknowledged", len(want), len(ids))
+	}
+	for _, m := range c.members {
+		got := contents(t, m)
+		if len(got) != len(want) {
+			t.Fatalf("member %d holds %d messages, leader %d", m.id, len(got), len(want))
+		}
+		for _, topic := range []string{"orders", "audit"} {
+			for q := int32(0); q < 3; q++ {
+				llo, lhi := l.rep.Store().QueueRange(topic, q)
+				lo, hi := m.rep.Store().QueueRange(topic, q)
+				if lo != llo || hi != lhi {
+					t.Fatalf("member %d %s/%d: [%d,%d), leader [%d,%d)", m.id, topic, q, lo, hi, llo, lhi)
+				}
+			}
+		}
+	}
+	c.stopAll()
+	c.sameStores()
+}
+
+func TestFollowerAppendNotLeader(t *testing.T) {
+	c := newTestCluster(t, 3, 0)
+	l := c.leader()
+	for _, m := range c.members {
+		if m == l {
+			continue
+		}
+		_, err := m.rep.Append(context.Background(), testMsg(1))
+		var nl *cluster.NotLeaderError
+		if !errors.Is(err, cluster.ErrNotLeader) || !errors.As(err, &nl) {
+			t.Fatalf("follower append: %v, want not-leader", err)
+		}
+		if nl.LeaderID != l.id || nl.LeaderAddr != c.addrs[l.id] {
+			t.Fatalf("not-leader names %d at %s, leader is %d at %s", nl.LeaderID, nl.LeaderAddr, l.id, c.addrs[l.id])
+		}
+	}
+	if got := contents(t, l); len(got) != 0 {
+		t.Fatalf("refused appends stored: %v", got)
+	}
+}
+
+func TestLeaderKilledFailover(t *testing.T) {
+	c := newTestCluster(t, 3, 16)
+	old := c.leader()
+	acked := appendN(t, old, 0, 120)
+	c.kill(old.id)
+	l := c.leader()
+	if l.id == old.id {
+		t.Fatal("killed member still leads")
+	}
+	// An entry of the new leader's term commits everything before it.
+	acked = append(acked, appendN(t, l, 120, 121)...)
+	c.converged(l.rep.Applied())
+	for _, m := range c.members {
+		if m.node == nil {
+			continue
+		}
+		have := contents(t, m)
+		for _, id := range acked {
+			if !have[id] {
+				t.Fatalf("acknowledged message %s missing on member %d after failover", id, m.id)
+			}
+		}
+	}
+	acked = append(acked, appendN(t, l, 121, 200)...)
+	back := c.restart(old.id)
+	c.leader()
+	acked = append(acked, appendN(t, c.leader(), 200, 240)...)
+	c.converged(c.leader().rep.Applied())
+	have := contents(t, back)
+	if len(have) != len(acked) {
+		t.Fatalf("restarted member holds %d messages, %d acknowledged", len(have), len(acked))
+	}
+	for _, id := range acked {
+		if !have[id] {
+			t.Fatalf("restarted member lacks %s", id)
+		}
+	}
+	c.stopAll()
+	c.sameStores()
+}
+
+func TestNoQuorumNeverOK(t *testing.T) {
+	c := newTestClusterWith(t, 3, testCluster{timeout: time.Second})
+	l := c.leader()
+	appendN(t, l, 0, 10)
+	for _, m := range c.members {
+		if m != l {
+			c.kill(m.id)
+		}
+	}
+	before := contents(t, l)
+	// The first appends may meet the leader before it steps down (its
+	// entries cannot commit) or after (no leader): either way an error
+	// within the deadline, never OK.
+	for i := range 3 {
+		ctx, cancel := context.WithTimeout(context.Background(), 800*time.Millisecond)
+		t0 := time.Now()
+		_, err := l.rep.Append(ctx, testMsg(100+i))
+		cancel()
+		if err == nil {
+			t.Fatal("append without a quorum answered OK")
+		}
+		if !errors.Is(err, cluster.ErrNoQuorum) && !errors.Is(err, cluster.ErrLeadershipLost) && !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("append without a quorum: %v", err)
+		}
+		if d := time.Since(t0); d > 2*time.Second {
+			t.Fatalf("append without a quorum took %v", d)
+		}
+	}
+	c.waitFor("the leader to step down", func() bool { return !l.node.IsLeader() })
+	t0 := time.Now()
+	_, err := l.rep.Append(context.Background(), testMsg(200))
+	if !errors.Is(err, cluster.ErrNoQuorum) {
+		t.Fatalf("append with no leader: %v, want ErrNoQuorum", err)
+	}
+	if d := time.Since(t0); d < c.timeout/2 || d > c.timeout+time.Second {
+		t.Fatalf("no-quorum answer after %v, deadline %v", d, c.timeout)
+	}
+	if after := contents(t, l); len(after) != len(before) {
+		t.Fatalf("%d messages stored without a quorum", len(after)-len(before))
+	}
+}
+
+// Every member crashes with entries applied past its recorded position;
+// on restart each applies the raft log from there again: nothing twice,
+// nothing skipped, still byte-identical.
+func TestCrashReapplyExactlyOnce(t *testing.T) {
+	t.Run("no-staging", func(t *testing.T) { testCrashReapply(t, "") })
+	if vfs.IsTmpfs("/dev/shm") {
+		// The stores' staging rings hold what the crash left unwritten.
+		t.Run("staging", func(t *testing.T) { testCrashReapply(t, "/dev/shm") })
+	}
+}
+
+func testCrashReapply(t *testing.T, staging string) {
+	// The raft log is compacted at every recorded position.
+	c := newTestClusterWith(t, 3, testCluster{persist: 50, snap: 20, timeout: 3 * time.Second, staging: staging})
+	l := c.leader()
+	acked := appendN(t, l, 0, 150)
+	c.converged(l.rep.Applied())
+	for id, m := range c.members {
+		if m.rep.Persisted() == 0 || m.rep.Persisted() >= m.rep.Applied() {
+			t.Fatalf("member %d: recorded %d, applied %d: nothing to apply again", id, m.rep.Persisted(), m.rep.Applied())
+		}
+		c.kill(id)
+		snaps, err := wal.ValidSnapshotEntries(zap.NewNop(), filepath.Join(m.dir, "wal"))
+		if err != nil || len(snaps) == 0 || snaps[len(snaps)-1].GetIndex() == 0 {
+			t.Fatalf("member %d: no raft log compaction recorded (%d snapshots, %v)", id, len(snaps), err)
+		}
+	}
+	for id := range c.members {
+		m := c.restart(id)
+		if rec := m.rep.Store().Recovery(); rec.Truncated == 0 {
+			t.Fatalf("member %d: the store kept what it applied past its recorded position: %+v", id, rec)
+		}
+	}
+	l = c.leader()
+	acked = append(acked, appendN(t, l, 150, 200)...)
+	c.converged(l.rep.Applied())
+	for _, m := range c.members {
+		have := contents(t, m)
+		if len(have) != len(acked) {
+			t.Fatalf("member %d holds %d messages, %d acknowledged", m.id, len(have), len(acked))
+		}
+		for _, id := range acked {
+			if !have[id] {
+				t.Fatalf("member %d lacks %s", m.id, id)
+			}
+		}
+	}
+	c.stopAll()
+	c.sameStores()
+}
+
+// A stream that names another cluster is refused before any message of
+// it reaches raft; one that names this cluster is taken.
+func TestOtherClusterRefused(t *testing.T) {
+	c := newTestCluster(t, 3, 0)
+	l := c.leader()
+	send := func(cluster string) error {
+		conn, err := grpc.NewClient(c.addrs[l.id], grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		ctx = metadata.AppendToOutgoingContext(ctx, mdClusterID, cluster)
+		s, err := conn.NewStream(ctx, &serviceDesc.Streams[0], sendMethod)
+		if err != nil {
+			return err
+		}
+		// A heartbeat of a far higher term: taken, it makes the leader
+		// step down.
+		m := &raftpb.Message{Type: raftpb.MsgHeartbeat.Enum(), To: new(l.id), From: new(uint64(9)), Term: new(uint64(1000))}
+		if err := s.SendMsg(m); err != nil && !errors.Is(err, io.EOF) {
+			return err
+		}
+		if err := s.CloseSend(); err != nil {
+			return err
+		}
+		return s.RecvMsg(new(emptypb.Empty))
+	}
+	err := send("another-cluster")
+	if status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("stream of another cluster: %v, want PermissionDenied", err)
+	}
+	if !l.node.IsLeader() || c.leader() != l {
+		t.Fatal("a refused message changed the leader")
+	}
+	// The same message with the right cluster id reaches raft: a
+	// heartbeat of a higher term makes the leader step down.
+	send(c.id)
+	c.waitFor("the leader to take the message", func() bool { return !l.node.IsLeader() })
+}
+
+// lastWALFile is the newest WAL file of a member.
+func lastWALFile(t *testing.T, m *member) string {
+	t.Helper()
+	ents, err := os.ReadDir(filepath.Join(m.dir, "wal"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := ""
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), ".wal") && e.Name() > last {
+			last = e.Name()
+		}
+	}
+	if last == "" {
+		t.Fatal("no WAL file")
+	}
+	return filepath.Join(m.dir, "wal", last)
+}
+
+// A member whose raft log ends in a torn record (cut inside its last
+// record, as a crash during the write leaves it) repairs it on restart,
+// catches up and holds what the others hold.
+func TestTornWALTailRepaired(t *testing.T) {
+	c := newTestCluster(t, 3, 0)
+	l := c.leader()
+	acked := appendN(t, l, 0, 60)
+	c.converged(l.rep.Applied())
+	var f *member
+	for _, m := range c.members {
+		if m != l {
+			f = m
+			break
+		}
+	}
+	c.kill(f.id)
+	path := lastWALFile(t, f)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := len(b)
+	for end > 0 && b[end-1] == 0 {
+		end--
+	}
+	if end < 16 {
+		t.Fatal("empty WAL file")
+	}
+	if err := os.Truncate(path, int64(end-5)); err != nil {
+		t.Fatal(err)
+	}
+	acked = append(acked, appendN(t, l, 60, 80)...)
+	f = c.restart(f.id)
+	acked = append(acked, appendN(t, c.leader(), 80, 100)...)
+	c.converged(c.leader().rep.Applied())
+	have := contents(t, f)
+	if len(have) != len(acked) {
+		t.Fatalf("repaired member holds %d messages, %d acknowledged", len(have), len(acked))
+	}
+	c.stopAll()
+	c.sameStores()
+}
+
+// The leader is killed while appends are in flight: each one answered OK
+// is on the survivors; the others got an error, never a false OK.
+func TestLeaderKilledUnderLoad(t *testing.T) {
+	c := newTestClusterWith(t, 3, testCluster{persist: 16, timeout: 2 * time.Second})
+	old := c.leader()
+	var (
+		mu     sync.Mutex
+		acked  []string
+		failed int
+		wg     sync.WaitGroup
+	)
+	stop := make(chan struct{})
+	for g := range 4 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				m := testMsg(g*100_000 + i)
+				_, err := old.rep.Append(context.Background(), m)
+				mu.Lock()
+				if err == nil {
+					acked = append(acked, m.UniqKey())
+				} else {
+					failed++
+				}
+				mu.Unlock()
+				if err != nil {
+					return
+				}
+			}
+		})
+	}
+	c.waitFor("appends under way", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(acked) >= 40
+	})
+	c.kill(old.id)
+	close(stop)
+	wg.Wait()
+	// An entry of the new leader's term commits everything before it.
+	l := c.leader()
+	appendN(t, l, 900_000, 900_001)
+	c.converged(l.rep.Applied())
+	for _, m := range c.members {
+		if m.node == nil {
+			continue
+		}
+		have := contents(t, m)
+		for _, id := range acked {
+			if !have[id] {
+				t.Fatalf("message %s answered OK is missing on member %d", id, m.id)
+			}
+		}
+	}
+	t.Logf("%d answered OK, %d failed at the kill", len(acked), failed)
+}

@@ -1,0 +1,65 @@
+// Package peer is a broker-set member's raft node and the transport
+// between members. It runs go.etcd.io/raft/v3 (a RawNode, pre-vote and
+// check-quorum on) with etcd's WAL (server/v3/storage/wal) as the raft
+// log, and feeds committed entries to an Applier (broker/cluster's
+// Replica), which owns the state machine, the entry format and the
+// answers Append gets (see broker/cluster's doc.go).
+//
+//	rep, _ := cluster.OpenReplica(dir+"/replica", cluster.Options{...})
+//	node, _ := peer.Start(peer.Config{ClusterID, NodeID, Peers, WALDir: dir + "/wal"}, rep)
+//	rep.Attach(node)
+//	res, err := rep.Append(ctx, msgs...)   // on the leader
+//	st, _ := node.Status(ctx)              // term, leader, commit, members' progress
+//	node.TransferLeadership(ctx, id)       // on the leader
+//	node.Stop(); rep.Close(ctx)
+//
+// ParsePeers reads the members from "1=host:port,2=host:port,...".
+//
+// # The raft loop
+//
+// One goroutine owns the RawNode, the memory storage and the WAL. For
+// each Ready it writes the entries and hard state to the WAL (fsynced
+// when raft says they must be) — a follower before it sends its
+// messages, the leader after sending, so that the followers' fsyncs run
+// alongside its own — then applies the committed entries (configuration changes to raft, every
+// entry's index to the Applier) and advances. A new member (no WAL)
+// bootstraps the group with the configured peers. On restart the WAL is
+// read from its last raft snapshot record; raft's Applied is that
+// record's index, so every entry after it is handed to the Applier
+// again (configuration changes included) and the Applier skips what it
+// has applied already. A WAL that ends in a torn record (the write a
+// crash interrupted: no Save covering it returned, so nothing in it was
+// acknowledged) is repaired (wal.Repair cuts the record) and read again.
+//
+// Compaction: when the Applier's Persisted index has advanced
+// SnapshotEvery entries, the node records a raft snapshot at it in the
+// WAL (metadata only: index, term, configuration; the store is the
+// state), releases the WAL files before it and drops in-memory entries
+// more than KeepEntries below it. A member that lags further than that
+// would need a store snapshot (segment copy), which is not supported
+// yet: the leader logs it, and a member sent a snapshot stops with an
+// error.
+//
+// An error the loop cannot get past (WAL write, an Applier error) stops
+// the node: Done is closed, Err says why, appends fail with
+// cluster.ErrStopped.
+//
+// # Transport
+//
+// gRPC on the peer address: a service mqgate.cluster.v1.Raft with one
+// client-streaming method Send carrying raftpb.Message, raft's own
+// protobuf type (so no schema of ours is generated: transport.go
+// declares the service). Each member keeps one stream to each other
+// member, fed from a bounded queue by one sender goroutine; a full queue
+// or a broken stream drops messages (raft retransmits) and reports the
+// member unreachable. The stream's metadata carries the cluster id; a
+// member of another cluster refuses it. Peer traffic is not yet
+// authenticated or encrypted: the peer address must be on a trusted
+// network.
+//
+// # Imports
+//
+// peer may import broker/cluster (its Applier and errors), raft, etcd's
+// WAL, grpc and protobuf; never storage/ (it reaches the store through
+// the Applier) nor other gateway listeners.
+package peer

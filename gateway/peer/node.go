@@ -1,0 +1,529 @@
+package peer
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.etcd.io/etcd/client/pkg/v3/fileutil"
+	"go.etcd.io/etcd/server/v3/storage/wal"
+	"go.etcd.io/etcd/server/v3/storage/wal/walpb"
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/mqgate/mqgate/broker/cluster"
+)
+
+// Applier is the state machine the node feeds committed entries to
+// (*cluster.Replica).
+type Applier interface {
+	// Applied is the last applied index (the node resumes after it).
+	Applied() uint64
+	// Apply applies the committed entry at index; data is nil for
+	// entries without a payload. An error stops the node.
+	Apply(index uint64, data []byte) error
+	// Persisted is the applied index whose effects are durable: the raft
+	// log may be compacted up to it.
+	Persisted() uint64
+	// LeadershipLost is called when the node stops leading.
+	LeadershipLost()
+}
+
+// Config configures a Node.
+type Config struct {
+	ClusterID string
+	NodeID    uint64
+	// Peers maps every member's id (this node's too) to its peer
+	// address. A new group is bootstrapped with exactly these members.
+	Peers map[uint64]string
+	// WALDir holds the raft log (etcd's WAL).
+	WALDir string
+	// Listener, if set, is used instead of listening on Peers[NodeID].
+	Listener net.Listener
+	// TickInterval is the raft tick (default 100ms); an election timeout
+	// is ElectionTicks (default 10) ticks, a heartbeat HeartbeatTicks
+	// (default 1).
+	TickInterval   time.Duration
+	ElectionTicks  int
+	HeartbeatTicks int
+	// SnapshotEvery: the raft log is compacted when the applier's
+	// persisted index has advanced this far since the last compaction
+	// (default 8192); KeepEntries entries below it are kept in memory
+	// for followers that lag (default 8192).
+	SnapshotEvery uint64
+	KeepEntries   uint64
+	Logger        *slog.Logger
+}
+
+const (
+	maxWALFiles      = 5
+	walPurgeInterval = 30 * time.Second
+)
+
+// Node is this member of the raft group: a raft.RawNode driven by one
+// goroutine, the WAL, and the peer transport.
+type Node struct {
+	cfg    Config
+	logger *slog.Logger
+	app    Applier
+	rn     *raft.RawNode
+	ms     *raft.MemoryStorage
+	w      *wal.WAL
+	tr     *transport
+	cs     *raftpb.ConfState
+
+	propc   chan proposal
+	recvc   chan *raftpb.Message
+	unreach chan uint64
+	calls   chan func()
+	stopc   chan struct{}
+	done    chan struct{}
+
+	purged   <-chan struct{} // closed when the WAL purger has stopped
+	lead     atomic.Uint64
+	isLeader atomic.Bool
+	failed   atomic.Pointer[error]
+	snapIdx  uint64
+	stopOnce sync.Once
+}
+
+type proposal struct {
+	data []byte
+	errc chan error
+}
+
+// Start opens (or creates and bootstraps) the raft log in cfg.WALDir,
+// starts the transport and the raft loop, and resumes applying after
+// app.Applied().
+func Start(cfg Config, app Applier) (*Node, error) {
+	cfg.TickInterval = cmp.Or(cfg.TickInterval, 100*time.Millisecond)
+	cfg.ElectionTicks = cmp.Or(cfg.ElectionTicks, 10)
+	cfg.HeartbeatTicks = cmp.Or(cfg.HeartbeatTicks, 1)
+	cfg.SnapshotEvery = cmp.Or(cfg.SnapshotEvery, 8192)
+	cfg.KeepEntries = cmp.Or(cfg.KeepEntries, 8192)
+	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
+	if cfg.NodeID == 0 || cfg.Peers[cfg.NodeID] == "" || cfg.ClusterID == "" {
+		return nil, fmt.Errorf("peer: node id %d must be one of the peers %v, cluster id %q set", cfg.NodeID, cfg.Peers, cfg.ClusterID)
+	}
+	n := &Node{cfg: cfg, logger: cfg.Logger.With("node", cfg.NodeID), app: app, ms: raft.NewMemoryStorage(),
+		propc: make(chan proposal), calls: make(chan func()), recvc: make(chan *raftpb.Message, 4096), unreach: make(chan uint64, 64),
+		stopc: make(chan struct{}), done: make(chan struct{})}
+	bootstrap, err := n.openWAL()
+	if err != nil {
+		return nil, err
+	}
+	rc := &raft.Config{
+		ID: cfg.NodeID, ElectionTick: cfg.ElectionTicks, HeartbeatTick: cfg.HeartbeatTicks, Storage: n.ms,
+		Applied: n.snapIdx, MaxSizePerMsg: 1 << 20, MaxInflightMsgs: 256, MaxUncommittedEntriesSize: 1 << 30,
+		CheckQuorum: true, PreVote: true, Logger: raftLogger{n.logger},
+	}
+	// Applied is the raft snapshot's index, not the store's: raft then
+	// hands over every entry after the snapshot again, so that the
+	// configuration changes among them reach it (the snapshot holds the
+	// configuration as of its index); the applier skips the entries it
+	// has already applied.
+	if n.rn, err = raft.NewRawNode(rc); err != nil {
+		n.w.Close()
+		return nil, fmt.Errorf("peer: raft: %w", err)
+	}
+	if bootstrap {
+		var peers []raft.Peer
+		for id := range cfg.Peers {
+			peers = append(peers, raft.Peer{ID: id})
+		}
+		if err := n.rn.Bootstrap(peers); err != nil {
+			n.w.Close()
+			return nil, fmt.Errorf("peer: bootstrap: %w", err)
+		}
+	}
+	if n.tr, err = newTransport(cfg, n.logger, n.deliver, n.reportUnreachable); err != nil {
+		n.w.Close()
+		return nil, err
+	}
+	// Old WAL files: the WAL unlocks those before its last snapshot
+	// record (maybeCompact); the purger removes unlocked ones beyond the
+	// newest maxWALFiles.
+	var purgeErrs <-chan error
+	n.purged, purgeErrs = fileutil.PurgeFileWithDoneNotify(zap.NewNop(), cfg.WALDir, "wal", maxWALFiles, walPurgeInterval, n.stopc)
+	go func() {
+		select {
+		case err := <-purgeErrs:
+			n.logger.Error("peer: purging old raft log files stopped", "err", err)
+		case <-n.purged:
+		}
+	}()
+	go n.run()
+	return n, nil
+}
+
+// openWAL opens the WAL and loads it into the memory storage; it reports
+// whether the group must be bootstrapped (a new, or never written, log).
+func (n *Node) openWAL() (bool, error) {
+	lg := zap.NewNop()
+	dir := n.cfg.WALDir
+	if !wal.Exist(dir) {
+		w, err := wal.Create(lg, dir, []byte(n.cfg.ClusterID))
+		if err != nil {
+			return false, fmt.Errorf("peer: create raft log: %w", err)
+		}
+		n.w = w
+		return true, nil
+	}
+	snaps, err := wal.ValidSnapshotEntries(lg, dir)
+	if err != nil {
+		return false, fmt.Errorf("peer: raft log snapshots: %w", err)
+	}
+	snap := &walpb.Snapshot{}
+	if len(snaps) > 0 {
+		snap = snaps[len(snaps)-1]
+	}
+	w, md, hs, ents, err := readWAL(lg, dir, snap)
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		// The last record is torn: it was being written when the process
+		// or machine stopped, so no Save covering it returned and nothing
+		// in it was acknowledged. Cut it off and read again.
+		n.logger.Warn("peer: raft log ends in a torn record; repairing", "dir", dir, "err", err)
+		if !wal.Repair(lg, dir) {
+			return false, fmt.Errorf("peer: raft log in %s cannot be repaired: %w", dir, err)
+		}
+		w, md, hs, ents, err = readWAL(lg, dir, snap)
+	}
+	if err != nil {
+		return false, err
+	}
+	if string(md) != n.cfg.ClusterID {
+		w.Close()
+		return false, fmt.Errorf("peer: raft log in %s belongs to cluster %q, not %q", dir, md, n.cfg.ClusterID)
+	}
+	n.w = w
+	if snap.GetIndex() > 0 {
+		if err := n.ms.ApplySnapshot(&raftpb.Snapshot{Metadata: &raftpb.SnapshotMetadata{
+			Index: new(snap.GetIndex()), Term: new(snap.GetTerm()), ConfState: snap.GetConfState()}}); err != nil {
+			return false, fmt.Errorf("peer: raft log snapshot: %w", err)
+		}
+		n.snapIdx = snap.GetIndex()
+		n.cs = snap.GetConfState()
+	}
+	if hs != nil {
+		if err := n.ms.SetHardState(hs); err != nil {
+			return false, err
+		}
+	}
+	if err := n.ms.Append(ents); err != nil {
+		return false, err
+	}
+	if a := n.app.Applied(); a < n.snapIdx {
+		return false, fmt.Errorf("peer: the store applied up to %d, the raft log starts after %d", a, n.snapIdx)
+	}
+	// A log created but never written (a crash right after Create) is
+	// bootstrapped again.
+	last, _ := n.ms.LastIndex()
+	return last == 0 && raft.IsEmptyHardState(hs), nil
+}
+
+// readWAL opens the WAL at snap and reads it to its end.
+func readWAL(lg *zap.Logger, dir string, snap *walpb.Snapshot) (*wal.WAL, []byte, *raftpb.HardState, []*raftpb.Entry, error) {
+	w, err := wal.Open(lg, dir, snap)
+	if err != nil {
+		return nil, nil, nil, nil, fmt.Errorf("peer: open raft log: %w", err)
+	}
+	md, hs, ents, err := w.ReadAll()
+	if err != nil {
+		w.Close()
+		return nil, nil, nil, nil, fmt.Errorf("peer: read raft log: %w", err)
+	}
+	return w, md, hs, ents, nil
+}
+
+// Propose implements cluster.Raft.
+func (n *Node) Propose(ctx context.Context, data []byte) error {
+	if !n.isLeader.Load() {
+		if n.lead.Load() == 0 {
+			// An election may be under way: wait for it within ctx.
+			if err := n.waitLeader(ctx); err != nil {
+				return err
+			}
+		}
+		if !n.isLeader.Load() {
+			return n.notLeader()
+		}
+	}
+	p := proposal{data: data, errc: make(chan error, 1)}
+	select {
+	case n.propc <- p:
+	case <-n.done:
+		return n.stoppedErr()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-p.errc:
+		return err
+	case <-n.done:
+		return n.stoppedErr()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (n *Node) notLeader() error {
+	id := n.lead.Load()
+	return &cluster.NotLeaderError{LeaderID: id, LeaderAddr: n.cfg.Peers[id]}
+}
+
+func (n *Node) stoppedErr() error {
+	if p := n.failed.Load(); p != nil {
+		return fmt.Errorf("%w: %w", cluster.ErrStopped, *p)
+	}
+	return cluster.ErrStopped
+}
+
+// waitLeader waits until some leader is known.
+func (n *Node) waitLeader(ctx context.Context) error {
+	t := time.NewTicker(n.cfg.TickInterval / 2)
+	defer t.Stop()
+	for n.lead.Load() == 0 {
+		select {
+		case <-t.C:
+		case <-n.done:
+			return n.stoppedErr()
+		case <-ctx.Done():
+			return fmt.Errorf("no leader: %w", ctx.Err())
+		}
+	}
+	return nil
+}
+
+// Leader is the id of the leader this node knows of (0: none).
+func (n *Node) Leader() uint64 { return n.lead.Load() }
+
+// IsLeader reports whether this node leads.
+func (n *Node) IsLeader() bool { return n.isLeader.Load() }
+
+// ID is this node's id.
+func (n *Node) ID() uint64 { return n.cfg.NodeID }
+
+// Done is closed when the raft loop has stopped.
+func (n *Node) Done() <-chan struct{} { return n.done }
+
+// Err is the error that stopped the raft loop, if any.
+func (n *Node) Err() error {
+	if p := n.failed.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+func (n *Node) deliver(m *raftpb.Message) {
+	select {
+	case n.recvc <- m:
+	case <-n.stopc:
+	default: // raft tolerates lost messages; the sender retries
+	}
+}
+
+func (n *Node) reportUnreachable(id uint64) {
+	select {
+	case n.unreach <- id:
+	default:
+	}
+}
+
+func (n *Node) run() {
+	defer close(n.done)
+	t := time.NewTicker(n.cfg.TickInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			n.rn.Tick()
+		case m := <-n.recvc:
+			n.step(m)
+		case p := <-n.propc:
+			n.propose(p)
+		case id := <-n.unreach:
+			n.rn.ReportUnreachable(id)
+		case f := <-n.calls:
+			f()
+		case <-n.stopc:
+			return
+		}
+		// Take what else is waiting, so that one Ready (one WAL fsync,
+		// one message per peer) serves every proposal and message that
+		// arrived meanwhile.
+	more:
+		for range maxBatch {
+			select {
+			case m := <-n.recvc:
+				n.step(m)
+			case p := <-n.propc:
+				n.propose(p)
+			default:
+				break more
+			}
+		}
+		if err := n.ready(); err != nil {
+			n.failed.CompareAndSwap(nil, &err)
+			n.logger.Error("peer: raft loop stopped", "err", err)
+			n.isLeader.Store(false)
+			n.app.LeadershipLost()
+			return
+		}
+	}
+}
+
+// maxBatch bounds the proposals and messages taken into one Ready.
+const maxBatch = 512
+
+func (n *Node) step(m *raftpb.Message) {
+	_ = n.rn.Step(m) // messages of other terms or from removed members are dropped
+}
+
+func (n *Node) propose(p proposal) {
+	if n.rn.BasicStatus().RaftState != raft.StateLeader {
+		p.errc <- n.notLeader()
+	} else if err := n.rn.Propose(p.data); err != nil {
+		p.errc <- fmt.Errorf("%w: %w", cluster.ErrLeadershipLost, err)
+	} else {
+		p.errc <- nil
+	}
+}
+
+// ready handles what raft has ready: the WAL first (entries and hard
+// state, fsynced when raft says so), then the messages to peers, then
+// the committed entries.
+func (n *Node) ready() error {
+	for n.rn.HasReady() {
+		rd := n.rn.Ready()
+		if rd.SoftState != nil {
+			n.lead.Store(rd.SoftState.Lead)
+			was := n.isLeader.Swap(rd.SoftState.RaftState == raft.StateLeader)
+			if was && rd.SoftState.RaftState != raft.StateLeader {
+				n.app.LeadershipLost()
+			}
+		}
+		if !raft.IsEmptySnap(rd.Snapshot) {
+			return fmt.Errorf("peer: the leader sent a snapshot at index %d: this node lags behind the leader's compacted log, and installing a store snapshot is not supported yet", rd.Snapshot.GetMetadata().GetIndex())
+		}
+		// A leader sends before its own WAL write, so that the followers'
+		// fsyncs run alongside it (raft thesis §10.2.1, as etcd does): it
+		// answers an append only after this write and the apply below,
+		// so by then the entry is fsynced on it and on the follower whose
+		// acknowledgement made the majority. Others send after the write:
+		// their votes and acknowledgements must not precede it.
+		leading := n.isLeader.Load()
+		if leading {
+			n.sendAll(rd.Messages)
+		}
+		if err := n.w.Save(rd.HardState, rd.Entries); err != nil {
+			return fmt.Errorf("peer: write raft log: %w", err)
+		}
+		if rd.HardState != nil && !raft.IsEmptyHardState(rd.HardState) {
+			if err := n.ms.SetHardState(rd.HardState); err != nil {
+				return err
+			}
+		}
+		if err := n.ms.Append(rd.Entries); err != nil {
+			return err
+		}
+		if !leading {
+			n.sendAll(rd.Messages)
+		}
+		for _, e := range rd.CommittedEntries {
+			if err := n.applyEntry(e); err != nil {
+				return err
+			}
+		}
+		n.rn.Advance(rd)
+		if err := n.maybeCompact(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (n *Node) sendAll(msgs []*raftpb.Message) {
+	for _, m := range msgs {
+		if m.GetType() == raftpb.MsgSnap {
+			n.rn.ReportSnapshot(m.GetTo(), raft.SnapshotFailure)
+			n.logger.Warn("peer: a member lags behind the compacted raft log; it needs a store snapshot, not supported yet", "member", m.GetTo())
+			continue
+		}
+		n.tr.send(m)
+	}
+}
+
+func (n *Node) applyEntry(e *raftpb.Entry) error {
+	switch e.GetType() {
+	case raftpb.EntryConfChange:
+		var cc raftpb.ConfChange
+		if err := proto.Unmarshal(e.GetData(), &cc); err != nil {
+			return fmt.Errorf("peer: conf change %d: %w", e.GetIndex(), err)
+		}
+		n.cs = n.rn.ApplyConfChange(&cc)
+		return n.app.Apply(e.GetIndex(), nil)
+	case raftpb.EntryConfChangeV2:
+		var cc raftpb.ConfChangeV2
+		if err := proto.Unmarshal(e.GetData(), &cc); err != nil {
+			return fmt.Errorf("peer: conf change %d: %w", e.GetIndex(), err)
+		}
+		n.cs = n.rn.ApplyConfChange(&cc)
+		return n.app.Apply(e.GetIndex(), nil)
+	default:
+		return n.app.Apply(e.GetIndex(), e.GetData())
+	}
+}
+
+// maybeCompact records a raft snapshot (metadata only: the store is the
+// state) at the applier's persisted index in the WAL, releases the WAL
+// files before it, and drops in-memory entries more than KeepEntries
+// below it.
+func (n *Node) maybeCompact() error {
+	p := n.app.Persisted()
+	if p < n.snapIdx+n.cfg.SnapshotEvery || n.cs == nil {
+		return nil
+	}
+	term, err := n.ms.Term(p)
+	if err != nil {
+		return fmt.Errorf("peer: compact at %d: %w", p, err)
+	}
+	if _, err := n.ms.CreateSnapshot(p, n.cs, nil); err != nil && !errors.Is(err, raft.ErrSnapOutOfDate) {
+		return fmt.Errorf("peer: compact at %d: %w", p, err)
+	}
+	if err := n.w.SaveSnapshot(&walpb.Snapshot{Index: new(p), Term: new(term), ConfState: n.cs}); err != nil {
+		return fmt.Errorf("peer: compact at %d: %w", p, err)
+	}
+	if err := n.w.ReleaseLockTo(p); err != nil {
+		return fmt.Errorf("peer: compact at %d: %w", p, err)
+	}
+	if p > n.cfg.KeepEntries {
+		if err := n.ms.Compact(p - n.cfg.KeepEntries); err != nil && !errors.Is(err, raft.ErrCompacted) {
+			return fmt.Errorf("peer: compact at %d: %w", p, err)
+		}
+	}
+	n.snapIdx = p
+	return nil
+}
+
+// Stop stops the raft loop and the transport and closes the WAL. The
+// applier is the caller's to close afterwards.
+func (n *Node) Stop() error {
+	var err error
+	n.stopOnce.Do(func() {
+		close(n.stopc)
+		<-n.done
+		<-n.purged
+		n.tr.close()
+		err = n.w.Close()
+	})
+	return err
+}

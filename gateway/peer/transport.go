@@ -1,0 +1,195 @@
+package peer
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/emptypb"
+)
+
+// The peer service: one client stream per (sender, receiver) pair, each
+// message a raftpb.Message (raft's own protobuf type, so no schema of
+// ours is needed: the service is declared here, not generated). The
+// stream's metadata names the cluster and the sender; a receiver of
+// another cluster refuses it.
+const (
+	serviceName  = "mqgate.cluster.v1.Raft"
+	sendMethod   = "/" + serviceName + "/Send"
+	mdClusterID  = "mqgate-cluster-id"
+	mdFromNode   = "mqgate-from-node"
+	peerQueueLen = 4096
+)
+
+var serviceDesc = grpc.ServiceDesc{
+	ServiceName: serviceName,
+	HandlerType: (*any)(nil),
+	Streams: []grpc.StreamDesc{{
+		StreamName:    "Send",
+		ClientStreams: true,
+		Handler: func(srv any, stream grpc.ServerStream) error {
+			return srv.(*transport).serveSend(stream)
+		},
+	}},
+}
+
+// transport sends raft messages to the peers and hands received ones to
+// the node. Each peer has one sender goroutine owning its connection and
+// a bounded queue: when the queue is full, messages are dropped (raft
+// retransmits).
+type transport struct {
+	cfg         Config
+	logger      *slog.Logger
+	deliver     func(*raftpb.Message)
+	unreachable func(uint64)
+	srv         *grpc.Server
+	lis         net.Listener
+	peers       map[uint64]*peerSender
+	wg          sync.WaitGroup
+	stop        chan struct{}
+}
+
+type peerSender struct {
+	id   uint64
+	addr string
+	q    chan *raftpb.Message
+}
+
+func newTransport(cfg Config, logger *slog.Logger, deliver func(*raftpb.Message), unreachable func(uint64)) (*transport, error) {
+	lis := cfg.Listener
+	if lis == nil {
+		var err error
+		if lis, err = net.Listen("tcp", cfg.Peers[cfg.NodeID]); err != nil {
+			return nil, fmt.Errorf("peer: listen: %w", err)
+		}
+	}
+	t := &transport{cfg: cfg, logger: logger, deliver: deliver, unreachable: unreachable, lis: lis,
+		peers: map[uint64]*peerSender{}, stop: make(chan struct{})}
+	t.srv = grpc.NewServer(grpc.MaxRecvMsgSize(64 << 20))
+	t.srv.RegisterService(&serviceDesc, t)
+	for id, addr := range cfg.Peers {
+		if id == cfg.NodeID {
+			continue
+		}
+		p := &peerSender{id: id, addr: addr, q: make(chan *raftpb.Message, peerQueueLen)}
+		t.peers[id] = p
+		t.wg.Add(1)
+		go t.runSender(p)
+	}
+	t.wg.Add(1)
+	go func() {
+		defer t.wg.Done()
+		if err := t.srv.Serve(lis); err != nil {
+			logger.Warn("peer: transport stopped serving", "err", err)
+		}
+	}()
+	return t, nil
+}
+
+func (t *transport) serveSend(stream grpc.ServerStream) error {
+	md, _ := metadata.FromIncomingContext(stream.Context())
+	if v := md.Get(mdClusterID); len(v) != 1 || v[0] != t.cfg.ClusterID {
+		return status.Errorf(codes.PermissionDenied, "peer: cluster id %v, this node belongs to %q", v, t.cfg.ClusterID)
+	}
+	for {
+		m := new(raftpb.Message)
+		if err := stream.RecvMsg(m); err != nil {
+			return err
+		}
+		if m.GetTo() != t.cfg.NodeID {
+			return status.Errorf(codes.InvalidArgument, "peer: message for node %d reached node %d", m.GetTo(), t.cfg.NodeID)
+		}
+		t.deliver(m)
+	}
+}
+
+// send queues m for its receiver; never blocks.
+func (t *transport) send(m *raftpb.Message) {
+	p := t.peers[m.GetTo()]
+	if p == nil {
+		return
+	}
+	select {
+	case p.q <- m:
+	default:
+		t.unreachable(p.id)
+	}
+}
+
+func (t *transport) runSender(p *peerSender) {
+	defer t.wg.Done()
+	conn, err := grpc.NewClient(p.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.logger.Error("peer: bad peer address", "member", p.id, "addr", p.addr, "err", err)
+		return
+	}
+	defer conn.Close()
+	backoff := 20 * time.Millisecond
+	for {
+		ok := t.stream(conn, p)
+		select {
+		case <-t.stop:
+			return
+		default:
+		}
+		if ok {
+			backoff = 20 * time.Millisecond
+		} else {
+			t.unreachable(p.id)
+			select {
+			case <-t.stop:
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, time.Second)
+		}
+	}
+}
+
+// stream sends p's queue over one stream until it breaks or the
+// transport stops; it reports whether any message went out.
+func (t *transport) stream(conn *grpc.ClientConn, p *peerSender) bool {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ctx = metadata.AppendToOutgoingContext(ctx, mdClusterID, t.cfg.ClusterID, mdFromNode, fmt.Sprint(t.cfg.NodeID))
+	var first *raftpb.Message
+	select {
+	case first = <-p.q:
+	case <-t.stop:
+		return true
+	}
+	s, err := conn.NewStream(ctx, &serviceDesc.Streams[0], sendMethod)
+	if err != nil {
+		return false
+	}
+	sent := false
+	for m := first; ; {
+		if err := s.SendMsg(m); err != nil {
+			return sent
+		}
+		sent = true
+		select {
+		case m = <-p.q:
+		case <-t.stop:
+			_ = s.CloseSend()
+			var e emptypb.Empty
+			_ = s.RecvMsg(&e)
+			return true
+		}
+	}
+}
+
+func (t *transport) close() {
+	close(t.stop)
+	t.srv.Stop()
+	t.wg.Wait()
+}
