@@ -108,6 +108,9 @@ type Store struct {
 
 	hook atomic.Pointer[ArrivalHook]
 	c    counters
+	// writeErr is the ErrNotWritable of the last append that failed, nil
+	// once one succeeds (Writable).
+	writeErr atomic.Pointer[error]
 
 	closed      atomic.Bool
 	closeOnce   sync.Once
@@ -460,7 +463,14 @@ func (s *Store) append(ctx context.Context, msgs []*message.Message, control boo
 		if errors.Is(err, serr.ErrClosed) {
 			return AppendResult{}, err
 		}
-		return AppendResult{}, fmt.Errorf("storage: append: %w", err)
+		err = fmt.Errorf("storage: append: %w", err)
+		if errors.Is(err, serr.ErrNotWritable) {
+			s.writeErr.Store(&err)
+		}
+		return AppendResult{}, err
+	}
+	if s.writeErr.Load() != nil {
+		s.writeErr.Store(nil)
 	}
 	res := AppendResult{Status: StatusOK, Durability: DurabilityMemory, Entries: ents, End: end}
 	s.c.appends.Add(uint64(len(msgs)))

@@ -1,0 +1,168 @@
+package node
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// testConfig is a node on loopback port-0 listeners with remoting off.
+func testConfig(t *testing.T) Config {
+	cfg := Defaults()
+	cfg.DataDir = filepath.Join(t.TempDir(), "data")
+	cfg.GRPCAddr, cfg.HTTPAddr, cfg.MetricsAddr, cfg.RemotingAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", ""
+	cfg.SegmentSize = 16 << 20
+	cfg.StagingDir = "off"
+	cfg.DrainNotice = 0
+	return cfg
+}
+
+func openNode(t *testing.T, cfg Config) *Node {
+	t.Helper()
+	n, err := Open(context.Background(), cfg, Options{Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		n.Shutdown(ctx)
+	})
+	return n
+}
+
+func TestListenAddr(t *testing.T) {
+	open := Defaults()
+	open.InsecureListenAll = true
+	authed := Defaults()
+	authed.AuthFile = "users.yaml"
+	token := Defaults()
+	token.MetricsToken = "t"
+	for _, c := range []struct {
+		cfg        Config
+		name, addr string
+		want       string // "" for an error
+	}{
+		{Defaults(), "grpc-addr", ":8081", "127.0.0.1:8081"},
+		{Defaults(), "http-addr", "127.0.0.1:8080", "127.0.0.1:8080"},
+		{Defaults(), "http-addr", "[::1]:8080", "[::1]:8080"},
+		{Defaults(), "http-addr", "localhost:8080", "localhost:8080"},
+		{Defaults(), "grpc-addr", "0.0.0.0:8081", ""},
+		{Defaults(), "remoting-addr", "[::]:9876", ""},
+		{Defaults(), "grpc-addr", "10.1.2.3:8081", ""},
+		{Defaults(), "grpc-addr", "mqgate.example:8081", ""},
+		{Defaults(), "metrics-addr", ":9464", "127.0.0.1:9464"},
+		{Defaults(), "metrics-addr", "0.0.0.0:9464", ""},
+		{open, "grpc-addr", ":8081", ":8081"},
+		{open, "grpc-addr", "0.0.0.0:8081", "0.0.0.0:8081"},
+		{open, "metrics-addr", ":9464", ":9464"},
+		{authed, "grpc-addr", ":8081", ":8081"},
+		{authed, "http-addr", "10.1.2.3:8080", "10.1.2.3:8080"},
+		{authed, "metrics-addr", "0.0.0.0:9464", ""}, // the users file does not guard /metrics
+		{token, "metrics-addr", "0.0.0.0:9464", "0.0.0.0:9464"},
+		{token, "grpc-addr", "0.0.0.0:8081", ""},
+	} {
+		got, err := c.cfg.ListenAddr(c.name, c.addr)
+		if c.want == "" {
+			if err == nil || !strings.Contains(err.Error(), c.name) || !strings.Contains(err.Error(), "--insecure-listen-all") {
+				t.Errorf("%s %s (auth %q, token %q, insecure %v): %q, %v; want a refusal naming the setting",
+					c.name, c.addr, c.cfg.AuthFile, c.cfg.MetricsToken, c.cfg.InsecureListenAll, got, err)
+			}
+			continue
+		}
+		if err != nil || got != c.want {
+			t.Errorf("%s %s (auth %q, insecure %v): %q, %v; want %q", c.name, c.addr, c.cfg.AuthFile, c.cfg.InsecureListenAll, got, err, c.want)
+		}
+	}
+	cfg := Defaults()
+	cfg.GRPCAddr = "0.0.0.0:8081"
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "grpc-addr") {
+		t.Fatalf("Validate of a non-loopback address without auth: %v", err)
+	}
+}
+
+// TestBusyAddressFailsBeforeTheStore: a listen address that cannot be
+// bound fails the start before the data directory is created (or locked).
+func TestBusyAddressFailsBeforeTheStore(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	for _, name := range []string{"grpc-addr", "http-addr", "remoting-addr", "metrics-addr"} {
+		t.Run(name, func(t *testing.T) {
+			cfg := testConfig(t)
+			switch name {
+			case "grpc-addr":
+				cfg.GRPCAddr = busy.Addr().String()
+			case "http-addr":
+				cfg.HTTPAddr = busy.Addr().String()
+			case "remoting-addr":
+				cfg.RemotingAddr = busy.Addr().String()
+			case "metrics-addr":
+				cfg.MetricsAddr = busy.Addr().String()
+			}
+			n, err := Open(context.Background(), cfg, Options{Logger: quietLogger()})
+			if err == nil {
+				n.Shutdown(context.Background())
+				t.Fatal("started on a busy address")
+			}
+			if !strings.Contains(err.Error(), name) {
+				t.Fatalf("error does not name %s: %v", name, err)
+			}
+			if _, serr := os.Stat(cfg.DataDir); !os.IsNotExist(serr) {
+				t.Fatalf("data dir touched before the listeners were checked: %v", serr)
+			}
+			// The listeners bound before the busy one were released.
+			cfg2 := cfg
+			cfg2.GRPCAddr, cfg2.HTTPAddr, cfg2.MetricsAddr, cfg2.RemotingAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
+			openNode(t, cfg2)
+		})
+	}
+}
+
+// TestMetricsListener: /metrics is served on the metrics address only,
+// behind the bearer token when one is set, and not on the HTTP listener.
+func TestMetricsListener(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.MetricsToken = "s3cret"
+	n := openNode(t, cfg)
+	get := func(url, token string) int {
+		t.Helper()
+		req, _ := http.NewRequest("GET", url, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == 200 && !strings.Contains(string(b), "mqgate_store_") {
+			t.Fatalf("%s: no store series:\n%.1000s", url, b)
+		}
+		return resp.StatusCode
+	}
+	a := n.Addrs()
+	if code := get("http://"+a.Metrics+"/metrics", "s3cret"); code != 200 {
+		t.Fatalf("/metrics with the token: %d", code)
+	}
+	for _, tok := range []string{"", "wrong"} {
+		if code := get("http://"+a.Metrics+"/metrics", tok); code != http.StatusUnauthorized {
+			t.Fatalf("/metrics with token %q: %d, want 401", tok, code)
+		}
+	}
+	if code := get("http://"+a.HTTP+"/metrics", "s3cret"); code != http.StatusNotFound {
+		t.Fatalf("/metrics on the HTTP listener: %d, want 404", code)
+	}
+}
