@@ -71,9 +71,9 @@ type Node struct {
 
 	// lis are the gRPC, HTTP and metrics listeners, bound before the store
 	// opens (bindListeners) and handed to their servers as they start.
-	lis      map[string]net.Listener
-	metrics  *http.Server
-	addrs    Addrs
+	lis     map[string]net.Listener
+	metrics *http.Server
+	addrs   Addrs
 	// healthMu orders the health watcher's updates with Shutdown's, so a
 	// watcher that saw the node ready cannot turn health back on after
 	// Shutdown turned it off.
