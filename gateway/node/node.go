@@ -27,6 +27,7 @@ import (
 	"github.com/mqgate/mqgate/internal/lifecycle"
 	"github.com/mqgate/mqgate/internal/telemetry"
 	"github.com/mqgate/mqgate/storage"
+	"github.com/mqgate/mqgate/storage/vfs"
 )
 
 // Options are the non-configuration inputs of Open.
@@ -37,6 +38,9 @@ type Options struct {
 	// It exists only so tests can prove a hung component cannot hold the
 	// process past the shutdown deadline (set through MQGATE_TEST_HANG_STOP).
 	HangOnStop string
+	// StoreFS is the file system the store uses; nil is the operating
+	// system's. Tests inject faults (a full disk) through it.
+	StoreFS vfs.FS
 }
 
 // Addrs are the bound listener addresses (useful with port 0).
@@ -54,9 +58,10 @@ type Node struct {
 
 	group *lifecycle.Group
 
-	store  *storage.Store
-	broker *broker.Broker
-	sess   *session.Registry
+	store   *storage.Store
+	storeFS vfs.FS // Options.StoreFS
+	broker  *broker.Broker
+	sess    *session.Registry
 	// auth verifies callers on every listener; nil when --auth-file is
 	// empty (auth disabled).
 	auth *auth.Authenticator
@@ -95,7 +100,7 @@ func Open(ctx context.Context, cfg Config, o Options) (*Node, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	n := &Node{cfg: cfg, log: log, owner: lifecycle.NewOwner(log), gate: admission.NewGate()}
+	n := &Node{cfg: cfg, log: log, owner: lifecycle.NewOwner(log), gate: admission.NewGate(), storeFS: o.StoreFS}
 	if cfg.AuthFile != "" {
 		users, err := auth.Load(cfg.AuthFile)
 		if err != nil {
@@ -224,6 +229,7 @@ func (n *Node) startStorage(ctx context.Context) error {
 		RetentionTime:    retention,
 		DiskUsagePercent: usage,
 		StoreHost:        n.storeHost(),
+		FS:               n.storeFS,
 		Logger:           n.log,
 	})
 	if err != nil {

@@ -9,8 +9,17 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/mqgate/mqgate/internal/testutil"
+	"github.com/mqgate/mqgate/storage"
+	"github.com/mqgate/mqgate/storage/vfs"
 )
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -164,5 +173,155 @@ func TestMetricsListener(t *testing.T) {
 	}
 	if code := get("http://"+a.HTTP+"/metrics", "s3cret"); code != http.StatusNotFound {
 		t.Fatalf("/metrics on the HTTP listener: %d, want 404", code)
+	}
+}
+
+// TestNotReadyWhileTheStoreCannotWrite: on a full disk a send fails
+// (nothing stored, REST 503), /readyz answers 503 and the messaging
+// service's gRPC health turns NOT_SERVING while the server's own health
+// (liveness) stays SERVING; once space returns the node is ready again
+// without any send.
+func TestNotReadyWhileTheStoreCannotWrite(t *testing.T) {
+	mem := vfs.NewMem()
+	efs := vfs.NewErrorFS(mem, nil)
+	cfg := testConfig(t)
+	cfg.AutoCreate = true
+	n, err := Open(context.Background(), cfg, Options{Logger: quietLogger(), StoreFS: efs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		n.Shutdown(ctx)
+	})
+	a := n.Addrs()
+	send := func() (int, string) {
+		resp, err := http.Post("http://"+a.HTTP+"/v1/topics/full/messages", "application/json",
+			strings.NewReader(`{"messages":[{"text":"x"}]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	readyz := func() int {
+		resp, err := http.Get("http://" + a.HTTP + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	cc, err := grpc.NewClient(a.GRPC, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	hc := healthpb.NewHealthClient(cc)
+	health := func(service string) healthpb.HealthCheckResponse_ServingStatus {
+		r, err := hc.Check(context.Background(), &healthpb.HealthCheckRequest{Service: service})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Status
+	}
+	if code, body := send(); code != 200 {
+		t.Fatalf("send: %d %s", code, body)
+	}
+	if code := readyz(); code != 200 {
+		t.Fatalf("/readyz before the disk filled: %d", code)
+	}
+
+	u, _ := mem.Usage("/")
+	used := int64(u.Total - u.Free)
+	mem.SetCapacity(used + storage.WritableFreeBytes/4)
+	efs.SetInject(func(op vfs.Op, path string) error {
+		if (op == vfs.OpWrite || op == vfs.OpCreate) && strings.Contains(path, "commitlog") {
+			return syscall.ENOSPC
+		}
+		return nil
+	})
+	if code, body := send(); code != http.StatusServiceUnavailable {
+		t.Fatalf("send on a full disk: %d %s, want 503", code, body)
+	}
+	if code := readyz(); code != http.StatusServiceUnavailable {
+		t.Fatalf("/readyz on a full disk: %d, want 503", code)
+	}
+	testutil.Eventually(t, "messaging health NOT_SERVING on a full disk", func() bool {
+		return health(messagingHealth) == healthpb.HealthCheckResponse_NOT_SERVING
+	})
+	if st := health(""); st != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("server health (liveness) on a full disk: %v", st)
+	}
+
+	efs.SetInject(nil)
+	mem.SetCapacity(used + 4*storage.WritableFreeBytes)
+	if code := readyz(); code != 200 {
+		t.Fatalf("/readyz once space returned: %d", code)
+	}
+	testutil.Eventually(t, "messaging health SERVING once space returned", func() bool {
+		return health(messagingHealth) == healthpb.HealthCheckResponse_SERVING
+	})
+	if code, body := send(); code != 200 {
+		t.Fatalf("send once space returned: %d %s", code, body)
+	}
+}
+
+// TestMetadataThatCannotBePersistedIsRefused: while the meta directory
+// refuses writes, creating a topic (admin API, REST, or auto-created by a
+// send) answers 503 and leaves no topic behind, so no send is accepted for
+// a topic that a restart would not know; once writes work it succeeds.
+func TestMetadataThatCannotBePersistedIsRefused(t *testing.T) {
+	mem := vfs.NewMem()
+	efs := vfs.NewErrorFS(mem, nil)
+	cfg := testConfig(t)
+	cfg.AutoCreate = true
+	n, err := Open(context.Background(), cfg, Options{Logger: quietLogger(), StoreFS: efs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		n.Shutdown(ctx)
+	}()
+	post := func(path, body string) (int, string) {
+		resp, err := http.Post("http://"+n.Addrs().HTTP+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	efs.SetInject(func(op vfs.Op, path string) error {
+		if strings.Contains(path, "/meta/") && (op == vfs.OpCreate || op == vfs.OpWrite) {
+			return syscall.EROFS
+		}
+		return nil
+	})
+	if code, body := post("/v1/topics", `{"name":"orders"}`); code != http.StatusServiceUnavailable {
+		t.Fatalf("create topic with a read-only meta dir: %d %s", code, body)
+	}
+	if code, body := post("/v1/topics/orders/messages", `{"messages":[{"text":"x"}]}`); code != http.StatusServiceUnavailable {
+		// auto-create tries again and fails the same way
+		t.Fatalf("send to the topic that was not created: %d %s", code, body)
+	}
+	resp, err := http.Get("http://" + n.Addrs().HTTP + "/v1/topics/orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("get the topic that was not created: %d", resp.StatusCode)
+	}
+	efs.SetInject(nil)
+	if code, body := post("/v1/topics", `{"name":"orders"}`); code != 200 {
+		t.Fatalf("create topic once writes work: %d %s", code, body)
+	}
+	if code, body := post("/v1/topics/orders/messages", `{"messages":[{"text":"x"}]}`); code != 200 {
+		t.Fatalf("send: %d %s", code, body)
 	}
 }
