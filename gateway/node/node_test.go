@@ -206,6 +206,16 @@ func TestNotReadyWhileTheStoreCannotWrite(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
+	receive := func() (int, string) {
+		resp, err := http.Post("http://"+a.HTTP+"/v1/groups/g/topics/full:receive?body=text", "application/json",
+			strings.NewReader(`{"maxMessages":1,"waitDuration":"0s"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
 	readyz := func() int {
 		resp, err := http.Get("http://" + a.HTTP + "/readyz")
 		if err != nil {
@@ -255,6 +265,11 @@ func TestNotReadyWhileTheStoreCannotWrite(t *testing.T) {
 	if st := health(""); st != healthpb.HealthCheckResponse_SERVING {
 		t.Fatalf("server health (liveness) on a full disk: %v", st)
 	}
+	// A receive cannot record the delivery (nor could its ack): it
+	// delivers nothing and says so, and the message stays for later.
+	if code, body := receive(); code != http.StatusServiceUnavailable {
+		t.Fatalf("receive on a full disk: %d %s, want 503", code, body)
+	}
 
 	efs.SetInject(nil)
 	mem.SetCapacity(used + 4*storage.WritableFreeBytes)
@@ -266,6 +281,9 @@ func TestNotReadyWhileTheStoreCannotWrite(t *testing.T) {
 	})
 	if code, body := send(); code != 200 {
 		t.Fatalf("send once space returned: %d %s", code, body)
+	}
+	if code, body := receive(); code != 200 || !strings.Contains(body, `"text":"x"`) {
+		t.Fatalf("receive once space returned: %d %s", code, body)
 	}
 }
 
@@ -323,5 +341,23 @@ func TestMetadataThatCannotBePersistedIsRefused(t *testing.T) {
 	}
 	if code, body := post("/v1/topics/orders/messages", `{"messages":[{"text":"x"}]}`); code != 200 {
 		t.Fatalf("send: %d %s", code, body)
+	}
+}
+
+// TestInsecureListenAllWarns: binding without auth under
+// --insecure-listen-all is logged as a warning naming the open admin API.
+func TestInsecureListenAllWarns(t *testing.T) {
+	var logs testutil.SyncBuffer
+	cfg := testConfig(t)
+	cfg.InsecureListenAll = true
+	n, err := Open(context.Background(), cfg, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	n.Shutdown(ctx)
+	if l := logs.String(); !strings.Contains(l, "level=WARN") || !strings.Contains(l, "--insecure-listen-all") || !strings.Contains(l, "admin API") {
+		t.Fatalf("no warning about the open admin API:\n%s", l)
 	}
 }
