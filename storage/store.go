@@ -465,7 +465,8 @@ func (s *Store) append(ctx context.Context, msgs []*message.Message, control boo
 		}
 		err = fmt.Errorf("storage: append: %w", err)
 		if errors.Is(err, serr.ErrNotWritable) {
-			s.writeErr.Store(&err)
+			e := err // escapes here only, not on every append
+			s.writeErr.Store(&e)
 		}
 		return AppendResult{}, err
 	}
