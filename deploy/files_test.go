@@ -4,12 +4,14 @@ import (
 	"bufio"
 	"bytes"
 	"debug/elf"
+	"encoding/json"
 	"errors"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -177,6 +179,15 @@ func TestKubernetesManifests(t *testing.T) {
 			t.Errorf("container port %s = %d, mqgate listens on %d", name, ports[name], want)
 		}
 	}
+	// Prometheus scrapes the metrics listener, which binds beyond loopback.
+	metricsPort := addr("metrics-addr", def.MetricsAddr)
+	if ports["metrics"] != metricsPort {
+		t.Errorf("container port metrics = %d, mqgate serves /metrics on %d", ports["metrics"], metricsPort)
+	}
+	ann := get(t, ss, "spec", "template", "metadata", "annotations")
+	if p := get(t, ann, "prometheus.io/port"); p != strconv.Itoa(metricsPort) || get(t, ann, "prometheus.io/path") != "/metrics" {
+		t.Errorf("Prometheus scrape annotations %v: want port %d, path /metrics", ann, metricsPort)
+	}
 	for _, probe := range []string{"startupProbe", "readinessProbe", "livenessProbe"} {
 		g, ok := get(t, c, probe, "grpc").(map[string]any)
 		if !ok {
@@ -233,6 +244,11 @@ func TestKubernetesManifests(t *testing.T) {
 	got := printConfig(t, "--config", f)
 	if got["shutdown-timeout"] != shutdown.String() {
 		t.Errorf("effective shutdown-timeout %q, the manifests assume %s", got["shutdown-timeout"], shutdown)
+	}
+	// A pod is dialed on its pod IP: the listeners must bind every
+	// interface, which needs auth or the explicit opt-out.
+	if got["auth-file"] == "" && got["insecure-listen-all"] != "true" {
+		t.Error("the ConfigMap neither sets auth-file nor insecure-listen-all: mqgate would listen on loopback only")
 	}
 }
 
@@ -370,6 +386,7 @@ func TestExampleConfig(t *testing.T) {
 func TestDockerfile(t *testing.T) {
 	text := string(readFile(t, "Dockerfile"))
 	var froms, users, exposes, runs []string
+	var cmdArgs []string
 	for _, l := range strings.Split(text, "\n") {
 		f := strings.Fields(l)
 		if len(f) == 0 || strings.HasPrefix(f[0], "#") {
@@ -384,6 +401,10 @@ func TestDockerfile(t *testing.T) {
 			exposes = append(exposes, f[1:]...)
 		case "RUN":
 			runs = append(runs, strings.Join(f[1:], " "))
+		case "CMD":
+			if err := json.Unmarshal([]byte(strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(l), f[0]))), &cmdArgs); err != nil {
+				t.Fatalf("CMD %q: want the JSON (exec) form: %v", l, err)
+			}
 		}
 	}
 	if len(froms) < 2 || !strings.Contains(froms[0], " AS build") {
@@ -412,6 +433,21 @@ func TestDockerfile(t *testing.T) {
 			t.Errorf("EXPOSE %v lacks the default port %s", exposes, p)
 		}
 	}
+	// The default command serves, reachable from outside the container
+	// (every interface: auth or the explicit opt-out), and exposes the
+	// metrics port it sets; the binary accepts it.
+	if len(cmdArgs) == 0 || cmdArgs[0] != "serve" {
+		t.Fatalf("CMD %v: want serve ...", cmdArgs)
+	}
+	if !slices.Contains(cmdArgs, "--insecure-listen-all") && !slices.Contains(cmdArgs, "--auth-file") {
+		t.Errorf("CMD %v: without --auth-file or --insecure-listen-all mqgate listens on the container's loopback only", cmdArgs)
+	}
+	if i := slices.Index(cmdArgs, "--metrics-addr"); i >= 0 && i+1 < len(cmdArgs) {
+		if p := strconv.Itoa(defaultPortInt(t, cmdArgs[i+1])); !slices.Contains(exposes, p) {
+			t.Errorf("EXPOSE %v lacks the metrics port %s", exposes, p)
+		}
+	}
+	printConfig(t, cmdArgs[1:]...)
 	// The build command: CGO off, the version variable the binary has.
 	var build string
 	for _, r := range runs {

@@ -164,7 +164,7 @@ func TestGrafanaDashboardMetricsExist(t *testing.T) {
 	var body string
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		resp, err := http.Get(base + "/metrics")
+		resp, err := http.Get("http://" + p.Metrics + "/metrics")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -114,6 +114,9 @@ type Store struct {
 
 	hook atomic.Pointer[ArrivalHook]
 	c    counters
+	// writeErr is the ErrNotWritable of the last append that failed, nil
+	// once one succeeds (Writable).
+	writeErr atomic.Pointer[error]
 
 	closed      atomic.Bool
 	closeOnce   sync.Once
@@ -528,7 +531,15 @@ func (s *Store) append(ctx context.Context, msgs []*message.Message, control boo
 		if errors.Is(err, serr.ErrClosed) {
 			return AppendResult{}, err
 		}
-		return AppendResult{}, fmt.Errorf("storage: append: %w", err)
+		err = fmt.Errorf("storage: append: %w", err)
+		if errors.Is(err, serr.ErrNotWritable) {
+			e := err // escapes here only, not on every append
+			s.writeErr.Store(&e)
+		}
+		return AppendResult{}, err
+	}
+	if s.writeErr.Load() != nil {
+		s.writeErr.Store(nil)
 	}
 	res := AppendResult{Status: StatusOK, Durability: DurabilityMemory, Entries: ents, End: end}
 	s.c.appends.Add(uint64(len(msgs)))

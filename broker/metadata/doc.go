@@ -2,6 +2,10 @@
 // creation (explicit or, when enabled, on first use), lookup and deletion,
 // persisted through storage/meta. It also knows the derived names: the
 // dead-letter topic %DLQ%<group>, created on first use with one queue.
+// A creation, change or deletion that storage/meta cannot persist fails
+// with KindStoreUnavailable and changes nothing (meta publishes a change
+// only once its snapshot is durable), so nothing is accepted for a topic
+// or group that a restart would not know.
 //
 // metadata must not import gen/, gateway/ or any other broker service.
 package metadata

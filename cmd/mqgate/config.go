@@ -94,8 +94,11 @@ func sizeSetting(name, usage string, field func(*node.Config) *int64) setting {
 var settings = []setting{
 	strSetting("data-dir", "directory for the store, metadata and keys", func(c *node.Config) *string { return &c.DataDir }),
 	strSetting("grpc-addr", "gRPC listen address (TLS and plaintext on one port)", func(c *node.Config) *string { return &c.GRPCAddr }),
-	strSetting("http-addr", "HTTP listen address (REST, /healthz, /readyz, /metrics)", func(c *node.Config) *string { return &c.HTTPAddr }),
+	strSetting("http-addr", "HTTP listen address (REST, /healthz, /readyz)", func(c *node.Config) *string { return &c.HTTPAddr }),
 	strSetting("remoting-addr", "classic remoting listen address; empty disables", func(c *node.Config) *string { return &c.RemotingAddr }),
+	strSetting("metrics-addr", "Prometheus /metrics listen address (the series name every topic and group); empty disables", func(c *node.Config) *string { return &c.MetricsAddr }),
+	strSetting("metrics-token", "bearer token /metrics requires (Authorization: Bearer TOKEN); needed for a non-loopback metrics-addr unless --insecure-listen-all", func(c *node.Config) *string { return &c.MetricsToken }),
+	boolSetting("insecure-listen-all", "without --auth-file, bind every interface anyway (the admin API is then open to the network); without it and without --auth-file, an address with no host binds 127.0.0.1 and a non-loopback host is refused", func(c *node.Config) *bool { return &c.InsecureListenAll }),
 	strSetting("advertise-addr", "host:port that routes tell clients to dial; empty = the address the client dialed", func(c *node.Config) *string { return &c.AdvertiseAddr }),
 	durSetting("shutdown-timeout", "one deadline for the whole shutdown, fixed at the first signal", func(c *node.Config) *time.Duration { return &c.ShutdownTimeout }),
 	durSetting("drain-notice", "at shutdown, keep listeners open this long after health turns NOT_SERVING so proxies stop routing (part of shutdown-timeout)", func(c *node.Config) *time.Duration { return &c.DrainNotice }),
@@ -254,7 +257,11 @@ func applyFile(cfg *node.Config, path string) error {
 func renderConfig(cfg node.Config) string {
 	var b strings.Builder
 	for _, s := range settings {
-		fmt.Fprintf(&b, "%s: %q\n", s.name, s.get(&cfg))
+		v := s.get(&cfg)
+		if s.name == "metrics-token" && v != "" {
+			v = "(set)" // a secret: not printed
+		}
+		fmt.Fprintf(&b, "%s: %q\n", s.name, v)
 	}
 	return b.String()
 }

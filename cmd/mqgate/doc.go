@@ -1,5 +1,6 @@
-// Command mqgate runs the gateway (`mqgate serve`, the default) and talks
-// to a running one (`mqgate topic`, `mqgate group`, ...). The message
+// Command mqgate runs the gateway (`mqgate serve`; with no command it
+// prints the usage and exits 2) and talks to a running one (`mqgate
+// topic`, `mqgate group`, ...). The message
 // commands (send, receive, ack) use mqgate's own sdk/; the inspection
 // commands (topic/group describe, message show) the admin API. `mqgate
 // verify` and `mqgate repair` work on a stopped gateway's store, through

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/mqgate/mqgate/cmd/mqgate/internal/bench"
 	"github.com/mqgate/mqgate/gateway/grpcserver"
@@ -24,7 +25,7 @@ func main() {
 const usage = `mqgate — a RocketMQ 5 compatible messaging gateway
 
 Usage:
-  mqgate [serve] [flags]      run the gateway (the default command)
+  mqgate serve [flags]        run the gateway (mqgate serve -h lists its settings)
   mqgate topic ...            create, list, describe or delete topics on a running gateway
   mqgate group ...            create, list, describe, delete consumer groups or reset their offsets
   mqgate bench ...            load generator: produce, consume or e2e, with a gRPC echo baseline
@@ -41,10 +42,11 @@ Run 'mqgate serve -h' for the server settings.
 `
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	cmd := "serve"
-	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
-		cmd, args = args[0], args[1:]
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
 	}
+	cmd, args := args[0], args[1:]
 	switch cmd {
 	case "serve":
 		return serve(ctx, args, stdout, stderr)
@@ -73,6 +75,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, usage)
 		return 0
 	default:
+		if strings.HasPrefix(cmd, "-") {
+			fmt.Fprintf(stderr, "mqgate: %s is not a command; server settings go after it: mqgate serve %s\n\n%s", cmd, cmd, usage)
+			return 2
+		}
 		fmt.Fprintf(stderr, "mqgate: unknown command %q\n\n%s", cmd, usage)
 		return 2
 	}

@@ -25,7 +25,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var warnings []string
 	cfg, fs, printOnly, err := loadConfig(args, os.Environ(), func(w string) { warnings = append(warnings, w) })
 	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprint(stdout, "Usage: mqgate serve [flags]\n\nEach flag can also be set with its MQGATE_* environment variable or as a key in the --config YAML file;\nprecedence is flag > environment > file > default.\n\n")
+		fmt.Fprint(stdout, "Usage: mqgate serve [flags]\n\nEach flag can also be set with its MQGATE_* environment variable or as a key in the --config YAML file;\nprecedence is flag > environment > file > default.\nThe other commands: mqgate help.\n\n")
 		fs.SetOutput(stdout)
 		fs.PrintDefaults()
 		return 0

@@ -67,7 +67,7 @@ func TestServeHealthyThenCleanShutdown(t *testing.T) {
 	}
 	// The gRPC call metric (otelgrpc's instrument, recorded by the call
 	// telemetry interceptor) appears once a call was served.
-	code, body := httpGet(t, "http://"+p.HTTP+"/metrics")
+	code, body := httpGet(t, "http://"+p.Metrics+"/metrics")
 	if code != 200 || !strings.Contains(body, `rpc_server_call_duration_seconds_count{otel_scope_name="github.com/mqgate/mqgate/gateway/grpcserver"`) {
 		t.Fatalf("/metrics = %d, no gRPC call metric:\n%.2000s", code, body)
 	}

@@ -16,8 +16,20 @@ type Config struct {
 	// GRPCAddr is the MessagingService listener (TLS and plaintext on one
 	// port).
 	GRPCAddr string
-	// HTTPAddr serves REST, /healthz, /readyz, /metrics and /openapi.json.
+	// HTTPAddr serves REST, /healthz, /readyz and /openapi.json.
 	HTTPAddr string
+	// MetricsAddr serves /metrics (Prometheus text) on its own listener,
+	// so topic and group names in the series need not be exposed where
+	// the APIs are; empty disables it.
+	MetricsAddr string
+	// MetricsToken, when set, is the bearer token /metrics requires
+	// (Authorization: Bearer <token>).
+	MetricsToken string
+	// InsecureListenAll lets the listeners bind every interface without
+	// AuthFile: the admin API is then open to whoever can reach them.
+	// Without it and without AuthFile a listener address with no host
+	// binds 127.0.0.1, and a non-loopback host is refused (ListenAddr).
+	InsecureListenAll bool
 	// RemotingAddr is the classic remoting listener; empty disables it.
 	RemotingAddr string
 	// AdvertiseAddr is the host:port routes tell clients to dial; empty
@@ -82,6 +94,7 @@ func Defaults() Config {
 		DataDir:                   "./data",
 		GRPCAddr:                  ":8081",
 		HTTPAddr:                  ":8080",
+		MetricsAddr:               "127.0.0.1:9464",
 		RemotingAddr:              ":9876",
 		ShutdownTimeout:           30 * time.Second,
 		DrainNotice:               2 * time.Second,
@@ -122,7 +135,16 @@ func (c Config) Validate() error {
 	checkAddr("grpc-addr", c.GRPCAddr, false)
 	checkAddr("http-addr", c.HTTPAddr, false)
 	checkAddr("remoting-addr", c.RemotingAddr, true)
+	checkAddr("metrics-addr", c.MetricsAddr, true)
 	checkAddr("advertise-addr", c.AdvertiseAddr, true)
+	for _, l := range c.listeners() {
+		if _, _, err := net.SplitHostPort(l.addr); l.addr == "" || err != nil {
+			continue // reported above
+		}
+		if _, err := c.ListenAddr(l.name, l.addr); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if c.ShutdownTimeout <= 0 {
 		bad("shutdown-timeout", "must be positive, got %s", c.ShutdownTimeout)
 	}
@@ -169,4 +191,62 @@ func (c Config) Validate() error {
 		bad("log-format", "must be json or text, got %q", c.LogFormat)
 	}
 	return errors.Join(errs...)
+}
+
+// listener names a listen address setting.
+type listener struct{ name, addr string }
+
+// listeners are the listen address settings, in start order.
+func (c Config) listeners() []listener {
+	return []listener{{"grpc-addr", c.GRPCAddr}, {"http-addr", c.HTTPAddr},
+		{"remoting-addr", c.RemotingAddr}, {"metrics-addr", c.MetricsAddr}}
+}
+
+// protected reports whether the listener named name checks its callers:
+// every API listener with AuthFile, the metrics listener with
+// MetricsToken.
+func (c Config) protected(name string) bool {
+	if name == "metrics-addr" {
+		return c.MetricsToken != ""
+	}
+	return c.AuthFile != ""
+}
+
+// ListenAddr is the address the listener named name (grpc-addr,
+// http-addr, remoting-addr, metrics-addr) binds for its setting addr:
+//
+//   - a loopback host (127.0.0.1, ::1, localhost) binds as given;
+//   - with its callers checked (AuthFile; MetricsToken for metrics-addr)
+//     or InsecureListenAll, any address binds as given, an empty host
+//     meaning every interface;
+//   - otherwise an empty host (":8081") binds 127.0.0.1, and any other
+//     host is an error: it would open the admin API (or the names in the
+//     metrics) to the network.
+func (c Config) ListenAddr(name, addr string) (string, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", fmt.Errorf("%s: %q is not host:port: %v", name, addr, err)
+	}
+	if isLoopback(host) || c.InsecureListenAll || c.protected(name) {
+		return addr, nil
+	}
+	if host == "" {
+		return net.JoinHostPort("127.0.0.1", port), nil
+	}
+	guard := "--auth-file"
+	if name == "metrics-addr" {
+		guard = "--metrics-token"
+	}
+	return "", fmt.Errorf("%s: %q is not a loopback address and %s is not set: anyone who can reach it could use it "+
+		"(for the API listeners: create and delete topics and groups); set %s, bind a loopback address, "+
+		"or pass --insecure-listen-all to accept that", name, addr, guard, guard)
+}
+
+// isLoopback reports whether host names the loopback interface.
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -26,6 +28,7 @@ import (
 	"github.com/mqgate/mqgate/internal/lifecycle"
 	"github.com/mqgate/mqgate/internal/telemetry"
 	"github.com/mqgate/mqgate/storage"
+	"github.com/mqgate/mqgate/storage/vfs"
 )
 
 // Options are the non-configuration inputs of Open.
@@ -36,11 +39,14 @@ type Options struct {
 	// It exists only so tests can prove a hung component cannot hold the
 	// process past the shutdown deadline (set through MQGATE_TEST_HANG_STOP).
 	HangOnStop string
+	// StoreFS is the file system the store uses; nil is the operating
+	// system's. Tests inject faults (a full disk) through it.
+	StoreFS vfs.FS
 }
 
 // Addrs are the bound listener addresses (useful with port 0).
 type Addrs struct {
-	GRPC, HTTP, Remoting string
+	GRPC, HTTP, Remoting, Metrics string
 }
 
 // Node is a running mqgate.
@@ -53,9 +59,10 @@ type Node struct {
 
 	group *lifecycle.Group
 
-	store  *storage.Store
-	broker *broker.Broker
-	sess   *session.Registry
+	store   *storage.Store
+	storeFS vfs.FS // Options.StoreFS
+	broker  *broker.Broker
+	sess    *session.Registry
 	// auth verifies callers on every listener; nil when --auth-file is
 	// empty (auth disabled).
 	auth *auth.Authenticator
@@ -68,7 +75,15 @@ type Node struct {
 	http       *httpserver.Server
 	inproc     *httpserver.InProcess // REST's connection to grpc
 
-	addrs    Addrs
+	// lis are the gRPC, HTTP and metrics listeners, bound before the store
+	// opens (bindListeners) and handed to their servers as they start.
+	lis     map[string]net.Listener
+	metrics *http.Server
+	addrs   Addrs
+	// healthMu orders the health watcher's updates with Shutdown's, so a
+	// watcher that saw the node ready cannot turn health back on after
+	// Shutdown turned it off.
+	healthMu sync.Mutex
 	ready    atomic.Bool
 	stopping atomic.Bool
 	// unobserve removes the store's and the gate's metric callbacks
@@ -86,7 +101,7 @@ func Open(ctx context.Context, cfg Config, o Options) (*Node, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	n := &Node{cfg: cfg, log: log, owner: lifecycle.NewOwner(log), gate: admission.NewGate()}
+	n := &Node{cfg: cfg, log: log, owner: lifecycle.NewOwner(log), gate: admission.NewGate(), storeFS: o.StoreFS}
 	if cfg.AuthFile != "" {
 		users, err := auth.Load(cfg.AuthFile)
 		if err != nil {
@@ -97,6 +112,20 @@ func Open(ctx context.Context, cfg Config, o Options) (*Node, error) {
 			log.Warn("the users file holds secret keys and other users may read it: chmod 600 it",
 				"auth_file", cfg.AuthFile, "mode", fi.Mode().Perm().String())
 		}
+	}
+	// Every listen address is checked, and bound, before the data
+	// directory is created or locked: a bad or busy address fails fast.
+	if err := n.bindListeners(ctx); err != nil {
+		return nil, err
+	}
+	started := false
+	defer func() {
+		if !started {
+			n.closeListeners()
+		}
+	}()
+	if cfg.InsecureListenAll && n.auth == nil {
+		log.Warn("--insecure-listen-all without --auth-file: the listeners bind every interface and anyone who can reach them may use the admin API (create and delete topics and groups, reset offsets)")
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
@@ -138,6 +167,9 @@ func Open(ctx context.Context, cfg Config, o Options) (*Node, error) {
 	}
 	n.add(o, lifecycle.Func{ComponentName: "http", StartFn: n.startHTTP,
 		StopFn: func(ctx context.Context) error { return errors.Join(n.http.Stop(ctx), n.inproc.Close()) }})
+	if cfg.MetricsAddr != "" {
+		n.add(o, lifecycle.Func{ComponentName: "metrics", StartFn: n.startMetrics, StopFn: n.stopMetrics})
+	}
 
 	// Registered last, so it is the first thing Shutdown waits for: health
 	// is already NOT_SERVING and new calls refused, listeners still open.
@@ -146,9 +178,13 @@ func Open(ctx context.Context, cfg Config, o Options) (*Node, error) {
 	if err := n.owner.Start(ctx); err != nil {
 		return nil, err
 	}
+	started = true
 	n.ready.Store(true)
 	n.grpc.SetServing(true)
-	log.Info("mqgate ready", "grpc", n.addrs.GRPC, "http", n.addrs.HTTP, "remoting", n.addrs.Remoting,
+	if err := n.group.Go("health", n.watchHealth); err != nil {
+		log.Warn("health watcher not started: gRPC health will not follow the store", "err", err)
+	}
+	log.Info("mqgate ready", "grpc", n.addrs.GRPC, "http", n.addrs.HTTP, "remoting", n.addrs.Remoting, "metrics", n.addrs.Metrics,
 		"data_dir", cfg.DataDir, "flush", cfg.Flush, "auto_create", cfg.AutoCreate, "auth", n.auth != nil)
 	return n, nil
 }
@@ -194,6 +230,7 @@ func (n *Node) startStorage(ctx context.Context) error {
 		RetentionTime:    retention,
 		DiskUsagePercent: usage,
 		StoreHost:        n.storeHost(),
+		FS:               n.storeFS,
 		Logger:           n.log,
 	})
 	if err != nil {
@@ -264,10 +301,7 @@ func (n *Node) startGRPC(ctx context.Context) error {
 	svc.Register(n.grpc.GRPC)
 	admin.New(n.broker).Register(n.grpc.GRPC)
 	restservice.New(restservice.Config{Logger: n.log, Auth: n.auth}, n.broker).Register(n.grpc.GRPC)
-	lis, err := listen(ctx, "grpc-addr", n.cfg.GRPCAddr)
-	if err != nil {
-		return err
-	}
+	lis := n.lis["grpc-addr"]
 	n.addrs.GRPC = lis.Addr().String()
 	return n.group.Go("grpc-serve", func(context.Context) {
 		if err := n.grpc.Serve(lis); err != nil {
@@ -285,7 +319,8 @@ func (n *Node) startRemoting(ctx context.Context) error {
 	}
 	srv, err := remoting.New(remoting.Config{AdvertiseHost: host, Logger: n.log, Pid: os.Getpid(), Auth: n.auth}, n.broker.Classic())
 	if err == nil {
-		err = srv.Start(ctx, n.cfg.RemotingAddr)
+		addr, _ := n.cfg.ListenAddr("remoting-addr", n.cfg.RemotingAddr) // checked by bindListeners
+		err = srv.Start(ctx, addr)
 	}
 	if err != nil {
 		return err
@@ -329,15 +364,12 @@ func (n *Node) startHTTP(ctx context.Context) (err error) {
 	}); err != nil {
 		return err
 	}
-	n.http, err = httpserver.New(httpserver.Options{Ready: n.Ready, Metrics: n.tel.MetricsHandler(), Logger: n.log,
+	n.http, err = httpserver.New(httpserver.Options{Ready: n.Ready, Logger: n.log,
 		API: n.inproc.Conn(), MeterProvider: n.tel.Meters, TracerProvider: n.tel.Tracers})
 	if err != nil {
 		return err
 	}
-	lis, err := listen(ctx, "http-addr", n.cfg.HTTPAddr)
-	if err != nil {
-		return err
-	}
+	lis := n.lis["http-addr"]
 	n.addrs.HTTP = lis.Addr().String()
 	return n.group.Go("http-serve", func(context.Context) {
 		if err := n.http.Serve(lis); err != nil {
@@ -355,17 +387,61 @@ func listen(ctx context.Context, name, addr string) (net.Listener, error) {
 	return lis, nil
 }
 
+// bindListeners resolves every listen address (Config.ListenAddr) and
+// binds the gRPC, HTTP and metrics listeners, kept until their servers
+// start. The remoting server binds its own listener when it starts; its
+// address is bound here once and released, so that a busy port fails
+// the start as early as the others.
+func (n *Node) bindListeners(ctx context.Context) error {
+	n.lis = map[string]net.Listener{}
+	for _, l := range n.cfg.listeners() {
+		if l.addr == "" {
+			continue
+		}
+		addr, err := n.cfg.ListenAddr(l.name, l.addr)
+		if err == nil {
+			var lis net.Listener
+			if lis, err = listen(ctx, l.name, addr); err == nil {
+				if l.name == "remoting-addr" {
+					err = lis.Close()
+				} else {
+					n.lis[l.name] = lis
+				}
+			}
+		}
+		if err != nil {
+			n.closeListeners()
+			return err
+		}
+	}
+	return nil
+}
+
+// closeListeners closes the listeners bound by bindListeners (those a
+// server already serves are closed twice, harmlessly).
+func (n *Node) closeListeners() {
+	for _, lis := range n.lis {
+		_ = lis.Close()
+	}
+}
+
 // Addrs returns the bound listener addresses.
 func (n *Node) Addrs() Addrs { return n.addrs }
 
 // Ready is nil from the end of Open (store open, every listener bound)
-// until Shutdown begins.
+// until Shutdown begins, except while the store cannot write
+// (storage.Store.Writable: after a failed fsync until a restart; after an
+// append that failed for lack of space until space returns or an append
+// succeeds; after another write error until an append succeeds).
 func (n *Node) Ready() error {
 	switch {
 	case n.stopping.Load():
 		return errors.New("draining for shutdown")
 	case !n.ready.Load():
 		return errors.New("starting")
+	}
+	if err := n.store.Writable(); err != nil {
+		return fmt.Errorf("the store cannot write: %w", err)
 	}
 	return nil
 }
@@ -382,8 +458,10 @@ func (n *Node) Ready() error {
 // listeners close after their in-flight calls finish (or at the
 // deadline), then session, broker, store, telemetry.
 func (n *Node) Shutdown(ctx context.Context) lifecycle.Report {
+	n.healthMu.Lock()
 	n.stopping.Store(true)
 	n.grpc.SetServing(false)
+	n.healthMu.Unlock()
 	n.gate.StartDrain()
 	n.broker.Drain()
 	return n.owner.Shutdown(ctx)

@@ -18,7 +18,7 @@ import (
 // /metrics (the first series of that name); -1 when absent.
 func metric(t *testing.T, p *testutil.Proc, name string) int64 {
 	t.Helper()
-	resp, err := http.Get("http://" + p.HTTP + "/metrics")
+	resp, err := http.Get("http://" + p.Metrics + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -98,6 +98,8 @@ type Proc struct {
 	DataDir string
 	// Addresses from the "mqgate ready" log line.
 	GRPC, HTTP, Remoting string
+	// Metrics is the /metrics listener's address.
+	Metrics string
 
 	mu     sync.Mutex
 	lines  []map[string]any
@@ -130,7 +132,7 @@ func Start(t testing.TB, o StartOptions) *Proc {
 		o.DataDir = t.TempDir()
 	}
 	args := []string{"serve", "--data-dir", o.DataDir, "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0",
-		"--log-format", "json", "--log-level", "debug", "--drain-notice", "0s"}
+		"--metrics-addr", "127.0.0.1:0", "--log-format", "json", "--log-level", "debug", "--drain-notice", "0s"}
 	if o.NoRemoting {
 		args = append(args, "--remoting-addr", "")
 	} else {
@@ -185,6 +187,7 @@ func Start(t testing.TB, o StartOptions) *Proc {
 	p.GRPC, _ = ready["grpc"].(string)
 	p.HTTP, _ = ready["http"].(string)
 	p.Remoting, _ = ready["remoting"].(string)
+	p.Metrics, _ = ready["metrics"].(string)
 	return p
 }
 

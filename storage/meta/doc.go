@@ -18,13 +18,17 @@
 //
 // Durability of writes: PutTopic, DeleteTopic, PutGroup, DeleteGroup and
 // SaveBlob return after the snapshot is fsynced (durable when they return
-// nil). CommitOffset only updates memory and returns DurabilityMemory; the
+// nil). A change becomes visible in memory only after its snapshot is
+// durable: when the write fails (a read-only or full disk) the call
+// returns the error and nothing changed, so nothing is accepted on the
+// strength of metadata that a restart would not find. CommitOffset only updates memory and returns DurabilityMemory; the
 // offsets are persisted by Flush (the store calls it every
 // MetaFlushInterval and on Close).
 //
 // Loading: a corrupt current snapshot is a clear error wrapping
-// ErrCorrupt that names the file; the previous good snapshot (.prev) is
-// kept, and Options.FallbackToPrevious makes Open use it instead. A crash
+// ErrCorrupt that names the file and says whether the previous snapshot
+// (<file>.prev, absent before the second write) is on disk;
+// Options.FallbackToPrevious makes Open use it instead. A crash
 // between the two renames is recovered from the fsynced temp file.
 //
 // meta imports storage/vfs, storage/internal/serr and the standard library.

@@ -223,7 +223,7 @@ func (s *Store) readSnap(name string) ([]byte, error) {
 			return nil, fmt.Errorf("meta: %s: %w", cur, derr)
 		}
 		if !s.opts.FallbackToPrevious {
-			return nil, fmt.Errorf("meta: %s: %w (previous snapshot kept as %s.prev)", cur, derr, cur)
+			return nil, fmt.Errorf("meta: %s: %w (%s)", cur, derr, s.previousNote(cur))
 		}
 		s.logger.Warn("meta: corrupt snapshot, using previous", "file", cur, "err", derr)
 	case vfs.IsNotExist(err):
@@ -251,6 +251,16 @@ func (s *Store) readSnap(name string) ([]byte, error) {
 		return nil, fmt.Errorf("meta: %s.prev: %w", cur, derr)
 	}
 	return p, nil
+}
+
+// previousNote says, for an error about the corrupt snapshot cur,
+// whether the snapshot before it is still on disk and under which name.
+func (s *Store) previousNote(cur string) string {
+	prev := cur + ".prev"
+	if _, _, err := s.fs.Stat(prev); err != nil {
+		return "no previous snapshot is on disk"
+	}
+	return "the previous snapshot is kept as " + prev
 }
 
 func (s *Store) load(name string, v any) error {
@@ -382,23 +392,38 @@ func (t *table[T]) load(s *Store) error {
 	return nil
 }
 
-// put creates or replaces v and persists the table.
+// put creates or replaces v: the table with v is persisted first, and
+// only once that is durable does v become visible (a failed write leaves
+// memory as it was, so nothing is accepted on the strength of metadata a
+// restart would not know).
 func (t *table[T]) put(s *Store, v T) error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
+	v = v.clone()
+	if err := t.persist(s, v.key(), &v); err != nil {
+		return err
+	}
 	s.mu.Lock()
-	t.m[v.key()] = v.clone()
+	t.m[v.key()] = v
 	s.mu.Unlock()
-	return t.persist(s)
+	return nil
 }
 
-// delete removes name and the committed offsets owned says belong to it,
-// and persists both.
+// delete removes name and the committed offsets owned says belong to it.
+// The table without name is persisted first and name disappears from
+// memory only once that is durable; the offsets are persisted after.
 func (t *table[T]) delete(s *Store, name string, owned func(OffsetKey) bool) error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	s.mu.Lock()
 	_, ok := t.m[name]
+	s.mu.Unlock()
+	if ok {
+		if err := t.persist(s, name, nil); err != nil {
+			return err
+		}
+	}
+	s.mu.Lock()
 	delete(t.m, name)
 	for k := range s.offsets {
 		if owned(k) {
@@ -409,9 +434,6 @@ func (t *table[T]) delete(s *Store, name string, owned func(OffsetKey) bool) err
 	s.mu.Unlock()
 	if !ok {
 		return fmt.Errorf("%w: %s %q", serr.ErrNotFound, t.kind, name)
-	}
-	if err := t.persist(s); err != nil {
-		return err
 	}
 	return s.flushOffsets()
 }
@@ -435,9 +457,25 @@ func (t *table[T]) list(s *Store) []T {
 	return out
 }
 
-// persist writes the table's snapshot. Caller holds s.wmu.
-func (t *table[T]) persist(s *Store) error {
-	b, _ := json.Marshal(t.list(s))
+// persist writes the table's snapshot as it will be once key is set to
+// *v (removed when v is nil); memory is not changed. Caller holds s.wmu.
+func (t *table[T]) persist(s *Store, key string, v *T) error {
+	s.mu.Lock()
+	vs := make([]T, 0, len(t.m)+1)
+	for k, x := range t.m {
+		if k != key {
+			vs = append(vs, x)
+		}
+	}
+	s.mu.Unlock()
+	if v != nil {
+		vs = append(vs, *v)
+	}
+	slices.SortFunc(vs, func(a, b T) int { return strings.Compare(a.key(), b.key()) })
+	b, err := json.Marshal(vs)
+	if err != nil {
+		return fmt.Errorf("meta: encoding %s snapshot: %w", t.kind, err)
+	}
 	return s.writeSnap(t.snap, b)
 }
 

@@ -192,3 +192,111 @@ func TestSnapshotNewerVersionRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestFailedWriteChangesNothing: when a metadata snapshot cannot be
+// written (a meta directory that refuses writes, a full disk), the change
+// is refused and memory stays as it was: nothing is accepted against a
+// topic or group that a restart would not know, and a deletion that did
+// not persist does not hide what is still on disk.
+func TestFailedWriteChangesNothing(t *testing.T) {
+	for _, failOn := range []vfs.Op{vfs.OpCreate, vfs.OpWrite, vfs.OpSync, vfs.OpRename} {
+		t.Run(failOn.String(), func(t *testing.T) {
+			mem := vfs.NewMem()
+			efs := vfs.NewErrorFS(mem, nil)
+			s := open(t, efs, Options{})
+			if err := s.PutTopic(Topic{Name: "kept", QueueCount: 1}); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.PutGroup(Group{Name: "G"}); err != nil {
+				t.Fatal(err)
+			}
+			efs.SetInject(func(op vfs.Op, path string) error {
+				if op == failOn && strings.HasPrefix(path, "/m/") {
+					return syscall.EROFS
+				}
+				return nil
+			})
+			if err := s.PutTopic(Topic{Name: "new", QueueCount: 1}); !errors.Is(err, syscall.EROFS) {
+				t.Fatalf("put topic on a read-only meta dir: %v", err)
+			}
+			if _, ok := s.Topic("new"); ok {
+				t.Fatal("a topic that was not persisted is visible")
+			}
+			if err := s.PutTopic(Topic{Name: "kept", QueueCount: 9}); err == nil {
+				t.Fatal("replacing a topic on a read-only meta dir succeeded")
+			}
+			if tp, _ := s.Topic("kept"); tp.QueueCount != 1 {
+				t.Fatalf("a replacement that was not persisted is visible: %+v", tp)
+			}
+			if err := s.PutGroup(Group{Name: "H"}); err == nil {
+				t.Fatal("put group on a read-only meta dir succeeded")
+			}
+			if _, ok := s.Group("H"); ok {
+				t.Fatal("a group that was not persisted is visible")
+			}
+			if err := s.DeleteTopic("kept"); err == nil {
+				t.Fatal("delete topic on a read-only meta dir succeeded")
+			}
+			if _, ok := s.Topic("kept"); !ok {
+				t.Fatal("a deletion that was not persisted hid the topic")
+			}
+			if err := s.DeleteGroup("G"); err == nil {
+				t.Fatal("delete group on a read-only meta dir succeeded")
+			}
+			if _, ok := s.Group("G"); !ok {
+				t.Fatal("a deletion that was not persisted hid the group")
+			}
+			if got := len(s.Topics()); got != 1 {
+				t.Fatalf("%d topics listed, want 1", got)
+			}
+			// What a restart sees agrees with what was answered.
+			r := open(t, mem.CrashClone(nil), Options{})
+			if _, ok := r.Topic("new"); ok {
+				t.Fatal("refused topic present after restart")
+			}
+			if tp, ok := r.Topic("kept"); !ok || tp.QueueCount != 1 {
+				t.Fatalf("kept topic after restart: %+v %v", tp, ok)
+			}
+			// Once writes work again, the next change persists the table
+			// as memory has it.
+			efs.SetInject(nil)
+			if err := s.PutTopic(Topic{Name: "later", QueueCount: 1}); err != nil {
+				t.Fatal(err)
+			}
+			r = open(t, mem.CrashClone(nil), Options{})
+			if ts := r.Topics(); len(ts) != 2 || ts[0].Name != "kept" || ts[1].Name != "later" {
+				t.Fatalf("topics after restart: %+v", ts)
+			}
+		})
+	}
+}
+
+// TestCorruptSnapshotMessage: the error about a corrupt snapshot names
+// the previous snapshot only when one is on disk.
+func TestCorruptSnapshotMessage(t *testing.T) {
+	corrupt := func(fs vfs.FS) {
+		f, _ := fs.OpenRW("/m/topics.snap")
+		f.WriteAt([]byte{'X'}, 20)
+		f.Close()
+	}
+	fs := vfs.NewMem()
+	s := open(t, fs, Options{})
+	s.PutTopic(Topic{Name: "A", QueueCount: 1}) // the first snapshot: none before it
+	corrupt(fs)
+	_, err := Open(fs, "/m", Options{})
+	if !errors.Is(err, serr.ErrCorrupt) || strings.Contains(err.Error(), ".prev") || !strings.Contains(err.Error(), "no previous snapshot") {
+		t.Fatalf("corrupt first snapshot: %v", err)
+	}
+	fs = vfs.NewMem()
+	s = open(t, fs, Options{})
+	s.PutTopic(Topic{Name: "A", QueueCount: 1})
+	s.PutTopic(Topic{Name: "B", QueueCount: 1})
+	corrupt(fs)
+	_, err = Open(fs, "/m", Options{})
+	if !errors.Is(err, serr.ErrCorrupt) || !strings.Contains(err.Error(), "/m/topics.snap.prev") {
+		t.Fatalf("corrupt snapshot with a previous one: %v", err)
+	}
+	if _, _, serr := fs.Stat("/m/topics.snap.prev"); serr != nil {
+		t.Fatalf("the file the message names: %v", serr)
+	}
+}

@@ -26,7 +26,7 @@ var (
 // parked reads the parked-polls gauge from /metrics.
 func parked(t *testing.T, p *testutil.Proc) int {
 	t.Helper()
-	_, body := httpDo(t, "GET", "http://"+p.HTTP+"/metrics", "")
+	_, body := httpDo(t, "GET", "http://"+p.Metrics+"/metrics", "")
 	m := parkedRE.FindStringSubmatch(body)
 	if m == nil {
 		return -1
@@ -123,7 +123,7 @@ func TestDrainOnSIGTERM(t *testing.T) {
 	if code, body := httpDo(t, "GET", "http://"+p.HTTP+"/readyz", ""); code != 503 {
 		t.Fatalf("/readyz during the drain notice: %d %s, want 503", code, body)
 	}
-	_, metrics := httpDo(t, "GET", "http://"+p.HTTP+"/metrics", "")
+	_, metrics := httpDo(t, "GET", "http://"+p.Metrics+"/metrics", "")
 	if m := rejectedRE.FindStringSubmatch(metrics); m == nil || m[1] == "0" {
 		t.Fatalf("the refused send is not counted as a draining admission rejection:\n%s", rejectedRE.FindString(metrics))
 	}

@@ -302,7 +302,7 @@ func startMqgate(flush string, remoting bool) (*child, error) {
 		remAddr = "127.0.0.1:0"
 	}
 	cmd := exec.Command(self, "serve", "--data-dir", filepath.Join(dir, "data"), "--grpc-addr", "127.0.0.1:0",
-		"--http-addr", "127.0.0.1:0", "--remoting-addr", remAddr, "--flush", flush, "--auto-create", "--log-level", "info",
+		"--http-addr", "127.0.0.1:0", "--metrics-addr", "", "--remoting-addr", remAddr, "--flush", flush, "--auto-create", "--log-level", "info",
 		"--log-format", "json", "--segment-size", "256MiB")
 	errp, err := cmd.StderrPipe()
 	if err != nil {
