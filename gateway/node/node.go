@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -17,6 +18,7 @@ import (
 	"github.com/mqgate/mqgate/gateway/admin"
 	"github.com/mqgate/mqgate/gateway/admission"
 	"github.com/mqgate/mqgate/gateway/auth"
+	"github.com/mqgate/mqgate/gateway/console"
 	"github.com/mqgate/mqgate/gateway/grpcserver"
 	"github.com/mqgate/mqgate/gateway/remoting"
 	"github.com/mqgate/mqgate/gateway/rest"
@@ -329,7 +331,10 @@ func (n *Node) startHTTP(ctx context.Context) (err error) {
 		return err
 	}
 	n.http, err = rest.New(rest.Options{Ready: n.Ready, Metrics: n.tel.MetricsHandler(), Logger: n.log,
-		API: n.inproc.Conn(), MeterProvider: n.tel.Meters, TracerProvider: n.tel.Tracers})
+		API: n.inproc.Conn(), MeterProvider: n.tel.Meters, TracerProvider: n.tel.Tracers,
+		Console: func(api http.Handler) http.Handler {
+			return console.New(console.Options{API: api, Broker: n.broker, Auth: n.auth, Logger: n.log})
+		}})
 	if err != nil {
 		return err
 	}
