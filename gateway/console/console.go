@@ -64,7 +64,15 @@ func New(o Options) http.Handler {
 		panic(err) // the embedded tree is fixed at build time
 	}
 	mux := http.NewServeMux()
-	mux.Handle("GET /console/", http.StripPrefix(Prefix+"/", http.FileServerFS(static)))
+	files := http.StripPrefix(Prefix+"/", http.FileServerFS(static))
+	mux.HandleFunc("/console/", func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			writeError(w, http.StatusMethodNotAllowed, r.Method+" "+r.URL.Path+": the console's pages are read with GET")
+			return
+		}
+		files.ServeHTTP(w, r)
+	})
 	mux.HandleFunc("GET /console", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, Prefix+"/", http.StatusMovedPermanently)
 	})

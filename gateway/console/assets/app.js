@@ -210,7 +210,7 @@ function niceCeil(v) {
   return 10 * p;
 }
 
-function fmt(v) { return v >= 100 || v === 0 ? String(Math.round(v)) : v.toFixed(v >= 10 ? 1 : 2); }
+function fmt(v) { return String(Number(v.toFixed(v >= 100 ? 0 : 2))); }
 
 function cssVar(name) { return getComputedStyle(document.documentElement).getPropertyValue(name).trim(); }
 
@@ -233,7 +233,7 @@ function drawBacklog() {
 async function act(what, fn) {
   try {
     const msg = await fn();
-    setStatus(msg || what);
+    setStatus(typeof msg === "string" ? msg : what);
     await refresh();
   } catch (e) {
     setStatus(e.message, true);
