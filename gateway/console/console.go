@@ -241,8 +241,16 @@ func deadLetter(m *model.Delivered) DeadLetter {
 
 // Redrive is the answer of POST /console/api/groups/{group}/deadletters/redrive.
 type Redrive struct {
-	Redriven []broker.Redriven `json:"redriven"`
-	Pending  int64             `json:"pending"`
+	Redriven []Redriven `json:"redriven"`
+	Pending  int64      `json:"pending"`
+}
+
+// Redriven is one dead letter sent back: its new message in its topic.
+type Redriven struct {
+	MessageID   string `json:"messageId"`
+	Topic       string `json:"topic"`
+	QueueID     int32  `json:"queueId"`
+	QueueOffset int64  `json:"queueOffset"`
 }
 
 func (c *console) redrive(w http.ResponseWriter, r *http.Request) {
@@ -258,9 +266,9 @@ func (c *console) redrive(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		c.opts.Logger.Warn("console: redrive stopped early", "group", r.PathValue("group"), "redriven", len(res.Redriven), "err", err)
 	}
-	out := Redrive{Redriven: res.Redriven, Pending: res.Pending}
-	if out.Redriven == nil {
-		out.Redriven = []broker.Redriven{}
+	out := Redrive{Redriven: make([]Redriven, 0, len(res.Redriven)), Pending: res.Pending}
+	for _, m := range res.Redriven {
+		out.Redriven = append(out.Redriven, Redriven{MessageID: m.MessageID, Topic: m.Topic, QueueID: m.QueueID, QueueOffset: m.QueueOffset})
 	}
 	writeJSON(w, http.StatusOK, out)
 }

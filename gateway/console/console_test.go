@@ -137,7 +137,7 @@ func TestPagesAndEndpointsWithoutAuth(t *testing.T) {
 	if code, _, _ := do(t, srv, "GET", "/console/api/groups/g/deadletters?max=x", "", ""); code != http.StatusBadRequest {
 		t.Fatalf("bad max: %d", code)
 	}
-	if code, _, body := do(t, srv, "POST", "/console/api/groups/g/deadletters/redrive?max=9", "", ""); code != http.StatusOK || !strings.Contains(body, `"redriven":[{`) || fb.redriveMax != 9 {
+	if code, _, body := do(t, srv, "POST", "/console/api/groups/g/deadletters/redrive?max=9", "", ""); code != http.StatusOK || !strings.Contains(body, `"redriven":[{"messageId":"m1","topic":"t","queueId":0,"queueOffset":4}]`) || fb.redriveMax != 9 {
 		t.Fatalf("redrive: %d %s (max %d)", code, body, fb.redriveMax)
 	}
 	fb.redriveErr = mqerr.Errorf(mqerr.KindStoreUnavailable, "store down")

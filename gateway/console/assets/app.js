@@ -323,8 +323,13 @@ function initForms() {
   $("#dlq-redrive").addEventListener("click", () => {
     const group = dlqGroup;
     act("redrove the dead letters of " + group, async () => {
-      const res = await call("POST", "api/groups/" + enc(group) + "/deadletters/redrive?max=256");
-      return "redrove " + res.redriven.length + " dead letter(s) of " + group;
+      let n = 0;
+      for (;;) { // 256 a call, until none is left
+        const res = await call("POST", "api/groups/" + enc(group) + "/deadletters/redrive?max=256");
+        n += res.redriven.length;
+        if (res.redriven.length === 0 || res.pending === 0) break;
+      }
+      return "redrove " + n + " dead letter(s) of " + group;
     });
   });
   $("#dlq-close").addEventListener("click", () => { dlqGroup = ""; $("#dlq-section").hidden = true; });
