@@ -189,12 +189,39 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatalf("redriven message received: %v", again)
 	}
 	r.ok("POST", "/v1/groups/"+dlqGroup+"/topics/"+dlqTopic+":ack", fmt.Sprintf(`{"receiptHandles":[%q]}`, again[0]["receiptHandle"]))
+
+	// With auth on, the browser signs in with Basic credentials (here in
+	// the URL) and the page's own calls reuse them: it lists a topic and
+	// creates one through the signed REST hand-off. A second tab of the
+	// same browser.
+	pa := startWithConsoleUsers(t)
+	tab, cancel := chromedp.NewContext(ctx)
+	defer cancel()
+	secured := uniq("console-secured")
+	resp, err := http.Get("http://" + pa.HTTP + "/console/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("/console/ with auth on, without credentials: HTTP %d", resp.StatusCode)
+	}
+	if err := chromedp.Do(tab, chromedp.Navigate("http://ops:ops-secret-1@"+pa.HTTP+"/console/")); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, tab, "the first poll with credentials", `Number(document.querySelector('#rates').dataset.points) >= 1 && document.querySelector('#status').className !== "error"`)
+	if err := chromedp.Do(tab,
+		chromedp.SetValue(chromedp.CSS(`#create-topic input[name=name]`), secured),
+		chromedp.Click(chromedp.CSS(`#create-topic button[type=submit]`))); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, tab, "the topic created with auth on", cellText("topics", "topic", secured, "name")+` === `+strconv.Quote(secured))
 }
 
-// With auth on, the console and its endpoints need an admin user's Basic
-// credentials: 401 without or with wrong ones, 403 for a non-admin.
-func TestConsoleAuth(t *testing.T) {
-	e2e(t)
+// startWithConsoleUsers starts mqgate with auth on: "ops" an admin, "app"
+// not.
+func startWithConsoleUsers(t *testing.T) *testutil.Proc {
+	t.Helper()
 	users := filepath.Join(t.TempDir(), "users.yaml")
 	if err := os.WriteFile(users, []byte(`users:
   - accessKey: app
@@ -205,7 +232,14 @@ func TestConsoleAuth(t *testing.T) {
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p := start(t, testutil.StartOptions{Args: []string{"--auth-file", users}})
+	return start(t, testutil.StartOptions{Args: []string{"--auth-file", users}})
+}
+
+// With auth on, the console and its endpoints need an admin user's Basic
+// credentials: 401 without or with wrong ones, 403 for a non-admin.
+func TestConsoleAuth(t *testing.T) {
+	e2e(t)
+	p := startWithConsoleUsers(t)
 	c := &http.Client{Timeout: 30 * time.Second}
 	get := func(path, ak, sk string) (int, http.Header, string) {
 		t.Helper()

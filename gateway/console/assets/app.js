@@ -10,6 +10,11 @@ const samples = []; // {t, send, recv, backlog}
 let lastTotals = null;
 let dlqGroup = "";
 
+// BASE is the console's URL without the user:password@ a sign-in URL may
+// carry: fetch refuses URLs with credentials, and the browser sends the
+// ones it was given with the page on its own.
+const BASE = location.origin + location.pathname.replace(/[^/]*$/, "");
+
 function $(sel) { return document.querySelector(sel); }
 
 function setStatus(text, isError) {
@@ -26,7 +31,7 @@ async function call(method, path, body) {
     init.headers["Content-Type"] = "application/json";
     init.body = JSON.stringify(body);
   }
-  const r = await fetch(path, init);
+  const r = await fetch(BASE + path, init);
   const text = await r.text();
   let data = null;
   try { data = text ? JSON.parse(text) : null; } catch (e) { data = null; }
