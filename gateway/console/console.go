@@ -83,7 +83,21 @@ func New(o Options) http.Handler {
 	mux.HandleFunc("/console/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no console endpoint "+r.Method+" "+r.URL.Path)
 	})
-	return c.authenticate(mux)
+	return c.authenticate(changesFromPage(mux))
+}
+
+// changesFromPage refuses a change (not GET or HEAD) without changeHeader:
+// a page of another site can make the browser POST here (a form), with
+// the credentials it holds, but cannot add a header without the CORS
+// preflight this server never grants.
+func changesFromPage(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead && r.Header.Get(changeHeader) != "1" {
+			writeError(w, http.StatusForbidden, "console changes need the header "+changeHeader+": 1 (sent by the console's page)")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 type console struct {
@@ -94,6 +108,10 @@ type console struct {
 type credsKey struct{}
 
 type creds struct{ accessKey, secretKey string }
+
+// changeHeader must be 1 on every console request that is not a GET or
+// HEAD.
+const changeHeader = "X-Mq-Console"
 
 // dateLayout is the x-mq-date-time format the v2 signature covers.
 const dateLayout = "20060102T150405Z"
@@ -160,6 +178,7 @@ func (c *console) api(w http.ResponseWriter, r *http.Request) {
 		r2.URL.RawPath = strings.TrimPrefix(r.URL.RawPath, Prefix)
 	}
 	r2.RequestURI = r2.URL.RequestURI()
+	r2.Header.Del(changeHeader)
 	r2.Header.Del("Authorization")
 	r2.Header.Del("X-Mq-Date-Time")
 	if cr, ok := r.Context().Value(credsKey{}).(creds); ok {

@@ -84,6 +84,9 @@ func do(t *testing.T, srv *httptest.Server, method, path, ak, sk string) (int, h
 	if err != nil {
 		t.Fatal(err)
 	}
+	if method != "GET" {
+		req.Header.Set("X-Mq-Console", "1")
+	}
 	if ak != "" {
 		req.SetBasicAuth(ak, sk)
 	}
@@ -147,6 +150,17 @@ func TestPagesAndEndpointsWithoutAuth(t *testing.T) {
 	if code, _, _ := do(t, srv, "GET", "/console/api/groups/g/deadletters/redrive", "", ""); code != http.StatusNotFound && code != http.StatusMethodNotAllowed {
 		t.Fatalf("GET redrive: %d", code)
 	}
+	// A change without the console's header (a form of another site).
+	req, err := http.NewRequest("POST", srv.URL+"/console/api/groups/g/deadletters/redrive", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fb.redriveMax = -1
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusForbidden || fb.redriveMax != -1 {
+		t.Fatalf("redrive without X-Mq-Console: %v %v (max %d)", err, resp, fb.redriveMax)
+	} else {
+		resp.Body.Close()
+	}
 	if code, _, _ := do(t, srv, "GET", "/console/api/nothing", "", ""); code != http.StatusNotFound {
 		t.Fatalf("unknown endpoint: %d", code)
 	}
@@ -176,6 +190,17 @@ func TestAuth(t *testing.T) {
 	}
 	if code, _, _ := do(t, srv, "POST", "/console/api/groups/g/deadletters/redrive", "", ""); code != http.StatusUnauthorized {
 		t.Errorf("redrive without credentials: %d", code)
+	}
+	req, err := http.NewRequest("POST", srv.URL+"/console/v1/topics", strings.NewReader(`{"name":"x"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.SetBasicAuth("ops", "ops-secret")
+	api.path = ""
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusForbidden || api.path != "" {
+		t.Errorf("signed-in POST without X-Mq-Console: %v %v, reached %q", err, resp, api.path)
+	} else {
+		resp.Body.Close()
 	}
 	if code, _, _ := do(t, srv, "GET", "/console/", "ops", "ops-secret"); code != http.StatusOK {
 		t.Errorf("page as admin: %d", code)

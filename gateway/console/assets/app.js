@@ -26,7 +26,7 @@ function setStatus(text, isError) {
 // call fetches a JSON endpoint and throws an Error carrying the server's
 // message on a non-2xx answer.
 async function call(method, path, body) {
-  const init = { method, headers: {} };
+  const init = { method, headers: { "X-Mq-Console": "1" } };
   if (body !== undefined) {
     init.headers["Content-Type"] = "application/json";
     init.body = JSON.stringify(body);
