@@ -100,3 +100,30 @@ func TestDeadLettersUnknownGroup(t *testing.T) {
 		t.Fatal("bad group name accepted")
 	}
 }
+
+// A redrive stops at the first dead letter it cannot send, having
+// committed those sent before it: nothing is lost or sent twice.
+func TestRedriveStopsAtAFailedSend(t *testing.T) {
+	e := newEnv(t)
+	e.topic("a", model.TopicNormal)
+	e.topic("b", model.TopicNormal)
+	e.group("g", 1, false)
+	e.deadLetter("a", "g", 1)
+	e.deadLetter("b", "g", 1)
+	if err := e.b.DeleteTopic(e.ctx, "b"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.b.RedriveDeadLetters(e.ctx, "g", 0)
+	if mqerr.KindOf(err) != mqerr.KindTopicNotFound || len(res.Redriven) != 1 || res.Redriven[0].Topic != "a" || res.Pending != 1 {
+		t.Fatalf("redrive: %v %+v", err, res)
+	}
+	page, err := e.b.DeadLetters(e.ctx, "g", 0)
+	if err != nil || page.Pending != 1 || len(page.Messages) != 1 || page.Messages[0].DLQOriginTopic != "b" {
+		t.Fatalf("left: %v %+v", err, page)
+	}
+	// Once the topic is back, the rest goes.
+	e.topic("b", model.TopicNormal)
+	if res, err := e.b.RedriveDeadLetters(e.ctx, "g", 0); err != nil || len(res.Redriven) != 1 || res.Pending != 0 {
+		t.Fatalf("second redrive: %v %+v", err, res)
+	}
+}
