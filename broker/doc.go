@@ -8,6 +8,10 @@
 // message properties (SQLFilter, filter.go, compiled by broker/sqlfilter)
 // select what a receive or pull delivers; a group skips the rest.
 //
+// Operators' views and actions: inspect.go (describe, lookup), reset.go
+// (offset resets) and deadletter.go (a group's dead letters and their
+// redrive to the topics they came from).
+//
 // Spans (produce.Send → store.Append, pop.Receive, pop.Ack) and metrics
 // are observe.go's; they use the OpenTelemetry API only, never its SDK.
 //

@@ -5,7 +5,8 @@
 // serves, so every call passes its interceptor chain and stats handler),
 // the OpenAPI document at /openapi.json, and the operational endpoints
 // /healthz (alive), /readyz (ready to serve) and /metrics (Prometheus
-// text).
+// text), and the web console at /console/ when the node gives one
+// (Options.Console; the console itself is gateway/console).
 //
 // Files: http.go (the server, routes, lifecycle), gateway.go (the
 // grpc-gateway mux: protojson options, header matcher, ?body=text, body

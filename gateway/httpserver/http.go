@@ -33,6 +33,9 @@ type Options struct {
 	// MaxRequestBytes caps a REST request body; larger ones get 413
 	// (default DefaultMaxRequestBytes).
 	MaxRequestBytes int64
+	// Console, when set, is given the REST API handler (nil without API)
+	// and returns the web console's handler, served at /console/.
+	Console func(api http.Handler) http.Handler
 }
 
 // DefaultMaxRequestBytes fits a send of a few 4 MiB messages in base64; a
@@ -76,12 +79,18 @@ func New(o Options) (*Server, error) {
 		mux.Handle("GET /metrics", o.Metrics)
 	}
 	mux.HandleFunc("GET /openapi.json", serveOpenAPI)
+	var api http.Handler
 	if o.API != nil {
-		api, err := s.newGateway(o.API)
-		if err != nil {
+		var err error
+		if api, err = s.newGateway(o.API); err != nil {
 			return nil, err
 		}
 		mux.Handle("/v1/", api)
+	}
+	if o.Console != nil {
+		c := o.Console(api)
+		mux.Handle("/console", c)
+		mux.Handle("/console/", c)
 	}
 	s.srv = &http.Server{
 		Handler:           mux,

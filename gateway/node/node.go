@@ -19,6 +19,7 @@ import (
 	"github.com/mqgate/mqgate/gateway/admin"
 	"github.com/mqgate/mqgate/gateway/admission"
 	"github.com/mqgate/mqgate/gateway/auth"
+	"github.com/mqgate/mqgate/gateway/console"
 	"github.com/mqgate/mqgate/gateway/grpcserver"
 	"github.com/mqgate/mqgate/gateway/httpserver"
 	"github.com/mqgate/mqgate/gateway/remoting"
@@ -365,7 +366,10 @@ func (n *Node) startHTTP(ctx context.Context) (err error) {
 		return err
 	}
 	n.http, err = httpserver.New(httpserver.Options{Ready: n.Ready, Logger: n.log,
-		API: n.inproc.Conn(), MeterProvider: n.tel.Meters, TracerProvider: n.tel.Tracers})
+		API: n.inproc.Conn(), MeterProvider: n.tel.Meters, TracerProvider: n.tel.Tracers,
+		Console: func(api http.Handler) http.Handler {
+			return console.New(console.Options{API: api, Broker: n.broker, Auth: n.auth, Logger: n.log})
+		}})
 	if err != nil {
 		return err
 	}

@@ -4,7 +4,8 @@
 // with the official RocketMQ 5 Go client v5.1.3 — plus a raw gRPC client
 // built on that client's own generated protocol package where the official
 // client validates locally, hides a status (SimpleConsumer.Ack ignores it)
-// or cannot send a malformed request.
+// or cannot send a malformed request. The web console's test drives
+// headless Chromium through chromedp.
 //
 // The package has no non-test code; what it shares with the other
 // end-to-end packages lives in internal/e2e/e2eutil. Its tests must import
