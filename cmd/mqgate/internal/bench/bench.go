@@ -265,6 +265,13 @@ func printBench(w io.Writer, o benchOpts, r Result) {
 			if rd.Echo != nil {
 				fmt.Fprintf(w, ", ratio %.2f", rd.Ratio)
 			}
+			if (r.Mode == "produce" || r.Mode == "consume") && rd.Mqgate.CPUusPerCall > 0 {
+				fmt.Fprintf(w, "; srv CPU/call")
+				if rd.Echo != nil {
+					fmt.Fprintf(w, " echo %.1fµs,", rd.Echo.CPUusPerCall)
+				}
+				fmt.Fprintf(w, " mqgate %.1fµs", rd.Mqgate.CPUusPerCall)
+			}
 			fmt.Fprintln(w)
 		}
 	}
