@@ -2,7 +2,9 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"os/exec"
+	"strings"
 	"testing"
 
 	"github.com/mqgate/mqgate/cmd/mqgate/internal/bench"
@@ -79,5 +81,92 @@ func TestBenchRounds(t *testing.T) {
 	}
 	if below > 1 || above > 1 || r.Mqgate.Messages == 0 {
 		t.Fatalf("reported ratio %.3f is not the median of %+v", r.Ratio, r.Rounds)
+	}
+}
+
+// Batched sends and split acks: every call is counted, and the echo
+// makes the same calls as mqgate.
+func TestBenchBatched(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts servers")
+	}
+	for _, c := range []struct {
+		name string
+		args []string
+		// check is run on the echo's and on mqgate's figures.
+		check func(t *testing.T, f bench.Figures)
+	}{
+		{"produce-batch32", []string{"produce", "--batch", "32", "--producers", "2"}, func(t *testing.T, f bench.Figures) {
+			if f.Batch != 32 || f.Calls == 0 || f.Messages != f.Calls*32 || f.AckCalls != 0 {
+				t.Fatalf("%s: %d messages in %d calls, batch %d: %+v", f.Target, f.Messages, f.Calls, f.Batch, f)
+			}
+		}},
+		{"consume-ack-batch32", []string{"consume", "--ack-batch", "32", "--consumers", "2", "--backlog", "3000"}, func(t *testing.T, f bench.Figures) {
+			// One ack per non-empty receive of up to 32.
+			receives := f.Calls - f.AckCalls
+			if f.AckBatch != 32 || f.AckCalls == 0 || f.AckCalls > receives || f.Messages > f.AckCalls*32 || f.Messages < f.AckCalls {
+				t.Fatalf("%s: %d messages, %d calls of which %d acks: %+v", f.Target, f.Messages, f.Calls, f.AckCalls, f)
+			}
+			// The echo's receives always return 32 messages.
+			if f.Target == "echo" && (receives != f.AckCalls || f.Messages != f.AckCalls*32) {
+				t.Fatalf("%s: %d messages, %d calls of which %d acks: %+v", f.Target, f.Messages, f.Calls, f.AckCalls, f)
+			}
+		}},
+		{"consume-ack-each", []string{"consume", "--ack-batch", "1", "--pipeline-acks=false", "--consumers", "2", "--backlog", "2000"}, func(t *testing.T, f bench.Figures) {
+			// One awaited ack per message, plus receives of up to 32.
+			receives := f.Calls - f.AckCalls
+			if f.AckBatch != 1 || f.AckCalls == 0 || f.AckCalls != f.Messages || receives*32 < f.Messages ||
+				f.Target == "echo" && receives*32 != f.Messages {
+				t.Fatalf("%s: %d messages, %d calls of which %d acks: %+v", f.Target, f.Messages, f.Calls, f.AckCalls, f)
+			}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			args := append([]string{"bench"}, c.args...)
+			args = append(args, "--json", "--duration", "400ms", "--warmup", "0s")
+			out, err := exec.Command(testutil.Binary(t), args...).Output()
+			if err != nil {
+				t.Fatalf("bench %v: %v\n%s", c.args, err, out)
+			}
+			var r bench.Result
+			if err := json.Unmarshal(out, &r); err != nil {
+				t.Fatalf("output: %v\n%s", err, out)
+			}
+			if r.Echo == nil || r.Ratio <= 0 {
+				t.Fatalf("no echo baseline: %+v", r)
+			}
+			for _, f := range []bench.Figures{*r.Echo, r.Mqgate} {
+				if f.Messages == 0 || f.Errors != 0 || f.Seconds <= 0 {
+					t.Fatalf("%s: %+v", f.Target, f)
+				}
+				c.check(t, f)
+				// The per-call figures are the per-message ones over the
+				// same window.
+				perCall := float64(f.Messages) / float64(f.Calls)
+				if !near(f.CallsPerSecond*perCall, f.PerSecond) || f.CPUusPerMsg > 0 && !near(f.CPUusPerCall, f.CPUusPerMsg*perCall) {
+					t.Fatalf("%s: per-call figures do not match the per-message ones: %+v", f.Target, f)
+				}
+			}
+		})
+	}
+}
+
+func near(a, b float64) bool { return a > 0 && b > 0 && a/b > 0.999 && a/b < 1.001 }
+
+// Batch flags belong to their modes.
+func TestBenchBatchFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"consume", "--batch", "32"},
+		{"produce", "--batch", "0"},
+		{"produce", "--ack-batch", "8"},
+		{"consume", "--ack-batch", "0"},
+		{"http", "--batch", "32"},
+	} {
+		cmd := exec.Command(testutil.Binary(t), append([]string{"bench"}, args...)...)
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "batch") {
+			t.Errorf("bench %v: %v, want exit 2 naming the flag\n%s", args, err, out)
+		}
 	}
 }

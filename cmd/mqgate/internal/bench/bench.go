@@ -41,8 +41,12 @@ Without --server, bench starts its own mqgate (a child process on a temporary
 data dir) so it can also measure the server's CPU per message.
 
   produce  N producers on N connections, one message per SendMessage call
+           (--batch M: M messages per call)
   consume  receive (batch 32) + one batched ack per batch from a backlog;
-           the ack of a batch overlaps the next receive (--pipeline-acks)
+           the ack of a batch overlaps the next receive (--pipeline-acks);
+           --ack-batch M splits each batch's acks into calls of M handles,
+           each awaited before the next (--ack-batch 1 --pipeline-acks=false:
+           every ack on its own, after the receive)
   e2e      send at a fixed rate while consumers long-poll; send→receive latency
            (the echo relays each sent message to a receive through memory;
            the ratio is the echo's p99 over mqgate's)
@@ -52,6 +56,9 @@ data dir) so it can also measure the server's CPU per message.
 --rounds N runs the echo and mqgate N times, alternated, and reports the
 round with the median ratio with every round listed:
 this machine's noise moves a single run by ±10 % or more.
+
+produce and consume also report calls per second and server CPU per call
+(consume's calls are its receives and acks), the echo making the same calls.
 
 `
 
@@ -76,7 +83,14 @@ type benchOpts struct {
 	ownNames bool
 
 	pipelineAcks bool
+	// batch is the messages per SendMessage (produce); ackBatch the
+	// receipt handles per AckMessage (consume).
+	batch    int
+	ackBatch int
 }
+
+// receiveBatchSize is the batch size of the bench's receives.
+const receiveBatchSize = 32
 
 func Cmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "echo-server" {
@@ -104,6 +118,8 @@ func Cmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.jsonOut, "json", false, "print results as JSON")
 	fs.IntVar(&o.rounds, "rounds", 1, "produce|consume|e2e: runs of the echo and of mqgate, alternated; the round with the median ratio is reported")
 	fs.BoolVar(&o.pipelineAcks, "pipeline-acks", true, "consume: ack a batch while receiving the next (one ack in flight per consumer)")
+	fs.IntVar(&o.batch, "batch", 1, "produce: messages per SendMessage call")
+	fs.IntVar(&o.ackBatch, "ack-batch", receiveBatchSize, "consume: receipt handles per AckMessage call, each call awaited before the next (at most the receive batch of 32 counts)")
 	accessKey := fs.String("access-key", os.Getenv("MQGATE_ACCESS_KEY"), "produce|consume|e2e: sign every call as this user, for a --server running with --auth-file (env MQGATE_ACCESS_KEY; the secret comes from MQGATE_SECRET_KEY)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
@@ -117,6 +133,15 @@ func Cmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "mqgate bench: unknown mode %q\n\n%s", o.mode, benchUsage)
 		return 2
 	}
+	if o.batch < 1 || o.batch != 1 && o.mode != "produce" {
+		fmt.Fprintf(stderr, "mqgate bench: --batch must be 1 or more, and 1 in %s mode\n", o.mode)
+		return 2
+	}
+	if o.ackBatch < 1 || o.ackBatch != receiveBatchSize && o.mode != "consume" {
+		fmt.Fprintf(stderr, "mqgate bench: --ack-batch must be 1 or more, and is for consume mode only\n")
+		return 2
+	}
+	o.ackBatch = min(o.ackBatch, receiveBatchSize)
 	if o.rounds < 1 || o.rounds > 1 && (o.mode == "http" || o.mode == "remoting") {
 		fmt.Fprintf(stderr, "mqgate bench: --rounds must be 1 or more, and 1 in %s mode\n", o.mode)
 		return 2
@@ -159,6 +184,18 @@ type Figures struct {
 	BenchCPUusPerMsg float64 `json:"bench_cpu_us_per_msg,omitempty"`
 	Errors           int64   `json:"errors"`
 	RSSAnonMiB       float64 `json:"server_rss_anon_mib,omitempty"`
+
+	// Calls counts the RPCs of the measured window (consume: receives
+	// and acks; AckCalls the acks among them), with their rate and the
+	// server's CPU per call.
+	Calls          int64   `json:"calls,omitempty"`
+	CallsPerSecond float64 `json:"calls_per_sec,omitempty"`
+	CPUusPerCall   float64 `json:"server_cpu_us_per_call,omitempty"`
+	AckCalls       int64   `json:"ack_calls,omitempty"`
+	// Batch is the messages per SendMessage (produce), AckBatch the
+	// receipt handles per AckMessage (consume) this run used.
+	Batch    int `json:"batch,omitempty"`
+	AckBatch int `json:"ack_batch,omitempty"`
 }
 
 // Result is a bench's outcome. With --rounds > 1, Echo, Mqgate and
@@ -211,6 +248,9 @@ func printBench(w io.Writer, o benchOpts, r Result) {
 			fmt.Fprintf(w, "ratio %s/%s msgs/s: %.2f\n", r.Mqgate.Target, base, r.Ratio)
 		}
 	}
+	if r.Mode == "produce" || r.Mode == "consume" {
+		printCalls(w, r)
+	}
 	if r.Mqgate.RSSAnonMiB > 0 {
 		fmt.Fprintf(w, "mqgate anonymous (non-file-backed) memory after the run: %.1f MiB\n", r.Mqgate.RSSAnonMiB)
 	}
@@ -225,8 +265,45 @@ func printBench(w io.Writer, o benchOpts, r Result) {
 			if rd.Echo != nil {
 				fmt.Fprintf(w, ", ratio %.2f", rd.Ratio)
 			}
+			if (r.Mode == "produce" || r.Mode == "consume") && rd.Mqgate.CPUusPerCall > 0 {
+				fmt.Fprintf(w, "; srv CPU/call")
+				if rd.Echo != nil {
+					fmt.Fprintf(w, " echo %.1fµs,", rd.Echo.CPUusPerCall)
+				}
+				fmt.Fprintf(w, " mqgate %.1fµs", rd.Mqgate.CPUusPerCall)
+			}
 			fmt.Fprintln(w)
 		}
+	}
+}
+
+// printCalls prints the per-call figures of produce and consume.
+func printCalls(w io.Writer, r Result) {
+	what := fmt.Sprintf("%d message(s) per SendMessage", r.Mqgate.Batch)
+	if r.Mode == "consume" {
+		what = fmt.Sprintf("receives of up to %d, acks of up to %d handle(s)", receiveBatchSize, r.Mqgate.AckBatch)
+	}
+	fmt.Fprintf(w, "calls: %s\n", what)
+	fmt.Fprintf(w, "%-8s %12s %12s %10s %14s\n", "target", "calls/s", "ack calls/s", "msgs/call", "srv CPU/call")
+	row := func(f Figures) {
+		acks, perCall, cpu := "-", "-", "-"
+		if f.AckCalls > 0 && f.Seconds > 0 {
+			acks = fmt.Sprintf("%.0f", float64(f.AckCalls)/f.Seconds)
+		}
+		if f.Calls > 0 {
+			perCall = fmt.Sprintf("%.2f", float64(f.Messages)/float64(f.Calls))
+		}
+		if f.CPUusPerCall > 0 {
+			cpu = fmt.Sprintf("%.1fµs", f.CPUusPerCall)
+		}
+		fmt.Fprintf(w, "%-8s %12.0f %12s %10s %14s\n", f.Target, f.CallsPerSecond, acks, perCall, cpu)
+	}
+	if r.Echo != nil {
+		row(*r.Echo)
+	}
+	row(r.Mqgate)
+	if r.Echo != nil && r.Echo.CPUusPerCall > 0 && r.Mqgate.CPUusPerCall > 0 {
+		fmt.Fprintf(w, "ratio mqgate/echo srv CPU/call: %.2f\n", r.Mqgate.CPUusPerCall/r.Echo.CPUusPerCall)
 	}
 }
 
@@ -553,6 +630,8 @@ type sampler struct {
 	mu    sync.Mutex
 	lat   []time.Duration
 	count atomic.Int64
+	calls atomic.Int64
+	acks  atomic.Int64
 	errs  atomic.Int64
 	on    atomic.Bool
 	// own is the bench process's CPU ticks in the measured window (set
@@ -576,11 +655,16 @@ func (s *sampler) figures(name string, secs float64, cpu int64) Figures {
 	}
 	f := Figures{Target: name, Messages: s.count.Load(), Seconds: secs, Errors: s.errs.Load(),
 		P50us: pct(0.50), P99us: pct(0.99), P999us: pct(0.999)}
+	f.Calls, f.AckCalls = s.calls.Load(), s.acks.Load()
 	if secs > 0 {
 		f.PerSecond = float64(f.Messages) / secs
+		f.CallsPerSecond = float64(f.Calls) / secs
 	}
 	if cpu > 0 && f.Messages > 0 {
 		f.CPUusPerMsg = float64(cpu) * 10000 / float64(f.Messages) // ticks are 10 ms
+	}
+	if cpu > 0 && f.Calls > 0 {
+		f.CPUusPerCall = float64(cpu) * 10000 / float64(f.Calls)
 	}
 	if s.own > 0 && f.Messages > 0 {
 		f.BenchCPUusPerMsg = float64(s.own) * 10000 / float64(f.Messages)
@@ -619,11 +703,18 @@ func window(ctx context.Context, o benchOpts, s *sampler, pid int, drained <-cha
 	return secs, c1 - c0
 }
 
+// opCount is what one operation of a closed loop did: the messages it
+// moved, the RPCs it made and the AckMessage calls among them.
+type opCount struct{ msgs, calls, acks int }
+
+// loopOp is one operation of a closed loop.
+type loopOp func(context.Context) (opCount, error)
+
 // closedLoop runs every op on its own goroutine, one call after the
-// other, for warm-up + duration. An op returns the messages it moved;
-// calls that end inside the measured window are counted with their
-// latency, or as errors. drained (nil: never) ends the window early.
-func closedLoop(ctx context.Context, o benchOpts, name string, pid int, ops []func(context.Context) (int, error), drained <-chan struct{}) Figures {
+// other, for warm-up + duration. Operations that end inside the
+// measured window are counted (opCount) with their latency, or as
+// errors. drained (nil: never) ends the window early.
+func closedLoop(ctx context.Context, o benchOpts, name string, pid int, ops []loopOp, drained <-chan struct{}) Figures {
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	var wg sync.WaitGroup
@@ -646,7 +737,9 @@ func closedLoop(ctx context.Context, o benchOpts, name string, pid int, ops []fu
 					}
 					continue
 				}
-				s.count.Add(int64(n))
+				s.count.Add(int64(n.msgs))
+				s.calls.Add(int64(n.calls))
+				s.acks.Add(int64(n.acks))
 				local = append(local, d)
 			}
 			s.add(local)
@@ -665,17 +758,26 @@ func benchProduce(ctx context.Context, o benchOpts, name, addr string, pid int) 
 	}
 	defer closeAll()
 	body := make([]byte, o.size)
-	ops := make([]func(context.Context) (int, error), len(conns))
+	batch := max(o.batch, 1)
+	ops := make([]loopOp, len(conns))
 	for i, c := range conns {
-		ops[i] = func(ctx context.Context) (int, error) {
-			m := newMessage(o.topic, body, benchSeq.Add(1), nil)
+		ops[i] = func(ctx context.Context) (opCount, error) {
+			msgs := make([]*v2.Message, batch)
+			for j := range msgs {
+				msgs[j] = newMessage(o.topic, body, benchSeq.Add(1), nil)
+			}
 			cctx, cancel := c.ctx(ctx, 5*time.Second)
 			defer cancel()
-			resp, err := c.cli.SendMessage(cctx, &v2.SendMessageRequest{Messages: []*v2.Message{m}})
-			return 1, payloadErr(resp.GetStatus(), err)
+			resp, err := c.cli.SendMessage(cctx, &v2.SendMessageRequest{Messages: msgs})
+			if err = payloadErr(resp.GetStatus(), err); err == nil && len(resp.GetEntries()) != batch {
+				err = fmt.Errorf("%d send results for %d messages", len(resp.GetEntries()), batch)
+			}
+			return opCount{msgs: batch, calls: 1}, err
 		}
 	}
-	return closedLoop(ctx, o, name, pid, ops, nil), nil
+	f := closedLoop(ctx, o, name, pid, ops, nil)
+	f.Batch = batch
+	return f, nil
 }
 
 // preload fills the topic with n messages (batches of 32 from 8 senders).
@@ -732,7 +834,7 @@ func receiveBatch(ctx context.Context, c *benchConn, o benchOpts, wait time.Dura
 		Group:              &v2.Resource{Name: o.group},
 		MessageQueue:       &v2.MessageQueue{Topic: &v2.Resource{Name: o.topic}, Id: -1},
 		FilterExpression:   &v2.FilterExpression{Type: v2.FilterType_TAG, Expression: "*"},
-		BatchSize:          32,
+		BatchSize:          receiveBatchSize,
 		InvisibleDuration:  durationpb.New(30 * time.Second),
 		LongPollingTimeout: durationpb.New(wait),
 	})
@@ -768,6 +870,25 @@ func ackBatch(ctx context.Context, c *benchConn, o benchOpts, msgs []*v2.Message
 	return nil
 }
 
+// ackAll acknowledges msgs in AckMessage calls of at most o.ackBatch
+// handles, each awaited before the next.
+func ackAll(ctx context.Context, c *benchConn, o benchOpts, msgs []*v2.Message) error {
+	for n := ackCalls(o, len(msgs)); n > 0; n-- {
+		k := min(len(msgs), max(o.ackBatch, 1))
+		if err := ackBatch(ctx, c, o, msgs[:k]); err != nil {
+			return err
+		}
+		msgs = msgs[k:]
+	}
+	return nil
+}
+
+// ackCalls is the number of AckMessage calls ackAll makes for n messages.
+func ackCalls(o benchOpts, n int) int {
+	b := max(o.ackBatch, 1)
+	return (n + b - 1) / b
+}
+
 func benchConsume(ctx context.Context, o benchOpts, name, addr string, pid int, log io.Writer) (Figures, error) {
 	if name != "echo" {
 		if err := preload(ctx, o, addr, o.backlog, log); err != nil {
@@ -786,7 +907,7 @@ func benchConsume(ctx context.Context, o benchOpts, name, addr string, pid int, 
 	drained := make(chan struct{})
 	var drainOnce sync.Once
 	var received atomic.Int64
-	ops := make([]func(context.Context) (int, error), len(conns))
+	ops := make([]loopOp, len(conns))
 	acks := make([]chan error, len(conns))
 	for i, c := range conns {
 		// With pipelined acks a consumer acknowledges batch n while it
@@ -795,27 +916,34 @@ func benchConsume(ctx context.Context, o benchOpts, name, addr string, pid int, 
 		acked := make(chan error, 1)
 		acked <- nil
 		acks[i] = acked
-		ops[i] = func(ctx context.Context) (int, error) {
+		ops[i] = func(ctx context.Context) (opCount, error) {
 			msgs, err := receiveBatch(ctx, c, o, 0)
+			n := opCount{msgs: len(msgs), calls: 1}
 			if o.pipelineAcks {
 				if aerr := <-acked; err == nil {
 					err = aerr
 				}
 				if len(msgs) > 0 {
-					go func() { acked <- ackBatch(ctx, c, o, msgs) }()
+					// Counted when started; an error shows in the next
+					// operation.
+					n.acks = ackCalls(o, len(msgs))
+					go func() { acked <- ackAll(ctx, c, o, msgs) }()
 				} else {
 					acked <- nil
 				}
 			} else if err == nil && len(msgs) > 0 {
-				err = ackBatch(ctx, c, o, msgs)
+				n.acks = ackCalls(o, len(msgs))
+				err = ackAll(ctx, c, o, msgs)
 			}
+			n.calls += n.acks
 			if name != "echo" && (received.Add(int64(len(msgs))) >= int64(o.backlog) || len(msgs) == 0 && err == nil) {
 				drainOnce.Do(func() { close(drained) })
 			}
-			return len(msgs), err
+			return n, err
 		}
 	}
 	f := closedLoop(ctx, o, name, pid, ops, drained)
+	f.AckBatch = max(o.ackBatch, 1)
 	for _, a := range acks {
 		<-a // the last pipelined ack, before the connections close
 	}

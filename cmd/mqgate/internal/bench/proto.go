@@ -61,28 +61,28 @@ func benchProduceHTTP(ctx context.Context, o benchOpts, addr string, pid int) (F
 		return Figures{}, err
 	}
 	url := "http://" + addr + "/v1/topics/" + o.topic + "/messages"
-	ops := make([]func(context.Context) (int, error), o.producers)
+	ops := make([]loopOp, o.producers)
 	for i := range ops {
 		// One transport (so one keep-alive connection) per producer.
 		cl := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1, MaxConnsPerHost: 1,
 			DialContext: (&net.Dialer{Timeout: 5 * time.Second}).DialContext}, Timeout: 10 * time.Second}
 		defer cl.CloseIdleConnections()
-		ops[i] = func(ctx context.Context) (int, error) {
+		ops[i] = func(ctx context.Context) (opCount, error) {
 			req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(payload))
 			if err != nil {
-				return 0, err
+				return opCount{}, err
 			}
 			req.Header.Set("Content-Type", "application/json")
 			resp, err := cl.Do(req)
 			if err != nil {
-				return 0, err
+				return opCount{}, err
 			}
 			_, _ = io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 			if resp.StatusCode != http.StatusOK {
-				return 0, fmt.Errorf("HTTP status %d", resp.StatusCode)
+				return opCount{}, fmt.Errorf("HTTP status %d", resp.StatusCode)
 			}
-			return 1, nil
+			return opCount{msgs: 1, calls: 1}, nil
 		}
 	}
 	return closedLoop(ctx, o, "http", pid, ops, nil), nil
@@ -93,7 +93,7 @@ func benchProduceHTTP(ctx context.Context, o benchOpts, addr string, pid int) (F
 // the topic's queues like a classic producer.
 func benchProduceRemoting(ctx context.Context, o benchOpts, addr string, pid int) (Figures, error) {
 	body := make([]byte, o.size)
-	ops := make([]func(context.Context) (int, error), o.producers)
+	ops := make([]loopOp, o.producers)
 	for i := range ops {
 		c, err := client.Dial(ctx, addr, codec.JSON)
 		if err != nil {
@@ -101,7 +101,7 @@ func benchProduceRemoting(ctx context.Context, o benchOpts, addr string, pid int
 		}
 		defer c.Close()
 		queue := i
-		ops[i] = func(ctx context.Context) (int, error) {
+		ops[i] = func(ctx context.Context) (opCount, error) {
 			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			defer cancel()
 			resp, err := c.Invoke(cctx, &codec.Command{Code: 10, Body: body, Ext: map[string]string{
@@ -112,7 +112,7 @@ func benchProduceRemoting(ctx context.Context, o benchOpts, addr string, pid int
 			if err == nil && resp.Code != 0 {
 				err = fmt.Errorf("remoting code %d: %s", resp.Code, resp.Remark)
 			}
-			return 1, err
+			return opCount{msgs: 1, calls: 1}, err
 		}
 	}
 	return closedLoop(ctx, o, "remoting", pid, ops, nil), nil
