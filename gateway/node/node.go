@@ -253,6 +253,7 @@ func (n *Node) startGRPC(ctx context.Context) error {
 		Gate:                  n.gate,
 		Sessions:              n.sess,
 		Auth:                  n.auth,
+		MaxBodySize:           n.broker.Limits().MaxBodySize,
 	})
 	svc, err := grpcserver.NewMessagingService(grpcserver.ServiceConfig{AdvertiseAddr: n.cfg.AdvertiseAddr, Logger: n.log},
 		n.broker, n.sess, n.gate)
