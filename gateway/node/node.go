@@ -330,7 +330,7 @@ func (n *Node) startHTTP(ctx context.Context) (err error) {
 		return err
 	}
 	n.http, err = rest.New(rest.Options{Ready: n.Ready, Metrics: n.tel.MetricsHandler(), Logger: n.log,
-		API: n.inproc.Conn(), MeterProvider: n.tel.Meters, TracerProvider: n.tel.Tracers})
+		API: n.inproc.Conn(), MeterProvider: n.tel.Meters, TracerProvider: n.tel.Tracers, Auth: n.auth})
 	if err != nil {
 		return err
 	}
