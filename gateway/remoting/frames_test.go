@@ -16,7 +16,8 @@ import (
 )
 
 // stall opens a raw connection that announces a frame of n bytes and
-// sends only the first sent of them.
+// sends only the first sent of them (written in the background: a server
+// that does not read them may keep the write from finishing).
 func (e *env) stall(n, sent int) net.Conn {
 	e.t.Helper()
 	c, err := net.Dial("tcp", e.s.Addr())
@@ -26,9 +27,7 @@ func (e *env) stall(n, sent int) net.Conn {
 	e.t.Cleanup(func() { c.Close() })
 	b := binary.BigEndian.AppendUint32(nil, uint32(n))
 	b = append(b, bytes.Repeat([]byte{0}, sent)...)
-	if _, err := c.Write(b); err != nil {
-		e.t.Fatal(err)
-	}
+	go func() { _, _ = c.Write(b) }()
 	return c
 }
 
