@@ -15,7 +15,10 @@ import (
 // they arrive:
 //
 //   - a frame's bytes are reserved as they arrive (a frame reserves at
-//     most the pool's size in all), first in the
+//     most the pool's size in all); when there is no room, the frame
+//     releases what it holds and waits for its whole size at once, so
+//     that frames never wait for each other. Reservations are taken first
+//     in the
 //     connection's own budget (MaxConnBytesInFlight: one connection cannot
 //     take the whole server's budget by pipelining), then in the server's
 //     pool;
@@ -83,12 +86,26 @@ func (c *conn) readFrame(br *bufio.Reader, n int) ([]byte, frameHold, error) {
 		}
 		k := min(br.Buffered(), n-len(buf))
 		if r := min(int64(k), limit-hold.n); r > 0 {
-			waited, ok := c.reserve(hold, r)
-			if !ok {
-				return fail(context.Canceled)
+			if hold.conn.TryAcquire(r) {
+				if hold.pool.TryAcquire(r) {
+					hold.n += r
+					r = 0
+				} else {
+					hold.conn.Release(r)
+				}
 			}
-			hold.n += r
-			if waited > time.Millisecond {
+			if r > 0 {
+				// No room: wait for the whole frame at once, holding
+				// nothing meanwhile (frames that each held part of the
+				// budget while waiting for more could wait for each other
+				// forever).
+				hold.release()
+				hold.n = 0
+				waited, ok := c.reserve(hold, limit)
+				if !ok {
+					return fail(context.Canceled)
+				}
+				hold.n = limit
 				deadline = deadline.Add(waited)
 				if err := c.nc.SetReadDeadline(deadline); err != nil {
 					return fail(err)

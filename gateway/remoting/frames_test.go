@@ -117,3 +117,27 @@ func TestMalformedFramesLogRateLimited(t *testing.T) {
 	}
 	e.createTopic(e.dial(), "T", 1, "")
 }
+
+// Large frames that arrive together on many connections, more than the
+// budget holds, are all served: none waits for room while holding part
+// of it.
+func TestConcurrentLargeFramesAllServed(t *testing.T) {
+	e := newEnv(t, func(c *Config, _ *broker.Config) { c.MaxBytesInFlight = 1 << 20 })
+	e.createTopic(e.dial(), "T", 1, "")
+	errs := make(chan error, 6)
+	for range 6 {
+		c := e.dial()
+		go func() {
+			r, err := c.Invoke(e.ctx, &codec.Command{Code: reqSendMessage, Body: make([]byte, 900<<10), Ext: sendExt("T")})
+			if err == nil && r.Code != codeSuccess {
+				err = errors.New(r.Remark)
+			}
+			errs <- err
+		}()
+	}
+	for range 6 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
