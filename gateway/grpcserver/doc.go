@@ -3,7 +3,9 @@
 // health and reflection, and the apache.rocketmq.v2 MessagingService whose
 // handlers convert between v2 messages and broker calls.
 //
-// Files: server.go (options, interceptor order), calltelemetry.go (the
+// Files: server.go (options, interceptor order), limits.go (the receive
+// limit, the auth tap that refuses unsigned sends before their messages
+// are read, the in-flight bytes budget), calltelemetry.go (the
 // call metric and trace-context interceptor; otelgrpc's stats handler only
 // while spans are exported), bufpool.go (the non-clearing buffer pool
 // given to grpc-go), clientid.go (the client-id
@@ -22,8 +24,9 @@
 //
 // Business outcomes travel as the response's status with gRPC OK (spec
 // §1.6); gRPC errors are used only for draining (UNAVAILABLE), Telemetry
-// settings validation (INVALID_ARGUMENT / INTERNAL) and transport
-// failures. Resources are keyed "ns%name" inside mqgate when a namespace
+// settings validation (INVALID_ARGUMENT / INTERNAL), unsigned sends with
+// auth on (UNAUTHENTICATED, from the tap), requests over the receive limit
+// (RESOURCE_EXHAUSTED) and transport failures. Resources are keyed "ns%name" inside mqgate when a namespace
 // is set; outgoing Resources carry the bare name and the namespace.
 //
 // The v2 and domain types meet only in this package's convert files, and
