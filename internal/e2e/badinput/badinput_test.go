@@ -60,12 +60,12 @@ func start(t *testing.T) *server {
 	}
 	t.Cleanup(func() { conn.Close() })
 	s := &server{t: t, p: p, grpc: v2.NewMessagingServiceClient(conn)}
-	t.Cleanup(s.logPeakRSS)
+	t.Cleanup(func() { s.logPeakRSS("at the end") })
 	return s
 }
 
-// logPeakRSS logs the process's peak resident set size.
-func (s *server) logPeakRSS() {
+// logPeakRSS logs the process's peak and current resident set size.
+func (s *server) logPeakRSS(when string) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.p.Cmd.Process.Pid))
 	if err != nil {
 		s.t.Logf("peak RSS: %v", err)
@@ -73,7 +73,7 @@ func (s *server) logPeakRSS() {
 	}
 	for _, l := range strings.Split(string(b), "\n") {
 		if strings.HasPrefix(l, "VmHWM:") || strings.HasPrefix(l, "VmRSS:") {
-			s.t.Logf("mqgate %s", strings.Join(strings.Fields(l), " "))
+			s.t.Logf("%s: mqgate %s %s", s.t.Name(), when, strings.Join(strings.Fields(l), " "))
 		}
 	}
 }
@@ -175,7 +175,7 @@ func TestGRPCBadInput(t *testing.T) {
 		}
 	})
 	t.Logf("oversized sends refused after %s", time.Since(t0))
-	s.logPeakRSS()
+	s.logPeakRSS("after the oversized sends")
 	// A 4 MiB body (the limit) is accepted.
 	if r, err := s.grpc.SendMessage(signedCtx(ctx), &v2.SendMessageRequest{Messages: []*v2.Message{message(4 << 20)}}); err != nil || r.GetStatus().GetCode() != v2.Code_OK {
 		t.Fatalf("4 MiB send: %v %v", r.GetStatus(), err)
@@ -243,7 +243,7 @@ func TestRESTBadInput(t *testing.T) {
 	if resp.StatusCode != 413 || !strings.Contains(string(b), "PAYLOAD_TOO_LARGE") {
 		t.Fatalf("signed 15 MiB POST: %d %s", resp.StatusCode, b)
 	}
-	s.logPeakRSS()
+	s.logPeakRSS("after the oversized POSTs")
 	// Malformed and truncated JSON: 400 with a JSON error.
 	for _, body := range []string{`{"messages":[{"text":`, `not json`, `{"messages":[{"body":"%%%"}]}`, `{"unknown":1}`} {
 		req, _ := http.NewRequest("POST", "http://"+addr+"/v1/topics/"+topic+"/messages", strings.NewReader(body))
@@ -330,7 +330,7 @@ func TestRemotingBadInput(t *testing.T) {
 			t.Errorf("unsigned 15 MiB send: %+v %v, want NO_PERMISSION (16)", r, err)
 		}
 	})
-	s.logPeakRSS()
+	s.logPeakRSS("after the unsigned large frames")
 	// Malformed and truncated frames: an error answer or a closed
 	// connection, never a hang.
 	for _, raw := range [][]byte{
