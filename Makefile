@@ -34,6 +34,18 @@ test: ## run every test (unit, race, fuzz seeds, end to end); installs what the 
 test-short: ## quick tests only (skips end-to-end and crash loops)
 	$(GO) test -short -count=1 ./...
 
+FUZZTIME ?= 10s
+
+.PHONY: fuzz
+fuzz: ## run every fuzz target for FUZZTIME each (default 10s; not part of make test); a failing input is kept in the package's testdata/fuzz
+	@failed=""; for pkg in $$($(GO) list $$(grep -rl --include='*_test.go' '^func Fuzz' . | xargs -n1 dirname | sort -u)); do \
+		for target in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+			echo "== $$pkg $$target"; \
+			$(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) $$pkg || failed="$$failed $$pkg.$$target"; \
+		done; \
+	done; \
+	if [ -n "$$failed" ]; then echo "fuzz targets that failed:$$failed"; exit 1; fi
+
 $(BUF):
 	@mkdir -p $(BIN)
 	GOBIN=$(BIN) $(GO) install github.com/bufbuild/buf/cmd/buf@$(BUF_VERSION)

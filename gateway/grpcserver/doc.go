@@ -7,7 +7,9 @@
 //
 // Files: server.go (options, interceptor order, drain admission, the
 // per-call client id and request id: ClientID, RequestID; callctx.go sets
-// them for direct calls), calltelemetry.go (the call metric and
+// them for direct calls), limits.go (the receive limit, the auth tap that
+// refuses unsigned sends before their messages are read, the in-flight
+// bytes budget), calltelemetry.go (the call metric and
 // trace-context interceptor; otelgrpc's stats handler only while spans are
 // exported), calllog.go (the call log), auth.go (request signatures and
 // what a call touches), clientid.go (the client-id interceptors and the
@@ -17,7 +19,9 @@
 // (certificates and the dual TLS/plaintext credentials).
 //
 // The transport knows the v2 protocol only as far as its interceptors
-// must answer in it (statuses carried with gRPC OK); the
+// must answer in it (statuses carried with gRPC OK; an unsigned send with
+// auth on is refused by the tap with UNAUTHENTICATED before it is read,
+// a request over the receive limit gets RESOURCE_EXHAUSTED); the
 // handlers and their Kind → status mapping live in gateway/v2service,
 // which imports this package for ClientID and RequestID. grpcserver must
 // not import a service or listener package (v2service, restservice, admin,

@@ -32,9 +32,6 @@ import (
 	v2 "github.com/mqgate/mqgate/gen/apache/rocketmq/v2"
 )
 
-// MaxRecvMsgSize accepts a 4 MiB body plus envelope, and batches.
-const MaxRecvMsgSize = 130 << 20
-
 // Options configure the gRPC server.
 type Options struct {
 	TLS                   *tls.Config // nil: plaintext only
@@ -61,6 +58,12 @@ type Options struct {
 	// Auth, when set, authenticates every call but health checks and
 	// reflection and checks what it touches (auth.go); nil: auth off.
 	Auth *auth.Authenticator
+	// MaxBodySize is the broker's message body limit; the largest request
+	// accepted is RecvLimit of it (0: DefaultMaxBodySize).
+	MaxBodySize int
+	// MaxInFlightBytes bounds the unary requests handlers hold at once
+	// (limits.go; 0: DefaultMaxInFlightBytes).
+	MaxInFlightBytes int64
 }
 
 // Server wraps a grpc.Server with health state.
@@ -104,16 +107,23 @@ func New(o Options) *Server {
 	// caller's trace context when no stats handler does, records the call
 	// metric) → call log (reads the client id
 	// once, the request id when needed, then logs the final outcome — including a recovered
-	// panic and the v2 status the response carries) → auth, when on (auth.go:
+	// panic and the v2 status the response carries) → in-flight budget
+	// (limits.go; before that, with auth on, authTap refused unsigned calls
+	// before their messages were read) → auth, when on (auth.go:
 	// the signature, then what the call touches; a refusal is logged with
 	// its outcome) → drain admission →
 	// client id (MessagingService only: answers CLIENT_ID_REQUIRED as a
 	// payload and marks the client seen) → recovery (innermost, so what it
 	// returns is what logging and tracing record).
 	tel := newCallTelemetry(o.MeterProvider, !o.Tracing)
+	inflight := o.MaxInFlightBytes
+	if inflight <= 0 {
+		inflight = DefaultMaxInFlightBytes
+	}
 	unary := []grpc.UnaryServerInterceptor{
 		tel.unary(),
 		callLogUnary(log),
+		budgetUnary(admission.NewBudget(inflight)),
 	}
 	if o.Auth != nil {
 		unary = append(unary, authUnary(o.Auth, log))
@@ -132,7 +142,7 @@ func New(o Options) *Server {
 	sopts := []grpc.ServerOption{
 		grpc.NumStreamWorkers(StreamWorkers()),
 		experimental.BufferPool(BufferPool),
-		grpc.MaxRecvMsgSize(MaxRecvMsgSize),
+		grpc.MaxRecvMsgSize(RecvLimit(o.MaxBodySize)),
 		grpc.KeepaliveParams(kasp),
 		grpc.KeepaliveEnforcementPolicy(kaep),
 		grpc.ChainUnaryInterceptor(unary...),
@@ -143,6 +153,9 @@ func New(o Options) *Server {
 		sopts = append(sopts, grpc.StatsHandler(otelgrpc.NewServerHandler(
 			otelgrpc.WithTracerProvider(o.TracerProvider),
 			otelgrpc.WithMeterProvider(metricnoop.NewMeterProvider()))))
+	}
+	if o.Auth != nil {
+		sopts = append(sopts, grpc.InTapHandle(authTap(o.Auth, log)))
 	}
 	if o.TLS != nil {
 		sopts = append(sopts, grpc.Creds(NewDualCredentials(o.TLS)))

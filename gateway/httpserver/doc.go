@@ -11,7 +11,9 @@
 // Files: http.go (the server, routes, lifecycle), gateway.go (the
 // grpc-gateway mux: protojson options, header matcher, ?body=text, body
 // limit, request id, otelhttp spans and metrics with traceparent
-// propagation), errors.go (THE place REST errors get their HTTP status and
+// propagation), limits.go (what is checked before a body is read: auth,
+// size, the in-flight body budget, the body deadline; canonical paths;
+// the throttled server error log), errors.go (THE place REST errors get their HTTP status and
 // body: a mqgate.rest.v1.Status), inprocess.go, openapi.go and openapi.json
 // (GENERATED: a copy of gen/openapi/mqgate.swagger.json that `make
 // generate` writes, because go:embed cannot reach gen/; never edit it).

@@ -78,6 +78,12 @@ func (s *Server) writeError(_ context.Context, _ *runtime.ServeMux, _ runtime.Ma
 		writeStatus(w, http.StatusRequestEntityTooLarge, s.tooLargeStatus())
 		return
 	}
+	if bodyTimedOut(r) {
+		w.Header().Set("Connection", "close")
+		writeStatus(w, http.StatusRequestTimeout, newStatus(v2.Code_BAD_REQUEST,
+			fmt.Sprintf("the request body did not arrive within %s", s.bodyTimeout)))
+		return
+	}
 	var hs *runtime.HTTPStatusError
 	if errors.As(err, &hs) {
 		st := status.Convert(hs.Err)

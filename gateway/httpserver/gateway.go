@@ -66,7 +66,7 @@ func (s *Server) newGateway(api grpc.ClientConnInterface) (http.Handler, error) 
 	h := otelhttp.NewHandler(s.prepare(mux), "mqgate.rest", oopts...)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// The route is grpc-gateway's (nameSpan), not the ServeMux's "/v1/".
-		r = r.WithContext(r.Context())
+		r = withRawWriter(r, w)
 		r.Pattern = ""
 		h.ServeHTTP(w, r)
 	}), nil
@@ -75,7 +75,8 @@ func (s *Server) newGateway(api grpc.ClientConnInterface) (http.Handler, error) 
 // prepare runs before grpc-gateway: it gives the request an id (the
 // caller's X-Mq-Request-Id or X-Request-Id, else a new one; echoed as
 // X-Request-Id), points traceparent at the HTTP span so the gRPC leg
-// continues the trace, enforces the body limit and checks ?body=.
+// continues the trace, checks ?body= and admits the request (limits.go:
+// auth, body limit, in-flight budget, body deadline).
 func (s *Server) prepare(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get("X-Mq-Request-Id")
@@ -98,15 +99,11 @@ func (s *Server) prepare(next http.Handler) http.Handler {
 			writeStatus(w, http.StatusBadRequest, newStatus(v2.Code_BAD_REQUEST, fmt.Sprintf("query parameter body=%q: want text or base64", f)))
 			return
 		}
-		if r.ContentLength > s.maxBody {
-			writeStatus(w, http.StatusRequestEntityTooLarge, s.tooLargeStatus())
+		r, done, ok := s.admit(w, r)
+		if !ok {
 			return
 		}
-		if r.Body != nil && r.Body != http.NoBody {
-			g := &bodyGuard{ReadCloser: http.MaxBytesReader(w, r.Body, s.maxBody)}
-			r.Body = g
-			r = r.WithContext(context.WithValue(r.Context(), bodyGuardKey{}, g))
-		}
+		defer done()
 		next.ServeHTTP(w, r)
 	})
 }
@@ -127,30 +124,6 @@ func validRequestID(id string) bool {
 
 func (s *Server) tooLargeStatus() *restv1.Status {
 	return newStatus(v2.Code_PAYLOAD_TOO_LARGE, fmt.Sprintf("the request body is larger than %d bytes; send fewer or smaller messages per request", s.maxBody))
-}
-
-// bodyGuard remembers that the body limit cut the request, so the error
-// handler answers 413 rather than the decoder's "bad body" 400. One
-// goroutine (the request's) reads it and handles its error.
-type bodyGuard struct {
-	io.ReadCloser
-	tooLarge bool
-}
-
-func (g *bodyGuard) Read(p []byte) (int, error) {
-	n, err := g.ReadCloser.Read(p)
-	var mbe *http.MaxBytesError
-	if errors.As(err, &mbe) {
-		g.tooLarge = true
-	}
-	return n, err
-}
-
-type bodyGuardKey struct{}
-
-func bodyTooLarge(r *http.Request) bool {
-	g, _ := r.Context().Value(bodyGuardKey{}).(*bodyGuard)
-	return g != nil && g.tooLarge
 }
 
 // incomingHeader forwards mqgate's own headers (x-mq-*: client id, request

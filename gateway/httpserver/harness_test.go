@@ -56,6 +56,8 @@ type harness struct {
 type harnessOpts struct {
 	maxParked       int
 	maxRequestBytes int64
+	inflight        int64         // Options.MaxInFlightBytes
+	bodyTimeout     time.Duration // Options.BodyTimeout
 	tracer          trace.TracerProvider
 	interceptor     grpc.UnaryServerInterceptor
 	realClock       bool
@@ -106,7 +108,8 @@ func newHarness(t testing.TB, opts ...harnessOpts) *harness {
 		t.Fatal(err)
 	}
 	gopts := grpcserver.Options{Gate: h.gate, Sessions: sess, Logger: log, Auth: o.auth}
-	ropts := Options{Logger: log, MaxRequestBytes: o.maxRequestBytes, TracerProvider: o.tracer, Ready: func() error { return nil }}
+	ropts := Options{Logger: log, MaxRequestBytes: o.maxRequestBytes, TracerProvider: o.tracer, Ready: func() error { return nil },
+		Auth: o.auth, MaxInFlightBytes: o.inflight, BodyTimeout: o.bodyTimeout}
 	if o.telemetry {
 		tel, err := telemetry.Setup(context.Background(), telemetry.Options{})
 		if err != nil {

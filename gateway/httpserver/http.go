@@ -12,16 +12,17 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
+
+	"github.com/mqgate/mqgate/gateway/admission"
+	"github.com/mqgate/mqgate/gateway/auth"
 )
 
 // Options configure the HTTP listener.
 type Options struct {
 	// Ready reports whether the whole node serves traffic; /readyz is 200
 	// only while it returns nil.
-	Ready func() error
-	// Metrics serves /metrics; nil leaves it unregistered.
-	Metrics http.Handler
-	Logger  *slog.Logger
+	Ready  func() error
+	Logger *slog.Logger
 	// API is the gRPC connection the REST API (/v1/...) calls: the node's
 	// own gRPC server through an InProcess connection. nil serves only the
 	// operational endpoints and /openapi.json.
@@ -36,17 +37,29 @@ type Options struct {
 	// Console, when set, is given the REST API handler (nil without API)
 	// and returns the web console's handler, served at /console/.
 	Console func(api http.Handler) http.Handler
+	// Auth, when set, authenticates every REST request from its headers
+	// before its body is read (limits.go); the gRPC leg checks what the
+	// call touches.
+	Auth *auth.Authenticator
+	// MaxInFlightBytes bounds the request bodies held at once (0:
+	// DefaultMaxInFlightBytes).
+	MaxInFlightBytes int64
+	// BodyTimeout bounds how long a request body may take to arrive (0:
+	// DefaultBodyTimeout).
+	BodyTimeout time.Duration
 }
 
-// DefaultMaxRequestBytes fits a send of a few 4 MiB messages in base64; a
-// batch up to the gRPC limit goes over gRPC.
-const DefaultMaxRequestBytes = 16 << 20
+// DefaultMaxRequestBytes fits a send up to the gRPC receive limit (a 4 MiB
+// body and envelopes, 6 MiB) in base64, with room for JSON.
+const DefaultMaxRequestBytes = 10 << 20
 
 // Server is the HTTP listener.
 type Server struct {
-	srv     *http.Server
-	opts    Options
-	maxBody int64
+	srv         *http.Server
+	opts        Options
+	maxBody     int64
+	budget      *admission.Budget
+	bodyTimeout time.Duration
 }
 
 // New builds the HTTP server with the operational endpoints, /openapi.json
@@ -59,6 +72,15 @@ func New(o Options) (*Server, error) {
 	s := &Server{opts: o, maxBody: o.MaxRequestBytes}
 	if s.maxBody <= 0 {
 		s.maxBody = DefaultMaxRequestBytes
+	}
+	inflight := o.MaxInFlightBytes
+	if inflight <= 0 {
+		inflight = DefaultMaxInFlightBytes
+	}
+	s.budget = admission.NewBudget(inflight)
+	s.bodyTimeout = o.BodyTimeout
+	if s.bodyTimeout <= 0 {
+		s.bodyTimeout = DefaultBodyTimeout
 	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -75,9 +97,6 @@ func New(o Options) (*Server, error) {
 		}
 		fmt.Fprintln(w, "ready")
 	})
-	if o.Metrics != nil {
-		mux.Handle("GET /metrics", o.Metrics)
-	}
 	mux.HandleFunc("GET /openapi.json", serveOpenAPI)
 	var api http.Handler
 	if o.API != nil {
@@ -93,10 +112,10 @@ func New(o Options) (*Server, error) {
 		mux.Handle("/console/", c)
 	}
 	s.srv = &http.Server{
-		Handler:           mux,
+		Handler:           canonicalPaths(mux),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(o.Logger.Handler(), slog.LevelWarn),
+		ErrorLog:          throttledErrorLog(o.Logger),
 	}
 	return s, nil
 }

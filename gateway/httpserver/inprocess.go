@@ -14,8 +14,8 @@ import (
 const inProcessBuffer = 1 << 20
 
 // maxInProcessMsg bounds one message on the in-process connection: above
-// the gRPC server's own receive limit (a 130 MiB batch) and a receive of 32
-// messages of 4 MiB.
+// the gRPC server's own receive limit (grpcserver.RecvLimit) and a receive
+// of 32 messages of 4 MiB.
 const maxInProcessMsg = 256 << 20
 
 // InProcess is how REST calls reach the node's own gRPC server: an

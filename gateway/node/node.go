@@ -292,6 +292,7 @@ func (n *Node) startGRPC(ctx context.Context) error {
 		Gate:                  n.gate,
 		Sessions:              n.sess,
 		Auth:                  n.auth,
+		MaxBodySize:           n.broker.Limits().MaxBodySize,
 	})
 	svc, err := v2service.NewMessagingService(v2service.ServiceConfig{AdvertiseAddr: n.cfg.AdvertiseAddr, Logger: n.log},
 		n.broker, n.sess, n.gate)
@@ -366,7 +367,7 @@ func (n *Node) startHTTP(ctx context.Context) (err error) {
 		return err
 	}
 	n.http, err = httpserver.New(httpserver.Options{Ready: n.Ready, Logger: n.log,
-		API: n.inproc.Conn(), MeterProvider: n.tel.Meters, TracerProvider: n.tel.Tracers,
+		API: n.inproc.Conn(), MeterProvider: n.tel.Meters, TracerProvider: n.tel.Tracers, Auth: n.auth,
 		Console: func(api http.Handler) http.Handler {
 			return console.New(console.Options{API: api, Broker: n.broker, Auth: n.auth, Logger: n.log})
 		}})

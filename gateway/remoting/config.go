@@ -31,6 +31,18 @@ type Config struct {
 	// MaxBytesInFlight bounds the request bytes held by all connections at
 	// once (256 MiB); a reader waits for room before taking a frame.
 	MaxBytesInFlight int64
+	// MaxConnBytesInFlight bounds what one connection's frames hold of it
+	// (MaxBytesInFlight/8, at least MaxFrame).
+	MaxConnBytesInFlight int64
+	// UnauthBytesInFlight is the separate budget of connections that have
+	// not yet had a request authenticated, with Auth set
+	// (MaxBytesInFlight/8, at least MaxFrame): unsigned traffic never
+	// holds the budget of authenticated connections.
+	UnauthBytesInFlight int64
+	// FrameTimeout bounds how long a frame's bytes may take to arrive once
+	// its length was read, not counting waits for budget (10 s); a frame
+	// that takes longer closes its connection.
+	FrameTimeout time.Duration
 	// IdleTimeout closes a connection that sent nothing for this long
 	// (120 s; live clients heartbeat every 30 s).
 	IdleTimeout time.Duration
@@ -63,6 +75,15 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxBytesInFlight <= 0 {
 		c.MaxBytesInFlight = 256 << 20
+	}
+	if c.MaxConnBytesInFlight <= 0 {
+		c.MaxConnBytesInFlight = max(c.MaxBytesInFlight/8, int64(c.MaxFrame))
+	}
+	if c.UnauthBytesInFlight <= 0 {
+		c.UnauthBytesInFlight = max(c.MaxBytesInFlight/8, int64(c.MaxFrame))
+	}
+	if c.FrameTimeout <= 0 {
+		c.FrameTimeout = 10 * time.Second
 	}
 	if c.IdleTimeout <= 0 {
 		c.IdleTimeout = 120 * time.Second

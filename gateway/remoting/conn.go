@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/netip"
 	"runtime/debug"
@@ -12,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mqgate/mqgate/gateway/admission"
 	"github.com/mqgate/mqgate/gateway/remoting/codec"
 )
 
@@ -26,6 +28,12 @@ type conn struct {
 	cancel context.CancelFunc
 	sem    chan struct{}
 	busy   atomic.Int64
+	// budget bounds the bytes of this connection's frames being read or
+	// served (frames.go).
+	budget *admission.Budget
+	// authed is set once a request on the connection was authenticated
+	// (auth on): its frames then reserve in the server's main budget.
+	authed atomic.Bool
 
 	wmu    sync.Mutex
 	wbuf   []byte
@@ -49,7 +57,7 @@ func addrPortOf(a net.Addr) netip.AddrPort {
 
 func (s *Server) newConn(nc net.Conn) *conn {
 	c := &conn{s: s, nc: nc, remote: addrPortOf(nc.RemoteAddr()), local: addrPortOf(nc.LocalAddr()),
-		sem: make(chan struct{}, s.cfg.MaxInFlight)}
+		sem: make(chan struct{}, s.cfg.MaxInFlight), budget: admission.NewBudget(s.cfg.MaxConnBytesInFlight)}
 	c.ctx, c.cancel = context.WithCancel(s.group.Context())
 	return c
 }
@@ -85,72 +93,66 @@ func (c *conn) serve(context.Context) {
 		if err := c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.IdleTimeout)); err != nil {
 			return
 		}
-		// Reserve the frame's bytes in the server-wide budget before
-		// allocating them: all connections together hold at most
-		// MaxBytesInFlight of request frames (plus one frame when a single
-		// frame is larger than the budget).
+		// The frame's bytes are reserved as they arrive (frames.go).
 		var frame []byte
+		var hold frameHold
 		n, err := codec.ReadLength(br, c.s.cfg.MaxFrame)
 		if err == nil {
-			if !c.s.budget.acquire(c.ctx, int64(n)) {
-				return
-			}
-			if frame, err = codec.ReadRest(br, n); err != nil {
-				c.s.budget.release(int64(n))
-			}
+			frame, hold, err = c.readFrame(br, n)
 		}
 		if err != nil {
 			var ne net.Error
 			switch {
 			case errors.Is(err, codec.ErrMalformed):
-				log.Warn("remoting: malformed frame; closing the connection", "remote", c.remote.String(), "err", err)
+				c.s.badFrame(slog.LevelWarn, "remoting: malformed frame; closing the connection", c, err)
 				c.refuse(0, err)
+			case errors.Is(err, errFrameTimeout):
+				c.s.badFrame(slog.LevelWarn, "remoting: a frame's body did not arrive in time; closing the connection", c, err)
 			case errors.As(err, &ne) && ne.Timeout() && !c.closed.Load():
-				log.Info("remoting: idle connection closed", "remote", c.remote.String(), "idle", c.s.cfg.IdleTimeout)
+				c.s.badFrame(slog.LevelInfo, "remoting: idle connection closed", c, err)
 			case errors.Is(err, io.EOF), c.closed.Load():
 			default:
 				log.Debug("remoting: connection read failed", "remote", c.remote.String(), "err", err)
 			}
 			return
 		}
-		size := int64(n)
 		cmd, err := codec.Decode(frame)
 		if err != nil {
-			c.s.budget.release(size)
-			log.Warn("remoting: undecodable frame; closing the connection", "remote", c.remote.String(), "err", err)
+			hold.release()
+			c.s.badFrame(slog.LevelWarn, "remoting: undecodable frame; closing the connection", c, err)
 			c.refuse(guessOpaque(frame), err)
 			return
 		}
 		if cmd.IsResponse() {
 			// Answers to the server's requests: a call may wait for it
 			// (clients answer oneway requests too; nothing waits for those).
-			c.s.budget.release(size)
+			hold.release()
 			c.answered(cmd)
 			continue
 		}
 		if c.s.draining.Load() {
-			c.s.budget.release(size)
+			hold.release()
 			c.reply(cmd, &codec.Command{Code: codeServiceNotAvailable, Remark: "mqgate is shutting down; retry on another broker"})
 			continue
 		}
 		select {
 		case c.sem <- struct{}{}:
 		case <-c.ctx.Done():
-			c.s.budget.release(size)
+			hold.release()
 			return
 		}
 		c.busy.Add(1)
 		err = c.s.group.Go("remoting-request", func(context.Context) {
 			defer func() {
 				c.busy.Add(-1)
-				c.s.budget.release(size)
+				hold.release()
 				<-c.sem
 			}()
 			c.dispatch(cmd)
 		})
 		if err != nil {
 			c.busy.Add(-1)
-			c.s.budget.release(size)
+			hold.release()
 			<-c.sem
 			c.reply(cmd, &codec.Command{Code: codeServiceNotAvailable, Remark: "mqgate is shutting down; retry on another broker"})
 		}
@@ -189,6 +191,7 @@ func (c *conn) dispatch(req *codec.Command) {
 			c.reply(req, refused)
 			return
 		}
+		c.authed.Store(true)
 	}
 	h := c.s.handlers[req.Code]
 	if h == nil {
@@ -223,6 +226,16 @@ func (c *conn) reply(req, resp *codec.Command) {
 
 var errConnClosed = errors.New("remoting: connection closed")
 
+var errFrameTimeout = errors.New("remoting: the frame's body did not arrive within the frame timeout")
+
+// badFrame logs a connection closed for bad input: one line per
+// badFrameLogEvery for the whole listener, with the number held back.
+func (s *Server) badFrame(level slog.Level, msg string, c *conn, err error) {
+	if ok, suppressed := s.badFrames.Allow(); ok {
+		s.log.Log(c.ctx, level, msg, "remote", c.remote.String(), "err", err, "suppressed_since_last", suppressed)
+	}
+}
+
 // write sends one whole frame; a failed write closes the connection.
 func (c *conn) write(cmd *codec.Command) error {
 	c.wmu.Lock()
@@ -250,50 +263,6 @@ func (c *conn) write(cmd *codec.Command) error {
 		return err
 	}
 	return nil
-}
-
-// budget bounds bytes held by requests in flight across connections.
-type budget struct {
-	mu    sync.Mutex
-	cond  *sync.Cond
-	max   int64
-	inUse int64
-}
-
-func newBudget(max int64) *budget {
-	b := &budget{max: max}
-	b.cond = sync.NewCond(&b.mu)
-	return b
-}
-
-// acquire takes n bytes (a request larger than the whole budget waits
-// until nothing else is held). It fails when ctx ends first.
-func (b *budget) acquire(ctx context.Context, n int64) bool {
-	n = min(n, b.max)
-	stop := context.AfterFunc(ctx, func() {
-		b.mu.Lock()
-		b.cond.Broadcast()
-		b.mu.Unlock()
-	})
-	defer stop()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for b.inUse+n > b.max {
-		if ctx.Err() != nil {
-			return false
-		}
-		b.cond.Wait()
-	}
-	b.inUse += n
-	return true
-}
-
-func (b *budget) release(n int64) {
-	n = min(n, b.max)
-	b.mu.Lock()
-	b.inUse -= n
-	b.cond.Broadcast()
-	b.mu.Unlock()
 }
 
 // expect registers a wait for the answer to the request with opaque;

@@ -13,10 +13,16 @@ import (
 	"time"
 
 	"github.com/mqgate/mqgate/broker"
+	"github.com/mqgate/mqgate/gateway/admission"
 	"github.com/mqgate/mqgate/gateway/remoting/codec"
 	"github.com/mqgate/mqgate/gateway/remoting/wire"
 	"github.com/mqgate/mqgate/internal/lifecycle"
 )
+
+// badFrameLogEvery is how often a connection closed for bad input
+// (malformed frames, bodies that never arrive, idle connections) may be
+// logged; the rest are counted into the next line.
+const badFrameLogEvery = 10 * time.Second
 
 // Server is the classic remoting listener.
 type Server struct {
@@ -28,7 +34,10 @@ type Server struct {
 	group  *lifecycle.Group
 	lis    net.Listener
 	port   int
-	budget *budget
+	budget *admission.Budget
+	// unauth is the budget of connections not yet authenticated (auth on).
+	unauth    *admission.Budget
+	badFrames *admission.LogLimiter
 	// fixedStore is the store host of message ids when AdvertiseHost is
 	// an IP (or resolves to one); otherwise each connection's local
 	// address is used.
@@ -57,7 +66,8 @@ func New(cfg Config, cl *broker.Classic) (*Server, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	s := &Server{cfg: cfg, log: cfg.Logger, cl: cl, b: cl.Broker(), budget: newBudget(cfg.MaxBytesInFlight),
+	s := &Server{cfg: cfg, log: cfg.Logger, cl: cl, b: cl.Broker(), budget: admission.NewBudget(cfg.MaxBytesInFlight),
+		unauth: admission.NewBudget(cfg.UnauthBytesInFlight), badFrames: admission.NewLogLimiter(badFrameLogEvery),
 		locks: newLockTable(), conns: make(map[*conn]struct{}), stopped: make(chan struct{}), pops: newPopHandles()}
 	s.reg = newRegistry(s)
 	s.kv.m = make(map[string]string)

@@ -73,9 +73,24 @@ func TestAuthUnary(t *testing.T) {
 		}
 		return r
 	}
-	unauthorized(t, send("orders", "01A").Status, "no authorization header")
+	// An unsigned send is refused before its messages are read (authTap):
+	// a gRPC error naming the v2 code.
+	unsigned := func(want string) {
+		t.Helper()
+		_, err := h.c.SendMessage(h.ctx("p1", 5*time.Second), &v2.SendMessageRequest{Messages: []*v2.Message{newMsg("orders", "01A", "", "x")}})
+		if status.Code(err) != codes.Unauthenticated || !strings.Contains(err.Error(), "UNAUTHORIZED (40100)") || !strings.Contains(err.Error(), want) {
+			t.Fatalf("unsigned send: %v, want Unauthenticated, UNAUTHORIZED (40100) and %q", err, want)
+		}
+	}
+	unsigned("no authorization header")
 	h.as = [2]string{"app", "wrong"}
-	unauthorized(t, send("orders", "01B").Status, "wrong signature")
+	unsigned("wrong signature")
+	// Other calls answer in their response's status.
+	q0, err := h.c.QueryRoute(h.ctx("p1", 5*time.Second), &v2.QueryRouteRequest{Topic: res("orders")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	unauthorized(t, q0.Status, "wrong signature")
 	h.as = [2]string{"app", "app-secret"}
 	code(t, send("orders", "01C").Status, v2.Code_OK)
 	unauthorized(t, send("payments", "01D").Status, `may not publish to topic "payments"`)

@@ -57,6 +57,7 @@ type harnessOpts struct {
 	authority string
 	auth      *auth.Authenticator
 	register  func(*grpc.Server) // more services, before Serve
+	inflight  int64              // Options.MaxInFlightBytes
 }
 
 func newHarness(t *testing.T, opts ...harnessOpts) *harness {
@@ -83,7 +84,7 @@ func newHarness(t *testing.T, opts ...harnessOpts) *harness {
 		t.Fatal(err)
 	}
 	b.SetCheckBackSender(h.svc.CheckBackSender()) // as gateway/node wires it
-	h.srv = grpcserver.New(grpcserver.Options{Gate: h.gate, Sessions: h.sess, Logger: log, Auth: o.auth})
+	h.srv = grpcserver.New(grpcserver.Options{Gate: h.gate, Sessions: h.sess, Logger: log, Auth: o.auth, MaxInFlightBytes: o.inflight})
 	h.svc.Register(h.srv.GRPC)
 	if o.register != nil {
 		o.register(h.srv.GRPC)

@@ -1,0 +1,98 @@
+package grpcserver
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/mqgate/mqgate/gateway/admission"
+	v2 "github.com/mqgate/mqgate/gen/apache/rocketmq/v2"
+)
+
+// The receive limit leaves room for one body at the default limit plus
+// the envelopes of a full batch, and stays near the body limit. (Sends
+// through a real server at and over the limit: v2service's
+// TestReceiveLimit.)
+func TestRecvLimitArithmetic(t *testing.T) {
+	if MaxRecvMsgSize != RecvLimit(0) || RecvLimit(DefaultMaxBodySize) != MaxRecvMsgSize {
+		t.Fatalf("MaxRecvMsgSize %d, RecvLimit(0) %d", MaxRecvMsgSize, RecvLimit(0))
+	}
+	if MaxRecvMsgSize > 8<<20 {
+		t.Fatalf("receive limit %d is far above a 4 MiB body", MaxRecvMsgSize)
+	}
+	if RecvLimit(1<<20) != 1<<20+maxSendEnvelopes*sendEnvelope {
+		t.Fatalf("RecvLimit(1 MiB) = %d", RecvLimit(1<<20))
+	}
+}
+
+func newMsg(topic, id, body string) *v2.Message {
+	return &v2.Message{Topic: &v2.Resource{Name: topic}, Body: []byte(body),
+		SystemProperties: &v2.SystemProperties{MessageId: id, MessageType: v2.MessageType_NORMAL}}
+}
+
+func code(t *testing.T, st *v2.Status, want v2.Code) {
+	t.Helper()
+	if st.GetCode() != want {
+		t.Fatalf("status %v (%s), want %v", st.GetCode(), st.GetMessage(), want)
+	}
+}
+
+// Requests held by handlers count against the in-flight budget; a call
+// that does not fit gets TOO_MANY_REQUESTS (MessagingService) or
+// RESOURCE_EXHAUSTED (other services) at once, and room comes back when
+// a call ends.
+func TestBudgetUnary(t *testing.T) {
+	b := admission.NewBudget(1 << 20)
+	ic := budgetUnary(b)
+	entered, release := make(chan struct{}), make(chan struct{})
+	slow := func(ctx context.Context, req any) (any, error) {
+		close(entered)
+		<-release
+		return &v2.SendMessageResponse{Status: &v2.Status{Code: v2.Code_OK}}, nil
+	}
+	big := &v2.SendMessageRequest{Messages: []*v2.Message{newMsg("orders", "01A", strings.Repeat("x", 700<<10))}}
+	send := &grpc.UnaryServerInfo{FullMethod: v2.MessagingService_SendMessage_FullMethodName}
+	done := make(chan error)
+	go func() {
+		_, err := ic(context.Background(), big, send, slow)
+		done <- err
+	}()
+	<-entered
+	if b.InUse() < 700<<10 {
+		t.Fatalf("a running call holds %d bytes of the budget", b.InUse())
+	}
+	fast := func(ctx context.Context, req any) (any, error) {
+		return &v2.SendMessageResponse{Status: &v2.Status{Code: v2.Code_OK}}, nil
+	}
+	resp, err := ic(context.Background(), big, send, fast)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code(t, resp.(*v2.SendMessageResponse).GetStatus(), v2.Code_TOO_MANY_REQUESTS)
+	_, err = ic(context.Background(), big, &grpc.UnaryServerInfo{FullMethod: "/mqgate.rest.v1.MessagingService/SendMessage"}, fast)
+	if status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("over budget on another service: %v, want ResourceExhausted", err)
+	}
+	// Small calls still fit beside the held one.
+	resp, err = ic(context.Background(), &v2.SendMessageRequest{Messages: []*v2.Message{newMsg("orders", "01B", "x")}}, send, fast)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code(t, resp.(*v2.SendMessageResponse).GetStatus(), v2.Code_OK)
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if b.InUse() != 0 {
+		t.Fatalf("%d bytes still held after every call ended", b.InUse())
+	}
+	resp, err = ic(context.Background(), big, send, fast)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code(t, resp.(*v2.SendMessageResponse).GetStatus(), v2.Code_OK)
+}

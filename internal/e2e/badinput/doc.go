@@ -1,0 +1,12 @@
+// Package badinpute2e throws bad input at the real `mqgate serve` binary
+// on loopback: oversized, malformed, truncated, slow and unauthenticated
+// requests on the gRPC, REST and remoting listeners. Each case asserts a
+// clear error with the right status, and that the process stays up and
+// serves a signed client afterwards; the process's peak RSS (VmHWM) is
+// logged.
+//
+// The package has no non-test code. It drives gRPC with the official Go
+// client's protocol package (a raw client: the official one validates
+// sizes locally) and remoting with mqgate's test client; like internal/e2e
+// it must not import mqgate's gen/apache/rocketmq/v2.
+package badinpute2e
