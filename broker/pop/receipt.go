@@ -137,7 +137,7 @@ func (c *HandleCodec) Decode(s string) (Handle, error) {
 		return Handle{}, fmt.Errorf("%w has the wrong length", ErrBadHandle)
 	}
 	var b [handleLen]byte
-	if n, err := base64.RawURLEncoding.Decode(b[:], []byte(enc)); err != nil || n != handleLen {
+	if n, err := base64.RawURLEncoding.Strict().Decode(b[:], []byte(enc)); err != nil || n != handleLen {
 		return Handle{}, fmt.Errorf("%w is not valid base64url", ErrBadHandle)
 	}
 	if b[0] != handleVersion {
