@@ -112,8 +112,8 @@ func tapChecked(fullMethod string) bool {
 	return !authExempt(fullMethod)
 }
 
-// lastOf is the last value of key in md (headers repeat on client retries,
-// spec §1.5).
+// lastOf is the last value of key in md (headers repeat on client
+// retries).
 func lastOf(md metadata.MD, key string) string {
 	if v := md.Get(key); len(v) > 0 {
 		return v[len(v)-1]
@@ -124,7 +124,7 @@ func lastOf(md metadata.MD, key string) string {
 // budgetUnary reserves each unary request's size in b for as long as its
 // handler runs. A request that does not fit is refused at once:
 // MessagingService calls get TOO_MANY_REQUESTS in their response's status
-// (clients retry with backoff, spec §5.4), other services
+// (clients retry with backoff), other services
 // RESOURCE_EXHAUSTED. Health checks always pass.
 func budgetUnary(b *admission.Budget) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
