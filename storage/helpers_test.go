@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"runtime"
 	"testing"
 	"time"
 
@@ -93,17 +92,4 @@ func readAllQueue(t testing.TB, s *Store, topic string, q int32) []*message.Mess
 func sameMessage(a, b *message.Message) bool {
 	return a.Topic == b.Topic && a.QueueID == b.QueueID && bytes.Equal(a.Body, b.Body) &&
 		a.UniqKey() == b.UniqKey() && a.BornTime == b.BornTime && len(a.Properties) == len(b.Properties)
-}
-
-// waitZeroTail waits until the commit log has pre-zeroed bytes past its
-// written end (sync mode), so a crash leaves a file longer than the log.
-func waitZeroTail(t testing.TB, s *Store) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for s.log.ZeroTail() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("commit log tail never pre-zeroed")
-		}
-		runtime.Gosched()
-	}
 }

@@ -12,21 +12,18 @@
 // SegmentSize; there is no filler record. Physical offsets are therefore
 // global byte positions in the concatenated log.
 //
-// With Options.ZeroAhead (sync mode), the active segment's file is longer
-// than the log: a zeroer goroutine keeps ZeroAhead bytes past the write
-// position written with zeros and fdatasynced through its own handle, so
-// that fsync rounds overwrite allocated blocks and commit no metadata
-// (zero.go). The log ends at the first invalid record, which a zero tail
-// is; recovery cuts the tail (not counted as damage when all zeros) and the
-// zeroer rewrites it. A segment is cut to its exact end and fdatasynced
-// before the next one is created, and the active one on a clean Stop, so
-// closed segments' file sizes remain log lengths. The new segment's
-// directory entry is fsynced by the next Sync, before Durable passes its
-// base, not by the roll (which held the writer role through an ext4
-// journal commit). A segment shorter than the next one's base says (a
-// power loss took its unsynced tail) ends the log there: the later ones
-// are dropped. Open fsyncs what an unclean recovery kept, and the
-// directory, before it reports it durable.
+// A segment file is as long as its part of the log: records are written
+// with pwrite (or by the flusher, from the staging ring), which extends
+// it; blocks reserved ahead of a staged log lie past the file's end. The
+// log ends at the first invalid record. A tail of zeros past the last
+// record (which earlier versions left: a pre-zeroed tail in sync mode,
+// reserved blocks in async mode) is cut by recovery without counting as
+// damage (allZero). The new segment's directory entry is fsynced by the
+// next Sync, before Durable passes its base, not by the roll (which held
+// the writer role through an ext4 journal commit). A segment shorter than
+// the next one's base says (a power loss took its unsynced tail) ends the
+// log there: the later ones are dropped. Open fsyncs what an unclean
+// recovery kept, and the directory, before it reports it durable.
 //
 // # Concurrency
 //
@@ -60,18 +57,14 @@
 // grows at disk speed cost less when its dirty pages do not pile up until
 // the next fsync. Durability is still the fsyncs' alone. With
 // Options.KeepCached it also drops from the page cache what lies that far
-// behind (dropBehind), so the kernel reuses those pages for new writes. Without a ring,
-// on a file system that can reserve blocks, records are stored through a
-// shared mapping of the active segment rather than written with pwrite
-// (mapped.go). Either way blocks are reserved before an append is
-// answered. Through a mapping the file is extended to hold them, so it
-// has a reserved tail of zeros past the log, cut like a pre-zeroed one.
-// With a ring they are reserved past the file's end (the flusher's
-// pwrites extend it), so the file is never longer than the log; a
-// reserver goroutine reserves each new active segment whole, and the
-// writer reserves only where it has not yet (reserve.go). Sync
-// mode keeps pwrite into the pre-zeroed tail: through a mapping its
-// fsyncs took 3x longer, and its appends wait for the fsync anyway.
+// behind (dropBehind), so the kernel reuses those pages for new writes.
+// Blocks for staged records are reserved before an append is answered,
+// past the file's end (the flusher's pwrites extend it), so the file is
+// never longer than the log; a reserver goroutine reserves each new
+// active segment whole, and the writer reserves only where it has not yet
+// (reserve.go). Without a ring (sync mode, Options.StagingDir empty, or a
+// file system that cannot reserve blocks) the writer role writes records
+// with pwrite.
 //
 // Lock order: Log.mu (segment list) is never held while waiting on the
 // writer's queue lock (Log.qmu) or during I/O other than Map. Log.pmu

@@ -42,13 +42,6 @@ type Options struct {
 	// Notify, if set, is signalled (without blocking) whenever the written
 	// or durable position advances.
 	Notify chan struct{}
-	// ZeroAhead > 0 keeps that many bytes of the active segment past the
-	// write position written with zeros and fdatasynced (see zero.go), so
-	// that fsyncs of appended records do not change the file's size.
-	ZeroAhead int64
-	// NoMappedWrites writes records with pwrite even where the file
-	// system could take them through a shared mapping (mapped.go).
-	NoMappedWrites bool
 	// StagingDir, if set, is a directory on a memory file system (tmpfs)
 	// for the staging ring of async appends (staging.go). Open replays a
 	// ring left there by a crash in either mode; only async mode writes
@@ -245,7 +238,6 @@ type Log struct {
 	clock     storeClock
 	buf       []byte
 	undo      []undo
-	noMap     bool  // write with pwrite (mapped.go)
 	wpos      int64 // where the next record goes
 
 	// Staging ring (staging.go): stg is set by Open and cleared by Stop;
@@ -310,8 +302,6 @@ type Log struct {
 	// that covers them, in log order; Sync finishes them.
 	pmu     sync.Mutex
 	pending []*request
-
-	z zeroState // pre-zeroing, see zero.go
 
 	stopWriter chan struct{}
 	writerDone chan struct{}
@@ -506,7 +496,7 @@ func (l *Log) scanFrom(start int64, sizes []int64, res *RecoveryResult) (int64, 
 			continue
 		}
 		// Invalid or torn record at pos: keep the valid prefix only. A
-		// tail of zeros (pre-zeroed, see zero.go) holds no data.
+		// tail of zeros (see allZero) holds no data.
 		if i == len(l.segs)-1 && allZero(s.f, pos-s.base, sizes[i]) {
 			l.logger.Debug("commitlog: cutting zero tail", "segment", s.path, "at", pos, "bytes", segEnd-pos)
 		} else {
@@ -600,7 +590,6 @@ func (l *Log) Start() {
 	l.flushed.Store(l.wpos)
 	l.fseg = l.active
 	l.dropFrom = l.wpos
-	l.startZeroer()
 	go l.writeLoop()
 	go l.syncLoop()
 	if l.staging.Load() && !l.noFlusher {
@@ -786,8 +775,7 @@ func (l *Log) gather() {
 func (l *Log) roll(old *segment, base int64) (*segment, error) {
 	// The old segment must end exactly at base, durably, before a segment
 	// starting at base exists: recovery checks contiguity by file sizes.
-	// Pre-zeroed or reserved tails are cut.
-	l.retarget(nil, 0)
+	// A tail recovery left past the log (none is made now) is cut.
 	if l.staging.Load() {
 		// Everything staged for the old segment goes into it first.
 		if err := l.flushTo(base, true); err != nil {
@@ -816,8 +804,44 @@ func (l *Log) roll(old *segment, base int64) (*segment, error) {
 		l.fseg = s
 		l.fmu.Unlock()
 	}
-	l.retarget(s, 0)
 	return s, nil
+}
+
+// writeAt writes b at file offset off of seg, the active segment: into
+// the staging ring when there is one, otherwise with pwrite.
+func (l *Log) writeAt(seg *segment, b []byte, off int64) error {
+	if l.staging.Load() {
+		err := l.stage(seg, b, off)
+		if err == nil || !errors.Is(err, vfs.ErrNoAllocate) {
+			return err
+		}
+		if err := l.stopStaging(seg.base + off); err != nil {
+			return err
+		}
+	}
+	_, err := seg.f.WriteAt(b, off)
+	return err
+}
+
+// cutTail truncates seg's file to size if it is longer and makes the new
+// size durable.
+func (l *Log) cutTail(seg *segment, size int64) error {
+	sz, err := seg.f.Size()
+	if err != nil {
+		return err
+	}
+	if sz <= size {
+		return nil
+	}
+	if err := seg.truncate(size); err != nil {
+		return err
+	}
+	if err := seg.f.Sync(); err != nil {
+		l.setFailed(fmt.Errorf("fsync: %w", err))
+		l.broadcast()
+		return err
+	}
+	return nil
 }
 
 func (l *Log) writeBatch(batch []*request) {
@@ -856,7 +880,6 @@ func (l *Log) writeBatch(batch []*request) {
 		if len(buf) == 0 {
 			return nil
 		}
-		l.reserve(seg, bufPos-seg.base+int64(len(buf)))
 		err := l.writeAt(seg, buf, bufPos-seg.base)
 		buf = buf[:0]
 		bufPos = pos
@@ -1058,13 +1081,11 @@ func (l *Log) rollback(start int64, first *segment, newSegs []*segment) {
 		}
 		l.opts.FS.SyncDir(l.opts.Dir)
 	}
-	l.retarget(nil, 0) // no zero write in flight while truncating
 	if err := first.truncate(start - first.base); err != nil {
 		// The bytes past start are garbage that recovery will cut; later
 		// writes overwrite them in place.
 		l.logger.Warn("commitlog: truncate after failed write", "err", err)
 	}
-	l.retarget(first, start-first.base)
 	l.active = first
 	l.reserveAhead(first)
 }
@@ -1493,7 +1514,6 @@ func (l *Log) Stop(abandon bool) error {
 		<-l.writerDone
 		close(l.stopSyncer)
 		<-l.syncerDone
-		l.stopZeroer()
 		close(l.stopFlusher)
 		<-l.flusherDone
 		close(l.rsvStop)
@@ -1502,10 +1522,10 @@ func (l *Log) Stop(abandon bool) error {
 	if !abandon {
 		err = l.Sync()
 		if err == nil && l.started {
-			// A closed log has no zero or reserved tail: the file size is
-			// the log end again (the clean-open fast path compares them).
+			// A closed log has no tail past its end: the file size is the
+			// log end (the clean-open fast path compares them).
 			if err = l.cutTail(l.active, l.written.Load()-l.active.base); err != nil {
-				err = fmt.Errorf("commitlog: cut zero tail: %w", err)
+				err = fmt.Errorf("commitlog: cut the tail: %w", err)
 			}
 		}
 	}

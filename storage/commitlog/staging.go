@@ -98,6 +98,8 @@ const (
 	writeBehindWindow = 16 << 20
 )
 
+var pageSize = int64(os.Getpagesize())
+
 type stagingHeader struct {
 	size int64
 	id   [16]byte
@@ -251,7 +253,7 @@ func (l *Log) openStaging(end int64, res *RecoveryResult) (int64, error) {
 			}
 		}
 	}
-	_, canReserve := l.segs[len(l.segs)-1].f.(vfs.WriteMapper)
+	_, canReserve := l.segs[len(l.segs)-1].f.(vfs.Reserver)
 	ring := path != "" && !l.opts.SyncMode && canReserve
 	if path != "" && !ring {
 		// No ring: sync appends wait for the fsync anyway, and the ring's
@@ -585,6 +587,11 @@ func (l *Log) dropCached(from, to int64) {
 		if err != nil {
 			return // removed by retention (or closed): nothing to drop
 		}
+		if l.isActive(s) {
+			// segFor bounds the active segment by Written, which the
+			// flusher publishes after this; [from, to) is in the file.
+			end = to
+		}
 		end = min(end, to)
 		if w, ok := s.f.(vfs.WriteBehind); ok && end > from {
 			off, n := from-s.base, end-from
@@ -607,6 +614,13 @@ func (l *Log) dropCached(from, to int64) {
 		}
 		from = end
 	}
+}
+
+// isActive reports whether s is the last segment.
+func (l *Log) isActive(s *segment) bool {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return len(l.segs) > 0 && l.segs[len(l.segs)-1] == s
 }
 
 // runEnd is where a run starting at from (a record boundary) ends: at the
