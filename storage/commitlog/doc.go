@@ -48,7 +48,9 @@
 // but the mapping and descriptor live until the last reader releases it.
 //
 // In async mode with Options.StagingDir set, the writer copies batches
-// into a staging ring held by a tmpfs file and answers the appenders; a
+// into a staging ring held by a tmpfs file (created, read back, listed
+// and removed through Options.FS, which must be a vfs.SharedMemory) and
+// answers the appenders; a
 // flusher goroutine writes the ring out into the segment in runs of up to
 // 1 MiB that end at record boundaries, and publishes Written (staging.go,
 // which also says how Open replays a ring a crash left). It starts the

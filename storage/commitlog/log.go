@@ -621,6 +621,20 @@ func (l *Log) WrittenFor(end int64) (int64, error) {
 	return l.written.Load(), nil
 }
 
+// Staging reports whether appends go through a staging ring.
+func (l *Log) Staging() bool { return l.staging.Load() }
+
+// Answered is the end of what appends were answered for: Written, or with
+// a staging ring the end of what was staged, which the flusher writes out
+// soon after.
+func (l *Log) Answered() int64 {
+	w := l.written.Load()
+	if l.staging.Load() {
+		return max(l.staged.Load(), w)
+	}
+	return w
+}
+
 // Durable is the end of the fsynced log.
 func (l *Log) Durable() int64 { return l.durable.Load() }
 
@@ -1509,7 +1523,20 @@ func (l *Log) Stop(abandon bool) error {
 	l.closed = true
 	l.qmu.Unlock()
 	var err error
-	if l.started {
+	switch {
+	case l.started && abandon:
+		// A crash stops the flusher and the syncer (whose Sync writes the
+		// ring out) where they are: what was not written out stays in
+		// the ring, as a process that dies leaves it.
+		close(l.stopFlusher)
+		<-l.flusherDone
+		close(l.stopSyncer)
+		<-l.syncerDone
+		close(l.stopWriter)
+		<-l.writerDone
+		close(l.rsvStop)
+		<-l.rsvDone
+	case l.started:
 		close(l.stopWriter)
 		<-l.writerDone
 		close(l.stopSyncer)

@@ -405,3 +405,7 @@ func TestStagingNoReserveOnFullDisk(t *testing.T) {
 	l, _ = openLog(t, o, Recovery{From: end, CleanEnd: end})
 	startCheckClose(t, l, recs)
 }
+
+func (a *allocFS) CreateShared(name string, size int64) ([]byte, func() error, error) {
+	return a.FS.(vfs.SharedMemory).CreateShared(name, size)
+}

@@ -258,7 +258,7 @@ func (l *Log) openStaging(end int64, res *RecoveryResult) (int64, error) {
 	if path != "" && !ring {
 		// No ring: sync appends wait for the fsync anyway, and the ring's
 		// records need blocks reserved for them before they are answered.
-		if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
+		if err := l.opts.FS.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 			l.logger.Warn("commitlog: cannot remove the staging ring", "path", path, "err", err)
 		}
 	}
@@ -284,7 +284,12 @@ func (l *Log) openStaging(end int64, res *RecoveryResult) (int64, error) {
 		return end, nil
 	}
 	size := int64(stagingSize)
-	mem, unmap, err := vfs.CreateShared(path, stagingData+size)
+	sm, ok := l.opts.FS.(vfs.SharedMemory)
+	if !ok {
+		l.logger.Info("commitlog: no staging ring: the file system has no shared memory", "path", path)
+		return end, nil
+	}
+	mem, unmap, err := sm.CreateShared(path, stagingData+size)
 	if err != nil {
 		l.logger.Info("commitlog: no staging ring; async appends write to the segment themselves", "path", path, "err", err)
 		return end, nil
@@ -299,12 +304,12 @@ func (l *Log) openStaging(end int64, res *RecoveryResult) (int64, error) {
 // replayed, unless it names another log directory that still exists (the
 // log was copied, not moved: the ring is that one's too).
 func (l *Log) removeFormerRing(path, abs string) {
-	if h, err := readStagingHeader(path); err == nil && h.dir != "" && h.dir != abs {
-		if _, err := os.Lstat(h.dir); err == nil {
+	if h, err := l.readStagingHeader(path); err == nil && h.dir != "" && h.dir != abs {
+		if _, _, err := l.opts.FS.Stat(h.dir); err == nil {
 			return
 		}
 	}
-	if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
+	if err := l.opts.FS.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		l.logger.Warn("commitlog: cannot remove the former staging ring", "path", path, "err", err)
 	}
 }
@@ -316,30 +321,34 @@ func (l *Log) removeFormerRing(path, abs string) {
 // restarts. A ring whose header cannot be read, or that does not record
 // its directory, is left alone.
 func (l *Log) removeOrphanRings(own string) {
-	names, err := os.ReadDir(l.opts.StagingDir)
+	fs := l.opts.FS
+	names, err := fs.List(l.opts.StagingDir)
 	if err != nil {
 		return
 	}
-	for _, e := range names {
-		p := filepath.Join(l.opts.StagingDir, e.Name())
-		if p == own || !strings.HasPrefix(e.Name(), "mqgate-") || !strings.HasSuffix(e.Name(), ".stage") || !e.Type().IsRegular() {
+	for _, name := range names {
+		p := filepath.Join(l.opts.StagingDir, name)
+		if p == own || !strings.HasPrefix(name, "mqgate-") || !strings.HasSuffix(name, ".stage") {
 			continue
 		}
-		h, err := readStagingHeader(p)
+		if _, isDir, err := fs.Stat(p); err != nil || isDir {
+			continue
+		}
+		h, err := l.readStagingHeader(p)
 		if err != nil || h.dir == "" {
 			continue
 		}
-		if _, err := os.Lstat(h.dir); !os.IsNotExist(err) {
+		if _, _, err := fs.Stat(h.dir); !errors.Is(err, os.ErrNotExist) {
 			continue
 		}
-		if err := os.Remove(p); err == nil {
+		if err := fs.Remove(p); err == nil {
 			l.logger.Info("commitlog: removed the staging ring of a log directory that is gone", "path", p, "dir", h.dir)
 		}
 	}
 }
 
-func readStagingHeader(path string) (stagingHeader, error) {
-	f, err := os.Open(path)
+func (l *Log) readStagingHeader(path string) (stagingHeader, error) {
+	f, err := l.opts.FS.Open(path)
 	if err != nil {
 		return stagingHeader{}, err
 	}
@@ -360,7 +369,7 @@ func readStagingHeaderAt(r io.ReaderAt) (stagingHeader, error) {
 // one) holds from log position end on into the last segment, and fsyncs
 // it. It reads only the header and the ring's bytes from end on.
 func (l *Log) replayRing(path string, id [16]byte, end int64, res *RecoveryResult) (int64, error) {
-	f, err := os.Open(path)
+	f, err := l.opts.FS.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return end, nil
 	}
@@ -369,7 +378,7 @@ func (l *Log) replayRing(path string, id [16]byte, end int64, res *RecoveryResul
 		return end, fmt.Errorf("commitlog: staging ring %s: %w", path, err)
 	}
 	defer f.Close()
-	st, err := f.Stat()
+	fsize, err := f.Size()
 	if err != nil {
 		return end, fmt.Errorf("commitlog: staging ring %s: %w", path, err)
 	}
@@ -377,8 +386,8 @@ func (l *Log) replayRing(path string, id [16]byte, end int64, res *RecoveryResul
 	if err == nil && h.id != id {
 		err = errors.New("commitlog: staging ring of another log")
 	}
-	if err == nil && st.Size() < stagingData+h.size {
-		err = fmt.Errorf("commitlog: staging ring cut short (%d bytes)", st.Size())
+	if err == nil && fsize < stagingData+h.size {
+		err = fmt.Errorf("commitlog: staging ring cut short (%d bytes)", fsize)
 	}
 	if err != nil {
 		l.logger.Warn("commitlog: ignoring staging ring", "path", path, "err", err)
@@ -733,6 +742,11 @@ func (l *Log) flushLoop() {
 			return
 		}
 		for l.flushNext() {
+			select {
+			case <-l.stopFlusher:
+				return
+			default:
+			}
 		}
 	}
 }
@@ -778,7 +792,7 @@ func (l *Log) closeStaging(remove bool) {
 	l.staging.Store(false)
 	l.stg.unmap()
 	if remove {
-		if err := os.Remove(l.stg.path); err != nil && !os.IsNotExist(err) {
+		if err := l.opts.FS.Remove(l.stg.path); err != nil && !errors.Is(err, os.ErrNotExist) {
 			l.logger.Warn("commitlog: cannot remove the staging ring", "path", l.stg.path, "err", err)
 		}
 	}

@@ -151,3 +151,7 @@ func TestWriteBehind(t *testing.T) {
 		l.Close()
 	}
 }
+
+func (w *wbFS) CreateShared(name string, size int64) ([]byte, func() error, error) {
+	return w.FS.(vfs.SharedMemory).CreateShared(name, size)
+}

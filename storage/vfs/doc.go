@@ -17,14 +17,16 @@
 //   - NewErrorFS(fs, inject): wraps any FS and lets a test fail chosen
 //     operations (ENOSPC on write, EIO on sync, ...).
 //
-// Outside FS, shm.go maps files of a memory file system (tmpfs) for the
-// commit log's staging ring: memory that outlives the process.
+// SharedMemory (the OS file system on a tmpfs, shm.go; MemFS) holds the
+// commit log's staging ring: memory that outlives the process, not the
+// machine. MemFS keeps it across a simulated process crash (the store
+// abandoned, the file system kept) and drops it in CrashClone.
 //
 // Writes go through WriteAt: the store always knows the position it
 // writes, so a failed or partial write can be retried or truncated away.
-// MemFS and ErrorFS files are not Reservers, so the crash and fault tests
-// that use them write without reserving blocks; reservation is tested on
-// the OS file system.
+// Reserver files (OS, MemFS, and ErrorFS over either) reserve blocks
+// ahead of the writes that fill them; MemFS counts reserved blocks against
+// its capacity, so a full disk fails the reservation as on the OS.
 //
 // vfs imports only the standard library and golang.org/x/sys. It must not
 // import any other mqgate package.

@@ -39,6 +39,18 @@ type Reserver interface {
 	Reserve(off, n int64) error
 }
 
+// SharedMemory is implemented by file systems that can hold memory that
+// outlives the process but not the machine, as a file of a memory file
+// system (tmpfs) does: the commit log's staging ring.
+type SharedMemory interface {
+	// CreateShared creates the file name (replacing any old one: its
+	// contents are gone) as size bytes that read as zeros, and maps it
+	// shared and writable: what is stored through the returned slice is
+	// the file's contents, read back by Open (after a crash too). Unmap
+	// with the returned func.
+	CreateShared(name string, size int64) (data []byte, unmap func() error, err error)
+}
+
 // ErrNoAllocate: the file system does not support reserving blocks.
 var ErrNoAllocate = errors.New("vfs: file system cannot reserve blocks (fallocate)")
 
