@@ -75,6 +75,7 @@
 // the writer role (ring full, roll, failed batch), by Sync and by a Read
 // of a record still in the ring, never while holding qmu or mu; under it
 // the flusher's drop-behind takes mu to look segments up (fmu, then mu).
+// storage/LOCKS.md has the whole order.
 //
 // commitlog imports storage/message, storage/vfs, storage/internal/serr,
 // golang.org/x/sys (its cache-line pad) and the standard library only; it

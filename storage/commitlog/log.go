@@ -177,6 +177,7 @@ func (l *Log) newRequest(recs []Record) (*request, error) {
 
 // enqueueLocked queues r for the writer goroutine, releases qmu and wakes
 // the writer.
+// l.qmu must be held.
 func (l *Log) enqueueLocked(r *request) {
 	l.queue = append(l.queue, r)
 	l.qmu.Unlock()

@@ -482,7 +482,8 @@ func (l *Log) flushTo(to int64, atRecord bool) error {
 // flushLocked writes the ring's bytes from the flushed position up to to
 // (or up to the end of the record that holds to-1, unless atRecord says
 // that a record starts at to) into the segment being flushed, and
-// publishes what is written and answered as Written. fmu is held.
+// publishes what is written and answered as Written.
+// l.fmu must be held.
 func (l *Log) flushLocked(to int64, atRecord bool) error {
 	for l.flushed.Load() < to {
 		if err := l.flushRun(to, atRecord); err != nil {
@@ -494,7 +495,8 @@ func (l *Log) flushLocked(to int64, atRecord bool) error {
 }
 
 // flushRun writes one run of the ring, from the flushed position to
-// runEnd's end. fmu is held; flushed < to.
+// runEnd's end; flushed < to.
+// l.fmu must be held.
 func (l *Log) flushRun(to int64, atRecord bool) error {
 	if err := l.Failed(); err != nil {
 		return err
@@ -523,7 +525,8 @@ func (l *Log) flushRun(to int64, atRecord bool) error {
 
 // advanceFlushed publishes that the segment holds the log up to end (a
 // record boundary), then starts the write-back and drops the cached pages
-// that are due. fmu is held.
+// that are due.
+// l.fmu must be held.
 func (l *Log) advanceFlushed(end int64) {
 	l.flushed.Store(end)
 	l.writeBehind(end)
@@ -532,7 +535,7 @@ func (l *Log) advanceFlushed(end int64) {
 
 // writeBehind starts the write-back of every whole window of
 // writeBehindWindow bytes of the flushed segment below log position pos
-// that it has not started yet. fmu is held.
+// that it has not started yet (storage/README.md has the figures below).
 //
 // Left to the kernel, the pages of a log being written at disk speed pile
 // up dirty until the periodic fsync or the kernel's flusher threads take
@@ -542,6 +545,7 @@ func (l *Log) advanceFlushed(end int64) {
 // 0.9-1.9 s with the write-back of each 16 MiB started as soon as it was
 // written (storage/README.md). It makes nothing durable: the fsyncs are
 // unchanged, and write-back errors still reach them (vfs.WriteBehind).
+// l.fmu must be held.
 func (l *Log) writeBehind(pos int64) {
 	seg := l.fseg
 	w, ok := seg.f.(vfs.WriteBehind)
@@ -561,8 +565,7 @@ func (l *Log) writeBehind(pos int64) {
 
 // dropBehind drops from the page cache the log that lies more than
 // KeepCached bytes behind log position pos, one window at a time (its
-// write-back was started when the flusher passed it, long since). fmu is
-// held.
+// write-back was started when the flusher passed it, long since).
 //
 // A page cache that grows with the log costs the writes more once it is
 // large: on the development VM (whose free memory goes back to the host,
@@ -575,6 +578,7 @@ func (l *Log) writeBehind(pos int64) {
 // again), so a small KeepCached slowed the 1.65 GB run, which a 1 GiB one
 // did not (storage/README.md). Reads of what was dropped go to the
 // device.
+// l.fmu must be held.
 func (l *Log) dropBehind(pos int64) {
 	keep := l.opts.KeepCached
 	if keep <= 0 {
@@ -701,7 +705,8 @@ func (l *Log) noteRunEnds(batch []*request) {
 }
 
 // publishWritten makes what is both written out and answered visible to
-// readers. fmu is held.
+// readers.
+// l.fmu must be held.
 func (l *Log) publishWritten() {
 	if w := min(l.flushed.Load(), l.staged.Load()); w > l.written.Load() {
 		l.written.Store(w)

@@ -420,7 +420,8 @@ func (t *table[T]) list(s *Store) []T {
 	return out
 }
 
-// persist writes the table's snapshot. Caller holds s.wmu.
+// persist writes the table's snapshot.
+// s.wmu must be held.
 func (t *table[T]) persist(s *Store) error {
 	b, _ := json.Marshal(t.list(s))
 	return s.writeSnap(t.snap, b)

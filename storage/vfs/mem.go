@@ -53,7 +53,8 @@ type memInode struct {
 	shared bool
 }
 
-// footprint is the space the inode takes from the capacity. ino.mu held.
+// footprint is the space the inode takes from the capacity.
+// ino.mu must be held.
 func (ino *memInode) footprint() int64 {
 	if ino.shared {
 		return 0 // memory, not disk
