@@ -22,8 +22,8 @@ import (
 
 const crashChildEnv = "MQGATE_CRASH_CHILD_DIR"
 
-// crashOpts: mode is the flush mode; async mode writes records through
-// a shared mapping of the active segment (commitlog/mapped.go).
+// crashOpts: mode is the flush mode; async mode stages records in a ring
+// where /dev/shm is a tmpfs, and writes them with pwrite otherwise.
 func crashOpts(mode FlushMode) Options {
 	return Options{FS: vfs.Default, FlushMode: mode, SegmentSize: 1 << 20, MaxBodySize: 8 << 10,
 		CheckpointInterval: 20 * time.Millisecond, CQEntriesPerFile: 1000, IndexSlots: 1024, IndexCapacity: 4096,
@@ -102,9 +102,8 @@ type ackLine struct {
 // TestCrashKill9: SIGKILL a child that appends at random moments, reopen,
 // and require every acknowledged record present and byte-identical,
 // nothing readable twice, and queues consistent with the log. Rounds
-// continue on the same directory. Sync flush (pwrite into a pre-zeroed
-// tail, group commit) and async flush (the staging ring where /dev/shm is
-// a tmpfs, else stores through a shared mapping into reserved blocks)
+// continue on the same directory. Sync flush (pwrite, group commit) and
+// async flush (the staging ring where /dev/shm is a tmpfs, else pwrite)
 // each get half the budget. Each reopen uses another staging directory
 // than the killed child did.
 func TestCrashKill9(t *testing.T) {

@@ -11,62 +11,82 @@ import (
 	"github.com/mqgate/mqgate/storage/vfs"
 )
 
-// TestDiskFull: while writes to the log fail with ENOSPC, appends fail
-// with ErrNotWritable and nothing is acknowledged; already acknowledged
-// records are intact; when space returns appends succeed and queue
-// offsets continue without a gap.
+// TestDiskFull: while the disk is full, appends fail with ErrNotWritable
+// and nothing of theirs is acknowledged; already acknowledged records are
+// intact; when space returns appends succeed and queue offsets continue
+// without a gap. A full disk fails writes that need new blocks: every
+// write to the log, or with a staging ring (which reserves the active
+// segment's blocks ahead) block reservations and new segments only, so
+// there appends still fit until the reserved blocks run out.
 func TestDiskFull(t *testing.T) {
-	for _, mode := range []FlushMode{FlushAsync, FlushSync} {
-		t.Run(mode.String(), func(t *testing.T) {
-			mem := vfs.NewMem()
-			efs := vfs.NewErrorFS(mem, nil)
-			o := testOpts(efs)
-			o.FlushMode = mode
-			s := mustOpen(t, "/d", o)
-			var ents []AppendEntry
-			for i := 0; i < 50; i++ {
-				ents = append(ents, appendOne(t, s, msg("T", 0, i)))
-			}
-			efs.SetInject(func(op vfs.Op, path string) error {
-				if (op == vfs.OpWrite || op == vfs.OpCreate) && strings.Contains(path, "commitlog") {
-					return syscall.ENOSPC
-				}
-				return nil
-			})
-			for i := 0; i < 20; i++ {
-				res, err := s.Append(context.Background(), msg("T", 0, 1000+i))
-				if !errors.Is(err, ErrNotWritable) || !errors.Is(err, syscall.ENOSPC) {
-					t.Fatalf("append on full disk: %+v %v", res, err)
-				}
-			}
-			efs.SetInject(nil)
-			for i := 50; i < 100; i++ {
-				e := appendOne(t, s, msg("T", 0, i))
-				if e.QueueOffset != int64(i) {
-					t.Fatalf("queue offset %d after disk-full, want %d", e.QueueOffset, i)
-				}
-				ents = append(ents, e)
-			}
-			verifyConsistent(t, s)
-			mustClose(t, s)
-			s = mustOpen(t, "/d", o)
-			for i, e := range ents {
-				m, err := s.ReadMessage(e.PhysOffset, e.Size)
-				if err != nil || !sameMessage(m, msg("T", 0, i)) {
-					t.Fatalf("record %d: %v", i, err)
-				}
-			}
-			verifyConsistent(t, s)
-			mustClose(t, s)
-		})
+	forEachMode(t, testDiskFull)
+}
+
+func testDiskFull(t *testing.T, o Options) {
+	efs := vfs.NewErrorFS(o.FS, nil)
+	o.FS = efs
+	s := mustOpen(t, "/d", o)
+	ring := s.log.Staging()
+	var ents []AppendEntry
+	for i := 0; i < 50; i++ {
+		ents = append(ents, appendOne(t, s, msg("T", 0, i)))
 	}
+	efs.SetInject(func(op vfs.Op, path string) error {
+		full := op == vfs.OpWrite || op == vfs.OpCreate
+		if ring {
+			full = op == vfs.OpReserve || op == vfs.OpCreate
+		}
+		if full && strings.Contains(path, "commitlog") {
+			return syscall.ENOSPC
+		}
+		return nil
+	})
+	failed := 0
+	for i := 0; failed < 20; i++ {
+		if i == 1000 {
+			t.Fatalf("%d of %d appends failed on a full disk", failed, i)
+		}
+		res, err := s.Append(context.Background(), msg("T", 0, len(ents)))
+		if err == nil && ring && failed == 0 {
+			ents = append(ents, res.Entries[0]) // into blocks reserved before
+			continue
+		}
+		if !errors.Is(err, ErrNotWritable) || !errors.Is(err, syscall.ENOSPC) {
+			t.Fatalf("append on full disk: %+v %v", res, err)
+		}
+		failed++
+	}
+	efs.SetInject(nil)
+	for i, n := len(ents), len(ents)+50; i < n; i++ {
+		e := appendOne(t, s, msg("T", 0, i))
+		if e.QueueOffset != int64(i) {
+			t.Fatalf("queue offset %d after disk-full, want %d", e.QueueOffset, i)
+		}
+		ents = append(ents, e)
+	}
+	verifyConsistent(t, s)
+	mustClose(t, s)
+	s = mustOpen(t, "/d", o)
+	for i, e := range ents {
+		m, err := s.ReadMessage(e.PhysOffset, e.Size)
+		if err != nil || !sameMessage(m, msg("T", 0, i)) {
+			t.Fatalf("record %d: %v", i, err)
+		}
+	}
+	verifyConsistent(t, s)
+	mustClose(t, s)
 }
 
 // TestDiskFullCapacity uses the in-memory FS's capacity: a partial write
-// past the limit is cut back, and retention by disk usage makes room.
+// past the limit is cut back (with a staging ring, the block reservation
+// fails instead, once the blocks reserved before are used up), and
+// retention by disk usage makes room.
 func TestDiskFullCapacity(t *testing.T) {
-	mem := vfs.NewMem()
-	o := testOpts(mem)
+	forEachMode(t, testDiskFullCapacity)
+}
+
+func testDiskFullCapacity(t *testing.T, o Options) {
+	mem := o.FS.(*vfs.MemFS)
 	s := mustOpen(t, "/d", o)
 	for i := 0; i < 400; i++ {
 		appendOne(t, s, msg("T", 0, i))
@@ -78,7 +98,7 @@ func TestDiskFullCapacity(t *testing.T) {
 	u, _ := mem.Usage("/d")
 	mem.SetCapacity(int64(u.Total-u.Free) + 300) // room for about two records
 	var failed bool
-	for i := 0; i < 10; i++ {
+	for i := 0; i < 10 || !failed && s.log.Staging() && i < 1000; i++ {
 		if _, err := s.Append(context.Background(), msg("T", 0, 400+i)); err != nil {
 			if !errors.Is(err, ErrNotWritable) {
 				t.Fatalf("want ErrNotWritable, got %v", err)
@@ -105,20 +125,38 @@ func TestDiskFullCapacity(t *testing.T) {
 }
 
 // TestFsyncFailure: a failed fsync makes the store refuse writes (the page
-// cache state is unknown) and the receipt never claims durability.
+// cache state is unknown) and the receipt never claims durability. In
+// sync mode the append waiting for the fsync fails; in async mode the
+// appends answered before it are DurabilityMemory, and those after it
+// fail.
 func TestFsyncFailure(t *testing.T) {
-	mem := vfs.NewMem()
+	forEachMode(t, testFsyncFailure)
+}
+
+func testFsyncFailure(t *testing.T, o Options) {
+	mem := o.FS
 	efs := vfs.NewErrorFS(mem, nil)
-	o := testOpts(efs)
-	o.FlushMode = FlushSync
+	o.FS = efs
 	s := mustOpen(t, "/d", o)
 	appendOne(t, s, msg("T", 0, 0))
+	if err := s.Sync(); err != nil { // the syncer has nothing left to fsync
+		t.Fatal(err)
+	}
 	efs.SetInject(func(op vfs.Op, path string) error {
 		if op == vfs.OpSync && strings.Contains(path, "commitlog") {
 			return syscall.EIO
 		}
 		return nil
 	})
+	if o.FlushMode == FlushAsync {
+		res, err := s.Append(context.Background(), msg("T", 0, 1))
+		if err != nil || res.Durability != DurabilityMemory {
+			t.Fatalf("async append before the fsync: %+v %v", res, err)
+		}
+		if err := s.Sync(); !errors.Is(err, syscall.EIO) {
+			t.Fatalf("sync with failing fsync: %v", err)
+		}
+	}
 	res, err := s.Append(context.Background(), msg("T", 0, 1))
 	if !errors.Is(err, ErrNotWritable) || res.Durability == DurabilityLocal {
 		t.Fatalf("append with failing fsync: %+v %v", res, err)
@@ -130,7 +168,8 @@ func TestFsyncFailure(t *testing.T) {
 	if err := s.Close(context.Background()); err == nil {
 		t.Fatal("close after fsync failure reported clean")
 	}
-	s = mustOpen(t, "/d", testOpts(mem))
+	o.FS = mem
+	s = mustOpen(t, "/d", o)
 	if _, err := s.Append(context.Background(), msg("T", 0, 3)); err != nil {
 		t.Fatalf("reopen recovers writability: %v", err)
 	}
@@ -138,7 +177,7 @@ func TestFsyncFailure(t *testing.T) {
 	mustClose(t, s)
 }
 
-// TestFlushTimeout: in sync mode an append whose fsync does not finish
+// TestFlushTimeout: in sync mode (the only one with a FlushTimeout) an append whose fsync does not finish
 // within FlushTimeout (or the ctx deadline, if sooner) is answered
 // StatusFlushTimeout with DurabilityMemory; the record is in the log and
 // becomes durable and visible once the fsync completes.

@@ -125,15 +125,17 @@ func verifyIndexed(t *testing.T, s *Store) {
 // against its own log, then reopened with its queues and index removed,
 // so the replay rebuilds them from the log.
 func TestFeedAndLogDispatchAgree(t *testing.T) {
-	for _, setup := range []struct {
+	type setup struct {
 		name string
-		mode FlushMode
+		mode storeMode
 		os   bool // the OS file system: async mode then has a staging ring
-	}{
-		{"mem-async", FlushAsync, false},
-		{"mem-sync", FlushSync, false},
-		{"os-async", FlushAsync, true},
-	} {
+	}
+	var setups []setup
+	for _, m := range storeModes {
+		setups = append(setups, setup{"mem-" + m.name, m, false})
+	}
+	setups = append(setups, setup{"os-async", storeMode{"async", FlushAsync, false}, true})
+	for _, setup := range setups {
 		for _, tc := range []struct {
 			name    string
 			feedMax int
@@ -151,8 +153,12 @@ func TestFeedAndLogDispatchAgree(t *testing.T) {
 					fs, dir = vfs.Default, t.TempDir()
 				}
 				o := testOpts(fs)
+				if setup.os {
+					o.FlushMode = setup.mode.mode
+				} else {
+					o = setup.mode.apply(t, o)
+				}
 				o.SegmentSize = 64 << 10
-				o.FlushMode = setup.mode
 				o.feedMax = tc.feedMax
 				if setup.os && o.Defaults().StagingDir == "" {
 					t.Skip("no staging ring here (no tmpfs at /dev/shm)")

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"runtime"
 	"testing"
 	"time"
 
@@ -24,11 +23,70 @@ func testOpts(fs vfs.FS) Options {
 	}
 }
 
+// storeMode is a way the store writes its log: a flush mode and, in async
+// mode, whether appends go through a staging ring.
+type storeMode struct {
+	name string
+	mode FlushMode
+	ring bool
+}
+
+// storeModes are every write path the store has. forEachMode runs a test
+// over all of them.
+var storeModes = []storeMode{
+	{"sync", FlushSync, false},
+	{"async", FlushAsync, false},
+	{"async-ring", FlushAsync, true},
+}
+
+// stagingDir is where the staging ring lives on a test's in-memory FS.
+const stagingDir = "/shm"
+
+// apply sets m's options on o. With a ring, the staging directory is made
+// on o.FS (which must then be able to hold shared memory, as MemFS can);
+// without one, StagingDir is "off".
+func (m storeMode) apply(t testing.TB, o Options) Options {
+	t.Helper()
+	o.FlushMode = m.mode
+	o.StagingDir = "off"
+	if m.ring {
+		if err := o.FS.MkdirAll(stagingDir); err != nil {
+			t.Fatal(err)
+		}
+		o.StagingDir = stagingDir
+	}
+	return o
+}
+
+// forEachMode runs f once per store mode, as a subtest named after it,
+// with testOpts on a fresh in-memory FS set up for that mode
+// (storeMode.apply). The FS is o.FS.(*vfs.MemFS).
+func forEachMode(t *testing.T, f func(t *testing.T, o Options)) {
+	t.Helper()
+	for _, m := range storeModes {
+		t.Run(m.name, func(t *testing.T) { f(t, m.apply(t, testOpts(vfs.NewMem()))) })
+	}
+}
+
+// checkRing fails unless the store writes through a staging ring exactly
+// when o asks for one: a mode that silently fell back would test the
+// wrong path.
+func checkRing(t testing.TB, s *Store, o Options) {
+	t.Helper()
+	want := o.StagingDir != "off" && o.StagingDir != "" && o.FlushMode == FlushAsync
+	if got := s.log.Staging(); got != want {
+		t.Fatalf("staging ring in use: %v, want %v (options %+v)", got, want, o)
+	}
+}
+
 func mustOpen(t testing.TB, dir string, o Options) *Store {
 	t.Helper()
 	s, err := Open(dir, o)
 	if err != nil {
 		t.Fatalf("open: %v", err)
+	}
+	if o.StagingDir != "" {
+		checkRing(t, s, o)
 	}
 	return s
 }
@@ -61,15 +119,13 @@ func appendOne(t testing.TB, s *Store, m *message.Message) AppendEntry {
 	return res.Entries[0]
 }
 
-// waitAll waits until the log's Written end is dispatched. With a staging
-// ring (the OS file system) answered appends may not be written out yet:
-// wait for an append's End instead (feedWorkload).
+// waitAll waits until everything answered so far is dispatched (with a
+// staging ring, once the flusher has written it out).
 func waitAll(t testing.TB, s *Store) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, w := s.LogRange()
-	if err := s.WaitDispatched(ctx, w); err != nil {
+	if err := s.WaitDispatched(ctx, s.log.Answered()); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -93,17 +149,4 @@ func readAllQueue(t testing.TB, s *Store, topic string, q int32) []*message.Mess
 func sameMessage(a, b *message.Message) bool {
 	return a.Topic == b.Topic && a.QueueID == b.QueueID && bytes.Equal(a.Body, b.Body) &&
 		a.UniqKey() == b.UniqKey() && a.BornTime == b.BornTime && len(a.Properties) == len(b.Properties)
-}
-
-// waitZeroTail waits until the commit log has pre-zeroed bytes past its
-// written end (sync mode), so a crash leaves a file longer than the log.
-func waitZeroTail(t testing.TB, s *Store) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for s.log.ZeroTail() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("commit log tail never pre-zeroed")
-		}
-		runtime.Gosched()
-	}
 }

@@ -79,8 +79,9 @@ type Options struct {
 
 	// StagingDir is a directory on a memory file system (tmpfs) where
 	// async appends are staged before the commit log writes them out in
-	// runs of up to 1 MiB (commitlog/staging.go): the ring survives a process
-	// crash, and the next Open writes what it holds into the log. Default
+	// runs of up to 1 MiB (commitlog/staging.go): the ring survives a
+	// process crash, and the next Open writes what it holds into the log.
+	// The ring is a file of FS, which must be a vfs.SharedMemory. Default
 	// /dev/shm when the store is on the OS file system and /dev/shm is a
 	// tmpfs; "off" disables it. A change between a crash and the next
 	// start is safe: the ring the last run wrote is replayed from where

@@ -13,10 +13,12 @@ import (
 )
 
 func TestRetentionByTime(t *testing.T) {
+	forEachMode(t, testRetentionByTime)
+}
+
+func testRetentionByTime(t *testing.T, o Options) {
 	var now atomic.Int64
 	now.Store(1_000_000_000)
-	fs := vfs.NewMem()
-	o := testOpts(fs)
 	o.RetentionTime = time.Hour
 	o.Now = func() time.Time { return time.UnixMilli(now.Load()) }
 	s := mustOpen(t, "/d", o)
@@ -81,76 +83,71 @@ func TestRetentionByTime(t *testing.T) {
 // record or ErrOffsetMoved, never garbage; on the OS FS this exercises
 // mmap'd segments unmapped only after the last reader is done.
 func TestRetentionWhileReading(t *testing.T) {
-	for _, name := range []string{"mem", "os"} {
-		t.Run(name, func(t *testing.T) {
-			var fs vfs.FS = vfs.NewMem()
-			dir := "/d"
-			if name == "os" {
-				fs, dir = vfs.Default, t.TempDir()
-			}
-			o := testOpts(fs)
-			o.DiskUsagePercent = -1
-			s := mustOpen(t, dir, o)
-			var ents []AppendEntry
-			for i := 0; i < 2000; i++ {
-				ents = append(ents, appendOne(t, s, msg("T", 0, i)))
-			}
-			waitAll(t, s)
-			s.Sync()
-			var wg sync.WaitGroup
-			stop := make(chan struct{})
-			var reads, moved atomic.Int64
-			for g := 0; g < 3; g++ {
-				wg.Add(1)
-				go func(g int) {
-					defer wg.Done()
-					for i := g; ; i = (i + 7) % len(ents) {
-						select {
-						case <-stop:
-							return
-						default:
-						}
-						m, err := s.ReadMessage(ents[i].PhysOffset, ents[i].Size)
-						switch {
-						case errors.Is(err, ErrOffsetMoved):
-							moved.Add(1)
-						case err != nil:
-							t.Errorf("read %d: %v", i, err)
-							return
-						case !sameMessage(m, msg("T", 0, i)):
-							t.Errorf("read %d: wrong record", i)
-							return
-						default:
-							reads.Add(1)
-						}
-					}
-				}(g)
-			}
-			// Delete everything but the active segment, one at a time,
-			// each while readers are busy.
-			for {
-				for target := reads.Load() + 50; reads.Load() < target && moved.Load() < 1<<40; {
-					runtime.Gosched()
+	forEachMode(t, func(t *testing.T, o Options) { testRetentionWhileReading(t, o, "/d") })
+	t.Run("os", func(t *testing.T) { testRetentionWhileReading(t, testOpts(vfs.Default), t.TempDir()) })
+}
+
+func testRetentionWhileReading(t *testing.T, o Options, dir string) {
+	o.DiskUsagePercent = -1
+	s := mustOpen(t, dir, o)
+	var ents []AppendEntry
+	for i := 0; i < 2000; i++ {
+		ents = append(ents, appendOne(t, s, msg("T", 0, i)))
+	}
+	waitAll(t, s)
+	s.Sync()
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	var reads, moved atomic.Int64
+	for g := 0; g < 3; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for i := g; ; i = (i + 7) % len(ents) {
+				select {
+				case <-stop:
+					return
+				default:
 				}
-				ok, err := s.log.RemoveOldest(s.DispatchedUpTo())
-				if err != nil {
-					t.Fatal(err)
-				}
-				if !ok {
-					break
+				m, err := s.ReadMessage(ents[i].PhysOffset, ents[i].Size)
+				switch {
+				case errors.Is(err, ErrOffsetMoved):
+					moved.Add(1)
+				case err != nil:
+					t.Errorf("read %d: %v", i, err)
+					return
+				case !sameMessage(m, msg("T", 0, i)):
+					t.Errorf("read %d: wrong record", i)
+					return
+				default:
+					reads.Add(1)
 				}
 			}
-			close(stop)
-			wg.Wait()
-			if reads.Load() == 0 {
-				t.Fatal("no reads")
-			}
-			if _, err := s.ReadMessage(ents[0].PhysOffset, ents[0].Size); !errors.Is(err, ErrOffsetMoved) {
-				t.Fatalf("deleted record: %v", err)
-			}
-			if err := s.Close(context.Background()); err != nil {
-				t.Fatal(err)
-			}
-		})
+		}(g)
+	}
+	// Delete everything but the active segment, one at a time,
+	// each while readers are busy.
+	for {
+		for target := reads.Load() + 50; reads.Load() < target && moved.Load() < 1<<40; {
+			runtime.Gosched()
+		}
+		ok, err := s.log.RemoveOldest(s.DispatchedUpTo())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			break
+		}
+	}
+	close(stop)
+	wg.Wait()
+	if reads.Load() == 0 {
+		t.Fatal("no reads")
+	}
+	if _, err := s.ReadMessage(ents[0].PhysOffset, ents[0].Size); !errors.Is(err, ErrOffsetMoved) {
+		t.Fatalf("deleted record: %v", err)
+	}
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -7,74 +7,75 @@ import (
 	"time"
 
 	"github.com/mqgate/mqgate/storage/message"
-	"github.com/mqgate/mqgate/storage/vfs"
 )
 
 func TestAppendReadReopen(t *testing.T) {
-	for _, mode := range []FlushMode{FlushAsync, FlushSync} {
-		t.Run(mode.String(), func(t *testing.T) {
-			fs := vfs.NewMem()
-			o := testOpts(fs)
-			o.FlushMode = mode
-			s := mustOpen(t, "/data", o)
-			var want []*message.Message
-			for i := 0; i < 300; i++ {
-				m := msg("T", int32(i%3), i/3)
-				e := appendOne(t, s, m)
-				if e.QueueOffset != int64(i/3) {
-					t.Fatalf("queue offset %d, want %d", e.QueueOffset, i/3)
-				}
-				want = append(want, m)
-			}
-			waitAll(t, s)
-			check := func(s *Store) {
-				for q := int32(0); q < 3; q++ {
-					got := readAllQueue(t, s, "T", q)
-					if len(got) != 100 {
-						t.Fatalf("queue %d has %d", q, len(got))
-					}
-					for i, m := range got {
-						if !sameMessage(m, want[i*3+int(q)]) || m.QueueOffset != int64(i) {
-							t.Fatalf("queue %d msg %d differs: %+v", q, i, m)
-						}
-					}
-				}
-			}
-			check(s)
-			if st := s.Stats(); st.Segments < 2 || st.Appends != 300 {
-				t.Fatalf("stats %+v", st)
-			}
-			mustClose(t, s)
-			s = mustOpen(t, "/data", o)
-			if !s.Recovery().Clean || s.Recovery().ReplayedBytes != 0 {
-				t.Fatalf("expected clean fast reopen: %+v", s.Recovery())
-			}
-			check(s)
-			e := appendOne(t, s, msg("T", 1, 100))
-			if e.QueueOffset != 100 {
-				t.Fatalf("queue offset after reopen %d", e.QueueOffset)
-			}
-			mustClose(t, s)
-		})
+	forEachMode(t, testAppendReadReopen)
+}
+
+func testAppendReadReopen(t *testing.T, o Options) {
+	s := mustOpen(t, "/data", o)
+	var want []*message.Message
+	for i := 0; i < 300; i++ {
+		m := msg("T", int32(i%3), i/3)
+		e := appendOne(t, s, m)
+		if e.QueueOffset != int64(i/3) {
+			t.Fatalf("queue offset %d, want %d", e.QueueOffset, i/3)
+		}
+		want = append(want, m)
 	}
+	waitAll(t, s)
+	check := func(s *Store) {
+		for q := int32(0); q < 3; q++ {
+			got := readAllQueue(t, s, "T", q)
+			if len(got) != 100 {
+				t.Fatalf("queue %d has %d", q, len(got))
+			}
+			for i, m := range got {
+				if !sameMessage(m, want[i*3+int(q)]) || m.QueueOffset != int64(i) {
+					t.Fatalf("queue %d msg %d differs: %+v", q, i, m)
+				}
+			}
+		}
+	}
+	check(s)
+	if st := s.Stats(); st.Segments < 2 || st.Appends != 300 {
+		t.Fatalf("stats %+v", st)
+	}
+	mustClose(t, s)
+	s = mustOpen(t, "/data", o)
+	if !s.Recovery().Clean || s.Recovery().ReplayedBytes != 0 {
+		t.Fatalf("expected clean fast reopen: %+v", s.Recovery())
+	}
+	check(s)
+	e := appendOne(t, s, msg("T", 1, 100))
+	if e.QueueOffset != 100 {
+		t.Fatalf("queue offset after reopen %d", e.QueueOffset)
+	}
+	mustClose(t, s)
 }
 
 func TestLockedDir(t *testing.T) {
-	fs := vfs.NewMem()
-	s := mustOpen(t, "/d", testOpts(fs))
-	if _, err := Open("/d", testOpts(fs)); !errors.Is(err, ErrLocked) {
-		t.Fatalf("second open: %v", err)
-	}
-	mustClose(t, s)
-	s = mustOpen(t, "/d", testOpts(fs))
-	mustClose(t, s)
-	if _, err := s.Append(context.Background(), msg("T", 0, 0)); !errors.Is(err, ErrClosed) {
-		t.Fatalf("append after close: %v", err)
-	}
+	forEachMode(t, func(t *testing.T, o Options) {
+		s := mustOpen(t, "/d", o)
+		if _, err := Open("/d", o); !errors.Is(err, ErrLocked) {
+			t.Fatalf("second open: %v", err)
+		}
+		mustClose(t, s)
+		s = mustOpen(t, "/d", o)
+		mustClose(t, s)
+		if _, err := s.Append(context.Background(), msg("T", 0, 0)); !errors.Is(err, ErrClosed) {
+			t.Fatalf("append after close: %v", err)
+		}
+	})
 }
 
 func TestLimits(t *testing.T) {
-	s := mustOpen(t, "/d", testOpts(vfs.NewMem()))
+	forEachMode(t, testLimits)
+}
+
+func testLimits(t *testing.T, o Options) {
+	s := mustOpen(t, "/d", o)
 	defer mustClose(t, s)
 	big := msg("T", 0, 0)
 	big.Body = make([]byte, 8<<10+1)
@@ -98,7 +99,11 @@ func TestLimits(t *testing.T) {
 }
 
 func TestIndexLookups(t *testing.T) {
-	s := mustOpen(t, "/d", testOpts(vfs.NewMem()))
+	forEachMode(t, testIndexLookups)
+}
+
+func testIndexLookups(t *testing.T, o Options) {
+	s := mustOpen(t, "/d", o)
 	for i := 0; i < 600; i++ { // > IndexCapacity: several index files
 		appendOne(t, s, msg("T", int32(i%2), i))
 	}
@@ -127,14 +132,14 @@ func TestIndexLookups(t *testing.T) {
 	}
 	check(s)
 	mustClose(t, s)
-	s = mustOpen(t, "/d", testOpts(s.fs))
+	s = mustOpen(t, "/d", o)
 	check(s)
 	mustClose(t, s)
 	// A missing index is rebuilt from the log.
 	if err := s.fs.RemoveAll("/d/index"); err != nil {
 		t.Fatal(err)
 	}
-	s = mustOpen(t, "/d", testOpts(s.fs))
+	s = mustOpen(t, "/d", o)
 	if s.Recovery().ReplayedBytes == 0 {
 		t.Fatal("index not rebuilt")
 	}
@@ -148,7 +153,11 @@ func TestIndexLookups(t *testing.T) {
 // not at its next CheckpointInterval (an hour here), so that sealed files
 // do not pile up in memory. Replay writes them as it goes.
 func TestSealedIndexFilesWrittenSoon(t *testing.T) {
-	s := mustOpen(t, "/d", testOpts(vfs.NewMem()))
+	forEachMode(t, testSealedIndexFilesWrittenSoon)
+}
+
+func testSealedIndexFilesWrittenSoon(t *testing.T, o Options) {
+	s := mustOpen(t, "/d", o)
 	for i := 0; i < 600; i++ { // 3 index entries each: 7 files of 256
 		appendOne(t, s, msg("T", int32(i%2), i))
 	}
@@ -162,7 +171,7 @@ func TestSealedIndexFilesWrittenSoon(t *testing.T) {
 	if err := s.fs.RemoveAll("/d/index"); err != nil {
 		t.Fatal(err)
 	}
-	s = mustOpen(t, "/d", testOpts(s.fs))
+	s = mustOpen(t, "/d", o)
 	if n := s.idx.Unwritten(); n != 0 {
 		t.Fatalf("replay left %d sealed index files in memory", n)
 	}
@@ -173,8 +182,10 @@ func TestSealedIndexFilesWrittenSoon(t *testing.T) {
 }
 
 func TestDeleteTopic(t *testing.T) {
-	fs := vfs.NewMem()
-	o := testOpts(fs)
+	forEachMode(t, testDeleteTopic)
+}
+
+func testDeleteTopic(t *testing.T, o Options) {
 	s := mustOpen(t, "/d", o)
 	for i := 0; i < 10; i++ {
 		appendOne(t, s, msg("T", 0, i))
@@ -202,7 +213,11 @@ func TestDeleteTopic(t *testing.T) {
 }
 
 func TestArrivalHookAndWait(t *testing.T) {
-	s := mustOpen(t, "/d", testOpts(vfs.NewMem()))
+	forEachMode(t, testArrivalHookAndWait)
+}
+
+func testArrivalHookAndWait(t *testing.T, o Options) {
+	s := mustOpen(t, "/d", o)
 	defer mustClose(t, s)
 	got := make(chan int64, 100)
 	s.SetArrivalHook(func(topic string, q int32, next int64) {
@@ -236,8 +251,11 @@ func TestArrivalHookAndWait(t *testing.T) {
 }
 
 func TestOffsetForTime(t *testing.T) {
+	forEachMode(t, testOffsetForTime)
+}
+
+func testOffsetForTime(t *testing.T, o Options) {
 	now := int64(1_000_000)
-	o := testOpts(vfs.NewMem())
 	o.Now = func() time.Time { return time.UnixMilli(now) }
 	s := mustOpen(t, "/d", o)
 	defer mustClose(t, s)

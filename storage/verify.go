@@ -147,7 +147,7 @@ func verify(fs vfs.FS, dir string, opts Options) (*VerifyReport, error) {
 		p := Problem{Part: "commitlog", File: d.Segment, Pos: d.Pos, Damage: !d.Tail && !d.Gap}
 		switch {
 		case d.Tail && d.Zero:
-			p.What = fmt.Sprintf("log tail of %d zero bytes (a pre-zeroed or reserved tail)", d.End-d.Pos)
+			p.What = fmt.Sprintf("log tail of %d zero bytes (allocated, never written)", d.End-d.Pos)
 			p.Repair = "cut it (Open does so by itself; it holds no data)"
 		case d.Tail:
 			p.What = fmt.Sprintf("torn tail: %d bytes from here to the end hold no valid record (%s)", d.End-d.Pos, d.Reason)

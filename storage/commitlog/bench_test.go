@@ -11,10 +11,10 @@ import (
 )
 
 // BenchmarkLogAppend16: the commit log alone (no queues, no index), 16
-// appenders of 1 KiB records, async flush, stored through the mapping or
-// staged in a ring (in /dev/shm when it is a tmpfs, as the store does).
+// appenders of 1 KiB records, async flush, written with pwrite or staged
+// in a ring (in /dev/shm when it is a tmpfs, as the store does).
 func BenchmarkLogAppend16(b *testing.B) {
-	b.Run("mapped", func(b *testing.B) { benchLogAppend16(b, "") })
+	b.Run("pwrite", func(b *testing.B) { benchLogAppend16(b, "") })
 	stage := b.TempDir()
 	if vfs.IsTmpfs("/dev/shm") {
 		stage = "/dev/shm"

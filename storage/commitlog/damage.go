@@ -15,8 +15,8 @@ import (
 
 // A torn tail and damage in the middle of the log look alike at the first
 // invalid byte; what follows tells them apart. A crash leaves a prefix of
-// what was written: after the torn record come zeros (a pre-zeroed or
-// reserved tail), the rest of a partly written record, or nothing. A
+// what was written: after the torn record come zeros (blocks whose data
+// never reached the disk), the rest of a partly written record, or nothing. A
 // valid record further on (one that passes its CRC and names its own
 // position) cannot follow a torn write; it follows damage to bytes that
 // were once valid (a flipped bit, a bad sector, a stray write). Recovery

@@ -12,24 +12,21 @@
 // SegmentSize; there is no filler record. Physical offsets are therefore
 // global byte positions in the concatenated log.
 //
-// With Options.ZeroAhead (sync mode), the active segment's file is longer
-// than the log: a zeroer goroutine keeps ZeroAhead bytes past the write
-// position written with zeros and fdatasynced through its own handle, so
-// that fsync rounds overwrite allocated blocks and commit no metadata
-// (zero.go). The log ends at the first invalid record, which a zero tail
-// is; recovery cuts the tail (not counted as damage when all zeros) and the
-// zeroer rewrites it. Recovery cuts only a tail: an invalid record that a
-// valid one follows anywhere in the log is damage, and Open fails with a
-// *DamageError without truncating anything (damage.go; Check reports it
-// and Cut removes it, for the store's Verify and Repair). A segment is cut to its exact end and fdatasynced
-// before the next one is created, and the active one on a clean Stop, so
-// closed segments' file sizes remain log lengths. The new segment's
-// directory entry is fsynced by the next Sync, before Durable passes its
-// base, not by the roll (which held the writer role through an ext4
-// journal commit). A segment shorter than the next one's base says (a
-// power loss took its unsynced tail) ends the log there: the later ones
-// are dropped. Open fsyncs what an unclean recovery kept, and the
-// directory, before it reports it durable.
+// A segment file is as long as its part of the log: records are written
+// with pwrite (or by the flusher, from the staging ring), which extends
+// it; blocks reserved ahead of a staged log lie past the file's end. The
+// log ends at the first invalid record. Recovery cuts only a tail: an
+// invalid record that a valid one follows anywhere in the log is damage,
+// and Open fails with a *DamageError without truncating anything
+// (damage.go; Check reports it and Cut removes it, for the store's Verify
+// and Repair). A tail of zeros past the last record holds no data and is
+// cut without a warning (allZero). The new segment's directory entry is
+// fsynced by the next Sync, before Durable passes its base, not by the
+// roll (which held the writer role through an ext4 journal commit). A
+// segment shorter than the next one's base says (a power loss took its
+// unsynced tail) ends the log there: the later ones are dropped. Open
+// fsyncs what an unclean recovery kept, and the directory, before it
+// reports it durable.
 //
 // # Concurrency
 //
@@ -54,7 +51,9 @@
 // but the mapping and descriptor live until the last reader releases it.
 //
 // In async mode with Options.StagingDir set, the writer copies batches
-// into a staging ring held by a tmpfs file and answers the appenders; a
+// into a staging ring held by a tmpfs file (created, read back, listed
+// and removed through Options.FS, which must be a vfs.SharedMemory) and
+// answers the appenders; a
 // flusher goroutine writes the ring out into the segment in runs of up to
 // 1 MiB that end at record boundaries, and publishes Written (staging.go,
 // which also says how Open replays a ring a crash left). It starts the
@@ -63,18 +62,14 @@
 // grows at disk speed cost less when its dirty pages do not pile up until
 // the next fsync. Durability is still the fsyncs' alone. With
 // Options.KeepCached it also drops from the page cache what lies that far
-// behind (dropBehind), so the kernel reuses those pages for new writes. Without a ring,
-// on a file system that can reserve blocks, records are stored through a
-// shared mapping of the active segment rather than written with pwrite
-// (mapped.go). Either way blocks are reserved before an append is
-// answered. Through a mapping the file is extended to hold them, so it
-// has a reserved tail of zeros past the log, cut like a pre-zeroed one.
-// With a ring they are reserved past the file's end (the flusher's
-// pwrites extend it), so the file is never longer than the log; a
-// reserver goroutine reserves each new active segment whole, and the
-// writer reserves only where it has not yet (reserve.go). Sync
-// mode keeps pwrite into the pre-zeroed tail: through a mapping its
-// fsyncs took 3x longer, and its appends wait for the fsync anyway.
+// behind (dropBehind), so the kernel reuses those pages for new writes.
+// Blocks for staged records are reserved before an append is answered,
+// past the file's end (the flusher's pwrites extend it), so the file is
+// never longer than the log; a reserver goroutine reserves each new
+// active segment whole, and the writer reserves only where it has not yet
+// (reserve.go). Without a ring (sync mode, Options.StagingDir empty, or a
+// file system that cannot reserve blocks) the writer role writes records
+// with pwrite.
 //
 // Lock order: Log.mu (segment list) is never held while waiting on the
 // writer's queue lock (Log.qmu) or during I/O other than Map. Log.pmu
@@ -83,6 +78,7 @@
 // the writer role (ring full, roll, failed batch), by Sync and by a Read
 // of a record still in the ring, never while holding qmu or mu; under it
 // the flusher's drop-behind takes mu to look segments up (fmu, then mu).
+// storage/LOCKS.md has the whole order.
 //
 // commitlog imports storage/message, storage/vfs, storage/internal/serr,
 // golang.org/x/sys (its cache-line pad) and the standard library only; it

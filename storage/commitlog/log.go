@@ -42,13 +42,6 @@ type Options struct {
 	// Notify, if set, is signalled (without blocking) whenever the written
 	// or durable position advances.
 	Notify chan struct{}
-	// ZeroAhead > 0 keeps that many bytes of the active segment past the
-	// write position written with zeros and fdatasynced (see zero.go), so
-	// that fsyncs of appended records do not change the file's size.
-	ZeroAhead int64
-	// NoMappedWrites writes records with pwrite even where the file
-	// system could take them through a shared mapping (mapped.go).
-	NoMappedWrites bool
 	// StagingDir, if set, is a directory on a memory file system (tmpfs)
 	// for the staging ring of async appends (staging.go). Open replays a
 	// ring left there by a crash in either mode; only async mode writes
@@ -197,6 +190,7 @@ func (l *Log) newRequest(recs []Record) (*request, error) {
 
 // enqueueLocked queues r for the writer goroutine, releases qmu and wakes
 // the writer.
+// l.qmu must be held.
 func (l *Log) enqueueLocked(r *request) {
 	l.queue = append(l.queue, r)
 	l.qmu.Unlock()
@@ -258,7 +252,6 @@ type Log struct {
 	clock     storeClock
 	buf       []byte
 	undo      []undo
-	noMap     bool  // write with pwrite (mapped.go)
 	wpos      int64 // where the next record goes
 
 	// Staging ring (staging.go): stg is set by Open and cleared by Stop;
@@ -323,8 +316,6 @@ type Log struct {
 	// that covers them, in log order; Sync finishes them.
 	pmu     sync.Mutex
 	pending []*request
-
-	z zeroState // pre-zeroing, see zero.go
 
 	stopWriter chan struct{}
 	writerDone chan struct{}
@@ -570,7 +561,7 @@ func (l *Log) scanFrom(start int64, sizes []int64, res *RecoveryResult) (int64, 
 			return 0, derr
 		}
 		// A torn tail: keep the valid prefix only. A tail of zeros
-		// (pre-zeroed, see zero.go) holds no data.
+		// (see allZero) holds no data.
 		if i == len(l.segs)-1 && allZero(s.f, pos-s.base, sizes[i]) {
 			l.logger.Debug("commitlog: cutting zero tail", "segment", s.path, "at", pos, "bytes", segEnd-pos)
 		} else {
@@ -664,7 +655,6 @@ func (l *Log) Start() {
 	l.flushed.Store(l.wpos)
 	l.fseg = l.active
 	l.dropFrom = l.wpos
-	l.startZeroer()
 	go l.writeLoop()
 	go l.syncLoop()
 	if l.staging.Load() && !l.noFlusher {
@@ -694,6 +684,20 @@ func (l *Log) WrittenFor(end int64) (int64, error) {
 		return 0, err
 	}
 	return l.written.Load(), nil
+}
+
+// Staging reports whether appends go through a staging ring.
+func (l *Log) Staging() bool { return l.staging.Load() }
+
+// Answered is the end of what appends were answered for: Written, or with
+// a staging ring the end of what was staged, which the flusher writes out
+// soon after.
+func (l *Log) Answered() int64 {
+	w := l.written.Load()
+	if l.staging.Load() {
+		return max(l.staged.Load(), w)
+	}
+	return w
 }
 
 // Durable is the end of the fsynced log.
@@ -850,8 +854,7 @@ func (l *Log) gather() {
 func (l *Log) roll(old *segment, base int64) (*segment, error) {
 	// The old segment must end exactly at base, durably, before a segment
 	// starting at base exists: recovery checks contiguity by file sizes.
-	// Pre-zeroed or reserved tails are cut.
-	l.retarget(nil, 0)
+	// A tail recovery left past the log (none is made now) is cut.
 	if l.staging.Load() {
 		// Everything staged for the old segment goes into it first.
 		if err := l.flushTo(base, true); err != nil {
@@ -880,8 +883,44 @@ func (l *Log) roll(old *segment, base int64) (*segment, error) {
 		l.fseg = s
 		l.fmu.Unlock()
 	}
-	l.retarget(s, 0)
 	return s, nil
+}
+
+// writeAt writes b at file offset off of seg, the active segment: into
+// the staging ring when there is one, otherwise with pwrite.
+func (l *Log) writeAt(seg *segment, b []byte, off int64) error {
+	if l.staging.Load() {
+		err := l.stage(seg, b, off)
+		if err == nil || !errors.Is(err, vfs.ErrNoAllocate) {
+			return err
+		}
+		if err := l.stopStaging(seg.base + off); err != nil {
+			return err
+		}
+	}
+	_, err := seg.f.WriteAt(b, off)
+	return err
+}
+
+// cutTail truncates seg's file to size if it is longer and makes the new
+// size durable.
+func (l *Log) cutTail(seg *segment, size int64) error {
+	sz, err := seg.f.Size()
+	if err != nil {
+		return err
+	}
+	if sz <= size {
+		return nil
+	}
+	if err := seg.truncate(size); err != nil {
+		return err
+	}
+	if err := seg.f.Sync(); err != nil {
+		l.setFailed(fmt.Errorf("fsync: %w", err))
+		l.broadcast()
+		return err
+	}
+	return nil
 }
 
 func (l *Log) writeBatch(batch []*request) {
@@ -920,7 +959,6 @@ func (l *Log) writeBatch(batch []*request) {
 		if len(buf) == 0 {
 			return nil
 		}
-		l.reserve(seg, bufPos-seg.base+int64(len(buf)))
 		err := l.writeAt(seg, buf, bufPos-seg.base)
 		buf = buf[:0]
 		bufPos = pos
@@ -1127,13 +1165,11 @@ func (l *Log) rollback(start int64, first *segment, newSegs []*segment) {
 		}
 		l.opts.FS.SyncDir(l.opts.Dir)
 	}
-	l.retarget(nil, 0) // no zero write in flight while truncating
 	if err := first.truncate(start - first.base); err != nil {
 		// The bytes past start are garbage that recovery will cut; later
 		// writes overwrite them in place.
 		l.logger.Warn("commitlog: truncate after failed write", "err", err)
 	}
-	l.retarget(first, start-first.base)
 	l.active = first
 	l.reserveAhead(first)
 }
@@ -1556,12 +1592,24 @@ func (l *Log) Stop(abandon bool) error {
 	l.closed = true
 	l.qmu.Unlock()
 	var err error
-	if l.started {
+	switch {
+	case l.started && abandon:
+		// A crash stops the flusher and the syncer (whose Sync writes the
+		// ring out) where they are: what was not written out stays in
+		// the ring, as a process that dies leaves it.
+		close(l.stopFlusher)
+		<-l.flusherDone
+		close(l.stopSyncer)
+		<-l.syncerDone
+		close(l.stopWriter)
+		<-l.writerDone
+		close(l.rsvStop)
+		<-l.rsvDone
+	case l.started:
 		close(l.stopWriter)
 		<-l.writerDone
 		close(l.stopSyncer)
 		<-l.syncerDone
-		l.stopZeroer()
 		close(l.stopFlusher)
 		<-l.flusherDone
 		close(l.rsvStop)
@@ -1570,10 +1618,10 @@ func (l *Log) Stop(abandon bool) error {
 	if !abandon {
 		err = l.Sync()
 		if err == nil && l.started {
-			// A closed log has no zero or reserved tail: the file size is
-			// the log end again (the clean-open fast path compares them).
+			// A closed log has no tail past its end: the file size is the
+			// log end (the clean-open fast path compares them).
 			if err = l.cutTail(l.active, l.written.Load()-l.active.base); err != nil {
-				err = fmt.Errorf("commitlog: cut zero tail: %w", err)
+				err = fmt.Errorf("commitlog: cut the tail: %w", err)
 			}
 		}
 	}

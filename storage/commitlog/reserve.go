@@ -2,6 +2,10 @@ package commitlog
 
 import "github.com/mqgate/mqgate/storage/vfs"
 
+// allocChunk is how far ahead of the write position the writer reserves
+// blocks itself where the reserver has not.
+const allocChunk = 8 << 20
+
 // Block reservation ahead of a staged log.
 //
 // With a staging ring the writer reserves a segment's blocks before it
@@ -62,7 +66,7 @@ func (l *Log) reserveSegment(seg *segment) {
 	if done {
 		return
 	}
-	wm, ok := seg.f.(vfs.WriteMapper)
+	wm, ok := seg.f.(vfs.Reserver)
 	if !ok {
 		return
 	}
@@ -106,4 +110,37 @@ func (seg *segment) truncate(size int64) error {
 	seg.reserved = 0
 	seg.allocEnd = 0
 	return seg.f.Truncate(size)
+}
+
+// allocate makes sure seg's file has blocks reserved for [0, end), past
+// the file's end (Reserve keeps the size: the flusher's pwrites extend
+// the file, so it is never longer than the log and a roll or clean stop
+// has no reserved tail to cut). Writer role only.
+func (l *Log) allocate(seg *segment, end int64) error {
+	if end <= seg.allocEnd {
+		return nil
+	}
+	if r := seg.reservedUpTo(); r >= end {
+		seg.allocEnd = r // the reserver's work
+		return nil
+	}
+	size, err := seg.f.Size()
+	if err != nil {
+		return err
+	}
+	if size >= end {
+		seg.allocEnd = size // written
+		return nil
+	}
+	wm, ok := seg.f.(vfs.Reserver)
+	if !ok {
+		return vfs.ErrNoAllocate
+	}
+	from := max(size, seg.allocEnd)
+	to := max(min(max(end, from)+allocChunk, l.opts.SegmentSize), end)
+	if err := wm.Reserve(from, to-from); err != nil {
+		return err
+	}
+	seg.allocEnd = to
+	return nil
 }

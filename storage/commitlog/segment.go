@@ -40,14 +40,9 @@ type segment struct {
 	unmap   func() error
 	mapLen  int
 
-	// The writer's mapping (see mapped.go), owned by the writer role.
-	wm       []byte
-	wunmap   func() error
-	wmFailed bool
-	// allocEnd: the file is known to be at least this long (blocks
-	// reserved or written); 0 means unknown.
+	// allocEnd: blocks are known to be reserved (or written) below this
+	// file offset (reserve.go, allocate); 0 means unknown. Writer role.
 	allocEnd int64
-	dropped  int64 // file offset below which the writer dropped its pages
 
 	// The reserver's progress (reserve.go): blocks below reserved are
 	// reserved; rgen counts cuts of the file, which free them.
@@ -92,11 +87,27 @@ func (s *segment) release() {
 		if s.unmap != nil {
 			s.unmap()
 		}
-		if s.wunmap != nil {
-			s.wunmap()
-		}
 		s.f.Close()
 	}
 }
 
 func segPath(dir string, base int64) string { return filepath.Join(dir, segName(base)) }
+
+// allZero reports whether f holds only zero bytes in [off, end). Recovery
+// cuts such a tail without counting it as damage: after a power loss a
+// file system may show zeros where the file's new size reached the disk
+// and its data did not.
+func allZero(f vfs.File, off, end int64) bool {
+	buf := make([]byte, min(end-off, 256<<10))
+	for off < end {
+		n := min(int64(len(buf)), end-off)
+		if _, err := f.ReadAt(buf[:n], off); err != nil {
+			return false
+		}
+		if !allZeroBytes(buf[:n]) {
+			return false
+		}
+		off += n
+	}
+	return true
+}

@@ -98,6 +98,8 @@ const (
 	writeBehindWindow = 16 << 20
 )
 
+var pageSize = int64(os.Getpagesize())
+
 type stagingHeader struct {
 	size int64
 	id   [16]byte
@@ -241,12 +243,12 @@ func (l *Log) openStaging(end int64, res *RecoveryResult) (int64, error) {
 			return end, err
 		}
 	}
-	_, canReserve := l.segs[len(l.segs)-1].f.(vfs.WriteMapper)
+	_, canReserve := l.segs[len(l.segs)-1].f.(vfs.Reserver)
 	ring := path != "" && !l.opts.SyncMode && canReserve
 	if path != "" && !ring {
 		// No ring: sync appends wait for the fsync anyway, and the ring's
 		// records need blocks reserved for them before they are answered.
-		if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
+		if err := l.opts.FS.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 			l.logger.Warn("commitlog: cannot remove the staging ring", "path", path, "err", err)
 		}
 	}
@@ -272,7 +274,12 @@ func (l *Log) openStaging(end int64, res *RecoveryResult) (int64, error) {
 		return end, nil
 	}
 	size := int64(stagingSize)
-	mem, unmap, err := vfs.CreateShared(path, stagingData+size)
+	sm, ok := l.opts.FS.(vfs.SharedMemory)
+	if !ok {
+		l.logger.Info("commitlog: no staging ring: the file system has no shared memory", "path", path)
+		return end, nil
+	}
+	mem, unmap, err := sm.CreateShared(path, stagingData+size)
 	if err != nil {
 		l.logger.Info("commitlog: no staging ring; async appends write to the segment themselves", "path", path, "err", err)
 		return end, nil
@@ -287,12 +294,12 @@ func (l *Log) openStaging(end int64, res *RecoveryResult) (int64, error) {
 // replayed, unless it names another log directory that still exists (the
 // log was copied, not moved: the ring is that one's too).
 func (l *Log) removeFormerRing(path, abs string) {
-	if h, err := readStagingHeader(path); err == nil && h.dir != "" && h.dir != abs {
-		if _, err := os.Lstat(h.dir); err == nil {
+	if h, err := l.readStagingHeader(path); err == nil && h.dir != "" && h.dir != abs {
+		if _, _, err := l.opts.FS.Stat(h.dir); err == nil {
 			return
 		}
 	}
-	if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
+	if err := l.opts.FS.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		l.logger.Warn("commitlog: cannot remove the former staging ring", "path", path, "err", err)
 	}
 }
@@ -304,30 +311,34 @@ func (l *Log) removeFormerRing(path, abs string) {
 // restarts. A ring whose header cannot be read, or that does not record
 // its directory, is left alone.
 func (l *Log) removeOrphanRings(own string) {
-	names, err := os.ReadDir(l.opts.StagingDir)
+	fs := l.opts.FS
+	names, err := fs.List(l.opts.StagingDir)
 	if err != nil {
 		return
 	}
-	for _, e := range names {
-		p := filepath.Join(l.opts.StagingDir, e.Name())
-		if p == own || !strings.HasPrefix(e.Name(), "mqgate-") || !strings.HasSuffix(e.Name(), ".stage") || !e.Type().IsRegular() {
+	for _, name := range names {
+		p := filepath.Join(l.opts.StagingDir, name)
+		if p == own || !strings.HasPrefix(name, "mqgate-") || !strings.HasSuffix(name, ".stage") {
 			continue
 		}
-		h, err := readStagingHeader(p)
+		if _, isDir, err := fs.Stat(p); err != nil || isDir {
+			continue
+		}
+		h, err := l.readStagingHeader(p)
 		if err != nil || h.dir == "" {
 			continue
 		}
-		if _, err := os.Lstat(h.dir); !os.IsNotExist(err) {
+		if _, _, err := fs.Stat(h.dir); !errors.Is(err, os.ErrNotExist) {
 			continue
 		}
-		if err := os.Remove(p); err == nil {
+		if err := fs.Remove(p); err == nil {
 			l.logger.Info("commitlog: removed the staging ring of a log directory that is gone", "path", p, "dir", h.dir)
 		}
 	}
 }
 
-func readStagingHeader(path string) (stagingHeader, error) {
-	f, err := os.Open(path)
+func (l *Log) readStagingHeader(path string) (stagingHeader, error) {
+	f, err := l.opts.FS.Open(path)
 	if err != nil {
 		return stagingHeader{}, err
 	}
@@ -348,7 +359,7 @@ func readStagingHeaderAt(r io.ReaderAt) (stagingHeader, error) {
 // one) holds from log position end on into the last segment, and fsyncs
 // it. It reads only the header and the ring's bytes from end on.
 func (l *Log) replayRing(path string, id [16]byte, end int64, res *RecoveryResult) (int64, error) {
-	f, err := os.Open(path)
+	f, err := l.opts.FS.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return end, nil
 	}
@@ -357,7 +368,7 @@ func (l *Log) replayRing(path string, id [16]byte, end int64, res *RecoveryResul
 		return end, fmt.Errorf("commitlog: staging ring %s: %w", path, err)
 	}
 	defer f.Close()
-	st, err := f.Stat()
+	fsize, err := f.Size()
 	if err != nil {
 		return end, fmt.Errorf("commitlog: staging ring %s: %w", path, err)
 	}
@@ -365,8 +376,8 @@ func (l *Log) replayRing(path string, id [16]byte, end int64, res *RecoveryResul
 	if err == nil && h.id != id {
 		err = errors.New("commitlog: staging ring of another log")
 	}
-	if err == nil && st.Size() < stagingData+h.size {
-		err = fmt.Errorf("commitlog: staging ring cut short (%d bytes)", st.Size())
+	if err == nil && fsize < stagingData+h.size {
+		err = fmt.Errorf("commitlog: staging ring cut short (%d bytes)", fsize)
 	}
 	if err != nil {
 		l.logger.Warn("commitlog: ignoring staging ring", "path", path, "err", err)
@@ -461,7 +472,8 @@ func (l *Log) flushTo(to int64, atRecord bool) error {
 // flushLocked writes the ring's bytes from the flushed position up to to
 // (or up to the end of the record that holds to-1, unless atRecord says
 // that a record starts at to) into the segment being flushed, and
-// publishes what is written and answered as Written. fmu is held.
+// publishes what is written and answered as Written.
+// l.fmu must be held.
 func (l *Log) flushLocked(to int64, atRecord bool) error {
 	for l.flushed.Load() < to {
 		if err := l.flushRun(to, atRecord); err != nil {
@@ -473,7 +485,8 @@ func (l *Log) flushLocked(to int64, atRecord bool) error {
 }
 
 // flushRun writes one run of the ring, from the flushed position to
-// runEnd's end. fmu is held; flushed < to.
+// runEnd's end; flushed < to.
+// l.fmu must be held.
 func (l *Log) flushRun(to int64, atRecord bool) error {
 	if err := l.Failed(); err != nil {
 		return err
@@ -502,7 +515,8 @@ func (l *Log) flushRun(to int64, atRecord bool) error {
 
 // advanceFlushed publishes that the segment holds the log up to end (a
 // record boundary), then starts the write-back and drops the cached pages
-// that are due. fmu is held.
+// that are due.
+// l.fmu must be held.
 func (l *Log) advanceFlushed(end int64) {
 	l.flushed.Store(end)
 	l.writeBehind(end)
@@ -511,7 +525,7 @@ func (l *Log) advanceFlushed(end int64) {
 
 // writeBehind starts the write-back of every whole window of
 // writeBehindWindow bytes of the flushed segment below log position pos
-// that it has not started yet. fmu is held.
+// that it has not started yet (storage/README.md has the figures below).
 //
 // Left to the kernel, the pages of a log being written at disk speed pile
 // up dirty until the periodic fsync or the kernel's flusher threads take
@@ -521,6 +535,7 @@ func (l *Log) advanceFlushed(end int64) {
 // 0.9-1.9 s with the write-back of each 16 MiB started as soon as it was
 // written. It makes nothing durable: the fsyncs are
 // unchanged, and write-back errors still reach them (vfs.WriteBehind).
+// l.fmu must be held.
 func (l *Log) writeBehind(pos int64) {
 	seg := l.fseg
 	w, ok := seg.f.(vfs.WriteBehind)
@@ -540,8 +555,7 @@ func (l *Log) writeBehind(pos int64) {
 
 // dropBehind drops from the page cache the log that lies more than
 // KeepCached bytes behind log position pos, one window at a time (its
-// write-back was started when the flusher passed it, long since). fmu is
-// held.
+// write-back was started when the flusher passed it, long since).
 //
 // A page cache that grows with the log costs the writes more once it is
 // large: on a VM whose free memory goes back to the host (so a page the
@@ -552,6 +566,7 @@ func (l *Log) writeBehind(pos int64) {
 // 3.0-4.7 without. Dropping costs a little (the pages are released and
 // taken again), so a small KeepCached slows the 1.65 GB run, which a
 // 1 GiB one does not. Reads of what was dropped go to the device.
+// l.fmu must be held.
 func (l *Log) dropBehind(pos int64) {
 	keep := l.opts.KeepCached
 	if keep <= 0 {
@@ -572,6 +587,11 @@ func (l *Log) dropCached(from, to int64) {
 		s, end, err := l.segFor(from)
 		if err != nil {
 			return // removed by retention (or closed): nothing to drop
+		}
+		if l.isActive(s) {
+			// segFor bounds the active segment by Written, which the
+			// flusher publishes after this; [from, to) is in the file.
+			end = to
 		}
 		end = min(end, to)
 		if w, ok := s.f.(vfs.WriteBehind); ok && end > from {
@@ -595,6 +615,13 @@ func (l *Log) dropCached(from, to int64) {
 		}
 		from = end
 	}
+}
+
+// isActive reports whether s is the last segment.
+func (l *Log) isActive(s *segment) bool {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return len(l.segs) > 0 && l.segs[len(l.segs)-1] == s
 }
 
 // runEnd is where a run starting at from (a record boundary) ends: at the
@@ -666,7 +693,8 @@ func (l *Log) noteRunEnds(batch []*request) {
 }
 
 // publishWritten makes what is both written out and answered visible to
-// readers. fmu is held.
+// readers.
+// l.fmu must be held.
 func (l *Log) publishWritten() {
 	if w := min(l.flushed.Load(), l.staged.Load()); w > l.written.Load() {
 		l.written.Store(w)
@@ -707,6 +735,11 @@ func (l *Log) flushLoop() {
 			return
 		}
 		for l.flushNext() {
+			select {
+			case <-l.stopFlusher:
+				return
+			default:
+			}
 		}
 	}
 }
@@ -752,7 +785,7 @@ func (l *Log) closeStaging(remove bool) {
 	l.staging.Store(false)
 	l.stg.unmap()
 	if remove {
-		if err := os.Remove(l.stg.path); err != nil && !os.IsNotExist(err) {
+		if err := l.opts.FS.Remove(l.stg.path); err != nil && !errors.Is(err, os.ErrNotExist) {
 			l.logger.Warn("commitlog: cannot remove the staging ring", "path", l.stg.path, "err", err)
 		}
 	}

@@ -570,3 +570,60 @@ func TestStagingRingCutShort(t *testing.T) {
 	l.Stop(true)
 	l.Close()
 }
+
+// TestStagingMemFS: the ring goes through the file system seam, so the
+// in-memory file system models it: records answered from the ring are in
+// the log after a process crash (the store abandoned, its file system
+// kept) and a reopen; a power loss (CrashClone) takes the ring with it,
+// and what was fsynced survives it.
+func TestStagingMemFS(t *testing.T) {
+	fs := vfs.NewMem()
+	if err := fs.MkdirAll("/shm"); err != nil {
+		t.Fatal(err)
+	}
+	o := stagingOpts(fs, "/log", "/shm", 1<<20)
+	l, _ := openLog(t, o, Recovery{From: -1, CleanEnd: -1})
+	if l.stg == nil {
+		t.Fatal("no staging ring on the in-memory file system")
+	}
+	l.Start()
+	synced := appendN(t, l, 20, 0)
+	if err := l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	l.Stop(false)
+	l.Close()
+
+	l = openHeld(t, o)
+	staged := appendN(t, l, 30, 20)
+	if w := l.Written(); w != staged[0].e.PhysOffset {
+		t.Fatalf("written %d with the flusher held, want %d", w, staged[0].e.PhysOffset)
+	}
+	end := staged[29].e.PhysOffset + int64(staged[29].e.Size)
+	power := fs.CrashClone(nil) // the machine dies now
+	l.Stop(true)                // the process dies now
+	l.Close()
+	if _, _, err := power.Stat(ringFile(t, o)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("ring after a power loss: %v", err)
+	}
+
+	l, res := openLog(t, o, Recovery{From: 0, CleanEnd: -1})
+	if res.End != end || res.StagedRecords != 30 || res.Staged != end-staged[0].e.PhysOffset {
+		t.Fatalf("reopen after a process crash: %+v, want the 30 staged records replayed (end %d)", res, end)
+	}
+	l.Start()
+	checkRecords(t, l, append(append([]appended(nil), synced...), staged...))
+	l.Stop(true)
+	l.Close()
+
+	op := o
+	op.FS = power
+	l, res = openLog(t, op, Recovery{From: 0, CleanEnd: -1})
+	if res.Staged != 0 || res.End != staged[0].e.PhysOffset {
+		t.Fatalf("reopen after a power loss: %+v, want the fsynced log (end %d) and no ring", res, staged[0].e.PhysOffset)
+	}
+	l.Start()
+	checkRecords(t, l, synced)
+	l.Stop(false)
+	l.Close()
+}

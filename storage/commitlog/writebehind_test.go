@@ -26,11 +26,7 @@ type wbFile struct {
 }
 
 func (f wbFile) Map(n int) ([]byte, func() error, error) { return f.File.(vfs.Mapper).Map(n) }
-func (f wbFile) MapWritable(n int) ([]byte, func() error, error) {
-	return f.File.(vfs.WriteMapper).MapWritable(n)
-}
-func (f wbFile) Allocate(off, n int64) error { return f.File.(vfs.WriteMapper).Allocate(off, n) }
-func (f wbFile) Reserve(off, n int64) error  { return f.File.(vfs.WriteMapper).Reserve(off, n) }
+func (f wbFile) Reserve(off, n int64) error              { return f.File.(vfs.Reserver).Reserve(off, n) }
 
 func (f wbFile) StartWriteBack(off, n int64) error {
 	f.fs.mu.Lock()
@@ -154,4 +150,8 @@ func TestWriteBehind(t *testing.T) {
 		}
 		l.Close()
 	}
+}
+
+func (w *wbFS) CreateShared(name string, size int64) ([]byte, func() error, error) {
+	return w.FS.(vfs.SharedMemory).CreateShared(name, size)
 }

@@ -356,8 +356,9 @@ func (q *Queue) WriteOut() error {
 	return q.writeOutLocked(false)
 }
 
-// writeOutLocked writes the tail (wmu held). keep retains the buffer for
-// the next appends (the dispatcher's case).
+// writeOutLocked writes the tail. keep retains the buffer for the next
+// appends (the dispatcher's case).
+// q.wmu must be held.
 func (q *Queue) writeOutLocked(keep bool) error {
 	q.tmu.Lock()
 	orig, off := q.tail, q.written

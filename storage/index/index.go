@@ -158,7 +158,8 @@ func (es *entryChunks) spans(from, to int) [][]byte {
 }
 
 // inMemory: the file's slots and entries are held (active, or sealed and
-// not yet written whole). Caller holds Index.mu.
+// not yet written whole).
+// Index.mu must be held.
 func (f *file) inMemory() bool { return f.slots != nil }
 
 func (f *file) slotsOff() int64   { return headerSize }
@@ -366,7 +367,8 @@ func (x *Index) activate(f *file) error {
 }
 
 // newActive starts an active file at first, in memory only: the Sync
-// that first writes it creates it. Caller holds mu (or is Open).
+// that first writes it creates it.
+// x.mu must be held (or the index not yet shared, as in Open).
 func (x *Index) newActive(first int64) {
 	x.active = &file{path: filepath.Join(x.opts.Dir, fmt.Sprintf("%020d.idx", first)),
 		h:     header{slots: uint32(x.opts.Slots), capacity: uint32(x.opts.Capacity), first: first, end: first},
@@ -423,8 +425,8 @@ func (x *Index) PutAll(keys []Key) {
 	}
 }
 
-// put adds k to the active file, rotating first if it is full. x.mu is
-// held.
+// put adds k to the active file, rotating first if it is full.
+// x.mu must be held.
 func (x *Index) put(k Key) {
 	f := x.active
 	if f.h.count >= f.h.capacity {
@@ -465,7 +467,7 @@ func (x *Index) SetEnd(end int64) {
 // then frees the sealed file's memory. Writing and fsyncing the sealed
 // file here, under mu, would stall the dispatcher's Puts (and every
 // Lookup) for 11-42 ms each time a file fills (BenchmarkPutWithSync).
-// Caller holds mu.
+// x.mu must be held.
 func (x *Index) rotate(phys int64) {
 	f := x.active
 	f.h.end = phys
@@ -490,8 +492,8 @@ type snapshot struct {
 	header   [headerSize]byte
 }
 
-// snap captures the unpersisted state of the active file f. Caller holds
-// x.mu.
+// snap captures the unpersisted state of the active file f.
+// x.mu must be held.
 func (x *Index) snap(f *file) *snapshot {
 	sn := &snapshot{from: f.persisted, count: f.h.count, pages: map[int][]byte{}}
 	// Entries below count are never modified again: share them.
@@ -515,7 +517,8 @@ func encodeSlots(slots []uint32, lo, hi int) []byte {
 
 // sealedSnap is the whole of a sealed file that is still in memory. Put
 // never changes a sealed file, so its slot table is encoded by write,
-// without x.mu. Caller holds x.mu.
+// without x.mu.
+// x.mu must be held.
 func sealedSnap(f *file) *snapshot {
 	sn := &snapshot{from: f.persisted, count: f.h.count, allSlots: f.slots}
 	sn.entries = f.entries.spans(int(f.persisted), int(f.h.count))
@@ -525,7 +528,7 @@ func sealedSnap(f *file) *snapshot {
 
 // write persists a snapshot of f: entries, fsync, slot pages and header,
 // fsync (so that no slot or header ever names an entry not on disk).
-// Caller holds x.syncMu, not x.mu.
+// x.syncMu must be held, and x.mu must not be.
 func (x *Index) write(f *file, sn *snapshot) error {
 	if f.f == nil {
 		vf, err := x.opts.FS.Create(f.path)
@@ -617,7 +620,8 @@ func (x *Index) Sync() error {
 	return nil
 }
 
-// requeue marks a failed snapshot's pages dirty again. Caller holds x.mu.
+// requeue marks a failed snapshot's pages dirty again.
+// x.mu must be held.
 func (x *Index) requeue(f *file, sn *snapshot) {
 	if !f.inMemory() || f.h.sealed {
 		return // a sealed file is written whole

@@ -458,7 +458,8 @@ func (t *table[T]) list(s *Store) []T {
 }
 
 // persist writes the table's snapshot as it will be once key is set to
-// *v (removed when v is nil); memory is not changed. Caller holds s.wmu.
+// *v (removed when v is nil); memory is not changed.
+// s.wmu must be held.
 func (t *table[T]) persist(s *Store, key string, v *T) error {
 	s.mu.Lock()
 	vs := make([]T, 0, len(t.m)+1)

@@ -3,10 +3,10 @@
 // It owns the FS and File interfaces and three implementations:
 //
 //   - Default: the real file system (pread/pwrite, fdatasync,
-//     flock, statfs, read-only mmap of files, and for the commit log's
-//     active segment a writable shared mapping with fallocate-reserved
-//     blocks: WriteMapper, DropPages; and starting the write-back of
-//     written pages ahead of an fsync: WriteBehind).
+//     flock, statfs, read-only mmap of files, blocks reserved ahead of
+//     the writes that fill them: Reserver; and starting the write-back of
+//     written pages ahead of an fsync, or dropping them from the page
+//     cache: WriteBehind, DropPages).
 //   - NewMem(): an in-memory file system that also tracks durability the
 //     way a strict POSIX file system does: file contents become durable on
 //     File.Sync, directory entries (create, rename, remove) on SyncDir of
@@ -17,14 +17,16 @@
 //   - NewErrorFS(fs, inject): wraps any FS and lets a test fail chosen
 //     operations (ENOSPC on write, EIO on sync, ...).
 //
-// Outside FS, shm.go maps files of a memory file system (tmpfs) for the
-// commit log's staging ring: memory that outlives the process.
+// SharedMemory (the OS file system on a tmpfs, shm.go; MemFS) holds the
+// commit log's staging ring: memory that outlives the process, not the
+// machine. MemFS keeps it across a simulated process crash (the store
+// abandoned, the file system kept) and drops it in CrashClone.
 //
-// Writes go through WriteAt, or for a WriteMapper into blocks Allocate
-// reserved: the store always knows the position it writes, so a failed or
-// partial write can be retried or truncated away. MemFS and ErrorFS files
-// are not WriteMappers, so the crash and fault tests that use them take
-// the WriteAt path; the mapped path is tested on the OS file system.
+// Writes go through WriteAt: the store always knows the position it
+// writes, so a failed or partial write can be retried or truncated away.
+// Reserver files (OS, MemFS, and ErrorFS over either) reserve blocks
+// ahead of the writes that fill them; MemFS counts reserved blocks against
+// its capacity, so a full disk fails the reservation as on the OS.
 //
 // vfs imports only the standard library and golang.org/x/sys. It must not
 // import any other mqgate package.

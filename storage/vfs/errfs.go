@@ -20,10 +20,11 @@ const (
 	OpMkdir
 	OpSyncDir
 	OpList
+	OpReserve
 )
 
 func (o Op) String() string {
-	return [...]string{"create", "open", "read", "write", "sync", "truncate", "remove", "rename", "mkdir", "syncdir", "list"}[o]
+	return [...]string{"create", "open", "read", "write", "sync", "truncate", "remove", "rename", "mkdir", "syncdir", "list", "reserve"}[o]
 }
 
 // InjectFunc decides whether op on path fails; a nil return lets it run.
@@ -162,6 +163,31 @@ func (f *errFile) Truncate(size int64) error {
 	return f.File.Truncate(size)
 }
 
+// Reserve passes through when the wrapped file can reserve blocks.
+func (f *errFile) Reserve(off, n int64) error {
+	r, ok := f.File.(Reserver)
+	if !ok {
+		return pathErr("fallocate", f.name, ErrNoAllocate)
+	}
+	if err := f.e.fail(OpReserve, f.name); err != nil {
+		return err
+	}
+	return r.Reserve(off, n)
+}
+
+// CreateShared passes through when the wrapped file system has shared
+// memory; an injected create failure fails it.
+func (e *ErrorFS) CreateShared(name string, size int64) ([]byte, func() error, error) {
+	sm, ok := e.FS.(SharedMemory)
+	if !ok {
+		return nil, nil, pathErr("create", name, errNoSharedMemory)
+	}
+	if err := e.fail(OpCreate, name); err != nil {
+		return nil, nil, err
+	}
+	return sm.CreateShared(name, size)
+}
+
 // Map passes through when the wrapped file can be mapped.
 func (f *errFile) Map(length int) ([]byte, func() error, error) {
 	if m, ok := f.File.(Mapper); ok {
@@ -174,4 +200,7 @@ type strErr string
 
 func (s strErr) Error() string { return string(s) }
 
-const errNotMappable = strErr("file cannot be mapped")
+const (
+	errNotMappable    = strErr("file cannot be mapped")
+	errNoSharedMemory = strErr("file system has no shared memory")
+)

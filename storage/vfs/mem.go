@@ -45,6 +45,21 @@ type memInode struct {
 	mu      sync.RWMutex
 	data    []byte
 	durable []byte // shares data's backing array until data is overwritten below len(durable)
+	// reserved: blocks are reserved below this file offset, past the
+	// data's end where it is larger (Reserve). Not durable.
+	reserved int64
+	// shared: a file of memory (CreateShared), written through its
+	// mapping: never durable, and left out of CrashClone.
+	shared bool
+}
+
+// footprint is the space the inode takes from the capacity.
+// ino.mu must be held.
+func (ino *memInode) footprint() int64 {
+	if ino.shared {
+		return 0 // memory, not disk
+	}
+	return max(int64(len(ino.data)), ino.reserved)
 }
 
 // NewMem returns an empty in-memory file system.
@@ -77,6 +92,9 @@ func (m *MemFS) CrashClone(rng *rand.Rand) *MemFS {
 		out.dirs[d] = struct{}{}
 	}
 	for name, ino := range m.dfiles {
+		if ino.shared {
+			continue // memory: a power loss takes it
+		}
 		ino.mu.RLock()
 		data := append([]byte(nil), ino.durable...)
 		if rng != nil && m.tearOverwrites != nil && m.tearOverwrites(name) && rng.Intn(2) == 0 {
@@ -139,8 +157,8 @@ func (m *MemFS) Create(name string) (File, error) {
 	if old, ok := m.files[name]; ok {
 		// O_TRUNC on an existing inode.
 		old.mu.Lock()
-		m.used.Add(-int64(len(old.data)))
-		old.data = nil
+		m.used.Add(-old.footprint())
+		old.data, old.reserved = nil, 0
 		old.mu.Unlock()
 		return &memFile{fs: m, ino: old, name: name}, nil
 	}
@@ -169,7 +187,7 @@ func (m *MemFS) Remove(name string) error {
 	defer m.mu.Unlock()
 	if ino, ok := m.files[name]; ok {
 		ino.mu.RLock()
-		m.used.Add(-int64(len(ino.data)))
+		m.used.Add(-ino.footprint())
 		ino.mu.RUnlock()
 		delete(m.files, name)
 		return nil
@@ -200,7 +218,7 @@ func (m *MemFS) RemoveAll(name string) error {
 	for f, ino := range m.files {
 		if f == name || strings.HasPrefix(f, prefix) {
 			ino.mu.RLock()
-			m.used.Add(-int64(len(ino.data)))
+			m.used.Add(-ino.footprint())
 			ino.mu.RUnlock()
 			delete(m.files, f)
 		}
@@ -233,7 +251,7 @@ func (m *MemFS) Rename(oldname, newname string) error {
 	}
 	if old, ok := m.files[newname]; ok && old != ino {
 		old.mu.RLock()
-		m.used.Add(-int64(len(old.data)))
+		m.used.Add(-old.footprint())
 		old.mu.RUnlock()
 	}
 	delete(m.files, oldname)
@@ -412,7 +430,7 @@ func (f *memFile) WriteAt(p []byte, off int64) (int, error) {
 	f.ino.mu.Lock()
 	defer f.ino.mu.Unlock()
 	end := off + int64(len(p))
-	if grow := end - int64(len(f.ino.data)); grow > 0 {
+	if grow := end - f.ino.footprint(); grow > 0 && !f.ino.shared {
 		if err := f.fs.grow(grow); err != nil {
 			return 0, pathErr("write", f.name, err)
 		}
@@ -448,15 +466,24 @@ func (f *memFile) Truncate(size int64) error {
 	f.ino.mu.Lock()
 	defer f.ino.mu.Unlock()
 	cur := int64(len(f.ino.data))
-	if size < cur {
-		f.ino.unshare(size)
-		f.fs.grow(size - cur)
-		f.ino.data = f.ino.data[:size]
-		return nil
+	if size < cur || size < f.ino.reserved {
+		// Blocks reserved past the cut are freed with it.
+		foot := f.ino.footprint()
+		if size < cur {
+			f.ino.unshare(size)
+			f.ino.data = f.ino.data[:size]
+		}
+		f.ino.reserved = min(f.ino.reserved, size)
+		f.fs.grow(f.ino.footprint() - foot)
+		if size <= cur {
+			return nil
+		}
 	}
 	if size > cur {
-		if err := f.fs.grow(size - cur); err != nil {
-			return pathErr("truncate", f.name, err)
+		if grow := size - f.ino.footprint(); grow > 0 {
+			if err := f.fs.grow(grow); err != nil {
+				return pathErr("truncate", f.name, err)
+			}
 		}
 		nd := make([]byte, size)
 		copy(nd, f.ino.data)
@@ -482,4 +509,52 @@ func (f *memFile) Close() error {
 	}
 	f.closed = true
 	return nil
+}
+
+// Reserve reserves space for [off, off+n) without changing the file's
+// size: it counts against the capacity now (ENOSPC when it does not fit),
+// and writes into it later do not.
+func (f *memFile) Reserve(off, n int64) error {
+	if err := f.check(true); err != nil {
+		return pathErr("fallocate", f.name, err)
+	}
+	if off < 0 || n <= 0 {
+		return pathErr("fallocate", f.name, syscall.EINVAL)
+	}
+	f.ino.mu.Lock()
+	defer f.ino.mu.Unlock()
+	end := off + n
+	if grow := end - f.ino.footprint(); grow > 0 {
+		if err := f.fs.grow(grow); err != nil {
+			return pathErr("fallocate", f.name, err)
+		}
+		f.ino.reserved = end
+	}
+	return nil
+}
+
+// CreateShared creates the file name, replacing any old one, as size zero
+// bytes of memory that outlive the process (the staging ring of the
+// commit log; see SharedMemory) and returns them. What is stored there is
+// the file's contents at once, read back by Open; a power loss loses them
+// (CrashClone leaves the file out), as it loses a tmpfs.
+func (m *MemFS) CreateShared(name string, size int64) ([]byte, func() error, error) {
+	name = clean(name)
+	if size <= 0 || int64(int(size)) != size {
+		return nil, nil, pathErr("create", name, syscall.EINVAL)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.parentExists(name) {
+		return nil, nil, pathErr("create", name, os.ErrNotExist)
+	}
+	if old, ok := m.files[name]; ok {
+		old.mu.RLock()
+		m.used.Add(-old.footprint())
+		old.mu.RUnlock()
+	}
+	delete(m.dfiles, name)
+	ino := &memInode{data: make([]byte, size), shared: true}
+	m.files[name] = ino
+	return ino.data, func() error { return nil }, nil
 }

@@ -38,29 +38,14 @@ func (f osFile) Map(length int) ([]byte, func() error, error) {
 	return b, func() error { return unix.Munmap(b) }, nil
 }
 
-func (f osFile) MapWritable(length int) ([]byte, func() error, error) {
-	if length <= 0 {
-		return nil, nil, fmt.Errorf("vfs: map %s: bad length %d", f.Name(), length)
-	}
-	b, err := unix.Mmap(int(f.Fd()), 0, length, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-	if err != nil {
-		return nil, nil, fmt.Errorf("vfs: mmap %s for writing: %w", f.Name(), err)
-	}
-	return b, func() error { return unix.Munmap(b) }, nil
-}
-
 // DropPages removes b's pages (page-aligned, part of a shared file
 // mapping) from the mapping; what was stored through it stays in the page
 // cache, dirty where it was dirty.
 func DropPages(b []byte) error { return unix.Madvise(b, unix.MADV_DONTNEED) }
 
-func (f osFile) Allocate(off, n int64) error { return f.fallocate(0, off, n) }
-
-func (f osFile) Reserve(off, n int64) error { return f.fallocate(unix.FALLOC_FL_KEEP_SIZE, off, n) }
-
-func (f osFile) fallocate(mode uint32, off, n int64) error {
+func (f osFile) Reserve(off, n int64) error {
 	for {
-		err := unix.Fallocate(int(f.Fd()), mode, off, n)
+		err := unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_KEEP_SIZE, off, n)
 		switch {
 		case err == nil:
 			return nil

@@ -12,9 +12,8 @@ import (
 // The commit log stages async appends in a ring held by a file in a
 // memory file system (tmpfs, normally /dev/shm): what a process stores
 // there outlives the process (a kill -9) but not the machine, as the page
-// cache does. These helpers are outside FS on purpose: the ring is never
-// a file of the store's directory, and no in-memory or error-injecting FS
-// stands in for it.
+// cache does. The OS file system is a SharedMemory through CreateShared
+// below; MemFS models the same (mem.go).
 
 // IsTmpfs reports whether dir is on a memory file system.
 func IsTmpfs(dir string) bool {
@@ -33,7 +32,7 @@ func IsTmpfs(dir string) bool {
 // (4,096 of them for a 16 MiB ring, a fifth of all the faults of a
 // BenchmarkAppendAsync run on a test VM). The bytes read as
 // zeros.
-func CreateShared(path string, size int64) ([]byte, func() error, error) {
+func (osFS) CreateShared(path string, size int64) ([]byte, func() error, error) {
 	if size <= 0 || int64(int(size)) != size {
 		return nil, nil, fmt.Errorf("vfs: shared file %s: bad size %d", path, size)
 	}

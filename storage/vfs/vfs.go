@@ -29,23 +29,26 @@ type Mapper interface {
 	Map(length int) (data []byte, unmap func() error, err error)
 }
 
-// WriteMapper is implemented by files that can be written through a
-// shared memory mapping. Store through the mapping only below the file's
-// size, in blocks Allocate reserved: past the end of the file, or where
-// the file system cannot find a block, the process gets SIGBUS. The page
-// cache holds what is stored there as it holds written bytes (a process
-// crash keeps them); Sync makes them durable.
-type WriteMapper interface {
-	MapWritable(length int) (data []byte, unmap func() error, err error)
-	// Allocate reserves disk blocks for [off, off+n), extending the file
-	// (fallocate mode 0). It fails with ErrNoAllocate where the file
-	// system cannot reserve blocks.
-	Allocate(off, n int64) error
+// Reserver is implemented by files whose disk blocks can be reserved
+// ahead of the writes that fill them.
+type Reserver interface {
 	// Reserve reserves disk blocks for [off, off+n) without changing the
 	// file size (fallocate FALLOC_FL_KEEP_SIZE): writes there extend the
-	// file without allocating. Not for stores through a mapping (past the
-	// file's end they fault). ErrNoAllocate where unsupported.
+	// file without allocating, so they cannot fail for want of space.
+	// ErrNoAllocate where unsupported.
 	Reserve(off, n int64) error
+}
+
+// SharedMemory is implemented by file systems that can hold memory that
+// outlives the process but not the machine, as a file of a memory file
+// system (tmpfs) does: the commit log's staging ring.
+type SharedMemory interface {
+	// CreateShared creates the file name (replacing any old one: its
+	// contents are gone) as size bytes that read as zeros, and maps it
+	// shared and writable: what is stored through the returned slice is
+	// the file's contents, read back by Open (after a crash too). Unmap
+	// with the returned func.
+	CreateShared(name string, size int64) (data []byte, unmap func() error, err error)
 }
 
 // ErrNoAllocate: the file system does not support reserving blocks.

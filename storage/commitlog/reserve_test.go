@@ -54,38 +54,27 @@ func osSize(t *testing.T, dir string, base int64) int64 {
 	return st.Size()
 }
 
-// TestMappedWrites: in async mode on the OS file system records go through
-// a shared mapping into reserved blocks (the active file is longer than
-// the log); after a simulated crash recovery cuts the reserved tail
-// without counting it as damage; rolls and a clean stop leave files their
-// log lengths, and the clean reopen takes the fast path.
-// With a staging ring the same holds, except that the blocks are
+// TestStagedFileLengths: with a staging ring the segment's blocks are
 // reserved past the file's end (the flusher's pwrites extend it), so the
-// file is never longer than the log.
-func TestMappedWrites(t *testing.T) {
-	t.Run("mapped", func(t *testing.T) { testMappedWrites(t, "") })
-	t.Run("staged", func(t *testing.T) { testMappedWrites(t, t.TempDir()) })
-}
-
-func testMappedWrites(t *testing.T, stage string) {
+// file is never longer than the log; after a simulated crash recovery
+// keeps every record without counting damage; rolls and a clean stop
+// leave files their log lengths, and the clean reopen takes the fast path.
+func TestStagedFileLengths(t *testing.T) {
 	dir := t.TempDir()
 	o := mappedOpts(vfs.Default, dir, 64<<10)
-	o.StagingDir = stage
+	o.StagingDir = t.TempDir()
 	l, _ := openLog(t, o, Recovery{From: -1, CleanEnd: -1})
 	l.Start()
 	recs := appendN(t, l, 40, 0)
 	end := recs[39].e.PhysOffset + int64(recs[39].e.Size) // Written may lag with a ring
-	sz := osSize(t, dir, 0)
-	switch {
-	case stage == "" && sz <= end:
-		t.Fatalf("file size %d, log end %d: no reserved tail, records were not written through the mapping", sz, end)
-	case stage != "" && sz > end:
+	if sz := osSize(t, dir, 0); sz > end {
 		t.Fatalf("file size %d, log end %d: a staged log's file holds nothing past the log", sz, end)
-	case stage != "" && osAllocated(t, dir, 0) < 64<<10:
-		t.Fatalf("%d bytes allocated: the segment's blocks are not reserved", osAllocated(t, dir, 0))
+	}
+	if a := osAllocated(t, dir, 0); a < 64<<10 {
+		t.Fatalf("%d bytes allocated: the segment's blocks are not reserved", a)
 	}
 	checkRecords(t, l, recs)
-	l.Stop(true) // a crash: no cut, no fsync (the page cache keeps the stores)
+	l.Stop(true) // a crash: no fsync (the ring and the page cache keep the records)
 	l.Close()
 
 	l, res := openLog(t, o, Recovery{From: 0, CleanEnd: -1})
@@ -119,11 +108,13 @@ func testMappedWrites(t *testing.T, stage string) {
 	startCheckClose(t, l, recs)
 }
 
-// allocFS is the OS file system with an injectable block reservation.
+// allocFS is the OS file system with an injectable block reservation
+// (fail) and an injectable write error (failWrite).
 type allocFS struct {
 	vfs.FS
-	fail atomic.Pointer[error]
-	free atomic.Int64 // > 0: Usage reports this much free space
+	fail      atomic.Pointer[error]
+	failWrite atomic.Pointer[error]
+	free      atomic.Int64 // > 0: Usage reports this much free space
 }
 
 func (a *allocFS) Usage(dir string) (vfs.DiskUsage, error) {
@@ -151,49 +142,70 @@ func (a *allocFS) OpenRW(name string) (vfs.File, error) { return a.wrap(a.FS.Ope
 func (a *allocFS) Open(name string) (vfs.File, error)   { return a.wrap(a.FS.Open(name)) }
 
 func (f allocFile) Map(n int) ([]byte, func() error, error) { return f.File.(vfs.Mapper).Map(n) }
-func (f allocFile) MapWritable(n int) ([]byte, func() error, error) {
-	return f.File.(vfs.WriteMapper).MapWritable(n)
-}
 
-func (f allocFile) Allocate(off, n int64) error {
-	if p := f.fs.fail.Load(); p != nil {
-		return *p
+func (f allocFile) WriteAt(b []byte, off int64) (int, error) {
+	if p := f.fs.failWrite.Load(); p != nil {
+		return 0, *p
 	}
-	return f.File.(vfs.WriteMapper).Allocate(off, n)
+	return f.File.WriteAt(b, off)
 }
 
 func (f allocFile) Reserve(off, n int64) error {
 	if p := f.fs.fail.Load(); p != nil {
 		return *p
 	}
-	return f.File.(vfs.WriteMapper).Reserve(off, n)
+	return f.File.(vfs.Reserver).Reserve(off, n)
 }
 
-// TestMappedDiskFull: when blocks cannot be reserved (a full disk), the
-// append fails with a clear error and writes nothing; what was
-// acknowledged stays readable, and appends work again once space returns.
-func TestMappedDiskFull(t *testing.T) {
+// TestDiskFull: when the disk is full (with a staging ring: blocks
+// cannot be reserved; without one: the write fails), the append fails
+// with a clear error and writes nothing; what was acknowledged stays
+// readable, and appends work again once space returns.
+func TestDiskFull(t *testing.T) {
+	t.Run("pwrite", func(t *testing.T) { testDiskFull(t, "") })
+	t.Run("staged", func(t *testing.T) { testDiskFull(t, t.TempDir()) })
+}
+
+// logEnd is where the next record goes once everything appended is
+// written: Written, or with a ring what was staged.
+func logEnd(l *Log) int64 {
+	if l.staging.Load() {
+		return l.staged.Load()
+	}
+	return l.Written()
+}
+
+func testDiskFull(t *testing.T, stage string) {
 	dir := t.TempDir()
 	fs := &allocFS{FS: vfs.Default}
-	l, _ := openLog(t, mappedOpts(fs, dir, 64<<10), Recovery{From: -1, CleanEnd: -1})
+	o := mappedOpts(fs, dir, 64<<10)
+	o.StagingDir = stage
+	l, _ := openLog(t, o, Recovery{From: -1, CleanEnd: -1})
 	l.Start()
 	recs := appendN(t, l, 10, 0)
 	// Past the reserved 64 KiB (the whole segment) the next append needs a
 	// new segment, whose reservation fails.
-	for l.Written() < 60<<10 {
+	for logEnd(l) < 60<<10 {
 		recs = append(recs, appendN(t, l, 1, len(recs))...)
 	}
 	enospc := error(&os.PathError{Op: "fallocate", Path: "x", Err: syscall.ENOSPC})
-	fs.fail.Store(&enospc)
-	before := l.Written()
+	fail := &fs.fail
+	if stage == "" {
+		fail = &fs.failWrite
+	}
+	fail.Store(&enospc)
+	before := logEnd(l)
 	failed := 0
 	for i := 0; i < 5000 && failed < 5; i++ {
 		e, err := appendOne(l, 1000+i)
 		if err == nil {
+			if stage == "" {
+				t.Fatalf("append at %d succeeded while writes fail", e.PhysOffset)
+			}
 			if e.PhysOffset+int64(e.Size) > 64<<10 {
 				t.Fatalf("append at %d into a new segment whose blocks could not be reserved", e.PhysOffset)
 			}
-			before = l.Written() // still fitted in the reserved blocks
+			before = logEnd(l) // still fitted in the reserved blocks
 			continue
 		}
 		if !errors.Is(err, serr.ErrNotWritable) || !errors.Is(err, syscall.ENOSPC) {
@@ -204,14 +216,14 @@ func TestMappedDiskFull(t *testing.T) {
 	if failed == 0 {
 		t.Fatal("no append failed while blocks could not be reserved")
 	}
-	if l.Written() != before {
-		t.Fatalf("failed appends moved the log end from %d to %d", before, l.Written())
+	if logEnd(l) != before {
+		t.Fatalf("failed appends moved the log end from %d to %d", before, logEnd(l))
 	}
 	if l.Failed() != nil {
 		t.Fatalf("log failed for good: %v", l.Failed())
 	}
 	checkRecords(t, l, recs)
-	fs.fail.Store(nil)
+	fail.Store(nil)
 	recs = append(recs, appendN(t, l, 200, 2000)...)
 	checkRecords(t, l, recs)
 	if err := l.Stop(false); err != nil {
@@ -219,23 +231,23 @@ func TestMappedDiskFull(t *testing.T) {
 	}
 	l.Close()
 	end := recs[len(recs)-1].e.PhysOffset + int64(recs[len(recs)-1].e.Size)
-	l, res := openLog(t, mappedOpts(fs, dir, 64<<10), Recovery{From: end, CleanEnd: end})
+	l, res := openLog(t, o, Recovery{From: end, CleanEnd: end})
 	if !res.FastPath || res.End != end {
 		t.Fatalf("reopen %+v, want end %d", res, end)
 	}
 	startCheckClose(t, l, recs)
 }
 
-// TestMappedFallback: a file system that cannot reserve blocks gets
-// pwrite: no reserved tail, same records.
-// With a staging ring configured, the first append finds that out,
-// writes what was staged and turns the ring off.
-func TestMappedFallback(t *testing.T) {
-	t.Run("mapped", func(t *testing.T) { testMappedFallback(t, "") })
-	t.Run("staged", func(t *testing.T) { testMappedFallback(t, t.TempDir()) })
+// TestStagingFallback: on a file system that cannot reserve blocks, with
+// a staging ring configured, the first append finds that out, writes what
+// was staged and turns the ring off; the log writes with pwrite (and
+// without a ring it always does): no tail past the log, same records.
+func TestStagingFallback(t *testing.T) {
+	t.Run("pwrite", func(t *testing.T) { testStagingFallback(t, "") })
+	t.Run("staged", func(t *testing.T) { testStagingFallback(t, t.TempDir()) })
 }
 
-func testMappedFallback(t *testing.T, stage string) {
+func testStagingFallback(t *testing.T, stage string) {
 	dir := t.TempDir()
 	fs := &allocFS{FS: vfs.Default}
 	noAlloc := error(vfs.ErrNoAllocate)
@@ -268,8 +280,8 @@ func appendOne(l *Log, i int) (Entry, error) {
 	return ents[0], nil
 }
 
-// TestFailedBatchKeepsQueueOffsets: a batch that fails part way (here at
-// a roll whose blocks cannot be reserved) gives back the queue offsets it
+// TestFailedBatchKeepsQueueOffsets: a batch that fails part way (here
+// its write at a roll fails) gives back the queue offsets it
 // took, including those of queues a topic reset in the batch removed and
 // of a queue the batch re-created after the reset: the next appends
 // continue each queue where the answered records left it.
@@ -290,21 +302,21 @@ func TestFailedBatchKeepsQueueOffsets(t *testing.T) {
 		}
 		return Record{Data: d, CRC: crc, Topic: "T", QueueID: q, ResetTopic: reset}
 	}
-	enospc := error(&os.PathError{Op: "fallocate", Path: "x", Err: syscall.ENOSPC})
-	fs.fail.Store(&enospc)
+	enospc := error(&os.PathError{Op: "write", Path: "x", Err: syscall.ENOSPC})
+	fs.failWrite.Store(&enospc)
 	batch := []Record{rec(0, 10, false), rec(-1, 10, true), rec(0, 10, false), rec(1, 10, false)}
-	// Enough to need a new segment, whose reservation fails.
+	// Enough to need a new segment.
 	for size := 0; size < 64<<10; size += 3 << 10 {
 		batch = append(batch, rec(2, 3<<10, false))
 	}
 	before := l.Written()
 	if _, _, err := l.Append(context.Background(), batch); !errors.Is(err, syscall.ENOSPC) {
-		t.Fatalf("batch past a segment that cannot be reserved: %v, want ENOSPC", err)
+		t.Fatalf("batch whose write fails: %v, want ENOSPC", err)
 	}
 	if l.Written() != before {
 		t.Fatalf("failed batch moved the log end from %d to %d", before, l.Written())
 	}
-	fs.fail.Store(nil)
+	fs.failWrite.Store(nil)
 	for q := int32(0); q < 3; q++ {
 		ents, _, err := l.Append(context.Background(), []Record{rec(q, 10, false)})
 		if err != nil {
@@ -392,4 +404,8 @@ func TestStagingNoReserveOnFullDisk(t *testing.T) {
 	end := recs[len(recs)-1].e.PhysOffset + int64(recs[len(recs)-1].e.Size)
 	l, _ = openLog(t, o, Recovery{From: end, CleanEnd: end})
 	startCheckClose(t, l, recs)
+}
+
+func (a *allocFS) CreateShared(name string, size int64) ([]byte, func() error, error) {
+	return a.FS.(vfs.SharedMemory).CreateShared(name, size)
 }
