@@ -159,9 +159,11 @@
 // # Goroutines and locks
 //
 // Each Store runs: the log writer, the log syncer, in async mode with a
-// staging ring the log flusher and block reserver, the dispatcher, and a
-// background loop (checkpoint, retention, metadata flush). Each owns its
-// files' write side. Locks never nest across packages except through
+// staging ring the log flusher and block reserver, in sync mode the log
+// zeroer (pre-zeroes the active segment's tail, see commitlog), the
+// dispatcher, and a background loop (checkpoint, retention, metadata
+// flush). Each owns its files' write side (the zeroer writes only ranges
+// the writer has not reserved, through its own handle). Locks never nest across packages except through
 // the checkpoint (Store.cpMu, then the log's, queues' and index's own)
 // and Store → commitlog segment list (read). storage/LOCKS.md lists every
 // mutex of storage and its sub-packages and the order they nest in; a

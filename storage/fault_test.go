@@ -79,7 +79,8 @@ func testDiskFull(t *testing.T, o Options) {
 
 // TestDiskFullCapacity uses the in-memory FS's capacity: a partial write
 // past the limit is cut back (with a staging ring, the block reservation
-// fails instead, once the blocks reserved before are used up), and
+// fails instead, once the blocks reserved before are used up; in sync
+// mode appends fill the pre-zeroed tail first), and
 // retention by disk usage makes room.
 func TestDiskFullCapacity(t *testing.T) {
 	forEachMode(t, testDiskFullCapacity)
@@ -98,7 +99,7 @@ func testDiskFullCapacity(t *testing.T, o Options) {
 	u, _ := mem.Usage("/d")
 	mem.SetCapacity(int64(u.Total-u.Free) + 300) // room for about two records
 	var failed bool
-	for i := 0; i < 10 || !failed && s.log.Staging() && i < 1000; i++ {
+	for i := 0; i < 10 || !failed && (s.log.Staging() || o.FlushMode == FlushSync) && i < 1000; i++ {
 		if _, err := s.Append(context.Background(), msg("T", 0, 400+i)); err != nil {
 			if !errors.Is(err, ErrNotWritable) {
 				t.Fatalf("want ErrNotWritable, got %v", err)

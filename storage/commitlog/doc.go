@@ -14,7 +14,12 @@
 //
 // A segment file is as long as its part of the log: records are written
 // with pwrite (or by the flusher, from the staging ring), which extends
-// it; blocks reserved ahead of a staged log lie past the file's end. The
+// it; blocks reserved ahead of a staged log lie past the file's end. In
+// sync mode (Options.ZeroAhead) the active segment's file is longer: a
+// zeroer goroutine keeps ZeroAhead bytes past the write position written
+// with zeros and fdatasynced through its own handle, so that fsync rounds
+// overwrite allocated blocks and commit no metadata (zero.go); a roll and
+// a clean Stop cut that tail. The
 // log ends at the first invalid record. Recovery cuts only a tail: an
 // invalid record that a valid one follows anywhere in the log is damage,
 // and Open fails with a *DamageError without truncating anything

@@ -42,6 +42,10 @@ type Options struct {
 	// Notify, if set, is signalled (without blocking) whenever the written
 	// or durable position advances.
 	Notify chan struct{}
+	// ZeroAhead > 0 keeps that many bytes of the active segment past the
+	// write position written with zeros and fdatasynced (see zero.go), so
+	// that fsyncs of appended records do not change the file's size.
+	ZeroAhead int64
 	// StagingDir, if set, is a directory on a memory file system (tmpfs)
 	// for the staging ring of async appends (staging.go). Open replays a
 	// ring left there by a crash in either mode; only async mode writes
@@ -316,6 +320,8 @@ type Log struct {
 	// that covers them, in log order; Sync finishes them.
 	pmu     sync.Mutex
 	pending []*request
+
+	z zeroState // pre-zeroing, see zero.go
 
 	stopWriter chan struct{}
 	writerDone chan struct{}
@@ -655,6 +661,7 @@ func (l *Log) Start() {
 	l.flushed.Store(l.wpos)
 	l.fseg = l.active
 	l.dropFrom = l.wpos
+	l.startZeroer()
 	go l.writeLoop()
 	go l.syncLoop()
 	if l.staging.Load() && !l.noFlusher {
@@ -854,7 +861,8 @@ func (l *Log) gather() {
 func (l *Log) roll(old *segment, base int64) (*segment, error) {
 	// The old segment must end exactly at base, durably, before a segment
 	// starting at base exists: recovery checks contiguity by file sizes.
-	// A tail recovery left past the log (none is made now) is cut.
+	// A pre-zeroed tail is cut.
+	l.retarget(nil, 0)
 	if l.staging.Load() {
 		// Everything staged for the old segment goes into it first.
 		if err := l.flushTo(base, true); err != nil {
@@ -883,6 +891,7 @@ func (l *Log) roll(old *segment, base int64) (*segment, error) {
 		l.fseg = s
 		l.fmu.Unlock()
 	}
+	l.retarget(s, 0)
 	return s, nil
 }
 
@@ -959,6 +968,7 @@ func (l *Log) writeBatch(batch []*request) {
 		if len(buf) == 0 {
 			return nil
 		}
+		l.reserve(seg, bufPos-seg.base+int64(len(buf)))
 		err := l.writeAt(seg, buf, bufPos-seg.base)
 		buf = buf[:0]
 		bufPos = pos
@@ -1165,11 +1175,13 @@ func (l *Log) rollback(start int64, first *segment, newSegs []*segment) {
 		}
 		l.opts.FS.SyncDir(l.opts.Dir)
 	}
+	l.retarget(nil, 0) // no zero write in flight while truncating
 	if err := first.truncate(start - first.base); err != nil {
 		// The bytes past start are garbage that recovery will cut; later
 		// writes overwrite them in place.
 		l.logger.Warn("commitlog: truncate after failed write", "err", err)
 	}
+	l.retarget(first, start-first.base)
 	l.active = first
 	l.reserveAhead(first)
 }
@@ -1603,6 +1615,7 @@ func (l *Log) Stop(abandon bool) error {
 		<-l.syncerDone
 		close(l.stopWriter)
 		<-l.writerDone
+		l.stopZeroer()
 		close(l.rsvStop)
 		<-l.rsvDone
 	case l.started:
@@ -1610,6 +1623,7 @@ func (l *Log) Stop(abandon bool) error {
 		<-l.writerDone
 		close(l.stopSyncer)
 		<-l.syncerDone
+		l.stopZeroer()
 		close(l.stopFlusher)
 		<-l.flusherDone
 		close(l.rsvStop)
@@ -1618,8 +1632,8 @@ func (l *Log) Stop(abandon bool) error {
 	if !abandon {
 		err = l.Sync()
 		if err == nil && l.started {
-			// A closed log has no tail past its end: the file size is the
-			// log end (the clean-open fast path compares them).
+			// A closed log has no zero tail: the file size is the log end
+			// again (the clean-open fast path compares them).
 			if err = l.cutTail(l.active, l.written.Load()-l.active.base); err != nil {
 				err = fmt.Errorf("commitlog: cut the tail: %w", err)
 			}
