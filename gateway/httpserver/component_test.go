@@ -418,6 +418,9 @@ func TestRESTUnavailableWhileDraining(t *testing.T) {
 			!strings.Contains(r.json(t)["message"].(string), "draining") {
 			t.Fatalf("%s %s while draining: %d %s", c.method, c.path, r.code, r.body)
 		}
+		if ra := r.header.Get("Retry-After"); ra == "" {
+			t.Fatalf("%s %s while draining: 503 without Retry-After", c.method, c.path)
+		}
 	}
 }
 

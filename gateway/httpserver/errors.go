@@ -97,6 +97,11 @@ func (s *Server) writeError(_ context.Context, _ *runtime.ServeMux, _ runtime.Ma
 		s.opts.Logger.WarnContext(r.Context(), "REST request failed", "method", r.Method, "path", r.URL.Path,
 			"http_status", code, "code", body.GetName(), "message", body.GetMessage())
 	}
+	if code == http.StatusServiceUnavailable || code == http.StatusTooManyRequests {
+		// Nothing was done: the call may be repeated (draining, a store
+		// that cannot write, too many waiting receives).
+		w.Header().Set("Retry-After", retryAfterSeconds)
+	}
 	writeStatus(w, code, body)
 }
 

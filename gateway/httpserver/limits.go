@@ -43,7 +43,8 @@ const DefaultMaxInFlightBytes = 64 << 20
 // DefaultBodyTimeout is Options.BodyTimeout when 0.
 const DefaultBodyTimeout = 30 * time.Second
 
-// retryAfterSeconds is what a request refused for the budget is told.
+// retryAfterSeconds is what a request refused for the budget, or answered
+// 503 or 429 by the services, is told.
 const retryAfterSeconds = "1"
 
 type rawWriterKey struct{}

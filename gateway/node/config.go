@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net"
 	"time"
+
+	"github.com/mqgate/mqgate/storage"
 )
 
 // Config is the whole server configuration. cmd/mqgate fills it from
@@ -165,8 +167,10 @@ func (c Config) Validate() error {
 	if c.FlushTimeout <= 0 {
 		bad("flush-timeout", "must be positive, got %s", c.FlushTimeout)
 	}
-	if c.SegmentSize < 1<<20 {
-		bad("segment-size", "must be at least 1 MiB, got %d", c.SegmentSize)
+	// A segment holds at least one record of the largest size the store
+	// accepts (the body limit plus room for properties).
+	if minSeg := int64(storage.Options{}.Defaults().MaxRecordSize); c.SegmentSize < minSeg {
+		bad("segment-size", "must be at least %d bytes (the largest record), got %d", minSeg, c.SegmentSize)
 	}
 	if c.LogCache < 0 {
 		bad("log-cache", "must not be negative, got %d", c.LogCache)

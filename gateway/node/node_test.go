@@ -99,6 +99,25 @@ func TestListenAddr(t *testing.T) {
 	}
 }
 
+// TestSegmentSizeHoldsTheLargestRecord: a segment size the store would
+// refuse at open (smaller than its largest record) is a configuration
+// error naming the setting; the smallest size it accepts passes.
+func TestSegmentSizeHoldsTheLargestRecord(t *testing.T) {
+	cfg := Defaults()
+	cfg.SegmentSize = 1 << 20
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "segment-size") {
+		t.Fatalf("Validate of a 1 MiB segment: %v", err)
+	}
+	cfg.SegmentSize = int64(storage.Options{}.Defaults().MaxRecordSize)
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("Validate of a segment that holds the largest record: %v", err)
+	}
+	o := storage.Options{SegmentSize: cfg.SegmentSize}.Defaults()
+	if err := o.Validate(); err != nil {
+		t.Fatalf("the store refuses the segment size the configuration accepts: %v", err)
+	}
+}
+
 // TestBusyAddressFailsBeforeTheStore: a listen address that cannot be
 // bound fails the start before the data directory is created (or locked).
 func TestBusyAddressFailsBeforeTheStore(t *testing.T) {
