@@ -2,10 +2,7 @@ package console
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha1"
 	"embed"
-	"encoding/hex"
 	"errors"
 	"io/fs"
 	"log/slog"
@@ -113,16 +110,6 @@ type creds struct{ accessKey, secretKey string }
 // HEAD.
 const changeHeader = "X-Mq-Console"
 
-// dateLayout is the x-mq-date-time format the v2 signature covers.
-const dateLayout = "20060102T150405Z"
-
-// sign returns the v2 authorization header for date under the secret.
-func sign(accessKey, secretKey, date string) string {
-	m := hmac.New(sha1.New, []byte(secretKey))
-	m.Write([]byte(date))
-	return "MQv2-HMAC-SHA1 Credential=" + accessKey + ", SignedHeaders=x-mq-date-time, Signature=" + hex.EncodeToString(m.Sum(nil))
-}
-
 // authenticate lets a request through when auth is off, or when its Basic
 // credentials are an admin user's.
 func (c *console) authenticate(next http.Handler) http.Handler {
@@ -140,8 +127,8 @@ func (c *console) authenticate(next http.Handler) http.Handler {
 			c.refuse(w, r, false, errors.New("authentication required: no Basic credentials"))
 			return
 		}
-		date := c.opts.Now().UTC().Format(dateLayout)
-		u, err := a.V2(sign(ak, sk, date), date)
+		date := c.opts.Now().UTC().Format(auth.DateTimeLayout)
+		u, err := a.V2(auth.V2Sign(ak, sk, date), date)
 		if err != nil {
 			c.refuse(w, r, false, err)
 			return
@@ -182,9 +169,9 @@ func (c *console) api(w http.ResponseWriter, r *http.Request) {
 	r2.Header.Del("Authorization")
 	r2.Header.Del("X-Mq-Date-Time")
 	if cr, ok := r.Context().Value(credsKey{}).(creds); ok {
-		date := c.opts.Now().UTC().Format(dateLayout)
+		date := c.opts.Now().UTC().Format(auth.DateTimeLayout)
 		r2.Header.Set("X-Mq-Date-Time", date)
-		r2.Header.Set("Authorization", sign(cr.accessKey, cr.secretKey, date))
+		r2.Header.Set("Authorization", auth.V2Sign(cr.accessKey, cr.secretKey, date))
 	}
 	c.opts.API.ServeHTTP(w, r2)
 }

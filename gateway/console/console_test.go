@@ -209,8 +209,8 @@ func TestAuth(t *testing.T) {
 	if code, _, _ := do(t, srv, "GET", "/console/v1/topics", "ops", "ops-secret"); code != http.StatusOK {
 		t.Fatalf("REST as admin: %d", code)
 	}
-	date := now.Format(dateLayout)
-	if api.path != "/v1/topics" || api.date != date || api.authorization != sign("ops", "ops-secret", date) {
+	date := now.Format(auth.DateTimeLayout)
+	if api.path != "/v1/topics" || api.date != date || api.authorization != auth.V2Sign("ops", "ops-secret", date) {
 		t.Fatalf("REST hand-off: %+v", api)
 	}
 	a := auth.New(mustUsers(t))
