@@ -63,6 +63,10 @@ type Broker struct {
 
 	resetMu        sync.Mutex
 	resetListeners []ResetListener // AddResetListener; called by ResetOffset
+
+	// redriveMu serializes RedriveDeadLetters: two at once would send the
+	// same dead letters twice.
+	redriveMu sync.Mutex
 }
 
 // Open starts the broker on an open store.

@@ -3,7 +3,6 @@ package broker
 import (
 	"context"
 	"errors"
-	"sync"
 	"time"
 
 	"github.com/mqgate/mqgate/broker/metadata"
@@ -31,10 +30,6 @@ type DeadLetterPage struct {
 	// Messages are the oldest pending ones, at most the max asked.
 	Messages []*model.Delivered
 }
-
-// redriveMu serializes redrives: two at once would send the same dead
-// letters twice.
-var redriveMu sync.Mutex
 
 // DeadLetters returns a group's pending dead letters, oldest first (at
 // most max; ≤ 0 means 32). It changes nothing.
@@ -108,8 +103,8 @@ type Redriven struct {
 // committed what was sent before it. A crash between a send and the
 // commit sends that dead letter again on the next redrive (at least once).
 func (b *Broker) RedriveDeadLetters(ctx context.Context, group string, max int) (RedriveResult, error) {
-	redriveMu.Lock()
-	defer redriveMu.Unlock()
+	b.redriveMu.Lock()
+	defer b.redriveMu.Unlock()
 	page, err := b.DeadLetters(ctx, group, max)
 	if err != nil {
 		return RedriveResult{}, err
