@@ -271,12 +271,17 @@ func allZeroBytes(b []byte) bool {
 	return true
 }
 
+// allZeroAt reports whether r holds only zero bytes in [off, end); a read
+// that fails or comes up short is not zeros. Recovery cuts such a tail of
+// the last segment without counting it as damage: the sync-mode zeroer
+// leaves one, and after a power loss a file system may show zeros where
+// the file's new size reached the disk and its data did not.
 func allZeroAt(r io.ReaderAt, off, end int64) bool {
 	buf := make([]byte, min(end-off, 256<<10))
 	for off < end {
 		n := min(int64(len(buf)), end-off)
-		if k, err := r.ReadAt(buf[:n], off); int64(k) < n {
-			return err == nil
+		if k, _ := r.ReadAt(buf[:n], off); int64(k) < n {
+			return false
 		}
 		if !allZeroBytes(buf[:n]) {
 			return false

@@ -25,7 +25,7 @@
 // and Open fails with a *DamageError without truncating anything
 // (damage.go; Check reports it and Cut removes it, for the store's Verify
 // and Repair). A tail of zeros past the last record holds no data and is
-// cut without a warning (allZero). The new segment's directory entry is
+// cut without a warning (allZeroAt). The new segment's directory entry is
 // fsynced by the next Sync, before Durable passes its base, not by the
 // roll (which held the writer role through an ext4 journal commit). A
 // segment shorter than the next one's base says (a power loss took its

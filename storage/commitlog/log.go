@@ -567,8 +567,8 @@ func (l *Log) scanFrom(start int64, sizes []int64, res *RecoveryResult) (int64, 
 			return 0, derr
 		}
 		// A torn tail: keep the valid prefix only. A tail of zeros
-		// (see allZero) holds no data.
-		if i == len(l.segs)-1 && allZero(s.f, pos-s.base, sizes[i]) {
+		// (see allZeroAt) holds no data.
+		if i == len(l.segs)-1 && allZeroAt(s.f, pos-s.base, sizes[i]) {
 			l.logger.Debug("commitlog: cutting zero tail", "segment", s.path, "at", pos, "bytes", segEnd-pos)
 		} else {
 			l.logger.Warn("commitlog: truncating invalid tail", "segment", s.path, "at", pos, "dropped", segEnd-pos)

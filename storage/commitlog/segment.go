@@ -92,22 +92,3 @@ func (s *segment) release() {
 }
 
 func segPath(dir string, base int64) string { return filepath.Join(dir, segName(base)) }
-
-// allZero reports whether f holds only zero bytes in [off, end). Recovery
-// cuts such a tail without counting it as damage: after a power loss a
-// file system may show zeros where the file's new size reached the disk
-// and its data did not.
-func allZero(f vfs.File, off, end int64) bool {
-	buf := make([]byte, min(end-off, 256<<10))
-	for off < end {
-		n := min(int64(len(buf)), end-off)
-		if _, err := f.ReadAt(buf[:n], off); err != nil {
-			return false
-		}
-		if !allZeroBytes(buf[:n]) {
-			return false
-		}
-		off += n
-	}
-	return true
-}
