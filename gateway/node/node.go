@@ -321,8 +321,7 @@ func (n *Node) startRemoting(ctx context.Context) error {
 	}
 	srv, err := remoting.New(remoting.Config{AdvertiseHost: host, Logger: n.log, Pid: os.Getpid(), Auth: n.auth}, n.broker.Classic())
 	if err == nil {
-		addr, _ := n.cfg.ListenAddr("remoting-addr", n.cfg.RemotingAddr) // checked by bindListeners
-		err = srv.Start(ctx, addr)
+		err = srv.Serve(ctx, n.lis["remoting-addr"])
 	}
 	if err != nil {
 		return err
@@ -393,10 +392,9 @@ func listen(ctx context.Context, name, addr string) (net.Listener, error) {
 }
 
 // bindListeners resolves every listen address (Config.ListenAddr) and
-// binds the gRPC, HTTP and metrics listeners, kept until their servers
-// start. The remoting server binds its own listener when it starts; its
-// address is bound here once and released, so that a busy port fails
-// the start as early as the others.
+// binds the gRPC, HTTP, remoting and metrics listeners, kept until their
+// servers start, so that a busy port fails the start before the store is
+// touched.
 func (n *Node) bindListeners(ctx context.Context) error {
 	n.lis = map[string]net.Listener{}
 	for _, l := range n.cfg.listeners() {
@@ -407,11 +405,7 @@ func (n *Node) bindListeners(ctx context.Context) error {
 		if err == nil {
 			var lis net.Listener
 			if lis, err = listen(ctx, l.name, addr); err == nil {
-				if l.name == "remoting-addr" {
-					err = lis.Close()
-				} else {
-					n.lis[l.name] = lis
-				}
+				n.lis[l.name] = lis
 			}
 		}
 		if err != nil {

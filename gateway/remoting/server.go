@@ -82,6 +82,12 @@ func (s *Server) Start(ctx context.Context, addr string) error {
 	if err != nil {
 		return fmt.Errorf("remoting-addr %s: %w", addr, err)
 	}
+	return s.Serve(ctx, lis)
+}
+
+// Serve starts accepting connections on lis, which the server owns from
+// then on (Stop closes it).
+func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	s.lis = lis
 	if ta, ok := lis.Addr().(*net.TCPAddr); ok {
 		s.port = ta.Port
