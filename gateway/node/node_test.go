@@ -195,12 +195,11 @@ func TestMetricsListener(t *testing.T) {
 	}
 }
 
-// TestNotReadyWhileTheStoreCannotWrite: on a full disk a send fails
-// (nothing stored, REST 503), /readyz answers 503 and the messaging
-// service's gRPC health turns NOT_SERVING while the server's own health
-// (liveness) stays SERVING; once space returns the node is ready again
-// without any send.
-func TestNotReadyWhileTheStoreCannotWrite(t *testing.T) {
+// openOnFaultyFS opens a node (auto-create on) whose store lives on an
+// in-memory file system behind an error injector, shut down at the end of
+// the test.
+func openOnFaultyFS(t *testing.T) (*Node, *vfs.MemFS, *vfs.ErrorFS) {
+	t.Helper()
 	mem := vfs.NewMem()
 	efs := vfs.NewErrorFS(mem, nil)
 	cfg := testConfig(t)
@@ -214,6 +213,16 @@ func TestNotReadyWhileTheStoreCannotWrite(t *testing.T) {
 		defer cancel()
 		n.Shutdown(ctx)
 	})
+	return n, mem, efs
+}
+
+// TestNotReadyWhileTheStoreCannotWrite: on a full disk a send fails
+// (nothing stored, REST 503), /readyz answers 503 and the messaging
+// service's gRPC health turns NOT_SERVING while the server's own health
+// (liveness) stays SERVING; once space returns the node is ready again
+// without any send.
+func TestNotReadyWhileTheStoreCannotWrite(t *testing.T) {
+	n, mem, efs := openOnFaultyFS(t)
 	a := n.Addrs()
 	send := func() (int, string) {
 		resp, err := http.Post("http://"+a.HTTP+"/v1/topics/full/messages", "application/json",
@@ -311,19 +320,7 @@ func TestNotReadyWhileTheStoreCannotWrite(t *testing.T) {
 // send) answers 503 and leaves no topic behind, so no send is accepted for
 // a topic that a restart would not know; once writes work it succeeds.
 func TestMetadataThatCannotBePersistedIsRefused(t *testing.T) {
-	mem := vfs.NewMem()
-	efs := vfs.NewErrorFS(mem, nil)
-	cfg := testConfig(t)
-	cfg.AutoCreate = true
-	n, err := Open(context.Background(), cfg, Options{Logger: quietLogger(), StoreFS: efs})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		n.Shutdown(ctx)
-	}()
+	n, _, efs := openOnFaultyFS(t)
 	post := func(path, body string) (int, string) {
 		resp, err := http.Post("http://"+n.Addrs().HTTP+path, "application/json", strings.NewReader(body))
 		if err != nil {
