@@ -433,8 +433,14 @@ func (s *Store) release(e *encoded) {
 // (disk full or I/O error: nothing of this call is in the log; or a failed
 // fsync, after which the store refuses writes until reopened).
 func (s *Store) Append(ctx context.Context, msgs ...*message.Message) (AppendResult, error) {
+	return s.appendCounted(ctx, msgs, nil)
+}
+
+// appendCounted is append of ordinary records, counted in the append
+// metrics (latency or error).
+func (s *Store) appendCounted(ctx context.Context, msgs []*message.Message, st *Stamp) (AppendResult, error) {
 	t0 := time.Since(s.epoch) // one clock read (time.Now takes two), also the store time
-	res, err := s.append(ctx, msgs, false, t0, nil)
+	res, err := s.append(ctx, msgs, false, t0, st)
 	if err != nil {
 		s.c.appendErrors.Add(1)
 		return res, err
@@ -462,14 +468,7 @@ func (s *Store) AppendStamped(ctx context.Context, st Stamp, msgs ...*message.Me
 	if st.StoreTime <= 0 {
 		return AppendResult{}, fmt.Errorf("%w: store time %d", serr.ErrInvalid, st.StoreTime)
 	}
-	t0 := time.Since(s.epoch)
-	res, err := s.append(ctx, msgs, false, t0, &st)
-	if err != nil {
-		s.c.appendErrors.Add(1)
-		return res, err
-	}
-	s.c.appendLat.observe(time.Since(s.epoch) - t0)
-	return res, nil
+	return s.appendCounted(ctx, msgs, &st)
 }
 
 // append writes msgs; at is the caller's clock reading since s.epoch,
