@@ -143,7 +143,7 @@ type reservation struct {
 
 // settlePicks publishes (ok) or withdraws the redeliveries and repeated
 // deliveries of a receive, and copies what is delivered into each pick.
-// sb.mu held.
+// sb.mu must be held.
 func (sb *sub) settlePicks(picks []pick, ok bool) {
 	for i := range picks {
 		p := &picks[i]
@@ -164,7 +164,8 @@ func (sb *sub) settlePicks(picks []pick, ok bool) {
 }
 
 // settleNew publishes the new flights of a receive whose record was
-// written. sb.mu held.
+// written.
+// sb.mu must be held.
 func (sb *sub) settleNew(created []*flight) {
 	for _, f := range created {
 		if f.pend != pendNew {
@@ -181,7 +182,8 @@ func (sb *sub) settleNew(created []*flight) {
 // not be written. A queue nobody read past them (and not reset since)
 // gets its position back and the flights are forgotten; otherwise they
 // stay as undelivered messages due at now (held ones stay held), which
-// abandonNew returns for the caller to record. sb.mu held.
+// abandonNew returns for the caller to record.
+// sb.mu must be held.
 func (sb *sub) abandonNew(created []*flight, resv []reservation, now int64) (returned []*flight) {
 	rewound := make(map[int32]bool, len(resv))
 	for _, r := range resv {
