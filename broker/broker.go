@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
@@ -38,6 +39,9 @@ type Config struct {
 	PopSnapshotInterval time.Duration
 	// Txn tunes transaction checks.
 	Txn txn.Config
+	// Replicated, when set, is the replica group every write goes
+	// through (cluster mode); the broker then opens in standby.
+	Replicated Replicator
 	// Tracers and Meters receive the broker's spans and metrics
 	// (observe.go); nil turns either off. Pass a nil Tracers when spans
 	// are not exported: then no span is even started.
@@ -47,19 +51,30 @@ type Config struct {
 
 // Broker owns the broker services and hands each the narrow store
 // capabilities it needs.
+//
+// A replicated broker (Config.Replicated set) writes through the replica
+// group instead of the store, and starts in standby: its services run
+// only while Activate has made them live, on the member that leads the
+// group (see replicated.go).
 type Broker struct {
 	cfg     Config
 	started time.Time // when Open ran (runtime figures count from it)
 	log     *slog.Logger
 	store   *storage.Store
-	hub     *longpoll.Hub
-	meta    *metadata.Service
-	prod    *produce.Service
-	pop     *pop.Service
-	delay   *delay.Service
-	txn     *txn.Service
-	offs    *offset.Service
+	w       writes
 	obs     *observer
+	limits  produce.Limits
+
+	// svc holds the services of the current activation; nil before the
+	// first. A deactivated broker keeps its closed services here, so a
+	// call still under way fails on them instead of on a nil.
+	svc    atomic.Pointer[services]
+	active atomic.Bool
+
+	// actMu serializes Activate, Deactivate and Close, and guards
+	// checkBack.
+	actMu     sync.Mutex
+	checkBack txn.CheckBackSender
 
 	resetMu        sync.Mutex
 	resetListeners []ResetListener // AddResetListener; called by ResetOffset
@@ -69,7 +84,22 @@ type Broker struct {
 	redriveMu sync.Mutex
 }
 
-// Open starts the broker on an open store.
+// services are the broker's services of one activation.
+type services struct {
+	hub   *longpoll.Hub
+	meta  *metadata.Service
+	prod  *produce.Service
+	pop   *pop.Service
+	delay *delay.Service
+	txn   *txn.Service
+	offs  *offset.Service
+}
+
+// s returns the services of the current (or last) activation.
+func (b *Broker) s() *services { return b.svc.Load() }
+
+// Open starts the broker on an open store: at once, or in standby when
+// cfg.Replicated is set.
 func Open(ctx context.Context, cfg Config, st *storage.Store) (*Broker, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real{}
@@ -77,105 +107,166 @@ func Open(ctx context.Context, cfg Config, st *storage.Store) (*Broker, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	b := &Broker{cfg: cfg, log: cfg.Logger, store: st, obs: newObserver(cfg.Tracers, cfg.Meters), started: cfg.Clock.Now()}
-	b.hub = longpoll.New(cfg.MaxParkedPolls)
-	st.SetArrivalHook(func(topic string, q int32, _ int64) {
-		b.hub.Notify(topic)                       // POP receives: any queue
-		b.hub.Notify(longpoll.QueueKey(topic, q)) // pulls of that queue
-	})
-	b.meta = metadata.New(metadata.Config{AutoCreate: cfg.AutoCreate, DefaultQueues: cfg.DefaultQueues, Clock: cfg.Clock}, st.Meta(), st)
-	p, err := pop.Open(ctx, pop.Config{Clock: cfg.Clock, Logger: cfg.Logger, Hub: b.hub, SnapshotInterval: cfg.PopSnapshotInterval},
-		b.obs.popStore(st), st.Meta(), b.meta)
-	if err != nil {
-		return nil, err
+	b := &Broker{cfg: cfg, log: cfg.Logger, store: st, obs: newObserver(cfg.Tracers, cfg.Meters), started: cfg.Clock.Now(),
+		limits: cfg.Limits.WithDefaults(), w: newWrites(st, cfg.Replicated, cfg.Logger)}
+	if cfg.Replicated == nil {
+		if err := b.Activate(ctx); err != nil {
+			return nil, err
+		}
 	}
-	b.pop = p
-	b.meta.OnTopicDeleted(p.DropTopic)
-	b.meta.OnGroupDeleted(p.DropGroup)
-	b.delay, err = delay.Open(ctx, delay.Config{Clock: cfg.Clock, Logger: cfg.Logger}, st, st.Meta(), b.meta)
-	if err != nil {
-		_ = p.Close(ctx)
-		return nil, err
-	}
-	tc := cfg.Txn
-	tc.Clock, tc.Logger = cfg.Clock, cfg.Logger
-	b.txn, err = txn.Open(ctx, tc, st, st.Meta(), b.meta)
-	if err != nil {
-		_ = errors.Join(p.Close(ctx), b.delay.Close(ctx))
-		return nil, err
-	}
-	b.offs = offset.New(st, st.Meta(), b.hub, cfg.Clock)
-	b.prod = produce.New(produce.Config{Limits: cfg.Limits, Clock: cfg.Clock, Delay: b.delay, Txn: b.txn}, b.obs.appender(st), b.meta)
 	b.obs.observe(cfg.Meters, b)
 	return b, nil
 }
 
+// Activate opens the services from the store's current state and makes
+// them live. A replicated broker's member calls it once it leads its
+// group and has applied every entry committed before; a single node's
+// Open calls it.
+func (b *Broker) Activate(ctx context.Context) error {
+	b.actMu.Lock()
+	defer b.actMu.Unlock()
+	if b.active.Load() {
+		return nil
+	}
+	cfg, st := b.cfg, b.store
+	s := &services{hub: longpoll.New(cfg.MaxParkedPolls)}
+	hub := s.hub
+	st.SetArrivalHook(func(topic string, q int32, _ int64) {
+		hub.Notify(topic)                       // POP receives: any queue
+		hub.Notify(longpoll.QueueKey(topic, q)) // pulls of that queue
+	})
+	s.meta = metadata.New(metadata.Config{AutoCreate: cfg.AutoCreate, DefaultQueues: cfg.DefaultQueues, Clock: cfg.Clock}, b.w.meta, b.w.store)
+	p, err := pop.Open(ctx, pop.Config{Clock: cfg.Clock, Logger: cfg.Logger, Hub: s.hub, SnapshotInterval: cfg.PopSnapshotInterval},
+		b.obs.popStore(b.w.store), st.Meta(), s.meta)
+	if err != nil {
+		return err
+	}
+	s.pop = p
+	s.meta.OnTopicDeleted(p.DropTopic)
+	s.meta.OnGroupDeleted(p.DropGroup)
+	s.delay, err = delay.Open(ctx, delay.Config{Clock: cfg.Clock, Logger: cfg.Logger}, b.w.store, st.Meta(), s.meta)
+	if err != nil {
+		_ = p.Close(ctx)
+		return err
+	}
+	tc := cfg.Txn
+	tc.Clock, tc.Logger = cfg.Clock, cfg.Logger
+	s.txn, err = txn.Open(ctx, tc, b.w.store, st.Meta(), s.meta)
+	if err != nil {
+		_ = errors.Join(p.Close(ctx), s.delay.Close(ctx))
+		return err
+	}
+	if b.checkBack != nil {
+		s.txn.SetSender(b.checkBack)
+	}
+	s.offs = offset.New(st, b.w.offsets, s.hub, cfg.Clock)
+	s.prod = produce.New(produce.Config{Limits: cfg.Limits, Clock: cfg.Clock, Delay: s.delay, Txn: s.txn}, b.obs.appender(b.w.store), s.meta)
+	b.svc.Store(s)
+	b.active.Store(true)
+	return nil
+}
+
+// Active reports whether the services are live.
+func (b *Broker) Active() bool { return b.active.Load() }
+
+// Deactivate stops the live services (parked receives answer "no
+// message", background work stops) and returns the broker to standby. A
+// replicated broker's member calls it when it stops leading; its writes
+// fail from then on anyway (the replica refuses them).
+func (b *Broker) Deactivate(ctx context.Context) error {
+	b.actMu.Lock()
+	defer b.actMu.Unlock()
+	return b.deactivate(ctx)
+}
+
+// deactivate is Deactivate. b.actMu must be held.
+func (b *Broker) deactivate(ctx context.Context) error {
+	if !b.active.Swap(false) {
+		return nil
+	}
+	s := b.s()
+	s.hub.Close()
+	return errors.Join(s.txn.Close(ctx), s.delay.Close(ctx), s.pop.Close(ctx))
+}
+
 // SetCheckBackSender installs the port transaction checks go through.
-func (b *Broker) SetCheckBackSender(c txn.CheckBackSender) { b.txn.SetSender(c) }
+func (b *Broker) SetCheckBackSender(c txn.CheckBackSender) {
+	b.actMu.Lock()
+	defer b.actMu.Unlock()
+	b.checkBack = c
+	if s := b.s(); s != nil {
+		s.txn.SetSender(c)
+	}
+}
 
 // Drain wakes every parked receive (they answer "no message") and makes
 // new receives return at once. Called first at shutdown.
-func (b *Broker) Drain() { b.hub.Close() }
+func (b *Broker) Drain() {
+	if s := b.s(); s != nil {
+		s.hub.Close()
+	}
+}
 
 // Close stops background work and persists final state. The store is
 // closed by its owner afterwards.
 func (b *Broker) Close(ctx context.Context) error {
 	b.obs.close()
-	b.hub.Close()
-	return errors.Join(b.txn.Close(ctx), b.delay.Close(ctx), b.pop.Close(ctx))
+	b.actMu.Lock()
+	defer b.actMu.Unlock()
+	return b.deactivate(ctx)
 }
 
 // Limits are the message limits producers are told about.
-func (b *Broker) Limits() produce.Limits { return b.prod.Limits() }
+func (b *Broker) Limits() produce.Limits { return b.limits }
 
 // CreateTopic creates a topic.
 func (b *Broker) CreateTopic(ctx context.Context, t model.Topic) (model.Topic, error) {
-	return b.meta.CreateTopic(ctx, t)
+	return b.s().meta.CreateTopic(ctx, t)
 }
 
 // Topic returns a topic, creating a NORMAL one when auto-create is on.
 func (b *Broker) Topic(ctx context.Context, name string) (model.Topic, error) {
-	return b.meta.Topic(ctx, name)
+	return b.s().meta.Topic(ctx, name)
 }
 
 // GetTopic returns a topic without auto-creating it.
 func (b *Broker) GetTopic(ctx context.Context, name string) (model.Topic, error) {
-	return b.meta.GetTopic(ctx, name)
+	return b.s().meta.GetTopic(ctx, name)
 }
 
 // ListTopics lists topics sorted by name.
 func (b *Broker) ListTopics(ctx context.Context) ([]model.Topic, error) {
-	return b.meta.ListTopics(ctx)
+	return b.s().meta.ListTopics(ctx)
 }
 
 // DeleteTopic deletes a topic and its queues.
 func (b *Broker) DeleteTopic(ctx context.Context, name string) error {
-	return b.meta.DeleteTopic(ctx, name)
+	return b.s().meta.DeleteTopic(ctx, name)
 }
 
 // CreateGroup creates a consumer group.
 func (b *Broker) CreateGroup(ctx context.Context, g model.Group) (model.Group, error) {
-	return b.meta.CreateGroup(ctx, g)
+	return b.s().meta.CreateGroup(ctx, g)
 }
 
 // Group returns a group, creating it when auto-create is on.
 func (b *Broker) Group(ctx context.Context, name string) (model.Group, error) {
-	return b.meta.Group(ctx, name)
+	return b.s().meta.Group(ctx, name)
 }
 
 // GetGroup returns a group without auto-creating it.
 func (b *Broker) GetGroup(ctx context.Context, name string) (model.Group, error) {
-	return b.meta.GetGroup(ctx, name)
+	return b.s().meta.GetGroup(ctx, name)
 }
 
 // ListGroups lists groups sorted by name.
 func (b *Broker) ListGroups(ctx context.Context) ([]model.Group, error) {
-	return b.meta.ListGroups(ctx)
+	return b.s().meta.ListGroups(ctx)
 }
 
 // DeleteGroup deletes a group.
 func (b *Broker) DeleteGroup(ctx context.Context, name string) error {
-	return b.meta.DeleteGroup(ctx, name)
+	return b.s().meta.DeleteGroup(ctx, name)
 }
 
 // Send validates and stores msgs, all for topic. A returned error rejects
@@ -186,7 +277,7 @@ func (b *Broker) Send(ctx context.Context, topic string, msgs []*model.Message, 
 	if err := metadata.ValidateTopicName(topic); err != nil {
 		return nil, err
 	}
-	return b.prod.Send(ctx, topic, msgs, p)
+	return b.s().prod.Send(ctx, topic, msgs, p)
 }
 
 // Receive pops up to req.Max visible messages, long-polling up to
@@ -195,7 +286,7 @@ func (b *Broker) Receive(ctx context.Context, req ReceiveRequest) (out []*model.
 	ctx, sp := b.obs.startReceive(ctx, req)
 	defer func() { b.obs.received(ctx, sp, req, out, err) }()
 	select {
-	case <-b.hub.Closed():
+	case <-b.s().hub.Closed():
 		// Draining for shutdown: acks are refused from now on, so a
 		// delivery would only come back as a duplicate after the restart.
 		return nil, mqerr.Errorf(mqerr.KindMessageNotFound, "mqgate is draining for shutdown: no new deliveries")
@@ -224,7 +315,7 @@ func (b *Broker) Receive(ctx context.Context, req ReceiveRequest) (out []*model.
 	if req.QueueID < 0 {
 		req.QueueID = -1
 	}
-	return b.pop.Receive(ctx, pop.ReceiveRequest{Group: g, Topic: t, Filter: req.Filter, Max: max, Invisible: req.Invisible,
+	return b.s().pop.Receive(ctx, pop.ReceiveRequest{Group: g, Topic: t, Filter: req.Filter, Max: max, Invisible: req.Invisible,
 		AutoRenew: req.AutoRenew, ClientID: req.ClientID, Wait: req.Wait, QueueID: req.QueueID, AttemptID: req.AttemptID})
 }
 
@@ -235,11 +326,11 @@ func (b *Broker) resolve(ctx context.Context, group, topic string) (model.Topic,
 	if err := metadata.ValidateGroupName(group); err != nil {
 		return model.Topic{}, model.Group{}, err
 	}
-	t, err := b.meta.Topic(ctx, topic)
+	t, err := b.s().meta.Topic(ctx, topic)
 	if err != nil {
 		return model.Topic{}, model.Group{}, err
 	}
-	g, err := b.meta.Group(ctx, group)
+	g, err := b.s().meta.Group(ctx, group)
 	if err != nil {
 		return model.Topic{}, model.Group{}, err
 	}
@@ -261,7 +352,7 @@ func (b *Broker) Ack(ctx context.Context, group, topic string, handles []string)
 		}
 		return errs
 	}
-	return b.pop.Ack(ctx, group, topic, handles)
+	return b.s().pop.Ack(ctx, group, topic, handles)
 }
 
 // ChangeInvisible moves a delivery's visibility to now+d and returns its
@@ -273,7 +364,7 @@ func (b *Broker) ChangeInvisible(ctx context.Context, group, topic, handle strin
 	if d < 0 || d > MaxInvisible {
 		return "", mqerr.Errorf(mqerr.KindIllegalInvisibleTime, "invisible duration %s is outside [0, %s]", d, MaxInvisible)
 	}
-	return b.pop.ChangeInvisible(ctx, group, topic, handle, d)
+	return b.s().pop.ChangeInvisible(ctx, group, topic, handle, d)
 }
 
 // Release withdraws deliveries that never reached the consumer: visible
@@ -286,7 +377,7 @@ func (b *Broker) Release(ctx context.Context, group, topic string, handles []str
 		}
 		return errs
 	}
-	return b.pop.Release(ctx, group, topic, handles)
+	return b.s().pop.Release(ctx, group, topic, handles)
 }
 
 // ForwardToDLQ moves a delivery to the group's dead-letter topic.
@@ -294,16 +385,16 @@ func (b *Broker) ForwardToDLQ(ctx context.Context, group, topic, handle string) 
 	if err := b.checkNames(group, topic); err != nil {
 		return err
 	}
-	return b.pop.ForwardToDLQ(ctx, group, topic, handle)
+	return b.s().pop.ForwardToDLQ(ctx, group, topic, handle)
 }
 
 // ReleaseClient ends auto-renewal for a client that is gone.
 func (b *Broker) ReleaseClient(clientID string) {
-	b.pop.ReleaseClient(context.Background(), clientID)
+	b.s().pop.ReleaseClient(context.Background(), clientID)
 }
 
 // PopStats describes every POP subscription (in flight, positions).
-func (b *Broker) PopStats() []pop.Stats { return b.pop.Stats() }
+func (b *Broker) PopStats() []pop.Stats { return b.s().pop.Stats() }
 
 // EndTransaction commits or rolls back a transactional message. Repeating
 // the applied resolution is OK; Unspecified changes nothing.
@@ -314,10 +405,10 @@ func (b *Broker) EndTransaction(ctx context.Context, topic, messageID, transacti
 	if strings.TrimSpace(transactionID) == "" {
 		return mqerr.Errorf(mqerr.KindInvalidTransactionID, "transaction id is blank")
 	}
-	if _, err := b.meta.GetTopic(ctx, topic); err != nil {
+	if _, err := b.s().meta.GetTopic(ctx, topic); err != nil {
 		return err
 	}
-	return b.txn.End(ctx, topic, messageID, transactionID, r)
+	return b.s().txn.End(ctx, topic, messageID, transactionID, r)
 }
 
 // Recall cancels a pending delayed message by its recall handle and
@@ -329,11 +420,11 @@ func (b *Broker) Recall(ctx context.Context, topic, handle string) (string, erro
 	if strings.TrimSpace(handle) == "" {
 		return "", mqerr.Errorf(mqerr.KindBadRequest, "recall handle is blank")
 	}
-	t, err := b.meta.GetTopic(ctx, topic)
+	t, err := b.s().meta.GetTopic(ctx, topic)
 	if err != nil {
 		return "", err
 	}
-	return b.delay.Recall(ctx, t, handle)
+	return b.s().delay.Recall(ctx, t, handle)
 }
 
 // Pull reads a queue from an offset without POP state (see offset.Pull).
@@ -345,7 +436,7 @@ func (b *Broker) Pull(ctx context.Context, group, topic string, queue int32, fro
 	if !t.Perm.Readable() {
 		return offset.PullResult{}, mqerr.Errorf(mqerr.KindForbidden, "topic %q is not readable", t.Name)
 	}
-	res, err := b.offs.Pull(ctx, t, queue, from, max, f, wait)
+	res, err := b.s().offs.Pull(ctx, t, queue, from, max, f, wait)
 	b.obs.pulledDelivered(group, t.Name, res.Messages)
 	return res, err
 }
@@ -357,7 +448,7 @@ func (b *Broker) UpdateOffset(ctx context.Context, group, topic string, queue in
 	if err != nil {
 		return err
 	}
-	_, err = b.offs.Update(t, group, queue, off, true)
+	_, err = b.s().offs.Update(t, group, queue, off, true)
 	return err
 }
 
@@ -367,7 +458,7 @@ func (b *Broker) GetOffset(ctx context.Context, group, topic string, queue int32
 	if err != nil {
 		return 0, err
 	}
-	return b.offs.Get(t, group, queue)
+	return b.s().offs.Get(t, group, queue)
 }
 
 // QueryOffset finds the beginning, end or a time's offset of a queue.
@@ -375,9 +466,9 @@ func (b *Broker) QueryOffset(ctx context.Context, topic string, queue int32, p o
 	if err := metadata.ValidateTopicName(topic); err != nil {
 		return 0, err
 	}
-	t, err := b.meta.GetTopic(ctx, topic)
+	t, err := b.s().meta.GetTopic(ctx, topic)
 	if err != nil {
 		return 0, err
 	}
-	return b.offs.Query(t, queue, p, at)
+	return b.s().offs.Query(t, queue, p, at)
 }

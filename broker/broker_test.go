@@ -71,8 +71,8 @@ func (e *env) crash() {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	e.b.hub.Close()
-	if err := e.b.pop.Abort(ctx); err != nil {
+	e.b.s().hub.Close()
+	if err := e.b.s().pop.Abort(ctx); err != nil {
 		e.t.Fatal(err)
 	}
 	if err := e.store.Close(ctx); err != nil {
@@ -370,7 +370,7 @@ func TestSnapshotThenJournalReplay(t *testing.T) {
 	e.group("g", 0, false)
 	e.send("t", 4, "")
 	d, _ := e.receive("g", "t", 2, 30*time.Second)
-	if err := e.b.pop.Snapshot(); err != nil {
+	if err := e.b.s().pop.Snapshot(); err != nil {
 		t.Fatal(err)
 	}
 	// More changes after the snapshot, journal only.
@@ -475,14 +475,14 @@ func TestLongPollWakesOneReceivePerClass(t *testing.T) {
 	}
 	waitParked := func(n int64) {
 		t.Helper()
-		for e.b.hub.Parked() != n {
+		for e.b.s().hub.Parked() != n {
 			runtime.Gosched()
 		}
 	}
 	park("g", 8)
 	park("g2", 1)
 	waitParked(9)
-	before := e.b.hub.Woken()
+	before := e.b.s().hub.Woken()
 	e.send("t", 1, "")
 	got := map[string]int{}
 	for i := 0; i < 2; i++ {
@@ -498,7 +498,7 @@ func TestLongPollWakesOneReceivePerClass(t *testing.T) {
 	waitParked(7)
 	// g's taker hands the wake on to one more of g, which finds nothing;
 	// g2's has nobody to hand it to. Every parked receive woken would be 9.
-	if n := e.b.hub.Woken() - before; n > 3 {
+	if n := e.b.s().hub.Woken() - before; n > 3 {
 		t.Fatalf("one arrival woke %d parked receives, want at most 3", n)
 	}
 

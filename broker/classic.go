@@ -47,7 +47,7 @@ func (c *Classic) Broker() *Broker { return c.b }
 // EnsureGroup returns a consumer group, creating it with defaults if it
 // does not exist (classic consumers never create their groups).
 func (c *Classic) EnsureGroup(ctx context.Context, name string) (model.Group, error) {
-	return c.b.meta.EnsureGroup(ctx, name)
+	return c.b.s().meta.EnsureGroup(ctx, name)
 }
 
 // EnsureRetry returns %RETRY%<group>, creating the group and the topic
@@ -56,20 +56,20 @@ func (c *Classic) EnsureRetry(ctx context.Context, group string) (model.Topic, e
 	if _, err := c.EnsureGroup(ctx, group); err != nil {
 		return model.Topic{}, err
 	}
-	return c.b.meta.EnsureRetry(ctx, group)
+	return c.b.s().meta.EnsureRetry(ctx, group)
 }
 
 // RouteTopic resolves a topic a classic client asks about: %RETRY%<group>
 // is created on demand, %DLQ%<group> exists once its group does, other
 // topics are created only when auto-create is on.
 func (c *Classic) RouteTopic(ctx context.Context, name string) (model.Topic, error) {
-	return c.topic(ctx, name, c.b.meta.Topic)
+	return c.topic(ctx, name, c.b.s().meta.Topic)
 }
 
 // ExistingTopic resolves a topic without creating user topics (retry
 // topics are still created on demand).
 func (c *Classic) ExistingTopic(ctx context.Context, name string) (model.Topic, error) {
-	return c.topic(ctx, name, c.b.meta.GetTopic)
+	return c.topic(ctx, name, c.b.s().meta.GetTopic)
 }
 
 // topic resolves name: %RETRY%<group> by EnsureRetry, any other by get.
@@ -86,12 +86,12 @@ func (c *Classic) topic(ctx context.Context, name string, get func(context.Conte
 // PutTopic creates or updates a topic (UPDATE_AND_CREATE_TOPIC); it
 // reports whether the topic was created.
 func (c *Classic) PutTopic(ctx context.Context, t model.Topic) (model.Topic, bool, error) {
-	return c.b.meta.PutTopic(ctx, t)
+	return c.b.s().meta.PutTopic(ctx, t)
 }
 
 // PutGroup creates or updates a group (UPDATE_AND_CREATE_SUBSCRIPTIONGROUP).
 func (c *Classic) PutGroup(ctx context.Context, g model.Group) (model.Group, error) {
-	return c.b.meta.PutGroup(ctx, g)
+	return c.b.s().meta.PutGroup(ctx, g)
 }
 
 // AutoCreate reports whether unknown topics are created on first use.
@@ -152,7 +152,7 @@ func (c *Classic) sendRecords(ctx context.Context, req ClassicSend) (ClassicSent
 			maxRe = grp.MaxDeliveryAttempts - 1
 		}
 		if req.ReconsumeTimes > maxRe {
-			if t, err = c.b.meta.EnsureDLQ(ctx, g); err != nil {
+			if t, err = c.b.s().meta.EnsureDLQ(ctx, g); err != nil {
 				return ClassicSent{}, err
 			}
 			req.QueueID = 0
@@ -169,7 +169,7 @@ func (c *Classic) sendRecords(ctx context.Context, req ClassicSend) (ClassicSent
 		q = produce.PickQueue(t, "", &c.rr)
 	}
 	now := c.clk.Now()
-	limits := c.b.prod.Limits()
+	limits := c.b.s().prod.Limits()
 	lenient := t
 	lenient.Type = model.TopicMixed
 	var due time.Time
@@ -204,7 +204,7 @@ func (c *Classic) sendRecords(ctx context.Context, req ClassicSend) (ClassicSent
 		if len(req.Records) != 1 {
 			return ClassicSent{}, mqerr.Errorf(mqerr.KindMessageCorrupted, "a transactional message cannot be sent in a batch")
 		}
-		h, err := c.b.txn.StageRecord(ctx, t, q, req.Records[0], recovery)
+		h, err := c.b.s().txn.StageRecord(ctx, t, q, req.Records[0], recovery)
 		if err != nil {
 			return ClassicSent{}, err
 		}
@@ -213,7 +213,7 @@ func (c *Classic) sendRecords(ctx context.Context, req ClassicSend) (ClassicSent
 	case !due.IsZero() && due.After(now):
 		for _, r := range req.Records {
 			r.Set(record.PropDeliverMS, strconv.FormatInt(due.UnixMilli(), 10))
-			e, err := c.b.delay.StageRecord(ctx, r, t.Name, q, due)
+			e, err := c.b.s().delay.StageRecord(ctx, r, t.Name, q, due)
 			if err != nil && mqerr.KindOf(err) != mqerr.KindFlushTimeout {
 				return ClassicSent{}, err
 			}
@@ -226,7 +226,7 @@ func (c *Classic) sendRecords(ctx context.Context, req ClassicSend) (ClassicSent
 		r.Topic, r.QueueID = t.Name, q
 		r.Del(record.PropDelayLevel)
 	}
-	res, err := c.b.store.Append(ctx, req.Records...)
+	res, err := c.b.w.store.Append(ctx, req.Records...)
 	if err != nil {
 		return ClassicSent{}, produce.AppendError(err)
 	}
@@ -361,7 +361,7 @@ func (c *Classic) pull(ctx context.Context, req ClassicPullRequest) (ClassicPull
 		var ch <-chan struct{}
 		release := func() {}
 		if req.Wait > 0 {
-			w, rel, err := c.b.hub.Watch(longpoll.QueueKey(t.Name, req.QueueID))
+			w, rel, err := c.b.s().hub.Watch(longpoll.QueueKey(t.Name, req.QueueID))
 			if err != nil {
 				return ClassicPull{}, err
 			}
@@ -377,11 +377,11 @@ func (c *Classic) pull(ctx context.Context, req ClassicPullRequest) (ClassicPull
 		case <-ch:
 		case <-tm.C():
 		case <-ctx.Done():
-		case <-c.b.hub.Closed():
+		case <-c.b.s().hub.Closed():
 		}
 		tm.Stop()
 		release()
-		if ctx.Err() != nil || isDone(c.b.hub.Closed()) {
+		if ctx.Err() != nil || isDone(c.b.s().hub.Closed()) {
 			return c.read(req, hashes)
 		}
 	}
@@ -526,7 +526,11 @@ func (c *Classic) CommittedOffset(group, topic string, queue int32) (int64, bool
 // CommitOffset stores a group's offset for a queue (classic consumers may
 // commit any offset; a stale one is corrected by the next pull).
 func (c *Classic) CommitOffset(group, topic string, queue int32, offset int64) {
-	c.b.store.Meta().CommitOffset(meta.OffsetKey{Group: group, Topic: topic, QueueID: queue}, offset)
+	if _, err := c.b.w.offsets.CommitOffset(meta.OffsetKey{Group: group, Topic: topic, QueueID: queue}, offset); err != nil {
+		// Classic commits are advisory (pulls carry them and get no
+		// answer about them): the next commit repeats the position.
+		c.b.log.Warn("classic offset commit not recorded", "group", group, "topic", topic, "queue", queue, "offset", offset, "err", err)
+	}
 }
 
 // ---- by position, key or id -----------------------------------------------
@@ -638,7 +642,7 @@ func (c *Classic) SendBack(ctx context.Context, sb SendBack) (SendBackResult, er
 		maxRe = g.MaxDeliveryAttempts - 1
 	}
 	if old >= maxRe || sb.DelayLevel < 0 {
-		dlq, err := c.b.meta.EnsureDLQ(ctx, g.Name)
+		dlq, err := c.b.s().meta.EnsureDLQ(ctx, g.Name)
 		if err != nil {
 			return SendBackResult{}, err
 		}
@@ -650,12 +654,12 @@ func (c *Classic) SendBack(ctx context.Context, sb SendBack) (SendBackResult, er
 			}
 		}
 		cp.Topic, cp.QueueID = dlq.Name, 0
-		if _, err := c.b.store.Append(ctx, &cp); err != nil {
+		if _, err := c.b.w.store.Append(ctx, &cp); err != nil {
 			return SendBackResult{}, produce.AppendError(err)
 		}
 		return SendBackResult{Topic: dlq.Name, DeadLettered: true, ReconsumeTimes: old + 1}, nil
 	}
-	retry, err := c.b.meta.EnsureRetry(ctx, g.Name)
+	retry, err := c.b.s().meta.EnsureRetry(ctx, g.Name)
 	if err != nil {
 		return SendBackResult{}, err
 	}
@@ -664,7 +668,7 @@ func (c *Classic) SendBack(ctx context.Context, sb SendBack) (SendBackResult, er
 		level = 3 + int(old)
 	}
 	due := c.clk.Now().Add(delay.LevelDelay(level))
-	if _, err := c.b.delay.StageRecord(ctx, &cp, retry.Name, 0, due); err != nil && mqerr.KindOf(err) != mqerr.KindFlushTimeout {
+	if _, err := c.b.s().delay.StageRecord(ctx, &cp, retry.Name, 0, due); err != nil && mqerr.KindOf(err) != mqerr.KindFlushTimeout {
 		return SendBackResult{}, err
 	}
 	return SendBackResult{Topic: retry.Name, ReconsumeTimes: old + 1, Due: due}, nil
@@ -700,13 +704,13 @@ func (c *Classic) EndTransaction(ctx context.Context, e ClassicEnd) error {
 		return mqerr.Errorf(mqerr.KindForbidden, "the half message belongs to producer group %q, not %q", pg, e.ProducerGroup)
 	}
 	topic, _ := rec.Get(record.PropRealTopic)
-	return c.b.EndTransaction(ctx, topic, e.MsgID, c.b.txn.TransactionIDFor(rec.QueueOffset, topic), e.Resolution)
+	return c.b.EndTransaction(ctx, topic, e.MsgID, c.b.s().txn.TransactionIDFor(rec.QueueOffset, topic), e.Resolution)
 }
 
 // HalfRecord returns the pending half message a check-back is about.
 func (c *Classic) HalfRecord(topic, transactionID string) (*message.Message, error) {
-	return c.b.txn.HalfRecord(topic, transactionID)
+	return c.b.s().txn.HalfRecord(topic, transactionID)
 }
 
 // Parked is the number of receives and pulls waiting in long polls.
-func (c *Classic) Parked() int64 { return c.b.hub.Parked() }
+func (c *Classic) Parked() int64 { return c.b.s().hub.Parked() }

@@ -59,7 +59,7 @@ func TestClassicDelaysShareTheDelayService(t *testing.T) {
 	if _, err := c.SendRecords(e.ctx, ClassicSend{Topic: "T", QueueID: 2, Records: []*message.Message{r}}); err != nil {
 		t.Fatal(err)
 	}
-	if n := e.b.delay.Pending(); n != 1 {
+	if n := e.b.s().delay.Pending(); n != 1 {
 		t.Fatalf("delay service holds %d records, want the classic one", n)
 	}
 	e.restart()
@@ -154,10 +154,10 @@ func TestParkedPullsWokenByTheirQueueOnly(t *testing.T) {
 			done <- result{q, res, err}
 		}()
 	}
-	for e.b.hub.Parked() != 4 {
+	for e.b.s().hub.Parked() != 4 {
 		runtime.Gosched()
 	}
-	before := e.b.hub.Woken()
+	before := e.b.s().hub.Woken()
 	if _, err := c.SendRecords(e.ctx, ClassicSend{Topic: "T", QueueID: 2, Records: []*message.Message{classicRecord("x", "UNIQ_KEY", "U1")}}); err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +165,7 @@ func TestParkedPullsWokenByTheirQueueOnly(t *testing.T) {
 	if r.err != nil || r.q != 2 || len(r.res.Records) != 1 {
 		t.Fatalf("queue %d: %+v %v", r.q, r.res, r.err)
 	}
-	if n := e.b.hub.Woken() - before; n != 1 {
+	if n := e.b.s().hub.Woken() - before; n != 1 {
 		t.Fatalf("an arrival to queue 2 woke %d parked pulls, want 1", n)
 	}
 	cancel()

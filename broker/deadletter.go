@@ -42,7 +42,7 @@ func (b *Broker) DeadLetters(ctx context.Context, group string, max int) (DeadLe
 	if err != nil || page.Pending == 0 {
 		return page, err
 	}
-	res, err := b.offs.Pull(ctx, t, 0, from, max, model.Filter{}, 0)
+	res, err := b.s().offs.Pull(ctx, t, 0, from, max, model.Filter{}, 0)
 	if err != nil && mqerr.KindOf(err) != mqerr.KindMessageNotFound {
 		return page, err
 	}
@@ -56,20 +56,20 @@ func (b *Broker) deadLetterStart(ctx context.Context, group string) (model.Topic
 	if err := metadata.ValidateGroupName(group); err != nil {
 		return model.Topic{}, 0, DeadLetterPage{}, err
 	}
-	if _, err := b.meta.GetGroup(ctx, group); err != nil {
+	if _, err := b.s().meta.GetGroup(ctx, group); err != nil {
 		return model.Topic{}, 0, DeadLetterPage{}, err
 	}
 	page := DeadLetterPage{Topic: metadata.DLQTopic(group)}
-	t, err := b.meta.GetTopic(ctx, page.Topic) // exists with the group
+	t, err := b.s().meta.GetTopic(ctx, page.Topic) // exists with the group
 	if err != nil {
 		return t, 0, page, err
 	}
-	lo, hi, err := b.offs.Range(t, 0)
+	lo, hi, err := b.s().offs.Range(t, 0)
 	if err != nil {
 		return t, 0, page, err
 	}
 	from := lo
-	if off, err := b.offs.Get(t, group, 0); err == nil {
+	if off, err := b.s().offs.Get(t, group, 0); err == nil {
 		from = max(off, lo)
 	} else if mqerr.KindOf(err) != mqerr.KindOffsetNotFound {
 		return t, 0, page, err
@@ -113,7 +113,7 @@ func (b *Broker) RedriveDeadLetters(ctx context.Context, group string, max int) 
 	if len(page.Messages) == 0 {
 		return out, nil
 	}
-	t, err := b.meta.GetTopic(ctx, page.Topic)
+	t, err := b.s().meta.GetTopic(ctx, page.Topic)
 	if err != nil {
 		return out, err
 	}
@@ -143,7 +143,7 @@ func (b *Broker) RedriveDeadLetters(ctx context.Context, group string, max int) 
 		next = d.QueueOffset + 1
 	}
 	if next >= 0 {
-		if _, err := b.offs.Update(t, group, 0, next, true); err != nil {
+		if _, err := b.s().offs.Update(t, group, 0, next, true); err != nil {
 			return out, errors.Join(sendErr, err)
 		}
 		out.Pending -= int64(len(out.Redriven))

@@ -73,21 +73,21 @@ type GroupDescription struct {
 // DescribeTopic returns a topic's queue offsets and the progress of every
 // group that has received from it. It never auto-creates.
 func (b *Broker) DescribeTopic(ctx context.Context, name string) (TopicDescription, error) {
-	t, err := b.meta.GetTopic(ctx, name)
+	t, err := b.s().meta.GetTopic(ctx, name)
 	if err != nil {
 		return TopicDescription{}, err
 	}
 	d := TopicDescription{Topic: t}
 	d.Queues, d.Messages = b.queueOffsets(t)
 	popped := map[string]bool{}
-	for _, st := range b.pop.Stats() {
+	for _, st := range b.s().pop.Stats() {
 		if st.Topic == t.Name {
 			d.Groups = append(d.Groups, b.progress(t, st.Group, st.Next, st.InFlight, st.Held))
 			popped[st.Group] = true
 		}
 	}
 	// Groups that only commit offsets (classic and offset-API consumers).
-	gs, err := b.meta.ListGroups(ctx)
+	gs, err := b.s().meta.ListGroups(ctx)
 	if err != nil {
 		return TopicDescription{}, err
 	}
@@ -115,17 +115,17 @@ func (b *Broker) committedIn(group string) map[string]map[int32]int64 {
 // DescribeGroup returns a group's progress in every topic it has received
 // from and the size of its dead-letter topic. It never auto-creates.
 func (b *Broker) DescribeGroup(ctx context.Context, name string) (GroupDescription, error) {
-	g, err := b.meta.GetGroup(ctx, name)
+	g, err := b.s().meta.GetGroup(ctx, name)
 	if err != nil {
 		return GroupDescription{}, err
 	}
 	d := GroupDescription{Group: g, DLQ: DeadLetterInfo{Topic: metadata.DLQTopic(g.Name)}}
 	popped := map[string]bool{}
-	for _, st := range b.pop.Stats() {
+	for _, st := range b.s().pop.Stats() {
 		if st.Group != g.Name {
 			continue
 		}
-		t, err := b.meta.GetTopic(ctx, st.Topic)
+		t, err := b.s().meta.GetTopic(ctx, st.Topic)
 		if err != nil {
 			continue // deleted since; its state is being dropped
 		}
@@ -137,12 +137,12 @@ func (b *Broker) DescribeGroup(ctx context.Context, name string) (GroupDescripti
 		if popped[name] {
 			continue
 		}
-		if t, err := b.meta.GetTopic(ctx, name); err == nil {
+		if t, err := b.s().meta.GetTopic(ctx, name); err == nil {
 			d.Topics = append(d.Topics, b.progress(t, g.Name, offs, 0, 0))
 		}
 	}
 	sort.Slice(d.Topics, func(i, j int) bool { return d.Topics[i].Topic < d.Topics[j].Topic })
-	switch dt, err := b.meta.GetTopic(ctx, d.DLQ.Topic); {
+	switch dt, err := b.s().meta.GetTopic(ctx, d.DLQ.Topic); {
 	case err == nil:
 		d.DLQ.Exists = true
 		_, d.DLQ.Messages = b.queueOffsets(dt)
@@ -219,13 +219,13 @@ func (b *Broker) LookupMessage(ctx context.Context, req LookupRequest) ([]FoundM
 		if err := metadata.ValidateTopicName(req.Topic); err != nil {
 			return nil, err
 		}
-		t, err := b.meta.GetTopic(ctx, req.Topic)
+		t, err := b.s().meta.GetTopic(ctx, req.Topic)
 		if err != nil {
 			return nil, err
 		}
 		topics = []string{t.Name}
 	} else {
-		ts, err := b.meta.ListTopics(ctx)
+		ts, err := b.s().meta.ListTopics(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -318,7 +318,7 @@ type ConsumeStat struct {
 // when topic is "", of every topic the group has committed offsets in or
 // received from. The group must exist; a named topic too.
 func (b *Broker) ConsumeStats(ctx context.Context, group, topic string) ([]ConsumeStat, error) {
-	g, err := b.meta.GetGroup(ctx, group)
+	g, err := b.s().meta.GetGroup(ctx, group)
 	if err != nil {
 		return nil, err
 	}
@@ -328,7 +328,7 @@ func (b *Broker) ConsumeStats(ctx context.Context, group, topic string) ([]Consu
 	}
 	var out []ConsumeStat
 	for _, n := range names {
-		t, err := b.meta.GetTopic(ctx, n)
+		t, err := b.s().meta.GetTopic(ctx, n)
 		if err != nil {
 			if topic == "" && mqerr.KindOf(err) == mqerr.KindTopicNotFound {
 				continue // deleted since the group consumed it
@@ -356,7 +356,7 @@ func (b *Broker) consumedTopics(group string) []string {
 	for topic := range b.committedIn(group) {
 		seen[topic] = true
 	}
-	for _, st := range b.pop.Stats() {
+	for _, st := range b.s().pop.Stats() {
 		if st.Group == group {
 			seen[st.Topic] = true
 		}
@@ -372,7 +372,7 @@ func (b *Broker) consumedTopics(group string) []string {
 // GroupTopics lists the topics a group consumes (committed offsets or
 // POP receives), for classic admin tools; the group must exist.
 func (b *Broker) GroupTopics(ctx context.Context, group string) ([]string, error) {
-	g, err := b.meta.GetGroup(ctx, group)
+	g, err := b.s().meta.GetGroup(ctx, group)
 	if err != nil {
 		return nil, err
 	}

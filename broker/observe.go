@@ -201,10 +201,14 @@ func (o *observer) observe(mp metric.MeterProvider, b *Broker) {
 			a.observeOutcomes(ob, ackOutcomes)
 			return true
 		})
-		ob.ObserveInt64(parked, b.hub.Parked())
-		ob.ObserveInt64(woken, b.hub.Woken())
-		for _, st := range b.pop.Stats() {
-			t, err := b.meta.GetTopic(ctx, st.Topic)
+		sv := b.s()
+		if !b.Active() || sv == nil {
+			return nil // a standby member: its services do not run
+		}
+		ob.ObserveInt64(parked, sv.hub.Parked())
+		ob.ObserveInt64(woken, sv.hub.Woken())
+		for _, st := range sv.pop.Stats() {
+			t, err := sv.meta.GetTopic(ctx, st.Topic)
 			if err != nil {
 				continue // deleted since
 			}

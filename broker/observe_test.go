@@ -111,8 +111,8 @@ next:
 // waitParked waits until n receives are long-polling.
 func (o *observed) waitParked(n int64) {
 	o.t.Helper()
-	if !poll(func() bool { return o.b.hub.Parked() == n }) {
-		o.t.Fatalf("parked polls = %d, want %d", o.b.hub.Parked(), n)
+	if !poll(func() bool { return o.b.s().hub.Parked() == n }) {
+		o.t.Fatalf("parked polls = %d, want %d", o.b.s().hub.Parked(), n)
 	}
 }
 

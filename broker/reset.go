@@ -88,11 +88,11 @@ func (b *Broker) ResetOffset(ctx context.Context, req ResetOffsetRequest) ([]Que
 		return nil, mqerr.Errorf(mqerr.KindBadRequest, "reset to what: a time, the earliest or the latest message, or an offset")
 	}
 	// Neither is auto-created: a reset names what exists.
-	g, err := b.meta.GetGroup(ctx, req.Group)
+	g, err := b.s().meta.GetGroup(ctx, req.Group)
 	if err != nil {
 		return nil, err
 	}
-	t, err := b.meta.GetTopic(ctx, req.Topic)
+	t, err := b.s().meta.GetTopic(ctx, req.Topic)
 	if err != nil {
 		return nil, err
 	}
@@ -118,7 +118,7 @@ func (b *Broker) ResetOffset(ctx context.Context, req ResetOffsetRequest) ([]Que
 			targets[q] = req.Offset
 			continue
 		}
-		if targets[q], err = b.offs.Query(t, q, policy, req.Time); err != nil {
+		if targets[q], err = b.s().offs.Query(t, q, policy, req.Time); err != nil {
 			return nil, err
 		}
 	}
@@ -143,7 +143,7 @@ func (b *Broker) ResetOffset(ctx context.Context, req ResetOffsetRequest) ([]Que
 			return kept, nil
 		}
 	}
-	prev, err := b.pop.Reset(ctx, g.Name, t.Name, targets)
+	prev, err := b.s().pop.Reset(ctx, g.Name, t.Name, targets)
 	if err != nil {
 		return nil, err
 	}
@@ -151,7 +151,7 @@ func (b *Broker) ResetOffset(ctx context.Context, req ResetOffsetRequest) ([]Que
 	for i, q := range queues {
 		// Committed offsets (pull and classic consumers) move too; the
 		// last update flushes them all.
-		if _, err := b.offs.Update(t, g.Name, q, targets[q], i == len(queues)-1); err != nil {
+		if _, err := b.s().offs.Update(t, g.Name, q, targets[q], i == len(queues)-1); err != nil {
 			return nil, fmt.Errorf("the receive position moved, but committing offset %d of queue %d failed: %w", targets[q], q, err)
 		}
 		lo, _ := b.store.QueueRange(t.Name, q)
@@ -189,10 +189,10 @@ func (b *Broker) ResetOffset(ctx context.Context, req ResetOffsetRequest) ([]Que
 
 // position is where group stands in queue q of t (see RewindOnly).
 func (b *Broker) position(t model.Topic, group string, q int32) int64 {
-	if off, err := b.offs.Get(t, group, q); err == nil {
+	if off, err := b.s().offs.Get(t, group, q); err == nil {
 		return off
 	}
-	if off, ok := b.pop.Position(group, t.Name, q); ok {
+	if off, ok := b.s().pop.Position(group, t.Name, q); ok {
 		return off
 	}
 	lo, _ := b.store.QueueRange(t.Name, q)

@@ -639,19 +639,34 @@ func (s *Store) Topics() []string { return s.cqs.Topics() }
 // that recovery replays the deletion; the log keeps the bytes until
 // retention. It returns once the queues are gone.
 func (s *Store) DeleteTopic(ctx context.Context, topic string) error {
+	_, err := s.deleteTopic(ctx, topic, nil)
+	return err
+}
+
+// DeleteTopicStamped is DeleteTopic with the deletion record's store time
+// and host fixed by the caller, as AppendStamped fixes them: replicas that
+// apply the same deletions in the same order write the same bytes.
+func (s *Store) DeleteTopicStamped(ctx context.Context, st Stamp, topic string) (AppendResult, error) {
+	if st.StoreTime <= 0 {
+		return AppendResult{}, fmt.Errorf("%w: store time %d", serr.ErrInvalid, st.StoreTime)
+	}
+	return s.deleteTopic(ctx, topic, &st)
+}
+
+func (s *Store) deleteTopic(ctx context.Context, topic string, st *Stamp) (AppendResult, error) {
 	m := &message.Message{Topic: topic, QueueID: -1, Flags: message.FlagControl}
 	m.Set(ctrlProp, ctrlDeleteTopic)
-	res, err := s.append(ctx, []*message.Message{m}, true, 0, nil)
+	res, err := s.append(ctx, []*message.Message{m}, true, 0, st)
 	if err != nil {
-		return err
+		return res, err
 	}
 	if s.opts.FlushMode == FlushSync && res.Durability != DurabilityLocal {
 		// The deletion record must reach the queues: wait for its fsync.
 		if _, err := s.log.WaitDurable(ctx, res.End, time.Time{}); err != nil {
-			return err
+			return res, err
 		}
 	}
-	return s.WaitDispatched(ctx, res.End)
+	return res, s.WaitDispatched(ctx, res.End)
 }
 
 const (

@@ -11,6 +11,7 @@ import (
 // Entry kinds (byte 1 of an entry).
 const (
 	kindAppend byte = 1 // one commit-log append batch
+	kindMeta   byte = 2 // one metadata change (meta.go)
 )
 
 const (

@@ -34,6 +34,9 @@ type Options struct {
 	Store storage.Options
 	// StoreHost is written into the records this node proposes.
 	StoreHost string
+	// ClusterID, when set, must be the id the group was bootstrapped with
+	// (MetaBootstrap); a member of another cluster stops at that entry.
+	ClusterID string
 	// CommitTimeout bounds how long an Append waits for its entry to
 	// commit and apply (and the ctx deadline, if earlier). Default
 	// Store.FlushTimeout, else 5s.
@@ -168,13 +171,6 @@ func (r *Replica) stamp() int64 {
 // deadline)), ErrStopped, ctx's error, and the store's own ErrInvalid or
 // ErrTooLarge (the entry is then skipped by every member).
 func (r *Replica) Append(ctx context.Context, msgs ...*message.Message) (storage.AppendResult, error) {
-	if r.closed.Load() || r.Failed() != nil {
-		return storage.AppendResult{}, ErrStopped
-	}
-	rp := r.raft.Load()
-	if rp == nil {
-		return storage.AppendResult{}, fmt.Errorf("%w: no raft node attached", ErrStopped)
-	}
 	if len(msgs) == 0 {
 		return storage.AppendResult{}, fmt.Errorf("%w: no messages", storage.ErrInvalid)
 	}
@@ -182,6 +178,19 @@ func (r *Replica) Append(ctx context.Context, msgs ...*message.Message) (storage
 	data, err := encodeAppend(&appendEntry{proposer: r.incarnation, seq: seq, storeTime: r.stamp(), geo: r.geo, storeHost: r.opts.StoreHost, msgs: msgs}, r.maxRecord())
 	if err != nil {
 		return storage.AppendResult{}, fmt.Errorf("cluster: append: %w", err)
+	}
+	return r.propose(ctx, seq, data)
+}
+
+// propose hands the entry data (carrying this process's incarnation and
+// seq) to raft and waits for the answer its apply gives.
+func (r *Replica) propose(ctx context.Context, seq uint64, data []byte) (storage.AppendResult, error) {
+	if r.closed.Load() || r.Failed() != nil {
+		return storage.AppendResult{}, ErrStopped
+	}
+	rp := r.raft.Load()
+	if rp == nil {
+		return storage.AppendResult{}, fmt.Errorf("%w: no raft node attached", ErrStopped)
 	}
 	done := make(chan applyResult, 1)
 	r.mu.Lock()
@@ -266,9 +275,23 @@ func (r *Replica) applyData(data []byte) error {
 	if err != nil {
 		return err
 	}
-	if kind != kindAppend {
+	switch kind {
+	case kindAppend:
+		return r.applyAppend(data)
+	case kindMeta:
+		res, opErr, e, err := r.applyMeta(data)
+		if err != nil || e == nil {
+			return err
+		}
+		r.answer(e.proposer, e.seq, applyResult{res: res, err: opErr})
+		r.raiseStamp(e.storeTime)
+		return nil
+	default:
 		return fmt.Errorf("%w: unknown kind %d", ErrBadEntry, kind)
 	}
+}
+
+func (r *Replica) applyAppend(data []byte) error {
 	e, err := decodeAppend(data, r.maxRecord())
 	if err != nil {
 		// Every member decodes the same bytes the same way: none stores
@@ -294,22 +317,34 @@ func (r *Replica) applyData(data []byte) error {
 	default:
 		return err
 	}
-	if e.proposer == r.incarnation {
-		r.mu.Lock()
-		if ch, ok := r.waiters[e.seq]; ok {
-			ch <- applyResult{res: res, err: err}
-			delete(r.waiters, e.seq)
-		}
-		r.mu.Unlock()
+	r.answer(e.proposer, e.seq, applyResult{res: res, err: err})
+	r.raiseStamp(st.StoreTime)
+	return nil
+}
+
+// answer hands an applied entry's outcome to the Append or ProposeMeta
+// waiting for it, when this process proposed it.
+func (r *Replica) answer(proposer, seq uint64, res applyResult) {
+	if proposer != r.incarnation {
+		return
 	}
-	// Proposals after another leader's entries stamp no earlier.
-	for t := st.StoreTime; ; {
+	r.mu.Lock()
+	if ch, ok := r.waiters[seq]; ok {
+		ch <- res
+		delete(r.waiters, seq)
+	}
+	r.mu.Unlock()
+}
+
+// raiseStamp makes later proposals stamp no earlier than t (another
+// leader's entries included).
+func (r *Replica) raiseStamp(t int64) {
+	for {
 		last := r.lastStamp.Load()
 		if t <= last || r.lastStamp.CompareAndSwap(last, t) {
-			break
+			return
 		}
 	}
-	return nil
 }
 
 // Persist fsyncs the commit log and records the applied position (see
@@ -323,7 +358,9 @@ func (r *Replica) Persist() error {
 	if r.st.index == r.persistedIdx {
 		return nil
 	}
-	if err := r.store.Sync(); err != nil {
+	// Committed offsets live in memory until the metadata store flushes
+	// them; the entries that set them are not applied again after this.
+	if err := errors.Join(r.store.Sync(), r.store.Meta().Flush()); err != nil {
 		return r.fail(fmt.Errorf("cluster: persist applied position: %w", err))
 	}
 	if err := vfs.WriteFileAtomic(r.fs, filepath.Join(r.dir, stateFile), encodeState(r.st)); err != nil {

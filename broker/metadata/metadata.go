@@ -85,6 +85,9 @@ func storeErr(err error, what string) error {
 	if err == nil {
 		return nil
 	}
+	if mqerr.Classified(err) {
+		return err // classified already (a replica group's refusal)
+	}
 	if errors.Is(err, storage.ErrClosed) {
 		return mqerr.Wrap(mqerr.KindUnavailable, err, "store is closed")
 	}

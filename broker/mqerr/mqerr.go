@@ -53,6 +53,13 @@ const (
 	KindNotImplemented
 	KindUnsupported
 	KindCanceled
+	// KindReplicationLost: this member stopped leading its replica group
+	// before the write was committed; it may still commit under the next
+	// leader, or not at all. Never reported as stored.
+	KindReplicationLost
+	// KindNoQuorum: no majority of the replica group stored the write in
+	// time (members down or unreachable). Nothing is reported as stored.
+	KindNoQuorum
 
 	kindCount // sentinel: keep last
 )
@@ -98,6 +105,8 @@ var kindNames = [...]string{
 	KindNotImplemented:       "not-implemented",
 	KindUnsupported:          "unsupported",
 	KindCanceled:             "canceled",
+	KindReplicationLost:      "replication-lost",
+	KindNoQuorum:             "no-quorum",
 }
 
 // String names the kind.
@@ -212,4 +221,11 @@ func Message(err error) string {
 		return "request canceled"
 	}
 	return "internal error"
+}
+
+// Classified reports whether err carries a Kind already (an *Error in its
+// chain), so a caller's own classification should leave it as it is.
+func Classified(err error) bool {
+	var e *Error
+	return errors.As(err, &e)
 }

@@ -25,7 +25,9 @@ type Store interface {
 
 // Offsets is the committed-offset store.
 type Offsets interface {
-	CommitOffset(k meta.OffsetKey, offset int64) meta.Durability
+	// CommitOffset records offset; DurabilityLocal when it is on disk
+	// (or in a majority of a replica group's logs) already.
+	CommitOffset(k meta.OffsetKey, offset int64) (meta.Durability, error)
 	Offset(k meta.OffsetKey) (int64, bool)
 	// Flush persists committed offsets now (fsynced when it returns nil).
 	Flush() error
@@ -189,7 +191,13 @@ func (s *Service) Update(t model.Topic, group string, q int32, offset int64, dur
 	if offset < lo || offset > hi {
 		return 0, mqerr.Errorf(mqerr.KindIllegalOffset, "offset %d is outside [%d, %d] of %s/%d", offset, lo, hi, t.Name, q)
 	}
-	d := s.offsets.CommitOffset(meta.OffsetKey{Group: group, Topic: t.Name, QueueID: q}, offset)
+	d, err := s.offsets.CommitOffset(meta.OffsetKey{Group: group, Topic: t.Name, QueueID: q}, offset)
+	if err != nil {
+		if mqerr.Classified(err) {
+			return d, err
+		}
+		return d, mqerr.Wrap(mqerr.KindStoreUnavailable, err, "recording the committed offset")
+	}
 	if durable && d != meta.DurabilityLocal {
 		if err := s.offsets.Flush(); err != nil {
 			return d, mqerr.Wrap(mqerr.KindStoreUnavailable, err, "persisting the committed offset")

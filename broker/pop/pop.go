@@ -83,7 +83,7 @@ type subKey struct{ group, topic string }
 
 const (
 	snapshotBlob = "pop-state"
-	keyBlob      = "receipt-handle-key"
+	keyBlob      = KeyBlob
 )
 
 // Open loads the handle key (creating it on first start), the last state
@@ -643,6 +643,9 @@ func (s *Service) journal(ctx context.Context, recs ...*jrecord) error {
 }
 
 func storeError(err error) error {
+	if mqerr.Classified(err) {
+		return err // classified already (a replica group's refusal)
+	}
 	switch {
 	case errors.Is(err, storage.ErrClosed):
 		return mqerr.Wrap(mqerr.KindUnavailable, err, "store is closed")
@@ -1177,3 +1180,9 @@ func (s *Service) repeatAttempt(sb *sub, req *ReceiveRequest, now, inv int64, re
 	}
 	return out
 }
+
+// KeyBlob names the blob holding the receipt-handle key and the store
+// incarnation (4 bytes, then the key; at least 20 bytes in all). A
+// replicated store writes it on every member from one agreed value, so
+// that a handle issued by one member verifies on the others.
+const KeyBlob = "receipt-handle-key"

@@ -56,7 +56,7 @@ func New(cfg Config, st Appender, topics Topics) *Service {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real{}
 	}
-	cfg.Limits = cfg.Limits.withDefaults()
+	cfg.Limits = cfg.Limits.WithDefaults()
 	return &Service{cfg: cfg, store: st, topics: topics}
 }
 
@@ -164,6 +164,9 @@ func (s *Service) sendSpecial(ctx context.Context, topic model.Topic, msgs []*mo
 
 // AppendError classifies a store append failure.
 func AppendError(err error) error {
+	if mqerr.Classified(err) {
+		return err // classified already (a replica group's refusal)
+	}
 	switch {
 	case errors.Is(err, storage.ErrClosed):
 		return mqerr.Wrap(mqerr.KindUnavailable, err, "the store is closed")

@@ -27,7 +27,8 @@ func DefaultLimits() Limits {
 		MaxDelay: 24 * time.Hour, MaxTxRecovery: time.Hour}
 }
 
-func (l Limits) withDefaults() Limits {
+// WithDefaults fills the zero limits with the defaults.
+func (l Limits) WithDefaults() Limits {
 	d := DefaultLimits()
 	if l.MaxBodySize <= 0 {
 		l.MaxBodySize = d.MaxBodySize
@@ -75,7 +76,7 @@ func Validate(m *model.Message, topic model.Topic, now time.Time, l Limits) erro
 // declared type that contradicts the content). It
 // is the one copy of these rules for every listener.
 func ValidateMessage(m *model.Message, now time.Time, l Limits) error {
-	l = l.withDefaults()
+	l = l.WithDefaults()
 	if len(m.Body) == 0 {
 		return mqerr.Errorf(mqerr.KindBodyEmpty, "message body is empty")
 	}

@@ -55,6 +55,10 @@ var kindCodes = [...]int16{
 	// e.g. SQL92 filters: upstream answers SYSTEM_ERROR with a remark.
 	mqerr.KindUnsupported: codeSystemError,
 	mqerr.KindCanceled:    codeServiceNotAvailable,
+	// Not stored as far as this member knows: 2 makes clients retry
+	// (FLUSH_SLAVE_TIMEOUT would tell them the message is stored).
+	mqerr.KindReplicationLost: codeSystemBusy,
+	mqerr.KindNoQuorum:        codeSystemBusy,
 }
 
 // codeOfKind returns the table row of k (false when missing).

@@ -61,6 +61,9 @@ var table = [...]Mapping{
 	mqerr.KindNotImplemented:   {v2.Code_NOT_IMPLEMENTED, codes.Unimplemented},
 	mqerr.KindUnsupported:      {v2.Code_UNSUPPORTED, codes.Unimplemented},
 	mqerr.KindCanceled:         {v2.Code_REQUEST_TIMEOUT, codes.Canceled},
+	// Replication: not stored as far as this member knows; clients retry.
+	mqerr.KindReplicationLost: {v2.Code_SLAVE_PERSISTENCE_TIMEOUT, codes.Unavailable},
+	mqerr.KindNoQuorum:        {v2.Code_HA_NOT_AVAILABLE, codes.Unavailable},
 }
 
 // Of returns the table row of k; false for a kind without one.

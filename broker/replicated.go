@@ -1,0 +1,154 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	"github.com/mqgate/mqgate/broker/cluster"
+	"github.com/mqgate/mqgate/broker/mqerr"
+	"github.com/mqgate/mqgate/storage"
+	"github.com/mqgate/mqgate/storage/message"
+	"github.com/mqgate/mqgate/storage/meta"
+)
+
+// Replicator is the replica group a clustered broker writes through
+// (broker/cluster's Replica): message batches as entries, and metadata
+// changes (topics, groups, committed offsets, topic deletions) as
+// entries too, so that every member's store and metadata hold the same.
+// Reads go to the local store, which only the replica's apply step
+// writes.
+type Replicator interface {
+	Append(ctx context.Context, msgs ...*message.Message) (storage.AppendResult, error)
+	ProposeMeta(ctx context.Context, op cluster.MetaOp) (storage.AppendResult, error)
+}
+
+// writes are the store and metadata as the services write them: the
+// local ones on a single node, the replica group's in cluster mode.
+type writes struct {
+	store   storeWriter
+	meta    metaWriter
+	offsets offsetWriter
+}
+
+// storeWriter is the store with its writes: what pop, delay, txn,
+// produce, offset and metadata need of it.
+type storeWriter interface {
+	Append(ctx context.Context, msgs ...*message.Message) (storage.AppendResult, error)
+	DeleteTopic(ctx context.Context, topic string) error
+	ReadQueue(topic string, queueID int32, fromOffset int64, max int) ([]storage.QueueEntry, error)
+	ReadMessage(physOffset int64, size int32) (*message.Message, error)
+	QueueRange(topic string, queueID int32) (min, max int64)
+	OffsetForTime(topic string, queueID int32, unixMs int64) (int64, error)
+	LogRange() (min, written int64)
+	WaitDispatched(ctx context.Context, pos int64) error
+}
+
+// metaWriter is the topic and group metadata store.
+type metaWriter interface {
+	PutTopic(t meta.Topic) error
+	DeleteTopic(name string) error
+	Topic(name string) (meta.Topic, bool)
+	Topics() []meta.Topic
+	PutGroup(g meta.Group) error
+	DeleteGroup(name string) error
+	Group(name string) (meta.Group, bool)
+	Groups() []meta.Group
+}
+
+// offsetWriter is the committed-offset store.
+type offsetWriter interface {
+	CommitOffset(k meta.OffsetKey, offset int64) (meta.Durability, error)
+	Offset(k meta.OffsetKey) (int64, bool)
+	Flush() error
+}
+
+func newWrites(st *storage.Store, r Replicator, log *slog.Logger) writes {
+	if r == nil {
+		return writes{store: st, meta: st.Meta(), offsets: localOffsets{st.Meta()}}
+	}
+	return writes{store: replStore{Store: st, r: r}, meta: replMeta{Store: st.Meta(), r: r}, offsets: replOffsets{Store: st.Meta(), r: r}}
+}
+
+// localOffsets is the metadata store's offsets, which cannot fail to
+// record in memory.
+type localOffsets struct{ *meta.Store }
+
+func (o localOffsets) CommitOffset(k meta.OffsetKey, offset int64) (meta.Durability, error) {
+	return o.Store.CommitOffset(k, offset), nil
+}
+
+// replStore appends through the replica group and reads locally.
+type replStore struct {
+	*storage.Store
+	r Replicator
+}
+
+func (s replStore) Append(ctx context.Context, msgs ...*message.Message) (storage.AppendResult, error) {
+	res, err := s.r.Append(ctx, msgs...)
+	return res, replicationError(err)
+}
+
+func (s replStore) DeleteTopic(ctx context.Context, topic string) error {
+	_, err := s.r.ProposeMeta(ctx, cluster.MetaOp{Kind: cluster.MetaDropQueues, Name: topic})
+	return replicationError(err)
+}
+
+// replMeta changes topics and groups through the replica group; the
+// metadata store's interface has no context, so each change is bounded by
+// the replica's commit timeout alone.
+type replMeta struct {
+	*meta.Store
+	r Replicator
+}
+
+func (m replMeta) propose(op cluster.MetaOp) error {
+	_, err := m.r.ProposeMeta(context.Background(), op)
+	return replicationError(err)
+}
+
+func (m replMeta) PutTopic(t meta.Topic) error {
+	return m.propose(cluster.MetaOp{Kind: cluster.MetaPutTopic, Topic: &t})
+}
+
+func (m replMeta) DeleteTopic(name string) error {
+	return m.propose(cluster.MetaOp{Kind: cluster.MetaDeleteTopic, Name: name})
+}
+
+func (m replMeta) PutGroup(g meta.Group) error {
+	return m.propose(cluster.MetaOp{Kind: cluster.MetaPutGroup, Group: &g})
+}
+
+func (m replMeta) DeleteGroup(name string) error {
+	return m.propose(cluster.MetaOp{Kind: cluster.MetaDeleteGroup, Name: name})
+}
+
+// replOffsets commits offsets through the replica group: committed
+// there, an offset is in a majority of the members' fsynced raft logs.
+type replOffsets struct {
+	*meta.Store
+	r Replicator
+}
+
+func (o replOffsets) CommitOffset(k meta.OffsetKey, offset int64) (meta.Durability, error) {
+	if _, err := o.r.ProposeMeta(context.Background(), cluster.MetaOp{Kind: cluster.MetaCommitOffset, OffsetKey: &k, Offset: offset}); err != nil {
+		return meta.DurabilityMemory, replicationError(err)
+	}
+	return meta.DurabilityLocal, nil
+}
+
+// replicationError classifies the replica group's refusals; other errors
+// (the store's) pass unchanged to the callers' own classification.
+func replicationError(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, cluster.ErrLeadershipLost):
+		return mqerr.Wrap(mqerr.KindReplicationLost, err, "this member stopped leading its replica group before the write committed; retry")
+	case errors.Is(err, cluster.ErrNoQuorum):
+		return mqerr.Wrap(mqerr.KindNoQuorum, err, "no majority of the replica group stored the write in time; nothing was stored")
+	case errors.Is(err, cluster.ErrNotLeader), errors.Is(err, cluster.ErrStopped):
+		return mqerr.Wrap(mqerr.KindUnavailable, err, "this member does not lead its replica group")
+	}
+	return err
+}
