@@ -34,6 +34,9 @@ const (
 	// MetaBootstrap fixes the cluster's identity and receipt-handle key
 	// (Bootstrap). The first one applied wins; later ones change nothing.
 	MetaBootstrap MetaKind = "bootstrap"
+	// MetaBarrier changes nothing: once it is applied, so is every entry
+	// committed before it (Barrier).
+	MetaBarrier MetaKind = "barrier"
 )
 
 // MetaOp is one replicated metadata change. Only the fields its Kind
@@ -141,6 +144,8 @@ func (op *MetaOp) check() error {
 		ok = op.Name != ""
 	case MetaCommitOffset:
 		ok = op.OffsetKey != nil
+	case MetaBarrier:
+		ok = true
 	case MetaBootstrap:
 		ok = op.Bootstrap != nil && op.Bootstrap.ClusterID != "" && len(op.Bootstrap.HandleKey) >= 20
 	}
@@ -181,6 +186,14 @@ func (r *Replica) Bootstrap(ctx context.Context, clusterID string) error {
 	return err
 }
 
+// Barrier commits an empty change and waits until it is applied here:
+// then every entry committed before it is applied too. A new leader calls
+// it before it serves from its store.
+func (r *Replica) Barrier(ctx context.Context) error {
+	_, err := r.ProposeMeta(ctx, MetaOp{Kind: MetaBarrier})
+	return err
+}
+
 // Bootstrapped reports whether a bootstrap entry has been applied here.
 func (r *Replica) Bootstrapped() bool {
 	_, ok, err := r.store.Meta().LoadBlob(clusterBlob)
@@ -217,6 +230,7 @@ func (r *Replica) applyMeta(data []byte) (storage.AppendResult, error, *metaEntr
 		}
 	case MetaBootstrap:
 		opErr = r.applyBootstrap(op.Bootstrap)
+	case MetaBarrier:
 	}
 	if opErr != nil && !errors.Is(opErr, storage.ErrInvalid) && !errors.Is(opErr, storage.ErrNotFound) {
 		return res, nil, e, opErr

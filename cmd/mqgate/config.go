@@ -119,6 +119,10 @@ var settings = []setting{
 	durSetting("grpc-max-connection-idle", "close gRPC connections with no RPC for this long; 0 never", func(c *node.Config) *time.Duration { return &c.GRPCMaxConnectionIdle }),
 	strSetting("log-level", "debug, info, warn or error", func(c *node.Config) *string { return &c.LogLevel }),
 	strSetting("log-format", "json or text", func(c *node.Config) *string { return &c.LogFormat }),
+	strSetting("cluster-id", "cluster mode: the replica group's name, the same on every member (with --node-id and --peers); empty = single node", func(c *node.Config) *string { return &c.ClusterID }),
+	intSetting("node-id", "cluster mode: this member's id, one of --peers", func(c *node.Config) *int { return &c.NodeID }),
+	strSetting("peers", "cluster mode: every member's peer address, 1=host:port,2=host:port,3=host:port; this member listens on its own (peer traffic is not authenticated: keep it on a trusted network)", func(c *node.Config) *string { return &c.Peers }),
+	durSetting("leader-wait", "cluster mode: how long a client connection waits for a leader during an election", func(c *node.Config) *time.Duration { return &c.LeaderWait }),
 }
 
 func findSetting(name string) (setting, bool) {

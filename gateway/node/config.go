@@ -88,7 +88,21 @@ type Config struct {
 	// LogLevel is debug, info, warn or error; LogFormat is json or text.
 	LogLevel  string
 	LogFormat string
+
+	// Cluster mode: ClusterID, NodeID and Peers set together make this
+	// node a member of a replica group (cluster.go). Peers lists every
+	// member's peer (raft) address as "1=host:port,2=host:port,...";
+	// this node listens on its own. Empty ClusterID: a single node.
+	ClusterID string
+	NodeID    int
+	Peers     string
+	// LeaderWait is how long a client connection waits for a leader to
+	// be known (during an election) before it is closed.
+	LeaderWait time.Duration
 }
+
+// Clustered reports whether c configures cluster mode.
+func (c Config) Clustered() bool { return c.ClusterID != "" }
 
 // Defaults returns the configuration `mqgate serve` uses with no settings.
 func Defaults() Config {
@@ -111,6 +125,7 @@ func Defaults() Config {
 		GRPCMaxConnectionIdle:     0,
 		LogLevel:                  "info",
 		LogFormat:                 "json",
+		LeaderWait:                5 * time.Second,
 	}
 }
 
@@ -194,6 +209,7 @@ func (c Config) Validate() error {
 	default:
 		bad("log-format", "must be json or text, got %q", c.LogFormat)
 	}
+	errs = append(errs, c.validateCluster()...)
 	return errors.Join(errs...)
 }
 
@@ -203,13 +219,16 @@ type listener struct{ name, addr string }
 // listeners are the listen address settings, in start order.
 func (c Config) listeners() []listener {
 	return []listener{{"grpc-addr", c.GRPCAddr}, {"http-addr", c.HTTPAddr},
-		{"remoting-addr", c.RemotingAddr}, {"metrics-addr", c.MetricsAddr}}
+		{"remoting-addr", c.RemotingAddr}, {"metrics-addr", c.MetricsAddr}, {"peers", c.ownPeerAddr()}}
 }
 
 // protected reports whether the listener named name checks its callers:
 // every API listener with AuthFile, the metrics listener with
 // MetricsToken.
 func (c Config) protected(name string) bool {
+	if name == "peers" {
+		return false // peer traffic carries no credentials
+	}
 	if name == "metrics-addr" {
 		return c.MetricsToken != ""
 	}
@@ -238,8 +257,11 @@ func (c Config) ListenAddr(name, addr string) (string, error) {
 		return net.JoinHostPort("127.0.0.1", port), nil
 	}
 	guard := "--auth-file"
-	if name == "metrics-addr" {
+	switch name {
+	case "metrics-addr":
 		guard = "--metrics-token"
+	case "peers":
+		guard = "--insecure-listen-all"
 	}
 	return "", fmt.Errorf("%s: %q is not a loopback address and %s is not set: anyone who can reach it could use it "+
 		"(for the API listeners: create and delete topics and groups); set %s, bind a loopback address, "+

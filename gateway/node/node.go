@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/mqgate/mqgate/broker"
+	"github.com/mqgate/mqgate/broker/cluster"
 	"github.com/mqgate/mqgate/broker/txn"
 	"github.com/mqgate/mqgate/gateway/admin"
 	"github.com/mqgate/mqgate/gateway/admission"
@@ -22,6 +23,8 @@ import (
 	"github.com/mqgate/mqgate/gateway/console"
 	"github.com/mqgate/mqgate/gateway/grpcserver"
 	"github.com/mqgate/mqgate/gateway/httpserver"
+	"github.com/mqgate/mqgate/gateway/peer"
+	"github.com/mqgate/mqgate/gateway/relay"
 	"github.com/mqgate/mqgate/gateway/remoting"
 	"github.com/mqgate/mqgate/gateway/restservice"
 	"github.com/mqgate/mqgate/gateway/session"
@@ -62,6 +65,11 @@ type Node struct {
 
 	store   *storage.Store
 	storeFS vfs.FS // Options.StoreFS
+	// Cluster mode (cluster.go): the replica owning the store, the raft
+	// member, and the relays in front of the client listeners.
+	rep    *cluster.Replica
+	raft   *peer.Node
+	relays map[string]*relay.Relay
 	broker  *broker.Broker
 	sess    *session.Registry
 	// auth verifies callers on every listener; nil when --auth-file is
@@ -149,7 +157,12 @@ func Open(ctx context.Context, cfg Config, o Options) (*Node, error) {
 		StopFn: func(ctx context.Context) error { return n.tel.Shutdown(ctx) },
 	})
 	n.add(o, lifecycle.Func{ComponentName: "storage", StartFn: n.startStorage,
-		StopFn: func(ctx context.Context) error { return n.store.Close(ctx) }})
+		StopFn: func(ctx context.Context) error {
+			if n.rep != nil {
+				return n.closeReplica(ctx)
+			}
+			return n.store.Close(ctx)
+		}})
 	n.add(o, lifecycle.Func{ComponentName: "broker", StartFn: n.startBroker,
 		StopFn: func(ctx context.Context) error {
 			n.unobserve()
@@ -161,6 +174,10 @@ func Open(ctx context.Context, cfg Config, o Options) (*Node, error) {
 			return n.sess.Start(ctx)
 		},
 		StopFn: func(ctx context.Context) error { return n.sess.Stop(ctx) }})
+	if cfg.Clustered() {
+		n.add(o, lifecycle.Func{ComponentName: "relays", StartFn: func(context.Context) error { return n.startRelays() },
+			StopFn: n.stopRelays})
+	}
 	n.add(o, lifecycle.Func{ComponentName: "grpc", StartFn: n.startGRPC,
 		StopFn: func(ctx context.Context) error { return n.grpc.Stop(ctx) }})
 	if cfg.RemotingAddr != "" {
@@ -175,6 +192,10 @@ func Open(ctx context.Context, cfg Config, o Options) (*Node, error) {
 	// Registered last, so it is the first thing Shutdown waits for: health
 	// is already NOT_SERVING and new calls refused, listeners still open.
 	n.add(o, lifecycle.Func{ComponentName: "drain-notice", StopFn: n.drainNotice})
+	if cfg.Clustered() {
+		// Stops before the drain notice: leadership moves first.
+		n.add(o, lifecycle.Func{ComponentName: "leadership-handoff", StopFn: n.handoff})
+	}
 
 	if err := n.owner.Start(ctx); err != nil {
 		return nil, err
@@ -221,23 +242,27 @@ func (n *Node) startStorage(ctx context.Context) error {
 	if logCache == 0 {
 		logCache = -1 // the kernel decides
 	}
-	st, err := storage.Open(filepath.Join(n.cfg.DataDir, "store"), storage.Options{
+	opts := storage.Options{
 		SegmentSize:      n.cfg.SegmentSize,
 		LogCacheBytes:    logCache,
 		FlushMode:        mode,
 		FlushInterval:    n.cfg.FlushInterval,
-		StagingDir:       n.cfg.StagingDir,
+		StagingDir:       n.stagingDir(),
 		FlushTimeout:     n.cfg.FlushTimeout,
 		RetentionTime:    retention,
 		DiskUsagePercent: usage,
 		StoreHost:        n.storeHost(),
 		FS:               n.storeFS,
 		Logger:           n.log,
-	})
-	if err != nil {
+	}
+	if n.cfg.Clustered() {
+		if err := n.openReplica(opts); err != nil {
+			return err
+		}
+	} else if n.store, err = storage.Open(filepath.Join(n.cfg.DataDir, "store"), opts); err != nil {
 		return err
 	}
-	n.store = st
+	st := n.store
 	rec := st.Recovery()
 	n.log.Info("store open", "clean_shutdown_before", rec.Clean, "log_end", rec.LogEnd, "truncated_bytes", rec.Truncated,
 		"replayed_bytes", rec.ReplayedBytes, "recovery", rec.Duration)
@@ -245,8 +270,11 @@ func (n *Node) startStorage(ctx context.Context) error {
 }
 
 func (n *Node) startBroker(ctx context.Context) error {
-	b, err := broker.Open(ctx, broker.Config{AutoCreate: n.cfg.AutoCreate, Logger: n.log,
-		Tracers: n.brokerTracers(), Meters: n.tel.Meters}, n.store)
+	bc := broker.Config{AutoCreate: n.cfg.AutoCreate, Logger: n.log, Tracers: n.brokerTracers(), Meters: n.tel.Meters}
+	if n.rep != nil {
+		bc.Replicated = n.rep
+	}
+	b, err := broker.Open(ctx, bc, n.store)
 	if err != nil {
 		return err
 	}
@@ -294,7 +322,11 @@ func (n *Node) startGRPC(ctx context.Context) error {
 		Auth:                  n.auth,
 		MaxBodySize:           n.broker.Limits().MaxBodySize,
 	})
-	svc, err := v2service.NewMessagingService(v2service.ServiceConfig{AdvertiseAddr: n.cfg.AdvertiseAddr, Logger: n.log},
+	sc := v2service.ServiceConfig{AdvertiseAddr: n.cfg.AdvertiseAddr, Logger: n.log}
+	if n.raft != nil {
+		sc.RouteAddrs = n.routeAddrs
+	}
+	svc, err := v2service.NewMessagingService(sc,
 		n.broker, n.sess, n.gate)
 	if err != nil {
 		return err

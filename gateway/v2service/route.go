@@ -88,6 +88,22 @@ func (s *MessagingService) QueryAssignment(ctx context.Context, req *v2.QueryAss
 // NAT and port mapping); else the :authority of this call (the host:port
 // the client dialed, e.g. through Envoy); nil when none is usable.
 func (s *MessagingService) routeEndpoints(ctx context.Context, req *v2.Endpoints) *v2.Endpoints {
+	if s.routeAddrs != nil {
+		var out *v2.Endpoints
+		for _, a := range s.routeAddrs(ctx) {
+			ep, err := endpointsFromHostPort(a, 0)
+			if err != nil {
+				continue
+			}
+			if out == nil {
+				out = &v2.Endpoints{Scheme: ep.Scheme}
+			}
+			out.Addresses = append(out.Addresses, ep.Addresses...)
+		}
+		if out != nil {
+			return out
+		}
+	}
 	if s.advertised != nil {
 		return s.advertised
 	}

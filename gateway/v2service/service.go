@@ -66,7 +66,12 @@ type ServiceConfig struct {
 	// means the access point the client sent, else the :authority it
 	// dialed.
 	AdvertiseAddr string
-	Clock         clock.Clock
+	// RouteAddrs, when set, lists the host:port addresses routes tell
+	// clients to dial, in order (a replica group's members, the leader
+	// first); when it returns none, AdvertiseAddr and the rules after it
+	// apply.
+	RouteAddrs func(ctx context.Context) []string
+	Clock      clock.Clock
 	Logger        *slog.Logger
 }
 
@@ -84,12 +89,13 @@ type MessagingService struct {
 	log        *slog.Logger
 	brokerName string
 	advertised *v2.Endpoints // nil: derive per call
+	routeAddrs func(ctx context.Context) []string
 }
 
 // NewMessagingService builds the service. Register it on a grpc.Server
 // created with Options.Sessions set to the same registry.
 func NewMessagingService(cfg ServiceConfig, b Broker, sessions *session.Registry, gate *admission.Gate) (*MessagingService, error) {
-	s := &MessagingService{b: b, sess: sessions, gate: gate, clock: cfg.Clock, log: cfg.Logger, brokerName: cfg.BrokerName}
+	s := &MessagingService{b: b, sess: sessions, gate: gate, clock: cfg.Clock, log: cfg.Logger, brokerName: cfg.BrokerName, routeAddrs: cfg.RouteAddrs}
 	if s.clock == nil {
 		s.clock = clock.Real{}
 	}

@@ -1,0 +1,310 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/mqgate/mqgate/broker/cluster"
+	"github.com/mqgate/mqgate/gateway/peer"
+	"github.com/mqgate/mqgate/gateway/relay"
+	"github.com/mqgate/mqgate/storage"
+)
+
+// Cluster mode. The node's store is a cluster.Replica's (written only by
+// applying committed raft entries), its raft member is a peer.Node, and
+// its client listeners (gRPC, HTTP, remoting) are relays: while this
+// member leads, the broker is active and the relays hand connections to
+// the local servers; while another member leads, the broker is in
+// standby and the relays pipe every connection to the leader's same
+// listener. followLeader switches between the two on every leadership
+// change, in this order: on losing leadership the relays stop serving
+// locally (closing every connection) before the broker deactivates; on
+// gaining it, a barrier entry is applied (so is everything committed
+// before it), the cluster is bootstrapped if it was not, the broker
+// activates, and only then do the relays serve locally.
+
+// relayed are the listeners that follow the leader.
+var relayed = []string{"grpc-addr", "http-addr", "remoting-addr"}
+
+// ownPeerAddr is this member's entry of Peers ("" when not clustered or
+// unparsable: Validate reports it).
+func (c Config) ownPeerAddr() string {
+	if !c.Clustered() || c.NodeID <= 0 {
+		return ""
+	}
+	peers, err := peer.ParsePeers(c.Peers)
+	if err != nil {
+		return ""
+	}
+	return peers[uint64(c.NodeID)]
+}
+
+func (c Config) validateCluster() []error {
+	if !c.Clustered() {
+		if c.NodeID != 0 || c.Peers != "" {
+			return []error{errors.New("node-id and peers: set only in cluster mode, with cluster-id")}
+		}
+		return nil
+	}
+	var errs []error
+	peers, err := peer.ParsePeers(c.Peers)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("peers: %w", err))
+	} else if _, ok := peers[uint64(c.NodeID)]; c.NodeID <= 0 || !ok {
+		errs = append(errs, fmt.Errorf("node-id: %d is not one of the members in --peers", c.NodeID))
+	} else if _, _, err := net.SplitHostPort(peers[uint64(c.NodeID)]); err != nil {
+		errs = append(errs, fmt.Errorf("peers: this member's address: %w", err))
+	}
+	if c.LeaderWait <= 0 {
+		errs = append(errs, fmt.Errorf("leader-wait: must be positive, got %s", c.LeaderWait))
+	}
+	return errs
+}
+
+// openReplica opens the replicated store and starts the raft member.
+func (n *Node) openReplica(opts storage.Options) error {
+	peers, err := peer.ParsePeers(n.cfg.Peers)
+	if err != nil {
+		return err
+	}
+	rep, err := cluster.OpenReplica(filepath.Join(n.cfg.DataDir, "replica"), cluster.Options{
+		Store: opts, StoreHost: n.storeHost(), ClusterID: n.cfg.ClusterID, CommitTimeout: n.cfg.FlushTimeout, Logger: n.log})
+	if err != nil {
+		return err
+	}
+	rn, err := peer.Start(peer.Config{ClusterID: n.cfg.ClusterID, NodeID: uint64(n.cfg.NodeID), Peers: peers,
+		WALDir: filepath.Join(n.cfg.DataDir, "raft"), Listener: n.lis["peers"], Info: n.memberInfo(), Logger: n.log}, rep)
+	if err != nil {
+		return errors.Join(err, rep.Close(context.Background()))
+	}
+	rep.Attach(rn)
+	n.rep, n.raft, n.store = rep, rn, rep.Store()
+	n.log.Info("cluster member started", "cluster_id", n.cfg.ClusterID, "node_id", n.cfg.NodeID, "peers", n.cfg.Peers)
+	return nil
+}
+
+// closeReplica stops the raft member, then the replica (its store).
+func (n *Node) closeReplica(ctx context.Context) error {
+	return errors.Join(n.raft.Stop(), n.rep.Close(ctx))
+}
+
+// memberInfo is what other members dial to reach this one's listeners.
+func (n *Node) memberInfo() peer.MemberInfo {
+	dialable := func(name string) string {
+		lis := n.lis[name]
+		if lis == nil {
+			return ""
+		}
+		host, port, err := net.SplitHostPort(lis.Addr().String())
+		if err != nil {
+			return ""
+		}
+		if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+			host = ""
+			if n.cfg.AdvertiseAddr != "" {
+				host, _, _ = net.SplitHostPort(n.cfg.AdvertiseAddr)
+			}
+			if host == "" {
+				host, _ = os.Hostname()
+			}
+		}
+		return net.JoinHostPort(host, port)
+	}
+	info := peer.MemberInfo{GRPC: dialable("grpc-addr"), HTTP: dialable("http-addr"), Remoting: dialable("remoting-addr")}
+	if n.cfg.AdvertiseAddr != "" {
+		info.GRPC = n.cfg.AdvertiseAddr
+	}
+	return info
+}
+
+// startRelays puts a relay in front of each client listener; the servers
+// then serve the relays' local listeners.
+func (n *Node) startRelays() error {
+	n.relays = map[string]*relay.Relay{}
+	for _, name := range relayed {
+		lis := n.lis[name]
+		if lis == nil {
+			continue
+		}
+		r := relay.New(lis, relay.Options{Name: name, LeaderWait: n.cfg.LeaderWait, Logger: n.log})
+		n.relays[name] = r
+		n.lis[name] = r.Local()
+		if err := n.group.Go("relay-"+name, func(context.Context) { r.Run() }); err != nil {
+			return err
+		}
+	}
+	return n.group.Go("follow-leader", n.followLeader)
+}
+
+// stopRelays closes the relays (and every connection they routed).
+func (n *Node) stopRelays(context.Context) error {
+	var errs []error
+	for _, r := range n.relays {
+		errs = append(errs, r.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// route points every relay at this member (local) or at the leader's
+// listeners (info), or nowhere (zero info, not local).
+func (n *Node) route(local bool, info peer.MemberInfo) {
+	for name, r := range n.relays {
+		rt := relay.Route{Local: local}
+		if !local {
+			switch name {
+			case "grpc-addr":
+				rt.Addr = info.GRPC
+			case "http-addr":
+				rt.Addr = info.HTTP
+			case "remoting-addr":
+				rt.Addr = info.Remoting
+			}
+		}
+		r.SetRoute(rt)
+	}
+}
+
+// followLeader keeps the broker and the relays in step with leadership
+// (see the comment at the top of this file) until ctx ends or the raft
+// member stops.
+func (n *Node) followLeader(ctx context.Context) {
+	retry := time.NewTimer(0)
+	defer retry.Stop()
+	for {
+		changes := n.raft.Changes()
+		ok := n.reconcile(ctx)
+		if !ok {
+			retry.Reset(200 * time.Millisecond)
+		}
+		select {
+		case <-changes:
+		case <-retry.C:
+		case <-ctx.Done():
+			return
+		case <-n.raft.Done():
+			n.log.Error("cluster member stopped: this node no longer serves", "err", n.raft.Err())
+			n.route(false, peer.MemberInfo{})
+			if err := n.broker.Deactivate(context.WithoutCancel(ctx)); err != nil {
+				n.log.Warn("deactivating the broker", "err", err)
+			}
+			return
+		}
+	}
+}
+
+// reconcile applies the current leadership; false asks to be called again
+// soon (a step failed while nothing changed).
+func (n *Node) reconcile(ctx context.Context) bool {
+	if n.raft.IsLeader() {
+		if n.broker.Active() {
+			n.route(true, peer.MemberInfo{})
+			return true
+		}
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		err := n.rep.Barrier(cctx)
+		if err == nil {
+			err = n.rep.Bootstrap(cctx, n.cfg.ClusterID)
+		}
+		if err == nil {
+			err = n.broker.Activate(cctx)
+		}
+		if err != nil {
+			n.log.Warn("leading, but not serving yet", "err", err)
+			return false
+		}
+		n.route(true, peer.MemberInfo{})
+		n.log.Info("this member leads: serving", "node_id", n.cfg.NodeID, "applied", n.rep.Applied())
+		return true
+	}
+	if n.broker.Active() {
+		n.route(false, peer.MemberInfo{}) // close local connections first
+		if err := n.broker.Deactivate(ctx); err != nil {
+			n.log.Warn("deactivating the broker", "err", err)
+		}
+		n.log.Info("this member no longer leads: relaying to the leader")
+	}
+	lead := n.raft.Leader()
+	if lead == 0 {
+		n.route(false, peer.MemberInfo{})
+		return true // the next change names a leader
+	}
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	info, err := n.raft.MemberInfo(cctx, lead)
+	if err != nil {
+		n.log.Warn("cannot learn the leader's addresses", "leader", lead, "err", err)
+		n.route(false, peer.MemberInfo{})
+		return false
+	}
+	n.route(false, info)
+	return true
+}
+
+// routeAddrs are the gRPC addresses of the members whose addresses are
+// known, the leader's first: what QueryRoute tells clients to dial (any
+// member relays to the leader).
+func (n *Node) routeAddrs(ctx context.Context) []string {
+	peers, err := peer.ParsePeers(n.cfg.Peers)
+	if err != nil {
+		return nil
+	}
+	ids := make([]uint64, 0, len(peers))
+	for id := range peers {
+		ids = append(ids, id)
+	}
+	lead := n.raft.Leader()
+	slices.SortFunc(ids, func(a, b uint64) int {
+		switch {
+		case a == lead:
+			return -1
+		case b == lead:
+			return 1
+		case a < b:
+			return -1
+		case a > b:
+			return 1
+		}
+		return 0
+	})
+	var out []string
+	for _, id := range ids {
+		cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		info, err := n.raft.MemberInfo(cctx, id)
+		cancel()
+		if err == nil && info.GRPC != "" {
+			out = append(out, info.GRPC)
+		}
+	}
+	return out
+}
+
+// handoff moves leadership away before this member stops (SIGTERM), so
+// the group keeps serving without waiting for an election timeout.
+func (n *Node) handoff(ctx context.Context) error {
+	if n.raft == nil || !n.raft.IsLeader() {
+		return nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := n.raft.Handoff(cctx); err != nil {
+		n.log.Warn("leadership handoff before stopping failed; the others elect a leader after the election timeout", "err", err)
+	}
+	return nil
+}
+
+// stagingDir is the store's staging setting: off for a replica, whose
+// records are durable in the raft logs before the store writes them, and
+// whose members may share a machine's /dev/shm.
+func (n *Node) stagingDir() string {
+	if n.cfg.Clustered() {
+		return "off"
+	}
+	return n.cfg.StagingDir
+}
