@@ -4,9 +4,11 @@
 // commands (send, receive, ack) use mqgate's own sdk/; the inspection
 // commands (topic/group describe, message show) the admin API. `mqgate
 // verify` and `mqgate repair` work on a stopped gateway's store, through
-// gateway/node. The load generator behind `mqgate bench` lives in
+// gateway/node. `mqgate cluster` asks a member of a replicated broker
+// set over its peer port, through gateway/peer's client calls
+// (DialStatus, DialTransfer). The load generator behind `mqgate bench` lives in
 // cmd/mqgate/internal/bench; package main only dispatches to it.
 //
-// cmd/mqgate may import gateway/node, gen/, sdk/ and internal/; it must not import
+// cmd/mqgate may import gateway/node, gateway/peer, gen/, sdk/ and internal/; it must not import
 // broker/ or storage/ directly: the server is composed by gateway/node.
 package main

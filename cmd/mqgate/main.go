@@ -35,6 +35,7 @@ Usage:
   mqgate message show ...     find stored messages by message id or key
   mqgate verify ...           check a stopped gateway's store for damage (changes nothing)
   mqgate repair ...           repair a stopped gateway's store (prints the plan; --yes does it)
+  mqgate cluster ...          a replicated broker set: status, transfer-leader
   mqgate version              print the version
   mqgate help                 this text
 
@@ -68,6 +69,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return verifyCmd(ctx, args, stdout, stderr)
 	case "repair":
 		return repairCmd(ctx, args, stdout, stderr)
+	case "cluster":
+		return clusterCmd(ctx, args, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "mqgate", version)
 		return 0

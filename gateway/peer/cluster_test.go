@@ -114,7 +114,7 @@ func (c *testCluster) start(id uint64, dir string, l net.Listener) *member {
 		c.t.Fatal(err)
 	}
 	node, err := Start(Config{ClusterID: c.id, NodeID: id, Peers: c.addrs, WALDir: filepath.Join(dir, "wal"), Listener: l,
-		TickInterval: 20 * time.Millisecond, ElectionTicks: 10, SnapshotEvery: c.snap, KeepEntries: c.snap / 2, Logger: quiet}, rep)
+		TickInterval: 20 * time.Millisecond, ElectionTicks: 10, SnapshotEvery: c.snap, KeepEntries: c.snap / 2, Info: testInfo(id), Logger: quiet}, rep)
 	if err != nil {
 		rep.Close(context.Background())
 		c.t.Fatal(err)
@@ -123,6 +123,11 @@ func (c *testCluster) start(id uint64, dir string, l net.Listener) *member {
 	m := &member{id: id, dir: dir, rep: rep, node: node}
 	c.members[id] = m
 	return m
+}
+
+// testInfo is member id's MemberInfo in a test group.
+func testInfo(id uint64) MemberInfo {
+	return MemberInfo{GRPC: fmt.Sprintf("10.0.0.%d:8081", id), HTTP: fmt.Sprintf("10.0.0.%d:8080", id), Remoting: fmt.Sprintf("10.0.0.%d:9876", id)}
 }
 
 // kill stops a member the way a killed process would: the store is

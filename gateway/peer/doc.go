@@ -11,9 +11,20 @@
 //	res, err := rep.Append(ctx, msgs...)   // on the leader
 //	st, _ := node.Status(ctx)              // term, leader, commit, members' progress
 //	node.TransferLeadership(ctx, id)       // on the leader
+//	info, _ := node.MemberInfo(ctx, node.Leader()) // the leader's client addresses
+//	node.Handoff(ctx)                      // graceful shutdown: hand the leadership over
 //	node.Stop(); rep.Close(ctx)
 //
 // ParsePeers reads the members from "1=host:port,2=host:port,...".
+//
+// Changes returns a channel closed at the next change of the leader this
+// node knows or of whether it leads; a listener that redirects clients
+// to the leader takes the channel, reads Leader and IsLeader, and takes
+// a new channel when it closes. MemberInfo gives a member's client
+// addresses (Config.Info of that member, asked over the Info method and
+// kept for 10 seconds; ForgetMemberInfo drops it when an address
+// failed). Handoff, on the leader, transfers the leadership to a
+// reachable, caught-up voter and waits until this node no longer leads.
 //
 // # The raft loop
 //
@@ -46,16 +57,31 @@
 //
 // # Transport
 //
-// gRPC on the peer address: a service mqgate.cluster.v1.Raft with one
-// client-streaming method Send carrying raftpb.Message, raft's own
-// protobuf type (so no schema of ours is generated: transport.go
-// declares the service). Each member keeps one stream to each other
-// member, fed from a bounded queue by one sender goroutine; a full queue
-// or a broken stream drops messages (raft retransmits) and reports the
-// member unreachable. The stream's metadata carries the cluster id; a
-// member of another cluster refuses it. Peer traffic is not yet
-// authenticated or encrypted: the peer address must be on a trusted
-// network.
+// gRPC on the peer address: a service mqgate.cluster.v1.Raft whose
+// messages are raft's own protobuf type and protobuf well-known types,
+// so no schema of ours is generated (transport.go declares the service):
+//
+//   - Send, client-streaming raftpb.Message: the raft traffic. Each
+//     member keeps one stream to each other member, fed from a bounded
+//     queue by one sender goroutine; a full queue or a broken stream
+//     drops messages (raft retransmits) and reports the member
+//     unreachable.
+//   - Info, Empty to BytesValue: the member's id, the leader it knows and
+//     its MemberInfo, as JSON (what MemberInfo asks).
+//   - Status, Empty to BytesValue: the member's Status as JSON, peer
+//     addresses included (DialStatus; `mqgate cluster status`).
+//   - TransferLeadership, UInt64Value (the member to hand to) to Empty:
+//     answered once that member leads; a member that does not lead
+//     answers FailedPrecondition naming the leader's id, an unknown
+//     member is InvalidArgument (DialTransfer, which retries once at the
+//     leader; `mqgate cluster transfer-leader`).
+//
+// Every call's metadata carries the cluster id; a member of another
+// cluster, or a call without one, is refused with PermissionDenied. That
+// check is the only one: peer traffic is neither authenticated nor
+// encrypted, and anyone who can reach the peer address and knows the
+// cluster id can read the group's status and move its leadership. The
+// peer address must be on a trusted network.
 //
 // # Imports
 //

@@ -61,7 +61,10 @@ type Config struct {
 	// for followers that lag (default 8192).
 	SnapshotEvery uint64
 	KeepEntries   uint64
-	Logger        *slog.Logger
+	// Info is where this member serves clients, answered to the other
+	// members' MemberInfo.
+	Info   MemberInfo
+	Logger *slog.Logger
 }
 
 const (
@@ -94,6 +97,12 @@ type Node struct {
 	failed   atomic.Pointer[error]
 	snapIdx  uint64
 	stopOnce sync.Once
+
+	changeMu sync.Mutex
+	changed  chan struct{} // closed at the next change of lead or isLeader
+
+	infoMu sync.Mutex
+	infos  map[uint64]cachedInfo // MemberInfo's answers
 }
 
 type proposal struct {
@@ -116,7 +125,7 @@ func Start(cfg Config, app Applier) (*Node, error) {
 	}
 	n := &Node{cfg: cfg, logger: cfg.Logger.With("node", cfg.NodeID), app: app, ms: raft.NewMemoryStorage(),
 		propc: make(chan proposal), calls: make(chan func()), recvc: make(chan *raftpb.Message, 4096), unreach: make(chan uint64, 64),
-		stopc: make(chan struct{}), done: make(chan struct{})}
+		stopc: make(chan struct{}), done: make(chan struct{}), changed: make(chan struct{}), infos: map[uint64]cachedInfo{}}
 	bootstrap, err := n.openWAL()
 	if err != nil {
 		return nil, err
@@ -145,7 +154,7 @@ func Start(cfg Config, app Applier) (*Node, error) {
 			return nil, fmt.Errorf("peer: bootstrap: %w", err)
 		}
 	}
-	if n.tr, err = newTransport(cfg, n.logger, n.deliver, n.reportUnreachable); err != nil {
+	if n.tr, err = newTransport(cfg, n.logger, n, n.deliver, n.reportUnreachable); err != nil {
 		n.w.Close()
 		return nil, err
 	}
@@ -309,6 +318,35 @@ func (n *Node) Leader() uint64 { return n.lead.Load() }
 // IsLeader reports whether this node leads.
 func (n *Node) IsLeader() bool { return n.isLeader.Load() }
 
+// Changes returns a channel closed at the next change of the leader this
+// node knows of (Leader) or of whether this node leads (IsLeader). Take
+// the channel before reading Leader and IsLeader, and take a new one
+// after it closes:
+//
+//	for {
+//		ch := n.Changes()
+//		lead, leading := n.Leader(), n.IsLeader()
+//		...
+//		select { case <-ch: case <-n.Done(): return }
+//	}
+//
+// It is not closed when the node is stopped (watch Done for that), only
+// when a failure stops it while leading.
+func (n *Node) Changes() <-chan struct{} {
+	n.changeMu.Lock()
+	defer n.changeMu.Unlock()
+	return n.changed
+}
+
+// notifyChange closes the channel Changes handed out and puts a fresh one
+// in its place; it never blocks for long (the raft loop calls it).
+func (n *Node) notifyChange() {
+	n.changeMu.Lock()
+	close(n.changed)
+	n.changed = make(chan struct{})
+	n.changeMu.Unlock()
+}
+
 // ID is this node's id.
 func (n *Node) ID() uint64 { return n.cfg.NodeID }
 
@@ -374,7 +412,9 @@ func (n *Node) run() {
 		if err := n.ready(); err != nil {
 			n.failed.CompareAndSwap(nil, &err)
 			n.logger.Error("peer: raft loop stopped", "err", err)
-			n.isLeader.Store(false)
+			if n.isLeader.Swap(false) {
+				n.notifyChange()
+			}
 			n.app.LeadershipLost()
 			return
 		}
@@ -405,10 +445,14 @@ func (n *Node) ready() error {
 	for n.rn.HasReady() {
 		rd := n.rn.Ready()
 		if rd.SoftState != nil {
-			n.lead.Store(rd.SoftState.Lead)
-			was := n.isLeader.Swap(rd.SoftState.RaftState == raft.StateLeader)
-			if was && rd.SoftState.RaftState != raft.StateLeader {
+			leads := rd.SoftState.RaftState == raft.StateLeader
+			oldLead := n.lead.Swap(rd.SoftState.Lead)
+			was := n.isLeader.Swap(leads)
+			if was && !leads {
 				n.app.LeadershipLost()
+			}
+			if oldLead != rd.SoftState.Lead || was != leads {
+				n.notifyChange()
 			}
 		}
 		if !raft.IsEmptySnap(rd.Snapshot) {

@@ -2,33 +2,41 @@ package peer
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 	"time"
 
 	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/tracker"
 
 	"github.com/mqgate/mqgate/broker/cluster"
 )
 
-// Status is a member's view of the group.
+// Status is a member's view of the group (the Status method answers it
+// as JSON).
 type Status struct {
-	ID, Leader     uint64
-	Term           uint64
-	Commit         uint64
-	Applied        uint64 // as raft counts it (handed to the Applier)
-	State          string // StateLeader, StateFollower, ...
-	LeadTransferee uint64
+	ID             uint64 `json:"id"`
+	Leader         uint64 `json:"leader"`
+	Term           uint64 `json:"term"`
+	Commit         uint64 `json:"commit"`
+	Applied        uint64 `json:"applied"`         // as raft counts it (handed to the Applier)
+	State          string `json:"state"`           // StateLeader, StateFollower, ...
+	LeadTransferee uint64 `json:"lead_transferee"` // the member a transfer under way hands to
+	// Peers is every member's peer address, as this member is configured.
+	Peers map[uint64]string `json:"peers"`
 	// Progress of each member's log, known on the leader only.
-	Progress map[uint64]Progress
+	Progress map[uint64]Progress `json:"progress,omitempty"`
 }
 
 // Progress is the leader's view of one member's log.
 type Progress struct {
-	Match, Next  uint64
-	State        string // StateProbe, StateReplicate, StateSnapshot
-	RecentActive bool
+	Match        uint64 `json:"match"`
+	Next         uint64 `json:"next"`
+	State        string `json:"state"` // StateProbe, StateReplicate, StateSnapshot
+	RecentActive bool   `json:"recent_active"`
 }
 
 // do runs f on the raft loop and waits for it.
@@ -55,7 +63,7 @@ func (n *Node) Status(ctx context.Context) (Status, error) {
 	err := n.do(ctx, func() {
 		s := n.rn.Status()
 		st = Status{ID: s.ID, Leader: s.Lead, Term: s.HardState.GetTerm(), Commit: s.HardState.GetCommit(),
-			Applied: s.Applied, State: s.RaftState.String(), LeadTransferee: s.LeadTransferee}
+			Applied: s.Applied, State: s.RaftState.String(), LeadTransferee: s.LeadTransferee, Peers: maps.Clone(n.cfg.Peers)}
 		if s.RaftState == raft.StateLeader {
 			st.Progress = map[uint64]Progress{}
 			for id, pr := range s.Progress {
@@ -100,6 +108,78 @@ func (n *Node) TransferLeadership(ctx context.Context, to uint64) error {
 		}
 	}
 	return nil
+}
+
+// Handoff hands the leadership to another voter before this node stops
+// (a graceful shutdown) and returns once this node no longer leads; it
+// does nothing when this node does not lead. The member chosen is a
+// reachable voter (recently heard from, its log being replicated) whose
+// log matches the leader's to its last entry, the most caught-up one if
+// none does within an election timeout (raft brings it up to date before
+// handing over; proposals fail with cluster.ErrLeadershipLost
+// meanwhile). A transfer raft gives up on (the member did not take over
+// within an election timeout) is tried again, with whichever member fits
+// then. Handoff fails when ctx ends first, or when no other voter has
+// been reachable for an election timeout.
+func (n *Node) Handoff(ctx context.Context) error {
+	start := time.Now()
+	patience := time.Duration(n.cfg.ElectionTicks) * n.cfg.TickInterval
+	t := time.NewTicker(n.cfg.TickInterval)
+	defer t.Stop()
+	for {
+		ch := n.Changes()
+		if !n.isLeader.Load() {
+			return nil
+		}
+		var (
+			leading, transferring, reachable bool
+			to                               uint64
+		)
+		err := n.do(ctx, func() {
+			bs := n.rn.BasicStatus()
+			if leading = bs.RaftState == raft.StateLeader; !leading {
+				return
+			}
+			if transferring = bs.LeadTransferee != 0; transferring {
+				return
+			}
+			var best, bestMatch uint64
+			n.rn.WithProgress(func(id uint64, typ raft.ProgressType, pr tracker.Progress) {
+				if id == n.cfg.NodeID || typ != raft.ProgressTypePeer || !pr.RecentActive || pr.State != tracker.StateReplicate {
+					return
+				}
+				if best == 0 || pr.Match > bestMatch || (pr.Match == bestMatch && id < best) {
+					best, bestMatch = id, pr.Match
+				}
+			})
+			if reachable = best != 0; !reachable {
+				return
+			}
+			last, _ := n.ms.LastIndex()
+			if bestMatch >= last || time.Since(start) >= patience {
+				to = best
+				n.logger.Info("peer: handing the leadership over", "to", to, "match", bestMatch, "last", last)
+				n.rn.TransferLeader(to)
+			}
+		})
+		if err != nil {
+			return fmt.Errorf("peer: handoff: %w", err)
+		}
+		if !leading {
+			return nil
+		}
+		if !transferring && !reachable && time.Since(start) >= patience {
+			return errors.New("peer: handoff: no other voter is reachable")
+		}
+		select {
+		case <-ch:
+		case <-t.C:
+		case <-n.done:
+			return n.stoppedErr()
+		case <-ctx.Done():
+			return fmt.Errorf("peer: handoff: this node still leads: %w", ctx.Err())
+		}
+	}
 }
 
 // ParsePeers parses "1=host:7001,2=host:7002,..." into member ids and

@@ -14,20 +14,25 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/emptypb"
 )
 
 // The peer service: one client stream per (sender, receiver) pair, each
 // message a raftpb.Message (raft's own protobuf type, so no schema of
-// ours is needed: the service is declared here, not generated). The
-// stream's metadata names the cluster and the sender; a receiver of
-// another cluster refuses it.
+// ours is needed: the service is declared here, not generated), and the
+// unary methods of rpc.go (Info, Status, TransferLeadership), whose
+// requests and answers are protobuf well-known types. Every call's
+// metadata names the cluster; a member of another cluster refuses it.
 const (
-	serviceName  = "mqgate.cluster.v1.Raft"
-	sendMethod   = "/" + serviceName + "/Send"
-	mdClusterID  = "mqgate-cluster-id"
-	mdFromNode   = "mqgate-from-node"
-	peerQueueLen = 4096
+	serviceName    = "mqgate.cluster.v1.Raft"
+	sendMethod     = "/" + serviceName + "/Send"
+	infoMethod     = "/" + serviceName + "/Info"
+	statusMethod   = "/" + serviceName + "/Status"
+	transferMethod = "/" + serviceName + "/TransferLeadership"
+	mdClusterID    = "mqgate-cluster-id"
+	mdFromNode     = "mqgate-from-node"
+	peerQueueLen   = 4096
 )
 
 var serviceDesc = grpc.ServiceDesc{
@@ -40,6 +45,43 @@ var serviceDesc = grpc.ServiceDesc{
 			return srv.(*transport).serveSend(stream)
 		},
 	}},
+	Methods: []grpc.MethodDesc{
+		{MethodName: "Info", Handler: unary(infoMethod, (*transport).serveInfo)},
+		{MethodName: "Status", Handler: unary(statusMethod, (*transport).serveStatus)},
+		{MethodName: "TransferLeadership", Handler: unary(transferMethod, (*transport).serveTransfer)},
+	},
+}
+
+// unary adapts a transport method to a grpc.MethodDesc handler: it
+// decodes the request, checks the cluster id and runs the interceptors.
+func unary[Req any, PReq interface {
+	*Req
+	proto.Message
+}, Resp proto.Message](method string, h func(*transport, context.Context, PReq) (Resp, error)) grpc.MethodHandler {
+	return func(srv any, ctx context.Context, dec func(any) error, icpt grpc.UnaryServerInterceptor) (any, error) {
+		t := srv.(*transport)
+		req := PReq(new(Req))
+		if err := dec(req); err != nil {
+			return nil, err
+		}
+		call := func(ctx context.Context, r any) (any, error) {
+			if err := t.checkCluster(ctx); err != nil {
+				return nil, err
+			}
+			return h(t, ctx, r.(PReq))
+		}
+		if icpt == nil {
+			return call(ctx, req)
+		}
+		return icpt(ctx, req, &grpc.UnaryServerInfo{Server: srv, FullMethod: method}, call)
+	}
+}
+
+// services is what the unary methods answer from (the Node).
+type services interface {
+	info() infoAnswer
+	Status(ctx context.Context) (Status, error)
+	TransferLeadership(ctx context.Context, to uint64) error
 }
 
 // transport sends raft messages to the peers and hands received ones to
@@ -51,6 +93,7 @@ type transport struct {
 	logger      *slog.Logger
 	deliver     func(*raftpb.Message)
 	unreachable func(uint64)
+	svc         services
 	srv         *grpc.Server
 	lis         net.Listener
 	peers       map[uint64]*peerSender
@@ -61,10 +104,13 @@ type transport struct {
 type peerSender struct {
 	id   uint64
 	addr string
+	// conn carries the raft stream and the unary calls to the member
+	// (nil when its address does not parse).
+	conn *grpc.ClientConn
 	q    chan *raftpb.Message
 }
 
-func newTransport(cfg Config, logger *slog.Logger, deliver func(*raftpb.Message), unreachable func(uint64)) (*transport, error) {
+func newTransport(cfg Config, logger *slog.Logger, svc services, deliver func(*raftpb.Message), unreachable func(uint64)) (*transport, error) {
 	lis := cfg.Listener
 	if lis == nil {
 		var err error
@@ -72,7 +118,7 @@ func newTransport(cfg Config, logger *slog.Logger, deliver func(*raftpb.Message)
 			return nil, fmt.Errorf("peer: listen: %w", err)
 		}
 	}
-	t := &transport{cfg: cfg, logger: logger, deliver: deliver, unreachable: unreachable, lis: lis,
+	t := &transport{cfg: cfg, logger: logger, svc: svc, deliver: deliver, unreachable: unreachable, lis: lis,
 		peers: map[uint64]*peerSender{}, stop: make(chan struct{})}
 	t.srv = grpc.NewServer(grpc.MaxRecvMsgSize(64 << 20))
 	t.srv.RegisterService(&serviceDesc, t)
@@ -82,6 +128,12 @@ func newTransport(cfg Config, logger *slog.Logger, deliver func(*raftpb.Message)
 		}
 		p := &peerSender{id: id, addr: addr, q: make(chan *raftpb.Message, peerQueueLen)}
 		t.peers[id] = p
+		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			logger.Error("peer: bad peer address", "member", id, "addr", addr, "err", err)
+			continue
+		}
+		p.conn = conn
 		t.wg.Add(1)
 		go t.runSender(p)
 	}
@@ -95,10 +147,19 @@ func newTransport(cfg Config, logger *slog.Logger, deliver func(*raftpb.Message)
 	return t, nil
 }
 
-func (t *transport) serveSend(stream grpc.ServerStream) error {
-	md, _ := metadata.FromIncomingContext(stream.Context())
+// checkCluster refuses a call whose metadata does not name this
+// member's cluster.
+func (t *transport) checkCluster(ctx context.Context) error {
+	md, _ := metadata.FromIncomingContext(ctx)
 	if v := md.Get(mdClusterID); len(v) != 1 || v[0] != t.cfg.ClusterID {
 		return status.Errorf(codes.PermissionDenied, "peer: cluster id %v, this node belongs to %q", v, t.cfg.ClusterID)
+	}
+	return nil
+}
+
+func (t *transport) serveSend(stream grpc.ServerStream) error {
+	if err := t.checkCluster(stream.Context()); err != nil {
+		return err
 	}
 	for {
 		m := new(raftpb.Message)
@@ -127,15 +188,9 @@ func (t *transport) send(m *raftpb.Message) {
 
 func (t *transport) runSender(p *peerSender) {
 	defer t.wg.Done()
-	conn, err := grpc.NewClient(p.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.logger.Error("peer: bad peer address", "member", p.id, "addr", p.addr, "err", err)
-		return
-	}
-	defer conn.Close()
 	backoff := 20 * time.Millisecond
 	for {
-		ok := t.stream(conn, p)
+		ok := t.stream(p.conn, p)
 		select {
 		case <-t.stop:
 			return
@@ -188,8 +243,22 @@ func (t *transport) stream(conn *grpc.ClientConn, p *peerSender) bool {
 	}
 }
 
+// conn is the connection to member id (nil: not a member, or its
+// address does not parse).
+func (t *transport) conn(id uint64) *grpc.ClientConn {
+	if p := t.peers[id]; p != nil {
+		return p.conn
+	}
+	return nil
+}
+
 func (t *transport) close() {
 	close(t.stop)
 	t.srv.Stop()
 	t.wg.Wait()
+	for _, p := range t.peers {
+		if p.conn != nil {
+			_ = p.conn.Close()
+		}
+	}
 }

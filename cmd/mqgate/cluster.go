@@ -1,0 +1,207 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/mqgate/mqgate/gateway/peer"
+)
+
+const clusterUsage = `Usage:
+  mqgate cluster status --peer HOST:PORT --cluster-id ID [--json]
+  mqgate cluster transfer-leader --peer HOST:PORT --cluster-id ID --to N
+
+Both talk to a member of a replicated broker set over its peer port (the
+raft transport between members). The peer port checks nothing but the
+cluster id: it must be reachable from a trusted network only.
+
+  status            the member's term, the leader, its commit and applied
+                    indexes, and each member's id, peer address, role and
+                    (as the leader sees it) log progress
+  transfer-leader   hand the leadership to member N and wait until it
+                    leads; the request goes to the leader, found through
+                    the --peer member when that one does not lead
+
+Flags:
+  --peer HOST:PORT     the peer address of any member
+  --cluster-id ID      the group's cluster id
+  --to N               (transfer-leader) the member to hand the leadership to
+  --json               (status) print JSON
+  --timeout DURATION   give up after this long (default 10s)
+
+Exit status: 0 done, 1 failed, 2 usage.
+`
+
+// clusterCommand is a parsed `mqgate cluster ...` command line.
+type clusterCommand struct {
+	sub       string // status, transfer-leader
+	peer      string
+	clusterID string
+	to        uint64
+	json      bool
+	timeout   time.Duration
+}
+
+func parseClusterArgs(args []string) (clusterCommand, error) {
+	var cc clusterCommand
+	if len(args) == 0 {
+		return cc, usageErr("missing subcommand (status or transfer-leader)")
+	}
+	cc.sub = args[0]
+	fs := newFlagSet("mqgate cluster " + cc.sub)
+	fs.StringVar(&cc.peer, "peer", "", "peer address (HOST:PORT) of any member")
+	fs.StringVar(&cc.clusterID, "cluster-id", "", "the group's cluster id")
+	fs.DurationVar(&cc.timeout, "timeout", 10*time.Second, "give up after this long")
+	var to string
+	switch cc.sub {
+	case "status":
+		fs.BoolVar(&cc.json, "json", false, "print JSON")
+	case "transfer-leader":
+		fs.StringVar(&to, "to", "", "the member to hand the leadership to")
+	case "help", "-h", "--help":
+		return cc, flag.ErrHelp
+	default:
+		return cc, usageErr("unknown subcommand %q (want status or transfer-leader)", cc.sub)
+	}
+	pos, err := parseInterleaved(fs, args[1:])
+	if err != nil {
+		return cc, err
+	}
+	switch {
+	case len(pos) > 0:
+		return cc, usageErr("cluster %s takes no arguments, got %q", cc.sub, pos)
+	case cc.peer == "":
+		return cc, usageErr("--peer HOST:PORT is required")
+	case cc.clusterID == "":
+		return cc, usageErr("--cluster-id is required")
+	case cc.timeout <= 0:
+		return cc, usageErr("--timeout %v: want a positive duration", cc.timeout)
+	}
+	if cc.sub == "transfer-leader" {
+		if to == "" {
+			return cc, usageErr("--to N is required")
+		}
+		if cc.to, err = strconv.ParseUint(to, 10, 64); err != nil || cc.to == 0 {
+			return cc, usageErr("--to %q: want a member id above 0", to)
+		}
+	}
+	return cc, nil
+}
+
+func clusterCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cc, err := parseClusterArgs(args)
+	if err != nil {
+		return usageExit("cluster", clusterUsage, err, stdout, stderr)
+	}
+	ctx, cancel := context.WithTimeout(ctx, cc.timeout)
+	defer cancel()
+	switch cc.sub {
+	case "status":
+		err = clusterStatus(ctx, cc, stdout)
+	case "transfer-leader":
+		if err = peer.DialTransfer(ctx, cc.peer, cc.clusterID, cc.to); err == nil {
+			fmt.Fprintf(stdout, "member %d leads\n", cc.to)
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "mqgate cluster %s: %s\n", cc.sub, explainPeerError(err, cc))
+		return exitFail
+	}
+	return exitOK
+}
+
+// clusterStatus prints the --peer member's status. Only the leader knows
+// the members' log progress: when the member asked does not lead, the
+// progress comes from the leader it names (left out if that one does
+// not answer).
+func clusterStatus(ctx context.Context, cc clusterCommand, w io.Writer) error {
+	st, err := peer.DialStatus(ctx, cc.peer, cc.clusterID)
+	if err != nil {
+		return err
+	}
+	var progressErr error
+	if st.Progress == nil && st.Leader != 0 && st.Leader != st.ID {
+		if addr := st.Peers[st.Leader]; addr != "" {
+			ls, err := peer.DialStatus(ctx, addr, cc.clusterID)
+			switch {
+			case err != nil:
+				progressErr = err
+			case ls.Leader == ls.ID:
+				st.Progress = ls.Progress
+			default:
+				progressErr = fmt.Errorf("member %d no longer leads", st.Leader)
+			}
+		}
+	}
+	if cc.json {
+		b, err := json.MarshalIndent(st, "", "  ")
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(w, "%s\n", b)
+		return err
+	}
+	fmt.Fprintf(w, "member %d (%s), term %d\n", st.ID, strings.TrimPrefix(st.State, "State"), st.Term)
+	switch {
+	case st.Leader == 0:
+		fmt.Fprintln(w, "leader: none known (an election may be under way)")
+	default:
+		fmt.Fprintf(w, "leader: %d at %s\n", st.Leader, st.Peers[st.Leader])
+	}
+	fmt.Fprintf(w, "commit %d, applied %d\n", st.Commit, st.Applied)
+	if st.LeadTransferee != 0 {
+		fmt.Fprintf(w, "leadership being transferred to %d\n", st.LeadTransferee)
+	}
+	if progressErr != nil {
+		fmt.Fprintf(w, "log progress unknown: the leader did not answer (%v)\n", progressErr)
+	}
+	fmt.Fprintln(w)
+	tw := newTable(w)
+	fmt.Fprintln(tw, "ID\tPEER\tROLE\tMATCH\tNEXT\tSTATE")
+	for _, id := range slices.Sorted(maps.Keys(st.Peers)) {
+		role := "follower"
+		if id == st.Leader {
+			role = "leader"
+		}
+		match, next, state := "-", "-", "-"
+		if p, ok := st.Progress[id]; ok {
+			match, next = strconv.FormatUint(p.Match, 10), strconv.FormatUint(p.Next, 10)
+			state = strings.TrimPrefix(p.State, "State")
+			if !p.RecentActive && id != st.Leader {
+				state += " (inactive)"
+			}
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", id, st.Peers[id], role, match, next, state)
+	}
+	return tw.Flush()
+}
+
+// explainPeerError turns a failed peer call into one line for the user.
+func explainPeerError(err error, cc clusterCommand) string {
+	switch status.Code(err) {
+	case codes.Unavailable:
+		return fmt.Sprintf("cannot reach a member at %s: is it a member's peer address? (%v)", cc.peer, err)
+	case codes.DeadlineExceeded:
+		return fmt.Sprintf("no answer within %s (%v)", cc.timeout, err)
+	case codes.PermissionDenied:
+		return fmt.Sprintf("the member refused cluster id %q: it belongs to another cluster (%v)", cc.clusterID, err)
+	case codes.Unimplemented:
+		return fmt.Sprintf("%s does not serve the cluster peer service: is it a member's peer address? (%v)", cc.peer, err)
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Sprintf("no answer within %s (%v)", cc.timeout, err)
+	}
+	return err.Error()
+}

@@ -1,0 +1,298 @@
+package peer
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/emptypb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+)
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// follower is a running member other than l.
+func (c *testCluster) follower(l *member) *member {
+	for _, m := range c.members {
+		if m != l && m.node != nil {
+			return m
+		}
+	}
+	c.t.Fatal("no follower")
+	return nil
+}
+
+// waitClosed waits for ch to close.
+func waitClosed(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("timed out waiting for %s", what)
+	}
+}
+
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// Every member learns every other's client addresses over Info; an
+// answer is kept until ForgetMemberInfo, then asked for again.
+func TestMemberInfo(t *testing.T) {
+	c := newTestCluster(t, 3, 0)
+	l := c.leader()
+	ctx := testCtx(t)
+	for _, m := range c.members {
+		for id := range c.members {
+			got, err := m.node.MemberInfo(ctx, id)
+			if err != nil {
+				t.Fatalf("member %d asking for %d: %v", m.id, id, err)
+			}
+			if got != testInfo(id) {
+				t.Fatalf("member %d's info of %d: %+v, want %+v", m.id, id, got, testInfo(id))
+			}
+		}
+	}
+	if _, err := l.node.MemberInfo(ctx, 99); err == nil {
+		t.Fatal("info of a member not in the group answered")
+	}
+	f := c.follower(l)
+	c.kill(f.id)
+	if got, err := l.node.MemberInfo(ctx, f.id); err != nil || got != testInfo(f.id) {
+		t.Fatalf("kept info of a stopped member: %+v, %v", got, err)
+	}
+	l.node.ForgetMemberInfo(f.id)
+	short, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if got, err := l.node.MemberInfo(short, f.id); err == nil {
+		t.Fatalf("info of a stopped member after ForgetMemberInfo: %+v", got)
+	}
+	c.restart(f.id)
+	c.waitFor("the restarted member to answer", func() bool {
+		got, err := l.node.MemberInfo(ctx, f.id)
+		return err == nil && got == testInfo(f.id)
+	})
+}
+
+// The unary methods refuse a caller naming another cluster, or none.
+func TestRPCOtherClusterRefused(t *testing.T) {
+	c := newTestCluster(t, 3, 0)
+	l := c.leader()
+	ctx := testCtx(t)
+	conn, err := grpc.NewClient(c.addrs[l.id], grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	for _, md := range []metadata.MD{metadata.Pairs(mdClusterID, "another-cluster"), nil} {
+		octx := metadata.NewOutgoingContext(ctx, md)
+		err := conn.Invoke(octx, infoMethod, new(emptypb.Empty), new(wrapperspb.BytesValue))
+		if status.Code(err) != codes.PermissionDenied {
+			t.Fatalf("Info with metadata %v: %v, want PermissionDenied", md, err)
+		}
+	}
+	if _, err := callInfo(ctx, conn, c.id); err != nil {
+		t.Fatalf("Info of this cluster: %v", err)
+	}
+	if _, err := DialStatus(ctx, c.addrs[l.id], "another-cluster"); status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("Status of another cluster: %v, want PermissionDenied", err)
+	}
+	f := c.follower(l)
+	if err := DialTransfer(ctx, c.addrs[l.id], "another-cluster", f.id); status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("TransferLeadership of another cluster: %v, want PermissionDenied", err)
+	}
+	if c.leader() != l {
+		t.Fatal("a refused transfer moved the leadership")
+	}
+}
+
+// Changes fires when the leader is lost and another elected, and when
+// the leadership is transferred.
+func TestChanges(t *testing.T) {
+	c := newTestCluster(t, 3, 0)
+	l := c.leader()
+	ctx := testCtx(t)
+
+	// Transfer: the old leader stops leading, the new one starts.
+	to := c.follower(l)
+	lch, toch := l.node.Changes(), to.node.Changes()
+	if isClosed(lch) || isClosed(toch) {
+		t.Fatal("Changes closed with nothing changed")
+	}
+	if err := l.node.TransferLeadership(ctx, to.id); err != nil {
+		t.Fatal(err)
+	}
+	waitClosed(t, lch, "the old leader's Changes at the transfer")
+	waitClosed(t, toch, "the new leader's Changes at the transfer")
+	waitLeading(t, to.node, true)
+	waitLeading(t, l.node, false)
+
+	// Election: the leader is killed; the others see it go and a new
+	// one elected.
+	var chs []<-chan struct{}
+	var rest []*member
+	for _, m := range c.members {
+		if m != to {
+			chs = append(chs, m.node.Changes())
+			rest = append(rest, m)
+		}
+	}
+	c.kill(to.id)
+	for i, ch := range chs {
+		waitClosed(t, ch, "a member's Changes when the leader stopped")
+		// Follow the changes until the member knows a new leader.
+		n := rest[i].node
+		for {
+			ch := n.Changes()
+			if lead := n.Leader(); lead != 0 && lead != to.id {
+				break
+			}
+			waitClosed(t, ch, "a member's Changes until a new leader is elected")
+		}
+	}
+	nl := c.leader()
+	if nl.id == to.id {
+		t.Fatal("the stopped member still leads")
+	}
+}
+
+// waitLeading follows n's Changes until IsLeader is want.
+func waitLeading(t *testing.T, n *Node, want bool) {
+	t.Helper()
+	for {
+		ch := n.Changes()
+		if n.IsLeader() == want {
+			return
+		}
+		waitClosed(t, ch, "a change of leading state")
+	}
+}
+
+// Handoff hands the leadership to a caught-up member; appends then
+// succeed on it. On a member that does not lead it does nothing.
+func TestHandoff(t *testing.T) {
+	c := newTestCluster(t, 3, 0)
+	l := c.leader()
+	ctx := testCtx(t)
+	acked := appendN(t, l, 0, 50)
+	f := c.follower(l)
+	if err := f.node.Handoff(ctx); err != nil {
+		t.Fatalf("handoff on a follower: %v", err)
+	}
+	if !l.node.IsLeader() {
+		t.Fatal("a follower's handoff moved the leadership")
+	}
+	if err := l.node.Handoff(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if l.node.IsLeader() {
+		t.Fatal("still leading after Handoff")
+	}
+	nl := c.leader()
+	if nl == l {
+		t.Fatal("the member that handed off leads again")
+	}
+	acked = append(acked, appendN(t, nl, 50, 80)...)
+	c.converged(nl.rep.Applied())
+	have := contents(t, nl)
+	for _, id := range acked {
+		if !have[id] {
+			t.Fatalf("new leader lacks %s", id)
+		}
+	}
+	if len(have) != len(acked) {
+		t.Fatalf("new leader holds %d messages, %d acknowledged", len(have), len(acked))
+	}
+}
+
+// With every other member stopped, Handoff cannot hand over and says
+// so within about an election timeout (or the leader steps down for
+// want of a quorum first), rather than waiting for its context.
+func TestHandoffNoOneReachable(t *testing.T) {
+	c := newTestCluster(t, 3, 0)
+	l := c.leader()
+	for _, m := range c.members {
+		if m != l {
+			c.kill(m.id)
+		}
+	}
+	err := l.node.Handoff(testCtx(t))
+	switch {
+	case err == nil && l.node.IsLeader():
+		t.Fatal("Handoff answered OK while still leading")
+	case err != nil && !strings.Contains(err.Error(), "no other voter is reachable"):
+		t.Fatalf("Handoff with no one to hand to: %v", err)
+	}
+}
+
+// Status and TransferLeadership over the peer port, as the cluster
+// command uses them, including a transfer sent to a member that does
+// not lead.
+func TestDialStatusAndTransfer(t *testing.T) {
+	c := newTestCluster(t, 3, 0)
+	l := c.leader()
+	ctx := testCtx(t)
+	appendN(t, l, 0, 10)
+	for _, m := range c.members {
+		st, err := DialStatus(ctx, c.addrs[m.id], c.id)
+		if err != nil {
+			t.Fatalf("status of %d: %v", m.id, err)
+		}
+		if st.ID != m.id || st.Leader != l.id || st.Term == 0 || !maps.Equal(st.Peers, c.addrs) {
+			t.Fatalf("status of %d: %+v", m.id, st)
+		}
+		if m == l {
+			if st.State != "StateLeader" || len(st.Progress) != 3 || st.Progress[l.id].Match < 10 {
+				t.Fatalf("leader's status: %+v", st)
+			}
+		} else if st.State != "StateFollower" || st.Progress != nil {
+			t.Fatalf("follower's status: %+v", st)
+		}
+	}
+
+	// To the leader.
+	to := c.follower(l)
+	if err := DialTransfer(ctx, c.addrs[l.id], c.id, to.id); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.leader(); got != to {
+		t.Fatalf("member %d leads after the transfer to %d", got.id, to.id)
+	}
+	// To a follower (l, which led before): it names the leader, and the
+	// request goes there.
+	if err := DialTransfer(ctx, c.addrs[l.id], c.id, l.id); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.leader(); got != l {
+		t.Fatalf("member %d leads after the transfer to %d", got.id, l.id)
+	}
+	// A follower answers FailedPrecondition naming the leader.
+	err := callTransfer(ctx, c.addrs[to.id], c.id, to.id)
+	if status.Code(err) != codes.FailedPrecondition || !containsLeader(err, l.id) {
+		t.Fatalf("transfer sent to a follower: %v, want FailedPrecondition naming %d", err, l.id)
+	}
+	if err := DialTransfer(ctx, c.addrs[l.id], c.id, 99); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("transfer to no member: %v, want InvalidArgument", err)
+	}
+}
+
+func containsLeader(err error, id uint64) bool {
+	return strings.Contains(err.Error(), fmt.Sprintf("the leader is %d", id))
+}
