@@ -188,7 +188,9 @@ func (n *Node) followLeader(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-n.raft.Done():
-			n.log.Error("cluster member stopped: this node no longer serves", "err", n.raft.Err())
+			if err := n.raft.Err(); err != nil {
+				n.log.Error("cluster member stopped: this node no longer serves", "err", err)
+			}
 			n.route(false, peer.MemberInfo{})
 			if err := n.broker.Deactivate(context.WithoutCancel(ctx)); err != nil {
 				n.log.Warn("deactivating the broker", "err", err)

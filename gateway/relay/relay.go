@@ -174,31 +174,70 @@ func (r *Relay) untrack(c net.Conn) {
 }
 
 func (r *Relay) handle(c net.Conn) {
-	rt, ok := r.current()
-	if !ok {
-		r.opts.Logger.Warn("relay: no leader known in time, connection closed", "listener", r.opts.Name, "remote", c.RemoteAddr().String(), "waited", r.opts.LeaderWait)
-		_ = c.Close()
-		return
-	}
-	if rt.Local {
-		if !r.track(c, rt) {
+	deadline := time.Now().Add(r.opts.LeaderWait)
+	for {
+		rt, ok := r.current()
+		if !ok {
+			r.opts.Logger.Warn("relay: no leader known in time, connection closed", "listener", r.opts.Name, "remote", c.RemoteAddr().String(), "waited", r.opts.LeaderWait)
+			_ = c.Close()
 			return
 		}
-		tc := &trackedConn{Conn: c, r: r}
-		select {
-		case r.local.conns <- tc:
-		case <-r.local.done:
-			_ = tc.Close()
+		if rt.Local {
+			r.serveLocal(c, rt)
+			return
 		}
+		d := net.Dialer{Timeout: r.opts.DialTimeout}
+		up, err := d.Dial("tcp", rt.Addr)
+		if err == nil {
+			r.pipeTo(c, up, rt)
+			return
+		}
+		// The leader may just have died: hold the connection until the
+		// route changes (an election) or the wait runs out.
+		if !r.awaitChange(rt, deadline) {
+			r.opts.Logger.Warn("relay: cannot reach the leader, connection closed", "listener", r.opts.Name, "leader_addr", rt.Addr, "err", err)
+			_ = c.Close()
+			return
+		}
+	}
+}
+
+// awaitChange waits until the route is no longer rt; false at deadline
+// or when the relay closes.
+func (r *Relay) awaitChange(rt Route, deadline time.Time) bool {
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	for {
+		r.mu.Lock()
+		cur, ch, closed := r.route, r.changed, r.closed
+		r.mu.Unlock()
+		if closed {
+			return false
+		}
+		if cur != rt {
+			return true
+		}
+		select {
+		case <-ch:
+		case <-t.C:
+			return false
+		}
+	}
+}
+
+func (r *Relay) serveLocal(c net.Conn, rt Route) {
+	if !r.track(c, rt) {
 		return
 	}
-	d := net.Dialer{Timeout: r.opts.DialTimeout}
-	up, err := d.Dial("tcp", rt.Addr)
-	if err != nil {
-		r.opts.Logger.Warn("relay: cannot reach the leader", "listener", r.opts.Name, "leader_addr", rt.Addr, "err", err)
-		_ = c.Close()
-		return
+	tc := &trackedConn{Conn: c, r: r}
+	select {
+	case r.local.conns <- tc:
+	case <-r.local.done:
+		_ = tc.Close()
 	}
+}
+
+func (r *Relay) pipeTo(c, up net.Conn, rt Route) {
 	if !r.track(c, rt) {
 		_ = up.Close()
 		return
