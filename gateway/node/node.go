@@ -70,8 +70,8 @@ type Node struct {
 	rep    *cluster.Replica
 	raft   *peer.Node
 	relays map[string]*relay.Relay
-	broker  *broker.Broker
-	sess    *session.Registry
+	broker *broker.Broker
+	sess   *session.Registry
 	// auth verifies callers on every listener; nil when --auth-file is
 	// empty (auth disabled).
 	auth *auth.Authenticator

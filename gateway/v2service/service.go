@@ -72,7 +72,7 @@ type ServiceConfig struct {
 	// apply.
 	RouteAddrs func(ctx context.Context) []string
 	Clock      clock.Clock
-	Logger        *slog.Logger
+	Logger     *slog.Logger
 }
 
 // MessagingService answers apache.rocketmq.v2.MessagingService. It embeds
