@@ -289,6 +289,9 @@ func Context(t testing.TB, d time.Duration) context.Context {
 	return ctx
 }
 
+// Done is closed when the process has exited.
+func (p *Proc) Done() <-chan struct{} { return p.done }
+
 // HasLine reports whether any log line so far contains s.
 func (p *Proc) HasLine(s string) bool { return strings.Contains(p.Log(), s) }
 

@@ -92,6 +92,14 @@ func CLIResult(t testing.TB, addr string, args ...string) (string, error) {
 	return string(out), err
 }
 
+// CLIResultArgs runs `mqgate <args>` as given and returns its combined
+// output and exit error.
+func CLIResultArgs(t testing.TB, args ...string) (string, error) {
+	t.Helper()
+	out, err := exec.Command(testutil.Binary(t), args...).CombinedOutput()
+	return string(out), err
+}
+
 // Config points the official client at addr only.
 func Config(addr, group string) *rmq.Config {
 	// Credentials must be non-nil: v5.1.3 dereferences them in Sign.

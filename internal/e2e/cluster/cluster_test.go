@@ -1,0 +1,288 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	rmq "github.com/apache/rocketmq-clients/golang/v5"
+
+	"github.com/mqgate/mqgate/internal/e2e/e2eutil"
+	"github.com/mqgate/mqgate/internal/testutil"
+)
+
+func TestMain(m *testing.M) { e2eutil.Main(m) }
+
+// member is one mqgate process of the group; its addresses stay the same
+// across restarts.
+type member struct {
+	id                         int
+	dir                        string
+	grpc, http, remoting, peer string
+	proc                       *testutil.Proc
+}
+
+// group is a three-member cluster on loopback.
+type group struct {
+	t       *testing.T
+	id      string
+	members []*member
+	peers   string
+	args    []string
+}
+
+func newGroup(t *testing.T, args ...string) *group {
+	t.Helper()
+	g := &group{t: t, id: e2eutil.Uniq("cl"), args: args}
+	var peers []string
+	for i := 1; i <= 3; i++ {
+		m := &member{id: i, dir: t.TempDir(), grpc: testutil.UnusedAddr(t), http: testutil.UnusedAddr(t),
+			remoting: testutil.UnusedAddr(t), peer: testutil.UnusedAddr(t)}
+		g.members = append(g.members, m)
+		peers = append(peers, fmt.Sprintf("%d=%s", i, m.peer))
+	}
+	g.peers = strings.Join(peers, ",")
+	var wg sync.WaitGroup
+	for _, m := range g.members {
+		wg.Add(1)
+		go func() { defer wg.Done(); g.start(m) }()
+	}
+	wg.Wait()
+	return g
+}
+
+// start runs m (again) on its data dir and addresses. The ready line
+// comes once the member's listeners serve, leader known or not.
+func (g *group) start(m *member) {
+	args := append([]string{"--grpc-addr", m.grpc, "--http-addr", m.http, "--remoting-addr", m.remoting,
+		"--cluster-id", g.id, "--node-id", strconv.Itoa(m.id), "--peers", g.peers, "--auto-create"}, g.args...)
+	m.proc = testutil.Start(g.t, testutil.StartOptions{DataDir: m.dir, Args: args})
+}
+
+// endpoint is every member's gRPC address: what a client is configured
+// with (the Go client dials them in order and moves on when one fails).
+func (g *group) endpoint() string {
+	var a []string
+	for _, m := range g.members {
+		a = append(a, m.grpc)
+	}
+	return strings.Join(a, ";")
+}
+
+// leader waits until the members agree on a leader serving, and returns it.
+func (g *group) leader(timeout time.Duration) *member {
+	g.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		for _, m := range g.members {
+			if m.proc == nil || !alive(m.proc) {
+				continue
+			}
+			out, err := e2eutil.CLIResultArgs(g.t, "cluster", "status", "--peer", m.peer, "--cluster-id", g.id, "--json")
+			if err != nil {
+				continue
+			}
+			if id := leaderOf(out); id > 0 && g.members[id-1].proc != nil && alive(g.members[id-1].proc) &&
+				g.members[id-1].proc.HasLine("this member leads: serving") {
+				return g.members[id-1]
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	g.t.Fatalf("no leader serving within %v", timeout)
+	return nil
+}
+
+func alive(p *testutil.Proc) bool {
+	select {
+	case <-p.Done():
+		return false
+	default:
+		return true
+	}
+}
+
+// leaderOf reads the leader id from `mqgate cluster status --json`.
+func leaderOf(out string) int {
+	var st struct {
+		Leader int `json:"leader"`
+	}
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		return 0
+	}
+	return st.Leader
+}
+
+// stopAll stops every member gracefully.
+func (g *group) stopAll() {
+	for _, m := range g.members {
+		if m.proc != nil && alive(m.proc) {
+			m.proc.Stop(30 * time.Second)
+		}
+	}
+}
+
+// sameLogs fails unless every member's commit log holds the same bytes.
+func (g *group) sameLogs() {
+	g.t.Helper()
+	read := func(m *member) map[string][]byte {
+		out := map[string][]byte{}
+		dir := filepath.Join(m.dir, "replica", "store", "commitlog")
+		err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			b, err := os.ReadFile(p)
+			out[d.Name()] = bytes.TrimRight(b, "\x00") // preallocated tails differ in length only
+			return err
+		})
+		if err != nil {
+			g.t.Fatal(err)
+		}
+		return out
+	}
+	first := read(g.members[0])
+	if len(first) == 0 {
+		g.t.Fatal("member 1 has no commit log")
+	}
+	for _, m := range g.members[1:] {
+		other := read(m)
+		if len(other) != len(first) {
+			g.t.Fatalf("member 1 has %d segments, member %d %d", len(first), m.id, len(other))
+		}
+		for name, b := range first {
+			if !bytes.Equal(b, other[name]) {
+				g.t.Fatalf("segment %s differs between member 1 (%d bytes) and member %d (%d bytes)", name, len(b), m.id, len(other[name]))
+			}
+		}
+	}
+}
+
+func config(g *group, consumerGroup string) *rmq.Config { return e2eutil.Config(g.endpoint(), consumerGroup) }
+
+// TestClusterKill9LeaderUnderSyncSends kills the leader with kill -9 at a
+// random point of a send load, round after round, and restarts it: every
+// send answered OK is received afterwards, the client sees sends resume
+// within the failover bound, and the members' logs end byte-identical.
+func TestClusterKill9LeaderUnderSyncSends(t *testing.T) {
+	e2eutil.Begin(t)
+	rounds := 5
+	if s := os.Getenv("MQGATE_CLUSTER_ROUNDS"); s != "" {
+		rounds, _ = strconv.Atoi(s)
+	}
+	g := newGroup(t, "--flush", "sync")
+	g.leader(30 * time.Second)
+	topic, cg := e2eutil.Uniq("kill"), e2eutil.Uniq("g")
+	pr := e2eutil.StartProducer(t, config(g, ""), rmq.WithTopics(topic))
+
+	var (
+		mu    sync.Mutex
+		acked = map[string]string{}
+		okAt  []time.Time // when each OK came
+	)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var wg sync.WaitGroup
+	for p := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ctx.Err() == nil; i++ {
+				body := fmt.Sprintf("%s-%d-%d", topic, p, i)
+				sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
+				rs, err := pr.Send(sctx, &rmq.Message{Topic: topic, Body: []byte(body)})
+				scancel()
+				if err != nil {
+					continue // failover: the client's own retries ran out; send the next
+				}
+				mu.Lock()
+				acked[rs[0].MessageID] = body
+				okAt = append(okAt, time.Now())
+				mu.Unlock()
+			}
+		}()
+	}
+	count := func() int { mu.Lock(); defer mu.Unlock(); return len(acked) }
+	waitMore := func(n int, what string) {
+		deadline := time.Now().Add(60 * time.Second)
+		for count() < n {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: only %d sends answered, waited for %d", what, count(), n)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	var failovers []time.Duration
+	for r := range rounds {
+		waitMore(count()+50+r*17%40, "before the kill")
+		l := g.leader(30 * time.Second)
+		killedAt := time.Now()
+		l.proc.Kill9()
+		waitMore(count()+1, fmt.Sprintf("round %d: after killing member %d", r, l.id))
+		mu.Lock()
+		i, _ := slices.BinarySearchFunc(okAt, killedAt, func(a, b time.Time) int { return a.Compare(b) })
+		resumed := okAt[min(i, len(okAt)-1)]
+		mu.Unlock()
+		failovers = append(failovers, resumed.Sub(killedAt))
+		g.start(l)
+	}
+	waitMore(count()+50, "after the last restart")
+	cancel()
+	wg.Wait()
+	slices.Sort(failovers)
+	t.Logf("%d rounds, %d sends answered OK; failover seen by the client (kill to the next OK send): p50 %v, max %v",
+		rounds, count(), failovers[len(failovers)/2], failovers[len(failovers)-1])
+	if worst := failovers[len(failovers)-1]; worst > 10*time.Second {
+		t.Errorf("sends resumed %v after a leader was killed; the bound is 10 s", worst)
+	}
+
+	// Every acknowledged send is there.
+	c := e2eutil.StartSimpleConsumer(t, config(g, cg), rmq.WithSimpleAwaitDuration(2*time.Second),
+		rmq.WithSimpleSubscriptionExpressions(map[string]*rmq.FilterExpression{topic: rmq.SUB_ALL}))
+	got := map[string]string{}
+	deadline := time.Now().Add(120 * time.Second)
+	for missingOf(acked, got) > 0 && time.Now().Before(deadline) {
+		rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
+		mvs, err := c.Receive(rctx, 32, 60*time.Second)
+		rcancel()
+		if err != nil {
+			continue
+		}
+		for _, mv := range mvs {
+			got[mv.GetMessageId()] = string(mv.GetBody())
+			actx, acancel := context.WithTimeout(context.Background(), 10*time.Second)
+			_ = c.Ack(actx, mv)
+			acancel()
+		}
+	}
+	if n := missingOf(acked, got); n > 0 {
+		t.Fatalf("%d of %d acknowledged sends are missing after %d leader kills", n, len(acked), rounds)
+	}
+	for id, body := range acked {
+		if got[id] != body {
+			t.Fatalf("message %s: body %q, sent %q", id, got[id], body)
+		}
+	}
+	g.stopAll()
+	g.sameLogs()
+}
+
+func missingOf(acked, got map[string]string) int {
+	n := 0
+	for id := range acked {
+		if _, ok := got[id]; !ok {
+			n++
+		}
+	}
+	return n
+}
