@@ -330,8 +330,9 @@ func (n *Node) IsLeader() bool { return n.isLeader.Load() }
 //		select { case <-ch: case <-n.Done(): return }
 //	}
 //
-// It is not closed when the node is stopped (watch Done for that), only
-// when a failure stops it while leading.
+// Stopping the node does not close it (watch Done for that); a failure
+// that stops the raft loop while this node leads does, as the node no
+// longer leads then.
 func (n *Node) Changes() <-chan struct{} {
 	n.changeMu.Lock()
 	defer n.changeMu.Unlock()

@@ -135,6 +135,8 @@ func jsonValue(v any) (*wrapperspb.BytesValue, error) {
 func rpcError(err error) error {
 	var nl *cluster.NotLeaderError
 	switch {
+	case errors.As(err, &nl) && nl.LeaderID == 0:
+		return status.Error(codes.FailedPrecondition, "peer: this member does not lead and knows no leader (an election may be under way)")
 	case errors.As(err, &nl):
 		return status.Errorf(codes.FailedPrecondition, "peer: this member does not lead; the leader is %d", nl.LeaderID)
 	case errors.Is(err, context.DeadlineExceeded):

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -295,4 +296,51 @@ func TestDialStatusAndTransfer(t *testing.T) {
 
 func containsLeader(err error, id uint64) bool {
 	return strings.Contains(err.Error(), fmt.Sprintf("the leader is %d", id))
+}
+
+// Handoff while appends keep coming: the leadership moves, every append
+// answered OK is on the new leader, and appends succeed there.
+func TestHandoffUnderLoad(t *testing.T) {
+	c := newTestCluster(t, 3, 0)
+	l := c.leader()
+	ctx := testCtx(t)
+	var (
+		mu    sync.Mutex
+		acked []string
+		wg    sync.WaitGroup
+	)
+	for g := range 4 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				m := testMsg(g*100_000 + i)
+				if _, err := l.rep.Append(ctx, m); err != nil {
+					return // the leadership moved
+				}
+				mu.Lock()
+				acked = append(acked, m.UniqKey())
+				mu.Unlock()
+			}
+		})
+	}
+	c.waitFor("appends under way", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(acked) >= 40
+	})
+	if err := l.node.Handoff(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	nl := c.leader()
+	if nl == l {
+		t.Fatal("the member that handed off leads again")
+	}
+	acked = append(acked, appendN(t, nl, 900_000, 900_010)...)
+	c.converged(nl.rep.Applied())
+	have := contents(t, nl)
+	for _, id := range acked {
+		if !have[id] {
+			t.Fatalf("message %s answered OK is missing on the new leader", id)
+		}
+	}
 }

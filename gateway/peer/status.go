@@ -131,10 +131,7 @@ func (n *Node) Handoff(ctx context.Context) error {
 		if !n.isLeader.Load() {
 			return nil
 		}
-		var (
-			leading, transferring, reachable bool
-			to                               uint64
-		)
+		var leading, transferring, reachable bool
 		err := n.do(ctx, func() {
 			bs := n.rn.BasicStatus()
 			if leading = bs.RaftState == raft.StateLeader; !leading {
@@ -157,9 +154,8 @@ func (n *Node) Handoff(ctx context.Context) error {
 			}
 			last, _ := n.ms.LastIndex()
 			if bestMatch >= last || time.Since(start) >= patience {
-				to = best
-				n.logger.Info("peer: handing the leadership over", "to", to, "match", bestMatch, "last", last)
-				n.rn.TransferLeader(to)
+				n.logger.Info("peer: handing the leadership over", "to", best, "match", bestMatch, "last", last)
+				n.rn.TransferLeader(best)
 			}
 		})
 		if err != nil {
