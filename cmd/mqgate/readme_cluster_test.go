@@ -1,0 +1,94 @@
+package main
+
+import (
+	"bytes"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mqgate/mqgate/internal/testutil"
+)
+
+// The README's "Cluster" section, run for real: its three `mqgate serve`
+// lines start three processes (each host:port of the section replaced by
+// a free one, each data dir by a temporary one), then its commands run
+// against them: status names a leader, a message sent through one member
+// is received through another.
+func TestReadmeCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end")
+	}
+	var serve, cmds []string
+	for _, b := range readmeSection(t, "## Cluster") {
+		if b.lang != "sh" {
+			continue
+		}
+		for _, l := range shellLines(b.body) {
+			switch {
+			case strings.HasPrefix(l, "./mqgate serve "):
+				serve = append(serve, l)
+			case strings.HasPrefix(l, "./mqgate "):
+				cmds = append(cmds, l)
+			default:
+				t.Fatalf("README: a command the test does not know how to run: %q", l)
+			}
+		}
+	}
+	if len(serve) != 3 || len(cmds) < 3 {
+		t.Fatalf("README cluster section lost its examples: %d serve lines, %d commands", len(serve), len(cmds))
+	}
+	addrs := map[string]string{}
+	rewrite := func(l string) string {
+		return regexp.MustCompile(`127\.0\.0\.1:\d+`).ReplaceAllStringFunc(l, func(a string) string {
+			if _, ok := addrs[a]; !ok {
+				addrs[a] = testutil.UnusedAddr(t)
+			}
+			return addrs[a]
+		})
+	}
+	dir := t.TempDir()
+	for i, l := range serve {
+		args := strings.Fields(strings.TrimSuffix(strings.TrimSpace(strings.TrimPrefix(rewrite(l), "./mqgate serve ")), "&"))
+		for j := range args {
+			if args[j] == `""` {
+				args[j] = ""
+			}
+			if j > 0 && args[j-1] == "--data-dir" {
+				args[j] = filepath.Join(dir, args[j])
+			}
+		}
+		if i == 0 {
+			// The test's own metrics listener, not the default port.
+			args = append(args, "--metrics-addr", "127.0.0.1:0")
+		}
+		testutil.Start(t, testutil.StartOptions{DataDir: filepath.Join(dir, "unused"), Args: args})
+	}
+	var all strings.Builder
+	deadline := time.Now().Add(60 * time.Second)
+	for _, l := range cmds {
+		line := strings.Replace(rewrite(l), "./mqgate ", testutil.Binary(t)+" ", 1)
+		for {
+			cmd := exec.Command("sh", "-c", line)
+			var out, errb bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &errb
+			err := cmd.Run()
+			if err == nil {
+				all.WriteString(out.String())
+				break
+			}
+			// The members elect a leader right after they start.
+			if time.Now().After(deadline) {
+				t.Fatalf("README command %q: %v\nstdout: %s\nstderr: %s", l, err, out.String(), errb.String())
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	for _, want := range []string{"leader: ", "sent message ", `"body":"Hello, cluster!"`} {
+		if !strings.Contains(all.String(), want) {
+			t.Errorf("README cluster commands' output lacks %q:\n%s", want, all.String())
+		}
+	}
+}
