@@ -98,6 +98,13 @@ func OpenReplica(dir string, opts Options) (*Replica, error) {
 	if err := fs.MkdirAll(dir); err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
+	installed, err := installStaged(fs, dir)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: install the staged copy of another member's store: %w", err)
+	}
+	if installed {
+		opts.Logger.Info("cluster: installed the copy of another member's store")
+	}
 	st, err := readState(fs, filepath.Join(dir, stateFile))
 	if err != nil {
 		return nil, err

@@ -122,6 +122,7 @@ var settings = []setting{
 	strSetting("cluster-id", "cluster mode: the replica group's name, the same on every member (with --node-id and --peers); empty = single node", func(c *node.Config) *string { return &c.ClusterID }),
 	intSetting("node-id", "cluster mode: this member's id, one of --peers", func(c *node.Config) *int { return &c.NodeID }),
 	strSetting("peers", "cluster mode: every member's peer address, 1=host:port,2=host:port,3=host:port; this member listens on its own (peer traffic is not authenticated: keep it on a trusted network)", func(c *node.Config) *string { return &c.Peers }),
+	intSetting("raft-log-keep", "cluster mode: raft entries a member keeps behind its durable position; a member further behind catches up from a copy of another member's store", func(c *node.Config) *int { return &c.RaftLogKeep }),
 	durSetting("leader-wait", "cluster mode: how long a client connection waits for a leader during an election", func(c *node.Config) *time.Duration { return &c.LeaderWait }),
 }
 

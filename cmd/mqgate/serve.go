@@ -80,9 +80,27 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		n = o.n
-		stopReload := reloadOnHangup(log, n, hups)
-		defer stopReload()
-		sig = <-sigs
+		for {
+			stopReload := reloadOnHangup(log, n, hups)
+			select {
+			case sig = <-sigs:
+			case <-n.Restart():
+			}
+			stopReload()
+			if sig != nil {
+				break
+			}
+			// The node asked to be opened again (a cluster member installing
+			// a copy of another member's store).
+			log.Info("restarting the node")
+			if code := shutdown(log, n, restartSignal{}, time.Now().Add(cfg.ShutdownTimeout), nil); code != 0 {
+				return code
+			}
+			if n, err = node.Open(ctx, cfg, node.Options{Logger: log, Version: version, HangOnStop: os.Getenv("MQGATE_TEST_HANG_STOP")}); err != nil {
+				log.Error("mqgate failed to start again", "err", err)
+				return 1
+			}
+		}
 	case sig = <-sigs:
 		// A signal while starting: the deadline is fixed now, start is
 		// cancelled, and whatever did start is shut down like any node.
@@ -106,11 +124,13 @@ func shutdown(log *slog.Logger, n *node.Node, sig os.Signal, deadline time.Time,
 	log.Info("shutting down", "signal", sig.String(), "deadline", deadline)
 	sctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
-	go func() {
-		for s := range sigs {
-			log.Warn("already shutting down; the deadline stays", "signal", s.String(), "deadline", deadline)
-		}
-	}()
+	if sigs != nil {
+		go func() {
+			for s := range sigs {
+				log.Warn("already shutting down; the deadline stays", "signal", s.String(), "deadline", deadline)
+			}
+		}()
+	}
 	rep := n.Shutdown(sctx)
 	if rep.Healthy() {
 		log.Info("shutdown report", "report", rep)
@@ -141,3 +161,9 @@ func reloadOnHangup(log *slog.Logger, n *node.Node, hups <-chan os.Signal) (stop
 	}()
 	return func() { close(done) }
 }
+
+// restartSignal names a shutdown the node asked for to be opened again.
+type restartSignal struct{}
+
+func (restartSignal) String() string { return "restart" }
+func (restartSignal) Signal()        {}

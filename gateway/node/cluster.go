@@ -61,6 +61,9 @@ func (c Config) validateCluster() []error {
 	} else if _, _, err := net.SplitHostPort(peers[uint64(c.NodeID)]); err != nil {
 		errs = append(errs, fmt.Errorf("peers: this member's address: %w", err))
 	}
+	if c.RaftLogKeep < 16 {
+		errs = append(errs, fmt.Errorf("raft-log-keep: must be at least 16 entries, got %d", c.RaftLogKeep))
+	}
 	if c.LeaderWait <= 0 {
 		errs = append(errs, fmt.Errorf("leader-wait: must be positive, got %s", c.LeaderWait))
 	}
@@ -74,12 +77,16 @@ func (n *Node) openReplica(opts storage.Options) error {
 		return err
 	}
 	rep, err := cluster.OpenReplica(filepath.Join(n.cfg.DataDir, "replica"), cluster.Options{
-		Store: opts, StoreHost: n.storeHost(), ClusterID: n.cfg.ClusterID, CommitTimeout: n.cfg.FlushTimeout, Logger: n.log})
+		Store: opts, StoreHost: n.storeHost(), ClusterID: n.cfg.ClusterID, CommitTimeout: n.cfg.FlushTimeout, Logger: n.log,
+		// The raft log is compacted up to the durable position only: it
+		// must advance well within what the log keeps.
+		PersistEvery: uint64(min(4096, max(1, n.cfg.RaftLogKeep/2)))})
 	if err != nil {
 		return err
 	}
 	rn, err := peer.Start(peer.Config{ClusterID: n.cfg.ClusterID, NodeID: uint64(n.cfg.NodeID), Peers: peers,
-		WALDir: filepath.Join(n.cfg.DataDir, "raft"), Listener: n.lis["peers"], Info: n.memberInfo(), Logger: n.log}, rep)
+		WALDir: filepath.Join(n.cfg.DataDir, "raft"), Listener: n.lis["peers"], Info: n.memberInfo(), Logger: n.log,
+		SnapshotEvery: uint64(n.cfg.RaftLogKeep), KeepEntries: uint64(n.cfg.RaftLogKeep)}, rep)
 	if err != nil {
 		return errors.Join(err, rep.Close(context.Background()))
 	}
@@ -88,6 +95,10 @@ func (n *Node) openReplica(opts storage.Options) error {
 	n.log.Info("cluster member started", "cluster_id", n.cfg.ClusterID, "node_id", n.cfg.NodeID, "peers", n.cfg.Peers)
 	return nil
 }
+
+// Restart is closed when the node must be shut down and opened again
+// (cluster mode: to install a copy of another member's store).
+func (n *Node) Restart() <-chan struct{} { return n.restart }
 
 // closeReplica stops the raft member, then the replica (its store).
 func (n *Node) closeReplica(ctx context.Context) error {
@@ -188,7 +199,12 @@ func (n *Node) followLeader(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-n.raft.Done():
-			if err := n.raft.Err(); err != nil {
+			err := n.raft.Err()
+			switch {
+			case errors.Is(err, cluster.ErrCopyStaged):
+				n.log.Info("a copy of another member's store is staged: restarting to install it")
+				n.restartOnce.Do(func() { close(n.restart) })
+			case err != nil:
 				n.log.Error("cluster member stopped: this node no longer serves", "err", err)
 			}
 			n.route(false, peer.MemberInfo{})

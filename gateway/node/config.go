@@ -99,6 +99,10 @@ type Config struct {
 	// LeaderWait is how long a client connection waits for a leader to
 	// be known (during an election) before it is closed.
 	LeaderWait time.Duration
+	// RaftLogKeep is how many raft entries a member keeps behind the
+	// position its store has made durable; a member further behind than
+	// that catches up from a copy of another member's store instead.
+	RaftLogKeep int
 }
 
 // Clustered reports whether c configures cluster mode.
@@ -126,6 +130,7 @@ func Defaults() Config {
 		LogLevel:                  "info",
 		LogFormat:                 "json",
 		LeaderWait:                5 * time.Second,
+		RaftLogKeep:               8192,
 	}
 }
 

@@ -70,8 +70,11 @@ type Node struct {
 	rep    *cluster.Replica
 	raft   *peer.Node
 	relays map[string]*relay.Relay
-	broker *broker.Broker
-	sess   *session.Registry
+	// restart is closed (once) when the node must be reopened (Restart).
+	restart     chan struct{}
+	restartOnce sync.Once
+	broker      *broker.Broker
+	sess        *session.Registry
 	// auth verifies callers on every listener; nil when --auth-file is
 	// empty (auth disabled).
 	auth *auth.Authenticator
@@ -110,7 +113,7 @@ func Open(ctx context.Context, cfg Config, o Options) (*Node, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	n := &Node{cfg: cfg, log: log, owner: lifecycle.NewOwner(log), gate: admission.NewGate(), storeFS: o.StoreFS}
+	n := &Node{cfg: cfg, log: log, owner: lifecycle.NewOwner(log), gate: admission.NewGate(), storeFS: o.StoreFS, restart: make(chan struct{})}
 	if cfg.AuthFile != "" {
 		users, err := auth.Load(cfg.AuthFile)
 		if err != nil {

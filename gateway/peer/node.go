@@ -36,6 +36,12 @@ type Applier interface {
 	Persisted() uint64
 	// LeadershipLost is called when the node stops leading.
 	LeadershipLost()
+	// Checkpoint, OpenSegment and StageCopy copy a store to a member that
+	// fell behind (copy.go): Checkpoint and StageCopy are called by the
+	// raft loop only.
+	Checkpoint() (cluster.Checkpoint, error)
+	OpenSegment(name string) (io.ReaderAt, io.Closer, error)
+	StageCopy(cp cluster.Checkpoint, fill func(cluster.SegmentPart, io.Writer) error) error
 }
 
 // Config configures a Node.
@@ -412,7 +418,11 @@ func (n *Node) run() {
 		}
 		if err := n.ready(); err != nil {
 			n.failed.CompareAndSwap(nil, &err)
-			n.logger.Error("peer: raft loop stopped", "err", err)
+			if errors.Is(err, cluster.ErrCopyStaged) {
+				n.logger.Info("peer: raft loop stopped to install a copy of the store", "err", err)
+			} else {
+				n.logger.Error("peer: raft loop stopped", "err", err)
+			}
 			if n.isLeader.Swap(false) {
 				n.notifyChange()
 			}
@@ -457,7 +467,7 @@ func (n *Node) ready() error {
 			}
 		}
 		if !raft.IsEmptySnap(rd.Snapshot) {
-			return fmt.Errorf("peer: the leader sent a snapshot at index %d: this node lags behind the leader's compacted log, and installing a store snapshot is not supported yet", rd.Snapshot.GetMetadata().GetIndex())
+			return n.installSnapshot(rd)
 		}
 		// A leader sends before its own WAL write, so that the followers'
 		// fsyncs run alongside it (raft thesis §10.2.1, as etcd does): it
@@ -499,9 +509,10 @@ func (n *Node) ready() error {
 func (n *Node) sendAll(msgs []*raftpb.Message) {
 	for _, m := range msgs {
 		if m.GetType() == raftpb.MsgSnap {
-			n.rn.ReportSnapshot(m.GetTo(), raft.SnapshotFailure)
-			n.logger.Warn("peer: a member lags behind the compacted raft log; it needs a store snapshot, not supported yet", "member", m.GetTo())
-			continue
+			// The member asks for a copy of a store when it gets this
+			// (copy.go); the transport reports whether it went out.
+			n.logger.Info("peer: a member lags behind the compacted raft log: sending it a snapshot", "member", m.GetTo(),
+				"index", m.GetSnapshot().GetMetadata().GetIndex())
 		}
 		n.tr.send(m)
 	}

@@ -30,6 +30,7 @@ const (
 	infoMethod     = "/" + serviceName + "/Info"
 	statusMethod   = "/" + serviceName + "/Status"
 	transferMethod = "/" + serviceName + "/TransferLeadership"
+	copyMethod     = "/" + serviceName + "/CopyStore"
 	mdClusterID    = "mqgate-cluster-id"
 	mdFromNode     = "mqgate-from-node"
 	peerQueueLen   = 4096
@@ -43,6 +44,12 @@ var serviceDesc = grpc.ServiceDesc{
 		ClientStreams: true,
 		Handler: func(srv any, stream grpc.ServerStream) error {
 			return srv.(*transport).serveSend(stream)
+		},
+	}, {
+		StreamName:    "CopyStore",
+		ServerStreams: true,
+		Handler: func(srv any, stream grpc.ServerStream) error {
+			return srv.(*transport).serveCopy(stream)
 		},
 	}},
 	Methods: []grpc.MethodDesc{
@@ -82,6 +89,10 @@ type services interface {
 	info() infoAnswer
 	Status(ctx context.Context) (Status, error)
 	TransferLeadership(ctx context.Context, to uint64) error
+	// snapshotSent reports whether a snapshot message went out to member
+	// id (raft waits for that report before it sends that member more).
+	snapshotSent(id uint64, ok bool)
+	copyStore(ctx context.Context, min uint64, send func([]byte) error) error
 }
 
 // transport sends raft messages to the peers and hands received ones to
@@ -183,6 +194,14 @@ func (t *transport) send(m *raftpb.Message) {
 	case p.q <- m:
 	default:
 		t.unreachable(p.id)
+		t.reportSnap(m, false)
+	}
+}
+
+// reportSnap tells the node the fate of m when it is a snapshot.
+func (t *transport) reportSnap(m *raftpb.Message, ok bool) {
+	if m.GetType() == raftpb.MessageType_MsgSnap {
+		t.svc.snapshotSent(m.GetTo(), ok)
 	}
 }
 
@@ -224,13 +243,16 @@ func (t *transport) stream(conn *grpc.ClientConn, p *peerSender) bool {
 	}
 	s, err := conn.NewStream(ctx, &serviceDesc.Streams[0], sendMethod)
 	if err != nil {
+		t.reportSnap(first, false)
 		return false
 	}
 	sent := false
 	for m := first; ; {
 		if err := s.SendMsg(m); err != nil {
+			t.reportSnap(m, false)
 			return sent
 		}
+		t.reportSnap(m, true)
 		sent = true
 		select {
 		case m = <-p.q:
