@@ -168,7 +168,9 @@ func (g *group) sameLogs() {
 	}
 }
 
-func config(g *group, consumerGroup string) *rmq.Config { return e2eutil.Config(g.endpoint(), consumerGroup) }
+func config(g *group, consumerGroup string) *rmq.Config {
+	return e2eutil.Config(g.endpoint(), consumerGroup)
+}
 
 // TestClusterKill9LeaderUnderSyncSends kills the leader with kill -9 at a
 // random point of a send load, round after round, and restarts it: every
