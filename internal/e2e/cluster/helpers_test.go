@@ -100,17 +100,29 @@ func (a *acker) mustAck(d time.Duration, group, topic string, mv *rmq.MessageVie
 // id of the send that was answered OK.
 func sendOK(t *testing.T, pr rmq.Producer, m *rmq.Message, d time.Duration) string {
 	t.Helper()
+	id, _, err := sendRetry(pr, m, d)
+	if err != nil {
+		t.Fatalf("send %q: no OK within %v: %v", m.Body, d, err)
+	}
+	return id
+}
+
+// sendRetry sends m again and again until an attempt answers OK or d
+// passes. It returns the message id answered OK and the attempts made,
+// or the last error.
+func sendRetry(pr rmq.Producer, m *rmq.Message, d time.Duration) (string, int, error) {
 	deadline := time.Now().Add(d)
-	for {
+	for attempt := 1; ; attempt++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		rs, err := pr.Send(ctx, m)
 		cancel()
 		if err == nil {
-			return rs[0].MessageID
+			return rs[0].MessageID, attempt, nil
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("send %q: no OK within %v: %v", m.Body, d, err)
+			return "", attempt, err
 		}
+		time.Sleep(100 * time.Millisecond) // the client's own retries may have ended at once
 	}
 }
 
