@@ -3,7 +3,9 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -86,6 +88,22 @@ func (a *acker) ack(by time.Time, group, topic, handle string) (int, error) {
 	}
 }
 
+// sendOnce sends one NORMAL message with body to member i over the v2
+// API, once, and returns the status the server answered (or the gRPC
+// error) and the message id it carried.
+func (a *acker) sendOnce(ctx context.Context, i int, topic, body string) (string, *pb.Status, error) {
+	ctx = metadata.AppendToOutgoingContext(ctx, "x-mq-client-id", a.id, "x-mq-language", "GO", "x-mq-protocol", "v2")
+	id := fmt.Sprintf("01AABBCCDDEEFF%04X%016X", os.Getpid()&0xffff, rawSeq.Add(1))
+	resp, err := a.conns[i].SendMessage(ctx, &pb.SendMessageRequest{Messages: []*pb.Message{{Topic: &pb.Resource{Name: topic},
+		Body: []byte(body), SystemProperties: &pb.SystemProperties{MessageId: id, MessageType: pb.MessageType_NORMAL}}}})
+	if err != nil {
+		return id, nil, err
+	}
+	return id, resp.GetStatus(), nil
+}
+
+var rawSeq atomic.Int64
+
 // mustAck is ack that fails the test when no member accepted handle
 // within d.
 func (a *acker) mustAck(d time.Duration, group, topic string, mv *rmq.MessageView) {
@@ -145,10 +163,12 @@ func (g *group) startAll() {
 	for _, m := range g.members {
 		if m.proc == nil || !alive(m.proc) {
 			wg.Add(1)
+			m.proc = nil
 			go func() { defer wg.Done(); g.start(m) }()
 		}
 	}
 	wg.Wait()
+	g.started()
 }
 
 // others are the members other than m.
