@@ -146,7 +146,7 @@ func replicationError(err error) error {
 	case errors.Is(err, cluster.ErrLeadershipLost):
 		return mqerr.Wrap(mqerr.KindReplicationLost, err, "this member stopped leading its replica group before the write committed; retry")
 	case errors.Is(err, cluster.ErrNoQuorum):
-		return mqerr.Wrap(mqerr.KindNoQuorum, err, "no majority of the replica group stored the write in time; nothing was stored")
+		return mqerr.Wrap(mqerr.KindNoQuorum, err, "no majority of the replica group stored the write in time; it may still be stored once a majority is back (the message id identifies it if retried)")
 	case errors.Is(err, cluster.ErrNotLeader), errors.Is(err, cluster.ErrStopped):
 		return mqerr.Wrap(mqerr.KindUnavailable, err, "this member does not lead its replica group")
 	}

@@ -18,7 +18,9 @@ var (
 	// reported as stored.
 	ErrLeadershipLost = errors.New("cluster: leadership lost before the entry committed")
 	// ErrNoQuorum: no majority stored the entry (or no leader was known)
-	// within the commit deadline.
+	// within the commit deadline. An entry already in the leader's raft
+	// log may still commit once a majority is back; it is never reported
+	// as stored.
 	ErrNoQuorum = errors.New("cluster: no quorum within the commit deadline")
 	// ErrStopped: the replica is closed, or stopped applying after an
 	// error it cannot skip (see Replica.Failed).

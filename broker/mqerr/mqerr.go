@@ -58,7 +58,8 @@ const (
 	// leader, or not at all. Never reported as stored.
 	KindReplicationLost
 	// KindNoQuorum: no majority of the replica group stored the write in
-	// time (members down or unreachable). Nothing is reported as stored.
+	// time (members down or unreachable). Never reported as stored; the
+	// write may still commit once a majority is back.
 	KindNoQuorum
 
 	kindCount // sentinel: keep last

@@ -58,6 +58,7 @@ func newGroup(t *testing.T, args ...string) *group {
 		go func() { defer wg.Done(); g.start(m) }()
 	}
 	wg.Wait()
+	g.started()
 	return g
 }
 
@@ -67,6 +68,17 @@ func (g *group) start(m *member) {
 	args := append([]string{"--grpc-addr", m.grpc, "--http-addr", m.http, "--remoting-addr", m.remoting,
 		"--cluster-id", g.id, "--node-id", strconv.Itoa(m.id), "--peers", g.peers, "--auto-create"}, g.args...)
 	m.proc = testutil.Start(g.t, testutil.StartOptions{DataDir: m.dir, Args: args})
+}
+
+// started ends the test when a member started from another goroutine
+// did not come up (t.Fatal there ended only that goroutine).
+func (g *group) started() {
+	g.t.Helper()
+	for _, m := range g.members {
+		if m.proc == nil {
+			g.t.FailNow()
+		}
+	}
 }
 
 // endpoint is every member's gRPC address: what a client is configured
