@@ -47,9 +47,12 @@
 // WAL (metadata only: index, term, configuration; the store is the
 // state), releases the WAL files before it and drops in-memory entries
 // more than KeepEntries below it. A member that lags further than that
-// would need a store snapshot (segment copy), which is not supported
-// yet: the leader logs it, and a member sent a snapshot stops with an
-// error.
+// gets raft's snapshot (copy.go): it copies a checkpoint of another
+// member's store over the CopyStore stream (the Applier's Checkpoint,
+// OpenSegment and StageCopy), records the snapshot and hard state in its
+// WAL, and stops with cluster.ErrCopyStaged; reopened, its replica
+// installs the copy. The transport reports whether a snapshot message
+// went out (raft sends that member nothing more until it knows).
 //
 // An error the loop cannot get past (WAL write, an Applier error) stops
 // the node: Done is closed, Err says why, appends fail with
