@@ -78,12 +78,16 @@
 //     answers FailedPrecondition naming the leader's id, an unknown
 //     member is InvalidArgument (DialTransfer, which retries once at the
 //     leader; `mqgate cluster transfer-leader`).
+//   - CopyStore, UInt64Value (the least index the copy must reach) to a
+//     stream of BytesValue: a Checkpoint as JSON, then the segments'
+//     bytes in 1 MiB chunks (copy.go).
 //
 // Every call's metadata carries the cluster id; a member of another
 // cluster, or a call without one, is refused with PermissionDenied. That
 // check is the only one: peer traffic is neither authenticated nor
 // encrypted, and anyone who can reach the peer address and knows the
-// cluster id can read the group's status and move its leadership. The
+// cluster id can read the group's status, move its leadership and copy
+// the whole store. The
 // peer address must be on a trusted network.
 //
 // # Imports
