@@ -42,12 +42,23 @@ func (s *MessagingService) ReceiveMessage(req *v2.ReceiveMessageRequest, stream 
 	}
 	dk := digestFor(ctx)
 	for i, d := range msgs {
-		if err := stream.Send(&v2.ReceiveMessageResponse{Content: &v2.ReceiveMessageResponse_Message{Message: deliveredToV2(d, topic, dk)}}); err != nil {
+		f := new(receiveFrame)
+		f.content.Message = f.msg.fill(d, topic, dk)
+		f.resp.Content = &f.content
+		if err := stream.Send(&f.resp); err != nil {
 			s.releaseUnsent(ctx, rr.Group, rr.Topic, msgs[i:], err)
 			return err
 		}
 	}
 	return stream.Send(deliveryTimestampFrame())
+}
+
+// receiveFrame is the response carrying one delivered message, allocated
+// with everything it points to.
+type receiveFrame struct {
+	resp    v2.ReceiveMessageResponse
+	content v2.ReceiveMessageResponse_Message
+	msg     deliveredV2
 }
 
 func sendReceiveStatus(stream grpc.ServerStreamingServer[v2.ReceiveMessageResponse], st *v2.Status) error {
