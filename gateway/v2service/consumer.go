@@ -242,9 +242,12 @@ func (s *MessagingService) AckMessage(ctx context.Context, req *v2.AckMessageReq
 			sts[idx[j]] = statusOf(ctx, s.log, err)
 		}
 	}
+	// The entries in one allocation, not one each.
+	ents := make([]v2.AckMessageResultEntry, len(in))
 	out := make([]*v2.AckMessageResultEntry, len(in))
 	for i, e := range in {
-		out[i] = &v2.AckMessageResultEntry{MessageId: e.GetMessageId(), ReceiptHandle: e.GetReceiptHandle(), Status: sts[i]}
+		ents[i].MessageId, ents[i].ReceiptHandle, ents[i].Status = e.GetMessageId(), e.GetReceiptHandle(), sts[i]
+		out[i] = &ents[i]
 	}
 	return &v2.AckMessageResponse{Status: combine(sts), Entries: out}, nil
 }
