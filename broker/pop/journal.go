@@ -81,6 +81,23 @@ func putStr(b []byte, s string) []byte {
 	return append(b, s...)
 }
 
+// sizeHint is about the encoded size of r (typical varint lengths), the
+// capacity to encode it into without growing the buffer as it goes.
+func (r *jrecord) sizeHint() int {
+	n := 16 + len(r.group) + len(r.topic) + 8*len(r.nexts)
+	switch r.op {
+	case opDeliver:
+		for i := range r.entries {
+			n += 28 + len(r.entries[i].msgGroup) + len(r.entries[i].client)
+		}
+	case opChange:
+		n += 24 * len(r.entries)
+	default:
+		n += 14 * len(r.entries)
+	}
+	return n
+}
+
 func (r *jrecord) encode(b []byte) []byte {
 	b = append(b, journalVersion, byte(r.op))
 	b = putStr(b, r.group)

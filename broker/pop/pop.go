@@ -529,6 +529,12 @@ func (s *Service) readFresh(sb *sub, q *qstate, qid int32, req *ReceiveRequest, 
 		if len(ents) == 0 {
 			return nil
 		}
+		if n := min(len(ents), req.Max-len(*picks)); cap(*picks)-len(*picks) < n {
+			// Sized for the batch at once rather than grown by appends.
+			*picks = slices.Grow(*picks, n)
+			*created = slices.Grow(*created, n)
+			rec.entries = slices.Grow(rec.entries, n)
+		}
 		for _, e := range ents {
 			if len(*picks) >= req.Max {
 				return nil
@@ -630,7 +636,7 @@ func (s *Service) delivered(sb *sub, f *flight, v fstate, m *message.Message, re
 func (s *Service) journal(ctx context.Context, recs ...*jrecord) error {
 	msgs := make([]*message.Message, len(recs))
 	for i, r := range recs {
-		msgs[i] = &message.Message{Topic: JournalTopic, QueueID: 0, BornTime: r.at, Body: r.encode(nil)}
+		msgs[i] = &message.Message{Topic: JournalTopic, QueueID: 0, BornTime: r.at, Body: r.encode(make([]byte, 0, r.sizeHint()))}
 	}
 	res, err := s.store.Append(ctx, msgs...)
 	if err != nil {
@@ -678,7 +684,7 @@ func (s *Service) moveToDLQ(ctx context.Context, sb *sub, f *flight, m *message.
 	// replay this record (fence, pending.go).
 	tok := s.beginRecord()
 	defer s.endRecord(tok)
-	if _, err := s.store.Append(ctx, &cp, &message.Message{Topic: JournalTopic, BornTime: now, Body: rec.encode(nil)}); err != nil {
+	if _, err := s.store.Append(ctx, &cp, &message.Message{Topic: JournalTopic, BornTime: now, Body: rec.encode(make([]byte, 0, rec.sizeHint()))}); err != nil {
 		return storeError(err)
 	}
 	sb.mu.Lock()
@@ -753,13 +759,19 @@ func (s *Service) decode(handle string) (Handle, error) {
 func (s *Service) Ack(ctx context.Context, group, topic string, handles []string) []error {
 	errs := make([]error, len(handles))
 	sb := s.getSub(group, topic, false)
-	now := s.now()
-	rec := jrecord{op: opAck, group: group, topic: topic, at: now}
-	var acked []*flight
-	var idx []int
-	if sb != nil {
-		sb.mu.Lock()
+	if sb == nil {
+		for i, hs := range handles {
+			if _, errs[i] = s.decode(hs); errs[i] == nil {
+				errs[i] = invalid("no message of this topic is in flight for this group")
+			}
+		}
+		return errs
 	}
+	now := s.now()
+	rec := jrecord{op: opAck, group: group, topic: topic, at: now, entries: make([]jentry, 0, len(handles))}
+	acked := make([]*flight, 0, len(handles))
+	idx := make([]int, 0, len(handles))
+	sb.mu.Lock()
 	for i, hs := range handles {
 		h, err := s.decode(hs)
 		if err != nil {
@@ -776,9 +788,6 @@ func (s *Service) Ack(ctx context.Context, group, topic string, handles []string
 		acked = append(acked, f)
 		idx = append(idx, i)
 		rec.entries = append(rec.entries, jentry{queue: f.queue, offset: f.offset, epoch: f.epoch, gen: f.gen})
-	}
-	if sb == nil {
-		return errs
 	}
 	if len(acked) == 0 {
 		sb.mu.Unlock()

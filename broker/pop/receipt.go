@@ -36,7 +36,12 @@ const (
 	handleBody    = 46
 	handleMAC     = 16
 	handleLen     = handleBody + handleMAC
+	handleChars   = (handleLen*8 + 5) / 6 // base64url without padding
 )
+
+// strictRawURL decodes handles: base64url without padding, refusing
+// non-zero trailing bits so that each handle has one spelling.
+var strictRawURL = base64.RawURLEncoding.Strict()
 
 // Handle flags.
 const (
@@ -67,10 +72,19 @@ var ErrBadHandle = errors.New("receipt handle")
 type HandleCodec struct {
 	key         []byte
 	incarnation uint32
-	// macs pools keyed HMAC states: Reset returns one to its keyed start,
-	// so minting a handle does not redo the key schedule (hmac.New was
-	// the largest single cost of a delivery in profiles).
+	// macs pools keyed HMAC states (*macState): Reset returns one to its
+	// keyed start, so minting a handle does not redo the key schedule
+	// (hmac.New was the largest single cost of a delivery in profiles).
 	macs sync.Pool
+}
+
+// macState is a keyed HMAC with buffers for its input and its sum,
+// pooled together so that computing a MAC allocates nothing (what is
+// passed to the hash.Hash interface escapes to the heap).
+type macState struct {
+	h    hash.Hash
+	body [handleBody]byte
+	sum  [sha256.Size]byte
 }
 
 // NewHandleCodec returns a codec; key must be at least 16 bytes and
@@ -80,7 +94,7 @@ func NewHandleCodec(key []byte, incarnation uint32) (*HandleCodec, error) {
 		return nil, fmt.Errorf("receipt-handle key too short (%d bytes)", len(key))
 	}
 	c := &HandleCodec{key: append([]byte(nil), key...), incarnation: incarnation}
-	c.macs.New = func() any { return hmac.New(sha256.New, c.key) }
+	c.macs.New = func() any { return &macState{h: hmac.New(sha256.New, c.key)} }
 	return c, nil
 }
 
@@ -94,14 +108,14 @@ func NameHash(s string) uint32 {
 	return h
 }
 
-func (c *HandleCodec) mac(body []byte) []byte {
-	m := c.macs.Get().(hash.Hash)
-	m.Reset()
-	m.Write(body)
-	var sum [sha256.Size]byte
-	out := m.Sum(sum[:0])
+// mac writes the truncated MAC of body to out.
+func (c *HandleCodec) mac(out *[handleMAC]byte, body *[handleBody]byte) {
+	m := c.macs.Get().(*macState)
+	m.body = *body
+	m.h.Reset()
+	m.h.Write(m.body[:])
+	copy(out[:], m.h.Sum(m.sum[:0]))
 	c.macs.Put(m)
-	return out[:handleMAC]
 }
 
 // Encode mints the handle string for h (its Incarnation is set to the
@@ -119,8 +133,13 @@ func (c *HandleCodec) Encode(h Handle) string {
 	binary.BigEndian.PutUint32(b[34:], h.GroupHash)
 	binary.BigEndian.PutUint32(b[38:], h.TopicHash)
 	binary.BigEndian.PutUint32(b[42:], c.incarnation)
-	copy(b[handleBody:], c.mac(b[:handleBody]))
-	return handlePrefix + base64.RawURLEncoding.EncodeToString(b[:])
+	c.mac((*[handleMAC]byte)(b[handleBody:]), (*[handleBody]byte)(b[:handleBody]))
+	// Prefix and encoding in one buffer: the string is the only
+	// allocation.
+	var s [len(handlePrefix) + handleChars]byte
+	copy(s[:], handlePrefix)
+	base64.RawURLEncoding.Encode(s[len(handlePrefix):], b[:])
+	return string(s[:])
 }
 
 // Decode parses and authenticates s. Every failure wraps ErrBadHandle and
@@ -136,14 +155,20 @@ func (c *HandleCodec) Decode(s string) (Handle, error) {
 	if base64.RawURLEncoding.DecodedLen(len(enc)) != handleLen {
 		return Handle{}, fmt.Errorf("%w has the wrong length", ErrBadHandle)
 	}
+	// enc is handleChars long (checked above); copied to the stack, as a
+	// []byte(enc) of this length would be allocated.
+	var e [handleChars]byte
+	copy(e[:], enc)
 	var b [handleLen]byte
-	if n, err := base64.RawURLEncoding.Strict().Decode(b[:], []byte(enc)); err != nil || n != handleLen {
+	if n, err := strictRawURL.Decode(b[:], e[:]); err != nil || n != handleLen {
 		return Handle{}, fmt.Errorf("%w is not valid base64url", ErrBadHandle)
 	}
 	if b[0] != handleVersion {
 		return Handle{}, fmt.Errorf("%w has unknown version %d", ErrBadHandle, b[0])
 	}
-	if !hmac.Equal(b[handleBody:], c.mac(b[:handleBody])) {
+	var sum [handleMAC]byte
+	c.mac(&sum, (*[handleBody]byte)(b[:handleBody]))
+	if !hmac.Equal(b[handleBody:], sum[:]) {
 		return Handle{}, fmt.Errorf("%w failed authentication (forged or modified)", ErrBadHandle)
 	}
 	h := Handle{

@@ -42,12 +42,23 @@ func (s *MessagingService) ReceiveMessage(req *v2.ReceiveMessageRequest, stream 
 	}
 	dk := digestFor(ctx)
 	for i, d := range msgs {
-		if err := stream.Send(&v2.ReceiveMessageResponse{Content: &v2.ReceiveMessageResponse_Message{Message: deliveredToV2(d, topic, dk)}}); err != nil {
+		f := new(receiveFrame)
+		f.content.Message = f.msg.fill(d, topic, dk)
+		f.resp.Content = &f.content
+		if err := stream.Send(&f.resp); err != nil {
 			s.releaseUnsent(ctx, rr.Group, rr.Topic, msgs[i:], err)
 			return err
 		}
 	}
 	return stream.Send(deliveryTimestampFrame())
+}
+
+// receiveFrame is the response carrying one delivered message, allocated
+// with everything it points to.
+type receiveFrame struct {
+	resp    v2.ReceiveMessageResponse
+	content v2.ReceiveMessageResponse_Message
+	msg     deliveredV2
 }
 
 func sendReceiveStatus(stream grpc.ServerStreamingServer[v2.ReceiveMessageResponse], st *v2.Status) error {
@@ -231,9 +242,12 @@ func (s *MessagingService) AckMessage(ctx context.Context, req *v2.AckMessageReq
 			sts[idx[j]] = statusOf(ctx, s.log, err)
 		}
 	}
+	// The entries in one allocation, not one each.
+	ents := make([]v2.AckMessageResultEntry, len(in))
 	out := make([]*v2.AckMessageResultEntry, len(in))
 	for i, e := range in {
-		out[i] = &v2.AckMessageResultEntry{MessageId: e.GetMessageId(), ReceiptHandle: e.GetReceiptHandle(), Status: sts[i]}
+		ents[i].MessageId, ents[i].ReceiptHandle, ents[i].Status = e.GetMessageId(), e.GetReceiptHandle(), sts[i]
+		out[i] = &ents[i]
 	}
 	return &v2.AckMessageResponse{Status: combine(sts), Entries: out}, nil
 }

@@ -54,16 +54,35 @@ func messageTypeToV2(t model.MessageType) v2.MessageType {
 // messages read from the retry queue.
 // dk picks the body digest (see digestFor).
 func deliveredToV2(d *model.Delivered, topic *v2.Resource, dk digestKind) *v2.Message {
-	sp := &v2.SystemProperties{
-		Keys:         d.Keys,
-		MessageId:    d.ID,
-		BodyDigest:   dk.digest(d.Body),
-		BodyEncoding: v2.Encoding_IDENTITY,
-		BornHost:     d.BornHost,
-		StoreHost:    d.StoreHost,
-		QueueId:      d.QueueID,
-		QueueOffset:  &d.QueueOffset,
-	}
+	return new(deliveredV2).fill(d, topic, dk)
+}
+
+// deliveredV2 is a delivered message's v2 form together with the parts it
+// points to, so that building one is a single allocation rather than one
+// per part. It must not be copied once filled.
+type deliveredV2 struct {
+	msg       v2.Message
+	sp        v2.SystemProperties
+	digest    v2.Digest
+	born      timestamppb.Timestamp
+	stored    timestamppb.Timestamp
+	deliver   timestamppb.Timestamp
+	invisible durationpb.Duration
+	attempt   int32
+}
+
+// fill builds d's v2 form in x (zero) and returns its message.
+func (x *deliveredV2) fill(d *model.Delivered, topic *v2.Resource, dk digestKind) *v2.Message {
+	sp := &x.sp
+	sp.Keys = d.Keys
+	sp.MessageId = d.ID
+	dk.digestInto(&x.digest, d.Body)
+	sp.BodyDigest = &x.digest
+	sp.BodyEncoding = v2.Encoding_IDENTITY
+	sp.BornHost = d.BornHost
+	sp.StoreHost = d.StoreHost
+	sp.QueueId = d.QueueID
+	sp.QueueOffset = &d.QueueOffset
 	if d.Tag != "" {
 		sp.Tag = &d.Tag
 	}
@@ -76,24 +95,24 @@ func deliveredToV2(d *model.Delivered, topic *v2.Resource, dk digestKind) *v2.Me
 	}
 	sp.MessageType = messageTypeToV2(mt)
 	if !d.BornTime.IsZero() {
-		sp.BornTimestamp = timestamppb.New(d.BornTime)
+		sp.BornTimestamp = setTimestamp(&x.born, d.BornTime)
 	}
 	if !d.StoreTime.IsZero() {
-		sp.StoreTimestamp = timestamppb.New(d.StoreTime)
+		sp.StoreTimestamp = setTimestamp(&x.stored, d.StoreTime)
 	}
 	if !d.DeliveryTime.IsZero() {
-		sp.DeliveryTimestamp = timestamppb.New(d.DeliveryTime)
+		sp.DeliveryTimestamp = setTimestamp(&x.deliver, d.DeliveryTime)
 	}
 	if d.ReceiptHandle != "" {
 		sp.ReceiptHandle = &d.ReceiptHandle
 	}
 	if d.InvisibleFor > 0 {
-		sp.InvisibleDuration = durationpb.New(d.InvisibleFor)
+		sp.InvisibleDuration = setDuration(&x.invisible, d.InvisibleFor)
 	}
 	// MUST be ≥ 1: 0 breaks the Go client's backoff and FIFO
 	// attempt counting.
-	attempt := max(d.Attempt, 1)
-	sp.DeliveryAttempt = &attempt
+	x.attempt = max(d.Attempt, 1)
+	sp.DeliveryAttempt = &x.attempt
 	if d.MessageGroup != "" {
 		sp.MessageGroup = &d.MessageGroup
 	}
@@ -103,7 +122,25 @@ func deliveredToV2(d *model.Delivered, topic *v2.Resource, dk digestKind) *v2.Me
 	if d.DLQOriginTopic != "" || d.DLQOriginID != "" {
 		sp.DeadLetterQueue = &v2.DeadLetterQueue{Topic: d.DLQOriginTopic, MessageId: d.DLQOriginID}
 	}
-	return &v2.Message{Topic: topic, UserProperties: d.Properties, SystemProperties: sp, Body: d.Body}
+	x.msg.Topic = topic
+	x.msg.UserProperties = d.Properties
+	x.msg.SystemProperties = sp
+	x.msg.Body = d.Body
+	return &x.msg
+}
+
+// setTimestamp sets ts to t, as timestamppb.New does, and returns it.
+func setTimestamp(ts *timestamppb.Timestamp, t time.Time) *timestamppb.Timestamp {
+	ts.Seconds, ts.Nanos = t.Unix(), int32(t.Nanosecond())
+	return ts
+}
+
+// setDuration sets pd to d, as durationpb.New does, and returns it.
+func setDuration(pd *durationpb.Duration, d time.Duration) *durationpb.Duration {
+	nanos := d.Nanoseconds()
+	secs := nanos / 1e9
+	pd.Seconds, pd.Nanos = secs, int32(nanos-secs*1e9)
+	return pd
 }
 
 // digestKind is the body digest a delivery carries. A client checks it
@@ -145,13 +182,21 @@ func digestFor(ctx context.Context) digestKind {
 }
 
 func (k digestKind) digest(body []byte) *v2.Digest {
+	d := new(v2.Digest)
+	k.digestInto(d, body)
+	return d
+}
+
+// digestInto sets d (zero) to body's digest.
+func (k digestKind) digestInto(d *v2.Digest, body []byte) {
 	switch k {
 	case digestCRC32:
-		return &v2.Digest{Type: v2.DigestType_CRC32, Checksum: crc32Upper(body)}
+		d.Type, d.Checksum = v2.DigestType_CRC32, crc32Upper(body)
 	case digestCRC32Wide:
-		return &v2.Digest{Type: v2.DigestType_CRC32, Checksum: crc32Wide(body)}
+		d.Type, d.Checksum = v2.DigestType_CRC32, crc32Wide(body)
+	default:
+		d.Type, d.Checksum = v2.DigestType_MD5, md5Upper(body)
 	}
-	return &v2.Digest{Type: v2.DigestType_MD5, Checksum: md5Upper(body)}
 }
 
 // crc32Upper is the IEEE CRC32 of b in upper-case hex without zero

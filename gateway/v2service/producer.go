@@ -41,14 +41,17 @@ func (s *MessagingService) SendMessage(ctx context.Context, req *v2.SendMessageR
 		s.log.ErrorContext(ctx, "broker returned a wrong number of send results", "want", len(msgs), "got", len(results))
 		return &v2.SendMessageResponse{Status: statusNoEntries}, nil
 	}
+	// The entries in one allocation, not one each.
+	ents := make([]v2.SendResultEntry, len(results))
 	entries := make([]*v2.SendResultEntry, len(results))
 	sts := make([]*v2.Status, len(results))
 	for i, r := range results {
 		st := statusOf(ctx, s.log, r.Err)
 		sts[i] = st
+		e := &ents[i]
 		// The message id is the client's, verbatim.
-		entries[i] = &v2.SendResultEntry{Status: st, MessageId: msgs[i].ID, TransactionId: r.TransactionID,
-			Offset: r.Offset, RecallHandle: r.RecallHandle}
+		e.Status, e.MessageId, e.TransactionId, e.Offset, e.RecallHandle = st, msgs[i].ID, r.TransactionID, r.Offset, r.RecallHandle
+		entries[i] = e
 	}
 	return &v2.SendMessageResponse{Status: combine(sts), Entries: entries}, nil
 }
