@@ -107,4 +107,3 @@ func (g *group) caughtUp(m *member, timeout time.Duration) {
 	}
 	g.t.Fatalf("member %d did not catch up within %v", m.id, timeout)
 }
-
