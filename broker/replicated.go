@@ -6,6 +6,7 @@ import (
 	"log/slog"
 
 	"github.com/mqgate/mqgate/broker/cluster"
+	"github.com/mqgate/mqgate/broker/metadata"
 	"github.com/mqgate/mqgate/broker/mqerr"
 	"github.com/mqgate/mqgate/storage"
 	"github.com/mqgate/mqgate/storage/message"
@@ -27,7 +28,7 @@ type Replicator interface {
 // local ones on a single node, the replica group's in cluster mode.
 type writes struct {
 	store   storeWriter
-	meta    metaWriter
+	meta    metadata.Store
 	offsets offsetWriter
 }
 
@@ -42,18 +43,6 @@ type storeWriter interface {
 	OffsetForTime(topic string, queueID int32, unixMs int64) (int64, error)
 	LogRange() (min, written int64)
 	WaitDispatched(ctx context.Context, pos int64) error
-}
-
-// metaWriter is the topic and group metadata store.
-type metaWriter interface {
-	PutTopic(t meta.Topic) error
-	DeleteTopic(name string) error
-	Topic(name string) (meta.Topic, bool)
-	Topics() []meta.Topic
-	PutGroup(g meta.Group) error
-	DeleteGroup(name string) error
-	Group(name string) (meta.Group, bool)
-	Groups() []meta.Group
 }
 
 // offsetWriter is the committed-offset store.

@@ -199,63 +199,27 @@ func TestClusterKill9LeaderUnderSyncSends(t *testing.T) {
 	topic, cg := e2eutil.Uniq("kill"), e2eutil.Uniq("g")
 	pr := e2eutil.StartProducer(t, config(g, ""), rmq.WithTopics(topic))
 
-	var (
-		mu    sync.Mutex
-		acked = map[string]string{}
-		okAt  []time.Time // when each OK came
-	)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var wg sync.WaitGroup
-	for p := range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; ctx.Err() == nil; i++ {
-				body := fmt.Sprintf("%s-%d-%d", topic, p, i)
-				sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
-				rs, err := pr.Send(sctx, &rmq.Message{Topic: topic, Body: []byte(body)})
-				scancel()
-				if err != nil {
-					continue // failover: the client's own retries ran out; send the next
-				}
-				mu.Lock()
-				acked[rs[0].MessageID] = body
-				okAt = append(okAt, time.Now())
-				mu.Unlock()
-			}
-		}()
-	}
-	count := func() int { mu.Lock(); defer mu.Unlock(); return len(acked) }
-	waitMore := func(n int, what string) {
-		deadline := time.Now().Add(60 * time.Second)
-		for count() < n {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: only %d sends answered, waited for %d", what, count(), n)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
+	load := startLoad(pr, topic, 4)
+	defer load.stop()
 	var failovers []time.Duration
 	for r := range rounds {
-		waitMore(count()+50+r*17%40, "before the kill")
+		load.waitFor(t, load.count()+50+r*17%40, 60*time.Second, "before the kill")
 		l := g.leader(30 * time.Second)
 		killedAt := time.Now()
 		l.proc.Kill9()
-		waitMore(count()+1, fmt.Sprintf("round %d: after killing member %d", r, l.id))
-		mu.Lock()
-		i, _ := slices.BinarySearchFunc(okAt, killedAt, func(a, b time.Time) int { return a.Compare(b) })
-		resumed := okAt[min(i, len(okAt)-1)]
-		mu.Unlock()
+		load.waitFor(t, load.count()+1, 60*time.Second, fmt.Sprintf("round %d: after killing member %d", r, l.id))
+		load.mu.Lock()
+		i, _ := slices.BinarySearchFunc(load.okAt, killedAt, func(a, b time.Time) int { return a.Compare(b) })
+		resumed := load.okAt[min(i, len(load.okAt)-1)]
+		load.mu.Unlock()
 		failovers = append(failovers, resumed.Sub(killedAt))
 		g.start(l)
 	}
-	waitMore(count()+50, "after the last restart")
-	cancel()
-	wg.Wait()
+	load.waitFor(t, load.count()+50, 60*time.Second, "after the last restart")
+	acked := load.stop()
 	slices.Sort(failovers)
 	t.Logf("%d rounds, %d sends answered OK; failover seen by the client (kill to the next OK send): p50 %v, max %v",
-		rounds, count(), failovers[len(failovers)/2], failovers[len(failovers)-1])
+		rounds, len(acked), failovers[len(failovers)/2], failovers[len(failovers)-1])
 	if worst := failovers[len(failovers)-1]; worst > 10*time.Second {
 		t.Errorf("sends resumed %v after a leader was killed; the bound is 10 s", worst)
 	}

@@ -1,9 +1,6 @@
 package cluster
 
 import (
-	"context"
-	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,52 +21,16 @@ func TestClusterKill9AllUnderSyncSends(t *testing.T) {
 	topic, cg := e2eutil.Uniq("all"), e2eutil.Uniq("g")
 	pr := e2eutil.StartProducer(t, config(g, ""), rmq.WithTopics(topic))
 
-	var (
-		mu    sync.Mutex
-		acked = map[string]string{}
-	)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var wg sync.WaitGroup
-	for p := range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; ctx.Err() == nil; i++ {
-				body := fmt.Sprintf("%s-%d-%d", topic, p, i)
-				sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
-				rs, err := pr.Send(sctx, &rmq.Message{Topic: topic, Body: []byte(body)})
-				scancel()
-				if err == nil {
-					mu.Lock()
-					acked[rs[0].MessageID] = body
-					mu.Unlock()
-				}
-			}
-		}()
-	}
-	count := func() int { mu.Lock(); defer mu.Unlock(); return len(acked) }
-	deadline := time.Now().Add(30 * time.Second)
-	for count() < 200 {
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d sends answered OK within 30 s", count())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	load := startLoad(pr, topic, 4)
+	defer load.stop()
+	load.waitFor(t, 200, 30*time.Second, "before the kill")
 	g.killAll()
-	before := count()
+	before := load.count()
 	g.startAll()
 	g.leader(30 * time.Second)
 	// The same senders go on: sends are answered OK again.
-	deadline = time.Now().Add(30 * time.Second)
-	for count() < before+50 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d sends answered OK within 30 s of the restart, want 50", count()-before)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	cancel()
-	wg.Wait()
+	load.waitFor(t, before+50, 30*time.Second, "after the restart")
+	acked := load.stop()
 
 	a := g.acker()
 	c := e2eutil.StartSimpleConsumer(t, config(g, cg), rmq.WithSimpleAwaitDuration(2*time.Second),
