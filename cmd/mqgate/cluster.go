@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -24,8 +25,8 @@ const clusterUsage = `Usage:
   mqgate cluster transfer-leader --peer HOST:PORT --cluster-id ID --to N
 
 Both talk to a member of a replicated broker set over its peer port (the
-raft transport between members). The peer port checks nothing but the
-cluster id: it must be reachable from a trusted network only.
+raft transport between members). The peer port checks the cluster id,
+and the peer token when the members run with one.
 
   status            the member's term, the leader, its commit and applied
                     indexes, and each member's id, peer address, role and
@@ -37,6 +38,9 @@ cluster id: it must be reachable from a trusted network only.
 Flags:
   --peer HOST:PORT     the peer address of any member
   --cluster-id ID      the group's cluster id
+  --peer-token TOKEN   the group's peer token, when it runs with one
+                       (prefer env MQGATE_PEER_TOKEN: flags show in the
+                       process list)
   --to N               (transfer-leader) the member to hand the leadership to
   --json               (status) print JSON
   --timeout DURATION   give up after this long (default 10s)
@@ -49,6 +53,7 @@ type clusterCommand struct {
 	sub       string // status, transfer-leader
 	peer      string
 	clusterID string
+	token     string
 	to        uint64
 	json      bool
 	timeout   time.Duration
@@ -63,6 +68,7 @@ func parseClusterArgs(args []string) (clusterCommand, error) {
 	fs := newFlagSet("mqgate cluster " + cc.sub)
 	fs.StringVar(&cc.peer, "peer", "", "peer address (HOST:PORT) of any member")
 	fs.StringVar(&cc.clusterID, "cluster-id", "", "the group's cluster id")
+	fs.StringVar(&cc.token, "peer-token", os.Getenv("MQGATE_PEER_TOKEN"), "the group's peer token, when it has one (env MQGATE_PEER_TOKEN)")
 	fs.DurationVar(&cc.timeout, "timeout", 10*time.Second, "give up after this long")
 	var to string
 	switch cc.sub {
@@ -105,7 +111,7 @@ func clusterCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if err != nil {
 		return usageExit("cluster", clusterUsage, err, stdout, stderr)
 	}
-	ctx, cancel := context.WithTimeout(ctx, cc.timeout)
+	ctx, cancel := context.WithTimeout(peer.WithToken(ctx, cc.token), cc.timeout)
 	defer cancel()
 	switch cc.sub {
 	case "status":

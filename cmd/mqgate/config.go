@@ -121,7 +121,8 @@ var settings = []setting{
 	strSetting("log-format", "json or text", func(c *node.Config) *string { return &c.LogFormat }),
 	strSetting("cluster-id", "cluster mode: the replica group's name, the same on every member (with --node-id and --peers); empty = single node", func(c *node.Config) *string { return &c.ClusterID }),
 	intSetting("node-id", "cluster mode: this member's id, one of --peers", func(c *node.Config) *int { return &c.NodeID }),
-	strSetting("peers", "cluster mode: every member's peer address, 1=host:port,2=host:port,3=host:port; this member listens on its own (peer traffic is not authenticated: keep it on a trusted network)", func(c *node.Config) *string { return &c.Peers }),
+	strSetting("peers", "cluster mode: every member's peer address, 1=host:port,2=host:port,3=host:port; this member listens on its own (peer traffic is not encrypted: keep it on a private network, and set --peer-token)", func(c *node.Config) *string { return &c.Peers }),
+	strSetting("peer-token", "cluster mode: a secret every call between members must carry, the same on every member (prefer env MQGATE_PEER_TOKEN); needed for a non-loopback peer address unless --insecure-listen-all", func(c *node.Config) *string { return &c.PeerToken }),
 	intSetting("raft-log-keep", "cluster mode: raft entries a member keeps behind its durable position; a member further behind catches up from a copy of another member's store", func(c *node.Config) *int { return &c.RaftLogKeep }),
 	durSetting("leader-wait", "cluster mode: how long a client connection waits for a leader during an election", func(c *node.Config) *time.Duration { return &c.LeaderWait }),
 }
@@ -263,7 +264,7 @@ func renderConfig(cfg node.Config) string {
 	var b strings.Builder
 	for _, s := range settings {
 		v := s.get(&cfg)
-		if s.name == "metrics-token" && v != "" {
+		if (s.name == "metrics-token" || s.name == "peer-token") && v != "" {
 			v = "(set)" // a secret: not printed
 		}
 		fmt.Fprintf(&b, "%s: %q\n", s.name, v)

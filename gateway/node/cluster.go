@@ -85,7 +85,7 @@ func (n *Node) openReplica(opts storage.Options) error {
 		return err
 	}
 	rn, err := peer.Start(peer.Config{ClusterID: n.cfg.ClusterID, NodeID: uint64(n.cfg.NodeID), Peers: peers,
-		WALDir: filepath.Join(n.cfg.DataDir, "raft"), Listener: n.lis["peers"], Info: n.memberInfo(), Logger: n.log,
+		Token: n.cfg.PeerToken, WALDir: filepath.Join(n.cfg.DataDir, "raft"), Listener: n.lis["peers"], Info: n.memberInfo(), Logger: n.log,
 		SnapshotEvery: uint64(n.cfg.RaftLogKeep), KeepEntries: uint64(n.cfg.RaftLogKeep)}, rep)
 	if err != nil {
 		return errors.Join(err, rep.Close(context.Background()))

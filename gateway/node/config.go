@@ -96,6 +96,10 @@ type Config struct {
 	ClusterID string
 	NodeID    int
 	Peers     string
+	// PeerToken, when set, is a secret every peer call between members
+	// must carry (the same on every member); with it the peer address
+	// may be a non-loopback one without InsecureListenAll.
+	PeerToken string
 	// LeaderWait is how long a client connection waits for a leader to
 	// be known (during an election) before it is closed.
 	LeaderWait time.Duration
@@ -232,7 +236,7 @@ func (c Config) listeners() []listener {
 // MetricsToken.
 func (c Config) protected(name string) bool {
 	if name == "peers" {
-		return false // peer traffic carries no credentials
+		return c.PeerToken != ""
 	}
 	if name == "metrics-addr" {
 		return c.MetricsToken != ""
@@ -266,7 +270,7 @@ func (c Config) ListenAddr(name, addr string) (string, error) {
 	case "metrics-addr":
 		guard = "--metrics-token"
 	case "peers":
-		guard = "--insecure-listen-all"
+		guard = "--peer-token"
 	}
 	return "", fmt.Errorf("%s: %q is not a loopback address and %s is not set: anyone who can reach it could use it "+
 		"(for the API listeners: create and delete topics and groups); set %s, bind a loopback address, "+

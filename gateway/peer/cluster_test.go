@@ -41,6 +41,7 @@ type testCluster struct {
 	snap    uint64 // Config.SnapshotEvery (KeepEntries is half of it)
 	staging string // storage.Options.StagingDir ("" is "off")
 	timeout time.Duration
+	token   string // Config.Token
 }
 
 type member struct {
@@ -71,7 +72,7 @@ func newTestCluster(t testing.TB, n int, persistEvery uint64) *testCluster {
 func newTestClusterWith(t testing.TB, n int, o testCluster) *testCluster {
 	t.Helper()
 	c := &testCluster{t: t, id: "test-" + t.Name(), addrs: map[uint64]string{}, members: map[uint64]*member{},
-		persist: o.persist, snap: o.snap, timeout: o.timeout, staging: o.staging}
+		persist: o.persist, snap: o.snap, timeout: o.timeout, staging: o.staging, token: o.token}
 	lis := map[uint64]net.Listener{}
 	for i := range n {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -114,7 +115,7 @@ func (c *testCluster) start(id uint64, dir string, l net.Listener) *member {
 		c.t.Fatal(err)
 	}
 	node, err := Start(Config{ClusterID: c.id, NodeID: id, Peers: c.addrs, WALDir: filepath.Join(dir, "wal"), Listener: l,
-		TickInterval: 20 * time.Millisecond, ElectionTicks: 10, SnapshotEvery: c.snap, KeepEntries: c.snap / 2, Info: testInfo(id), Logger: quiet}, rep)
+		TickInterval: 20 * time.Millisecond, ElectionTicks: 10, SnapshotEvery: c.snap, KeepEntries: c.snap / 2, Info: testInfo(id), Token: c.token, Logger: quiet}, rep)
 	if err != nil {
 		rep.Close(context.Background())
 		c.t.Fatal(err)

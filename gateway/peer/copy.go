@@ -108,7 +108,7 @@ func (n *Node) fetchCopy(ctx context.Context, from, min uint64) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	desc := &grpc.StreamDesc{StreamName: "CopyStore", ServerStreams: true}
-	s, err := conn.NewStream(outgoing(ctx, n.cfg.ClusterID), desc, copyMethod, grpc.MaxCallRecvMsgSize(maxCopyHeader))
+	s, err := conn.NewStream(outgoing(WithToken(ctx, n.cfg.Token), n.cfg.ClusterID), desc, copyMethod, grpc.MaxCallRecvMsgSize(maxCopyHeader))
 	if err != nil {
 		return err
 	}

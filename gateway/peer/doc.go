@@ -83,12 +83,14 @@
 //     bytes in 1 MiB chunks (copy.go).
 //
 // Every call's metadata carries the cluster id; a member of another
-// cluster, or a call without one, is refused with PermissionDenied. That
-// check is the only one: peer traffic is neither authenticated nor
-// encrypted, and anyone who can reach the peer address and knows the
-// cluster id can read the group's status, move its leadership and copy
-// the whole store. The
-// peer address must be on a trusted network.
+// cluster, or a call without one, is refused with PermissionDenied. With
+// Config.Token set, every call must also carry that token (compared in
+// constant time; Unauthenticated otherwise); WithToken adds it to the
+// calls of DialStatus and DialTransfer. Without a token anyone who can
+// reach the peer address and knows the cluster id can read the group's
+// status, move its leadership and copy the whole store. Peer traffic is
+// not encrypted either way: the peer address belongs on a private
+// network.
 //
 // # Imports
 //

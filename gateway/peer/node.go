@@ -51,6 +51,9 @@ type Config struct {
 	// Peers maps every member's id (this node's too) to its peer
 	// address. A new group is bootstrapped with exactly these members.
 	Peers map[uint64]string
+	// Token, when set, is a secret every peer call must carry (members
+	// of one group share it); calls without it are refused.
+	Token string
 	// WALDir holds the raft log (etcd's WAL).
 	WALDir string
 	// Listener, if set, is used instead of listening on Peers[NodeID].

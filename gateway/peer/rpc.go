@@ -63,7 +63,7 @@ func (n *Node) MemberInfo(ctx context.Context, id uint64) (MemberInfo, error) {
 	if conn == nil {
 		return MemberInfo{}, fmt.Errorf("peer: no member %d", id)
 	}
-	a, err := callInfo(ctx, conn, n.cfg.ClusterID)
+	a, err := callInfo(WithToken(ctx, n.cfg.Token), conn, n.cfg.ClusterID)
 	if err != nil {
 		return MemberInfo{}, fmt.Errorf("peer: info of member %d at %s: %w", id, n.cfg.Peers[id], err)
 	}
@@ -97,6 +97,9 @@ func callInfo(ctx context.Context, conn *grpc.ClientConn, clusterID string) (inf
 }
 
 func outgoing(ctx context.Context, clusterID string) context.Context {
+	if tok, _ := ctx.Value(tokenKey{}).(string); tok != "" {
+		return metadata.AppendToOutgoingContext(ctx, mdClusterID, clusterID, mdToken, tok)
+	}
 	return metadata.AppendToOutgoingContext(ctx, mdClusterID, clusterID)
 }
 
@@ -212,4 +215,12 @@ func callTransfer(ctx context.Context, peerAddr, clusterID string, to uint64) er
 		return fmt.Errorf("peer: transfer leadership to %d at %s: %w", to, peerAddr, err)
 	}
 	return nil
+}
+
+type tokenKey struct{}
+
+// WithToken makes the peer calls made with ctx (DialStatus, DialTransfer)
+// carry the group's peer token (Config.Token).
+func WithToken(ctx context.Context, token string) context.Context {
+	return context.WithValue(ctx, tokenKey{}, token)
 }

@@ -344,3 +344,23 @@ func TestHandoffUnderLoad(t *testing.T) {
 		}
 	}
 }
+
+// With a peer token, the members talk to each other and a call without
+// the token, or with another, is refused.
+func TestPeerToken(t *testing.T) {
+	c := newTestClusterWith(t, 3, testCluster{persist: 8, timeout: 3 * time.Second, token: "s3cret"})
+	l := c.leader()
+	appendN(t, l, 0, 10)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := DialStatus(ctx, c.addrs[l.id], c.id); status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("status without the token: %v", err)
+	}
+	if _, err := DialStatus(WithToken(ctx, "other"), c.addrs[l.id], c.id); status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("status with another token: %v", err)
+	}
+	st, err := DialStatus(WithToken(ctx, "s3cret"), c.addrs[l.id], c.id)
+	if err != nil || st.Leader != l.id {
+		t.Fatalf("status with the token: %+v, %v", st, err)
+	}
+}

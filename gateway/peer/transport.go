@@ -2,6 +2,7 @@ package peer
 
 import (
 	"context"
+	"crypto/subtle"
 	"fmt"
 	"log/slog"
 	"net"
@@ -32,6 +33,7 @@ const (
 	transferMethod = "/" + serviceName + "/TransferLeadership"
 	copyMethod     = "/" + serviceName + "/CopyStore"
 	mdClusterID    = "mqgate-cluster-id"
+	mdToken        = "mqgate-peer-token"
 	mdFromNode     = "mqgate-from-node"
 	peerQueueLen   = 4096
 )
@@ -165,6 +167,12 @@ func (t *transport) checkCluster(ctx context.Context) error {
 	if v := md.Get(mdClusterID); len(v) != 1 || v[0] != t.cfg.ClusterID {
 		return status.Errorf(codes.PermissionDenied, "peer: cluster id %v, this node belongs to %q", v, t.cfg.ClusterID)
 	}
+	if t.cfg.Token != "" {
+		v := md.Get(mdToken)
+		if len(v) != 1 || subtle.ConstantTimeCompare([]byte(v[0]), []byte(t.cfg.Token)) != 1 {
+			return status.Errorf(codes.Unauthenticated, "peer: missing or wrong peer token")
+		}
+	}
 	return nil
 }
 
@@ -235,6 +243,9 @@ func (t *transport) stream(conn *grpc.ClientConn, p *peerSender) bool {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ctx = metadata.AppendToOutgoingContext(ctx, mdClusterID, t.cfg.ClusterID, mdFromNode, fmt.Sprint(t.cfg.NodeID))
+	if t.cfg.Token != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, mdToken, t.cfg.Token)
+	}
 	var first *raftpb.Message
 	select {
 	case first = <-p.q:

@@ -19,7 +19,8 @@ import (
 // leads and serves every message.
 func TestClusterMemberCatchesUpFromCopy(t *testing.T) {
 	e2eutil.Begin(t)
-	g := newGroup(t, "--raft-log-keep", "32")
+	// The members share a peer token: the copy goes through it too.
+	g := newGroup(t, "--raft-log-keep", "32", "--peer-token", "catch-up-token")
 	l := g.leader(30 * time.Second)
 	topic, cg := e2eutil.Uniq("catchup"), e2eutil.Uniq("g")
 	pr := e2eutil.StartProducer(t, config(g, ""), rmq.WithTopics(topic))
@@ -61,7 +62,7 @@ func TestClusterMemberCatchesUpFromCopy(t *testing.T) {
 	// Hand the leadership to the member that caught up, and read
 	// everything through it.
 	g.caughtUp(lag, 60*time.Second)
-	if out, err := e2eutil.CLIResultArgs(t, "cluster", "transfer-leader", "--peer", lag.peer, "--cluster-id", g.id, "--to", fmt.Sprint(lag.id)); err != nil {
+	if out, err := g.cli("cluster", "transfer-leader", "--peer", lag.peer, "--cluster-id", g.id, "--to", fmt.Sprint(lag.id)); err != nil {
 		t.Fatalf("transfer-leader: %v\n%s", err, out)
 	}
 	if nl := g.leader(30 * time.Second); nl != lag {
@@ -96,8 +97,8 @@ func (g *group) caughtUp(m *member, timeout time.Duration) {
 	l := g.leader(timeout)
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
-		lo, lerr := e2eutil.CLIResultArgs(g.t, "cluster", "status", "--peer", l.peer, "--cluster-id", g.id, "--json")
-		mo, merr := e2eutil.CLIResultArgs(g.t, "cluster", "status", "--peer", m.peer, "--cluster-id", g.id, "--json")
+		lo, lerr := g.cli("cluster", "status", "--peer", l.peer, "--cluster-id", g.id, "--json")
+		mo, merr := g.cli("cluster", "status", "--peer", m.peer, "--cluster-id", g.id, "--json")
 		var ls, ms struct{ Commit, Applied uint64 }
 		if lerr == nil && merr == nil && json.Unmarshal([]byte(lo), &ls) == nil && json.Unmarshal([]byte(mo), &ms) == nil &&
 			ms.Applied >= ls.Commit && ls.Commit > 0 {

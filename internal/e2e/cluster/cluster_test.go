@@ -39,11 +39,17 @@ type group struct {
 	members []*member
 	peers   string
 	args    []string
+	token   string // --peer-token among args
 }
 
 func newGroup(t *testing.T, args ...string) *group {
 	t.Helper()
 	g := &group{t: t, id: e2eutil.Uniq("cl"), args: args}
+	for i, a := range args {
+		if a == "--peer-token" && i+1 < len(args) {
+			g.token = args[i+1]
+		}
+	}
 	var peers []string
 	for i := 1; i <= 3; i++ {
 		m := &member{id: i, dir: t.TempDir(), grpc: testutil.UnusedAddr(t), http: testutil.UnusedAddr(t),
@@ -81,6 +87,14 @@ func (g *group) started() {
 	}
 }
 
+// cli runs `mqgate <args>` with the group's peer token, if any.
+func (g *group) cli(args ...string) (string, error) {
+	if g.token != "" {
+		args = append(args, "--peer-token", g.token)
+	}
+	return e2eutil.CLIResultArgs(g.t, args...)
+}
+
 // endpoint is every member's gRPC address: what a client is configured
 // with (the Go client dials them in order and moves on when one fails).
 func (g *group) endpoint() string {
@@ -100,7 +114,7 @@ func (g *group) leader(timeout time.Duration) *member {
 			if m.proc == nil || !alive(m.proc) {
 				continue
 			}
-			out, err := e2eutil.CLIResultArgs(g.t, "cluster", "status", "--peer", m.peer, "--cluster-id", g.id, "--json")
+			out, err := g.cli("cluster", "status", "--peer", m.peer, "--cluster-id", g.id, "--json")
 			if err != nil {
 				continue
 			}
