@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/mqgate/mqgate/broker/cluster"
@@ -185,7 +186,8 @@ func (n *Node) route(local bool, info peer.MemberInfo) {
 // (see the comment at the top of this file) until ctx ends or the raft
 // member stops.
 func (n *Node) followLeader(ctx context.Context) {
-	retry := time.NewTimer(0)
+	retry := time.NewTimer(time.Hour)
+	retry.Stop()
 	defer retry.Stop()
 	for {
 		changes := n.raft.Changes()
@@ -291,13 +293,24 @@ func (n *Node) routeAddrs(ctx context.Context) []string {
 		}
 		return 0
 	})
-	var out []string
-	for _, id := range ids {
-		cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-		info, err := n.raft.MemberInfo(cctx, id)
-		cancel()
-		if err == nil && info.GRPC != "" {
-			out = append(out, info.GRPC)
+	// Asked at once: a member that is down costs the wait once, not
+	// once per member.
+	addrs := make([]string, len(ids))
+	cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		wg.Go(func() {
+			if info, err := n.raft.MemberInfo(cctx, id); err == nil {
+				addrs[i] = info.GRPC
+			}
+		})
+	}
+	wg.Wait()
+	out := addrs[:0]
+	for _, a := range addrs {
+		if a != "" {
+			out = append(out, a)
 		}
 	}
 	return out
