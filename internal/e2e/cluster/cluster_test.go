@@ -204,7 +204,7 @@ func config(g *group, consumerGroup string) *rmq.Config {
 // within the failover bound, and the members' logs end byte-identical.
 func TestClusterKill9LeaderUnderSyncSends(t *testing.T) {
 	e2eutil.Begin(t)
-	rounds := 5
+	rounds := 20
 	if s := os.Getenv("MQGATE_CLUSTER_ROUNDS"); s != "" {
 		rounds, _ = strconv.Atoi(s)
 	}
