@@ -44,7 +44,7 @@ func TestReadmeCluster(t *testing.T) {
 	rewrite := func(l string) string {
 		return regexp.MustCompile(`127\.0\.0\.1:\d+`).ReplaceAllStringFunc(l, func(a string) string {
 			if _, ok := addrs[a]; !ok {
-				addrs[a] = testutil.UnusedAddr(t)
+				addrs[a] = testutil.StableAddr(t)
 			}
 			return addrs[a]
 		})

@@ -7,11 +7,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -307,4 +309,29 @@ func UnusedAddr(t testing.TB) string {
 	addr := l.Addr().String()
 	l.Close()
 	return addr
+}
+
+var stableAddrs sync.Map // addresses StableAddr handed out
+
+// StableAddr returns a loopback "host:port" nothing listens on, for a
+// process that must find the same port free again after a restart. The
+// port is picked below the kernel's ephemeral range (32768 and up on
+// Linux), which neither port-0 listeners nor outgoing connections are
+// given, so no other test takes it between the check and the bind.
+func StableAddr(t testing.TB) string {
+	t.Helper()
+	for range 1000 {
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(20000+rand.IntN(12000)))
+		if _, taken := stableAddrs.LoadOrStore(addr, true); taken {
+			continue // handed out already in this test process
+		}
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			continue
+		}
+		l.Close()
+		return addr
+	}
+	t.Fatal("no free port below the ephemeral range")
+	return ""
 }

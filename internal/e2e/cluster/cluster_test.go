@@ -52,8 +52,8 @@ func newGroup(t *testing.T, args ...string) *group {
 	}
 	var peers []string
 	for i := 1; i <= 3; i++ {
-		m := &member{id: i, dir: t.TempDir(), grpc: testutil.UnusedAddr(t), http: testutil.UnusedAddr(t),
-			remoting: testutil.UnusedAddr(t), peer: testutil.UnusedAddr(t)}
+		m := &member{id: i, dir: t.TempDir(), grpc: testutil.StableAddr(t), http: testutil.StableAddr(t),
+			remoting: testutil.StableAddr(t), peer: testutil.StableAddr(t)}
 		g.members = append(g.members, m)
 		peers = append(peers, fmt.Sprintf("%d=%s", i, m.peer))
 	}
