@@ -48,7 +48,7 @@ func (t *transport) serveCopy(stream grpc.ServerStream) error {
 
 // copyStore checkpoints this member's replica (on the raft loop) and
 // sends it.
-func (n *Node) copyStore(ctx context.Context, min uint64, send func([]byte) error) error {
+func (n *Node) copyStore(ctx context.Context, least uint64, send func([]byte) error) error {
 	var cp cluster.Checkpoint
 	var cerr error
 	if err := n.do(ctx, func() { cp, cerr = n.app.Checkpoint() }); err != nil {
@@ -57,8 +57,8 @@ func (n *Node) copyStore(ctx context.Context, min uint64, send func([]byte) erro
 	if cerr != nil {
 		return status.Errorf(codes.Internal, "peer: checkpoint: %v", cerr)
 	}
-	if cp.Index < min {
-		return status.Errorf(codes.FailedPrecondition, "peer: this member applied up to %d, the copy must reach %d", cp.Index, min)
+	if cp.Index < least {
+		return status.Errorf(codes.FailedPrecondition, "peer: this member applied up to %d, the copy must reach %d", cp.Index, least)
 	}
 	head, err := json.Marshal(cp)
 	if err != nil {
@@ -74,7 +74,7 @@ func (n *Node) copyStore(ctx context.Context, min uint64, send func([]byte) erro
 			return status.Errorf(codes.Unavailable, "peer: segment %s: %v", sp.Name, err)
 		}
 		for off := int64(0); off < sp.Length; {
-			k := int(min64(int64(len(buf)), sp.Length-off))
+			k := int(min(int64(len(buf)), sp.Length-off))
 			if _, err := ra.ReadAt(buf[:k], off); err != nil {
 				c.Close()
 				return status.Errorf(codes.Unavailable, "peer: segment %s: %v", sp.Name, err)
@@ -91,16 +91,9 @@ func (n *Node) copyStore(ctx context.Context, min uint64, send func([]byte) erro
 	return nil
 }
 
-func min64(a, b int64) int64 {
-	if a < b {
-		return a
-	}
-	return b
-}
-
-// fetchCopy asks member from for a copy of its store at index min or
+// fetchCopy asks member from for a copy of its store at index least or
 // later and stages it (cluster.Replica.StageCopy).
-func (n *Node) fetchCopy(ctx context.Context, from, min uint64) error {
+func (n *Node) fetchCopy(ctx context.Context, from, least uint64) error {
 	conn := n.tr.conn(from)
 	if conn == nil {
 		return fmt.Errorf("peer: no connection to member %d", from)
@@ -112,7 +105,7 @@ func (n *Node) fetchCopy(ctx context.Context, from, min uint64) error {
 	if err != nil {
 		return err
 	}
-	if err := s.SendMsg(wrapperspb.UInt64(min)); err != nil {
+	if err := s.SendMsg(wrapperspb.UInt64(least)); err != nil {
 		return err
 	}
 	if err := s.CloseSend(); err != nil {
@@ -126,8 +119,8 @@ func (n *Node) fetchCopy(ctx context.Context, from, min uint64) error {
 	if err := json.Unmarshal(head.GetValue(), &cp); err != nil {
 		return fmt.Errorf("peer: copy header: %w", err)
 	}
-	if cp.Index < min {
-		return fmt.Errorf("peer: member %d sent a copy at %d, below %d", from, cp.Index, min)
+	if cp.Index < least {
+		return fmt.Errorf("peer: member %d sent a copy at %d, below %d", from, cp.Index, least)
 	}
 	var pending []byte
 	fill := func(sp cluster.SegmentPart, w io.Writer) error {
@@ -145,7 +138,7 @@ func (n *Node) fetchCopy(ctx context.Context, from, min uint64) error {
 					return fmt.Errorf("peer: empty chunk in the copy of segment %s", sp.Name)
 				}
 			}
-			k := min64(int64(len(pending)), left)
+			k := min(int64(len(pending)), left)
 			if _, err := w.Write(pending[:k]); err != nil {
 				return err
 			}

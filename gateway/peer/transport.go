@@ -94,7 +94,7 @@ type services interface {
 	// snapshotSent reports whether a snapshot message went out to member
 	// id (raft waits for that report before it sends that member more).
 	snapshotSent(id uint64, ok bool)
-	copyStore(ctx context.Context, min uint64, send func([]byte) error) error
+	copyStore(ctx context.Context, least uint64, send func([]byte) error) error
 }
 
 // transport sends raft messages to the peers and hands received ones to

@@ -2,7 +2,6 @@ package relay
 
 import (
 	"cmp"
-	"context"
 	"errors"
 	"io"
 	"log/slog"
@@ -302,21 +301,3 @@ func (l *localListener) Close() error { l.close(); return nil }
 func (l *localListener) close() { l.once.Do(func() { close(l.done) }) }
 
 func (l *localListener) Addr() net.Addr { return l.addr }
-
-// WaitRoute blocks until a route is known or ctx ends; for callers that
-// must not start before one.
-func (r *Relay) WaitRoute(ctx context.Context) (Route, error) {
-	for {
-		r.mu.Lock()
-		rt, ch := r.route, r.changed
-		r.mu.Unlock()
-		if rt.known() {
-			return rt, nil
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return Route{}, ctx.Err()
-		}
-	}
-}
