@@ -6,6 +6,7 @@ import (
 	"log/slog"
 
 	"github.com/mqgate/mqgate/broker/cluster"
+	"github.com/mqgate/mqgate/broker/deferred"
 	"github.com/mqgate/mqgate/broker/metadata"
 	"github.com/mqgate/mqgate/broker/mqerr"
 	"github.com/mqgate/mqgate/storage"
@@ -33,16 +34,11 @@ type writes struct {
 }
 
 // storeWriter is the store with its writes: what pop, delay, txn,
-// produce, offset and metadata need of it.
+// produce, offset and metadata need of it (deferred.Store is the widest
+// of their views), and the deletion of a topic's queues.
 type storeWriter interface {
-	Append(ctx context.Context, msgs ...*message.Message) (storage.AppendResult, error)
+	deferred.Store
 	DeleteTopic(ctx context.Context, topic string) error
-	ReadQueue(topic string, queueID int32, fromOffset int64, max int) ([]storage.QueueEntry, error)
-	ReadMessage(physOffset int64, size int32) (*message.Message, error)
-	QueueRange(topic string, queueID int32) (min, max int64)
-	OffsetForTime(topic string, queueID int32, unixMs int64) (int64, error)
-	LogRange() (min, written int64)
-	WaitDispatched(ctx context.Context, pos int64) error
 }
 
 // offsetWriter is the committed-offset store.

@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
-	"strconv"
 	"strings"
 
+	"github.com/mqgate/mqgate/storage/commitlog"
 	"github.com/mqgate/mqgate/storage/vfs"
 )
 
@@ -94,7 +94,7 @@ func (r *Replica) Checkpoint() (Checkpoint, error) {
 		return Checkpoint{}, fmt.Errorf("cluster: checkpoint: %w", err)
 	}
 	for _, name := range segs {
-		base, ok := segBase(name)
+		base, ok := commitlog.ParseSegmentName(name)
 		if !ok || base >= cp.LogEnd {
 			continue
 		}
@@ -103,24 +103,10 @@ func (r *Replica) Checkpoint() (Checkpoint, error) {
 	return cp, nil
 }
 
-// segBase parses a segment file name (its base offset, 20 digits, .log).
-func segBase(name string) (int64, bool) {
-	if len(name) != 24 || !strings.HasSuffix(name, ".log") {
-		return 0, false
-	}
-	for _, c := range name[:20] {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-	}
-	v, err := strconv.ParseInt(name[:20], 10, 64)
-	return v, err == nil
-}
-
 // OpenSegment opens a segment of a Checkpoint for reading; any goroutine.
 // Retention may have removed it since (an error: the copy starts over).
 func (r *Replica) OpenSegment(name string) (io.ReaderAt, io.Closer, error) {
-	if _, ok := segBase(name); !ok {
+	if _, ok := commitlog.ParseSegmentName(name); !ok {
 		return nil, nil, fmt.Errorf("cluster: %q is not a segment", name)
 	}
 	f, err := r.fs.Open(filepath.Join(r.dir, "store", segDir, name))
@@ -158,7 +144,7 @@ func (r *Replica) StageCopy(cp Checkpoint, fill func(SegmentPart, io.Writer) err
 		}
 	}
 	for _, sp := range cp.Segments {
-		base, ok := segBase(sp.Name)
+		base, ok := commitlog.ParseSegmentName(sp.Name)
 		if !ok || sp.Length < 0 || sp.Length > r.geo.segmentSize || base+sp.Length > cp.LogEnd {
 			return fmt.Errorf("cluster: the copy's segment %q of %d bytes does not fit its log end %d", sp.Name, sp.Length, cp.LogEnd)
 		}

@@ -15,6 +15,10 @@ const segSuffix = ".log"
 
 func segName(base int64) string { return fmt.Sprintf("%020d%s", base, segSuffix) }
 
+// ParseSegmentName returns the base offset a segment file's name
+// carries (20 digits, then ".log"); false for any other name.
+func ParseSegmentName(name string) (int64, bool) { return parseSegName(name) }
+
 func parseSegName(name string) (int64, bool) {
 	if !strings.HasSuffix(name, segSuffix) || len(name) != 20+len(segSuffix) {
 		return 0, false
