@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net"
 	"os"
 	"slices"
 	"strconv"
@@ -23,17 +24,28 @@ import (
 const clusterUsage = `Usage:
   mqgate cluster status --peer HOST:PORT --cluster-id ID [--json]
   mqgate cluster transfer-leader --peer HOST:PORT --cluster-id ID --to N
+  mqgate cluster add-node --peer HOST:PORT --cluster-id ID --node-id N --node-peer HOST:PORT
+  mqgate cluster remove-node --peer HOST:PORT --cluster-id ID --node-id N
 
-Both talk to a member of a replicated broker set over its peer port (the
+Each talks to a member of a replicated broker set over its peer port (the
 raft transport between members). The peer port checks the cluster id,
-and the peer token when the members run with one.
+and the peer token when the members run with one. Requests that change
+the group go to the leader, found through the --peer member when that
+one does not lead.
 
   status            the member's term, the leader, its commit and applied
                     indexes, and each member's id, peer address, role and
                     (as the leader sees it) log progress
   transfer-leader   hand the leadership to member N and wait until it
-                    leads; the request goes to the leader, found through
-                    the --peer member when that one does not lead
+                    leads
+  add-node          add member N, started with --join and reachable at
+                    --node-peer: it joins as a learner, receives the log
+                    (or a copy of a store), and is promoted to voter once
+                    it has caught up; waits for the promotion. Run it
+                    again after a timeout: it resumes.
+  remove-node       remove member N (a leader hands its leadership over
+                    first); the removed member stops. Its id is never
+                    used again: a replacement joins under a new id.
 
 Flags:
   --peer HOST:PORT     the peer address of any member
@@ -42,19 +54,25 @@ Flags:
                        (prefer env MQGATE_PEER_TOKEN: flags show in the
                        process list)
   --to N               (transfer-leader) the member to hand the leadership to
+  --node-id N          (add-node, remove-node) the member to add or remove
+  --node-peer HOST:PORT
+                       (add-node) the new member's peer address, as the
+                       others dial it
   --json               (status) print JSON
-  --timeout DURATION   give up after this long (default 10s)
+  --timeout DURATION   give up after this long (default 10s; add-node 10m,
+                       remove-node 1m)
 
 Exit status: 0 done, 1 failed, 2 usage.
 `
 
 // clusterCommand is a parsed `mqgate cluster ...` command line.
 type clusterCommand struct {
-	sub       string // status, transfer-leader
+	sub       string // status, transfer-leader, add-node, remove-node
 	peer      string
 	clusterID string
 	token     string
-	to        uint64
+	to        uint64 // transfer-leader: --to; add-node, remove-node: --node-id
+	nodePeer  string
 	json      bool
 	timeout   time.Duration
 }
@@ -62,25 +80,34 @@ type clusterCommand struct {
 func parseClusterArgs(args []string) (clusterCommand, error) {
 	var cc clusterCommand
 	if len(args) == 0 {
-		return cc, usageErr("missing subcommand (status or transfer-leader)")
+		return cc, usageErr("missing subcommand (status, transfer-leader, add-node or remove-node)")
 	}
 	cc.sub = args[0]
 	fs := newFlagSet("mqgate cluster " + cc.sub)
 	fs.StringVar(&cc.peer, "peer", "", "peer address (HOST:PORT) of any member")
 	fs.StringVar(&cc.clusterID, "cluster-id", "", "the group's cluster id")
 	fs.StringVar(&cc.token, "peer-token", os.Getenv("MQGATE_PEER_TOKEN"), "the group's peer token, when it has one (env MQGATE_PEER_TOKEN)")
-	fs.DurationVar(&cc.timeout, "timeout", 10*time.Second, "give up after this long")
+	timeout := 10 * time.Second
 	var to string
+	toFlag := "to"
 	switch cc.sub {
 	case "status":
 		fs.BoolVar(&cc.json, "json", false, "print JSON")
 	case "transfer-leader":
 		fs.StringVar(&to, "to", "", "the member to hand the leadership to")
+	case "add-node":
+		toFlag, timeout = "node-id", 10*time.Minute
+		fs.StringVar(&to, "node-id", "", "the member to add")
+		fs.StringVar(&cc.nodePeer, "node-peer", "", "the new member's peer address (HOST:PORT), as the others dial it")
+	case "remove-node":
+		toFlag, timeout = "node-id", time.Minute
+		fs.StringVar(&to, "node-id", "", "the member to remove")
 	case "help", "-h", "--help":
 		return cc, flag.ErrHelp
 	default:
-		return cc, usageErr("unknown subcommand %q (want status or transfer-leader)", cc.sub)
+		return cc, usageErr("unknown subcommand %q (want status, transfer-leader, add-node or remove-node)", cc.sub)
 	}
+	fs.DurationVar(&cc.timeout, "timeout", timeout, "give up after this long")
 	pos, err := parseInterleaved(fs, args[1:])
 	if err != nil {
 		return cc, err
@@ -95,12 +122,20 @@ func parseClusterArgs(args []string) (clusterCommand, error) {
 	case cc.timeout <= 0:
 		return cc, usageErr("--timeout %v: want a positive duration", cc.timeout)
 	}
-	if cc.sub == "transfer-leader" {
+	if cc.sub != "status" {
 		if to == "" {
-			return cc, usageErr("--to N is required")
+			return cc, usageErr("--%s N is required", toFlag)
 		}
 		if cc.to, err = strconv.ParseUint(to, 10, 64); err != nil || cc.to == 0 {
-			return cc, usageErr("--to %q: want a member id above 0", to)
+			return cc, usageErr("--%s %q: want a member id above 0", toFlag, to)
+		}
+	}
+	if cc.sub == "add-node" {
+		if cc.nodePeer == "" {
+			return cc, usageErr("--node-peer HOST:PORT is required")
+		}
+		if _, _, err := net.SplitHostPort(cc.nodePeer); err != nil {
+			return cc, usageErr("--node-peer %q: %v", cc.nodePeer, err)
 		}
 	}
 	return cc, nil
@@ -119,6 +154,14 @@ func clusterCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	case "transfer-leader":
 		if err = peer.DialTransfer(ctx, cc.peer, cc.clusterID, cc.to); err == nil {
 			fmt.Fprintf(stdout, "member %d leads\n", cc.to)
+		}
+	case "add-node":
+		if err = peer.DialAddMember(ctx, cc.peer, cc.clusterID, cc.to, cc.nodePeer); err == nil {
+			fmt.Fprintf(stdout, "member %d votes\n", cc.to)
+		}
+	case "remove-node":
+		if err = peer.DialRemoveMember(ctx, cc.peer, cc.clusterID, cc.to); err == nil {
+			fmt.Fprintf(stdout, "member %d removed\n", cc.to)
 		}
 	}
 	if err != nil {
@@ -178,8 +221,11 @@ func clusterStatus(ctx context.Context, cc clusterCommand, w io.Writer) error {
 	fmt.Fprintln(tw, "ID\tPEER\tROLE\tMATCH\tNEXT\tSTATE")
 	for _, id := range slices.Sorted(maps.Keys(st.Peers)) {
 		role := "follower"
-		if id == st.Leader {
+		switch {
+		case id == st.Leader:
 			role = "leader"
+		case slices.Contains(st.Learners, id):
+			role = "learner"
 		}
 		match, next, state := "-", "-", "-"
 		if p, ok := st.Progress[id]; ok {

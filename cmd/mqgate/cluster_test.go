@@ -168,7 +168,7 @@ func TestClusterCommand(t *testing.T) {
 		t.Fatalf("status of no member: exit %d: %s", code, errs)
 	}
 	code, _, errs = runCluster("transfer-leader", "--peer", addrs[lead], "--cluster-id", "cli-test", "--to", "9")
-	if code != exitFail || !strings.Contains(errs, "no member 9") {
+	if code != exitFail || !strings.Contains(errs, "member 9 is not a voter") {
 		t.Fatalf("transfer to no member: exit %d: %s", code, errs)
 	}
 }
@@ -185,13 +185,19 @@ func TestClusterCommandUsage(t *testing.T) {
 		{"transfer-leader", "--peer", "127.0.0.1:1", "--cluster-id", "x", "--to", "0"},
 		{"transfer-leader", "--peer", "127.0.0.1:1", "--cluster-id", "x", "--to", "two"},
 		{"status", "--peer", "127.0.0.1:1", "--cluster-id", "x", "--to", "2"},
+		{"add-node", "--peer", "127.0.0.1:1", "--cluster-id", "x", "--node-peer", "127.0.0.1:2"},
+		{"add-node", "--peer", "127.0.0.1:1", "--cluster-id", "x", "--node-id", "4"},
+		{"add-node", "--peer", "127.0.0.1:1", "--cluster-id", "x", "--node-id", "4", "--node-peer", "no-port"},
+		{"add-node", "--peer", "127.0.0.1:1", "--cluster-id", "x", "--to", "4", "--node-peer", "127.0.0.1:2"},
+		{"remove-node", "--peer", "127.0.0.1:1", "--cluster-id", "x"},
+		{"remove-node", "--peer", "127.0.0.1:1", "--cluster-id", "x", "--node-id", "0"},
 	} {
 		code, _, errs := runCluster(args...)
 		if code != exitUsage || !strings.Contains(errs, "Usage:") {
 			t.Fatalf("cluster %q: exit %d, want %d with the usage: %s", args, code, exitUsage, errs)
 		}
 	}
-	if code, out, _ := runCluster("help"); code != exitOK || !strings.Contains(out, "transfer-leader") {
+	if code, out, _ := runCluster("help"); code != exitOK || !strings.Contains(out, "transfer-leader") || !strings.Contains(out, "add-node") {
 		t.Fatalf("cluster help: exit %d: %s", code, out)
 	}
 }

@@ -85,6 +85,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			select {
 			case sig = <-sigs:
 			case <-n.Restart():
+			case <-n.Removed():
+				stopReload()
+				log.Warn("this member was removed from its cluster: stopping")
+				return shutdown(log, n, removedSignal{}, time.Now().Add(cfg.ShutdownTimeout), sigs)
 			}
 			stopReload()
 			if sig != nil {
@@ -161,6 +165,12 @@ func reloadOnHangup(log *slog.Logger, n *node.Node, hups <-chan os.Signal) (stop
 	}()
 	return func() { close(done) }
 }
+
+// removedSignal names the shutdown of a member removed from its cluster.
+type removedSignal struct{}
+
+func (removedSignal) String() string { return "removed from the cluster" }
+func (removedSignal) Signal()        {}
 
 // restartSignal names a shutdown the node asked for to be opened again.
 type restartSignal struct{}

@@ -48,8 +48,8 @@ func (c Config) ownPeerAddr() string {
 
 func (c Config) validateCluster() []error {
 	if !c.Clustered() {
-		if c.NodeID != 0 || c.Peers != "" {
-			return []error{errors.New("node-id and peers: set only in cluster mode, with cluster-id")}
+		if c.NodeID != 0 || c.Peers != "" || c.Join {
+			return []error{errors.New("node-id, peers and join: set only in cluster mode, with cluster-id")}
 		}
 		return nil
 	}
@@ -85,7 +85,7 @@ func (n *Node) openReplica(opts storage.Options) error {
 	if err != nil {
 		return err
 	}
-	rn, err := peer.Start(peer.Config{ClusterID: n.cfg.ClusterID, NodeID: uint64(n.cfg.NodeID), Peers: peers,
+	rn, err := peer.Start(peer.Config{ClusterID: n.cfg.ClusterID, NodeID: uint64(n.cfg.NodeID), Peers: peers, Join: n.cfg.Join,
 		Token: n.cfg.PeerToken, WALDir: filepath.Join(n.cfg.DataDir, "raft"), Listener: n.lis["peers"], Info: n.memberInfo(), Logger: n.log,
 		SnapshotEvery: uint64(n.cfg.RaftLogKeep), KeepEntries: uint64(n.cfg.RaftLogKeep)}, rep)
 	if err != nil {
@@ -100,6 +100,10 @@ func (n *Node) openReplica(opts storage.Options) error {
 // Restart is closed when the node must be shut down and opened again
 // (cluster mode: to install a copy of another member's store).
 func (n *Node) Restart() <-chan struct{} { return n.restart }
+
+// Removed is closed when this member was removed from its group
+// (cluster mode): it no longer serves, and the process should stop.
+func (n *Node) Removed() <-chan struct{} { return n.removed }
 
 // closeReplica stops the raft member, then the replica (its store).
 func (n *Node) closeReplica(ctx context.Context) error {
@@ -206,6 +210,9 @@ func (n *Node) followLeader(ctx context.Context) {
 			case errors.Is(err, cluster.ErrCopyStaged):
 				n.log.Info("a copy of another member's store is staged: restarting to install it")
 				n.restartOnce.Do(func() { close(n.restart) })
+			case errors.Is(err, peer.ErrRemoved):
+				n.log.Warn("this member was removed from the cluster: it no longer serves")
+				n.removedOnce.Do(func() { close(n.removed) })
 			case err != nil:
 				n.log.Error("cluster member stopped: this node no longer serves", "err", err)
 			}
@@ -267,18 +274,11 @@ func (n *Node) reconcile(ctx context.Context) bool {
 	return true
 }
 
-// routeAddrs are the gRPC addresses of the members whose addresses are
+// routeAddrs are the gRPC addresses of the voters whose addresses are
 // known, the leader's first: what QueryRoute tells clients to dial (any
 // member relays to the leader).
 func (n *Node) routeAddrs(ctx context.Context) []string {
-	peers, err := peer.ParsePeers(n.cfg.Peers)
-	if err != nil {
-		return nil
-	}
-	ids := make([]uint64, 0, len(peers))
-	for id := range peers {
-		ids = append(ids, id)
-	}
+	ids := slices.Clone(n.raft.Members().Voters)
 	lead := n.raft.Leader()
 	slices.SortFunc(ids, func(a, b uint64) int {
 		switch {

@@ -90,12 +90,17 @@ type Config struct {
 	LogFormat string
 
 	// Cluster mode: ClusterID, NodeID and Peers set together make this
-	// node a member of a replica group (cluster.go). Peers lists every
-	// member's peer (raft) address as "1=host:port,2=host:port,...";
-	// this node listens on its own. Empty ClusterID: a single node.
+	// node a member of a replica group (cluster.go). Peers lists the
+	// members' peer (raft) addresses as "1=host:port,2=host:port,...":
+	// this node listens on its own and dials the others there (members
+	// added later are dialled where they were added with). On a first
+	// start the group is bootstrapped with exactly these members, unless
+	// Join is set: the node then waits to be added to a running group
+	// (`mqgate cluster add-node`). Empty ClusterID: a single node.
 	ClusterID string
 	NodeID    int
 	Peers     string
+	Join      bool
 	// PeerToken, when set, is a secret every peer call between members
 	// must carry (the same on every member); with it the peer address
 	// may be a non-loopback one without InsecureListenAll.

@@ -73,6 +73,10 @@ type Node struct {
 	// restart is closed (once) when the node must be reopened (Restart).
 	restart     chan struct{}
 	restartOnce sync.Once
+	// removed is closed (once) when this cluster member was removed from
+	// its group (Removed).
+	removed     chan struct{}
+	removedOnce sync.Once
 	broker      *broker.Broker
 	sess        *session.Registry
 	// auth verifies callers on every listener; nil when --auth-file is
@@ -113,7 +117,7 @@ func Open(ctx context.Context, cfg Config, o Options) (*Node, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	n := &Node{cfg: cfg, log: log, owner: lifecycle.NewOwner(log), gate: admission.NewGate(), storeFS: o.StoreFS, restart: make(chan struct{})}
+	n := &Node{cfg: cfg, log: log, owner: lifecycle.NewOwner(log), gate: admission.NewGate(), storeFS: o.StoreFS, restart: make(chan struct{}), removed: make(chan struct{})}
 	if cfg.AuthFile != "" {
 		users, err := auth.Load(cfg.AuthFile)
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -42,6 +43,7 @@ type testCluster struct {
 	staging string // storage.Options.StagingDir ("" is "off")
 	timeout time.Duration
 	token   string // Config.Token
+	joining map[uint64]bool
 }
 
 type member struct {
@@ -51,7 +53,14 @@ type member struct {
 	node *Node
 }
 
-var quiet = slog.New(slog.DiscardHandler)
+var quiet = testLogger()
+
+func testLogger() *slog.Logger {
+	if os.Getenv("PEER_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	return slog.New(slog.DiscardHandler)
+}
 
 func storeOpts() storage.Options {
 	return storage.Options{
@@ -114,7 +123,7 @@ func (c *testCluster) start(id uint64, dir string, l net.Listener) *member {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	node, err := Start(Config{ClusterID: c.id, NodeID: id, Peers: c.addrs, WALDir: filepath.Join(dir, "wal"), Listener: l,
+	node, err := Start(Config{ClusterID: c.id, NodeID: id, Peers: maps.Clone(c.addrs), Join: c.joining[id], WALDir: filepath.Join(dir, "wal"), Listener: l,
 		TickInterval: 20 * time.Millisecond, ElectionTicks: 10, SnapshotEvery: c.snap, KeepEntries: c.snap / 2, Info: testInfo(id), Token: c.token, Logger: quiet}, rep)
 	if err != nil {
 		rep.Close(context.Background())

@@ -170,8 +170,8 @@ func (n *Node) installSnapshot(rd raft.Ready) error {
 	idx := snap.GetMetadata().GetIndex()
 	n.logger.Warn("peer: this member fell behind the entries the leader keeps: copying a store", "snapshot_index", idx, "applied", n.app.Applied())
 	order := []uint64{n.lead.Load()}
-	for id := range n.cfg.Peers {
-		if id != n.cfg.NodeID && id != order[0] {
+	for id := range n.book.dialable(n.cfg.NodeID) {
+		if id != order[0] {
 			order = append(order, id)
 		}
 	}
@@ -193,6 +193,12 @@ func (n *Node) installSnapshot(rd raft.Ready) error {
 	}
 	if !staged {
 		return fmt.Errorf("peer: no member sent a copy of its store at index %d or later: %w", idx, errors.Join(errs...))
+	}
+	// The members' addresses as of the snapshot come before the WAL
+	// names it: once it does, the changes that carried them are no
+	// longer read from the log.
+	if err := n.book.restore(snap.GetData()); err != nil {
+		return err
 	}
 	md := snap.GetMetadata()
 	if err := n.w.SaveSnapshot(&walpb.Snapshot{Index: new(md.GetIndex()), Term: new(md.GetTerm()), ConfState: md.GetConfState()}); err != nil {

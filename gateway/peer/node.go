@@ -3,11 +3,13 @@ package peer
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,9 +50,17 @@ type Applier interface {
 type Config struct {
 	ClusterID string
 	NodeID    uint64
-	// Peers maps every member's id (this node's too) to its peer
-	// address. A new group is bootstrapped with exactly these members.
+	// Peers maps member ids to the peer addresses this member dials
+	// (members.go), this node's own included: its transport listens
+	// there. A new group is bootstrapped with exactly these members,
+	// unless Join is set.
 	Peers map[uint64]string
+	// Join: a new member (no raft log yet) waits to be added to a running
+	// group (AddMember on its leader) instead of bootstrapping one.
+	Join bool
+	// MembersFile keeps the members' replicated addresses (members.go);
+	// default "members.json" beside WALDir.
+	MembersFile string
 	// Token, when set, is a secret every peer call must carry (members
 	// of one group share it); calls without it are refused.
 	Token string
@@ -92,6 +102,7 @@ type Node struct {
 	w      *wal.WAL
 	tr     *transport
 	cs     *raftpb.ConfState
+	book   *book
 
 	propc   chan proposal
 	recvc   chan *raftpb.Message
@@ -106,6 +117,9 @@ type Node struct {
 	failed   atomic.Pointer[error]
 	snapIdx  uint64
 	stopOnce sync.Once
+	halt     error // set by a call on the raft loop: the loop stops with it
+
+	members atomic.Pointer[Membership]
 
 	changeMu sync.Mutex
 	changed  chan struct{} // closed at the next change of lead or isLeader
@@ -132,9 +146,17 @@ func Start(cfg Config, app Applier) (*Node, error) {
 	if cfg.NodeID == 0 || cfg.Peers[cfg.NodeID] == "" || cfg.ClusterID == "" {
 		return nil, fmt.Errorf("peer: node id %d must be one of the peers %v, cluster id %q set", cfg.NodeID, cfg.Peers, cfg.ClusterID)
 	}
+	cfg.MembersFile = cmp.Or(cfg.MembersFile, filepath.Join(filepath.Dir(filepath.Clean(cfg.WALDir)), "members.json"))
 	n := &Node{cfg: cfg, logger: cfg.Logger.With("node", cfg.NodeID), app: app, ms: raft.NewMemoryStorage(),
 		propc: make(chan proposal), calls: make(chan func()), recvc: make(chan *raftpb.Message, 4096), unreach: make(chan uint64, 64),
 		stopc: make(chan struct{}), done: make(chan struct{}), changed: make(chan struct{}), infos: map[uint64]cachedInfo{}}
+	var err error
+	if n.book, err = openBook(cfg.MembersFile, cfg.Peers); err != nil {
+		return nil, err
+	}
+	if n.book.isRemoved(cfg.NodeID) {
+		return nil, fmt.Errorf("peer: member %d: %w", cfg.NodeID, ErrRemoved)
+	}
 	bootstrap, err := n.openWAL()
 	if err != nil {
 		return nil, err
@@ -142,7 +164,7 @@ func Start(cfg Config, app Applier) (*Node, error) {
 	rc := &raft.Config{
 		ID: cfg.NodeID, ElectionTick: cfg.ElectionTicks, HeartbeatTick: cfg.HeartbeatTicks, Storage: n.ms,
 		Applied: n.snapIdx, MaxSizePerMsg: 1 << 20, MaxInflightMsgs: 256, MaxUncommittedEntriesSize: 1 << 30,
-		CheckQuorum: true, PreVote: true, Logger: raftLogger{n.logger},
+		CheckQuorum: true, PreVote: true, StepDownOnRemoval: true, Logger: raftLogger{n.logger},
 	}
 	// Applied is the raft snapshot's index, not the store's: raft then
 	// hands over every entry after the snapshot again, so that the
@@ -153,20 +175,29 @@ func Start(cfg Config, app Applier) (*Node, error) {
 		n.w.Close()
 		return nil, fmt.Errorf("peer: raft: %w", err)
 	}
-	if bootstrap {
+	if bootstrap && !cfg.Join {
+		// Each first member's configuration change carries its address,
+		// so that a member added later learns it from the raft log.
 		var peers []raft.Peer
-		for id := range cfg.Peers {
-			peers = append(peers, raft.Peer{ID: id})
+		for id, addr := range cfg.Peers {
+			ctx, err := json.Marshal(changeContext{Peer: addr})
+			if err != nil {
+				n.w.Close()
+				return nil, err
+			}
+			peers = append(peers, raft.Peer{ID: id, Context: ctx})
 		}
 		if err := n.rn.Bootstrap(peers); err != nil {
 			n.w.Close()
 			return nil, fmt.Errorf("peer: bootstrap: %w", err)
 		}
 	}
+	n.setMembership(n.rn.Status().Config)
 	if n.tr, err = newTransport(cfg, n.logger, n, n.deliver, n.reportUnreachable); err != nil {
 		n.w.Close()
 		return nil, err
 	}
+	n.tr.setPeers(n.book.dialable(cfg.NodeID))
 	// Old WAL files: the WAL unlocks those before its last snapshot
 	// record (maybeCompact); the purger removes unlocked ones beyond the
 	// newest maxWALFiles.
@@ -295,7 +326,7 @@ func (n *Node) Propose(ctx context.Context, data []byte) error {
 
 func (n *Node) notLeader() error {
 	id := n.lead.Load()
-	return &cluster.NotLeaderError{LeaderID: id, LeaderAddr: n.cfg.Peers[id]}
+	return &cluster.NotLeaderError{LeaderID: id, LeaderAddr: n.book.addr(id)}
 }
 
 func (n *Node) stoppedErr() error {
@@ -405,6 +436,10 @@ func (n *Node) run() {
 		case <-n.stopc:
 			return
 		}
+		if n.halt != nil {
+			n.stopLoop(n.halt)
+			return
+		}
 		// Take what else is waiting, so that one Ready (one WAL fsync,
 		// one message per peer) serves every proposal and message that
 		// arrived meanwhile.
@@ -420,19 +455,27 @@ func (n *Node) run() {
 			}
 		}
 		if err := n.ready(); err != nil {
-			n.failed.CompareAndSwap(nil, &err)
-			if errors.Is(err, cluster.ErrCopyStaged) {
-				n.logger.Info("peer: raft loop stopped to install a copy of the store", "err", err)
-			} else {
-				n.logger.Error("peer: raft loop stopped", "err", err)
-			}
-			if n.isLeader.Swap(false) {
-				n.notifyChange()
-			}
-			n.app.LeadershipLost()
+			n.stopLoop(err)
 			return
 		}
 	}
+}
+
+// stopLoop records why the raft loop stops (it returns next).
+func (n *Node) stopLoop(err error) {
+	n.failed.CompareAndSwap(nil, &err)
+	switch {
+	case errors.Is(err, cluster.ErrCopyStaged):
+		n.logger.Info("peer: raft loop stopped to install a copy of the store", "err", err)
+	case errors.Is(err, ErrRemoved):
+		n.logger.Warn("peer: this member was removed from the group: raft loop stopped")
+	default:
+		n.logger.Error("peer: raft loop stopped", "err", err)
+	}
+	if n.isLeader.Swap(false) {
+		n.notifyChange()
+	}
+	n.app.LeadershipLost()
 }
 
 // maxBatch bounds the proposals and messages taken into one Ready.
@@ -522,24 +565,46 @@ func (n *Node) sendAll(msgs []*raftpb.Message) {
 }
 
 func (n *Node) applyEntry(e *raftpb.Entry) error {
+	var cc *raftpb.ConfChangeV2
 	switch e.GetType() {
 	case raftpb.EntryConfChange:
-		var cc raftpb.ConfChange
-		if err := proto.Unmarshal(e.GetData(), &cc); err != nil {
+		var v1 raftpb.ConfChange
+		if err := proto.Unmarshal(e.GetData(), &v1); err != nil {
 			return fmt.Errorf("peer: conf change %d: %w", e.GetIndex(), err)
 		}
-		n.cs = n.rn.ApplyConfChange(&cc)
-		return n.app.Apply(e.GetIndex(), nil)
+		cc = v1.AsV2()
 	case raftpb.EntryConfChangeV2:
-		var cc raftpb.ConfChangeV2
-		if err := proto.Unmarshal(e.GetData(), &cc); err != nil {
+		cc = new(raftpb.ConfChangeV2)
+		if err := proto.Unmarshal(e.GetData(), cc); err != nil {
 			return fmt.Errorf("peer: conf change %d: %w", e.GetIndex(), err)
 		}
-		n.cs = n.rn.ApplyConfChange(&cc)
-		return n.app.Apply(e.GetIndex(), nil)
 	default:
 		return n.app.Apply(e.GetIndex(), e.GetData())
 	}
+	n.cs = n.rn.ApplyConfChange(cc)
+	changed, err := n.book.apply(e.GetIndex(), cc)
+	if err != nil {
+		return err
+	}
+	n.setMembership(n.rn.Status().Config)
+	// A member that installs a raft snapshot must find itself in the
+	// snapshot's configuration: a new one is taken at each change (its
+	// metadata only; the copy a member fetches is of the store as it is
+	// then, at this index or later).
+	if err := n.snapshotAt(e.GetIndex()); err != nil {
+		return err
+	}
+	if changed {
+		n.tr.setPeers(n.book.dialable(n.cfg.NodeID))
+		n.logger.Info("peer: membership changed", "index", e.GetIndex(), "voters", n.cs.GetVoters(), "learners", n.cs.GetLearners())
+	}
+	if err := n.app.Apply(e.GetIndex(), nil); err != nil {
+		return err
+	}
+	if n.book.isRemoved(n.cfg.NodeID) {
+		return ErrRemoved
+	}
+	return nil
 }
 
 // maybeCompact records a raft snapshot (metadata only: the store is the
@@ -555,7 +620,7 @@ func (n *Node) maybeCompact() error {
 	if err != nil {
 		return fmt.Errorf("peer: compact at %d: %w", p, err)
 	}
-	if _, err := n.ms.CreateSnapshot(p, n.cs, nil); err != nil && !errors.Is(err, raft.ErrSnapOutOfDate) {
+	if err := n.snapshotAt(p); err != nil {
 		return fmt.Errorf("peer: compact at %d: %w", p, err)
 	}
 	if err := n.w.SaveSnapshot(&walpb.Snapshot{Index: new(p), Term: new(term), ConfState: n.cs}); err != nil {
@@ -570,6 +635,21 @@ func (n *Node) maybeCompact() error {
 		}
 	}
 	n.snapIdx = p
+	return nil
+}
+
+// snapshotAt records a raft snapshot at index in the memory storage (the
+// one raft sends a member that lags behind the entries kept); its data
+// is the members' addresses (members.go). A snapshot there already at
+// or past index is kept.
+func (n *Node) snapshotAt(index uint64) error {
+	members, err := json.Marshal(n.book.file())
+	if err != nil {
+		return err
+	}
+	if _, err := n.ms.CreateSnapshot(index, n.cs, members); err != nil && !errors.Is(err, raft.ErrSnapOutOfDate) {
+		return err
+	}
 	return nil
 }
 

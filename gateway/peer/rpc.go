@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"time"
 
 	"google.golang.org/grpc"
@@ -12,6 +13,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/emptypb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
@@ -65,10 +67,10 @@ func (n *Node) MemberInfo(ctx context.Context, id uint64) (MemberInfo, error) {
 	}
 	a, err := callInfo(WithToken(ctx, n.cfg.Token), conn, n.cfg.ClusterID)
 	if err != nil {
-		return MemberInfo{}, fmt.Errorf("peer: info of member %d at %s: %w", id, n.cfg.Peers[id], err)
+		return MemberInfo{}, fmt.Errorf("peer: info of member %d at %s: %w", id, n.book.addr(id), err)
 	}
 	if a.ID != id {
-		return MemberInfo{}, fmt.Errorf("peer: member %d's address %s answers as member %d", id, n.cfg.Peers[id], a.ID)
+		return MemberInfo{}, fmt.Errorf("peer: member %d's address %s answers as member %d", id, n.book.addr(id), a.ID)
 	}
 	n.infoMu.Lock()
 	n.infos[id] = cachedInfo{info: a.Info, at: time.Now()}
@@ -116,9 +118,6 @@ func (t *transport) serveStatus(ctx context.Context, _ *emptypb.Empty) (*wrapper
 }
 
 func (t *transport) serveTransfer(ctx context.Context, to *wrapperspb.UInt64Value) (*emptypb.Empty, error) {
-	if _, ok := t.cfg.Peers[to.GetValue()]; !ok {
-		return nil, status.Errorf(codes.InvalidArgument, "peer: no member %d", to.GetValue())
-	}
 	if err := t.svc.TransferLeadership(ctx, to.GetValue()); err != nil {
 		return nil, rpcError(err)
 	}
@@ -137,7 +136,10 @@ func jsonValue(v any) (*wrapperspb.BytesValue, error) {
 // FailedPrecondition naming the leader id.
 func rpcError(err error) error {
 	var nl *cluster.NotLeaderError
+	var bad *badRequestError
 	switch {
+	case errors.As(err, &bad):
+		return status.Error(codes.InvalidArgument, err.Error())
 	case errors.As(err, &nl) && nl.LeaderID == 0:
 		return status.Error(codes.FailedPrecondition, "peer: this member does not lead and knows no leader (an election may be under way)")
 	case errors.As(err, &nl):
@@ -183,38 +185,126 @@ func DialStatus(ctx context.Context, peerAddr, clusterID string) (Status, error)
 
 // DialTransfer asks the group that the member at peerAddr belongs to to
 // hand the leadership to member to, and returns when to leads (as the
-// leader saw it) or ctx ends. A member that does not lead answers
-// FailedPrecondition; DialTransfer then asks it for its Status and sends
-// the request once more, to the leader it names.
+// leader saw it) or ctx ends. The request goes to the leader (atLeader).
 func DialTransfer(ctx context.Context, peerAddr, clusterID string, to uint64) error {
-	err := callTransfer(ctx, peerAddr, clusterID, to)
-	if status.Code(err) != codes.FailedPrecondition {
-		return err
-	}
-	st, serr := DialStatus(ctx, peerAddr, clusterID)
-	if serr != nil {
-		return fmt.Errorf("%w (and finding the leader failed: %w)", err, serr)
-	}
-	leaderAddr := st.Peers[st.Leader]
-	if st.Leader == 0 || leaderAddr == "" {
-		return fmt.Errorf("%w (and the member knows no leader)", err)
-	}
-	if leaderAddr == peerAddr {
-		return err
-	}
-	return callTransfer(ctx, leaderAddr, clusterID, to)
+	return atLeader(ctx, peerAddr, clusterID, func(addr string) error {
+		return invoke(ctx, addr, clusterID, transferMethod, wrapperspb.UInt64(to), "transfer leadership to %d", to)
+	})
 }
 
-func callTransfer(ctx context.Context, peerAddr, clusterID string, to uint64) error {
+// addRequest is the AddMember method's request, JSON in a BytesValue.
+type addRequest struct {
+	ID   uint64 `json:"id"`
+	Peer string `json:"peer"`
+}
+
+// DialAddMember asks the group that the member at peerAddr belongs to to
+// add member id, whose peer address is addr (Node.AddMember), and
+// returns once id votes or ctx ends. The request goes to the leader
+// (atLeader).
+func DialAddMember(ctx context.Context, peerAddr, clusterID string, id uint64, addr string) error {
+	req, err := json.Marshal(addRequest{ID: id, Peer: addr})
+	if err != nil {
+		return err
+	}
+	return atLeader(ctx, peerAddr, clusterID, func(at string) error {
+		return invoke(ctx, at, clusterID, addMethod, wrapperspb.Bytes(req), "add member %d", id)
+	})
+}
+
+// DialRemoveMember asks the group that the member at peerAddr belongs to
+// to remove member id (Node.RemoveMember). The request goes to the
+// leader (atLeader); a leader asked to remove itself hands the
+// leadership over first, and the request follows it.
+func DialRemoveMember(ctx context.Context, peerAddr, clusterID string, id uint64) error {
+	return atLeader(ctx, peerAddr, clusterID, func(at string) error {
+		return invoke(ctx, at, clusterID, removeMethod, wrapperspb.UInt64(id), "remove member %d", id)
+	})
+}
+
+// atLeader runs call at peerAddr, then, while the member called answers
+// FailedPrecondition (it does not lead), at the leader that member
+// names (after its Status), a few times: leadership may move meanwhile.
+func atLeader(ctx context.Context, peerAddr, clusterID string, call func(addr string) error) error {
+	addr := peerAddr
+	for attempt := 0; ; attempt++ {
+		err := call(addr)
+		if status.Code(err) != codes.FailedPrecondition || attempt == 4 {
+			return err
+		}
+		leaderAddr, lerr := findLeader(ctx, clusterID, addr, peerAddr)
+		if lerr != nil {
+			return fmt.Errorf("%w (and finding the leader failed: %w)", err, lerr)
+		}
+		addr = leaderAddr
+	}
+}
+
+// findLeader asks the members at addrs, in turn, which member leads and
+// where; it waits (within ctx) while none knows one.
+func findLeader(ctx context.Context, clusterID string, addrs ...string) (string, error) {
+	t := time.NewTicker(200 * time.Millisecond)
+	defer t.Stop()
+	for {
+		var errs []error
+		for _, a := range addrs {
+			st, err := DialStatus(ctx, a, clusterID)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			if st.Leader != 0 && st.Peers[st.Leader] != "" {
+				return st.Peers[st.Leader], nil
+			}
+		}
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			if len(errs) > 0 {
+				return "", errors.Join(errs...)
+			}
+			return "", fmt.Errorf("no member knows a leader: %w", ctx.Err())
+		}
+	}
+}
+
+func invoke(ctx context.Context, peerAddr, clusterID, method string, req proto.Message, what string, args ...any) error {
 	conn, err := dial(peerAddr)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	if err := conn.Invoke(outgoing(ctx, clusterID), transferMethod, wrapperspb.UInt64(to), new(emptypb.Empty)); err != nil {
-		return fmt.Errorf("peer: transfer leadership to %d at %s: %w", to, peerAddr, err)
+	if err := conn.Invoke(outgoing(ctx, clusterID), method, req, new(emptypb.Empty)); err != nil {
+		return fmt.Errorf("peer: %s at %s: %w", fmt.Sprintf(what, args...), peerAddr, err)
 	}
 	return nil
+}
+
+func (t *transport) serveAdd(ctx context.Context, req *wrapperspb.BytesValue) (*emptypb.Empty, error) {
+	var r addRequest
+	if err := json.Unmarshal(req.GetValue(), &r); err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "peer: add member: %v", err)
+	}
+	if r.ID == 0 {
+		return nil, status.Error(codes.InvalidArgument, "peer: add member: the id must be above 0")
+	}
+	if _, _, err := net.SplitHostPort(r.Peer); err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "peer: add member %d: peer address %q: %v", r.ID, r.Peer, err)
+	}
+	if err := t.svc.AddMember(ctx, r.ID, r.Peer); err != nil {
+		return nil, rpcError(err)
+	}
+	return new(emptypb.Empty), nil
+}
+
+func (t *transport) serveRemove(ctx context.Context, id *wrapperspb.UInt64Value) (*emptypb.Empty, error) {
+	if id.GetValue() == 0 {
+		return nil, status.Error(codes.InvalidArgument, "peer: remove member: the id must be above 0")
+	}
+	if err := t.svc.RemoveMember(ctx, id.GetValue()); err != nil {
+		return nil, rpcError(err)
+	}
+	return new(emptypb.Empty), nil
 }
 
 type tokenKey struct{}
@@ -223,4 +313,14 @@ type tokenKey struct{}
 // carry the group's peer token (Config.Token).
 func WithToken(ctx context.Context, token string) context.Context {
 	return context.WithValue(ctx, tokenKey{}, token)
+}
+
+// badRequestError is a request naming no member, or one that cannot be
+// asked for: InvalidArgument.
+type badRequestError struct{ msg string }
+
+func (e *badRequestError) Error() string { return e.msg }
+
+func badRequest(format string, args ...any) error {
+	return &badRequestError{msg: fmt.Sprintf(format, args...)}
 }

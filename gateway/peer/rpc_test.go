@@ -285,7 +285,7 @@ func TestDialStatusAndTransfer(t *testing.T) {
 		t.Fatalf("member %d leads after the transfer to %d", got.id, l.id)
 	}
 	// A follower answers FailedPrecondition naming the leader.
-	err := callTransfer(ctx, c.addrs[to.id], c.id, to.id)
+	err := invoke(ctx, c.addrs[to.id], c.id, transferMethod, wrapperspb.UInt64(to.id), "transfer")
 	if status.Code(err) != codes.FailedPrecondition || !containsLeader(err, l.id) {
 		t.Fatalf("transfer sent to a follower: %v, want FailedPrecondition naming %d", err, l.id)
 	}

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -25,8 +25,12 @@ type Status struct {
 	Applied        uint64 `json:"applied"`         // as raft counts it (handed to the Applier)
 	State          string `json:"state"`           // StateLeader, StateFollower, ...
 	LeadTransferee uint64 `json:"lead_transferee"` // the member a transfer under way hands to
-	// Peers is every member's peer address, as this member is configured.
+	// Peers is every member's peer address, as this member dials it.
 	Peers map[uint64]string `json:"peers"`
+	// Voters and Learners are the group's configuration as this member
+	// applied it (a learner receives the log but does not vote).
+	Voters   []uint64 `json:"voters"`
+	Learners []uint64 `json:"learners,omitempty"`
 	// Progress of each member's log, known on the leader only.
 	Progress map[uint64]Progress `json:"progress,omitempty"`
 }
@@ -63,7 +67,12 @@ func (n *Node) Status(ctx context.Context) (Status, error) {
 	err := n.do(ctx, func() {
 		s := n.rn.Status()
 		st = Status{ID: s.ID, Leader: s.Lead, Term: s.HardState.GetTerm(), Commit: s.HardState.GetCommit(),
-			Applied: s.Applied, State: s.RaftState.String(), LeadTransferee: s.LeadTransferee, Peers: maps.Clone(n.cfg.Peers)}
+			Applied: s.Applied, State: s.RaftState.String(), LeadTransferee: s.LeadTransferee, Peers: map[uint64]string{}}
+		m := n.Members()
+		st.Voters, st.Learners = m.Voters, m.Learners
+		for _, id := range append(slices.Clone(m.Voters), m.Learners...) {
+			st.Peers[id] = n.book.addr(id)
+		}
 		if s.RaftState == raft.StateLeader {
 			st.Progress = map[uint64]Progress{}
 			for id, pr := range s.Progress {
@@ -80,8 +89,8 @@ func (n *Node) Status(ctx context.Context) (Status, error) {
 // While the transfer runs the leader drops proposals: appends fail with
 // cluster.ErrLeadershipLost, nothing of them proposed.
 func (n *Node) TransferLeadership(ctx context.Context, to uint64) error {
-	if _, ok := n.cfg.Peers[to]; !ok {
-		return fmt.Errorf("peer: no member %d", to)
+	if !slices.Contains(n.Members().Voters, to) {
+		return badRequest("peer: member %d is not a voter of the group", to)
 	}
 	var err error
 	if derr := n.do(ctx, func() {

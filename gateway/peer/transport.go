@@ -32,6 +32,8 @@ const (
 	statusMethod   = "/" + serviceName + "/Status"
 	transferMethod = "/" + serviceName + "/TransferLeadership"
 	copyMethod     = "/" + serviceName + "/CopyStore"
+	addMethod      = "/" + serviceName + "/AddMember"
+	removeMethod   = "/" + serviceName + "/RemoveMember"
 	mdClusterID    = "mqgate-cluster-id"
 	mdToken        = "mqgate-peer-token"
 	mdFromNode     = "mqgate-from-node"
@@ -58,6 +60,8 @@ var serviceDesc = grpc.ServiceDesc{
 		{MethodName: "Info", Handler: unary(infoMethod, (*transport).serveInfo)},
 		{MethodName: "Status", Handler: unary(statusMethod, (*transport).serveStatus)},
 		{MethodName: "TransferLeadership", Handler: unary(transferMethod, (*transport).serveTransfer)},
+		{MethodName: "AddMember", Handler: unary(addMethod, (*transport).serveAdd)},
+		{MethodName: "RemoveMember", Handler: unary(removeMethod, (*transport).serveRemove)},
 	},
 }
 
@@ -91,10 +95,17 @@ type services interface {
 	info() infoAnswer
 	Status(ctx context.Context) (Status, error)
 	TransferLeadership(ctx context.Context, to uint64) error
+	AddMember(ctx context.Context, id uint64, addr string) error
+	RemoveMember(ctx context.Context, id uint64) error
 	// snapshotSent reports whether a snapshot message went out to member
 	// id (raft waits for that report before it sends that member more).
 	snapshotSent(id uint64, ok bool)
 	copyStore(ctx context.Context, least uint64, send func([]byte) error) error
+	// isRemoved reports whether member id was removed from the group
+	// (its messages are refused); removedByPeers is called when another
+	// member refused this one's for that reason.
+	isRemoved(id uint64) bool
+	removedByPeers(by uint64)
 }
 
 // transport sends raft messages to the peers and hands received ones to
@@ -109,9 +120,11 @@ type transport struct {
 	svc         services
 	srv         *grpc.Server
 	lis         net.Listener
-	peers       map[uint64]*peerSender
 	wg          sync.WaitGroup
 	stop        chan struct{}
+
+	mu    sync.RWMutex
+	peers map[uint64]*peerSender // setPeers
 }
 
 type peerSender struct {
@@ -121,6 +134,7 @@ type peerSender struct {
 	// (nil when its address does not parse).
 	conn *grpc.ClientConn
 	q    chan *raftpb.Message
+	stop chan struct{} // closed when the member is no longer dialled
 }
 
 func newTransport(cfg Config, logger *slog.Logger, svc services, deliver func(*raftpb.Message), unreachable func(uint64)) (*transport, error) {
@@ -135,21 +149,6 @@ func newTransport(cfg Config, logger *slog.Logger, svc services, deliver func(*r
 		peers: map[uint64]*peerSender{}, stop: make(chan struct{})}
 	t.srv = grpc.NewServer(grpc.MaxRecvMsgSize(64 << 20))
 	t.srv.RegisterService(&serviceDesc, t)
-	for id, addr := range cfg.Peers {
-		if id == cfg.NodeID {
-			continue
-		}
-		p := &peerSender{id: id, addr: addr, q: make(chan *raftpb.Message, peerQueueLen)}
-		t.peers[id] = p
-		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			logger.Error("peer: bad peer address", "member", id, "addr", addr, "err", err)
-			continue
-		}
-		p.conn = conn
-		t.wg.Add(1)
-		go t.runSender(p)
-	}
 	t.wg.Add(1)
 	go func() {
 		defer t.wg.Done()
@@ -158,6 +157,40 @@ func newTransport(cfg Config, logger *slog.Logger, svc services, deliver func(*r
 		}
 	}()
 	return t, nil
+}
+
+// setPeers makes the transport dial exactly the members in addrs (id to
+// peer address): a sender starts for each new member or new address,
+// and stops for each member no longer named.
+func (t *transport) setPeers(addrs map[uint64]string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	select {
+	case <-t.stop:
+		return
+	default:
+	}
+	for id, p := range t.peers {
+		if addrs[id] != p.addr {
+			close(p.stop)
+			delete(t.peers, id)
+		}
+	}
+	for id, addr := range addrs {
+		if _, ok := t.peers[id]; ok || id == t.cfg.NodeID {
+			continue
+		}
+		p := &peerSender{id: id, addr: addr, q: make(chan *raftpb.Message, peerQueueLen), stop: make(chan struct{})}
+		t.peers[id] = p
+		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.logger.Error("peer: bad peer address", "member", id, "addr", addr, "err", err)
+			continue
+		}
+		p.conn = conn
+		t.wg.Add(1)
+		go t.runSender(p)
+	}
 }
 
 // checkCluster refuses a call whose metadata does not name this
@@ -188,14 +221,22 @@ func (t *transport) serveSend(stream grpc.ServerStream) error {
 		if m.GetTo() != t.cfg.NodeID {
 			return status.Errorf(codes.InvalidArgument, "peer: message for node %d reached node %d", m.GetTo(), t.cfg.NodeID)
 		}
+		if t.svc.isRemoved(m.GetFrom()) {
+			// The one answer Send gives with this code: the sender learns
+			// it was removed (stream).
+			return status.Errorf(codes.FailedPrecondition, "peer: member %d was removed from the group", m.GetFrom())
+		}
 		t.deliver(m)
 	}
 }
 
 // send queues m for its receiver; never blocks.
 func (t *transport) send(m *raftpb.Message) {
+	t.mu.RLock()
 	p := t.peers[m.GetTo()]
-	if p == nil {
+	t.mu.RUnlock()
+	if p == nil || p.conn == nil {
+		t.reportSnap(m, false)
 		return
 	}
 	select {
@@ -215,11 +256,14 @@ func (t *transport) reportSnap(m *raftpb.Message, ok bool) {
 
 func (t *transport) runSender(p *peerSender) {
 	defer t.wg.Done()
+	defer p.conn.Close()
 	backoff := 20 * time.Millisecond
 	for {
 		ok := t.stream(p.conn, p)
 		select {
 		case <-t.stop:
+			return
+		case <-p.stop:
 			return
 		default:
 		}
@@ -229,6 +273,8 @@ func (t *transport) runSender(p *peerSender) {
 			t.unreachable(p.id)
 			select {
 			case <-t.stop:
+				return
+			case <-p.stop:
 				return
 			case <-time.After(backoff):
 			}
@@ -251,6 +297,8 @@ func (t *transport) stream(conn *grpc.ClientConn, p *peerSender) bool {
 	case first = <-p.q:
 	case <-t.stop:
 		return true
+	case <-p.stop:
+		return true
 	}
 	s, err := conn.NewStream(ctx, &serviceDesc.Streams[0], sendMethod)
 	if err != nil {
@@ -261,6 +309,12 @@ func (t *transport) stream(conn *grpc.ClientConn, p *peerSender) bool {
 	for m := first; ; {
 		if err := s.SendMsg(m); err != nil {
 			t.reportSnap(m, false)
+			// The stream ended: its status says why.
+			var e emptypb.Empty
+			if err := s.RecvMsg(&e); status.Code(err) == codes.FailedPrecondition {
+				t.logger.Warn("peer: a member refuses this one's messages", "member", p.id, "err", err)
+				t.svc.removedByPeers(p.id)
+			}
 			return sent
 		}
 		t.reportSnap(m, true)
@@ -272,13 +326,19 @@ func (t *transport) stream(conn *grpc.ClientConn, p *peerSender) bool {
 			var e emptypb.Empty
 			_ = s.RecvMsg(&e)
 			return true
+		case <-p.stop:
+			cancel()
+			return true
 		}
 	}
 }
 
 // conn is the connection to member id (nil: not a member, or its
-// address does not parse).
+// address does not parse). It may be closed under the caller when the
+// member leaves the group; calls on it then fail.
 func (t *transport) conn(id uint64) *grpc.ClientConn {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
 	if p := t.peers[id]; p != nil {
 		return p.conn
 	}
@@ -286,12 +346,9 @@ func (t *transport) conn(id uint64) *grpc.ClientConn {
 }
 
 func (t *transport) close() {
-	close(t.stop)
+	t.mu.Lock()
+	close(t.stop) // setPeers starts no sender after this
+	t.mu.Unlock()
 	t.srv.Stop()
-	t.wg.Wait()
-	for _, p := range t.peers {
-		if p.conn != nil {
-			_ = p.conn.Close()
-		}
-	}
+	t.wg.Wait() // each sender closed its connection
 }

@@ -1,0 +1,233 @@
+package peer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/mqgate/mqgate/broker/cluster"
+)
+
+// join starts member id as a new member (Config.Join) on a fresh
+// directory and returns it.
+func (c *testCluster) join(id uint64) *member {
+	c.t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.addrs[id] = l.Addr().String()
+	if c.joining == nil {
+		c.joining = map[uint64]bool{}
+	}
+	c.joining[id] = true
+	return c.start(id, filepath.Join(c.t.TempDir(), fmt.Sprint(id)), l)
+}
+
+// stopped waits until member id's raft loop stops and returns its error.
+func (c *testCluster) stopped(id uint64) error {
+	c.t.Helper()
+	m := c.members[id]
+	c.waitFor(fmt.Sprintf("member %d to stop", id), func() bool {
+		select {
+		case <-m.node.Done():
+			return true
+		default:
+			return false
+		}
+	})
+	return m.node.Err()
+}
+
+// drop stops member id (its raft loop stopped already) and leaves it out
+// of the group's checks.
+func (c *testCluster) drop(id uint64) {
+	c.t.Helper()
+	m := c.members[id]
+	_ = m.node.Stop()
+	if err := m.rep.Close(context.Background()); err != nil {
+		c.t.Fatal(err)
+	}
+	delete(c.members, id)
+}
+
+func voters(m *member) []uint64 { return m.node.Members().Voters }
+
+// A member added while appends run joins as a learner, catches up (from
+// the raft log, or from a copy of a store when the leader compacted the
+// entries it lacks), is promoted, and ends byte-identical. Removing the
+// leader hands the leadership over first; the removed member stops, and
+// its id cannot be added again.
+func TestAddRemoveMemberUnderLoad(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		o    testCluster
+		copy bool
+	}{
+		{"from the log", testCluster{timeout: 3 * time.Second}, false},
+		{"from a copy", testCluster{persist: 8, snap: 64, timeout: 3 * time.Second}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newTestClusterWith(t, 3, tc.o)
+			l := c.leader()
+			appendN(t, l, 0, 300)
+
+			m4 := c.join(4)
+			added := make(chan error, 1)
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				added <- l.node.AddMember(ctx, 4, c.addrs[4])
+			}()
+			if tc.copy {
+				if err := c.stopped(4); !errors.Is(err, cluster.ErrCopyStaged) {
+					t.Fatalf("the new member stopped with %v, want ErrCopyStaged", err)
+				}
+				_ = m4.node.Stop()
+				if err := m4.rep.Close(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				m4 = c.restart(4)
+			}
+			appendN(t, l, 300, 400) // while the member is added
+			if err := <-added; err != nil {
+				t.Fatal(err)
+			}
+			if got := voters(l); !slices.Equal(got, []uint64{1, 2, 3, 4}) {
+				t.Fatalf("voters %v after adding 4", got)
+			}
+			c.waitFor("member 4 to apply the promotion", func() bool { return slices.Equal(voters(m4), []uint64{1, 2, 3, 4}) })
+
+			// Remove the leader: it hands over, and the request goes to
+			// the new one.
+			old := l.id
+			err := l.node.RemoveMember(context.Background(), old)
+			var nl *cluster.NotLeaderError
+			if !errors.As(err, &nl) || nl.LeaderID == old {
+				t.Fatalf("removing the leader itself: %v, want NotLeaderError naming another member", err)
+			}
+			l = c.leader()
+			if err := l.node.RemoveMember(context.Background(), old); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.stopped(old); !errors.Is(err, ErrRemoved) {
+				t.Fatalf("the removed member stopped with %v, want ErrRemoved", err)
+			}
+			c.drop(old)
+			appendN(t, l, 400, 450)
+			if err := l.node.AddMember(context.Background(), old, c.addrs[old]); err == nil {
+				t.Fatal("a removed id was added again")
+			}
+			if err := l.node.RemoveMember(context.Background(), old); err != nil {
+				t.Fatalf("removing a member no longer in the group: %v", err)
+			}
+
+			c.converged(l.rep.Applied())
+			want := contents(t, l)
+			if len(want) != 450 {
+				t.Fatalf("the leader holds %d messages", len(want))
+			}
+			for _, m := range c.members {
+				if got := contents(t, m); !maps.Equal(got, want) {
+					t.Fatalf("member %d holds %d messages, the leader %d", m.id, len(got), len(want))
+				}
+			}
+			c.stopAll()
+			c.sameStores()
+		})
+	}
+}
+
+// A member removed while it was down learns it when it comes back: the
+// others refuse its messages, and it stops with ErrRemoved; started
+// again, it refuses to start.
+func TestRemovedWhileDownStops(t *testing.T) {
+	c := newTestCluster(t, 3, 0)
+	l := c.leader()
+	appendN(t, l, 0, 20)
+	var gone uint64
+	for id := range c.members {
+		if id != l.id {
+			gone = id
+			break
+		}
+	}
+	c.kill(gone)
+	if err := l.node.RemoveMember(context.Background(), gone); err != nil {
+		t.Fatal(err)
+	}
+	m := c.restart(gone)
+	if err := c.stopped(gone); !errors.Is(err, ErrRemoved) {
+		t.Fatalf("the removed member stopped with %v, want ErrRemoved", err)
+	}
+	_ = m.node.Stop()
+	if err := m.rep.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	m.node = nil
+	l2, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	rep, err := cluster.OpenReplica(filepath.Join(m.dir, "replica"), cluster.Options{Store: storeOpts(), StoreHost: "cluster:8081", Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rep.Close(context.Background())
+	if _, err := Start(Config{ClusterID: c.id, NodeID: gone, Peers: maps.Clone(c.addrs), WALDir: filepath.Join(m.dir, "wal"), Listener: l2, Logger: quiet}, rep); !errors.Is(err, ErrRemoved) {
+		t.Fatalf("starting a removed member: %v, want ErrRemoved", err)
+	}
+	delete(c.members, gone)
+	appendN(t, l, 20, 40)
+}
+
+// The membership calls over the peer port go to the leader, wherever
+// they are sent.
+func TestDialMembership(t *testing.T) {
+	c := newTestCluster(t, 3, 0)
+	l := c.leader()
+	var f *member
+	for _, m := range c.members {
+		if m != l {
+			f = m
+			break
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c.join(4)
+	if err := DialAddMember(ctx, c.addrs[f.id], c.id, 4, c.addrs[4]); err != nil {
+		t.Fatal(err)
+	}
+	st, err := DialStatus(ctx, c.addrs[f.id], c.id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(st.Voters, []uint64{1, 2, 3, 4}) || st.Peers[4] != c.addrs[4] {
+		t.Fatalf("status after adding 4: voters %v, peers %v", st.Voters, st.Peers)
+	}
+	if err := DialRemoveMember(ctx, c.addrs[f.id], c.id, l.id); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.stopped(l.id); !errors.Is(err, ErrRemoved) {
+		t.Fatalf("the removed leader stopped with %v, want ErrRemoved", err)
+	}
+	c.drop(l.id)
+	if err := DialAddMember(ctx, c.addrs[f.id], c.id, l.id, c.addrs[l.id]); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("adding a removed id: %v, want InvalidArgument", err)
+	}
+	if err := DialAddMember(ctx, c.addrs[f.id], c.id, 9, "no-port"); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("adding with a bad address: %v, want InvalidArgument", err)
+	}
+	appendN(t, c.leader(), 0, 20)
+}
