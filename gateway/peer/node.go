@@ -19,6 +19,7 @@ import (
 	"go.etcd.io/etcd/server/v3/storage/wal/walpb"
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
+	"go.etcd.io/raft/v3/tracker"
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
 
@@ -120,12 +121,23 @@ type Node struct {
 	halt     error // set by a call on the raft loop: the loop stops with it
 
 	members atomic.Pointer[Membership]
+	// holds: raft loop only. A member sent a snapshot at an index is
+	// catching up from a copy of a store; the entries after that index
+	// stay in memory until it replicates again (or copyTimeout passes),
+	// however far compaction has gone meanwhile, so that it is not sent
+	// another snapshot as soon as it is back.
+	holds map[uint64]hold
 
 	changeMu sync.Mutex
 	changed  chan struct{} // closed at the next change of lead or isLeader
 
 	infoMu sync.Mutex
 	infos  map[uint64]cachedInfo // MemberInfo's answers
+}
+
+type hold struct {
+	index uint64
+	since time.Time
 }
 
 type proposal struct {
@@ -149,7 +161,8 @@ func Start(cfg Config, app Applier) (*Node, error) {
 	cfg.MembersFile = cmp.Or(cfg.MembersFile, filepath.Join(filepath.Dir(filepath.Clean(cfg.WALDir)), "members.json"))
 	n := &Node{cfg: cfg, logger: cfg.Logger.With("node", cfg.NodeID), app: app, ms: raft.NewMemoryStorage(),
 		propc: make(chan proposal), calls: make(chan func()), recvc: make(chan *raftpb.Message, 4096), unreach: make(chan uint64, 64),
-		stopc: make(chan struct{}), done: make(chan struct{}), changed: make(chan struct{}), infos: map[uint64]cachedInfo{}}
+		stopc: make(chan struct{}), done: make(chan struct{}), changed: make(chan struct{}), infos: map[uint64]cachedInfo{},
+		holds: map[uint64]hold{}}
 	var err error
 	if n.book, err = openBook(cfg.MembersFile, cfg.Peers); err != nil {
 		return nil, err
@@ -557,8 +570,11 @@ func (n *Node) sendAll(msgs []*raftpb.Message) {
 		if m.GetType() == raftpb.MsgSnap {
 			// The member asks for a copy of a store when it gets this
 			// (copy.go); the transport reports whether it went out.
-			n.logger.Info("peer: a member lags behind the compacted raft log: sending it a snapshot", "member", m.GetTo(),
-				"index", m.GetSnapshot().GetMetadata().GetIndex())
+			idx := m.GetSnapshot().GetMetadata().GetIndex()
+			n.logger.Info("peer: a member lags behind the compacted raft log: sending it a snapshot", "member", m.GetTo(), "index", idx)
+			if h, ok := n.holds[m.GetTo()]; !ok || h.index > idx {
+				n.holds[m.GetTo()] = hold{index: idx, since: time.Now()}
+			}
 		}
 		n.tr.send(m)
 	}
@@ -616,6 +632,11 @@ func (n *Node) maybeCompact() error {
 	if p < n.snapIdx+n.cfg.SnapshotEvery || n.cs == nil {
 		return nil
 	}
+	// A member that installed a copy of a store has applied past the
+	// raft log it holds until the leader's entries reach it.
+	if last, _ := n.ms.LastIndex(); p > last {
+		return nil
+	}
 	term, err := n.ms.Term(p)
 	if err != nil {
 		return fmt.Errorf("peer: compact at %d: %w", p, err)
@@ -629,13 +650,38 @@ func (n *Node) maybeCompact() error {
 	if err := n.w.ReleaseLockTo(p); err != nil {
 		return fmt.Errorf("peer: compact at %d: %w", p, err)
 	}
-	if p > n.cfg.KeepEntries {
-		if err := n.ms.Compact(p - n.cfg.KeepEntries); err != nil && !errors.Is(err, raft.ErrCompacted) {
+	if floor := n.compactFloor(p); floor > 0 {
+		if err := n.ms.Compact(floor); err != nil && !errors.Is(err, raft.ErrCompacted) {
 			return fmt.Errorf("peer: compact at %d: %w", p, err)
 		}
 	}
 	n.snapIdx = p
 	return nil
+}
+
+// compactFloor is the index the in-memory entries are dropped up to:
+// KeepEntries below p, and no further than a hold of a member catching
+// up from a copy (holds); 0 is none.
+func (n *Node) compactFloor(p uint64) uint64 {
+	var floor uint64
+	if p > n.cfg.KeepEntries {
+		floor = p - n.cfg.KeepEntries
+	}
+	if len(n.holds) == 0 {
+		return floor
+	}
+	progress := map[uint64]tracker.Progress{}
+	n.rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) { progress[id] = pr })
+	for id, h := range n.holds {
+		pr, ok := progress[id]
+		caughtUp := ok && pr.State == tracker.StateReplicate && pr.Match >= h.index
+		if !ok || caughtUp || time.Since(h.since) > copyTimeout {
+			delete(n.holds, id)
+			continue
+		}
+		floor = min(floor, h.index)
+	}
+	return floor
 }
 
 // snapshotAt records a raft snapshot at index in the memory storage (the

@@ -30,6 +30,10 @@ type member struct {
 	dir                        string
 	grpc, http, remoting, peer string
 	proc                       *testutil.Proc
+	// joined: a member added to the running group (started with --join
+	// and peers of its own).
+	joined bool
+	peers  string
 }
 
 // group is a three-member cluster on loopback.
@@ -71,8 +75,15 @@ func newGroup(t *testing.T, args ...string) *group {
 // start runs m (again) on its data dir and addresses. The ready line
 // comes once the member's listeners serve, leader known or not.
 func (g *group) start(m *member) {
+	peers := g.peers
+	if m.peers != "" {
+		peers = m.peers
+	}
 	args := append([]string{"--grpc-addr", m.grpc, "--http-addr", m.http, "--remoting-addr", m.remoting,
-		"--cluster-id", g.id, "--node-id", strconv.Itoa(m.id), "--peers", g.peers, "--auto-create"}, g.args...)
+		"--cluster-id", g.id, "--node-id", strconv.Itoa(m.id), "--peers", peers, "--auto-create"}, g.args...)
+	if m.joined {
+		args = append(args, "--join")
+	}
 	m.proc = testutil.Start(g.t, testutil.StartOptions{DataDir: m.dir, Args: args})
 }
 
@@ -118,14 +129,23 @@ func (g *group) leader(timeout time.Duration) *member {
 			if err != nil {
 				continue
 			}
-			if id := leaderOf(out); id > 0 && g.members[id-1].proc != nil && alive(g.members[id-1].proc) &&
-				g.members[id-1].proc.HasLine("this member leads: serving") {
-				return g.members[id-1]
+			if l := g.byID(leaderOf(out)); l != nil && l.proc != nil && alive(l.proc) && l.proc.HasLine("this member leads: serving") {
+				return l
 			}
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	g.t.Fatalf("no leader serving within %v", timeout)
+	return nil
+}
+
+// byID is the member with id (nil: none).
+func (g *group) byID(id int) *member {
+	for _, m := range g.members {
+		if m.id == id {
+			return m
+		}
+	}
 	return nil
 }
 
@@ -179,16 +199,16 @@ func (g *group) sameLogs() {
 	}
 	first := read(g.members[0])
 	if len(first) == 0 {
-		g.t.Fatal("member 1 has no commit log")
+		g.t.Fatalf("member %d has no commit log", g.members[0].id)
 	}
 	for _, m := range g.members[1:] {
 		other := read(m)
 		if len(other) != len(first) {
-			g.t.Fatalf("member 1 has %d segments, member %d %d", len(first), m.id, len(other))
+			g.t.Fatalf("member %d has %d segments, member %d %d", g.members[0].id, len(first), m.id, len(other))
 		}
 		for name, b := range first {
 			if !bytes.Equal(b, other[name]) {
-				g.t.Fatalf("segment %s differs between member 1 (%d bytes) and member %d (%d bytes)", name, len(b), m.id, len(other[name]))
+				g.t.Fatalf("segment %s differs between member %d (%d bytes) and member %d (%d bytes)", name, g.members[0].id, len(b), m.id, len(other[name]))
 			}
 		}
 	}
