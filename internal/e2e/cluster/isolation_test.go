@@ -55,7 +55,7 @@ func TestLeaderIsolation(t *testing.T) {
 		}
 		acked[id] = body
 	}
-	load := startLoad(pr, topic, 4)
+	load := startPacedLoad(pr, topic, 4, 20*time.Millisecond)
 	defer load.stop()
 	load.waitFor(t, 100, 30*time.Second, "before the isolation")
 	if nl := g.leader(10 * time.Second); nl != l {
