@@ -19,6 +19,7 @@ import (
 
 	"github.com/mqgate/mqgate/internal/e2e/e2eutil"
 	"github.com/mqgate/mqgate/internal/testutil"
+	"github.com/mqgate/mqgate/internal/testutil/faultproxy"
 )
 
 func TestMain(m *testing.M) { e2eutil.Main(m) }
@@ -29,11 +30,12 @@ type member struct {
 	id                         int
 	dir                        string
 	grpc, http, remoting, peer string
-	proc                       *testutil.Proc
-	// joined: a member added to the running group (started with --join
-	// and peers of its own).
+	// peers is this member's --peers when it differs from the group's
+	// (its links to the others go through proxies, or it joined later).
+	peers string
+	proc  *testutil.Proc
+	// joined: a member added to the running group (started with --join).
 	joined bool
-	peers  string
 }
 
 // group is a three-member cluster on loopback.
@@ -44,9 +46,79 @@ type group struct {
 	peers   string
 	args    []string
 	token   string // --peer-token among args
+	// links are the proxies of a group made by newProxiedGroup: the one
+	// member from dials to reach member to's peer listener, by [from, to].
+	links map[[2]int]*faultproxy.Proxy
 }
 
 func newGroup(t *testing.T, args ...string) *group {
+	t.Helper()
+	g := planGroup(t, args)
+	g.startNew()
+	return g
+}
+
+// newProxiedGroup is newGroup with every member's raft traffic to each
+// other member going through a fault proxy of its own (six links, one
+// per direction): member i's --peers names its own real peer address,
+// and proxy [i, j] for every other member j. Client listeners are not
+// proxied: a follower relays clients to the leader's listeners directly.
+func newProxiedGroup(t *testing.T, args ...string) *group {
+	t.Helper()
+	g := planGroup(t, args)
+	g.links = map[[2]int]*faultproxy.Proxy{}
+	for _, m := range g.members {
+		var peers []string
+		for _, o := range g.members {
+			addr := o.peer
+			if o != m {
+				p, err := faultproxy.New(testutil.StableAddr(t), o.peer)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { p.Close() })
+				g.links[[2]int{m.id, o.id}] = p
+				addr = p.Addr()
+			}
+			peers = append(peers, fmt.Sprintf("%d=%s", o.id, addr))
+		}
+		m.peers = strings.Join(peers, ",")
+	}
+	g.startNew()
+	return g
+}
+
+// isolate cuts every raft link to and from m (newProxiedGroup only).
+func (g *group) isolate(m *member) {
+	g.t.Helper()
+	for _, o := range g.others(m) {
+		g.link(m, o).Block()
+		g.link(o, m).Block()
+	}
+}
+
+// heal restores every raft link to and from m.
+func (g *group) heal(m *member) {
+	g.t.Helper()
+	for _, o := range g.others(m) {
+		g.link(m, o).Unblock()
+		g.link(o, m).Unblock()
+	}
+}
+
+// link is the proxy from dials to reach to.
+func (g *group) link(from, to *member) *faultproxy.Proxy {
+	g.t.Helper()
+	p := g.links[[2]int{from.id, to.id}]
+	if p == nil {
+		g.t.Fatalf("no proxied link from member %d to member %d: the group was not made by newProxiedGroup", from.id, to.id)
+	}
+	return p
+}
+
+// planGroup picks the members' addresses and data dirs; startNew starts
+// them.
+func planGroup(t *testing.T, args []string) *group {
 	t.Helper()
 	g := &group{t: t, id: e2eutil.Uniq("cl"), args: args}
 	for i, a := range args {
@@ -62,6 +134,12 @@ func newGroup(t *testing.T, args ...string) *group {
 		peers = append(peers, fmt.Sprintf("%d=%s", i, m.peer))
 	}
 	g.peers = strings.Join(peers, ",")
+	return g
+}
+
+// startNew starts every member at once.
+func (g *group) startNew() {
+	g.t.Helper()
 	var wg sync.WaitGroup
 	for _, m := range g.members {
 		wg.Add(1)
@@ -69,7 +147,6 @@ func newGroup(t *testing.T, args ...string) *group {
 	}
 	wg.Wait()
 	g.started()
-	return g
 }
 
 // start runs m (again) on its data dir and addresses. The ready line

@@ -22,6 +22,12 @@ type sendLoad struct {
 }
 
 func startLoad(pr rmq.Producer, topic string, n int) *sendLoad {
+	return startPacedLoad(pr, topic, n, 0)
+}
+
+// startPacedLoad is startLoad with each sender pausing for pause after
+// each send: fewer messages for the test to read back afterwards.
+func startPacedLoad(pr rmq.Producer, topic string, n int, pause time.Duration) *sendLoad {
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &sendLoad{acked: map[string]string{}, cancel: cancel}
 	for p := range n {
@@ -33,13 +39,18 @@ func startLoad(pr rmq.Producer, topic string, n int) *sendLoad {
 				sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
 				rs, err := pr.Send(sctx, &rmq.Message{Topic: topic, Body: []byte(body)})
 				scancel()
-				if err != nil {
-					continue
+				if err == nil {
+					l.mu.Lock()
+					l.acked[rs[0].MessageID] = body
+					l.okAt = append(l.okAt, time.Now())
+					l.mu.Unlock()
 				}
-				l.mu.Lock()
-				l.acked[rs[0].MessageID] = body
-				l.okAt = append(l.okAt, time.Now())
-				l.mu.Unlock()
+				if pause > 0 {
+					select {
+					case <-ctx.Done():
+					case <-time.After(pause):
+					}
+				}
 			}
 		}()
 	}
