@@ -15,14 +15,15 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // In-process calls: how the node's REST API reaches its own gRPC services.
 //
 // InProcess returns a grpc.ClientConnInterface whose unary calls run the
 // registered handler on the caller's goroutine, with no serialization and
-// no HTTP/2: the request and response messages are copied (proto.Merge),
-// never encoded. Everything else a call from the network passes is kept,
+// no HTTP/2: the request and response messages are handed over (a shallow
+// copy of their fields), never encoded. Everything else a call from the network passes is kept,
 // in the same order:
 //
 //   - the caller's outgoing metadata becomes the handler's incoming
@@ -161,8 +162,28 @@ func (c inProcessConn) Invoke(ctx context.Context, method string, args, reply an
 	if n := proto.Size(resp); n > maxInProcessMsg {
 		return status.Errorf(codes.ResourceExhausted, "grpc: received message larger than max (%d vs. %d)", n, maxInProcessMsg)
 	}
-	proto.Merge(out, resp)
+	move(out, resp)
 	return nil
+}
+
+// move sets dst, a message nobody else holds, to src's fields: a shallow
+// copy (lists, maps, messages and bytes are shared, not copied), for a src
+// its owner no longer reads or writes. A request is the caller's until
+// Invoke returns and then dropped; a response is the handler's result.
+// Messages of different types are merged instead.
+func move(dst, src proto.Message) {
+	d, s := dst.ProtoReflect(), src.ProtoReflect()
+	if d.Descriptor() != s.Descriptor() {
+		proto.Merge(dst, src)
+		return
+	}
+	s.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		d.Set(fd, v)
+		return true
+	})
+	if u := s.GetUnknown(); len(u) > 0 {
+		d.SetUnknown(u)
+	}
 }
 
 // callHandler checks the receive limit and runs the method's handler
@@ -187,7 +208,7 @@ func (s *Server) callHandler(ctx context.Context, m inProcessMethod, method stri
 			return status.Errorf(codes.Internal, "grpc: failed to unmarshal the received message: %s is not %s",
 				req.ProtoReflect().Descriptor().FullName(), pm.ProtoReflect().Descriptor().FullName())
 		}
-		proto.Merge(pm, req)
+		move(pm, req)
 		return nil
 	}
 	resp, err := m.handler(m.impl, ctx, dec, s.unary)
