@@ -41,15 +41,15 @@ import (
 )
 
 type harness struct {
-	t     testing.TB
-	clk   *clock.Fake
-	store *storage.Store
-	b     *broker.Broker
-	gate  *admission.Gate
-	grpc  *grpcserver.Server
+	t      testing.TB
+	clk    *clock.Fake
+	store  *storage.Store
+	b      *broker.Broker
+	gate   *admission.Gate
+	grpc   *grpcserver.Server
 	v2conn *grpc.ClientConn // h.v2's connection (bufconn)
-	rest  *Server
-	base  string // http://127.0.0.1:port
+	rest   *Server
+	base   string // http://127.0.0.1:port
 	// grpcAddr is the loopback gRPC port (harnessOpts.grpcTCP).
 	grpcAddr string
 	http     *http.Client
