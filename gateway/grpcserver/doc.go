@@ -15,6 +15,9 @@
 // what a call touches), clientid.go (the client-id interceptors and the
 // status-only response of every MessagingService method, which the
 // interceptors answer with for CLIENT_ID_REQUIRED and UNAUTHORIZED),
+// inprocess.go (RegisterService and InProcess: unary calls from the node's
+// REST API served on the caller's goroutine through the same tap, stats
+// handler and interceptor chain, without encoding or HTTP/2),
 // bufpool.go (the non-clearing buffer pool given to grpc-go), tls.go
 // (certificates and the dual TLS/plaintext credentials).
 //

@@ -24,7 +24,9 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
 
 	"github.com/mqgate/mqgate/gateway/admission"
 	"github.com/mqgate/mqgate/gateway/auth"
@@ -70,6 +72,16 @@ type Options struct {
 type Server struct {
 	GRPC   *grpc.Server
 	Health *health.Server
+
+	// What in-process calls pass (inprocess.go): the methods registered
+	// through RegisterService, the unary interceptor chain, the auth tap
+	// and stats handler (nil when not installed) and the receive limit.
+	methods   map[string]inProcessMethod
+	services  map[string]bool
+	unary     grpc.UnaryServerInterceptor
+	tap       tap.ServerInHandle
+	stats     stats.Handler
+	recvLimit int
 }
 
 // ServiceNames whose health is reported; "" is the whole server.
@@ -139,6 +151,8 @@ func New(o Options) *Server {
 		stream = append(stream, authStream(o.Auth, log))
 	}
 	stream = append(stream, clientIDStream(o.Sessions), recovery.StreamServerInterceptor(recoverOpt))
+	srv := &Server{methods: map[string]inProcessMethod{}, services: map[string]bool{},
+		unary: chainUnary(unary), recvLimit: RecvLimit(o.MaxBodySize)}
 	sopts := []grpc.ServerOption{
 		grpc.NumStreamWorkers(StreamWorkers()),
 		experimental.BufferPool(BufferPool),
@@ -150,12 +164,14 @@ func New(o Options) *Server {
 	}
 	if o.Tracing && o.TracerProvider != nil {
 		// Spans only: the metric comes from tel in every mode.
-		sopts = append(sopts, grpc.StatsHandler(otelgrpc.NewServerHandler(
+		srv.stats = otelgrpc.NewServerHandler(
 			otelgrpc.WithTracerProvider(o.TracerProvider),
-			otelgrpc.WithMeterProvider(metricnoop.NewMeterProvider()))))
+			otelgrpc.WithMeterProvider(metricnoop.NewMeterProvider()))
+		sopts = append(sopts, grpc.StatsHandler(srv.stats))
 	}
 	if o.Auth != nil {
-		sopts = append(sopts, grpc.InTapHandle(authTap(o.Auth, log)))
+		srv.tap = authTap(o.Auth, log)
+		sopts = append(sopts, grpc.InTapHandle(srv.tap))
 	}
 	if o.TLS != nil {
 		sopts = append(sopts, grpc.Creds(NewDualCredentials(o.TLS)))
@@ -167,7 +183,25 @@ func New(o Options) *Server {
 	}
 	healthpb.RegisterHealthServer(gs, hs)
 	reflection.Register(gs)
-	return &Server{GRPC: gs, Health: hs}
+	srv.GRPC, srv.Health = gs, hs
+	return srv
+}
+
+// chainUnary runs ics in order, outermost first, as
+// grpc.ChainUnaryInterceptor does on the server.
+func chainUnary(ics []grpc.UnaryServerInterceptor) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		return ics[0](ctx, req, info, chainNext(ics, 1, info, h))
+	}
+}
+
+func chainNext(ics []grpc.UnaryServerInterceptor, i int, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) grpc.UnaryHandler {
+	if i == len(ics) {
+		return h
+	}
+	return func(ctx context.Context, req any) (any, error) {
+		return ics[i](ctx, req, info, chainNext(ics, i+1, info, h))
+	}
 }
 
 // SetServing flips every health name to SERVING or NOT_SERVING.

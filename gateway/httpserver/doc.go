@@ -1,8 +1,8 @@
 // Package httpserver is mqgate's HTTP listener (the http.Server and its
 // mux): the REST/JSON API under /v1/,
-// transcoded by grpc-gateway onto an in-process connection to the node's
-// own gRPC server (inprocess.go: an in-memory listener the gRPC server
-// serves, so every call passes its interceptor chain and stats handler),
+// transcoded by grpc-gateway onto the node's gRPC services in process
+// (Options.API: grpcserver's in-process connection, so every call passes
+// the gRPC server's auth tap, stats handler and interceptor chain),
 // the OpenAPI document at /openapi.json, and the operational endpoints
 // /healthz (alive), /readyz (ready to serve) and /metrics (Prometheus
 // text), and the web console at /console/ when the node gives one
@@ -14,7 +14,7 @@
 // propagation), limits.go (what is checked before a body is read: auth,
 // size, the in-flight body budget, the body deadline; canonical paths;
 // the throttled server error log), errors.go (THE place REST errors get their HTTP status and
-// body: a mqgate.rest.v1.Status), inprocess.go, openapi.go and openapi.json
+// body: a mqgate.rest.v1.Status), openapi.go and openapi.json
 // (GENERATED: a copy of gen/openapi/mqgate.swagger.json that `make
 // generate` writes, because go:embed cannot reach gen/; never edit it).
 //

@@ -188,7 +188,7 @@ func newMarshaler() *marshaler {
 
 func (m *marshaler) NewDecoder(r io.Reader) runtime.Decoder {
 	return runtime.DecoderFunc(func(v any) error {
-		b, err := io.ReadAll(r)
+		b, err := readBody(r)
 		if err != nil {
 			return fmt.Errorf("reading the request body: %w", err)
 		}
@@ -204,6 +204,29 @@ func (m *marshaler) NewDecoder(r io.Reader) runtime.Decoder {
 		}
 		return nil
 	})
+}
+
+// readBody reads r whole, into one buffer of the request's Content-Length
+// when it is known (io.ReadAll would grow its buffer several times).
+func readBody(r io.Reader) ([]byte, error) {
+	g, ok := r.(*bodyGuard)
+	if !ok || g.size <= 0 {
+		return io.ReadAll(r)
+	}
+	b := make([]byte, 0, g.size+1) // +1: EOF needs no second buffer
+	for {
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = nil
+			}
+			return b, err
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)] // longer than announced: let it grow
+		}
+	}
 }
 
 // protojsonError matches protojson's "proto: [syntax error ](line L:C): what".

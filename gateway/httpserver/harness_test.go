@@ -3,7 +3,8 @@ package httpserver
 // The component harness: the real gRPC server (interceptor chain, drain
 // gate) with the v2 MessagingService, the admin API and mqgate.rest.v1 on
 // the real broker over an in-memory store driven by a fake clock, reached
-// by REST through an InProcess connection, served on a loopback port.
+// by REST through the server's in-process connection, served on a loopback
+// port; v2 gRPC calls reach it over an in-memory listener (bufconn).
 // (Tests may import what the package may not: archtest checks non-test
 // imports.)
 
@@ -20,7 +21,9 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/mqgate/mqgate/broker"
 	"github.com/mqgate/mqgate/gateway/admin"
@@ -38,15 +41,15 @@ import (
 )
 
 type harness struct {
-	t     testing.TB
-	clk   *clock.Fake
-	store *storage.Store
-	b     *broker.Broker
-	gate  *admission.Gate
-	grpc  *grpcserver.Server
-	ip    *InProcess
-	rest  *Server
-	base  string // http://127.0.0.1:port
+	t      testing.TB
+	clk    *clock.Fake
+	store  *storage.Store
+	b      *broker.Broker
+	gate   *admission.Gate
+	grpc   *grpcserver.Server
+	v2conn *grpc.ClientConn // h.v2's connection (bufconn)
+	rest   *Server
+	base   string // http://127.0.0.1:port
 	// grpcAddr is the loopback gRPC port (harnessOpts.grpcTCP).
 	grpcAddr string
 	http     *http.Client
@@ -123,15 +126,18 @@ func newHarness(t testing.TB, opts ...harnessOpts) *harness {
 		gopts.ExtraUnaryInterceptors = []grpc.UnaryServerInterceptor{o.interceptor}
 	}
 	h.grpc = grpcserver.New(gopts)
-	svc.Register(h.grpc.GRPC)
-	admin.New(b).Register(h.grpc.GRPC)
-	restservice.New(restservice.Config{Clock: clk, Logger: log, Auth: o.auth}, b).Register(h.grpc.GRPC)
-	h.ip, err = NewInProcess()
+	svc.Register(h.grpc)
+	admin.New(b).Register(h.grpc)
+	restservice.New(restservice.Config{Clock: clk, Logger: log, Auth: o.auth}, b).Register(h.grpc)
+	blis := bufconn.Listen(1 << 20)
+	h.v2conn, err = grpc.NewClient("passthrough:///harness",
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return blis.DialContext(ctx) }),
+		grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	grpcDone := make(chan struct{})
-	go func() { defer close(grpcDone); _ = h.grpc.Serve(h.ip.Listener()) }()
+	go func() { defer close(grpcDone); _ = h.grpc.Serve(blis) }()
 	if o.grpcTCP {
 		glis, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -140,7 +146,7 @@ func newHarness(t testing.TB, opts ...harnessOpts) *harness {
 		h.grpcAddr = glis.Addr().String()
 		go func() { _ = h.grpc.Serve(glis) }()
 	}
-	ropts.API = h.ip.Conn()
+	ropts.API = h.grpc.InProcess()
 	h.rest, err = New(ropts)
 	if err != nil {
 		t.Fatal(err)
@@ -153,7 +159,7 @@ func newHarness(t testing.TB, opts ...harnessOpts) *harness {
 	httpDone := make(chan struct{})
 	go func() { defer close(httpDone); _ = h.rest.Serve(lis) }()
 	h.http = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}, Timeout: 60 * time.Second}
-	h.v2 = v2.NewMessagingServiceClient(h.ip.Conn())
+	h.v2 = v2.NewMessagingServiceClient(h.v2conn)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -164,8 +170,8 @@ func newHarness(t testing.TB, opts ...harnessOpts) *harness {
 			t.Errorf("http stop: %v", err)
 		}
 		<-httpDone
-		if err := h.ip.Close(); err != nil {
-			t.Errorf("in-process close: %v", err)
+		if err := h.v2conn.Close(); err != nil {
+			t.Errorf("gRPC client close: %v", err)
 		}
 		if err := h.grpc.Stop(ctx); err != nil {
 			t.Errorf("grpc stop: %v", err)

@@ -24,7 +24,8 @@ type Options struct {
 	Ready  func() error
 	Logger *slog.Logger
 	// API is the gRPC connection the REST API (/v1/...) calls: the node's
-	// own gRPC server through an InProcess connection. nil serves only the
+	// own gRPC server in process (grpcserver.Server.InProcess; any
+	// connection serving the services will do). nil serves only the
 	// operational endpoints and /openapi.json.
 	API grpc.ClientConnInterface
 	// MeterProvider and TracerProvider receive the HTTP metrics and spans

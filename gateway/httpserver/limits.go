@@ -85,7 +85,7 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request) (_ *http.Request,
 			fmt.Sprintf("the server holds %d MiB of request bodies in flight, its limit; retry later", s.budget.Max()>>20)))
 		return nil, nil, false
 	}
-	g := &bodyGuard{ReadCloser: http.MaxBytesReader(w, r.Body, s.maxBody)}
+	g := &bodyGuard{ReadCloser: http.MaxBytesReader(w, r.Body, s.maxBody), size: r.ContentLength}
 	if raw, _ := r.Context().Value(rawWriterKey{}).(http.ResponseWriter); raw != nil {
 		rc := http.NewResponseController(raw)
 		if rc.SetReadDeadline(time.Now().Add(s.bodyTimeout)) == nil {
@@ -106,6 +106,7 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request) (_ *http.Request,
 // request's) reads it and handles its error.
 type bodyGuard struct {
 	io.ReadCloser
+	size     int64 // Content-Length, or -1
 	rc       *http.ResponseController
 	tooLarge bool
 	timedOut bool

@@ -89,7 +89,6 @@ type Node struct {
 	remoting   *remoting.Server
 	checkBacks broker.CheckBackFanOut
 	http       *httpserver.Server
-	inproc     *httpserver.InProcess // REST's connection to grpc
 
 	// lis are the gRPC, HTTP and metrics listeners, bound before the store
 	// opens (bindListeners) and handed to their servers as they start.
@@ -191,7 +190,7 @@ func Open(ctx context.Context, cfg Config, o Options) (*Node, error) {
 		n.add(o, lifecycle.Func{ComponentName: "remoting", StartFn: n.startRemoting, StopFn: n.stopRemoting})
 	}
 	n.add(o, lifecycle.Func{ComponentName: "http", StartFn: n.startHTTP,
-		StopFn: func(ctx context.Context) error { return errors.Join(n.http.Stop(ctx), n.inproc.Close()) }})
+		StopFn: func(ctx context.Context) error { return n.http.Stop(ctx) }})
 	if cfg.MetricsAddr != "" {
 		n.add(o, lifecycle.Func{ComponentName: "metrics", StartFn: n.startMetrics, StopFn: n.stopMetrics})
 	}
@@ -339,9 +338,9 @@ func (n *Node) startGRPC(ctx context.Context) error {
 		return err
 	}
 	n.addCheckBack(svc.CheckBackSender())
-	svc.Register(n.grpc.GRPC)
-	admin.New(n.broker).Register(n.grpc.GRPC)
-	restservice.New(restservice.Config{Logger: n.log, Auth: n.auth}, n.broker).Register(n.grpc.GRPC)
+	svc.Register(n.grpc)
+	admin.New(n.broker).Register(n.grpc)
+	restservice.New(restservice.Config{Logger: n.log, Auth: n.auth}, n.broker).Register(n.grpc)
 	lis := n.lis["grpc-addr"]
 	n.addrs.GRPC = lis.Addr().String()
 	return n.group.Go("grpc-serve", func(context.Context) {
@@ -387,25 +386,12 @@ func (n *Node) addCheckBack(s txn.CheckBackSender) {
 }
 
 func (n *Node) startHTTP(ctx context.Context) (err error) {
-	// REST calls reach the gRPC server in process: same interceptors and
-	// stats handler, no socket.
-	if n.inproc, err = httpserver.NewInProcess(); err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			_ = n.inproc.Close()
-		}
-	}()
-	if err := n.group.Go("grpc-in-process-serve", func(context.Context) {
-		if err := n.grpc.Serve(n.inproc.Listener()); err != nil {
-			n.log.Error("in-process gRPC listener failed", "err", err)
-		}
-	}); err != nil {
-		return err
-	}
+	// REST calls reach the gRPC services in process (grpcserver.InProcess):
+	// the same tap, stats handler and interceptors, no socket and no
+	// encoding. The HTTP server stops before the gRPC server (registered
+	// after it), so no REST call outlives it.
 	n.http, err = httpserver.New(httpserver.Options{Ready: n.Ready, Logger: n.log,
-		API: n.inproc.Conn(), MeterProvider: n.tel.Meters, TracerProvider: n.tel.Tracers, Auth: n.auth,
+		API: n.grpc.InProcess(), MeterProvider: n.tel.Meters, TracerProvider: n.tel.Tracers, Auth: n.auth,
 		Console: func(api http.Handler) http.Handler {
 			return console.New(console.Options{API: api, Broker: n.broker, Auth: n.auth, Logger: n.log})
 		}})
