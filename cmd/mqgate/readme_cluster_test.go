@@ -21,7 +21,11 @@ func TestReadmeCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end")
 	}
-	var serve, cmds []string
+	// The section's lines in order: members start as they come, and each
+	// command is retried until it succeeds (the members elect a leader
+	// right after they start; a joined member catches up first).
+	var lines []string
+	serves, cmds := 0, 0
 	for _, b := range readmeSection(t, "## Cluster") {
 		if b.lang != "sh" {
 			continue
@@ -29,16 +33,17 @@ func TestReadmeCluster(t *testing.T) {
 		for _, l := range shellLines(b.body) {
 			switch {
 			case strings.HasPrefix(l, "./mqgate serve "):
-				serve = append(serve, l)
+				serves++
 			case strings.HasPrefix(l, "./mqgate "):
-				cmds = append(cmds, l)
+				cmds++
 			default:
 				t.Fatalf("README: a command the test does not know how to run: %q", l)
 			}
+			lines = append(lines, l)
 		}
 	}
-	if len(serve) != 3 || len(cmds) < 3 {
-		t.Fatalf("README cluster section lost its examples: %d serve lines, %d commands", len(serve), len(cmds))
+	if serves != 4 || cmds < 5 {
+		t.Fatalf("README cluster section lost its examples: %d serve lines, %d commands", serves, cmds)
 	}
 	addrs := map[string]string{}
 	rewrite := func(l string) string {
@@ -50,26 +55,29 @@ func TestReadmeCluster(t *testing.T) {
 		})
 	}
 	dir := t.TempDir()
-	for i, l := range serve {
-		args := strings.Fields(strings.TrimSuffix(strings.TrimSpace(strings.TrimPrefix(rewrite(l), "./mqgate serve ")), "&"))
-		for j := range args {
-			if args[j] == `""` {
-				args[j] = ""
-			}
-			if j > 0 && args[j-1] == "--data-dir" {
-				args[j] = filepath.Join(dir, args[j])
-			}
-		}
-		if i == 0 {
-			// The test's own metrics listener, not the default port.
-			args = append(args, "--metrics-addr", "127.0.0.1:0")
-		}
-		testutil.Start(t, testutil.StartOptions{DataDir: filepath.Join(dir, "unused"), Args: args})
-	}
 	var all strings.Builder
-	deadline := time.Now().Add(60 * time.Second)
-	for _, l := range cmds {
+	started := 0
+	for _, l := range lines {
+		if strings.HasPrefix(l, "./mqgate serve ") {
+			args := strings.Fields(strings.TrimSuffix(strings.TrimSpace(strings.TrimPrefix(rewrite(l), "./mqgate serve ")), "&"))
+			for j := range args {
+				if args[j] == `""` {
+					args[j] = ""
+				}
+				if j > 0 && args[j-1] == "--data-dir" {
+					args[j] = filepath.Join(dir, args[j])
+				}
+			}
+			if started == 0 {
+				// The test's own metrics listener, not the default port.
+				args = append(args, "--metrics-addr", "127.0.0.1:0")
+			}
+			started++
+			testutil.Start(t, testutil.StartOptions{DataDir: filepath.Join(dir, "unused"), Args: args})
+			continue
+		}
 		line := strings.Replace(rewrite(l), "./mqgate ", testutil.Binary(t)+" ", 1)
+		deadline := time.Now().Add(60 * time.Second)
 		for {
 			cmd := exec.Command("sh", "-c", line)
 			var out, errb bytes.Buffer
@@ -79,14 +87,13 @@ func TestReadmeCluster(t *testing.T) {
 				all.WriteString(out.String())
 				break
 			}
-			// The members elect a leader right after they start.
 			if time.Now().After(deadline) {
 				t.Fatalf("README command %q: %v\nstdout: %s\nstderr: %s", l, err, out.String(), errb.String())
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
 	}
-	for _, want := range []string{"leader: ", "sent message ", `"body":"Hello, cluster!"`} {
+	for _, want := range []string{"leader: ", "sent message ", `"body":"Hello, cluster!"`, "member 4 votes", "member 1 removed"} {
 		if !strings.Contains(all.String(), want) {
 			t.Errorf("README cluster commands' output lacks %q:\n%s", want, all.String())
 		}

@@ -16,6 +16,11 @@
 //	node.Stop(); rep.Close(ctx)
 //
 // ParsePeers reads the members from "1=host:port,2=host:port,...".
+// AddMember and RemoveMember (on the leader; DialAddMember and
+// DialRemoveMember through any member) change the group one member at a
+// time: a new member (Config.Join) joins as a learner and is promoted
+// once caught up; a removed one stops with ErrRemoved (membership.go).
+// Where each member is dialled is the address book's (members.go).
 //
 // Changes returns a channel closed at the next change of the leader this
 // node knows or of whether it leads; a listener that redirects clients
@@ -78,6 +83,9 @@
 //     answers FailedPrecondition naming the leader's id, an unknown
 //     member is InvalidArgument (DialTransfer, which retries once at the
 //     leader; `mqgate cluster transfer-leader`).
+//   - AddMember, BytesValue (JSON id and peer address) to Empty, and
+//     RemoveMember, UInt64Value to Empty: membership changes, answered
+//     by the leader (FailedPrecondition elsewhere, as above).
 //   - CopyStore, UInt64Value (the least index the copy must reach) to a
 //     stream of BytesValue: a Checkpoint as JSON, then the segments'
 //     bytes in 1 MiB chunks (copy.go).
