@@ -70,19 +70,7 @@ func TestClusterMemberCatchesUpFromCopy(t *testing.T) {
 	}
 	c := e2eutil.StartSimpleConsumer(t, e2eutil.Config(lag.grpc, cg), rmq.WithSimpleAwaitDuration(2*time.Second),
 		rmq.WithSimpleSubscriptionExpressions(map[string]*rmq.FilterExpression{topic: rmq.SUB_ALL}))
-	got := map[string]string{}
-	deadline := time.Now().Add(60 * time.Second)
-	for missingOf(acked, got) > 0 && time.Now().Before(deadline) {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		mvs, err := c.Receive(ctx, 32, 60*time.Second)
-		cancel()
-		if err != nil {
-			continue
-		}
-		for _, mv := range mvs {
-			got[mv.GetMessageId()] = string(mv.GetBody())
-		}
-	}
+	got := receiveAcked(c, acked, 60*time.Second, false)
 	if n := missingOf(acked, got); n > 0 {
 		t.Fatalf("%d of %d acknowledged sends missing when read through the member that caught up", n, len(acked))
 	}

@@ -338,22 +338,7 @@ func TestClusterKill9LeaderUnderSyncSends(t *testing.T) {
 	// Every acknowledged send is there.
 	c := e2eutil.StartSimpleConsumer(t, config(g, cg), rmq.WithSimpleAwaitDuration(2*time.Second),
 		rmq.WithSimpleSubscriptionExpressions(map[string]*rmq.FilterExpression{topic: rmq.SUB_ALL}))
-	got := map[string]string{}
-	deadline := time.Now().Add(120 * time.Second)
-	for missingOf(acked, got) > 0 && time.Now().Before(deadline) {
-		rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
-		mvs, err := c.Receive(rctx, 32, 60*time.Second)
-		rcancel()
-		if err != nil {
-			continue
-		}
-		for _, mv := range mvs {
-			got[mv.GetMessageId()] = string(mv.GetBody())
-			actx, acancel := context.WithTimeout(context.Background(), 10*time.Second)
-			_ = c.Ack(actx, mv)
-			acancel()
-		}
-	}
+	got := receiveAcked(c, acked, 120*time.Second, true)
 	if n := missingOf(acked, got); n > 0 {
 		t.Fatalf("%d of %d acknowledged sends are missing after %d leader kills", n, len(acked), rounds)
 	}
@@ -364,6 +349,31 @@ func TestClusterKill9LeaderUnderSyncSends(t *testing.T) {
 	}
 	g.stopAll()
 	g.sameLogs()
+}
+
+// receiveAcked receives with c until every message of acked (id → body)
+// came or d passes, and returns what came (id → body); with ack, each
+// delivery is acknowledged.
+func receiveAcked(c rmq.SimpleConsumer, acked map[string]string, d time.Duration, ack bool) map[string]string {
+	got := map[string]string{}
+	deadline := time.Now().Add(d)
+	for missingOf(acked, got) > 0 && time.Now().Before(deadline) {
+		rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
+		mvs, err := c.Receive(rctx, 32, 60*time.Second)
+		rcancel()
+		if err != nil {
+			continue
+		}
+		for _, mv := range mvs {
+			got[mv.GetMessageId()] = string(mv.GetBody())
+			if ack {
+				actx, acancel := context.WithTimeout(context.Background(), 10*time.Second)
+				_ = c.Ack(actx, mv)
+				acancel()
+			}
+		}
+	}
+	return got
 }
 
 func missingOf(acked, got map[string]string) int {

@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -126,19 +125,7 @@ func TestClusterMembershipUnderLoad(t *testing.T) {
 
 	c := e2eutil.StartSimpleConsumer(t, e2eutil.Config(m5.grpc, cg), rmq.WithSimpleAwaitDuration(2*time.Second),
 		rmq.WithSimpleSubscriptionExpressions(map[string]*rmq.FilterExpression{topic: rmq.SUB_ALL}))
-	got := map[string]string{}
-	deadline := time.Now().Add(120 * time.Second)
-	for missingOf(acked, got) > 0 && time.Now().Before(deadline) {
-		rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
-		mvs, err := c.Receive(rctx, 32, 60*time.Second)
-		rcancel()
-		if err != nil {
-			continue
-		}
-		for _, mv := range mvs {
-			got[mv.GetMessageId()] = string(mv.GetBody())
-		}
-	}
+	got := receiveAcked(c, acked, 120*time.Second, false)
 	if n := missingOf(acked, got); n > 0 {
 		t.Fatalf("%d of %d acknowledged sends missing after the membership changes", n, len(acked))
 	}
