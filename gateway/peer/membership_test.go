@@ -231,3 +231,78 @@ func TestDialMembership(t *testing.T) {
 	}
 	appendN(t, c.leader(), 0, 20)
 }
+
+// A member restarted with --peers that predate an added member still
+// dials it: the address came with the change that added it and was kept
+// in the members file.
+func TestAddedMemberAddressKept(t *testing.T) {
+	// The raft logs are compacted past the change that added member 4.
+	c := newTestClusterWith(t, 3, testCluster{persist: 8, snap: 64, timeout: 3 * time.Second})
+	l := c.leader()
+	appendN(t, l, 0, 20)
+	c.join(4)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := l.node.AddMember(ctx, 4, c.addrs[4]); err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, l, 20, 300)
+	var x, y uint64
+	for _, id := range []uint64{1, 2, 3} {
+		switch {
+		case id == l.id:
+		case x == 0:
+			x = id
+		default:
+			y = id
+		}
+	}
+	c.converged(l.rep.Applied())
+	c.kill(x)
+	all := c.addrs
+	c.addrs = maps.Clone(all)
+	delete(c.addrs, 4)
+	c.restart(x)
+	c.addrs = all
+	c.converged(l.rep.Applied()) // x has applied the changes again
+	c.kill(y)
+	// Four voters, one down: x leading needs the old leader and member 4.
+	if err := l.node.TransferLeadership(ctx, x); err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, c.members[x], 300, 320)
+	if got := c.members[x].node.book.addr(4); got != all[4] {
+		t.Fatalf("member %d dials member 4 at %q, want %q", x, got, all[4])
+	}
+}
+
+func FuzzMembersBook(f *testing.F) {
+	f.Add([]byte(`{"index":7,"addrs":{"1":"127.0.0.1:7001","4":"10.0.0.4:7001"},"removed":[2]}`))
+	f.Add([]byte(`{}`))
+	f.Add([]byte(`{"index":1,"addrs":null}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		b := &book{path: filepath.Join(t.TempDir(), "members.json"), addrs: map[uint64]string{}, removed: map[uint64]bool{}}
+		if err := b.restore(data); err != nil {
+			return
+		}
+		f1 := b.file()
+		reopened, err := openBook(b.path, nil)
+		if f1.Index == 0 {
+			return // nothing newer than an empty book: not saved
+		}
+		if err != nil {
+			t.Fatalf("a saved book does not open: %v", err)
+		}
+		if f2 := reopened.file(); f2.Index != f1.Index || !maps.Equal(f2.Addrs, f1.Addrs) || !slices.Equal(f2.Removed, f1.Removed) {
+			t.Fatalf("book %+v saved and read back as %+v", f1, f2)
+		}
+		for id := range f1.Addrs {
+			if b.isRemoved(id) {
+				continue
+			}
+			if b.dialable(0)[id] != f1.Addrs[id] {
+				t.Fatalf("member %d not dialled at its address", id)
+			}
+		}
+	})
+}
