@@ -311,19 +311,47 @@ func UnusedAddr(t testing.TB) string {
 	return addr
 }
 
-var stableAddrs sync.Map // addresses StableAddr handed out
+var (
+	stableAddrs sync.Map // addresses StableAddr handed out
+	portLocksMu sync.Mutex
+	portLocks   []*os.File // held open (and locked) until the process exits
+)
+
+// lockPort takes the lock file of port for this process; false when
+// another process holds it.
+func lockPort(port int) bool {
+	f, err := os.OpenFile(filepath.Join(os.TempDir(), fmt.Sprintf("mqgate-test-port-%d.lock", port)), os.O_CREATE|os.O_RDWR, 0o666)
+	if err != nil {
+		return true // no lock to be had: the bind check alone decides
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return false
+	}
+	portLocksMu.Lock()
+	portLocks = append(portLocks, f)
+	portLocksMu.Unlock()
+	return true
+}
 
 // StableAddr returns a loopback "host:port" nothing listens on, for a
 // process that must find the same port free again after a restart. The
 // port is picked below the kernel's ephemeral range (32768 and up on
 // Linux), which neither port-0 listeners nor outgoing connections are
-// given, so no other test takes it between the check and the bind.
+// given, so no other test takes it between the check and the bind. Test
+// processes running at once (go test runs packages side by side) do
+// not hand out the same port either: each holds a lock file per port it
+// handed out, in the temporary directory, until it exits.
 func StableAddr(t testing.TB) string {
 	t.Helper()
 	for range 1000 {
-		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(20000+rand.IntN(12000)))
+		port := 20000 + rand.IntN(12000)
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 		if _, taken := stableAddrs.LoadOrStore(addr, true); taken {
 			continue // handed out already in this test process
+		}
+		if !lockPort(port) {
+			continue // handed out by another test process still running
 		}
 		l, err := net.Listen("tcp", addr)
 		if err != nil {
