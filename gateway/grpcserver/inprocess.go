@@ -144,9 +144,12 @@ func (c inProcessConn) Invoke(ctx context.Context, method string, args, reply an
 		}
 		err = st.Err()
 	}
+	var n int // the response's size, sized once
+	if err == nil {
+		n = proto.Size(resp)
+	}
 	if sh != nil {
 		if err == nil {
-			n := proto.Size(resp)
 			sh.HandleRPC(sctx, &stats.OutPayload{Payload: resp, Length: n, WireLength: n + 5, SentTime: time.Now()})
 		}
 		sh.HandleRPC(sctx, &stats.End{BeginTime: begin, EndTime: time.Now(), Error: err})
@@ -159,7 +162,7 @@ func (c inProcessConn) Invoke(ctx context.Context, method string, args, reply an
 	if err != nil {
 		return err
 	}
-	if n := proto.Size(resp); n > maxInProcessMsg {
+	if n > maxInProcessMsg {
 		return status.Errorf(codes.ResourceExhausted, "grpc: received message larger than max (%d vs. %d)", n, maxInProcessMsg)
 	}
 	move(out, resp)
