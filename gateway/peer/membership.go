@@ -11,6 +11,8 @@ import (
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 	"go.etcd.io/raft/v3/tracker"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // Membership changes. A member joins as a learner (it receives the log,
@@ -48,6 +50,11 @@ func (n *Node) setMembership(c tracker.Config) {
 	slices.Sort(m.Voters)
 	slices.Sort(m.Learners)
 	n.members.Store(m)
+}
+
+// includes reports whether member id is a voter or a learner.
+func (m Membership) includes(id uint64) bool {
+	return slices.Contains(m.Voters, id) || slices.Contains(m.Learners, id)
 }
 
 type role int
@@ -151,6 +158,9 @@ func (n *Node) AddMember(ctx context.Context, id uint64, addr string) error {
 		return &raftpb.ConfChangeV2{Changes: []*raftpb.ConfChangeSingle{{Type: t.Enum(), NodeId: new(id)}}, Context: pctx}
 	}
 	if r == roleNone {
+		if err := n.probeNew(ctx, id, addr); err != nil {
+			return err
+		}
 		if err := n.change(ctx, id, roleLearner, add(raftpb.ConfChangeType_ConfChangeAddLearnerNode)); err != nil {
 			return err
 		}
@@ -165,6 +175,38 @@ func (n *Node) AddMember(ctx context.Context, id uint64, addr string) error {
 	n.logger.Info("peer: promoted a learner to voter", "member", id)
 	return nil
 }
+
+// probeNew asks the member at addr, before it is added, who it is: it
+// must answer under this group's cluster id (and peer token) as member
+// id, and know no leader (a member started with Config.Join that no
+// group has added). A wrong address, or a member of another group, is
+// refused before the group's configuration changes.
+func (n *Node) probeNew(ctx context.Context, id uint64, addr string) error {
+	conn, err := dial(addr)
+	if err != nil {
+		return badRequest("peer: add member %d: %v", id, err)
+	}
+	defer conn.Close()
+	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	a, err := callInfo(WithToken(pctx, n.cfg.Token), conn, n.cfg.ClusterID)
+	switch {
+	case status.Code(err) == codes.PermissionDenied:
+		return badRequest("peer: add member %d: the member at %s belongs to another cluster: %v", id, addr, status.Convert(err).Message())
+	case status.Code(err) == codes.Unauthenticated:
+		return badRequest("peer: add member %d: the member at %s has another peer token", id, addr)
+	case err != nil:
+		return badRequest("peer: add member %d: no member answers at %s (start it with --join first): %v", id, addr, err)
+	case a.ID != id:
+		return badRequest("peer: add member %d: the member at %s is member %d", id, addr, a.ID)
+	case a.Leader != 0:
+		return badRequest("peer: add member %d: the member at %s already follows leader %d; start it on an empty data directory with --join", id, addr, a.Leader)
+	}
+	return nil
+}
+
+// probeTimeout bounds probeNew's call.
+const probeTimeout = 5 * time.Second
 
 // awaitCaughtUp waits until the leader replicates to member id and its
 // log reaches the leader's last index as of the call.

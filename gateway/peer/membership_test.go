@@ -8,6 +8,7 @@ import (
 	"net"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -305,4 +306,74 @@ func FuzzMembersBook(f *testing.F) {
 			}
 		}
 	})
+}
+
+// Before the configuration changes, the leader asks the member at the
+// given address who it is: a wrong address, a member of another cluster
+// and a member that already follows a leader are refused, and the group
+// is left as it was.
+func TestAddMemberProbesFirst(t *testing.T) {
+	c := newTestCluster(t, 3, 0)
+	l := c.leader()
+	c.join(4)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	refused := func(t *testing.T, id uint64, addr, want string) {
+		t.Helper()
+		err := l.node.AddMember(ctx, id, addr)
+		var bad *badRequestError
+		if !errors.As(err, &bad) || !strings.Contains(err.Error(), want) {
+			t.Fatalf("adding %d at %s: %v, want a bad request saying %q", id, addr, err, want)
+		}
+	}
+	refused(t, 5, c.addrs[4], "is member 4")
+	nobody, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := nobody.Addr().String()
+	nobody.Close()
+	refused(t, 5, gone, "no member answers")
+	// A group of its own under the same cluster id: its member 4 follows
+	// its own leader.
+	other := newTestCluster(t, 4, 0)
+	other.leader()
+	other.waitFor("member 4 of the other group to know its leader", func() bool { return other.members[4].node.lead.Load() != 0 })
+	refused(t, 4, other.addrs[4], "already follows leader")
+	t.Run("another cluster", func(t *testing.T) {
+		another := newTestCluster(t, 1, 0)
+		refused(t, 4, another.addrs[1], "belongs to another cluster")
+	})
+	if m := l.node.Members(); len(m.Learners) != 0 || !slices.Equal(m.Voters, []uint64{1, 2, 3}) {
+		t.Fatalf("members after refused adds: %+v", m)
+	}
+	if err := l.node.AddMember(ctx, 4, c.addrs[4]); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A transfer raft abandons (its member was down for longer than an
+// election timeout) is asked again until that member leads.
+func TestTransferLeadershipAsksAgain(t *testing.T) {
+	c := newTestCluster(t, 3, 0)
+	l := c.leader()
+	var to uint64
+	for id := range c.members {
+		if id != l.id {
+			to = id
+			break
+		}
+	}
+	c.kill(to)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- l.node.TransferLeadership(ctx, to) }()
+	c.waitFor("the transfer to be asked again", func() bool { return l.node.transferAsks.Load() > 0 })
+	c.restart(to)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	c.waitFor(fmt.Sprintf("member %d to lead", to), func() bool { return c.members[to].node.IsLeader() })
 }

@@ -112,13 +112,16 @@ type Node struct {
 	stopc   chan struct{}
 	done    chan struct{}
 
-	purged   <-chan struct{} // closed when the WAL purger has stopped
-	lead     atomic.Uint64
-	isLeader atomic.Bool
-	failed   atomic.Pointer[error]
-	snapIdx  uint64
-	stopOnce sync.Once
-	halt     error // set by a call on the raft loop: the loop stops with it
+	purged <-chan struct{} // closed when the WAL purger has stopped
+	lead   atomic.Uint64
+	// transferAsks counts the leadership transfers asked again after
+	// raft abandoned them (TransferLeadership).
+	transferAsks atomic.Int64
+	isLeader     atomic.Bool
+	failed       atomic.Pointer[error]
+	snapIdx      uint64
+	stopOnce     sync.Once
+	halt         error // set by a call on the raft loop: the loop stops with it
 
 	members atomic.Pointer[Membership]
 	// holds: raft loop only. A member sent a snapshot at an index is
@@ -224,7 +227,39 @@ func Start(cfg Config, app Applier) (*Node, error) {
 		}
 	}()
 	go n.run()
+	if cfg.Join && !n.Members().includes(cfg.NodeID) {
+		go n.awaitAdded()
+	}
 	return n, nil
+}
+
+// joinReminder is how often a member started with Join says again that
+// no member has added it yet.
+const joinReminder = 30 * time.Second
+
+// awaitAdded logs, until the group adds this member (or the node stops),
+// that it waits to be added and how to add it, so that a member nobody
+// added does not wait in silence.
+func (n *Node) awaitAdded() {
+	t := time.NewTicker(n.cfg.TickInterval * 10)
+	defer t.Stop()
+	var said time.Time
+	for {
+		if n.Members().includes(n.cfg.NodeID) || n.lead.Load() != 0 {
+			n.logger.Info("peer: added to the group", "member", n.cfg.NodeID)
+			return
+		}
+		if time.Since(said) >= joinReminder {
+			said = time.Now()
+			n.logger.Warn("peer: waiting to be added to a group; on a running member run: mqgate cluster add-node --node-id ID --node-peer ADDR",
+				"member", n.cfg.NodeID, "peer", n.cfg.Peers[n.cfg.NodeID], "cluster", n.cfg.ClusterID)
+		}
+		select {
+		case <-t.C:
+		case <-n.done:
+			return
+		}
+	}
 }
 
 // openWAL opens the WAL and loads it into the memory storage; it reports

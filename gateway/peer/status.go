@@ -115,6 +115,26 @@ func (n *Node) TransferLeadership(ctx context.Context, to uint64) error {
 		case <-ctx.Done():
 			return fmt.Errorf("peer: leadership not transferred to %d: %w", to, ctx.Err())
 		}
+		// Raft abandons a transfer that member to has not completed
+		// within an election timeout (it was behind, or did not hear the
+		// request); while this member still leads, ask again.
+		var other uint64
+		if derr := n.do(ctx, func() {
+			bs := n.rn.BasicStatus()
+			switch {
+			case bs.RaftState == raft.StateLeader && bs.LeadTransferee == 0:
+				n.logger.Info("peer: leadership transfer abandoned; asking again", "to", to)
+				n.transferAsks.Add(1)
+				n.rn.TransferLeader(to)
+			case bs.RaftState != raft.StateLeader && bs.Lead != 0 && bs.Lead != to:
+				other = bs.Lead
+			}
+		}); derr != nil {
+			return derr
+		}
+		if other != 0 {
+			return fmt.Errorf("peer: leadership went to member %d, not %d", other, to)
+		}
 	}
 	return nil
 }
