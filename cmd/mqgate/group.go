@@ -16,6 +16,8 @@ const groupUsage = `Usage:
   mqgate group describe NAME
   mqgate group delete NAME
   mqgate group reset-offset NAME --topic TOPIC [--queue N] (--to-time TIME | --to earliest|latest | --to-offset OFFSET)
+  mqgate group dead-letters NAME [--max N]
+  mqgate group redrive NAME [--max N]
 
 reset-offset moves the group's position in TOPIC on every queue, or only
 on queue N: --to-time to the first message stored at or after TIME
@@ -25,6 +27,12 @@ the backlog), --to-offset (with --queue) to that offset of the queue (skip
 a message that cannot be consumed, or replay from one). Messages the
 group has in flight in the queues moved are dropped. Connected classic
 (remoting) consumers of the group are sent the new offsets.
+
+dead-letters lists the group's pending dead letters (messages that used up
+their delivery attempts, in %DLQ%NAME), oldest first (--max, default 32, at
+most 256). redrive sends them back to the topics they were consumed from,
+as new messages with their id, keys, tag, properties and body and a fresh
+delivery count: every pending one, or the oldest --max.
 
 Every command talks to a running mqgate and takes:
   --server HOST:PORT   its gRPC port (default 127.0.0.1:8081)
@@ -45,13 +53,14 @@ type groupCommand struct {
 	maxAttempts int32
 	retry       string      // "", "customized" or "exponential"
 	reset       resetTarget // reset-offset
+	max         int         // dead-letters, redrive (0: the default)
 	client      clientFlags
 }
 
 func parseGroupArgs(args []string) (groupCommand, error) {
 	var gc groupCommand
 	if len(args) == 0 {
-		return gc, usageErr("missing subcommand (create, list, describe, delete or reset-offset)")
+		return gc, usageErr("missing subcommand (create, list, describe, delete, reset-offset, dead-letters or redrive)")
 	}
 	gc.sub = args[0]
 	fs := newFlagSet("mqgate group " + gc.sub)
@@ -70,11 +79,15 @@ func parseGroupArgs(args []string) (groupCommand, error) {
 		fs.StringVar(&to, "to", "", "earliest (replay what is stored) or latest (skip the backlog)")
 		fs.StringVar(&toOffset, "to-offset", "", "move queue --queue to this offset")
 		fs.IntVar(&queue, "queue", -1, "move only this queue (required with --to-offset)")
+	case "dead-letters":
+		fs.IntVar(&gc.max, "max", 0, "list at most this many (default 32, at most 256)")
+	case "redrive":
+		fs.IntVar(&gc.max, "max", 0, "redrive at most this many, oldest first (default: every pending one)")
 	case "list", "describe", "delete":
 	case "help", "-h", "--help":
 		return gc, flag.ErrHelp
 	default:
-		return gc, usageErr("unknown subcommand %q (want create, list, describe, delete or reset-offset)", gc.sub)
+		return gc, usageErr("unknown subcommand %q (want create, list, describe, delete, reset-offset, dead-letters or redrive)", gc.sub)
 	}
 	name, err := resourceName(fs, args[1:], "group", gc.sub)
 	if err != nil {
@@ -92,6 +105,12 @@ func parseGroupArgs(args []string) (groupCommand, error) {
 		default:
 			return gc, usageErr("--retry %q: want customized or exponential", gc.retry)
 		}
+	}
+	if gc.sub == "dead-letters" && (gc.max < 0 || gc.max > maxDeadLetters) {
+		return gc, usageErr("--max %d: want 1 to %d", gc.max, maxDeadLetters)
+	}
+	if gc.sub == "redrive" && gc.max < 0 {
+		return gc, usageErr("--max %d: want a positive number", gc.max)
 	}
 	if gc.sub == "reset-offset" {
 		if gc.reset, err = parseResetTarget(topic, toTime, to, toOffset, queue); err != nil {
@@ -142,6 +161,20 @@ func groupCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			fmt.Fprintf(stdout, "deleted group %s\n", gc.name)
 		case "reset-offset":
 			return resetOffset(ctx, a, gc.name, gc.reset, stdout) // resetoffset.go: one line per queue
+		case "dead-letters":
+			resp, err := callAdmin(ctx, a, adminv1.AdminServiceClient.ListDeadLetters, &adminv1.ListDeadLettersRequest{Group: gc.name, Max: int32(gc.max)})
+			if err != nil {
+				return err
+			}
+			if gc.client.json {
+				return printJSON(stdout, resp)
+			}
+			fmt.Fprintf(stdout, "%d pending in %s\n", resp.GetPending(), resp.GetTopic())
+			if len(resp.GetMessages()) > 0 {
+				printStoredMessages(stdout, resp.GetMessages())
+			}
+		case "redrive":
+			return redrive(ctx, a, gc.name, gc.max, gc.client.json, stdout)
 		}
 		return nil
 	})
@@ -158,4 +191,52 @@ func printGroups(w io.Writer, gs []*adminv1.Group) {
 		fmt.Fprintf(tw, "%s\t%t\t%d\t%s\t%s\n", g.GetName(), g.GetFifo(), g.GetMaxDeliveryAttempts(), g.GetRetryPolicy(), formatTime(g.GetCreateTime()))
 	}
 	_ = tw.Flush()
+}
+
+// maxDeadLetters is the most dead letters one ListDeadLetters or
+// RedriveDeadLetters call handles.
+const maxDeadLetters = 256
+
+// redrive sends the group's pending dead letters back to their topics,
+// at most max of them (0: all), in calls of at most maxDeadLetters. It
+// stops when none is pending, or when a call redrives nothing (a failed
+// send answers its error).
+func redrive(ctx context.Context, a *adminConn, group string, max int, asJSON bool, stdout io.Writer) error {
+	out := &adminv1.RedriveDeadLettersResponse{}
+	for {
+		n := maxDeadLetters
+		if max > 0 {
+			n = min(n, max-len(out.Redriven))
+		}
+		resp, err := callAdmin(ctx, a, adminv1.AdminServiceClient.RedriveDeadLetters, &adminv1.RedriveDeadLettersRequest{Group: group, Max: int32(n)})
+		if err != nil {
+			if len(out.Redriven) > 0 {
+				return fmt.Errorf("after redriving %d dead letters: %w", len(out.Redriven), err)
+			}
+			return err
+		}
+		if max == 0 {
+			// What was pending at the start, so that dead letters that
+			// fail again meanwhile do not keep the loop going.
+			max = len(resp.GetRedriven()) + int(resp.GetPending())
+		}
+		out.Redriven = append(out.Redriven, resp.GetRedriven()...)
+		out.Pending = resp.GetPending()
+		if out.Pending == 0 || len(resp.GetRedriven()) == 0 || (max > 0 && len(out.Redriven) >= max) {
+			break
+		}
+	}
+	if asJSON {
+		return printJSON(stdout, out)
+	}
+	fmt.Fprintf(stdout, "redrove %d dead letters of group %s, %d still pending\n", len(out.Redriven), group, out.Pending)
+	if len(out.Redriven) > 0 {
+		tw := newTable(stdout)
+		fmt.Fprintln(tw, "MESSAGE ID\tTOPIC\tQUEUE\tOFFSET")
+		for _, m := range out.Redriven {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\n", m.GetMessageId(), m.GetTopic(), m.GetQueueId(), m.GetQueueOffset())
+		}
+		_ = tw.Flush()
+	}
+	return nil
 }

@@ -29,6 +29,10 @@ type Broker interface {
 	DeleteGroup(ctx context.Context, name string) error
 	// ResetOffset moves a group's position in a topic (reset.go).
 	ResetOffset(ctx context.Context, req broker.ResetOffsetRequest) ([]broker.QueueReset, error)
+	// DeadLetters and RedriveDeadLetters list and redrive a group's dead
+	// letters (deadletter.go).
+	DeadLetters(ctx context.Context, group string, max int) (broker.DeadLetterPage, error)
+	RedriveDeadLetters(ctx context.Context, group string, max int) (broker.RedriveResult, error)
 	Inspector
 }
 

@@ -28,6 +28,9 @@ type fakeBroker struct {
 	moved    []broker.QueueReset
 	resetErr error
 
+	// RedriveDeadLetters answers redriven and errInternal.
+	redriven broker.RedriveResult
+
 	Inspector // nil: inspect_test.go runs those RPCs over a real broker
 }
 
@@ -90,6 +93,13 @@ func (f *fakeBroker) DeleteGroup(context.Context, string) error         { return
 func (f *fakeBroker) ResetOffset(_ context.Context, r broker.ResetOffsetRequest) ([]broker.QueueReset, error) {
 	f.reset, f.resets = r, f.resets+1
 	return f.moved, f.resetErr
+}
+
+func (f *fakeBroker) DeadLetters(context.Context, string, int) (broker.DeadLetterPage, error) {
+	return broker.DeadLetterPage{}, errInternal
+}
+func (f *fakeBroker) RedriveDeadLetters(context.Context, string, int) (broker.RedriveResult, error) {
+	return f.redriven, errInternal
 }
 
 var errInternal = mqerr.Errorf(mqerr.KindStoreUnavailable, "store closed")

@@ -2122,6 +2122,308 @@ func (x *QueueReset) GetOffset() int64 {
 	return 0
 }
 
+// Asks for a group's pending dead letters.
+type ListDeadLettersRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Consumer group.
+	Group string `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	// Most dead letters to return; 0 means 32, at most 256.
+	Max           int32 `protobuf:"varint,2,opt,name=max,proto3" json:"max,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListDeadLettersRequest) Reset() {
+	*x = ListDeadLettersRequest{}
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListDeadLettersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListDeadLettersRequest) ProtoMessage() {}
+
+func (x *ListDeadLettersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListDeadLettersRequest.ProtoReflect.Descriptor instead.
+func (*ListDeadLettersRequest) Descriptor() ([]byte, []int) {
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *ListDeadLettersRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *ListDeadLettersRequest) GetMax() int32 {
+	if x != nil {
+		return x.Max
+	}
+	return 0
+}
+
+// Result of ListDeadLetters.
+type ListDeadLettersResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The group's dead-letter topic (%DLQ%<group>).
+	Topic string `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	// Dead letters not redriven yet.
+	Pending int64 `protobuf:"varint,2,opt,name=pending,proto3" json:"pending,omitempty"`
+	// The oldest pending dead letters, oldest first.
+	Messages      []*StoredMessage `protobuf:"bytes,3,rep,name=messages,proto3" json:"messages,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListDeadLettersResponse) Reset() {
+	*x = ListDeadLettersResponse{}
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListDeadLettersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListDeadLettersResponse) ProtoMessage() {}
+
+func (x *ListDeadLettersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListDeadLettersResponse.ProtoReflect.Descriptor instead.
+func (*ListDeadLettersResponse) Descriptor() ([]byte, []int) {
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *ListDeadLettersResponse) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *ListDeadLettersResponse) GetPending() int64 {
+	if x != nil {
+		return x.Pending
+	}
+	return 0
+}
+
+func (x *ListDeadLettersResponse) GetMessages() []*StoredMessage {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
+
+// Asks to send a group's oldest pending dead letters back to their topics.
+type RedriveDeadLettersRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Consumer group.
+	Group string `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	// Most dead letters to redrive; 0 means 32, at most 256.
+	Max           int32 `protobuf:"varint,2,opt,name=max,proto3" json:"max,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RedriveDeadLettersRequest) Reset() {
+	*x = RedriveDeadLettersRequest{}
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RedriveDeadLettersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RedriveDeadLettersRequest) ProtoMessage() {}
+
+func (x *RedriveDeadLettersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RedriveDeadLettersRequest.ProtoReflect.Descriptor instead.
+func (*RedriveDeadLettersRequest) Descriptor() ([]byte, []int) {
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *RedriveDeadLettersRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *RedriveDeadLettersRequest) GetMax() int32 {
+	if x != nil {
+		return x.Max
+	}
+	return 0
+}
+
+// Result of RedriveDeadLetters.
+type RedriveDeadLettersResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The dead letters sent back, oldest first.
+	Redriven []*RedrivenMessage `protobuf:"bytes,1,rep,name=redriven,proto3" json:"redriven,omitempty"`
+	// Dead letters left after this call.
+	Pending       int64 `protobuf:"varint,2,opt,name=pending,proto3" json:"pending,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RedriveDeadLettersResponse) Reset() {
+	*x = RedriveDeadLettersResponse{}
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RedriveDeadLettersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RedriveDeadLettersResponse) ProtoMessage() {}
+
+func (x *RedriveDeadLettersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RedriveDeadLettersResponse.ProtoReflect.Descriptor instead.
+func (*RedriveDeadLettersResponse) Descriptor() ([]byte, []int) {
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *RedriveDeadLettersResponse) GetRedriven() []*RedrivenMessage {
+	if x != nil {
+		return x.Redriven
+	}
+	return nil
+}
+
+func (x *RedriveDeadLettersResponse) GetPending() int64 {
+	if x != nil {
+		return x.Pending
+	}
+	return 0
+}
+
+// A dead letter sent back to its topic: the new message stored there.
+type RedrivenMessage struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Message id (the dead letter's original id).
+	MessageId string `protobuf:"bytes,1,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	// The topic it was consumed from, where it is stored again.
+	Topic string `protobuf:"bytes,2,opt,name=topic,proto3" json:"topic,omitempty"`
+	// Queue id in that topic.
+	QueueId int32 `protobuf:"varint,3,opt,name=queue_id,json=queueId,proto3" json:"queue_id,omitempty"`
+	// Queue offset in that queue.
+	QueueOffset   int64 `protobuf:"varint,4,opt,name=queue_offset,json=queueOffset,proto3" json:"queue_offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RedrivenMessage) Reset() {
+	*x = RedrivenMessage{}
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RedrivenMessage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RedrivenMessage) ProtoMessage() {}
+
+func (x *RedrivenMessage) ProtoReflect() protoreflect.Message {
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RedrivenMessage.ProtoReflect.Descriptor instead.
+func (*RedrivenMessage) Descriptor() ([]byte, []int) {
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *RedrivenMessage) GetMessageId() string {
+	if x != nil {
+		return x.MessageId
+	}
+	return ""
+}
+
+func (x *RedrivenMessage) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *RedrivenMessage) GetQueueId() int32 {
+	if x != nil {
+		return x.QueueId
+	}
+	return 0
+}
+
+func (x *RedrivenMessage) GetQueueOffset() int64 {
+	if x != nil {
+		return x.QueueOffset
+	}
+	return 0
+}
+
 var File_mqgate_admin_v1_admin_proto protoreflect.FileDescriptor
 
 const file_mqgate_admin_v1_admin_proto_rawDesc = "" +
@@ -2265,11 +2567,31 @@ const file_mqgate_admin_v1_admin_proto_rawDesc = "" +
 	"QueueReset\x12\x19\n" +
 	"\bqueue_id\x18\x01 \x01(\x05R\aqueueId\x12'\n" +
 	"\x0fprevious_offset\x18\x02 \x01(\x03R\x0epreviousOffset\x12\x16\n" +
-	"\x06offset\x18\x03 \x01(\x03R\x06offset*g\n" +
+	"\x06offset\x18\x03 \x01(\x03R\x06offset\"@\n" +
+	"\x16ListDeadLettersRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x10\n" +
+	"\x03max\x18\x02 \x01(\x05R\x03max\"\x85\x01\n" +
+	"\x17ListDeadLettersResponse\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x18\n" +
+	"\apending\x18\x02 \x01(\x03R\apending\x12:\n" +
+	"\bmessages\x18\x03 \x03(\v2\x1e.mqgate.admin.v1.StoredMessageR\bmessages\"C\n" +
+	"\x19RedriveDeadLettersRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x10\n" +
+	"\x03max\x18\x02 \x01(\x05R\x03max\"t\n" +
+	"\x1aRedriveDeadLettersResponse\x12<\n" +
+	"\bredriven\x18\x01 \x03(\v2 .mqgate.admin.v1.RedrivenMessageR\bredriven\x12\x18\n" +
+	"\apending\x18\x02 \x01(\x03R\apending\"\x84\x01\n" +
+	"\x0fRedrivenMessage\x12\x1d\n" +
+	"\n" +
+	"message_id\x18\x01 \x01(\tR\tmessageId\x12\x14\n" +
+	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x19\n" +
+	"\bqueue_id\x18\x03 \x01(\x05R\aqueueId\x12!\n" +
+	"\fqueue_offset\x18\x04 \x01(\x03R\vqueueOffset*g\n" +
 	"\rResetPosition\x12\x1e\n" +
 	"\x1aRESET_POSITION_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17RESET_POSITION_EARLIEST\x10\x01\x12\x19\n" +
-	"\x15RESET_POSITION_LATEST\x10\x022\xc0\b\n" +
+	"\x15RESET_POSITION_LATEST\x10\x022\x95\n" +
+	"\n" +
 	"\fAdminService\x12X\n" +
 	"\vCreateTopic\x12#.mqgate.admin.v1.CreateTopicRequest\x1a$.mqgate.admin.v1.CreateTopicResponse\x12O\n" +
 	"\bGetTopic\x12 .mqgate.admin.v1.GetTopicRequest\x1a!.mqgate.admin.v1.GetTopicResponse\x12U\n" +
@@ -2284,7 +2606,9 @@ const file_mqgate_admin_v1_admin_proto_rawDesc = "" +
 	"\rDescribeTopic\x12%.mqgate.admin.v1.DescribeTopicRequest\x1a&.mqgate.admin.v1.DescribeTopicResponse\x12^\n" +
 	"\rDescribeGroup\x12%.mqgate.admin.v1.DescribeGroupRequest\x1a&.mqgate.admin.v1.DescribeGroupResponse\x12^\n" +
 	"\rLookupMessage\x12%.mqgate.admin.v1.LookupMessageRequest\x1a&.mqgate.admin.v1.LookupMessageResponse\x12X\n" +
-	"\vResetOffset\x12#.mqgate.admin.v1.ResetOffsetRequest\x1a$.mqgate.admin.v1.ResetOffsetResponseB6Z4github.com/mqgate/mqgate/gen/mqgate/admin/v1;adminv1b\x06proto3"
+	"\vResetOffset\x12#.mqgate.admin.v1.ResetOffsetRequest\x1a$.mqgate.admin.v1.ResetOffsetResponse\x12d\n" +
+	"\x0fListDeadLetters\x12'.mqgate.admin.v1.ListDeadLettersRequest\x1a(.mqgate.admin.v1.ListDeadLettersResponse\x12m\n" +
+	"\x12RedriveDeadLetters\x12*.mqgate.admin.v1.RedriveDeadLettersRequest\x1a+.mqgate.admin.v1.RedriveDeadLettersResponseB6Z4github.com/mqgate/mqgate/gen/mqgate/admin/v1;adminv1b\x06proto3"
 
 var (
 	file_mqgate_admin_v1_admin_proto_rawDescOnce sync.Once
@@ -2299,50 +2623,55 @@ func file_mqgate_admin_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_mqgate_admin_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_mqgate_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_mqgate_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_mqgate_admin_v1_admin_proto_goTypes = []any{
-	(ResetPosition)(0),            // 0: mqgate.admin.v1.ResetPosition
-	(*Topic)(nil),                 // 1: mqgate.admin.v1.Topic
-	(*CreateTopicRequest)(nil),    // 2: mqgate.admin.v1.CreateTopicRequest
-	(*CreateTopicResponse)(nil),   // 3: mqgate.admin.v1.CreateTopicResponse
-	(*GetTopicRequest)(nil),       // 4: mqgate.admin.v1.GetTopicRequest
-	(*GetTopicResponse)(nil),      // 5: mqgate.admin.v1.GetTopicResponse
-	(*ListTopicsRequest)(nil),     // 6: mqgate.admin.v1.ListTopicsRequest
-	(*ListTopicsResponse)(nil),    // 7: mqgate.admin.v1.ListTopicsResponse
-	(*DeleteTopicRequest)(nil),    // 8: mqgate.admin.v1.DeleteTopicRequest
-	(*DeleteTopicResponse)(nil),   // 9: mqgate.admin.v1.DeleteTopicResponse
-	(*Group)(nil),                 // 10: mqgate.admin.v1.Group
-	(*CreateGroupRequest)(nil),    // 11: mqgate.admin.v1.CreateGroupRequest
-	(*CreateGroupResponse)(nil),   // 12: mqgate.admin.v1.CreateGroupResponse
-	(*GetGroupRequest)(nil),       // 13: mqgate.admin.v1.GetGroupRequest
-	(*GetGroupResponse)(nil),      // 14: mqgate.admin.v1.GetGroupResponse
-	(*ListGroupsRequest)(nil),     // 15: mqgate.admin.v1.ListGroupsRequest
-	(*ListGroupsResponse)(nil),    // 16: mqgate.admin.v1.ListGroupsResponse
-	(*DeleteGroupRequest)(nil),    // 17: mqgate.admin.v1.DeleteGroupRequest
-	(*DeleteGroupResponse)(nil),   // 18: mqgate.admin.v1.DeleteGroupResponse
-	(*QueueOffsets)(nil),          // 19: mqgate.admin.v1.QueueOffsets
-	(*GroupQueueProgress)(nil),    // 20: mqgate.admin.v1.GroupQueueProgress
-	(*GroupTopicProgress)(nil),    // 21: mqgate.admin.v1.GroupTopicProgress
-	(*DescribeTopicRequest)(nil),  // 22: mqgate.admin.v1.DescribeTopicRequest
-	(*DescribeTopicResponse)(nil), // 23: mqgate.admin.v1.DescribeTopicResponse
-	(*DeadLetterQueue)(nil),       // 24: mqgate.admin.v1.DeadLetterQueue
-	(*DescribeGroupRequest)(nil),  // 25: mqgate.admin.v1.DescribeGroupRequest
-	(*DescribeGroupResponse)(nil), // 26: mqgate.admin.v1.DescribeGroupResponse
-	(*LookupMessageRequest)(nil),  // 27: mqgate.admin.v1.LookupMessageRequest
-	(*LookupMessageResponse)(nil), // 28: mqgate.admin.v1.LookupMessageResponse
-	(*StoredMessage)(nil),         // 29: mqgate.admin.v1.StoredMessage
-	(*ResetOffsetRequest)(nil),    // 30: mqgate.admin.v1.ResetOffsetRequest
-	(*ResetOffsetResponse)(nil),   // 31: mqgate.admin.v1.ResetOffsetResponse
-	(*QueueReset)(nil),            // 32: mqgate.admin.v1.QueueReset
-	nil,                           // 33: mqgate.admin.v1.StoredMessage.PropertiesEntry
-	(*timestamppb.Timestamp)(nil), // 34: google.protobuf.Timestamp
+	(ResetPosition)(0),                 // 0: mqgate.admin.v1.ResetPosition
+	(*Topic)(nil),                      // 1: mqgate.admin.v1.Topic
+	(*CreateTopicRequest)(nil),         // 2: mqgate.admin.v1.CreateTopicRequest
+	(*CreateTopicResponse)(nil),        // 3: mqgate.admin.v1.CreateTopicResponse
+	(*GetTopicRequest)(nil),            // 4: mqgate.admin.v1.GetTopicRequest
+	(*GetTopicResponse)(nil),           // 5: mqgate.admin.v1.GetTopicResponse
+	(*ListTopicsRequest)(nil),          // 6: mqgate.admin.v1.ListTopicsRequest
+	(*ListTopicsResponse)(nil),         // 7: mqgate.admin.v1.ListTopicsResponse
+	(*DeleteTopicRequest)(nil),         // 8: mqgate.admin.v1.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),        // 9: mqgate.admin.v1.DeleteTopicResponse
+	(*Group)(nil),                      // 10: mqgate.admin.v1.Group
+	(*CreateGroupRequest)(nil),         // 11: mqgate.admin.v1.CreateGroupRequest
+	(*CreateGroupResponse)(nil),        // 12: mqgate.admin.v1.CreateGroupResponse
+	(*GetGroupRequest)(nil),            // 13: mqgate.admin.v1.GetGroupRequest
+	(*GetGroupResponse)(nil),           // 14: mqgate.admin.v1.GetGroupResponse
+	(*ListGroupsRequest)(nil),          // 15: mqgate.admin.v1.ListGroupsRequest
+	(*ListGroupsResponse)(nil),         // 16: mqgate.admin.v1.ListGroupsResponse
+	(*DeleteGroupRequest)(nil),         // 17: mqgate.admin.v1.DeleteGroupRequest
+	(*DeleteGroupResponse)(nil),        // 18: mqgate.admin.v1.DeleteGroupResponse
+	(*QueueOffsets)(nil),               // 19: mqgate.admin.v1.QueueOffsets
+	(*GroupQueueProgress)(nil),         // 20: mqgate.admin.v1.GroupQueueProgress
+	(*GroupTopicProgress)(nil),         // 21: mqgate.admin.v1.GroupTopicProgress
+	(*DescribeTopicRequest)(nil),       // 22: mqgate.admin.v1.DescribeTopicRequest
+	(*DescribeTopicResponse)(nil),      // 23: mqgate.admin.v1.DescribeTopicResponse
+	(*DeadLetterQueue)(nil),            // 24: mqgate.admin.v1.DeadLetterQueue
+	(*DescribeGroupRequest)(nil),       // 25: mqgate.admin.v1.DescribeGroupRequest
+	(*DescribeGroupResponse)(nil),      // 26: mqgate.admin.v1.DescribeGroupResponse
+	(*LookupMessageRequest)(nil),       // 27: mqgate.admin.v1.LookupMessageRequest
+	(*LookupMessageResponse)(nil),      // 28: mqgate.admin.v1.LookupMessageResponse
+	(*StoredMessage)(nil),              // 29: mqgate.admin.v1.StoredMessage
+	(*ResetOffsetRequest)(nil),         // 30: mqgate.admin.v1.ResetOffsetRequest
+	(*ResetOffsetResponse)(nil),        // 31: mqgate.admin.v1.ResetOffsetResponse
+	(*QueueReset)(nil),                 // 32: mqgate.admin.v1.QueueReset
+	(*ListDeadLettersRequest)(nil),     // 33: mqgate.admin.v1.ListDeadLettersRequest
+	(*ListDeadLettersResponse)(nil),    // 34: mqgate.admin.v1.ListDeadLettersResponse
+	(*RedriveDeadLettersRequest)(nil),  // 35: mqgate.admin.v1.RedriveDeadLettersRequest
+	(*RedriveDeadLettersResponse)(nil), // 36: mqgate.admin.v1.RedriveDeadLettersResponse
+	(*RedrivenMessage)(nil),            // 37: mqgate.admin.v1.RedrivenMessage
+	nil,                                // 38: mqgate.admin.v1.StoredMessage.PropertiesEntry
+	(*timestamppb.Timestamp)(nil),      // 39: google.protobuf.Timestamp
 }
 var file_mqgate_admin_v1_admin_proto_depIdxs = []int32{
-	34, // 0: mqgate.admin.v1.Topic.create_time:type_name -> google.protobuf.Timestamp
+	39, // 0: mqgate.admin.v1.Topic.create_time:type_name -> google.protobuf.Timestamp
 	1,  // 1: mqgate.admin.v1.CreateTopicResponse.topic:type_name -> mqgate.admin.v1.Topic
 	1,  // 2: mqgate.admin.v1.GetTopicResponse.topic:type_name -> mqgate.admin.v1.Topic
 	1,  // 3: mqgate.admin.v1.ListTopicsResponse.topics:type_name -> mqgate.admin.v1.Topic
-	34, // 4: mqgate.admin.v1.Group.create_time:type_name -> google.protobuf.Timestamp
+	39, // 4: mqgate.admin.v1.Group.create_time:type_name -> google.protobuf.Timestamp
 	10, // 5: mqgate.admin.v1.CreateGroupResponse.group:type_name -> mqgate.admin.v1.Group
 	10, // 6: mqgate.admin.v1.GetGroupResponse.group:type_name -> mqgate.admin.v1.Group
 	10, // 7: mqgate.admin.v1.ListGroupsResponse.groups:type_name -> mqgate.admin.v1.Group
@@ -2354,42 +2683,48 @@ var file_mqgate_admin_v1_admin_proto_depIdxs = []int32{
 	21, // 13: mqgate.admin.v1.DescribeGroupResponse.topics:type_name -> mqgate.admin.v1.GroupTopicProgress
 	24, // 14: mqgate.admin.v1.DescribeGroupResponse.dead_letter_queue:type_name -> mqgate.admin.v1.DeadLetterQueue
 	29, // 15: mqgate.admin.v1.LookupMessageResponse.messages:type_name -> mqgate.admin.v1.StoredMessage
-	33, // 16: mqgate.admin.v1.StoredMessage.properties:type_name -> mqgate.admin.v1.StoredMessage.PropertiesEntry
-	34, // 17: mqgate.admin.v1.StoredMessage.delivery_time:type_name -> google.protobuf.Timestamp
-	34, // 18: mqgate.admin.v1.StoredMessage.born_time:type_name -> google.protobuf.Timestamp
-	34, // 19: mqgate.admin.v1.StoredMessage.store_time:type_name -> google.protobuf.Timestamp
-	34, // 20: mqgate.admin.v1.ResetOffsetRequest.time:type_name -> google.protobuf.Timestamp
+	38, // 16: mqgate.admin.v1.StoredMessage.properties:type_name -> mqgate.admin.v1.StoredMessage.PropertiesEntry
+	39, // 17: mqgate.admin.v1.StoredMessage.delivery_time:type_name -> google.protobuf.Timestamp
+	39, // 18: mqgate.admin.v1.StoredMessage.born_time:type_name -> google.protobuf.Timestamp
+	39, // 19: mqgate.admin.v1.StoredMessage.store_time:type_name -> google.protobuf.Timestamp
+	39, // 20: mqgate.admin.v1.ResetOffsetRequest.time:type_name -> google.protobuf.Timestamp
 	0,  // 21: mqgate.admin.v1.ResetOffsetRequest.position:type_name -> mqgate.admin.v1.ResetPosition
 	32, // 22: mqgate.admin.v1.ResetOffsetResponse.queues:type_name -> mqgate.admin.v1.QueueReset
-	2,  // 23: mqgate.admin.v1.AdminService.CreateTopic:input_type -> mqgate.admin.v1.CreateTopicRequest
-	4,  // 24: mqgate.admin.v1.AdminService.GetTopic:input_type -> mqgate.admin.v1.GetTopicRequest
-	6,  // 25: mqgate.admin.v1.AdminService.ListTopics:input_type -> mqgate.admin.v1.ListTopicsRequest
-	8,  // 26: mqgate.admin.v1.AdminService.DeleteTopic:input_type -> mqgate.admin.v1.DeleteTopicRequest
-	11, // 27: mqgate.admin.v1.AdminService.CreateGroup:input_type -> mqgate.admin.v1.CreateGroupRequest
-	13, // 28: mqgate.admin.v1.AdminService.GetGroup:input_type -> mqgate.admin.v1.GetGroupRequest
-	15, // 29: mqgate.admin.v1.AdminService.ListGroups:input_type -> mqgate.admin.v1.ListGroupsRequest
-	17, // 30: mqgate.admin.v1.AdminService.DeleteGroup:input_type -> mqgate.admin.v1.DeleteGroupRequest
-	22, // 31: mqgate.admin.v1.AdminService.DescribeTopic:input_type -> mqgate.admin.v1.DescribeTopicRequest
-	25, // 32: mqgate.admin.v1.AdminService.DescribeGroup:input_type -> mqgate.admin.v1.DescribeGroupRequest
-	27, // 33: mqgate.admin.v1.AdminService.LookupMessage:input_type -> mqgate.admin.v1.LookupMessageRequest
-	30, // 34: mqgate.admin.v1.AdminService.ResetOffset:input_type -> mqgate.admin.v1.ResetOffsetRequest
-	3,  // 35: mqgate.admin.v1.AdminService.CreateTopic:output_type -> mqgate.admin.v1.CreateTopicResponse
-	5,  // 36: mqgate.admin.v1.AdminService.GetTopic:output_type -> mqgate.admin.v1.GetTopicResponse
-	7,  // 37: mqgate.admin.v1.AdminService.ListTopics:output_type -> mqgate.admin.v1.ListTopicsResponse
-	9,  // 38: mqgate.admin.v1.AdminService.DeleteTopic:output_type -> mqgate.admin.v1.DeleteTopicResponse
-	12, // 39: mqgate.admin.v1.AdminService.CreateGroup:output_type -> mqgate.admin.v1.CreateGroupResponse
-	14, // 40: mqgate.admin.v1.AdminService.GetGroup:output_type -> mqgate.admin.v1.GetGroupResponse
-	16, // 41: mqgate.admin.v1.AdminService.ListGroups:output_type -> mqgate.admin.v1.ListGroupsResponse
-	18, // 42: mqgate.admin.v1.AdminService.DeleteGroup:output_type -> mqgate.admin.v1.DeleteGroupResponse
-	23, // 43: mqgate.admin.v1.AdminService.DescribeTopic:output_type -> mqgate.admin.v1.DescribeTopicResponse
-	26, // 44: mqgate.admin.v1.AdminService.DescribeGroup:output_type -> mqgate.admin.v1.DescribeGroupResponse
-	28, // 45: mqgate.admin.v1.AdminService.LookupMessage:output_type -> mqgate.admin.v1.LookupMessageResponse
-	31, // 46: mqgate.admin.v1.AdminService.ResetOffset:output_type -> mqgate.admin.v1.ResetOffsetResponse
-	35, // [35:47] is the sub-list for method output_type
-	23, // [23:35] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	29, // 23: mqgate.admin.v1.ListDeadLettersResponse.messages:type_name -> mqgate.admin.v1.StoredMessage
+	37, // 24: mqgate.admin.v1.RedriveDeadLettersResponse.redriven:type_name -> mqgate.admin.v1.RedrivenMessage
+	2,  // 25: mqgate.admin.v1.AdminService.CreateTopic:input_type -> mqgate.admin.v1.CreateTopicRequest
+	4,  // 26: mqgate.admin.v1.AdminService.GetTopic:input_type -> mqgate.admin.v1.GetTopicRequest
+	6,  // 27: mqgate.admin.v1.AdminService.ListTopics:input_type -> mqgate.admin.v1.ListTopicsRequest
+	8,  // 28: mqgate.admin.v1.AdminService.DeleteTopic:input_type -> mqgate.admin.v1.DeleteTopicRequest
+	11, // 29: mqgate.admin.v1.AdminService.CreateGroup:input_type -> mqgate.admin.v1.CreateGroupRequest
+	13, // 30: mqgate.admin.v1.AdminService.GetGroup:input_type -> mqgate.admin.v1.GetGroupRequest
+	15, // 31: mqgate.admin.v1.AdminService.ListGroups:input_type -> mqgate.admin.v1.ListGroupsRequest
+	17, // 32: mqgate.admin.v1.AdminService.DeleteGroup:input_type -> mqgate.admin.v1.DeleteGroupRequest
+	22, // 33: mqgate.admin.v1.AdminService.DescribeTopic:input_type -> mqgate.admin.v1.DescribeTopicRequest
+	25, // 34: mqgate.admin.v1.AdminService.DescribeGroup:input_type -> mqgate.admin.v1.DescribeGroupRequest
+	27, // 35: mqgate.admin.v1.AdminService.LookupMessage:input_type -> mqgate.admin.v1.LookupMessageRequest
+	30, // 36: mqgate.admin.v1.AdminService.ResetOffset:input_type -> mqgate.admin.v1.ResetOffsetRequest
+	33, // 37: mqgate.admin.v1.AdminService.ListDeadLetters:input_type -> mqgate.admin.v1.ListDeadLettersRequest
+	35, // 38: mqgate.admin.v1.AdminService.RedriveDeadLetters:input_type -> mqgate.admin.v1.RedriveDeadLettersRequest
+	3,  // 39: mqgate.admin.v1.AdminService.CreateTopic:output_type -> mqgate.admin.v1.CreateTopicResponse
+	5,  // 40: mqgate.admin.v1.AdminService.GetTopic:output_type -> mqgate.admin.v1.GetTopicResponse
+	7,  // 41: mqgate.admin.v1.AdminService.ListTopics:output_type -> mqgate.admin.v1.ListTopicsResponse
+	9,  // 42: mqgate.admin.v1.AdminService.DeleteTopic:output_type -> mqgate.admin.v1.DeleteTopicResponse
+	12, // 43: mqgate.admin.v1.AdminService.CreateGroup:output_type -> mqgate.admin.v1.CreateGroupResponse
+	14, // 44: mqgate.admin.v1.AdminService.GetGroup:output_type -> mqgate.admin.v1.GetGroupResponse
+	16, // 45: mqgate.admin.v1.AdminService.ListGroups:output_type -> mqgate.admin.v1.ListGroupsResponse
+	18, // 46: mqgate.admin.v1.AdminService.DeleteGroup:output_type -> mqgate.admin.v1.DeleteGroupResponse
+	23, // 47: mqgate.admin.v1.AdminService.DescribeTopic:output_type -> mqgate.admin.v1.DescribeTopicResponse
+	26, // 48: mqgate.admin.v1.AdminService.DescribeGroup:output_type -> mqgate.admin.v1.DescribeGroupResponse
+	28, // 49: mqgate.admin.v1.AdminService.LookupMessage:output_type -> mqgate.admin.v1.LookupMessageResponse
+	31, // 50: mqgate.admin.v1.AdminService.ResetOffset:output_type -> mqgate.admin.v1.ResetOffsetResponse
+	34, // 51: mqgate.admin.v1.AdminService.ListDeadLetters:output_type -> mqgate.admin.v1.ListDeadLettersResponse
+	36, // 52: mqgate.admin.v1.AdminService.RedriveDeadLetters:output_type -> mqgate.admin.v1.RedriveDeadLettersResponse
+	39, // [39:53] is the sub-list for method output_type
+	25, // [25:39] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_mqgate_admin_v1_admin_proto_init() }
@@ -2408,7 +2743,7 @@ func file_mqgate_admin_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mqgate_admin_v1_admin_proto_rawDesc), len(file_mqgate_admin_v1_admin_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   33,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

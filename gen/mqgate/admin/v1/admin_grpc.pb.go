@@ -28,18 +28,20 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	AdminService_CreateTopic_FullMethodName   = "/mqgate.admin.v1.AdminService/CreateTopic"
-	AdminService_GetTopic_FullMethodName      = "/mqgate.admin.v1.AdminService/GetTopic"
-	AdminService_ListTopics_FullMethodName    = "/mqgate.admin.v1.AdminService/ListTopics"
-	AdminService_DeleteTopic_FullMethodName   = "/mqgate.admin.v1.AdminService/DeleteTopic"
-	AdminService_CreateGroup_FullMethodName   = "/mqgate.admin.v1.AdminService/CreateGroup"
-	AdminService_GetGroup_FullMethodName      = "/mqgate.admin.v1.AdminService/GetGroup"
-	AdminService_ListGroups_FullMethodName    = "/mqgate.admin.v1.AdminService/ListGroups"
-	AdminService_DeleteGroup_FullMethodName   = "/mqgate.admin.v1.AdminService/DeleteGroup"
-	AdminService_DescribeTopic_FullMethodName = "/mqgate.admin.v1.AdminService/DescribeTopic"
-	AdminService_DescribeGroup_FullMethodName = "/mqgate.admin.v1.AdminService/DescribeGroup"
-	AdminService_LookupMessage_FullMethodName = "/mqgate.admin.v1.AdminService/LookupMessage"
-	AdminService_ResetOffset_FullMethodName   = "/mqgate.admin.v1.AdminService/ResetOffset"
+	AdminService_CreateTopic_FullMethodName        = "/mqgate.admin.v1.AdminService/CreateTopic"
+	AdminService_GetTopic_FullMethodName           = "/mqgate.admin.v1.AdminService/GetTopic"
+	AdminService_ListTopics_FullMethodName         = "/mqgate.admin.v1.AdminService/ListTopics"
+	AdminService_DeleteTopic_FullMethodName        = "/mqgate.admin.v1.AdminService/DeleteTopic"
+	AdminService_CreateGroup_FullMethodName        = "/mqgate.admin.v1.AdminService/CreateGroup"
+	AdminService_GetGroup_FullMethodName           = "/mqgate.admin.v1.AdminService/GetGroup"
+	AdminService_ListGroups_FullMethodName         = "/mqgate.admin.v1.AdminService/ListGroups"
+	AdminService_DeleteGroup_FullMethodName        = "/mqgate.admin.v1.AdminService/DeleteGroup"
+	AdminService_DescribeTopic_FullMethodName      = "/mqgate.admin.v1.AdminService/DescribeTopic"
+	AdminService_DescribeGroup_FullMethodName      = "/mqgate.admin.v1.AdminService/DescribeGroup"
+	AdminService_LookupMessage_FullMethodName      = "/mqgate.admin.v1.AdminService/LookupMessage"
+	AdminService_ResetOffset_FullMethodName        = "/mqgate.admin.v1.AdminService/ResetOffset"
+	AdminService_ListDeadLetters_FullMethodName    = "/mqgate.admin.v1.AdminService/ListDeadLetters"
+	AdminService_RedriveDeadLetters_FullMethodName = "/mqgate.admin.v1.AdminService/RedriveDeadLetters"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -78,6 +80,15 @@ type AdminServiceClient interface {
 	// handles stop working. Committed offsets (pull and classic consumers)
 	// move too, and connected classic consumers are told.
 	ResetOffset(ctx context.Context, in *ResetOffsetRequest, opts ...grpc.CallOption) (*ResetOffsetResponse, error)
+	// Lists a group's pending dead letters (those not redriven yet), oldest
+	// first. Changes nothing.
+	ListDeadLetters(ctx context.Context, in *ListDeadLettersRequest, opts ...grpc.CallOption) (*ListDeadLettersResponse, error)
+	// Sends a group's oldest pending dead letters back to the topics they
+	// were consumed from, as new messages with their id, tag, keys,
+	// properties and body and a fresh delivery count, and marks them
+	// redriven. A redrive that stops at a failed send keeps what it sent
+	// before (the answer lists it) and fails; the rest stays pending.
+	RedriveDeadLetters(ctx context.Context, in *RedriveDeadLettersRequest, opts ...grpc.CallOption) (*RedriveDeadLettersResponse, error)
 }
 
 type adminServiceClient struct {
@@ -208,6 +219,26 @@ func (c *adminServiceClient) ResetOffset(ctx context.Context, in *ResetOffsetReq
 	return out, nil
 }
 
+func (c *adminServiceClient) ListDeadLetters(ctx context.Context, in *ListDeadLettersRequest, opts ...grpc.CallOption) (*ListDeadLettersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListDeadLettersResponse)
+	err := c.cc.Invoke(ctx, AdminService_ListDeadLetters_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) RedriveDeadLetters(ctx context.Context, in *RedriveDeadLettersRequest, opts ...grpc.CallOption) (*RedriveDeadLettersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RedriveDeadLettersResponse)
+	err := c.cc.Invoke(ctx, AdminService_RedriveDeadLetters_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -244,6 +275,15 @@ type AdminServiceServer interface {
 	// handles stop working. Committed offsets (pull and classic consumers)
 	// move too, and connected classic consumers are told.
 	ResetOffset(context.Context, *ResetOffsetRequest) (*ResetOffsetResponse, error)
+	// Lists a group's pending dead letters (those not redriven yet), oldest
+	// first. Changes nothing.
+	ListDeadLetters(context.Context, *ListDeadLettersRequest) (*ListDeadLettersResponse, error)
+	// Sends a group's oldest pending dead letters back to the topics they
+	// were consumed from, as new messages with their id, tag, keys,
+	// properties and body and a fresh delivery count, and marks them
+	// redriven. A redrive that stops at a failed send keeps what it sent
+	// before (the answer lists it) and fails; the rest stays pending.
+	RedriveDeadLetters(context.Context, *RedriveDeadLettersRequest) (*RedriveDeadLettersResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -289,6 +329,12 @@ func (UnimplementedAdminServiceServer) LookupMessage(context.Context, *LookupMes
 }
 func (UnimplementedAdminServiceServer) ResetOffset(context.Context, *ResetOffsetRequest) (*ResetOffsetResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ResetOffset not implemented")
+}
+func (UnimplementedAdminServiceServer) ListDeadLetters(context.Context, *ListDeadLettersRequest) (*ListDeadLettersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListDeadLetters not implemented")
+}
+func (UnimplementedAdminServiceServer) RedriveDeadLetters(context.Context, *RedriveDeadLettersRequest) (*RedriveDeadLettersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RedriveDeadLetters not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -527,6 +573,42 @@ func _AdminService_ResetOffset_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_ListDeadLetters_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListDeadLettersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ListDeadLetters(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ListDeadLetters_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ListDeadLetters(ctx, req.(*ListDeadLettersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_RedriveDeadLetters_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RedriveDeadLettersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).RedriveDeadLetters(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_RedriveDeadLetters_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).RedriveDeadLetters(ctx, req.(*RedriveDeadLettersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -581,6 +663,14 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ResetOffset",
 			Handler:    _AdminService_ResetOffset_Handler,
+		},
+		{
+			MethodName: "ListDeadLetters",
+			Handler:    _AdminService_ListDeadLetters_Handler,
+		},
+		{
+			MethodName: "RedriveDeadLetters",
+			Handler:    _AdminService_RedriveDeadLetters_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
