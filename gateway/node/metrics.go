@@ -4,27 +4,72 @@ import (
 	"context"
 	"crypto/subtle"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
 )
 
-// The metrics listener (--metrics-addr) serves /metrics alone: the series
-// name every topic and consumer group, so they are kept off the API
-// listeners, bound to loopback by default, and behind a bearer token when
-// --metrics-token is set.
+// The metrics listener (--metrics-addr) serves /metrics: the series name
+// every topic and consumer group, so they are kept off the API listeners,
+// bound to loopback by default, and behind a bearer token when
+// --metrics-token is set. It also serves this member's own /healthz and
+// /readyz, without the token (probes): in cluster mode the HTTP listener
+// of a member that does not lead passes every connection to the leader,
+// its /healthz and /readyz included, so a probe there says nothing about
+// the member itself.
 
 func (n *Node) startMetrics(ctx context.Context) error {
 	lis := n.lis["metrics-addr"]
 	n.addrs.Metrics = lis.Addr().String()
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", requireToken(n.cfg.MetricsToken, n.tel.MetricsHandler()))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		role, err := n.memberReady()
+		if err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintf(w, "not ready: %v\n", err)
+			return
+		}
+		fmt.Fprintf(w, "ready: %s\n", role)
+	})
 	n.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	return n.group.Go("metrics-serve", func(context.Context) {
 		if err := n.metrics.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			n.log.Error("metrics listener failed", "err", err)
 		}
 	})
+}
+
+// memberReady is this member's own readiness: Ready, and in cluster mode
+// a running raft member that knows a leader (a member that does not lead
+// serves clients by passing them to the leader). It names the member's
+// role: "single node", "leader" or "follower of member N".
+func (n *Node) memberReady() (string, error) {
+	if err := n.Ready(); err != nil {
+		return "", err
+	}
+	if n.raft == nil {
+		return "single node", nil
+	}
+	select {
+	case <-n.raft.Done():
+		return "", fmt.Errorf("the raft member stopped: %v", n.raft.Err())
+	default:
+	}
+	switch lead := n.raft.Leader(); {
+	case n.raft.IsLeader():
+		return "leader", nil
+	case lead == 0:
+		return "", errors.New("no leader known (an election is under way, or a majority of the members is unreachable)")
+	default:
+		return fmt.Sprintf("follower of member %d", lead), nil
+	}
 }
 
 func (n *Node) stopMetrics(ctx context.Context) error {

@@ -193,6 +193,18 @@ func TestMetricsListener(t *testing.T) {
 	if code := get("http://"+a.HTTP+"/metrics", "s3cret"); code != http.StatusNotFound {
 		t.Fatalf("/metrics on the HTTP listener: %d, want 404", code)
 	}
+	// This member's own health, for probes: no token.
+	for path, want := range map[string]string{"/healthz": "ok\n", "/readyz": "ready: single node\n"} {
+		resp, err := http.Get("http://" + a.Metrics + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || string(b) != want {
+			t.Fatalf("%s on the metrics listener: %d %q, want 200 %q", path, resp.StatusCode, b, want)
+		}
+	}
 }
 
 // openOnFaultyFS opens a node (auto-create on) whose store lives on an
