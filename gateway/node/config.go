@@ -105,6 +105,14 @@ type Config struct {
 	// must carry (the same on every member); with it the peer address
 	// may be a non-loopback one without InsecureListenAll.
 	PeerToken string
+	// PeerTLSCert, PeerTLSKey and PeerTLSCA, set together, turn on
+	// mutual TLS between members (peer.TLS): this member's PEM
+	// certificate and key, presented when it serves its peer address and
+	// when it dials the others, and the CA bundle that signs every
+	// member's certificate, which both sides require of the other. With
+	// them the peer address may be a non-loopback one without
+	// InsecureListenAll.
+	PeerTLSCert, PeerTLSKey, PeerTLSCA string
 	// LeaderWait is how long a client connection waits for a leader to
 	// be known (during an election) before it is closed.
 	LeaderWait time.Duration
@@ -241,7 +249,7 @@ func (c Config) listeners() []listener {
 // MetricsToken.
 func (c Config) protected(name string) bool {
 	if name == "peers" {
-		return c.PeerToken != ""
+		return c.PeerToken != "" || c.PeerTLS()
 	}
 	if name == "metrics-addr" {
 		return c.MetricsToken != ""
@@ -275,7 +283,7 @@ func (c Config) ListenAddr(name, addr string) (string, error) {
 	case "metrics-addr":
 		guard = "--metrics-token"
 	case "peers":
-		guard = "--peer-token"
+		guard = "--peer-token (or --peer-tls-cert, --peer-tls-key and --peer-tls-ca)"
 	}
 	return "", fmt.Errorf("%s: %q is not a loopback address and %s is not set: anyone who can reach it could use it "+
 		"(for the API listeners: create and delete topics and groups); set %s, bind a loopback address, "+
