@@ -271,7 +271,7 @@ func explainPeerError(err error, cc clusterCommand) string {
 	case codes.Unavailable:
 		msg := status.Convert(err).Message()
 		switch {
-		case cc.tls == (peer.TLSFiles{}) && strings.Contains(msg, "connection closed before server preface"):
+		case cc.tls == (peer.TLSFiles{}) && strings.Contains(msg, "server preface"):
 			return fmt.Sprintf("the member at %s closed the connection: if the members run with peer TLS, pass --peer-tls-cert, --peer-tls-key and --peer-tls-ca (%v)", cc.peer, err)
 		case strings.Contains(msg, "handshake"):
 			return fmt.Sprintf("the TLS handshake with the member at %s failed: do its peer TLS settings match --peer-tls-cert, --peer-tls-key and --peer-tls-ca? (%v)", cc.peer, err)
