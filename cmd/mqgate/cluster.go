@@ -273,8 +273,13 @@ func explainPeerError(err error, cc clusterCommand) string {
 		switch {
 		case cc.tls == (peer.TLSFiles{}) && strings.Contains(msg, "server preface"):
 			return fmt.Sprintf("the member at %s closed the connection: if the members run with peer TLS, pass --peer-tls-cert, --peer-tls-key and --peer-tls-ca (%v)", cc.peer, err)
-		case strings.Contains(msg, "handshake"):
+		case cc.tls != (peer.TLSFiles{}) && (strings.Contains(msg, "handshake") || strings.Contains(msg, "tls: ")):
 			return fmt.Sprintf("the TLS handshake with the member at %s failed: do its peer TLS settings match --peer-tls-cert, --peer-tls-key and --peer-tls-ca? (%v)", cc.peer, err)
+		case cc.tls != (peer.TLSFiles{}) && !strings.Contains(msg, "connection refused") && !strings.Contains(msg, "no such host"):
+			// TLS 1.3: the member checks the client certificate after
+			// the client's side of the handshake is done, and closes
+			// the connection when it refuses it.
+			return fmt.Sprintf("the member at %s closed the connection after the TLS handshake: it may refuse --peer-tls-cert (is it signed by the members' peer CA, for client authentication?) (%v)", cc.peer, err)
 		}
 		return fmt.Sprintf("cannot reach a member at %s: is it a member's peer address? (%v)", cc.peer, err)
 	case codes.DeadlineExceeded:

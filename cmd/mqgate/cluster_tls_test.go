@@ -4,7 +4,9 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -73,6 +75,19 @@ func TestClusterCommandTLS(t *testing.T) {
 	code, _, errs = runCluster(append([]string{"status", "--peer", addrs[lead], "--cluster-id", "cli-tls", "--timeout", "3s"}, tlsArgs(stranger)...)...)
 	if code != exitFail || !strings.Contains(errs, "TLS handshake") {
 		t.Fatalf("status with a certificate of another CA: exit %d: %s", code, errs)
+	}
+	// A caller that trusts the members but whose own certificate is of
+	// another CA: the members refuse it.
+	otherCA := testutil.NewCA(t, "another CA")
+	intruder := otherCA.Issue(t, "operator")
+	intruder.CA = filepath.Join(t.TempDir(), "both.pem")
+	both := append(readFile(t, ca.File), readFile(t, otherCA.File)...)
+	if err := os.WriteFile(intruder.CA, both, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errs = runCluster(append([]string{"status", "--peer", addrs[lead], "--cluster-id", "cli-tls", "--timeout", "3s"}, tlsArgs(intruder)...)...)
+	if code != exitFail || !strings.Contains(errs, "TLS handshake") {
+		t.Fatalf("status with a certificate the members refuse: exit %d: %s", code, errs)
 	}
 	code, _, errs = runCluster("status", "--peer", addrs[lead], "--cluster-id", "cli-tls", "--peer-tls-cert", operator.Cert, "--peer-tls-key", operator.Key)
 	if code != exitUsage || !strings.Contains(errs, "go together") {
@@ -185,4 +200,13 @@ func TestClusterTLSProcesses(t *testing.T) {
 	if err == nil || !strings.Contains(string(b), "pass --peer-tls-cert") {
 		t.Fatalf("status in plaintext: %v\n%s", err, b)
 	}
+}
+
+func readFile(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -65,7 +65,13 @@ type TLS struct {
 	stamps  [3]fileStamp // of the files loaded
 	failed  [3]fileStamp // of the files that last failed to load
 	checked time.Time
+	// Refused certificates are logged at most once per refusalLogEvery,
+	// with the count since the last line.
+	refusedAt time.Time
+	refusedN  int
 }
+
+const refusalLogEvery = 10 * time.Second
 
 type fileStamp struct {
 	mod  time.Time
@@ -220,10 +226,31 @@ func (t *TLS) verifyPeer(usage x509.ExtKeyUsage) func(tls.ConnectionState) error
 		}
 		_, roots := t.current()
 		if err := verifyCerts(cs.PeerCertificates, roots, usage); err != nil {
-			return fmt.Errorf("peer TLS: refused %w", err)
+			err = fmt.Errorf("peer TLS: refused %w", err)
+			t.refused(usage, err)
+			return err
 		}
 		return nil
 	}
+}
+
+// refused logs a refused certificate (rate-limited): the other side of
+// the connection sees only a failed or closed connection.
+func (t *TLS) refused(usage x509.ExtKeyUsage, err error) {
+	t.mu.Lock()
+	t.refusedN++
+	if time.Since(t.refusedAt) < refusalLogEvery {
+		t.mu.Unlock()
+		return
+	}
+	n := t.refusedN
+	t.refusedN, t.refusedAt = 0, time.Now()
+	t.mu.Unlock()
+	msg := "peer TLS: refused the certificate of a caller of the peer address"
+	if usage == x509.ExtKeyUsageServerAuth {
+		msg = "peer TLS: refused the certificate of a member dialled"
+	}
+	t.logger.Warn(msg, "err", err, "refused_since_last_line", n)
 }
 
 func (t *TLS) getCertificate() (*tls.Certificate, error) {

@@ -3,6 +3,7 @@ package peer
 import (
 	"context"
 	"crypto/x509"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -106,6 +107,8 @@ func TestTLSMemberRefused(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		tls  func(t *testing.T, ca *testutil.CA) *TLS
+		// logged: member 1 logs that it refused the certificate.
+		logged bool
 	}{
 		// Its CA bundle holds the group's CA and its own: it accepts the
 		// others, they refuse it.
@@ -115,13 +118,22 @@ func TestTLSMemberRefused(t *testing.T) {
 			f.CA = filepath.Join(t.TempDir(), "both.pem")
 			writeConcat(t, f.CA, ca.File, other.File)
 			return loadTLS(t, f)
-		}},
-		{"plaintext", func(*testing.T, *testutil.CA) *TLS { return nil }},
+		}, true},
+		{"plaintext", func(*testing.T, *testutil.CA) *TLS { return nil }, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ca := testutil.NewCA(t, "peer CA")
+			var log testutil.SyncBuffer
 			c := tlsGroup(t, ca, "", func(id uint64) (*TLS, bool) {
-				if id == 3 {
+				switch id {
+				case 1:
+					f := ca.Issue(t, "member")
+					tl, err := LoadTLS(TLSFiles{Cert: f.Cert, Key: f.Key, CA: f.CA}, slog.New(slog.NewTextHandler(&log, nil)))
+					if err != nil {
+						t.Fatal(err)
+					}
+					return tl, true
+				case 3:
 					return tc.tls(t, ca), true
 				}
 				return nil, false
@@ -143,6 +155,9 @@ func TestTLSMemberRefused(t *testing.T) {
 			time.Sleep(500 * time.Millisecond) // 25 ticks: heartbeats would have reached it
 			if m := c.members[3]; m.node.Leader() != 0 || m.rep.Applied() >= l.rep.Applied() {
 				t.Fatalf("the refused member knows leader %d and applied %d (the leader %d)", m.node.Leader(), m.rep.Applied(), l.rep.Applied())
+			}
+			if got := strings.Contains(log.String(), "peer TLS: refused the certificate"); got != tc.logged {
+				t.Fatalf("member 1 logged a refusal: %v, want %v:\n%s", got, tc.logged, log.String())
 			}
 		})
 	}
