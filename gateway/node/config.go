@@ -246,7 +246,8 @@ func (c Config) listeners() []listener {
 
 // protected reports whether the listener named name checks its callers:
 // every API listener with AuthFile, the metrics listener with
-// MetricsToken.
+// MetricsToken, the peer listener with PeerToken or peer TLS (which
+// requires a client certificate of its CA).
 func (c Config) protected(name string) bool {
 	if name == "peers" {
 		return c.PeerToken != "" || c.PeerTLS()
@@ -261,8 +262,8 @@ func (c Config) protected(name string) bool {
 // http-addr, remoting-addr, metrics-addr) binds for its setting addr:
 //
 //   - a loopback host (127.0.0.1, ::1, localhost) binds as given;
-//   - with its callers checked (AuthFile; MetricsToken for metrics-addr)
-//     or InsecureListenAll, any address binds as given, an empty host
+//   - with its callers checked (AuthFile; MetricsToken for metrics-addr;
+//     PeerToken or peer TLS for peers) or InsecureListenAll, any address binds as given, an empty host
 //     meaning every interface;
 //   - otherwise an empty host (":8081") binds 127.0.0.1, and any other
 //     host is an error: it would open the admin API (or the names in the
