@@ -29,7 +29,9 @@ const clusterUsage = `Usage:
 
 Each talks to a member of a replicated broker set over its peer port (the
 raft transport between members). The peer port checks the cluster id,
-and the peer token when the members run with one. Requests that change
+and the peer token when the members run with one; members that run with
+peer TLS accept only a caller with a certificate of their peer CA, so
+give the command one (--peer-tls-*). Requests that change
 the group go to the leader, found through the --peer member when that
 one does not lead.
 
@@ -53,6 +55,14 @@ Flags:
   --peer-token TOKEN   the group's peer token, when it runs with one
                        (prefer env MQGATE_PEER_TOKEN: flags show in the
                        process list)
+  --peer-tls-cert FILE, --peer-tls-key FILE, --peer-tls-ca FILE
+                       when the members run with peer TLS: a PEM
+                       certificate and key signed by the group's peer CA
+                       (a member's will do; client authentication is
+                       enough), and the CA bundle the members'
+                       certificates are checked against; all three or
+                       none (env MQGATE_PEER_TLS_CERT, MQGATE_PEER_TLS_KEY,
+                       MQGATE_PEER_TLS_CA)
   --to N               (transfer-leader) the member to hand the leadership to
   --node-id N          (add-node, remove-node) the member to add or remove
   --node-peer HOST:PORT
@@ -71,6 +81,7 @@ type clusterCommand struct {
 	peer      string
 	clusterID string
 	token     string
+	tls       peer.TLSFiles
 	to        uint64 // transfer-leader: --to; add-node, remove-node: --node-id
 	nodePeer  string
 	json      bool
@@ -87,6 +98,9 @@ func parseClusterArgs(args []string) (clusterCommand, error) {
 	fs.StringVar(&cc.peer, "peer", "", "peer address (HOST:PORT) of any member")
 	fs.StringVar(&cc.clusterID, "cluster-id", "", "the group's cluster id")
 	fs.StringVar(&cc.token, "peer-token", os.Getenv("MQGATE_PEER_TOKEN"), "the group's peer token, when it has one (env MQGATE_PEER_TOKEN)")
+	fs.StringVar(&cc.tls.Cert, "peer-tls-cert", os.Getenv("MQGATE_PEER_TLS_CERT"), "peer TLS: PEM certificate signed by the group's peer CA (env MQGATE_PEER_TLS_CERT)")
+	fs.StringVar(&cc.tls.Key, "peer-tls-key", os.Getenv("MQGATE_PEER_TLS_KEY"), "peer TLS: PEM private key of --peer-tls-cert (env MQGATE_PEER_TLS_KEY)")
+	fs.StringVar(&cc.tls.CA, "peer-tls-ca", os.Getenv("MQGATE_PEER_TLS_CA"), "peer TLS: PEM CA bundle of the group's peer certificates (env MQGATE_PEER_TLS_CA)")
 	timeout := 10 * time.Second
 	var to string
 	toFlag := "to"
@@ -121,6 +135,8 @@ func parseClusterArgs(args []string) (clusterCommand, error) {
 		return cc, usageErr("--cluster-id is required")
 	case cc.timeout <= 0:
 		return cc, usageErr("--timeout %v: want a positive duration", cc.timeout)
+	case cc.tls != (peer.TLSFiles{}) && (cc.tls.Cert == "" || cc.tls.Key == "" || cc.tls.CA == ""):
+		return cc, usageErr("--peer-tls-cert, --peer-tls-key and --peer-tls-ca go together (or MQGATE_PEER_TLS_CERT, _KEY and _CA)")
 	}
 	if cc.sub != "status" {
 		if to == "" {
@@ -146,7 +162,16 @@ func clusterCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if err != nil {
 		return usageExit("cluster", clusterUsage, err, stdout, stderr)
 	}
-	ctx, cancel := context.WithTimeout(peer.WithToken(ctx, cc.token), cc.timeout)
+	ctx = peer.WithToken(ctx, cc.token)
+	if cc.tls != (peer.TLSFiles{}) {
+		t, err := peer.LoadTLS(cc.tls, nil)
+		if err != nil {
+			fmt.Fprintf(stderr, "mqgate cluster %s: %v\n", cc.sub, err)
+			return exitFail
+		}
+		ctx = peer.WithTLS(ctx, t)
+	}
+	ctx, cancel := context.WithTimeout(ctx, cc.timeout)
 	defer cancel()
 	switch cc.sub {
 	case "status":
@@ -244,6 +269,18 @@ func clusterStatus(ctx context.Context, cc clusterCommand, w io.Writer) error {
 func explainPeerError(err error, cc clusterCommand) string {
 	switch status.Code(err) {
 	case codes.Unavailable:
+		msg := status.Convert(err).Message()
+		switch {
+		case cc.tls == (peer.TLSFiles{}) && strings.Contains(msg, "server preface"):
+			return fmt.Sprintf("the member at %s closed the connection: if the members run with peer TLS, pass --peer-tls-cert, --peer-tls-key and --peer-tls-ca (%v)", cc.peer, err)
+		case cc.tls != (peer.TLSFiles{}) && (strings.Contains(msg, "handshake") || strings.Contains(msg, "tls: ")):
+			return fmt.Sprintf("the TLS handshake with the member at %s failed: do its peer TLS settings match --peer-tls-cert, --peer-tls-key and --peer-tls-ca? (%v)", cc.peer, err)
+		case cc.tls != (peer.TLSFiles{}) && !strings.Contains(msg, "connection refused") && !strings.Contains(msg, "no such host"):
+			// TLS 1.3: the member checks the client certificate after
+			// the client's side of the handshake is done, and closes
+			// the connection when it refuses it.
+			return fmt.Sprintf("the member at %s closed the connection after the TLS handshake: it may refuse --peer-tls-cert (is it signed by the members' peer CA, for client authentication?) (%v)", cc.peer, err)
+		}
 		return fmt.Sprintf("cannot reach a member at %s: is it a member's peer address? (%v)", cc.peer, err)
 	case codes.DeadlineExceeded:
 		return fmt.Sprintf("no answer within %s (%v)", cc.timeout, err)

@@ -23,6 +23,13 @@ import (
 // peer addresses and waits for a leader.
 func peerGroup(t *testing.T, id string) (map[uint64]*peer.Node, map[uint64]string) {
 	t.Helper()
+	return peerGroupTLS(t, id, nil)
+}
+
+// peerGroupTLS is peerGroup with member i's peer TLS tlsOf(i) (nil
+// tlsOf: plaintext).
+func peerGroupTLS(t *testing.T, id string, tlsOf func(i uint64) *peer.TLS) (map[uint64]*peer.Node, map[uint64]string) {
+	t.Helper()
 	quiet := slog.New(slog.DiscardHandler)
 	addrs, lis := map[uint64]string{}, map[uint64]net.Listener{}
 	for i := uint64(1); i <= 3; i++ {
@@ -43,8 +50,12 @@ func peerGroup(t *testing.T, id string) (map[uint64]*peer.Node, map[uint64]strin
 		if err != nil {
 			t.Fatal(err)
 		}
+		var tl *peer.TLS
+		if tlsOf != nil {
+			tl = tlsOf(i)
+		}
 		n, err := peer.Start(peer.Config{ClusterID: id, NodeID: i, Peers: addrs, WALDir: filepath.Join(dir, "wal"), Listener: l,
-			TickInterval: 20 * time.Millisecond, Logger: quiet}, rep)
+			TickInterval: 20 * time.Millisecond, TLS: tl, Logger: quiet}, rep)
 		if err != nil {
 			rep.Close(context.Background())
 			t.Fatal(err)

@@ -1,11 +1,14 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mqgate/mqgate/internal/testutil"
 )
 
 func writeFile(t *testing.T, body string) string {
@@ -64,6 +67,9 @@ func TestConfigEnvFileSelection(t *testing.T) {
 	}
 }
 
+// clusterArgs make a cluster member on loopback peer addresses.
+var clusterArgs = []string{"--cluster-id", "c", "--node-id", "1", "--peers", "1=127.0.0.1:7001,2=127.0.0.1:7002,3=127.0.0.1:7003"}
+
 func TestConfigErrors(t *testing.T) {
 	cases := []struct {
 		name string
@@ -82,6 +88,9 @@ func TestConfigErrors(t *testing.T) {
 		{"nested value", nil, nil, "grpc-addr:\n  port: 1\n", "grpc-addr must be a single value"},
 		{"stray argument", []string{"extra"}, nil, "", `unexpected argument "extra"`},
 		{"size overflow", []string{"--segment-size", "9000000000GiB"}, nil, "", "segment-size: not a size"},
+		{"half peer tls", append(clusterArgs, "--peer-tls-cert", "c.pem", "--peer-tls-key", "k.pem"), nil, "", "peer-tls-ca missing"},
+		{"peer tls ca alone", clusterArgs, []string{"MQGATE_PEER_TLS_CA=ca.pem"}, "", "peer-tls-cert and peer-tls-key missing"},
+		{"peer tls files missing", clusterArgs, nil, "peer-tls-cert: c.pem\npeer-tls-key: k.pem\npeer-tls-ca: ca.pem\n", "peer-tls-cert: peer TLS: "},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -131,5 +140,26 @@ func TestConfigBareBoolFlag(t *testing.T) {
 	cfg, _, _, err = loadConfig([]string{"--auto-create=false"}, []string{"MQGATE_AUTO_CREATE=true"}, func(string) {})
 	if err != nil || cfg.AutoCreate {
 		t.Fatalf("explicit false: %+v %v", cfg.AutoCreate, err)
+	}
+}
+
+// The peer TLS files come from flags, the environment or the file like
+// every setting; with them a non-loopback peer address needs no token.
+func TestConfigPeerTLS(t *testing.T) {
+	f := testutil.NewCA(t, "peer CA").Issue(t, "member")
+	peers := []string{"--cluster-id", "c", "--node-id", "1", "--peers", "1=10.0.0.1:7001,2=10.0.0.2:7001,3=10.0.0.3:7001"}
+	if _, _, _, err := loadConfig(peers, nil, func(string) {}); err == nil || !strings.Contains(err.Error(), "--peer-tls-cert") {
+		t.Fatalf("non-loopback peers without a token or TLS: %v", err)
+	}
+	file := writeFile(t, fmt.Sprintf("peer-tls-key: %q\n", f.Key))
+	cfg, _, _, err := loadConfig(append(peers, "--config", file, "--peer-tls-cert", f.Cert), []string{"MQGATE_PEER_TLS_CA=" + f.CA}, func(string) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.PeerTLSCert != f.Cert || cfg.PeerTLSKey != f.Key || cfg.PeerTLSCA != f.CA || !cfg.PeerTLS() {
+		t.Fatalf("peer TLS settings: %+v", cfg)
+	}
+	if out := renderConfig(cfg); !strings.Contains(out, fmt.Sprintf("peer-tls-ca: %q", f.CA)) {
+		t.Fatalf("print-config lacks the CA file:\n%s", out)
 	}
 }

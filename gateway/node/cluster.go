@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -46,14 +47,56 @@ func (c Config) ownPeerAddr() string {
 	return peers[uint64(c.NodeID)]
 }
 
+// PeerTLS reports whether c turns on mutual TLS between members (all
+// three peer-tls settings set; Validate refuses a partial set).
+func (c Config) PeerTLS() bool {
+	return c.PeerTLSCert != "" && c.PeerTLSKey != "" && c.PeerTLSCA != ""
+}
+
+// PeerTLSFiles are the peer-tls settings as peer.LoadTLS takes them.
+func (c Config) PeerTLSFiles() peer.TLSFiles {
+	return peer.TLSFiles{Cert: c.PeerTLSCert, Key: c.PeerTLSKey, CA: c.PeerTLSCA}
+}
+
+// validatePeerTLS checks that the peer-tls settings are all set or none,
+// and that their files load.
+func (c Config) validatePeerTLS() []error {
+	set := map[string]bool{"peer-tls-cert": c.PeerTLSCert != "", "peer-tls-key": c.PeerTLSKey != "", "peer-tls-ca": c.PeerTLSCA != ""}
+	var have, missing []string
+	for _, name := range []string{"peer-tls-cert", "peer-tls-key", "peer-tls-ca"} {
+		if set[name] {
+			have = append(have, name)
+		} else {
+			missing = append(missing, name)
+		}
+	}
+	switch {
+	case len(have) == 0:
+		return nil
+	case len(missing) > 0:
+		return []error{fmt.Errorf("%s: peer-tls-cert, peer-tls-key and peer-tls-ca must be set together (%s missing)",
+			have[0], strings.Join(missing, " and "))}
+	case !c.Clustered():
+		return []error{errors.New("peer-tls-cert, peer-tls-key and peer-tls-ca: set only in cluster mode, with cluster-id")}
+	}
+	t, err := peer.LoadTLS(c.PeerTLSFiles(), nil)
+	if err == nil {
+		err = t.CheckServer()
+	}
+	if err != nil {
+		return []error{fmt.Errorf("peer-tls-cert: %w", err)}
+	}
+	return nil
+}
+
 func (c Config) validateCluster() []error {
+	errs := c.validatePeerTLS()
 	if !c.Clustered() {
 		if c.NodeID != 0 || c.Peers != "" || c.Join {
-			return []error{errors.New("node-id, peers and join: set only in cluster mode, with cluster-id")}
+			errs = append(errs, errors.New("node-id, peers and join: set only in cluster mode, with cluster-id"))
 		}
-		return nil
+		return errs
 	}
-	var errs []error
 	peers, err := peer.ParsePeers(c.Peers)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("peers: %w", err))
@@ -85,15 +128,22 @@ func (n *Node) openReplica(opts storage.Options) error {
 	if err != nil {
 		return err
 	}
+	var tlsCfg *peer.TLS
+	if n.cfg.PeerTLS() {
+		if tlsCfg, err = peer.LoadTLS(n.cfg.PeerTLSFiles(), n.log); err != nil {
+			return errors.Join(fmt.Errorf("peer-tls-cert: %w", err), rep.Close(context.Background()))
+		}
+	}
 	rn, err := peer.Start(peer.Config{ClusterID: n.cfg.ClusterID, NodeID: uint64(n.cfg.NodeID), Peers: peers, Join: n.cfg.Join,
-		Token: n.cfg.PeerToken, WALDir: filepath.Join(n.cfg.DataDir, "raft"), Listener: n.lis["peers"], Info: n.memberInfo(), Logger: n.log,
+		Token: n.cfg.PeerToken, TLS: tlsCfg, WALDir: filepath.Join(n.cfg.DataDir, "raft"), Listener: n.lis["peers"], Info: n.memberInfo(), Logger: n.log,
 		SnapshotEvery: uint64(n.cfg.RaftLogKeep), KeepEntries: uint64(n.cfg.RaftLogKeep)}, rep)
 	if err != nil {
 		return errors.Join(err, rep.Close(context.Background()))
 	}
 	rep.Attach(rn)
 	n.rep, n.raft, n.store = rep, rn, rep.Store()
-	n.log.Info("cluster member started", "cluster_id", n.cfg.ClusterID, "node_id", n.cfg.NodeID, "peers", n.cfg.Peers)
+	n.log.Info("cluster member started", "cluster_id", n.cfg.ClusterID, "node_id", n.cfg.NodeID, "peers", n.cfg.Peers,
+		"peer_tls", n.cfg.PeerTLS())
 	return nil
 }
 

@@ -1,8 +1,11 @@
 package node
 
 import (
+	"crypto/x509"
 	"strings"
 	"testing"
+
+	"github.com/mqgate/mqgate/internal/testutil"
 )
 
 // Cluster settings are checked together, and a peer address other than
@@ -36,5 +39,61 @@ func TestValidateCluster(t *testing.T) {
 				t.Fatalf("error %v, want one naming %s", err, tc.wants)
 			}
 		})
+	}
+}
+
+// The peer TLS settings go together, only in cluster mode, and their
+// files must load; mutual TLS alone lets the peer address be a
+// non-loopback one.
+func TestValidatePeerTLS(t *testing.T) {
+	ca := testutil.NewCA(t, "peer CA")
+	good := ca.Issue(t, "member")
+	clientOnly := ca.Issue(t, "operator", x509.ExtKeyUsageClientAuth)
+	base := Defaults()
+	base.ClusterID, base.NodeID = "c", 1
+	base.Peers = "1=10.0.0.1:7001,2=10.0.0.2:7001,3=10.0.0.3:7001"
+	cases := []struct {
+		name  string
+		edit  func(*Config)
+		wants string // "" = valid
+	}{
+		{"mutual TLS", func(c *Config) { c.PeerTLSCert, c.PeerTLSKey, c.PeerTLSCA = good.Cert, good.Key, good.CA }, ""},
+		{"mutual TLS and a token", func(c *Config) {
+			c.PeerTLSCert, c.PeerTLSKey, c.PeerTLSCA, c.PeerToken = good.Cert, good.Key, good.CA, "t"
+		}, ""},
+		{"no CA", func(c *Config) { c.PeerTLSCert, c.PeerTLSKey = good.Cert, good.Key }, "peer-tls-ca missing"},
+		{"only the CA", func(c *Config) { c.PeerTLSCA = good.CA }, "peer-tls-cert and peer-tls-key missing"},
+		{"unreadable key", func(c *Config) { c.PeerTLSCert, c.PeerTLSKey, c.PeerTLSCA = good.Cert, good.Key+".gone", good.CA }, "no such file"},
+		{"key of another certificate", func(c *Config) {
+			c.PeerTLSCert, c.PeerTLSKey, c.PeerTLSCA = good.Cert, clientOnly.Key, good.CA
+		}, "private key does not match"},
+		{"certificate of another CA", func(c *Config) {
+			c.PeerTLSCert, c.PeerTLSKey, c.PeerTLSCA = good.Cert, good.Key, testutil.NewCA(t, "other").File
+		}, "unknown authority"},
+		{"client-only certificate", func(c *Config) {
+			c.PeerTLSCert, c.PeerTLSKey, c.PeerTLSCA = clientOnly.Cert, clientOnly.Key, clientOnly.CA
+		}, "server certificate"},
+		{"without cluster mode", func(c *Config) {
+			c.ClusterID, c.NodeID, c.Peers = "", 0, ""
+			c.PeerTLSCert, c.PeerTLSKey, c.PeerTLSCA = good.Cert, good.Key, good.CA
+		}, "only in cluster mode"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := base
+			tc.edit(&c)
+			err := c.Validate()
+			switch {
+			case tc.wants == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.wants != "" && (err == nil || !strings.Contains(err.Error(), tc.wants) || !strings.Contains(err.Error(), "peer-tls-")):
+				t.Fatalf("error %v, want one naming %s and the setting", err, tc.wants)
+			}
+		})
+	}
+	// Without TLS or a token, the guard names both ways out.
+	c := base
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "--peer-tls-cert") {
+		t.Fatalf("non-loopback peers without a token or TLS: %v", err)
 	}
 }

@@ -105,6 +105,14 @@ type Config struct {
 	// must carry (the same on every member); with it the peer address
 	// may be a non-loopback one without InsecureListenAll.
 	PeerToken string
+	// PeerTLSCert, PeerTLSKey and PeerTLSCA, set together, turn on
+	// mutual TLS between members (peer.TLS): this member's PEM
+	// certificate and key, presented when it serves its peer address and
+	// when it dials the others, and the CA bundle that signs every
+	// member's certificate, which both sides require of the other. With
+	// them the peer address may be a non-loopback one without
+	// InsecureListenAll.
+	PeerTLSCert, PeerTLSKey, PeerTLSCA string
 	// LeaderWait is how long a client connection waits for a leader to
 	// be known (during an election) before it is closed.
 	LeaderWait time.Duration
@@ -238,10 +246,11 @@ func (c Config) listeners() []listener {
 
 // protected reports whether the listener named name checks its callers:
 // every API listener with AuthFile, the metrics listener with
-// MetricsToken.
+// MetricsToken, the peer listener with PeerToken or peer TLS (which
+// requires a client certificate of its CA).
 func (c Config) protected(name string) bool {
 	if name == "peers" {
-		return c.PeerToken != ""
+		return c.PeerToken != "" || c.PeerTLS()
 	}
 	if name == "metrics-addr" {
 		return c.MetricsToken != ""
@@ -253,8 +262,8 @@ func (c Config) protected(name string) bool {
 // http-addr, remoting-addr, metrics-addr) binds for its setting addr:
 //
 //   - a loopback host (127.0.0.1, ::1, localhost) binds as given;
-//   - with its callers checked (AuthFile; MetricsToken for metrics-addr)
-//     or InsecureListenAll, any address binds as given, an empty host
+//   - with its callers checked (AuthFile; MetricsToken for metrics-addr;
+//     PeerToken or peer TLS for peers) or InsecureListenAll, any address binds as given, an empty host
 //     meaning every interface;
 //   - otherwise an empty host (":8081") binds 127.0.0.1, and any other
 //     host is an error: it would open the admin API (or the names in the
@@ -275,7 +284,7 @@ func (c Config) ListenAddr(name, addr string) (string, error) {
 	case "metrics-addr":
 		guard = "--metrics-token"
 	case "peers":
-		guard = "--peer-token"
+		guard = "--peer-token (or --peer-tls-cert, --peer-tls-key and --peer-tls-ca)"
 	}
 	return "", fmt.Errorf("%s: %q is not a loopback address and %s is not set: anyone who can reach it could use it "+
 		"(for the API listeners: create and delete topics and groups); set %s, bind a loopback address, "+

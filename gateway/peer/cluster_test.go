@@ -43,6 +43,8 @@ type testCluster struct {
 	staging string // storage.Options.StagingDir ("" is "off")
 	timeout time.Duration
 	token   string // Config.Token
+	// tls is member id's Config.TLS (nil: plaintext for every member).
+	tls     func(id uint64) *TLS
 	joining map[uint64]bool
 }
 
@@ -81,7 +83,7 @@ func newTestCluster(t testing.TB, n int, persistEvery uint64) *testCluster {
 func newTestClusterWith(t testing.TB, n int, o testCluster) *testCluster {
 	t.Helper()
 	c := &testCluster{t: t, id: "test-" + t.Name(), addrs: map[uint64]string{}, members: map[uint64]*member{},
-		persist: o.persist, snap: o.snap, timeout: o.timeout, staging: o.staging, token: o.token}
+		persist: o.persist, snap: o.snap, timeout: o.timeout, staging: o.staging, token: o.token, tls: o.tls}
 	lis := map[uint64]net.Listener{}
 	for i := range n {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -123,8 +125,12 @@ func (c *testCluster) start(id uint64, dir string, l net.Listener) *member {
 	if err != nil {
 		c.t.Fatal(err)
 	}
+	var tlsCfg *TLS
+	if c.tls != nil {
+		tlsCfg = c.tls(id)
+	}
 	node, err := Start(Config{ClusterID: c.id, NodeID: id, Peers: maps.Clone(c.addrs), Join: c.joining[id], WALDir: filepath.Join(dir, "wal"), Listener: l,
-		TickInterval: 20 * time.Millisecond, ElectionTicks: 10, SnapshotEvery: c.snap, KeepEntries: c.snap / 2, Info: testInfo(id), Token: c.token, Logger: quiet}, rep)
+		TickInterval: 20 * time.Millisecond, ElectionTicks: 10, SnapshotEvery: c.snap, KeepEntries: c.snap / 2, Info: testInfo(id), Token: c.token, TLS: tlsCfg, Logger: quiet}, rep)
 	if err != nil {
 		rep.Close(context.Background())
 		c.t.Fatal(err)

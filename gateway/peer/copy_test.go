@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mqgate/mqgate/broker/cluster"
+	"github.com/mqgate/mqgate/internal/testutil"
 )
 
 // A member down while the others compacted their raft logs past what it
@@ -15,7 +16,19 @@ import (
 // stages the copy and stops with ErrCopyStaged, and once restarted it
 // installs the copy, applies what followed, and ends byte-identical.
 func TestLaggingMemberCatchesUpByCopy(t *testing.T) {
-	c := newTestClusterWith(t, 3, testCluster{persist: 8, snap: 64, timeout: 3 * time.Second})
+	testLaggingCatchUp(t, testCluster{persist: 8, snap: 64, timeout: 3 * time.Second})
+}
+
+// The same with mutual TLS and a peer token: the copy is fetched over
+// the member's TLS connection.
+func TestLaggingMemberCatchesUpByCopyTLS(t *testing.T) {
+	ca := testutil.NewCA(t, "peer CA")
+	testLaggingCatchUp(t, testCluster{persist: 8, snap: 64, timeout: 3 * time.Second, token: "s3cret",
+		tls: func(uint64) *TLS { return loadTLS(t, ca.Issue(t, "member")) }})
+}
+
+func testLaggingCatchUp(t *testing.T, o testCluster) {
+	c := newTestClusterWith(t, 3, o)
 	l := c.leader()
 	var lag uint64
 	for id := range c.members {

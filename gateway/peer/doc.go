@@ -94,11 +94,24 @@
 // cluster, or a call without one, is refused with PermissionDenied. With
 // Config.Token set, every call must also carry that token (compared in
 // constant time; Unauthenticated otherwise); WithToken adds it to the
-// calls of DialStatus and DialTransfer. Without a token anyone who can
-// reach the peer address and knows the cluster id can read the group's
-// status, move its leadership and copy the whole store. Peer traffic is
-// not encrypted either way: the peer address belongs on a private
-// network.
+// calls of DialStatus, DialTransfer, DialAddMember and DialRemoveMember.
+//
+// With Config.TLS set (LoadTLS), the transport is mutual TLS (tls.go):
+// the peer listener requires a client certificate signed by the
+// configured CA and refuses any other caller during the handshake, and
+// every connection to a member (the raft streams, Info, CopyStore)
+// verifies the member's certificate against the same CA; WithTLS gives
+// the Dial functions the same. Host names are not verified: any
+// certificate the CA signed is a member's, whatever address was dialled
+// (members may be dialled at IP addresses or through a sidecar), so the
+// CA must sign this group's peer certificates only. The files are read
+// again when they change. The cluster id and the token are checked with
+// TLS too.
+//
+// Without TLS, peer traffic is not encrypted, and without TLS or a token
+// anyone who can reach the peer address and knows the cluster id can
+// read the group's status, move its leadership and copy the whole store:
+// the peer address then belongs on a private network.
 //
 // # Imports
 //

@@ -2,6 +2,7 @@ package peer
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"maps"
@@ -16,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/mqgate/mqgate/broker/cluster"
+	"github.com/mqgate/mqgate/internal/testutil"
 )
 
 // join starts member id as a new member (Config.Join) on a fresh
@@ -195,7 +197,20 @@ func TestRemovedWhileDownStops(t *testing.T) {
 // The membership calls over the peer port go to the leader, wherever
 // they are sent.
 func TestDialMembership(t *testing.T) {
-	c := newTestCluster(t, 3, 0)
+	testDialMembership(t, testCluster{timeout: 3 * time.Second}, func(ctx context.Context) context.Context { return ctx })
+}
+
+// The same with mutual TLS: the caller's certificate, a client-only one
+// of the members' CA, and the new member's.
+func TestDialMembershipTLS(t *testing.T) {
+	ca := testutil.NewCA(t, "peer CA")
+	caller := loadTLS(t, ca.Issue(t, "operator", x509.ExtKeyUsageClientAuth))
+	testDialMembership(t, testCluster{timeout: 3 * time.Second, tls: func(uint64) *TLS { return loadTLS(t, ca.Issue(t, "member")) }},
+		func(ctx context.Context) context.Context { return WithTLS(ctx, caller) })
+}
+
+func testDialMembership(t *testing.T, o testCluster, client func(context.Context) context.Context) {
+	c := newTestClusterWith(t, 3, o)
 	l := c.leader()
 	var f *member
 	for _, m := range c.members {
@@ -204,7 +219,7 @@ func TestDialMembership(t *testing.T) {
 			break
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(client(context.Background()), 20*time.Second)
 	defer cancel()
 	c.join(4)
 	if err := DialAddMember(ctx, c.addrs[f.id], c.id, 4, c.addrs[4]); err != nil {

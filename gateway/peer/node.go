@@ -65,6 +65,11 @@ type Config struct {
 	// Token, when set, is a secret every peer call must carry (members
 	// of one group share it); calls without it are refused.
 	Token string
+	// TLS, when set, is mutual TLS between members (tls.go): the peer
+	// listener serves with it and requires a client certificate of its
+	// CA, and every connection to a member is made with it. Nil:
+	// plaintext.
+	TLS *TLS
 	// WALDir holds the raft log (etcd's WAL).
 	WALDir string
 	// Listener, if set, is used instead of listening on Peers[NodeID].

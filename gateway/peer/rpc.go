@@ -10,7 +10,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -154,10 +153,10 @@ func rpcError(err error) error {
 	return status.Error(codes.Internal, err.Error())
 }
 
-// dial connects to a member's peer address (no TLS: the peer network is
-// trusted, see doc.go).
-func dial(peerAddr string) (*grpc.ClientConn, error) {
-	conn, err := grpc.NewClient(peerAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+// dial connects to a member's peer address, with the TLS of ctx
+// (WithTLS; plaintext without).
+func dial(ctx context.Context, peerAddr string) (*grpc.ClientConn, error) {
+	conn, err := grpc.NewClient(peerAddr, tlsFrom(ctx).dialOption())
 	if err != nil {
 		return nil, fmt.Errorf("peer: address %q: %w", peerAddr, err)
 	}
@@ -168,7 +167,7 @@ func dial(peerAddr string) (*grpc.ClientConn, error) {
 // Status; clusterID must be the member's cluster id.
 func DialStatus(ctx context.Context, peerAddr, clusterID string) (Status, error) {
 	var st Status
-	conn, err := dial(peerAddr)
+	conn, err := dial(ctx, peerAddr)
 	if err != nil {
 		return st, err
 	}
@@ -269,7 +268,7 @@ func findLeader(ctx context.Context, clusterID string, addrs ...string) (string,
 }
 
 func invoke(ctx context.Context, peerAddr, clusterID, method string, req proto.Message, what string, args ...any) error {
-	conn, err := dial(peerAddr)
+	conn, err := dial(ctx, peerAddr)
 	if err != nil {
 		return err
 	}
@@ -309,8 +308,9 @@ func (t *transport) serveRemove(ctx context.Context, id *wrapperspb.UInt64Value)
 
 type tokenKey struct{}
 
-// WithToken makes the peer calls made with ctx (DialStatus, DialTransfer)
-// carry the group's peer token (Config.Token).
+// WithToken makes the peer calls made with ctx (DialStatus, DialTransfer,
+// DialAddMember, DialRemoveMember) carry the group's peer token
+// (Config.Token).
 func WithToken(ctx context.Context, token string) context.Context {
 	return context.WithValue(ctx, tokenKey{}, token)
 }

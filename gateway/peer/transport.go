@@ -12,7 +12,6 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -138,6 +137,11 @@ type peerSender struct {
 }
 
 func newTransport(cfg Config, logger *slog.Logger, svc services, deliver func(*raftpb.Message), unreachable func(uint64)) (*transport, error) {
+	if cfg.TLS != nil {
+		if err := cfg.TLS.CheckServer(); err != nil {
+			return nil, err
+		}
+	}
 	lis := cfg.Listener
 	if lis == nil {
 		var err error
@@ -147,7 +151,7 @@ func newTransport(cfg Config, logger *slog.Logger, svc services, deliver func(*r
 	}
 	t := &transport{cfg: cfg, logger: logger, svc: svc, deliver: deliver, unreachable: unreachable, lis: lis,
 		peers: map[uint64]*peerSender{}, stop: make(chan struct{})}
-	t.srv = grpc.NewServer(grpc.MaxRecvMsgSize(64 << 20))
+	t.srv = grpc.NewServer(append(cfg.TLS.serverOption(), grpc.MaxRecvMsgSize(64<<20))...)
 	t.srv.RegisterService(&serviceDesc, t)
 	t.wg.Add(1)
 	go func() {
@@ -182,7 +186,7 @@ func (t *transport) setPeers(addrs map[uint64]string) {
 		}
 		p := &peerSender{id: id, addr: addr, q: make(chan *raftpb.Message, peerQueueLen), stop: make(chan struct{})}
 		t.peers[id] = p
-		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		conn, err := grpc.NewClient(addr, t.cfg.TLS.dialOption())
 		if err != nil {
 			t.logger.Error("peer: bad peer address", "member", id, "addr", addr, "err", err)
 			continue

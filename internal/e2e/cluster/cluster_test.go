@@ -3,6 +3,7 @@ package cluster
 import (
 	"bytes"
 	"context"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io/fs"
@@ -36,6 +37,8 @@ type member struct {
 	proc  *testutil.Proc
 	// joined: a member added to the running group (started with --join).
 	joined bool
+	// tls is the member's peer certificate (withTLS; empty: none).
+	tls testutil.CertFiles
 }
 
 // group is a three-member cluster on loopback.
@@ -49,6 +52,9 @@ type group struct {
 	// links are the proxies of a group made by newProxiedGroup: the one
 	// member from dials to reach member to's peer listener, by [from, to].
 	links map[[2]int]*faultproxy.Proxy
+	// cliTLS is the certificate the cluster commands present (withTLS;
+	// empty: none).
+	cliTLS testutil.CertFiles
 }
 
 func newGroup(t *testing.T, args ...string) *group {
@@ -66,6 +72,16 @@ func newGroup(t *testing.T, args ...string) *group {
 func newProxiedGroup(t *testing.T, args ...string) *group {
 	t.Helper()
 	g := planGroup(t, args)
+	g.proxy()
+	g.startNew()
+	return g
+}
+
+// proxy puts the fault proxies of newProxiedGroup between the members
+// planned (not started yet).
+func (g *group) proxy() {
+	t := g.t
+	t.Helper()
 	g.links = map[[2]int]*faultproxy.Proxy{}
 	for _, m := range g.members {
 		var peers []string
@@ -85,8 +101,24 @@ func newProxiedGroup(t *testing.T, args ...string) *group {
 		}
 		m.peers = strings.Join(peers, ",")
 	}
-	g.startNew()
-	return g
+}
+
+// withTLS gives every member planned (not started yet) a peer
+// certificate of ca, and the cluster commands a client certificate of
+// it: the group runs with mutual TLS between members.
+func (g *group) withTLS(ca *testutil.CA) {
+	for _, m := range g.members {
+		m.tls = ca.Issue(g.t, fmt.Sprintf("member-%d", m.id))
+	}
+	g.cliTLS = ca.Issue(g.t, "operator", x509.ExtKeyUsageClientAuth)
+}
+
+// tlsFlags are the peer TLS flags of f (none for empty f).
+func tlsFlags(f testutil.CertFiles) []string {
+	if f == (testutil.CertFiles{}) {
+		return nil
+	}
+	return []string{"--peer-tls-cert", f.Cert, "--peer-tls-key", f.Key, "--peer-tls-ca", f.CA}
 }
 
 // isolate cuts every raft link to and from m (newProxiedGroup only).
@@ -162,6 +194,7 @@ func (g *group) start(m *member) {
 	if m.joined {
 		args = append(args, "--join")
 	}
+	args = append(args, tlsFlags(m.tls)...)
 	m.proc = testutil.Start(g.t, testutil.StartOptions{DataDir: m.dir, Args: args})
 }
 
@@ -176,11 +209,13 @@ func (g *group) started() {
 	}
 }
 
-// cli runs `mqgate <args>` with the group's peer token, if any.
+// cli runs `mqgate <args>` with the group's peer token and client
+// certificate, if any.
 func (g *group) cli(args ...string) (string, error) {
 	if g.token != "" {
 		args = append(args, "--peer-token", g.token)
 	}
+	args = append(args, tlsFlags(g.cliTLS)...)
 	return e2eutil.CLIResultArgs(g.t, args...)
 }
 
