@@ -182,7 +182,7 @@ func (n *Node) AddMember(ctx context.Context, id uint64, addr string) error {
 // group has added). A wrong address, or a member of another group, is
 // refused before the group's configuration changes.
 func (n *Node) probeNew(ctx context.Context, id uint64, addr string) error {
-	conn, err := dial(addr)
+	conn, err := dial(WithTLS(ctx, n.cfg.TLS), addr)
 	if err != nil {
 		return badRequest("peer: add member %d: %v", id, err)
 	}
