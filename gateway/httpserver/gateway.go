@@ -195,6 +195,9 @@ func (m *marshaler) NewDecoder(r io.Reader) runtime.Decoder {
 		if len(bytes.TrimSpace(b)) == 0 {
 			return io.EOF // no body: every field keeps its default
 		}
+		if req, ok := v.(*restv1.SendMessagesRequest); ok && decodeSendRequest(b, req) {
+			return nil
+		}
 		pm, ok := v.(proto.Message)
 		if !ok {
 			return m.JSONPb.Unmarshal(b, v)
@@ -204,6 +207,17 @@ func (m *marshaler) NewDecoder(r io.Reader) runtime.Decoder {
 		}
 		return nil
 	})
+}
+
+// Marshal encodes a send's response by hand (sendjson.go), anything else
+// with protojson.
+func (m *marshaler) Marshal(v any) ([]byte, error) {
+	if r, ok := v.(*restv1.SendMessagesResponse); ok {
+		if b, ok := appendSendResponse(make([]byte, 0, sendResponseSize(r)), r); ok {
+			return b, nil
+		}
+	}
+	return m.JSONPb.Marshal(v)
 }
 
 // readBody reads r whole, into one buffer of the request's Content-Length
