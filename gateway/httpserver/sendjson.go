@@ -105,7 +105,7 @@ func (p *sendParser) message() (*restv1.OutgoingMessage, bool) {
 			if *seen&fText != 0 || !p.mark(seen, fBody) {
 				return false
 			}
-			raw, ok := p.str()
+			raw, ok := p.base64Str()
 			if !ok {
 				return false
 			}
@@ -300,11 +300,37 @@ func (p *sendParser) str() ([]byte, bool) {
 	return nil, false
 }
 
+// base64Str reads the string of a bytes field. Without an escape, it
+// checks only for the control characters the base64 decoder would skip
+// (line breaks, which JSON refuses in a string): decodeBase64 refuses
+// every other byte that is not base64, control characters and non-ASCII
+// included.
+func (p *sendParser) base64Str() ([]byte, bool) {
+	start := p.i
+	if !p.consume('"') {
+		return nil, false
+	}
+	j := bytes.IndexByte(p.b[p.i:], '"')
+	if j < 0 {
+		return nil, false
+	}
+	s := p.b[p.i : p.i+j]
+	if bytes.IndexByte(s, '\\') >= 0 {
+		p.i = start
+		return p.str()
+	}
+	if bytes.IndexByte(s, '\n') >= 0 || bytes.IndexByte(s, '\r') >= 0 {
+		return nil, false
+	}
+	p.i += j + 1
+	return s, true
+}
+
 // decodeBase64 decodes a bytes field as protojson does: standard or URL
 // alphabet (URL when '-' or '_' appears), padded or not.
 func decodeBase64(s []byte) ([]byte, bool) {
 	enc := base64.StdEncoding
-	if bytes.ContainsAny(s, "-_") {
+	if bytes.IndexByte(s, '-') >= 0 || bytes.IndexByte(s, '_') >= 0 {
 		enc = base64.URLEncoding
 	}
 	if len(s)%4 != 0 {

@@ -19,6 +19,12 @@ var sendJSONSeeds = []string{
 	`{"messages":[{"body":"aGVs\nbG8="}]}`,
 	`{"messages":[{"body":"aGVs\\nbG8="}]}`,
 	`{"messages":[{"body":"aGVsbG8=="}]}`,
+	"{\"messages\":[{\"body\":\"aGVs\nbG8=\"}]}",
+	"{\"messages\":[{\"body\":\"aGVs\rbG8=\"}]}",
+	"{\"messages\":[{\"body\":\"aGVs\tbG8=\"}]}",
+	"{\"messages\":[{\"body\":\"aGVs\xc3\xa9bG8=\"}]}",
+	`{"messages":[{"body":"aGVs\/bG8"}]}`,
+	`{"messages":[{"body":"aGVsbG8=`,
 	`{"messages":[{"body":"a+/_"}]}`,
 	`{"messages":[{"message_group":"g","message_id":"01ABC","messageGroup":"h"}]}`,
 	`{"messages":[{"messageGroup":"g","messageId":"01ABC"}]}`,
@@ -90,12 +96,27 @@ func TestSendJSONDecode(t *testing.T) {
 			fastOnes++
 		}
 	}
-	for _, s := range []string{sendJSONSeeds[0], sendJSONSeeds[1], sendJSONSeeds[2], sendJSONSeeds[8], sendJSONSeeds[12], sendJSONSeeds[14]} {
+	for _, s := range []string{
+		`{"messages":[{"body":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}]}`,
+		`{"topic":"t","messages":[{"text":"hello","tag":"a","keys":["k","l"],"properties":{"p":"v","q":""}}]}`,
+		`{"messages":[{"body":"aGVsbG8="},{"body":"aGVsbG8"},{"body":"-_-_"},{"body":""},{"text":""}]}`,
+		`{"messages":[{"body":"aGVs\nbG8h"},{"body":"aGVs\/bG8"}]}`,
+		`{"messages":[{"messageGroup":"g","messageId":"01ABC"},{"message_group":"g","message_id":"01ABC"}]}`,
+		`{"messages":[{"text":"tab\there \"q\" \\ \/ \b\f\r\n"}]}`,
+		`{"messages":[{"text":"é😀 ünïcødé"}]}`,
+		` { "messages" : [ { "text" : "x" } , { "tag" : "y" } ] } `,
+	} {
 		if !decodeSendRequest([]byte(s), &restv1.SendMessagesRequest{}) {
 			t.Errorf("%s fell back to protojson", s)
 		}
 	}
-	for _, s := range []string{`{"messages":[{"text":"a","body":"YQ=="}]}`, `{"messages":null}`, "{\"messages\":[{\"text\":\"\xff\"}]}", `{"messages":[]} x`} {
+	for _, s := range []string{
+		`{"messages":[{"text":"a","body":"YQ=="}]}`,
+		`{"messages":null}`,
+		"{\"messages\":[{\"text\":\"\xff\"}]}",
+		"{\"messages\":[{\"body\":\"aGVs\nbG8=\"}]}",
+		`{"messages":[]} x`,
+	} {
 		if decodeSendRequest([]byte(s), &restv1.SendMessagesRequest{}) {
 			t.Errorf("%s was taken by the hand-written decoder", s)
 		}
