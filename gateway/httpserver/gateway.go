@@ -132,12 +132,30 @@ func (s *Server) tooLargeStatus() *restv1.Status {
 // authorization, x-forwarded-for and x-forwarded-host by itself, and no
 // service reads the other HTTP headers (each forwarded one costs every call).
 func incomingHeader(key string) (string, bool) {
-	k := strings.ToLower(key)
 	switch {
-	case strings.HasPrefix(k, "x-mq-"), k == "x-request-id", k == "traceparent", k == "tracestate":
-		return k, true
+	case len(key) >= 5 && lowerIs(key[:5], "x-mq-"), lowerIs(key, "x-request-id"),
+		lowerIs(key, "traceparent"), lowerIs(key, "tracestate"):
+		return strings.ToLower(key), true
 	}
 	return "", false
+}
+
+// lowerIs reports whether strings.ToLower(s) == lower, for an ASCII
+// lower, without building the lower-case copy.
+func lowerIs(s, lower string) bool {
+	if len(s) != len(lower) {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != lower[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // bodyFormat turns ?body=text into the x-mq-body-format metadata.
