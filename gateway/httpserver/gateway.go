@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
@@ -176,13 +177,25 @@ func bodyParam(r *http.Request) string {
 
 // nameSpan names the HTTP span and labels the HTTP metrics by route
 // ("POST /v1/topics/{topic}/messages"), never by the concrete path.
+// grpc-gateway wraps each registered handler, which serves one pattern,
+// on its own, so the route is worked out on the first call and kept.
 func nameSpan(next runtime.HandlerFunc) runtime.HandlerFunc {
+	var route atomic.Pointer[string]
 	return func(w http.ResponseWriter, r *http.Request, params map[string]string) {
-		if p, ok := runtime.HTTPPattern(r.Context()); ok {
-			route := strings.ReplaceAll(p.String(), "=*}", "}")
-			trace.SpanFromContext(r.Context()).SetName(r.Method + " " + route)
+		rt := route.Load()
+		if rt == nil {
+			if p, ok := runtime.HTTPPattern(r.Context()); ok {
+				s := strings.ReplaceAll(p.String(), "=*}", "}")
+				rt = &s
+				route.Store(rt)
+			}
+		}
+		if rt != nil {
+			if span := trace.SpanFromContext(r.Context()); span.IsRecording() {
+				span.SetName(r.Method + " " + *rt)
+			}
 			if l, ok := otelhttp.LabelerFromContext(r.Context()); ok {
-				l.Add(attribute.String("http.route", route))
+				l.Add(attribute.String("http.route", *rt))
 			}
 		}
 		next(w, r, params)

@@ -136,19 +136,27 @@ func (g *bodyGuard) Read(p []byte) (int, error) {
 	if err == nil {
 		return n, nil
 	}
-	var mbe *http.MaxBytesError
-	var ne net.Error
-	switch {
-	case errors.Is(err, io.EOF):
+	if errors.Is(err, io.EOF) {
 		// Read whole: the connection goes back to waiting for the next
 		// request (and, meanwhile, noticing a client that goes away).
 		g.clearDeadline()
+	} else {
+		g.failed(err)
+	}
+	return n, err
+}
+
+// failed notes why a read failed (apart from EOF, a separate function so
+// that the common path allocates nothing for errors.As).
+func (g *bodyGuard) failed(err error) {
+	var mbe *http.MaxBytesError
+	var ne net.Error
+	switch {
 	case errors.As(err, &mbe):
 		g.tooLarge = true
 	case errors.As(err, &ne) && ne.Timeout():
 		g.timedOut = true
 	}
-	return n, err
 }
 
 // clearDeadline lifts the body deadline, unless it passed: then it stays,

@@ -50,37 +50,45 @@ type sendParser struct {
 func decodeSendRequest(body []byte, req *restv1.SendMessagesRequest) bool {
 	p := sendParser{b: body}
 	var out restv1.SendMessagesRequest
-	if !p.object(func(key []byte, seen *uint32) bool {
+	if !p.consume('{') {
+		return false
+	}
+	var seen uint32
+	for first := true; ; first = false {
+		key, end, ok := p.nextKey(first)
+		if !ok {
+			return false
+		}
+		if end {
+			break
+		}
 		switch string(key) {
 		case "topic":
-			s, ok := p.stringValue(seen, fTopic)
-			out.Topic = s
-			return ok
+			if out.Topic, ok = p.stringValue(&seen, fTopic); !ok {
+				return false
+			}
 		case "messages":
-			if !p.mark(seen, fMessages) || !p.consume('[') {
+			if !p.mark(&seen, fMessages) || !p.consume('[') {
 				return false
 			}
 			out.Messages = []*restv1.OutgoingMessage{}
-			if p.consume(']') {
-				return true
-			}
-			for {
+			for first := true; ; first = false {
+				end, ok := p.nextElem(first)
+				if !ok {
+					return false
+				}
+				if end {
+					break
+				}
 				m, ok := p.message()
 				if !ok {
 					return false
 				}
 				out.Messages = append(out.Messages, m)
-				if p.consume(']') {
-					return true
-				}
-				if !p.consume(',') {
-					return false
-				}
 			}
+		default:
+			return false
 		}
-		return false
-	}) {
-		return false
 	}
 	p.ws()
 	if p.i != len(p.b) {
@@ -92,115 +100,127 @@ func decodeSendRequest(body []byte, req *restv1.SendMessagesRequest) bool {
 
 func (p *sendParser) message() (*restv1.OutgoingMessage, bool) {
 	m := &restv1.OutgoingMessage{}
-	ok := p.object(func(key []byte, seen *uint32) bool {
+	if !p.consume('{') {
+		return nil, false
+	}
+	var seen uint32
+	for first := true; ; first = false {
+		key, end, ok := p.nextKey(first)
+		if !ok {
+			return nil, false
+		}
+		if end {
+			return m, true
+		}
 		switch string(key) {
 		case "text":
-			if *seen&fBody != 0 {
-				return false // the oneof is set already
+			if seen&fBody != 0 {
+				return nil, false // the oneof is set already
 			}
-			s, ok := p.stringValue(seen, fText)
+			s, ok := p.stringValue(&seen, fText)
+			if !ok {
+				return nil, false
+			}
 			m.Content = &restv1.OutgoingMessage_Text{Text: s}
-			return ok
 		case "body":
-			if *seen&fText != 0 || !p.mark(seen, fBody) {
-				return false
+			if seen&fText != 0 || !p.mark(&seen, fBody) {
+				return nil, false
 			}
 			raw, ok := p.base64Str()
 			if !ok {
-				return false
+				return nil, false
 			}
 			b, ok := decodeBase64(raw)
+			if !ok {
+				return nil, false
+			}
 			m.Content = &restv1.OutgoingMessage_Body{Body: b}
-			return ok
 		case "tag":
-			s, ok := p.stringValue(seen, fTag)
-			m.Tag = s
-			return ok
+			if m.Tag, ok = p.stringValue(&seen, fTag); !ok {
+				return nil, false
+			}
 		case "messageGroup", "message_group":
-			s, ok := p.stringValue(seen, fMessageGroup)
-			m.MessageGroup = s
-			return ok
+			if m.MessageGroup, ok = p.stringValue(&seen, fMessageGroup); !ok {
+				return nil, false
+			}
 		case "messageId", "message_id":
-			s, ok := p.stringValue(seen, fMessageID)
-			m.MessageId = s
-			return ok
+			if m.MessageId, ok = p.stringValue(&seen, fMessageID); !ok {
+				return nil, false
+			}
 		case "keys":
-			if !p.mark(seen, fKeys) || !p.consume('[') {
-				return false
+			if !p.mark(&seen, fKeys) || !p.consume('[') {
+				return nil, false
 			}
 			m.Keys = []string{}
-			if p.consume(']') {
-				return true
-			}
-			for {
+			for first := true; ; first = false {
+				end, ok := p.nextElem(first)
+				if !ok {
+					return nil, false
+				}
+				if end {
+					break
+				}
 				raw, ok := p.str()
 				if !ok {
-					return false
+					return nil, false
 				}
 				m.Keys = append(m.Keys, string(raw))
-				if p.consume(']') {
-					return true
-				}
-				if !p.consume(',') {
-					return false
-				}
 			}
 		case "properties":
-			if !p.mark(seen, fProperties) || !p.consume('{') {
-				return false
+			if !p.mark(&seen, fProperties) || !p.consume('{') {
+				return nil, false
 			}
 			m.Properties = map[string]string{}
-			if p.consume('}') {
-				return true
-			}
-			for {
-				k, ok := p.str()
-				if !ok || !p.consume(':') {
-					return false
+			for first := true; ; first = false {
+				k, end, ok := p.nextKey(first)
+				if !ok {
+					return nil, false
+				}
+				if end {
+					break
 				}
 				v, ok := p.str()
 				if !ok {
-					return false
+					return nil, false
 				}
 				if _, dup := m.Properties[string(k)]; dup {
-					return false
+					return nil, false
 				}
 				m.Properties[string(k)] = string(v)
-				if p.consume('}') {
-					return true
-				}
-				if !p.consume(',') {
-					return false
-				}
 			}
+		default:
+			return nil, false
 		}
-		return false
-	})
-	return m, ok
+	}
 }
 
-// object reads {"key": value, ...}, calling field for each key with the
-// parser at the value; field reads the value and reports success.
-func (p *sendParser) object(field func(key []byte, seen *uint32) bool) bool {
-	if !p.consume('{') {
-		return false
-	}
+// nextKey reads, within an object whose '{' was read, the '}' that ends
+// it (end) or the next key and its ':'; first is true for the first call.
+func (p *sendParser) nextKey(first bool) (key []byte, end, ok bool) {
 	if p.consume('}') {
-		return true
+		return nil, true, true
 	}
-	var seen uint32
-	for {
-		key, ok := p.str()
-		if !ok || !p.consume(':') || !field(key, &seen) {
-			return false
-		}
-		if p.consume('}') {
-			return true
-		}
-		if !p.consume(',') {
-			return false
-		}
+	if !first && !p.consume(',') {
+		return nil, false, false
 	}
+	key, ok = p.str()
+	if !ok || !p.consume(':') {
+		return nil, false, false
+	}
+	return key, false, true
+}
+
+// nextElem reads, within an array whose '[' was read, the ']' that ends
+// it (end) or the ',' before the next element; first is true for the
+// first call.
+func (p *sendParser) nextElem(first bool) (end, ok bool) {
+	if p.consume(']') {
+		return true, true
+	}
+	if !first && !p.consume(',') {
+		return false, false
+	}
+	return false, true
 }
 
 // mark records field bit f, refusing a second one.
