@@ -24,7 +24,7 @@ import (
 //     at random, or returns false where protojson may fail (invalid UTF-8)
 //     or the message holds something unusual.
 //
-// FuzzSendJSON checks both against protojson.
+// FuzzSendJSON and FuzzSendJSONResponse check both against protojson.
 
 // Field bits of a decoded object, to refuse a field given twice.
 const (
