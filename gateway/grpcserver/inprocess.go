@@ -136,7 +136,7 @@ func (c inProcessConn) Invoke(ctx context.Context, method string, args, reply an
 	ts := &inProcessStream{method: method}
 	sctx = grpc.NewContextWithServerTransportStream(sctx, ts)
 
-	resp, err := s.callHandler(sctx, m, method, req)
+	resp, err := s.callHandler(sctx, ts, m, method, req)
 	if err != nil {
 		st, ok := status.FromError(err)
 		if !ok {
@@ -191,7 +191,7 @@ func move(dst, src proto.Message) {
 
 // callHandler checks the receive limit and runs the method's handler
 // through the interceptor chain; it returns a proto response or an error.
-func (s *Server) callHandler(ctx context.Context, m inProcessMethod, method string, req proto.Message) (proto.Message, error) {
+func (s *Server) callHandler(ctx context.Context, ts *inProcessStream, m inProcessMethod, method string, req proto.Message) (proto.Message, error) {
 	n := proto.Size(req)
 	if n > maxInProcessMsg {
 		return nil, status.Errorf(codes.ResourceExhausted, "grpc: trying to send message larger than max (%d vs. %d)", n, maxInProcessMsg)
@@ -212,6 +212,7 @@ func (s *Server) callHandler(ctx context.Context, m inProcessMethod, method stri
 				req.ProtoReflect().Descriptor().FullName(), pm.ProtoReflect().Descriptor().FullName())
 		}
 		move(pm, req)
+		ts.sized, ts.size = pm, n
 		return nil
 	}
 	resp, err := m.handler(m.impl, ctx, dec, s.unary)
@@ -291,6 +292,10 @@ func (c cancelOnly) AfterFunc(f func()) func() bool { return context.AfterFunc(c
 // grpc.Trailer options.
 type inProcessStream struct {
 	method string
+	// sized is the request the handler received, of size bytes: the
+	// budget interceptor need not size it again.
+	sized proto.Message
+	size  int
 
 	mu      sync.Mutex
 	header  metadata.MD
@@ -340,6 +345,15 @@ func (t *inProcessStream) SetTrailer(md metadata.MD) error {
 	defer t.mu.Unlock()
 	t.trailer = metadata.Join(t.trailer, md)
 	return nil
+}
+
+// requestSize is the size of req when it is the request of an in-process
+// call, which sized it already.
+func requestSize(ctx context.Context, req proto.Message) (int, bool) {
+	if ts, ok := grpc.ServerTransportStreamFromContext(ctx).(*inProcessStream); ok && ts.sized == req {
+		return ts.size, true
+	}
+	return 0, false
 }
 
 // deliver hands the headers and trailers to the caller's call options.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -196,6 +197,41 @@ func TestInProcessAdmission(t *testing.T) {
 		t.Fatalf("a call while draining: %v", err)
 	}
 
+}
+
+// The interceptors (the in-flight budget among them) see the size an
+// in-process call measured for its request, which is the request's own;
+// over a connection there is none and the budget sizes the request itself.
+func TestInProcessRequestSize(t *testing.T) {
+	type sized struct {
+		n, want int
+		ok      bool
+	}
+	var got []sized
+	srv := New(Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), ExtraUnaryInterceptors: []grpc.UnaryServerInterceptor{
+		func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+			m := req.(proto.Message)
+			n, ok := requestSize(ctx, m)
+			got = append(got, sized{n, proto.Size(m), ok})
+			return h(ctx, req)
+		},
+	}})
+	echoService(srv, &seen{})
+	conn := serveBufconn(t, srv)
+	body := wrapperspb.String(strings.Repeat("x", 300))
+	if err := conn.Invoke(callCtx(t), "/test.Echo/Do", body, new(wrapperspb.StringValue)); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.InProcess().Invoke(callCtx(t), "/test.Echo/Do", body, new(wrapperspb.StringValue)); err != nil {
+		t.Fatal(err)
+	}
+	want := []sized{{0, proto.Size(body), false}, {proto.Size(body), proto.Size(body), true}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("sizes seen over a connection, then in process: %+v, want %+v", got, want)
+	}
+	if n, ok := requestSize(context.Background(), body); ok {
+		t.Fatalf("a request outside an in-process call has a known size %d", n)
+	}
 }
 
 // With auth on, the tap refuses an unsigned call before the chain runs,

@@ -132,7 +132,11 @@ func budgetUnary(b *admission.Budget) grpc.UnaryServerInterceptor {
 		if !ok || strings.HasPrefix(info.FullMethod, "/grpc.health.v1.Health/") {
 			return h(ctx, req)
 		}
-		n := int64(proto.Size(m))
+		size, ok := requestSize(ctx, m)
+		if !ok {
+			size = proto.Size(m)
+		}
+		n := int64(size)
 		if !b.TryAcquire(n) {
 			msg := fmt.Sprintf("the server holds %d MiB of requests in flight, its limit; retry later", b.Max()>>20)
 			if strings.HasPrefix(info.FullMethod, messagingPrefix) {

@@ -11,7 +11,9 @@
 // Files: http.go (the server, routes, lifecycle), gateway.go (the
 // grpc-gateway mux: protojson options, header matcher, ?body=text, body
 // limit, request id, otelhttp spans and metrics with traceparent
-// propagation), limits.go (what is checked before a body is read: auth,
+// propagation), sendjson.go (a send's request and response decoded and
+// encoded by hand as protojson would, protojson taking every body that is
+// not plain), limits.go (what is checked before a body is read: auth,
 // size, the in-flight body budget, the body deadline; canonical paths;
 // the throttled server error log), errors.go (THE place REST errors get their HTTP status and
 // body: a mqgate.rest.v1.Status), openapi.go and openapi.json

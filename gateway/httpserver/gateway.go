@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
@@ -132,12 +133,30 @@ func (s *Server) tooLargeStatus() *restv1.Status {
 // authorization, x-forwarded-for and x-forwarded-host by itself, and no
 // service reads the other HTTP headers (each forwarded one costs every call).
 func incomingHeader(key string) (string, bool) {
-	k := strings.ToLower(key)
 	switch {
-	case strings.HasPrefix(k, "x-mq-"), k == "x-request-id", k == "traceparent", k == "tracestate":
-		return k, true
+	case len(key) >= 5 && lowerIs(key[:5], "x-mq-"), lowerIs(key, "x-request-id"),
+		lowerIs(key, "traceparent"), lowerIs(key, "tracestate"):
+		return strings.ToLower(key), true
 	}
 	return "", false
+}
+
+// lowerIs reports whether strings.ToLower(s) == lower, for an ASCII
+// lower, without building the lower-case copy.
+func lowerIs(s, lower string) bool {
+	if len(s) != len(lower) {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != lower[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // bodyFormat turns ?body=text into the x-mq-body-format metadata.
@@ -158,13 +177,25 @@ func bodyParam(r *http.Request) string {
 
 // nameSpan names the HTTP span and labels the HTTP metrics by route
 // ("POST /v1/topics/{topic}/messages"), never by the concrete path.
+// grpc-gateway wraps each registered handler, which serves one pattern,
+// on its own, so the route is worked out on the first call and kept.
 func nameSpan(next runtime.HandlerFunc) runtime.HandlerFunc {
+	var route atomic.Pointer[string]
 	return func(w http.ResponseWriter, r *http.Request, params map[string]string) {
-		if p, ok := runtime.HTTPPattern(r.Context()); ok {
-			route := strings.ReplaceAll(p.String(), "=*}", "}")
-			trace.SpanFromContext(r.Context()).SetName(r.Method + " " + route)
+		rt := route.Load()
+		if rt == nil {
+			if p, ok := runtime.HTTPPattern(r.Context()); ok {
+				s := strings.ReplaceAll(p.String(), "=*}", "}")
+				rt = &s
+				route.Store(rt)
+			}
+		}
+		if rt != nil {
+			if span := trace.SpanFromContext(r.Context()); span.IsRecording() {
+				span.SetName(r.Method + " " + *rt)
+			}
 			if l, ok := otelhttp.LabelerFromContext(r.Context()); ok {
-				l.Add(attribute.String("http.route", route))
+				l.Add(attribute.String("http.route", *rt))
 			}
 		}
 		next(w, r, params)
@@ -195,6 +226,9 @@ func (m *marshaler) NewDecoder(r io.Reader) runtime.Decoder {
 		if len(bytes.TrimSpace(b)) == 0 {
 			return io.EOF // no body: every field keeps its default
 		}
+		if req, ok := v.(*restv1.SendMessagesRequest); ok && decodeSendRequest(b, req) {
+			return nil
+		}
 		pm, ok := v.(proto.Message)
 		if !ok {
 			return m.JSONPb.Unmarshal(b, v)
@@ -204,6 +238,17 @@ func (m *marshaler) NewDecoder(r io.Reader) runtime.Decoder {
 		}
 		return nil
 	})
+}
+
+// Marshal encodes a send's response by hand (sendjson.go), anything else
+// with protojson.
+func (m *marshaler) Marshal(v any) ([]byte, error) {
+	if r, ok := v.(*restv1.SendMessagesResponse); ok {
+		if b, ok := appendSendResponse(make([]byte, 0, sendResponseSize(r)), r); ok {
+			return b, nil
+		}
+	}
+	return m.JSONPb.Marshal(v)
 }
 
 // readBody reads r whole, into one buffer of the request's Content-Length

@@ -47,13 +47,26 @@ const DefaultBodyTimeout = 30 * time.Second
 // 503 or 429 by the services, is told.
 const retryAfterSeconds = "1"
 
-type rawWriterKey struct{}
+type requestStateKey struct{}
 
-// withRawWriter remembers the server's own ResponseWriter, whose
+// requestState is what the layers of one REST request share through its
+// context, in one allocation: the server's own ResponseWriter, whose
 // connection deadlines http.ResponseController can set (otelhttp's wrapper
-// does not expose them).
+// does not expose them), and the body's guard once admit set it.
+type requestState struct {
+	raw     http.ResponseWriter
+	guard   bodyGuard
+	guarded bool
+}
+
+// withRawWriter remembers w, the server's own ResponseWriter.
 func withRawWriter(r *http.Request, w http.ResponseWriter) *http.Request {
-	return r.WithContext(context.WithValue(r.Context(), rawWriterKey{}, w))
+	return r.WithContext(context.WithValue(r.Context(), requestStateKey{}, &requestState{raw: w}))
+}
+
+func stateOf(r *http.Request) *requestState {
+	st, _ := r.Context().Value(requestStateKey{}).(*requestState)
+	return st
 }
 
 // admit runs the checks above. It returns the request to serve and a
@@ -85,15 +98,21 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request) (_ *http.Request,
 			fmt.Sprintf("the server holds %d MiB of request bodies in flight, its limit; retry later", s.budget.Max()>>20)))
 		return nil, nil, false
 	}
-	g := &bodyGuard{ReadCloser: http.MaxBytesReader(w, r.Body, s.maxBody), size: r.ContentLength}
-	if raw, _ := r.Context().Value(rawWriterKey{}).(http.ResponseWriter); raw != nil {
-		rc := http.NewResponseController(raw)
+	st := stateOf(r)
+	if st == nil {
+		st = &requestState{}
+		r = r.WithContext(context.WithValue(r.Context(), requestStateKey{}, st))
+	}
+	g := &st.guard
+	*g = bodyGuard{ReadCloser: http.MaxBytesReader(w, r.Body, s.maxBody), size: r.ContentLength}
+	st.guarded = true
+	if st.raw != nil {
+		rc := http.NewResponseController(st.raw)
 		if rc.SetReadDeadline(time.Now().Add(s.bodyTimeout)) == nil {
 			g.rc = rc
 		}
 	}
 	r.Body = g
-	r = r.WithContext(context.WithValue(r.Context(), bodyGuardKey{}, g))
 	return r, func() {
 		g.clearDeadline()
 		s.budget.Release(n)
@@ -117,19 +136,27 @@ func (g *bodyGuard) Read(p []byte) (int, error) {
 	if err == nil {
 		return n, nil
 	}
-	var mbe *http.MaxBytesError
-	var ne net.Error
-	switch {
-	case errors.Is(err, io.EOF):
+	if errors.Is(err, io.EOF) {
 		// Read whole: the connection goes back to waiting for the next
 		// request (and, meanwhile, noticing a client that goes away).
 		g.clearDeadline()
+	} else {
+		g.failed(err)
+	}
+	return n, err
+}
+
+// failed notes why a read failed (apart from EOF, a separate function so
+// that the common path allocates nothing for errors.As).
+func (g *bodyGuard) failed(err error) {
+	var mbe *http.MaxBytesError
+	var ne net.Error
+	switch {
 	case errors.As(err, &mbe):
 		g.tooLarge = true
 	case errors.As(err, &ne) && ne.Timeout():
 		g.timedOut = true
 	}
-	return n, err
 }
 
 // clearDeadline lifts the body deadline, unless it passed: then it stays,
@@ -142,11 +169,11 @@ func (g *bodyGuard) clearDeadline() {
 	}
 }
 
-type bodyGuardKey struct{}
-
 func guardOf(r *http.Request) *bodyGuard {
-	g, _ := r.Context().Value(bodyGuardKey{}).(*bodyGuard)
-	return g
+	if st := stateOf(r); st != nil && st.guarded {
+		return &st.guard
+	}
+	return nil
 }
 
 func bodyTooLarge(r *http.Request) bool {
