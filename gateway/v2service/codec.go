@@ -46,7 +46,8 @@ func (c serverCodec) Marshal(v any) (mem.BufferSlice, error) {
 }
 
 // inlineBodyMax is the largest body copied into the encoded frame; larger
-// ones travel as their own buffer.
+// ones travel as their own buffer. Below it the copy costs less than the
+// allocations a frame in two buffers takes.
 const inlineBodyMax = 8 << 10
 
 // marshalReceived encodes a ReceiveMessageResponse carrying a message.
@@ -72,8 +73,16 @@ func marshalReceived(r *v2.ReceiveMessageResponse, inline int) (mem.BufferSlice,
 	} else {
 		body = nil
 	}
-	pool := mem.DefaultBufferPool()
-	buf := pool.Get(head)
+	// A buffer too small for grpc-go to pool is allocated as it is.
+	var pool mem.BufferPool
+	var buf *[]byte
+	if mem.IsBelowBufferPoolingThreshold(head) {
+		b := make([]byte, 0, head)
+		buf = &b
+	} else {
+		pool = mem.DefaultBufferPool()
+		buf = pool.Get(head)
+	}
 	b := protowire.AppendTag((*buf)[:0], 2, protowire.BytesType)
 	b = protowire.AppendVarint(b, uint64(inner))
 	b = appendMessage(b, m, spSize, body == nil)
