@@ -39,6 +39,7 @@ type writes struct {
 type storeWriter interface {
 	deferred.Store
 	DeleteTopic(ctx context.Context, topic string) error
+	ReadEntries(ents []storage.QueueEntry, msgs []*message.Message, errs []error)
 }
 
 // offsetWriter is the committed-offset store.

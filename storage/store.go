@@ -568,6 +568,66 @@ func (s *Store) ReadMessage(physOffset int64, size int32) (*message.Message, err
 	return m, nil
 }
 
+// maxRun bounds the bytes ReadEntries reads with one copy: the messages
+// of a run share its buffer, which stays in memory while any of them does.
+const maxRun = 64 << 10
+
+// ReadEntries reads the records of ents (entries ReadQueue returned) as
+// ReadMessage(e.PhysOffset, e.Size) would, each one's result in msgs[i]
+// or errs[i] (both len(ents) long). Records laid out one after another in
+// one segment of the log are read with one copy per run rather than one
+// per record; what cannot be read that way is read record by record, so
+// that each entry gets exactly ReadMessage's result.
+func (s *Store) ReadEntries(ents []QueueEntry, msgs []*message.Message, errs []error) {
+	for i := 0; i < len(ents); {
+		// The run: ents[i:j], each record starting where the one before
+		// ended, maxRun bytes at most (a longer record is a run alone).
+		pos, end := ents[i].PhysOffset, ents[i].PhysOffset+int64(ents[i].Size)
+		j := i + 1
+		for j < len(ents) && ents[j].PhysOffset == end && ents[j].Size > 0 && end+int64(ents[j].Size)-pos <= maxRun {
+			end += int64(ents[j].Size)
+			j++
+		}
+		n := 0
+		if j-i > 1 {
+			n = s.readRun(ents[i:j], msgs[i:j], errs[i:j])
+		}
+		if n == 0 {
+			msgs[i], errs[i] = s.ReadMessage(ents[i].PhysOffset, ents[i].Size)
+			n = 1
+		}
+		i += n
+	}
+}
+
+// readRun reads the leading records of a run of adjacent ones with one
+// copy (up to the end of the first one's segment) and decodes them. It
+// returns how many it read; it stops before a record that does not decode
+// as its entry says, for ReadMessage to give that one's error.
+func (s *Store) readRun(ents []QueueEntry, msgs []*message.Message, errs []error) int {
+	pos := ents[0].PhysOffset
+	last := ents[len(ents)-1]
+	if pos < s.log.Min() || ents[0].Size <= 0 {
+		return 0
+	}
+	b, err := s.log.ReadSpan(pos, int(last.PhysOffset+int64(last.Size)-pos))
+	if err != nil {
+		return 0
+	}
+	for k, e := range ents {
+		off, end := e.PhysOffset-pos, e.PhysOffset-pos+int64(e.Size)
+		if end > int64(len(b)) {
+			return k
+		}
+		m, err := message.Decode(b[off:end:end], s.opts.MaxRecordSize)
+		if err != nil || m.PhysOffset != e.PhysOffset || m.Size != e.Size {
+			return k
+		}
+		msgs[k], errs[k] = m, nil
+	}
+	return len(ents)
+}
+
 // ReadQueue returns up to max dispatched entries of (topic, queueID) from
 // fromOffset. Below the queue's min it fails with ErrOffsetMoved; at or
 // past its max it returns no entries. A queue never written is empty.

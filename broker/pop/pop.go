@@ -28,6 +28,9 @@ type Store interface {
 	Append(ctx context.Context, msgs ...*message.Message) (storage.AppendResult, error)
 	ReadQueue(topic string, queueID int32, fromOffset int64, max int) ([]storage.QueueEntry, error)
 	ReadMessage(physOffset int64, size int32) (*message.Message, error)
+	// ReadEntries reads the records of ents as ReadMessage would, into
+	// msgs[i] or errs[i]; adjacent records with one copy.
+	ReadEntries(ents []storage.QueueEntry, msgs []*message.Message, errs []error)
 	QueueRange(topic string, queueID int32) (min, max int64)
 	LogRange() (min, written int64)
 	WaitDispatched(ctx context.Context, pos int64) error
@@ -529,13 +532,26 @@ func (s *Service) readFresh(sb *sub, q *qstate, qid int32, req *ReceiveRequest, 
 		if len(ents) == 0 {
 			return nil
 		}
-		if n := min(len(ents), req.Max-len(*picks)); cap(*picks)-len(*picks) < n {
+		n := min(len(ents), req.Max-len(*picks))
+		if cap(*picks)-len(*picks) < n {
 			// Sized for the batch at once rather than grown by appends.
 			*picks = slices.Grow(*picks, n)
 			*created = slices.Grow(*created, n)
 			rec.entries = slices.Grow(rec.entries, n)
 		}
-		for _, e := range ents {
+		// Without a tag filter the first n entries are all read unless a
+		// record is unreadable or an SQL filter skips it: read them at
+		// once (one copy for each run of adjacent records), and any
+		// further ones one by one.
+		var pre []storage.QueueEntry
+		var msgs []*message.Message
+		var errs []error
+		if fl.hashes == nil {
+			pre = ents[:n]
+			msgs, errs = make([]*message.Message, n), make([]error, n)
+			s.store.ReadEntries(pre, msgs, errs)
+		}
+		for i, e := range ents {
 			if len(*picks) >= req.Max {
 				return nil
 			}
@@ -545,7 +561,13 @@ func (s *Service) readFresh(sb *sub, q *qstate, qid int32, req *ReceiveRequest, 
 					continue
 				}
 			}
-			m, err := s.store.ReadMessage(e.PhysOffset, e.Size)
+			var m *message.Message
+			var err error
+			if i < len(pre) {
+				m, err = msgs[i], errs[i]
+			} else {
+				m, err = s.store.ReadMessage(e.PhysOffset, e.Size)
+			}
 			if err != nil {
 				s.log.Warn("pop: unreadable message skipped", "topic", sb.topic, "queue", qid, "offset", e.QueueOffset, "err", err)
 				q.next = e.QueueOffset + 1

@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/encoding"
 	_ "google.golang.org/grpc/encoding/gzip" // clients may compress; harmless to accept
 	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/health"
@@ -66,6 +67,10 @@ type Options struct {
 	// MaxInFlightBytes bounds the unary requests handlers hold at once
 	// (limits.go; 0: DefaultMaxInFlightBytes).
 	MaxInFlightBytes int64
+	// Codec, when set, encodes and decodes every call's messages in place
+	// of grpc-go's proto codec (grpc.ForceServerCodecV2); it must write
+	// and read the same bytes as that codec.
+	Codec encoding.CodecV2
 }
 
 // Server wraps a grpc.Server with health state.
@@ -175,6 +180,9 @@ func New(o Options) *Server {
 	}
 	if o.TLS != nil {
 		sopts = append(sopts, grpc.Creds(NewDualCredentials(o.TLS)))
+	}
+	if o.Codec != nil {
+		sopts = append(sopts, grpc.ForceServerCodecV2(o.Codec))
 	}
 	gs := grpc.NewServer(sopts...)
 	hs := health.NewServer()

@@ -327,6 +327,7 @@ func (n *Node) startGRPC(ctx context.Context) error {
 		Sessions:              n.sess,
 		Auth:                  n.auth,
 		MaxBodySize:           n.broker.Limits().MaxBodySize,
+		Codec:                 v2service.ServerCodec(),
 	})
 	sc := v2service.ServiceConfig{AdvertiseAddr: n.cfg.AdvertiseAddr, Logger: n.log}
 	if n.raft != nil {
