@@ -86,8 +86,9 @@ type AdminServiceClient interface {
 	// Sends a group's oldest pending dead letters back to the topics they
 	// were consumed from, as new messages with their id, tag, keys,
 	// properties and body and a fresh delivery count, and marks them
-	// redriven. A redrive that stops at a failed send keeps what it sent
-	// before (the answer lists it) and fails; the rest stays pending.
+	// redriven. A redrive that stops at a failed send answers with what it
+	// sent before that one; the next call starts at the dead letter that
+	// failed and reports the error if it fails again.
 	RedriveDeadLetters(ctx context.Context, in *RedriveDeadLettersRequest, opts ...grpc.CallOption) (*RedriveDeadLettersResponse, error)
 }
 
@@ -281,8 +282,9 @@ type AdminServiceServer interface {
 	// Sends a group's oldest pending dead letters back to the topics they
 	// were consumed from, as new messages with their id, tag, keys,
 	// properties and body and a fresh delivery count, and marks them
-	// redriven. A redrive that stops at a failed send keeps what it sent
-	// before (the answer lists it) and fails; the rest stays pending.
+	// redriven. A redrive that stops at a failed send answers with what it
+	// sent before that one; the next call starts at the dead letter that
+	// failed and reports the error if it fails again.
 	RedriveDeadLetters(context.Context, *RedriveDeadLettersRequest) (*RedriveDeadLettersResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
