@@ -10,8 +10,9 @@
 //
 // Files: http.go (the server, routes, lifecycle), gateway.go (the
 // grpc-gateway mux: protojson options, header matcher, ?body=text, body
-// limit, request id, otelhttp spans and metrics with traceparent
-// propagation), sendjson.go (a send's request and response decoded and
+// limit, request id, traceparent for the gRPC leg), telemetry.go (the
+// HTTP metrics, otelhttp's instruments and attributes, and the HTTP span
+// when spans are recorded), sendjson.go (a send's request and response decoded and
 // encoded by hand as protojson would, protojson taking every body that is
 // not plain), limits.go (what is checked before a body is read: auth,
 // size, the in-flight body budget, the body deadline; canonical paths;

@@ -15,10 +15,7 @@ import (
 	"sync/atomic"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
-	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
-	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -34,9 +31,10 @@ import (
 const bodyFormatHeader = "x-mq-body-format"
 
 // newGateway builds the REST API: grpc-gateway's mux over api for every
-// mqgate service with HTTP rules, wrapped (outermost first) in otelhttp
-// (HTTP spans from the caller's traceparent, HTTP metrics) and prepare
-// (request id, trace context for the gRPC leg, body limit, ?body=).
+// mqgate service with HTTP rules, wrapped (outermost first) in the REST
+// telemetry (telemetry.go: HTTP metrics, and HTTP spans from the caller's
+// traceparent when spans are recorded) and prepare (request id, trace
+// context for the gRPC leg, body limit, ?body=).
 func (s *Server) newGateway(api grpc.ClientConnInterface) (http.Handler, error) {
 	mux := runtime.NewServeMux(
 		runtime.WithMarshalerOption(runtime.MIMEWildcard, newMarshaler()),
@@ -56,21 +54,7 @@ func (s *Server) newGateway(api grpc.ClientConnInterface) (http.Handler, error) 
 	if err := restv1.RegisterMessagingServiceHandlerClient(ctx, mux, restv1.NewMessagingServiceClient(api)); err != nil {
 		return nil, fmt.Errorf("register messaging REST handlers: %w", err)
 	}
-	var oopts []otelhttp.Option
-	if s.opts.MeterProvider != nil {
-		oopts = append(oopts, otelhttp.WithMeterProvider(s.opts.MeterProvider))
-	}
-	if s.opts.TracerProvider != nil {
-		oopts = append(oopts, otelhttp.WithTracerProvider(s.opts.TracerProvider))
-	}
-	oopts = append(oopts, otelhttp.WithPropagators(propagation.TraceContext{}))
-	h := otelhttp.NewHandler(s.prepare(mux), "mqgate.rest", oopts...)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// The route is grpc-gateway's (nameSpan), not the ServeMux's "/v1/".
-		r = withRawWriter(r, w)
-		r.Pattern = ""
-		h.ServeHTTP(w, r)
-	}), nil
+	return newRESTTelemetry(s.opts.MeterProvider, s.opts.TracerProvider).handler(s.prepare(mux)), nil
 }
 
 // prepare runs before grpc-gateway: it gives the request an id (the
@@ -91,7 +75,7 @@ func (s *Server) prepare(next http.Handler) http.Handler {
 		}
 		r.Header.Set("X-Request-Id", id)
 		w.Header().Set("X-Request-Id", id)
-		if sc := trace.SpanContextFromContext(r.Context()); sc.IsValid() {
+		if st := stateOf(r); st != nil && st.span != nil && st.span.SpanContext().IsValid() {
 			propagation.TraceContext{}.Inject(r.Context(), propagation.HeaderCarrier(r.Header))
 		}
 		switch f := bodyParam(r); f {
@@ -176,7 +160,8 @@ func bodyParam(r *http.Request) string {
 }
 
 // nameSpan names the HTTP span and labels the HTTP metrics by route
-// ("POST /v1/topics/{topic}/messages"), never by the concrete path.
+// ("POST /v1/topics/{topic}/messages"), never by the concrete path; a
+// request no route matched never gets here, so it has no route label.
 // grpc-gateway wraps each registered handler, which serves one pattern,
 // on its own, so the route is worked out on the first call and kept.
 func nameSpan(next runtime.HandlerFunc) runtime.HandlerFunc {
@@ -191,11 +176,11 @@ func nameSpan(next runtime.HandlerFunc) runtime.HandlerFunc {
 			}
 		}
 		if rt != nil {
-			if span := trace.SpanFromContext(r.Context()); span.IsRecording() {
-				span.SetName(r.Method + " " + *rt)
-			}
-			if l, ok := otelhttp.LabelerFromContext(r.Context()); ok {
-				l.Add(attribute.String("http.route", *rt))
+			if st := stateOf(r); st != nil {
+				st.route = rt
+				if st.span != nil && st.span.IsRecording() {
+					st.span.SetName(r.Method + " " + *rt)
+				}
 			}
 		}
 		next(w, r, params)

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -62,6 +63,7 @@ type harnessOpts struct {
 	inflight        int64         // Options.MaxInFlightBytes
 	bodyTimeout     time.Duration // Options.BodyTimeout
 	tracer          trace.TracerProvider
+	meter           metric.MeterProvider // Options.MeterProvider (telemetry overrides it)
 	interceptor     grpc.UnaryServerInterceptor
 	realClock       bool
 	// dir puts the store on the real file system (benchmarks); empty
@@ -111,7 +113,7 @@ func newHarness(t testing.TB, opts ...harnessOpts) *harness {
 		t.Fatal(err)
 	}
 	gopts := grpcserver.Options{Gate: h.gate, Sessions: sess, Logger: log, Auth: o.auth}
-	ropts := Options{Logger: log, MaxRequestBytes: o.maxRequestBytes, TracerProvider: o.tracer, Ready: func() error { return nil },
+	ropts := Options{Logger: log, MaxRequestBytes: o.maxRequestBytes, TracerProvider: o.tracer, MeterProvider: o.meter, Ready: func() error { return nil },
 		Auth: o.auth, MaxInFlightBytes: o.inflight, BodyTimeout: o.bodyTimeout}
 	if o.telemetry {
 		tel, err := telemetry.Setup(context.Background(), telemetry.Options{})

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/mqgate/mqgate/gateway/admission"
 	"github.com/mqgate/mqgate/gateway/auth"
 	v2 "github.com/mqgate/mqgate/gen/apache/rocketmq/v2"
@@ -50,18 +52,19 @@ const retryAfterSeconds = "1"
 type requestStateKey struct{}
 
 // requestState is what the layers of one REST request share through its
-// context, in one allocation: the server's own ResponseWriter, whose
-// connection deadlines http.ResponseController can set (otelhttp's wrapper
-// does not expose them), and the body's guard once admit set it.
+// context, in one allocation (restTelemetry.handler makes it): the
+// server's own ResponseWriter, whose connection deadlines
+// http.ResponseController sets, the writer and body counters of the
+// telemetry (telemetry.go), the route (nameSpan), the HTTP span (nil when
+// spans are off) and the body's guard once admit set it.
 type requestState struct {
 	raw     http.ResponseWriter
+	rw      responseRecorder
+	body    countedBody
+	route   *string
+	span    trace.Span
 	guard   bodyGuard
 	guarded bool
-}
-
-// withRawWriter remembers w, the server's own ResponseWriter.
-func withRawWriter(r *http.Request, w http.ResponseWriter) *http.Request {
-	return r.WithContext(context.WithValue(r.Context(), requestStateKey{}, &requestState{raw: w}))
 }
 
 func stateOf(r *http.Request) *requestState {

@@ -143,8 +143,9 @@ func Setup(ctx context.Context, opts Options) (*Telemetry, error) {
 		t.Tracers = noop.NewTracerProvider()
 	}
 	t.Export = exp.describe()
-	// W3C trace context + baggage, globally: otelgrpc and otelhttp read the
-	// global propagator.
+	// W3C trace context + baggage, globally: otelgrpc and the gRPC call
+	// interceptor read the global propagator (the REST API reads the W3C
+	// trace context only).
 	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
 		log.Warn("OpenTelemetry error", "err", err)
