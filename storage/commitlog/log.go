@@ -1462,7 +1462,7 @@ func (l *Log) Read(pos int64, size int) ([]byte, error) {
 	if size < message.MinSize || size > l.opts.MaxRecordSize || pos < 0 {
 		return nil, fmt.Errorf("%w: read at %d size %d", serr.ErrInvalid, pos, size)
 	}
-	return l.read(pos, size)
+	return l.copyWritten(pos, size, false)
 }
 
 // MaxSpan is the largest ReadSpan.
@@ -1477,6 +1477,13 @@ func (l *Log) ReadSpan(pos int64, size int) ([]byte, error) {
 	if size < message.MinSize || size > MaxSpan || pos < 0 {
 		return nil, fmt.Errorf("%w: read at %d size %d", serr.ErrInvalid, pos, size)
 	}
+	return l.copyWritten(pos, size, true)
+}
+
+// copyWritten copies [pos, pos+size) of the written log out of pos's
+// segment. Past the segment's end it fails (a record cannot cross it),
+// or with cut copies only up to that end.
+func (l *Log) copyWritten(pos int64, size int, cut bool) ([]byte, error) {
 	written, err := l.WrittenFor(pos + int64(size))
 	if err != nil {
 		return nil, err
@@ -1489,10 +1496,15 @@ func (l *Log) ReadSpan(pos int64, size int) ([]byte, error) {
 		return nil, err
 	}
 	defer s.release()
-	if end <= pos {
+	switch {
+	case cut && end <= pos:
 		return nil, fmt.Errorf("%w: position %d at segment end %d", serr.ErrNotFound, pos, end)
+	case cut:
+		size = int(min(int64(size), end-pos))
+	case pos+int64(size) > end:
+		return nil, fmt.Errorf("%w: record at %d size %d crosses segment end %d", serr.ErrCorrupt, pos, size, end)
 	}
-	return s.copyOut(pos, int(min(int64(size), end-pos)))
+	return s.copyOut(pos, size)
 }
 
 // copyOut returns a fresh copy of [pos, pos+size) of the segment.
@@ -1507,25 +1519,6 @@ func (s *segment) copyOut(pos int64, size int) ([]byte, error) {
 		return nil, fmt.Errorf("commitlog: read %s at %d: %w", s.path, off, err)
 	}
 	return buf, nil
-}
-
-func (l *Log) read(pos int64, size int) ([]byte, error) {
-	written, err := l.WrittenFor(pos + int64(size))
-	if err != nil {
-		return nil, err
-	}
-	if pos+int64(size) > written {
-		return nil, fmt.Errorf("%w: position %d beyond written log %d", serr.ErrNotFound, pos+int64(size), written)
-	}
-	s, end, err := l.segFor(pos)
-	if err != nil {
-		return nil, err
-	}
-	defer s.release()
-	if pos+int64(size) > end {
-		return nil, fmt.Errorf("%w: record at %d size %d crosses segment end %d", serr.ErrCorrupt, pos, size, end)
-	}
-	return s.copyOut(pos, size)
 }
 
 // ReadRange copies log bytes starting at pos into buf, stopping at limit
