@@ -297,18 +297,22 @@ func appendTimestamp(b []byte, num protowire.Number, t *timestamppb.Timestamp) [
 	if t == nil {
 		return b
 	}
-	b = appendSub(b, num, timestampSize(t))
-	b = appendInt(b, 1, t.Seconds)
-	return appendInt(b, 2, int64(t.Nanos))
+	return appendSecondsNanos(b, num, timestampSize(t), t.Seconds, t.Nanos)
 }
 
 func appendDuration(b []byte, num protowire.Number, d *durationpb.Duration) []byte {
 	if d == nil {
 		return b
 	}
-	b = appendSub(b, num, durationSize(d))
-	b = appendInt(b, 1, d.Seconds)
-	return appendInt(b, 2, int64(d.Nanos))
+	return appendSecondsNanos(b, num, durationSize(d), d.Seconds, d.Nanos)
+}
+
+// appendSecondsNanos writes a Timestamp or Duration (the same two fields)
+// of encoded size n as field num.
+func appendSecondsNanos(b []byte, num protowire.Number, n int, seconds int64, nanos int32) []byte {
+	b = appendSub(b, num, n)
+	b = appendInt(b, 1, seconds)
+	return appendInt(b, 2, int64(nanos))
 }
 
 func appendSystemProperties(b []byte, sp *v2.SystemProperties) []byte {
