@@ -30,15 +30,17 @@ import (
 // http_server_request_body_size_bytes,
 // http_server_response_body_size_bytes) keep their names and labels:
 // http.request.method (_OTHER for a method outside RFC 9110's),
-// url.scheme, server.address and server.port (from the Host header; the
-// port only when it is not the scheme's default),
-// network.protocol.name and network.protocol.version,
+// url.scheme, network.protocol.name and network.protocol.version,
 // http.response.status_code and, for a request grpc-gateway routed,
 // http.route (nameSpan; a request no route matched has none, so unknown
-// paths add no label values). Only the scope differs: otel_scope_name is
-// this package. The attribute set of each (method, host, protocol,
-// scheme, status, route) is built once and kept, so a request records
-// its three measurements without building one.
+// paths add no label values). Two things differ from otelhttp:
+// otel_scope_name is this package, and the metrics carry no
+// server.address or server.port. Those come from the Host header, which
+// the client chooses: as labels they would let any client add series
+// without end (the semantic conventions make them opt-in on metrics for
+// that reason). Spans still carry them. The attribute set of each
+// (method, protocol, scheme, status, route) is built once and kept, so a
+// request records its three measurements without building one.
 //
 // A span is started only when the tracer provider is not a no-op (with
 // no OTLP exporter the node installs noop.TracerProvider): it continues
@@ -57,9 +59,9 @@ const restScope = "github.com/mqgate/mqgate/gateway/httpserver"
 // otelhttp sets them.
 var durationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10}
 
-// maxMetricSets bounds the kept attribute sets. server.address comes
-// from the Host header, which the client chooses; past the bound a set is
-// built for each request instead of kept.
+// maxMetricSets bounds the kept attribute sets. The key holds the
+// method as the client sent it (the set maps an unknown one to _OTHER);
+// past the bound a set is built for each request instead of kept.
 const maxMetricSets = 1024
 
 type restTelemetry struct {
@@ -77,11 +79,11 @@ type restTelemetry struct {
 }
 
 // metricKey is what a request's metric attributes are made of, as the
-// request carries it (the method and Host unparsed).
+// request carries it (the method unparsed).
 type metricKey struct {
-	method, host, proto, route string
-	status                     int
-	tls                        bool
+	method, proto, route string
+	status               int
+	tls                  bool
 }
 
 func newRESTTelemetry(mp metric.MeterProvider, tp trace.TracerProvider) *restTelemetry {
@@ -167,7 +169,7 @@ func (t *restTelemetry) handler(next http.Handler) http.Handler {
 
 // metricSet returns the kept attribute set of the request's metrics.
 func (t *restTelemetry) metricSet(r *http.Request, route string, status int) metric.MeasurementOption {
-	k := metricKey{method: r.Method, host: r.Host, proto: r.Proto, route: route, status: status, tls: r.TLS != nil}
+	k := metricKey{method: r.Method, proto: r.Proto, route: route, status: status, tls: r.TLS != nil}
 	t.mu.RLock()
 	o, ok := t.sets[k]
 	t.mu.RUnlock()
@@ -184,12 +186,8 @@ func (t *restTelemetry) metricSet(r *http.Request, route string, status int) met
 }
 
 func metricAttrs(k metricKey) []attribute.KeyValue {
-	host, port := splitHostPort(k.host)
-	attrs := make([]attribute.KeyValue, 0, 8)
-	attrs = append(attrs, semconv.HTTPRequestMethodKey.String(metricMethod(k.method)), urlScheme(k.tls), semconv.ServerAddress(host))
-	if p := nonDefaultPort(k.tls, port); p > 0 {
-		attrs = append(attrs, semconv.ServerPort(p))
-	}
+	attrs := make([]attribute.KeyValue, 0, 6)
+	attrs = append(attrs, semconv.HTTPRequestMethodKey.String(metricMethod(k.method)), urlScheme(k.tls))
 	name, version := protocol(k.proto)
 	if name != "" {
 		attrs = append(attrs, semconv.NetworkProtocolName(name))
