@@ -227,7 +227,7 @@ func (s *Store) open(cutAt int64) error {
 	lg, res, err := commitlog.Open(commitlog.Options{
 		FS: fs, Dir: filepath.Join(dir, "commitlog"), SegmentSize: o.SegmentSize, MaxRecordSize: o.MaxRecordSize,
 		SyncMode: o.FlushMode == FlushSync, FlushInterval: o.FlushInterval, FlushBytes: o.FlushBytes,
-		Now: o.Now, Epoch: s.epoch, Logger: o.Logger, Notify: notify, ZeroAhead: zeroAhead(o.FlushMode),
+		Now: o.Now, Epoch: s.epoch, Logger: o.Logger, Notify: notify, ZeroAhead: zeroAhead(o.FlushMode), SyncerNice: syncerNice(o.FlushMode),
 		StagingDir: o.StagingDir, NoWriteBehind: o.NoWriteBehind, KeepCached: max(o.LogCacheBytes, 0), OnWrite: onWrite,
 		OnSync: func(_ int64, d time.Duration, err error) {
 			s.c.fsyncs.Add(1)
@@ -856,6 +856,18 @@ func (s *Store) crash() {
 // not pre-zero: it is CPU-bound, and writing every byte twice costs more
 // than it saves there.
 const syncZeroAhead = 16 << 20
+
+// syncSyncerNice is the nice value the commit log's syncer asks for in
+// sync mode (commitlog.Options.SyncerNice): durable appends wait on its
+// thread after every fdatasync. Async mode's acks do not wait on it.
+const syncSyncerNice = -10
+
+func syncerNice(m FlushMode) int {
+	if m == FlushSync {
+		return syncSyncerNice
+	}
+	return 0
+}
 
 func zeroAhead(m FlushMode) int64 {
 	if m == FlushSync {

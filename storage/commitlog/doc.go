@@ -19,7 +19,9 @@
 // zeroer goroutine keeps ZeroAhead bytes past the write position written
 // with zeros and fdatasynced through its own handle, so that fsync rounds
 // overwrite allocated blocks and commit no metadata (zero.go); a roll and
-// a clean Stop cut that tail. The
+// a clean Stop cut that tail. Also in sync mode, the syncer may run on an
+// OS thread of its own at a higher priority (Options.SyncerNice,
+// priority.go), so that it gets a core as soon as an fdatasync returns. The
 // log ends at the first invalid record. Recovery cuts only a tail: an
 // invalid record that a valid one follows anywhere in the log is damage,
 // and Open fails with a *DamageError without truncating anything

@@ -42,6 +42,11 @@ type Options struct {
 	// Notify, if set, is signalled (without blocking) whenever the written
 	// or durable position advances.
 	Notify chan struct{}
+	// SyncerNice, when not 0 in sync mode, is the nice value (-20 to 19)
+	// the syncer asks for the OS thread it then runs on alone
+	// (priority.go). Refused (no CAP_SYS_NICE), it is logged once and the
+	// syncer runs at the process's priority.
+	SyncerNice int
 	// ZeroAhead > 0 keeps that many bytes of the active segment past the
 	// write position written with zeros and fdatasynced (see zero.go), so
 	// that fsyncs of appended records do not change the file's size.
@@ -1188,6 +1193,13 @@ func (l *Log) rollback(start int64, first *segment, newSegs []*segment) {
 
 func (l *Log) syncLoop() {
 	defer close(l.syncerDone)
+	if l.opts.SyncMode && l.opts.SyncerNice != 0 {
+		restore, err := raiseSyncerPriority(l.opts.SyncerNice)
+		if err != nil {
+			l.logger.Info("commitlog: the fsync thread keeps the process's priority", "nice", l.opts.SyncerNice, "err", err)
+		}
+		defer restore()
+	}
 	var tick <-chan time.Time
 	if !l.opts.SyncMode {
 		t := time.NewTicker(l.opts.FlushInterval)
