@@ -1213,33 +1213,12 @@ func (l *Log) syncLoop() {
 		case <-l.stopSyncer:
 			return
 		}
-		if l.opts.SyncMode {
-			l.pace()
-		}
+		// In sync mode the round starts at once, with what is written:
+		// yielding first to let more appenders in cost more than it
+		// gathered once the syncer had a thread of its own (each yield
+		// of a locked goroutine is two thread switches), and the appends
+		// that arrive during the fdatasync make the next round.
 		_ = l.Sync() // a failure is recorded by Sync and seen by every waiter
-	}
-}
-
-// pace lets the appenders that are runnable (typically the ones the last
-// fsync released) append before a sync-mode fsync starts, so that it covers
-// them; it returns as soon as no append is queued and nothing more was
-// written, and never waits on a timer.
-//
-// It does not wait for as many appenders as the previous fsync released:
-// over gRPC a released producer's next send arrives only after its answer
-// has travelled to the client and back, so such a wait would mostly run
-// out a timer while the disk stood idle (measured: sync sends over gRPC
-// 10 % slower with it, AppendSync level).
-func (l *Log) pace() {
-	for i := 0; i < 16; i++ {
-		w := l.written.Load()
-		l.gather()
-		l.qmu.Lock()
-		idle := len(l.queue) == 0 && !l.busy
-		l.qmu.Unlock()
-		if idle && l.written.Load() == w {
-			return
-		}
 	}
 }
 
