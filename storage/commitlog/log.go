@@ -1498,10 +1498,17 @@ func (l *Log) copyWritten(pos int64, size int, cut bool) ([]byte, error) {
 	return s.copyOut(pos, size)
 }
 
+// mapCopyMax is the largest copy copyOut makes from the segment's mapping;
+// longer ones (runs of records) are read with pread. A first read of log
+// pages through the mapping pays for mapping them in, which for a run of
+// records costs more than the system call; for one small record the call
+// costs more.
+const mapCopyMax = 16 << 10
+
 // copyOut returns a fresh copy of [pos, pos+size) of the segment.
 func (s *segment) copyOut(pos int64, size int) ([]byte, error) {
 	off := pos - s.base
-	if mm := s.data(); mm != nil && off+int64(size) <= int64(len(mm)) {
+	if mm := s.data(); size <= mapCopyMax && mm != nil && off+int64(size) <= int64(len(mm)) {
 		// append to nil allocates without zeroing what it copies over.
 		return append([]byte(nil), mm[off:off+int64(size)]...), nil
 	}
