@@ -1193,11 +1193,13 @@ func (l *Log) rollback(start int64, first *segment, newSegs []*segment) {
 
 func (l *Log) syncLoop() {
 	defer close(l.syncerDone)
+	raised := false
 	if l.opts.SyncMode && l.opts.SyncerNice != 0 {
 		restore, err := raiseSyncerPriority(l.opts.SyncerNice)
 		if err != nil {
 			l.logger.Info("commitlog: the fsync thread keeps the process's priority", "nice", l.opts.SyncerNice, "err", err)
 		}
+		raised = err == nil
 		defer restore()
 	}
 	var tick <-chan time.Time
@@ -1213,12 +1215,39 @@ func (l *Log) syncLoop() {
 		case <-l.stopSyncer:
 			return
 		}
-		// In sync mode the round starts at once, with what is written:
-		// yielding first to let more appenders in cost more than it
-		// gathered once the syncer had a thread of its own (each yield
-		// of a locked goroutine is two thread switches), and the appends
-		// that arrive during the fdatasync make the next round.
+		// On a thread of its own the syncer starts the round at once,
+		// with what is written: yielding first to let more appenders in
+		// cost more than it gathered (each yield of a locked goroutine
+		// is two thread switches), and the appends that arrive during
+		// the fdatasync make the next round.
+		if l.opts.SyncMode && !raised {
+			l.pace()
+		}
 		_ = l.Sync() // a failure is recorded by Sync and seen by every waiter
+	}
+}
+
+// pace lets the appenders that are runnable (typically the ones the last
+// fsync released) append before a sync-mode fsync starts, so that it covers
+// them; it returns as soon as no append is queued and nothing more was
+// written, and never waits on a timer. Only a syncer that shares the
+// scheduler's threads paces (syncLoop).
+//
+// It does not wait for as many appenders as the previous fsync released:
+// over gRPC a released producer's next send arrives only after its answer
+// has travelled to the client and back, so such a wait would mostly run
+// out a timer while the disk stood idle (measured: sync sends over gRPC
+// 10 % slower with it, AppendSync level).
+func (l *Log) pace() {
+	for i := 0; i < 16; i++ {
+		w := l.written.Load()
+		l.gather()
+		l.qmu.Lock()
+		idle := len(l.queue) == 0 && !l.busy
+		l.qmu.Unlock()
+		if idle && l.written.Load() == w {
+			return
+		}
 	}
 }
 

@@ -16,20 +16,23 @@ import (
 // fdatasync completes.
 
 // raiseSyncerPriority locks the calling goroutine to its OS thread and
-// sets that thread's nice value; the function it returns puts the old
-// value back (the goroutine ends locked, so its thread goes away with it,
-// but the main thread is parked instead). Lowering the nice value below
-// the process's needs CAP_SYS_NICE (or RLIMIT_NICE); without it the
-// thread stays locked and keeps its priority, and the error says so.
+// sets that thread's nice value. The function it returns puts the old
+// value back; call it before the goroutine ends: a goroutine that ends
+// locked takes its thread with it, except the main thread, which Go parks
+// instead and which must not keep the raised priority. Lowering the nice
+// value below the process's needs CAP_SYS_NICE (or RLIMIT_NICE); without
+// it the goroutine is unlocked again, nothing changes, and the error says
+// why.
 func raiseSyncerPriority(nice int) (restore func(), err error) {
 	runtime.LockOSThread()
 	tid := unix.Gettid()
 	// getpriority(2) returns 20 - nice for a thread.
 	old, err := unix.Getpriority(unix.PRIO_PROCESS, tid)
-	if err != nil {
-		return func() {}, err
+	if err == nil {
+		err = unix.Setpriority(unix.PRIO_PROCESS, tid, nice)
 	}
-	if err := unix.Setpriority(unix.PRIO_PROCESS, tid, nice); err != nil {
+	if err != nil {
+		runtime.UnlockOSThread()
 		return func() {}, err
 	}
 	return func() { _ = unix.Setpriority(unix.PRIO_PROCESS, tid, 20-old) }, nil
