@@ -752,7 +752,17 @@ func (s *Store) DispatchedUpTo() int64 { return s.disp.pos.Load() }
 func (s *Store) WaitDispatched(ctx context.Context, pos int64) error { return s.disp.wait(ctx, pos) }
 
 // LogRange returns the first and one-past-last positions of the log.
+// With a staging ring (Options.StagingDir) written may lag behind
+// records already answered until they are written out of the ring; use
+// Answered to wait for everything answered.
 func (s *Store) LogRange() (min, written int64) { return s.log.Min(), s.log.Written() }
+
+// Answered is the log position after the last record an append was
+// answered for: LogRange's written end, or past it while records
+// answered from a staging ring are still to be written out.
+// WaitDispatched(ctx, Answered()) returns once every record answered
+// before the call is readable through its queue.
+func (s *Store) Answered() int64 { return s.log.Answered() }
 
 // Stats returns a snapshot of counters, positions and latencies.
 func (s *Store) Stats() Stats {

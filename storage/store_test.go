@@ -301,3 +301,34 @@ func TestReleaseBoundsKeptBuffers(t *testing.T) {
 		t.Fatalf("a batch of 100 records of 60 KiB kept %d bytes of buffers, want at most %d", bytes, maxPooledBytes)
 	}
 }
+
+// Every record an append was answered for is readable through its queue
+// once WaitDispatched(Answered()) returns, whatever LogRange's written
+// end says meanwhile (with a staging ring it covers a record only after
+// the ring is written out).
+func TestWaitAnswered(t *testing.T) {
+	forEachMode(t, func(t *testing.T, o Options) {
+		s := mustOpen(t, "/data", o)
+		defer mustClose(t, s)
+		for i := range 200 {
+			res, err := s.Append(context.Background(), msg("T", 0, i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, written := s.LogRange()
+			answered := s.Answered()
+			if answered < res.End || written > answered {
+				t.Fatalf("append %d ends at %d: answered %d, written %d", i, res.End, answered, written)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			err = s.WaitDispatched(ctx, answered)
+			cancel()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, next := s.QueueRange("T", 0); next != int64(i+1) {
+				t.Fatalf("after append %d the queue ends at %d", i, next)
+			}
+		}
+	})
+}

@@ -172,6 +172,9 @@ func TestStagingReadsAnswered(t *testing.T) {
 	o := stagingOpts(vfs.Default, dir, stage, 1<<20)
 	l := openHeld(t, o)
 	recs := appendN(t, l, 5, 0)
+	if a, end := l.Answered(), recs[4].e.PhysOffset+int64(recs[4].e.Size); l.Written() != 0 || a != end {
+		t.Fatalf("written %d, answered %d with the flusher held; want 0 and %d", l.Written(), a, end)
+	}
 	// A reader by position (the store's ReadMessageAt) asks WrittenFor:
 	// the ring is written out up to the end of the record asked for.
 	if w, err := l.WrittenFor(recs[1].e.PhysOffset + 8); err != nil || w != recs[1].e.PhysOffset+int64(recs[1].e.Size) {
