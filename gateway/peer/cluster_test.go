@@ -512,18 +512,71 @@ func testCrashReapply(t *testing.T, staging string) {
 	acked = append(acked, appendN(t, l, 150, 200)...)
 	c.converged(l.rep.Applied())
 	for _, m := range c.members {
-		have := contents(t, m)
-		if len(have) != len(acked) {
-			t.Fatalf("member %d holds %d messages, %d acknowledged", m.id, len(have), len(acked))
-		}
-		for _, id := range acked {
-			if !have[id] {
-				t.Fatalf("member %d lacks %s", m.id, id)
-			}
-		}
+		holdsAll(t, m, acked, 150)
 	}
 	c.stopAll()
 	c.sameStores()
+}
+
+// holdsAll fails unless m holds exactly the acknowledged messages. The
+// failure names each one missing, its queue, and whether it was
+// acknowledged before the crash (ids below crashAt) or after, with the
+// member's positions and what a second read finds once everything its
+// store answered is readable through the queues.
+func holdsAll(t testing.TB, m *member, acked []string, crashAt int) {
+	t.Helper()
+	have := contents(t, m)
+	missing := missingIDs(acked, have, crashAt)
+	if len(missing) == 0 && len(have) == len(acked) {
+		return
+	}
+	s := m.rep.Store()
+	_, written := s.LogRange()
+	st := s.Stats()
+	report := fmt.Sprintf("member %d holds %d messages, %d acknowledged; missing %d: %s; applied %d (recorded %d), log written %d, answered %d, durable %d, dispatched %d, queues %s",
+		m.id, len(have), len(acked), len(missing), strings.Join(missing, ", "), m.rep.Applied(), m.rep.Persisted(),
+		written, s.Answered(), st.Durable, st.Dispatched, queueRanges(s))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.WaitDispatched(ctx, s.Answered()); err != nil {
+		t.Fatalf("%s; waiting for the answered records: %v", report, err)
+	}
+	again := contents(t, m)
+	t.Fatalf("%s; read again once every answered record is dispatched: %d messages, missing %v", report, len(again), missingIDs(acked, again, crashAt))
+}
+
+// missingIDs lists the ids of acked that have lacks, each with its queue
+// and the part of the test that appended it.
+func missingIDs(acked []string, have map[string]bool, crashAt int) []string {
+	var out []string
+	for _, id := range acked {
+		if have[id] {
+			continue
+		}
+		var i int
+		if _, err := fmt.Sscanf(id, "id-%d", &i); err != nil {
+			out = append(out, id)
+			continue
+		}
+		msg, part := testMsg(i), "after the crash"
+		if i < crashAt {
+			part = "before the crash"
+		}
+		out = append(out, fmt.Sprintf("%s (%s/%d, %s)", id, msg.Topic, msg.QueueID, part))
+	}
+	return out
+}
+
+// queueRanges lists the [min, next) offsets of the test queues.
+func queueRanges(s *storage.Store) string {
+	var b strings.Builder
+	for _, topic := range []string{"orders", "audit"} {
+		for q := int32(0); q < 3; q++ {
+			lo, hi := s.QueueRange(topic, q)
+			fmt.Fprintf(&b, "%s/%d [%d,%d) ", topic, q, lo, hi)
+		}
+	}
+	return strings.TrimSpace(b.String())
 }
 
 // A stream that names another cluster is refused before any message of
