@@ -15,6 +15,7 @@ import (
 	"github.com/mqgate/mqgate/broker/cluster"
 	"github.com/mqgate/mqgate/gateway/peer"
 	"github.com/mqgate/mqgate/gateway/relay"
+	"github.com/mqgate/mqgate/gateway/remoting"
 	"github.com/mqgate/mqgate/storage"
 )
 
@@ -198,7 +199,13 @@ func (n *Node) startRelays() error {
 		if lis == nil {
 			continue
 		}
-		r := relay.New(lis, relay.Options{Name: name, LeaderWait: n.cfg.LeaderWait, Logger: n.log})
+		o := relay.Options{Name: name, LeaderWait: n.cfg.LeaderWait, Logger: n.log}
+		if name == "remoting-addr" {
+			// The leader then names this member in the routes it
+			// answers on the connection.
+			o.Greeting = remoting.Greeting(n.advertiseHost())
+		}
+		r := relay.New(lis, o)
 		n.relays[name] = r
 		n.lis[name] = r.Local()
 		if err := n.group.Go("relay-"+name, func(context.Context) { r.Run() }); err != nil {
