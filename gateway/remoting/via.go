@@ -21,10 +21,21 @@ import (
 // relay follows every change of leader.
 //
 // The greeting is "MQGV", a 2-byte big-endian length and that many bytes
-// of "host:port". No remoting frame starts so: its first 4 bytes are a
-// length, and "MQGV" read as one is far past any frame's limit. It
-// changes nothing but the addresses answered on its own connection, so a
-// client that sends one only misleads itself.
+// of "host:port" (a host name or IP address, in the form
+// net.JoinHostPort writes). No remoting frame starts so: its first 4
+// bytes are a length, and "MQGV" read as one is far past any frame's
+// limit. A server of a version that does not read greetings closes the
+// connection for that reason, so a relay greets only a leader whose peer
+// Info says it reads them.
+//
+// The greeting is accepted from any client, not only from members: it
+// grants nothing and is kept by nothing but its own connection, whose
+// routes, cluster info and consumer topic lists it changes. A client that
+// sends one misleads only itself (it could dial any address it likes
+// anyway); no other client's answers, no stored state and no
+// authentication depend on it. Proving that a greeting comes from a
+// member would need a secret sent over the client listener, which is not
+// encrypted, and would protect nothing.
 
 var viaMagic = []byte("MQGV")
 
@@ -78,13 +89,30 @@ func readVia(br *bufio.Reader) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("relay greeting: %w", err)
 	}
-	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 || host == "" {
+	p, err := strconv.Atoi(port)
+	if err != nil || p < 1 || p > 65535 || strconv.Itoa(p) != port {
+		return "", fmt.Errorf("relay greeting: bad port in %q", addr)
+	}
+	if !hostChars(host) || net.JoinHostPort(host, port) != addr {
 		return "", fmt.Errorf("relay greeting: bad address %q", addr)
 	}
-	for _, r := range host {
-		if r <= ' ' || r == 0x7f || r == '/' {
-			return "", fmt.Errorf("relay greeting: bad host %q", host)
+	return addr, nil
+}
+
+// hostChars reports whether h is made of what host names and IP
+// addresses (with an IPv6 zone) are: ASCII letters, digits, '.', '-',
+// '_', ':' and '%'.
+func hostChars(h string) bool {
+	if h == "" {
+		return false
+	}
+	for i := 0; i < len(h); i++ {
+		switch b := h[i]; {
+		case 'a' <= b && b <= 'z', 'A' <= b && b <= 'Z', '0' <= b && b <= '9':
+		case b == '.', b == '-', b == '_', b == ':', b == '%':
+		default:
+			return false
 		}
 	}
-	return addr, nil
+	return true
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mqgate/mqgate/gateway/remoting/client"
 )
 
 // A connection that opens with a relay's greeting gets routes and cluster
@@ -31,9 +33,32 @@ func TestRelayGreetingNamesTheMember(t *testing.T) {
 	// Sends on the greeted connection work as on any other.
 	e.must(e.send(c, "T", 0, "x", ""), codeSuccess)
 
-	r = e.must(e.call(plain, reqGetRouteInfoByTopic, map[string]string{"topic": "T"}, nil), codeSuccess)
-	if !strings.Contains(string(r.Body), `"brokerAddrs":{"0":"`+e.s.Addr()+`"}`) {
-		t.Fatalf("route without a greeting: %s", r.Body)
+	// Nothing of it reaches another connection, older or newer: a client
+	// that sends a greeting misleads only itself.
+	for name, other := range map[string]*client.Conn{"older": plain, "newer": e.dial()} {
+		r = e.must(e.call(other, reqGetRouteInfoByTopic, map[string]string{"topic": "T"}, nil), codeSuccess)
+		if !strings.Contains(string(r.Body), `"brokerAddrs":{"0":"`+e.s.Addr()+`"}`) {
+			t.Fatalf("route on an %s connection without a greeting: %s", name, r.Body)
+		}
+		ci = e.must(e.call(other, reqGetBrokerClusterInfo, nil, nil), codeSuccess)
+		if strings.Contains(string(ci.Body), "member-2.example") {
+			t.Fatalf("cluster info on an %s connection without a greeting: %s", name, ci.Body)
+		}
+	}
+}
+
+// Only the first bytes of a connection may greet: a second greeting (a
+// client's own, behind a relay's) is a malformed frame.
+func TestRelayGreetingOnlyFirst(t *testing.T) {
+	e := newEnv(t)
+	c := e.dial()
+	if err := c.WriteRaw(append(ViaGreeting("member-2.example:19876"), ViaGreeting("elsewhere.example:1")...)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-c.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("connection still open after a second greeting")
 	}
 }
 
@@ -46,6 +71,11 @@ func TestRelayGreetingMalformed(t *testing.T) {
 		ViaGreeting("host:0"),
 		ViaGreeting(":9876"),
 		ViaGreeting("bad host:9876"),
+		ViaGreeting(`a"b:9876`),
+		ViaGreeting("h\u00e9te:9876"),
+		ViaGreeting("[host]:9876"),
+		ViaGreeting("host:09876"),
+		ViaGreeting("host:65536"),
 		append([]byte("MQGV\x01\x00"), bytes.Repeat([]byte("a"), 256)...),
 	} {
 		c := e.dial()
