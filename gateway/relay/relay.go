@@ -15,6 +15,10 @@ import (
 type Route struct {
 	Local bool
 	Addr  string
+	// Greet: the listener at Addr reads Options.Greeting ahead of a
+	// piped connection's bytes. Only then is it sent: to a listener that
+	// does not expect it, it is the start of the client's stream.
+	Greet bool
 }
 
 func (r Route) known() bool { return r.Local || r.Addr != "" }
@@ -30,7 +34,8 @@ type Options struct {
 	DialTimeout time.Duration
 	// Greeting, if set, gives the bytes written to the leader's listener
 	// before any of client connection c's, on each connection piped
-	// there (remoting.Greeting: which address the client dialled).
+	// under a Route with Greet set (remoting.Greeting: which address the
+	// client dialled).
 	Greeting func(c net.Conn) []byte
 	Logger   *slog.Logger
 }
@@ -241,7 +246,7 @@ func (r *Relay) serveLocal(c net.Conn, rt Route) {
 }
 
 func (r *Relay) pipeTo(c, up net.Conn, rt Route) {
-	if r.opts.Greeting != nil {
+	if rt.Greet && r.opts.Greeting != nil {
 		if b := r.opts.Greeting(c); len(b) > 0 {
 			_ = up.SetWriteDeadline(time.Now().Add(r.opts.DialTimeout))
 			_, err := up.Write(b)
