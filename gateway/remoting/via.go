@@ -69,9 +69,17 @@ func Greeting(advertiseHost string) func(c net.Conn) []byte {
 // "" and no error when the connection does not start with one (or ends,
 // or times out, first: the frame reader then sees the same).
 func readVia(br *bufio.Reader) (string, error) {
-	head, err := br.Peek(len(viaMagic) + 2)
-	if err != nil || !bytes.Equal(head[:len(viaMagic)], viaMagic) {
+	// Decided on the first 4 bytes, which a frame's length needs anyway:
+	// a frame is read (and reserved for) as its bytes arrive, so waiting
+	// here for more would hold back a frame shorter than a greeting's
+	// head, or one whose sender stalls.
+	magic, err := br.Peek(len(viaMagic))
+	if err != nil || !bytes.Equal(magic, viaMagic) {
 		return "", nil
+	}
+	head, err := br.Peek(len(viaMagic) + 2)
+	if err != nil {
+		return "", fmt.Errorf("relay greeting: %w", err)
 	}
 	n := int(binary.BigEndian.Uint16(head[len(viaMagic):]))
 	if n == 0 || n > maxVia {
