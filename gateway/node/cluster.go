@@ -15,6 +15,7 @@ import (
 	"github.com/mqgate/mqgate/broker/cluster"
 	"github.com/mqgate/mqgate/gateway/peer"
 	"github.com/mqgate/mqgate/gateway/relay"
+	"github.com/mqgate/mqgate/gateway/remoting"
 	"github.com/mqgate/mqgate/storage"
 )
 
@@ -183,6 +184,9 @@ func (n *Node) memberInfo() peer.MemberInfo {
 		return net.JoinHostPort(host, port)
 	}
 	info := peer.MemberInfo{GRPC: dialable("grpc-addr"), HTTP: dialable("http-addr"), Remoting: dialable("remoting-addr")}
+	// The remoting server reads the greeting of the others' relays
+	// (remoting.Greeting).
+	info.RemotingGreeting = info.Remoting != ""
 	if n.cfg.AdvertiseAddr != "" {
 		info.GRPC = n.cfg.AdvertiseAddr
 	}
@@ -198,7 +202,13 @@ func (n *Node) startRelays() error {
 		if lis == nil {
 			continue
 		}
-		r := relay.New(lis, relay.Options{Name: name, LeaderWait: n.cfg.LeaderWait, Logger: n.log})
+		o := relay.Options{Name: name, LeaderWait: n.cfg.LeaderWait, Logger: n.log}
+		if name == "remoting-addr" {
+			// A leader that reads it (route) then names this member in
+			// the routes it answers on the connection.
+			o.Greeting = remoting.Greeting(n.advertiseHost())
+		}
+		r := relay.New(lis, o)
 		n.relays[name] = r
 		n.lis[name] = r.Local()
 		if err := n.group.Go("relay-"+name, func(context.Context) { r.Run() }); err != nil {
@@ -218,7 +228,10 @@ func (n *Node) stopRelays(context.Context) error {
 }
 
 // route points every relay at this member (local) or at the leader's
-// listeners (info), or nowhere (zero info, not local).
+// listeners (info), or nowhere (zero info, not local). The remoting relay
+// greets the leader only when its info says it reads the greeting: a
+// leader of an older version would take it for a frame too large and
+// close every relayed connection.
 func (n *Node) route(local bool, info peer.MemberInfo) {
 	for name, r := range n.relays {
 		rt := relay.Route{Local: local}
@@ -229,7 +242,7 @@ func (n *Node) route(local bool, info peer.MemberInfo) {
 			case "http-addr":
 				rt.Addr = info.HTTP
 			case "remoting-addr":
-				rt.Addr = info.Remoting
+				rt.Addr, rt.Greet = info.Remoting, info.RemotingGreeting
 			}
 		}
 		r.SetRoute(rt)
@@ -312,6 +325,10 @@ func (n *Node) reconcile(ctx context.Context) bool {
 		n.route(false, peer.MemberInfo{})
 		return true // the next change names a leader
 	}
+	// Asked afresh at each change: a member restarted under another
+	// version answers otherwise (RemotingGreeting), and it can only lead
+	// again after a change.
+	n.raft.ForgetMemberInfo(lead)
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	info, err := n.raft.MemberInfo(cctx, lead)

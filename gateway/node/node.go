@@ -351,14 +351,19 @@ func (n *Node) startGRPC(ctx context.Context) error {
 	})
 }
 
-// startRemoting binds the classic remoting listener (NameServer + Broker
-// on one port) over the broker's classic view.
-func (n *Node) startRemoting(ctx context.Context) error {
+// advertiseHost is the host of --advertise-addr, or "".
+func (n *Node) advertiseHost() string {
 	host := ""
 	if n.cfg.AdvertiseAddr != "" {
 		host, _, _ = net.SplitHostPort(n.cfg.AdvertiseAddr)
 	}
-	srv, err := remoting.New(remoting.Config{AdvertiseHost: host, Logger: n.log, Pid: os.Getpid(), Auth: n.auth}, n.broker.Classic())
+	return host
+}
+
+// startRemoting binds the classic remoting listener (NameServer + Broker
+// on one port) over the broker's classic view.
+func (n *Node) startRemoting(ctx context.Context) error {
+	srv, err := remoting.New(remoting.Config{AdvertiseHost: n.advertiseHost(), Logger: n.log, Pid: os.Getpid(), Auth: n.auth}, n.broker.Classic())
 	if err == nil {
 		err = srv.Serve(ctx, n.lis["remoting-addr"])
 	}

@@ -141,9 +141,12 @@ func (c *testCluster) start(id uint64, dir string, l net.Listener) *member {
 	return m
 }
 
-// testInfo is member id's MemberInfo in a test group.
+// testInfo is member id's MemberInfo in a test group. Odd members say
+// their remoting listener reads a relay's greeting; even ones answer as a
+// member of a version without it does.
 func testInfo(id uint64) MemberInfo {
-	return MemberInfo{GRPC: fmt.Sprintf("10.0.0.%d:8081", id), HTTP: fmt.Sprintf("10.0.0.%d:8080", id), Remoting: fmt.Sprintf("10.0.0.%d:9876", id)}
+	return MemberInfo{GRPC: fmt.Sprintf("10.0.0.%d:8081", id), HTTP: fmt.Sprintf("10.0.0.%d:8080", id), Remoting: fmt.Sprintf("10.0.0.%d:9876", id),
+		RemotingGreeting: id%2 == 1}
 }
 
 // kill stops a member the way a killed process would: the store is

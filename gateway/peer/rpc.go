@@ -25,6 +25,12 @@ type MemberInfo struct {
 	GRPC     string `json:"grpc,omitempty"`
 	HTTP     string `json:"http,omitempty"`
 	Remoting string `json:"remoting,omitempty"`
+	// RemotingGreeting: the remoting listener reads a relay's greeting
+	// ahead of a piped connection's frames (the address the client
+	// dialled). A member of a version without it answers without the
+	// field, so the others' relays send it none: to that member the
+	// greeting would be a malformed frame.
+	RemotingGreeting bool `json:"remoting_greeting,omitempty"`
 }
 
 // infoAnswer is the Info method's answer, JSON in a BytesValue.

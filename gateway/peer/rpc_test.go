@@ -2,6 +2,7 @@ package peer
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"strings"
@@ -90,6 +91,20 @@ func TestMemberInfo(t *testing.T) {
 		got, err := l.node.MemberInfo(ctx, f.id)
 		return err == nil && got == testInfo(f.id)
 	})
+}
+
+// Info's answer names RemotingGreeting on the wire; the answer of a
+// member of a version without it (no such field) reads as false.
+func TestMemberInfoRemotingGreetingOnTheWire(t *testing.T) {
+	var a infoAnswer
+	older := `{"id":2,"leader":1,"info":{"grpc":"h:8081","http":"h:8080","remoting":"h:9876"}}`
+	if err := json.Unmarshal([]byte(older), &a); err != nil || a.Info.RemotingGreeting || a.Info.Remoting != "h:9876" {
+		t.Fatalf("an older member's answer: %+v, %v", a, err)
+	}
+	b, err := json.Marshal(infoAnswer{ID: 1, Info: MemberInfo{Remoting: "h:9876", RemotingGreeting: true}})
+	if err != nil || !strings.Contains(string(b), `"remoting_greeting":true`) {
+		t.Fatalf("this version's answer: %s, %v", b, err)
+	}
 }
 
 // The unary methods refuse a caller naming another cluster, or none.

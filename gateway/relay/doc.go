@@ -6,7 +6,10 @@
 // same listener, so clients may dial any member and TLS, auth and the
 // protocol stay end to end with the leader. With no leader known, a new
 // connection waits up to Options.LeaderWait for one, and is closed if
-// none comes.
+// none comes. A route may ask for a greeting (Options.Greeting, e.g. the
+// address the client dialled) to be written to the leader ahead of each
+// piped connection's bytes; the node asks for it only from a leader that
+// says its listener reads one.
 //
 // Every route change closes the connections accepted under the previous
 // route (local or piped): clients reconnect and reach the new leader.

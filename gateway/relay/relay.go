@@ -15,6 +15,10 @@ import (
 type Route struct {
 	Local bool
 	Addr  string
+	// Greet: the listener at Addr reads Options.Greeting ahead of a
+	// piped connection's bytes. Only then is it sent: to a listener that
+	// does not expect it, it is the start of the client's stream.
+	Greet bool
 }
 
 func (r Route) known() bool { return r.Local || r.Addr != "" }
@@ -28,7 +32,12 @@ type Options struct {
 	LeaderWait time.Duration
 	// DialTimeout bounds dialing the leader (default 3 s).
 	DialTimeout time.Duration
-	Logger      *slog.Logger
+	// Greeting, if set, gives the bytes written to the leader's listener
+	// before any of client connection c's, on each connection piped
+	// under a Route with Greet set (remoting.Greeting: which address the
+	// client dialled).
+	Greeting func(c net.Conn) []byte
+	Logger   *slog.Logger
 }
 
 // Relay routes the connections of one listener. See doc.go.
@@ -237,6 +246,19 @@ func (r *Relay) serveLocal(c net.Conn, rt Route) {
 }
 
 func (r *Relay) pipeTo(c, up net.Conn, rt Route) {
+	if rt.Greet && r.opts.Greeting != nil {
+		if b := r.opts.Greeting(c); len(b) > 0 {
+			_ = up.SetWriteDeadline(time.Now().Add(r.opts.DialTimeout))
+			_, err := up.Write(b)
+			_ = up.SetWriteDeadline(time.Time{})
+			if err != nil {
+				r.opts.Logger.Warn("relay: greeting the leader failed, connection closed", "listener", r.opts.Name, "leader_addr", rt.Addr, "err", err)
+				_ = up.Close()
+				_ = c.Close()
+				return
+			}
+		}
+	}
 	if !r.track(c, rt) {
 		_ = up.Close()
 		return

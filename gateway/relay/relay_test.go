@@ -103,3 +103,50 @@ func TestRelayClosesWhenNoLeaderInTime(t *testing.T) {
 		t.Fatal("connection was not closed after the leader wait")
 	}
 }
+
+// A route with Greet set has Options.Greeting written to the leader
+// ahead of the client's bytes, once per piped connection; a route
+// without Greet pipes the client's bytes untouched, and a local route
+// never greets.
+func TestRelayGreetsOnlyWhenTheRouteSaysSo(t *testing.T) {
+	leader := listen(t)
+	echoServer(t, leader, "leader")
+	greeting := func(c net.Conn) []byte { return []byte("via " + c.LocalAddr().String() + "\n") }
+	r := New(listen(t), Options{Name: "test", Greeting: greeting})
+	echoServer(t, r.Local(), "local")
+	go r.Run()
+	t.Cleanup(func() { r.Close() })
+	dial := func() (net.Conn, *bufio.Reader) {
+		t.Helper()
+		c, err := net.Dial("tcp", r.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c, bufio.NewReader(c)
+	}
+
+	r.SetRoute(Route{Addr: leader.Addr().String(), Greet: true})
+	c, rd := dial()
+	if got, err := ask(t, c, rd, "a"); err != nil || got != "leader:via "+r.Addr().String()+"\n" {
+		t.Fatalf("first line the leader read on a greeting route: %q, %v", got, err)
+	}
+	if got, err := rd.ReadString('\n'); err != nil || got != "leader:a\n" {
+		t.Fatalf("the client's line after the greeting: %q, %v", got, err)
+	}
+	if got, err := ask(t, c, rd, "b"); err != nil || got != "leader:b\n" {
+		t.Fatalf("a later line on the greeted connection: %q, %v", got, err)
+	}
+
+	r.SetRoute(Route{Addr: leader.Addr().String()})
+	c, rd = dial()
+	if got, err := ask(t, c, rd, "c"); err != nil || got != "leader:c\n" {
+		t.Fatalf("first line the leader read on a route without greeting: %q, %v", got, err)
+	}
+
+	r.SetRoute(Route{Local: true, Greet: true})
+	c, rd = dial()
+	if got, err := ask(t, c, rd, "d"); err != nil || got != "local:d\n" {
+		t.Fatalf("first line served locally: %q, %v", got, err)
+	}
+}

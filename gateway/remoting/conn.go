@@ -40,6 +40,10 @@ type conn struct {
 	closed atomic.Bool
 	once   sync.Once
 
+	// via is the address a relay's greeting named (via.go): routes and
+	// cluster info answered here name it. Set before any request runs.
+	via string
+
 	// calls waits for the answers to the server's own requests on this
 	// connection (Server.call), by opaque.
 	cmu   sync.Mutex
@@ -89,6 +93,15 @@ func (c *conn) serve(context.Context) {
 	defer c.close()
 	br := bufio.NewReaderSize(c.nc, 32<<10)
 	log := c.s.log
+	if err := c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.IdleTimeout)); err != nil {
+		return
+	}
+	via, err := readVia(br)
+	if err != nil {
+		c.s.badFrame(slog.LevelWarn, "remoting: malformed relay greeting; closing the connection", c, err)
+		return
+	}
+	c.via = via
 	for {
 		if err := c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.IdleTimeout)); err != nil {
 			return

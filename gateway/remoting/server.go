@@ -272,8 +272,12 @@ func (s *Server) expiryLoop(ctx context.Context) {
 	}
 }
 
-// advertised is the broker address a route names for a client on c.
+// advertised is the broker address a route names for a client on c: the
+// member's a relay's greeting named (via.go), or this listener's.
 func (s *Server) advertised(c *conn) string {
+	if c.via != "" {
+		return c.via
+	}
 	if s.cfg.AdvertiseHost != "" {
 		return net.JoinHostPort(s.cfg.AdvertiseHost, strconv.Itoa(s.port))
 	}
