@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"io"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,8 +19,8 @@ import (
 // first 4 bytes are a frame length, and a length past the frame limit
 // closes the connection, as every version's server does; one that reads
 // greetings (greets) first takes a greeting off the front. Each frame is
-// answered with a line: the greeting's address ("-" if none), "|" and the
-// frame's bytes.
+// answered with a line: the greeting's member and client addresses ("-"
+// if none), "|" and the frame's bytes.
 func fakeRemoting(t *testing.T, greets bool) net.Listener {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
@@ -32,12 +33,20 @@ func fakeRemoting(t *testing.T, greets bool) net.Listener {
 		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
 		br := bufio.NewReader(c)
 		via := "-"
-		if head, err := br.Peek(6); greets && err == nil && string(head[:4]) == "MQGV" {
-			b := make([]byte, 6+int(binary.BigEndian.Uint16(head[4:])))
-			if _, err := io.ReadFull(br, b); err != nil {
-				return
+		if head, err := br.Peek(4); greets && err == nil && string(head) == "MQGV" {
+			field := func() string {
+				var lb [2]byte
+				if _, err := io.ReadFull(br, lb[:]); err != nil {
+					return ""
+				}
+				b := make([]byte, binary.BigEndian.Uint16(lb[:]))
+				if _, err := io.ReadFull(br, b); err != nil {
+					return ""
+				}
+				return string(b)
 			}
-			via = string(b[6:])
+			_, _ = br.Discard(4)
+			via = field() + "," + field()
 		}
 		for {
 			var lb [4]byte
@@ -103,7 +112,11 @@ func TestRemotingRelayGreetsOnlyALeaderThatReadsIt(t *testing.T) {
 		if _, err := c.Write(frame); err != nil {
 			return "", err
 		}
-		return bufio.NewReader(c).ReadString('\n')
+		got, err := bufio.NewReader(c).ReadString('\n')
+		if err == nil {
+			got = strings.ReplaceAll(got, c.LocalAddr().String(), "CLIENT")
+		}
+		return got, err
 	}
 
 	old := fakeRemoting(t, false)
@@ -114,7 +127,7 @@ func TestRemotingRelayGreetsOnlyALeaderThatReadsIt(t *testing.T) {
 
 	cur := fakeRemoting(t, true)
 	n.route(false, peer.MemberInfo{Remoting: cur.Addr().String(), RemotingGreeting: true})
-	if got, err := exchange(); err != nil || got != r.Addr().String()+"|hello\n" {
+	if got, err := exchange(); err != nil || got != r.Addr().String()+",CLIENT|hello\n" {
 		t.Fatalf("through the relay to a leader that reads the greeting: %q, %v", got, err)
 	}
 

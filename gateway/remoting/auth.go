@@ -74,7 +74,7 @@ func (s *Server) authorize(ctx context.Context, c *conn, req *codec.Command) *co
 // one error table (KindUnauthorized: NO_PERMISSION, the reason as remark),
 // and counts and logs it (auth.Refused).
 func (s *Server) refuse(ctx context.Context, c *conn, req *codec.Command, authorization bool, err error) *codec.Command {
-	s.cfg.Auth.Refused(ctx, s.log, auth.Refusal{Listener: "remoting", Peer: c.remote.String(),
+	s.cfg.Auth.Refused(ctx, s.log, auth.Refusal{Listener: "remoting", Peer: c.peer(),
 		Call: "request code " + strconv.Itoa(int(req.Code)), Authorization: authorization, Err: err})
 	return s.fail(ctx, err)
 }

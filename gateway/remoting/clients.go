@@ -173,6 +173,9 @@ func (r *registry) sentHalf(c *conn, group string, now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	g := groupOf(r.producers, group)
+	// Keyed by the socket's peer, unique among open connections, where
+	// the client address a relay's greeting names may not be: two members'
+	// relays can see the same one.
 	key := "conn@" + c.remote.String()
 	if g[key] == nil {
 		if r.members >= maxMembers {

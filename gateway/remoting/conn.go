@@ -43,6 +43,11 @@ type conn struct {
 	// via is the address a relay's greeting named (via.go): routes and
 	// cluster info answered here name it. Set before any request runs.
 	via string
+	// relayedFor is the client's address a relay's greeting named (zero
+	// without one): born hosts and listings name it (clientAddr); logs
+	// name remote, the socket's peer, and this beside it (logArgs). Set
+	// before any request runs.
+	relayedFor netip.AddrPort
 
 	// calls waits for the answers to the server's own requests on this
 	// connection (Server.call), by opaque.
@@ -67,6 +72,38 @@ func (s *Server) newConn(nc net.Conn) *conn {
 }
 
 func (c *conn) String() string { return c.remote.String() }
+
+// clientAddr is the address of the client on c where the protocol reports
+// one (born hosts, connection listings): the one a relay's greeting named,
+// or the socket's peer.
+func (c *conn) clientAddr() string {
+	if c.relayedFor.IsValid() {
+		return c.relayedFor.String()
+	}
+	return c.remote.String()
+}
+
+// peer names c's client in refusals: the socket's peer, and the client a
+// relay's greeting named after it.
+func (c *conn) peer() string {
+	if c.relayedFor.IsValid() {
+		return c.remote.String() + " (relayed for " + c.relayedFor.String() + ")"
+	}
+	return c.remote.String()
+}
+
+// logArgs prefixes args with c's client for a log line: "remote", the
+// socket's peer, and "relayed_for", the client a relay's greeting named,
+// if any. The greeting is a claim anyone may make (via.go), so it never
+// stands alone.
+func (c *conn) logArgs(args ...any) []any {
+	out := make([]any, 0, 4+len(args))
+	out = append(out, "remote", c.remote.String())
+	if c.relayedFor.IsValid() {
+		out = append(out, "relayed_for", c.relayedFor.String())
+	}
+	return append(out, args...)
+}
 
 // close closes the socket, cancels the connection's requests and drops
 // the clients registered through it.
@@ -96,12 +133,12 @@ func (c *conn) serve(context.Context) {
 	if err := c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.IdleTimeout)); err != nil {
 		return
 	}
-	via, err := readVia(br)
+	via, client, err := readVia(br)
 	if err != nil {
 		c.s.badFrame(slog.LevelWarn, "remoting: malformed relay greeting; closing the connection", c, err)
 		return
 	}
-	c.via = via
+	c.via, c.relayedFor = via, client
 	for {
 		if err := c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.IdleTimeout)); err != nil {
 			return
@@ -125,7 +162,7 @@ func (c *conn) serve(context.Context) {
 				c.s.badFrame(slog.LevelInfo, "remoting: idle connection closed", c, err)
 			case errors.Is(err, io.EOF), c.closed.Load():
 			default:
-				log.Debug("remoting: connection read failed", "remote", c.remote.String(), "err", err)
+				log.Debug("remoting: connection read failed", c.logArgs("err", err)...)
 			}
 			return
 		}
@@ -233,7 +270,7 @@ func (c *conn) reply(req, resp *codec.Command) {
 	resp.Language = "JAVA"
 	resp.Version = Version
 	if err := c.write(resp); err != nil && !c.closed.Load() {
-		c.s.log.Debug("remoting: writing a response failed", "remote", c.remote.String(), "code", req.Code, "err", err)
+		c.s.log.Debug("remoting: writing a response failed", c.logArgs("code", req.Code, "err", err)...)
 	}
 }
 
@@ -245,7 +282,7 @@ var errFrameTimeout = errors.New("remoting: the frame's body did not arrive with
 // badFrameLogEvery for the whole listener, with the number held back.
 func (s *Server) badFrame(level slog.Level, msg string, c *conn, err error) {
 	if ok, suppressed := s.badFrames.Allow(); ok {
-		s.log.Log(c.ctx, level, msg, "remote", c.remote.String(), "err", err, "suppressed_since_last", suppressed)
+		s.log.Log(c.ctx, level, msg, c.logArgs("err", err, "suppressed_since_last", suppressed)...)
 	}
 }
 

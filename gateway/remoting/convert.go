@@ -163,7 +163,7 @@ func (s *Server) toRecord(c *conn, producerGroup string, cm classicMessage) (*me
 			return nil, mqerr.Errorf(mqerr.KindMessageCorrupted, "compression type %d (LZ4/ZSTD) is not supported; use zlib", (cm.sysFlag&wire.SysCompressionMask)>>8)
 		}
 	}
-	m := &message.Message{BornTime: cm.born, BornHost: c.remote.String(), Body: body}
+	m := &message.Message{BornTime: cm.born, BornHost: c.clientAddr(), Body: body}
 	for _, p := range cm.props {
 		if p.Key == propPopCK || strings.HasPrefix(p.Key, mqgPrefix) {
 			continue

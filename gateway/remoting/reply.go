@@ -87,7 +87,7 @@ func (s *Server) sendReply(ctx context.Context, c *conn, req *codec.Command) *co
 		"properties":            string(wire.AppendProperties(nil, append(ps, wire.Property{Key: propPushReplyTime, Value: strconv.FormatInt(now, 10)}))),
 		"reconsumeTimes":        ext["reconsumeTimes"],
 		"unitMode":              ext["unitMode"],
-		"bornHost":              c.remote.String(),
+		"bornHost":              c.clientAddr(),
 		"storeHost":             s.storeHost(c).String(),
 		"storeTimestamp":        strconv.FormatInt(now, 10),
 	}
@@ -96,7 +96,7 @@ func (s *Server) sendReply(ctx context.Context, c *conn, req *codec.Command) *co
 	resp, err := s.call(ctx, rc, reqPushReplyMessageToClient, push, req.Body)
 	switch {
 	case err != nil:
-		s.log.Warn("remoting: pushing a reply to its requester failed", "client", to, "remote", rc.remote.String(), "err", err)
+		s.log.Warn("remoting: pushing a reply to its requester failed", rc.logArgs("client", to, "err", err)...)
 		return &codec.Command{Code: codeSystemError, Remark: "push reply message to " + to + " failed: " + err.Error()}
 	case resp.Code != codeSuccess:
 		return &codec.Command{Code: codeSystemError, Remark: "push reply message to " + to + " failed: the client answered " + strconv.Itoa(int(resp.Code)) + " " + resp.Remark}

@@ -94,7 +94,7 @@ func (s *Server) OffsetsReset(ev broker.OffsetsReset) {
 		for _, c := range conns {
 			if err := s.request(c, reqResetConsumerClientOffset, ext, body); err != nil {
 				s.log.Warn("remoting: telling a consumer of an offset reset failed; it may commit its old offsets",
-					"group", ev.Group, "topic", ev.Topic, "remote", c.nc.RemoteAddr().String(), "err", err)
+					c.logArgs("group", ev.Group, "topic", ev.Topic, "err", err)...)
 			}
 		}
 	})

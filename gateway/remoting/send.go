@@ -97,7 +97,7 @@ func (s *Server) send(ctx context.Context, c *conn, req *codec.Command) *codec.C
 		recs[i] = r
 	}
 	sent, err := s.cl.SendRecords(ctx, broker.ClassicSend{Topic: topic, QueueID: queue, Records: recs,
-		Producer: model.Producer{ClientID: group, Host: c.remote.String()}, ReconsumeTimes: reconsume, MaxReconsumeTimes: maxRe})
+		Producer: model.Producer{ClientID: group, Host: c.clientAddr()}, ReconsumeTimes: reconsume, MaxReconsumeTimes: maxRe})
 	if err != nil {
 		return s.fail(ctx, err)
 	}

@@ -117,7 +117,7 @@ func connectionsOf(ms []member) []connection {
 		if lang == "" {
 			lang = "OTHER"
 		}
-		out = append(out, connection{ClientAddr: m.conn.remote.String(), ClientID: m.clientID, Language: lang, Version: m.version})
+		out = append(out, connection{ClientAddr: m.conn.clientAddr(), ClientID: m.clientID, Language: lang, Version: m.version})
 	}
 	return out
 }
