@@ -20,7 +20,9 @@ import (
 // Main runs a package's tests. The official client logs to
 // $user.home/logs/rocketmqlogs by default (read in its package init):
 // Main sends its logs, warnings only, to a temporary directory, rebuilds
-// its logger, and keeps the directory when a test failed.
+// its logger, and keeps the directory when a test failed. It also guards
+// the client's receives against its own end-of-stream race
+// (receiverace.go).
 func Main(m *testing.M) {
 	dir, err := os.MkdirTemp("", "mqgate-e2e-client-logs-")
 	if err != nil {
@@ -30,6 +32,7 @@ func Main(m *testing.M) {
 	os.Setenv(rmq.CLIENT_LOG_ROOT, dir)
 	os.Setenv(rmq.CLIENT_LOG_LEVEL, "warn")
 	rmq.ResetLogger()
+	guardReceives()
 	code := m.Run()
 	if code != 0 {
 		fmt.Fprintf(os.Stderr, "official client logs kept in %s\n", dir)
