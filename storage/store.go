@@ -228,7 +228,7 @@ func (s *Store) open(cutAt int64) error {
 		FS: fs, Dir: filepath.Join(dir, "commitlog"), SegmentSize: o.SegmentSize, MaxRecordSize: o.MaxRecordSize,
 		SyncMode: o.FlushMode == FlushSync, FlushInterval: o.FlushInterval, FlushBytes: o.FlushBytes,
 		Now: o.Now, Epoch: s.epoch, Logger: o.Logger, Notify: notify, ZeroAhead: zeroAhead(o.FlushMode), SyncerNice: syncerNice(o.FlushMode),
-		StagingDir: o.StagingDir, NoWriteBehind: o.NoWriteBehind, KeepCached: max(o.LogCacheBytes, 0), OnWrite: onWrite,
+		StagingDir: o.StagingDir, StagingLinger: max(o.StagingLinger, 0), NoWriteBehind: o.NoWriteBehind, KeepCached: max(o.LogCacheBytes, 0), OnWrite: onWrite,
 		OnSync: func(_ int64, d time.Duration, err error) {
 			s.c.fsyncs.Add(1)
 			s.c.fsyncLat.observe(d)

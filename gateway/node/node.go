@@ -244,6 +244,10 @@ func (n *Node) startStorage(ctx context.Context) error {
 	if usage == 0 {
 		usage = -1
 	}
+	linger := n.cfg.StagingLinger
+	if linger == 0 {
+		linger = -1 // write at once
+	}
 	logCache := n.cfg.LogCache
 	if logCache == 0 {
 		logCache = -1 // the kernel decides
@@ -254,6 +258,7 @@ func (n *Node) startStorage(ctx context.Context) error {
 		FlushMode:        mode,
 		FlushInterval:    n.cfg.FlushInterval,
 		StagingDir:       n.stagingDir(),
+		StagingLinger:    linger,
 		FlushTimeout:     n.cfg.FlushTimeout,
 		RetentionTime:    retention,
 		DiskUsagePercent: usage,

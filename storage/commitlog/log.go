@@ -56,6 +56,11 @@ type Options struct {
 	// ring left there by a crash in either mode; only async mode writes
 	// one.
 	StagingDir string
+	// StagingLinger: under a steady stream of appends, the flusher waits
+	// this long after being woken before it writes the ring out, so that
+	// one write takes what arrives meanwhile (staging.go, flushLoop); 0
+	// writes as soon as it is woken.
+	StagingLinger time.Duration
 	// NoWriteBehind: the flusher leaves the staging ring's writes to the
 	// kernel's write-back rather than starting it every
 	// writeBehindWindow bytes (staging.go).
@@ -273,13 +278,17 @@ type Log struct {
 	staging atomic.Bool
 	staged  atomic.Int64
 	fwake   chan struct{}
+	// lingerFull tells a lingering flusher that lingerBytes are waiting.
+	lingerFull chan struct{}
 	// runEnds: per flushRun-sized stretch of the log (chunk c in slot
 	// c mod len), the last record boundary the writer staged in it
 	// (noteRunEnds); the flusher cuts its runs there (runEnd).
-	runEnds     [runEndSlots]atomic.Int64
-	noFlusher   bool // tests: stage without writing out (a crash's view)
-	stopFlusher chan struct{}
-	flusherDone chan struct{}
+	runEnds   [runEndSlots]atomic.Int64
+	noFlusher bool // tests: stage without writing out (a crash's view)
+	// lingerWithin: lingerQuiet, or what a test set before Start.
+	lingerWithin time.Duration
+	stopFlusher  chan struct{}
+	flusherDone  chan struct{}
 
 	// The flusher's (staging.go).
 	_       cpu.CacheLinePad
@@ -355,7 +364,7 @@ func Open(opts Options, rec Recovery) (*Log, RecoveryResult, error) {
 		wake: make(chan struct{}, 1), syncWake: make(chan struct{}, 1), dch: make(chan struct{}),
 		stopWriter: make(chan struct{}), writerDone: make(chan struct{}),
 		stopSyncer: make(chan struct{}), syncerDone: make(chan struct{}),
-		fwake: make(chan struct{}, 1), stopFlusher: make(chan struct{}), flusherDone: make(chan struct{}),
+		fwake: make(chan struct{}, 1), lingerWithin: lingerQuiet, lingerFull: make(chan struct{}, 1), stopFlusher: make(chan struct{}), flusherDone: make(chan struct{}),
 		rsvWake: make(chan struct{}, 1), rsvStop: make(chan struct{}), rsvDone: make(chan struct{}),
 	}
 	l.idle.L = &l.qmu
@@ -1061,6 +1070,9 @@ outer:
 		l.noteRunEnds(batch)
 		l.staged.Store(pos)
 		l.wakeFlusher()
+		if pos-l.flushed.Load() >= lingerBytes {
+			signal(l.lingerFull)
+		}
 	} else {
 		l.written.Store(pos)
 		l.notify()
