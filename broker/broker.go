@@ -135,6 +135,10 @@ func (b *Broker) Activate(ctx context.Context) error {
 		hub.Notify(topic)                       // POP receives: any queue
 		hub.Notify(longpoll.QueueKey(topic, q)) // pulls of that queue
 	})
+	// While a receive waits for new messages the store writes what it
+	// answers out at once rather than lingering for more.
+	st.SetReadersWaiting(func() bool { return hub.Parked() > 0 })
+	hub.SetOnPark(st.Hurry)
 	s.meta = metadata.New(metadata.Config{AutoCreate: cfg.AutoCreate, DefaultQueues: cfg.DefaultQueues, Clock: cfg.Clock}, b.w.meta, b.w.store)
 	p, err := pop.Open(ctx, pop.Config{Clock: cfg.Clock, Logger: cfg.Logger, Hub: s.hub, SnapshotInterval: cfg.PopSnapshotInterval},
 		b.obs.popStore(b.w.store), st.Meta(), s.meta)

@@ -91,8 +91,9 @@ type Options struct {
 	// the commit log waits for more before writing the staging ring out
 	// (commitlog/staging.go, flushLoop): fewer, larger writes for less
 	// CPU a send, while records reach their consume queues up to this
-	// much later. After a quiet spell the first record is written at
-	// once. Default 500µs; -1 writes as soon as something is staged.
+	// much later. It does not linger while readers wait for new records
+	// (SetReadersWaiting), nor for the first record after a quiet spell.
+	// Default 500µs; -1 writes as soon as something is staged.
 	StagingLinger time.Duration
 	// NoWriteBehind leaves the commit log's written pages to the kernel's
 	// write-back until the next fsync. By default the log starts the

@@ -734,6 +734,17 @@ const (
 	ctrlDeleteTopic = "DELETE_TOPIC"
 )
 
+// SetReadersWaiting installs f, which reports whether readers wait for
+// records not yet appended (parked long polls): while it says so, the
+// staging ring is written out as soon as something is staged instead of
+// lingering for more (Options.StagingLinger). nil removes it. f is called
+// by the flusher at each wake-up and must be cheap.
+func (s *Store) SetReadersWaiting(f func() bool) { s.log.SetReadersWaiting(f) }
+
+// Hurry tells the store that a reader has started waiting for what comes
+// next: a staging-ring linger in progress is cut short. It never blocks.
+func (s *Store) Hurry() { s.log.Hurry() }
+
 // SetArrivalHook installs the hook called when queues grow (nil removes it).
 func (s *Store) SetArrivalHook(h ArrivalHook) {
 	if h == nil {

@@ -32,6 +32,7 @@ type Hub struct {
 	max    int64
 	closed chan struct{}
 	once   sync.Once
+	onPark func() // SetOnPark
 }
 
 type waitSet struct {
@@ -67,10 +68,18 @@ func New(max int) *Hub {
 	return &Hub{keys: make(map[string]*waitSet), max: int64(max), closed: make(chan struct{})}
 }
 
+// SetOnPark installs f, called each time a waiter is admitted (before it
+// parks), outside the hub's lock; it must not block. Set it before the hub
+// is used.
+func (h *Hub) SetOnPark(f func()) { h.onPark = f }
+
 func (h *Hub) admit() error {
 	if h.parked.Add(1) > h.max {
 		h.parked.Add(-1)
 		return mqerr.Errorf(mqerr.KindTooManyRequests, "polling full: %d receives are already waiting", h.max)
+	}
+	if h.onPark != nil {
+		h.onPark()
 	}
 	return nil
 }

@@ -276,3 +276,30 @@ func TestHubConcurrentClasses(t *testing.T) {
 		t.Fatalf("parked %d, keys %d at the end", h.Parked(), len(h.keys))
 	}
 }
+
+// OnPark runs once for each admitted waiter, of either kind, and not for
+// one refused because polling is full.
+func TestOnPark(t *testing.T) {
+	h := New(2)
+	n := 0
+	h.SetOnPark(func() { n++ })
+	_, release, err := h.Watch("t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := h.WatchOne("t", "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := h.Watch("t"); err == nil {
+		t.Fatal("a third waiter admitted with room for two")
+	}
+	if n != 2 {
+		t.Fatalf("OnPark ran %d times, want 2", n)
+	}
+	release()
+	w.Leave(false)
+	if h.Parked() != 0 {
+		t.Fatalf("parked %d after both left", h.Parked())
+	}
+}

@@ -107,7 +107,7 @@ var settings = []setting{
 	strSetting("flush", "commit-log flush policy: async or sync (group commit)", func(c *node.Config) *string { return &c.Flush }),
 	durSetting("flush-interval", "async flush period", func(c *node.Config) *time.Duration { return &c.FlushInterval }),
 	strSetting("staging-dir", "tmpfs directory where async sends wait to be written to the log in runs of up to 1 MiB (survives a process crash); empty = /dev/shm if tmpfs, off = none", func(c *node.Config) *string { return &c.StagingDir }),
-	durSetting("staging-linger", "async with a staging ring: under a steady stream of sends, wait this long for more before writing the ring to the log (less CPU a send; consumers see a send up to this much later); 0 = write at once", func(c *node.Config) *time.Duration { return &c.StagingLinger }),
+	durSetting("staging-linger", "async with a staging ring: under a steady stream of sends, wait this long for more before writing the ring to the log (less CPU a send; a send reaches its queue up to this much later); not while a consumer waits for new messages; 0 = write at once", func(c *node.Config) *time.Duration { return &c.StagingLinger }),
 	durSetting("flush-timeout", "sync flush: longest wait for the fsync before answering a flush timeout", func(c *node.Config) *time.Duration { return &c.FlushTimeout }),
 	sizeSetting("segment-size", "commit-log segment size (e.g. 1GiB, 64MiB)", func(c *node.Config) *int64 { return &c.SegmentSize }),
 	sizeSetting("log-cache", "how much of the commit log behind its newest records stays in the page cache once on disk (async with a staging ring); consumers further behind read from disk; 0 = the kernel decides", func(c *node.Config) *int64 { return &c.LogCache }),

@@ -58,8 +58,9 @@ type Config struct {
 	StagingDir string
 	// StagingLinger is how long, under a steady stream of async sends,
 	// the staging ring waits for more before it is written to the log: a
-	// send costs less CPU, and reaches consumers up to this much later.
-	// 0 writes at once (storage.Options.StagingLinger).
+	// send costs less CPU, and reaches its queue up to this much later
+	// (not while a consumer waits for new messages). 0 writes at once
+	// (storage.Options.StagingLinger).
 	StagingLinger time.Duration
 	// FlushTimeout bounds how long a sync append waits for its fsync
 	// before answering FLUSH_DISK_TIMEOUT (the record is still stored).

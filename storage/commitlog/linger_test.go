@@ -3,6 +3,8 @@ package commitlog
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -94,4 +96,49 @@ func TestStagingLinger(t *testing.T) {
 		t.Fatalf("reopen after a stop during a linger: %+v, want a clean end at %d", res, end)
 	}
 	l2.Close()
+}
+
+// TestStagingLingerReadersWaiting: while readers wait for new records the
+// flusher does not linger, and a reader that starts waiting cuts a linger
+// in progress short.
+func TestStagingLingerReadersWaiting(t *testing.T) {
+	dir, stage := t.TempDir(), t.TempDir()
+	o := stagingOpts(vfs.Default, dir, stage, 64<<20)
+	o.StagingLinger = time.Hour
+	o.FlushInterval = time.Hour
+	o.Notify = make(chan struct{}, 1)
+	l, _ := openLog(t, o, Recovery{From: -1, CleanEnd: -1})
+	l.lingerWithin = time.Hour
+	var waiting atomic.Bool
+	l.SetReadersWaiting(waiting.Load)
+	l.Start()
+	defer func() {
+		if err := l.Stop(false); err != nil {
+			t.Error(err)
+		}
+		l.Close()
+	}()
+	ctx := context.Background()
+	rec := bodyRecord(t, []byte("r"))
+	appendOne := func() int64 {
+		t.Helper()
+		_, end, err := l.Append(ctx, []Record{rec})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return end
+	}
+	awaitWritten(t, l, o.Notify, appendOne(), "the first record")
+
+	waiting.Store(true)
+	for i := range 20 {
+		awaitWritten(t, l, o.Notify, appendOne(), fmt.Sprintf("record %d with a reader waiting", i))
+	}
+
+	waiting.Store(false)
+	end := appendOne()
+	// The flusher lingers on this record (for an hour) until a reader
+	// comes: Hurry, whether the linger began yet or not.
+	l.Hurry()
+	awaitWritten(t, l, o.Notify, end, "a lingering record once a reader came")
 }

@@ -278,8 +278,11 @@ type Log struct {
 	staging atomic.Bool
 	staged  atomic.Int64
 	fwake   chan struct{}
-	// lingerFull tells a lingering flusher that lingerBytes are waiting.
-	lingerFull chan struct{}
+	// lingerFull tells a lingering flusher that lingerBytes are waiting
+	// or that a reader waits (Hurry); readersWaiting is
+	// SetReadersWaiting's function.
+	lingerFull     chan struct{}
+	readersWaiting atomic.Pointer[func() bool]
 	// runEnds: per flushRun-sized stretch of the log (chunk c in slot
 	// c mod len), the last record boundary the writer staged in it
 	// (noteRunEnds); the flusher cuts its runs there (runEnd).

@@ -744,7 +744,9 @@ func (l *Log) flushStagedTo(to int64) error {
 // flusher cost about the same whether they carry one record or fifty, and
 // without the linger 16 closed-loop producers gave it one to three
 // records a wake-up. The price is that Written, and so dispatching, trails
-// what was answered by up to the linger under load; a read of a record
+// what was answered by up to the linger under load, so the flusher does
+// not linger while a reader waits for new records (SetReadersWaiting) and
+// one that starts waiting cuts a linger short (Hurry). A read of a record
 // still in the ring writes it out itself (Read through WrittenFor), and
 // after a quiet spell the first record is written at once.
 func (l *Log) flushLoop() {
@@ -758,7 +760,7 @@ func (l *Log) flushLoop() {
 		case <-l.stopFlusher:
 			return
 		}
-		if l.opts.StagingLinger > 0 && time.Since(last) < l.lingerWithin {
+		if l.shouldLinger(last) {
 			linger.Reset(l.opts.StagingLinger)
 			select {
 			case <-linger.C:
@@ -806,6 +808,31 @@ func (l *Log) flushNext() bool {
 }
 
 func (l *Log) wakeFlusher() { signal(l.fwake) }
+
+// SetReadersWaiting installs f, asked at each wake-up of the flusher:
+// while it reports readers waiting for new records, the flusher does not
+// linger (flushLoop). nil removes it.
+func (l *Log) SetReadersWaiting(f func() bool) {
+	if f == nil {
+		l.readersWaiting.Store(nil)
+		return
+	}
+	l.readersWaiting.Store(&f)
+}
+
+// Hurry cuts a linger of the flusher's short (a reader started waiting).
+func (l *Log) Hurry() { signal(l.lingerFull) }
+
+// shouldLinger tells the woken flusher whether to wait for more records:
+// a linger is configured, appends keep coming (the last write was less
+// than lingerWithin ago) and no reader waits for new records.
+func (l *Log) shouldLinger(last time.Time) bool {
+	if l.opts.StagingLinger <= 0 || time.Since(last) >= l.lingerWithin {
+		return false
+	}
+	f := l.readersWaiting.Load()
+	return f == nil || !(*f)()
+}
 
 // forgetStaged zeroes the header of the record staged at pos (a failed
 // batch starts there), so that a crash does not replay it. Writer only.
