@@ -278,10 +278,10 @@ type Log struct {
 	staging atomic.Bool
 	staged  atomic.Int64
 	fwake   chan struct{}
-	// lingerFull tells a lingering flusher that lingerBytes are waiting
+	// lingerCut tells a lingering flusher that lingerBytes are waiting
 	// or that a reader waits (Hurry); readersWaiting is
 	// SetReadersWaiting's function.
-	lingerFull     chan struct{}
+	lingerCut      chan struct{}
 	readersWaiting atomic.Pointer[func() bool]
 	// runEnds: per flushRun-sized stretch of the log (chunk c in slot
 	// c mod len), the last record boundary the writer staged in it
@@ -367,7 +367,7 @@ func Open(opts Options, rec Recovery) (*Log, RecoveryResult, error) {
 		wake: make(chan struct{}, 1), syncWake: make(chan struct{}, 1), dch: make(chan struct{}),
 		stopWriter: make(chan struct{}), writerDone: make(chan struct{}),
 		stopSyncer: make(chan struct{}), syncerDone: make(chan struct{}),
-		fwake: make(chan struct{}, 1), lingerWithin: lingerQuiet, lingerFull: make(chan struct{}, 1), stopFlusher: make(chan struct{}), flusherDone: make(chan struct{}),
+		fwake: make(chan struct{}, 1), lingerWithin: lingerQuiet, lingerCut: make(chan struct{}, 1), stopFlusher: make(chan struct{}), flusherDone: make(chan struct{}),
 		rsvWake: make(chan struct{}, 1), rsvStop: make(chan struct{}), rsvDone: make(chan struct{}),
 	}
 	l.idle.L = &l.qmu
@@ -1074,7 +1074,7 @@ outer:
 		l.staged.Store(pos)
 		l.wakeFlusher()
 		if pos-l.flushed.Load() >= lingerBytes {
-			signal(l.lingerFull)
+			signal(l.lingerCut)
 		}
 	} else {
 		l.written.Store(pos)

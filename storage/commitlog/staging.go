@@ -738,12 +738,11 @@ func (l *Log) flushStagedTo(to int64) error {
 //
 // Under a steady stream of appends it lingers first: woken less than
 // lingerQuiet after its last write, it waits Options.StagingLinger (or
-// until the writer reports lingerBytes waiting, lingerFull) before
-// writing, so that
-// one pwrite takes what arrives meanwhile. A pwrite and a wake-up of the
-// flusher cost about the same whether they carry one record or fifty, and
-// without the linger 16 closed-loop producers gave it one to three
-// records a wake-up. The price is that Written, and so dispatching, trails
+// until the writer reports lingerBytes waiting, lingerCut) before
+// writing, so that one pwrite takes what arrives meanwhile. A pwrite and
+// a wake-up of the flusher cost about the same whether they carry one
+// record or fifty, and without the linger 16 closed-loop producers gave
+// it one to three records a wake-up. The price is that Written, and so dispatching, trails
 // what was answered by up to the linger under load, so the flusher does
 // not linger while a reader waits for new records (SetReadersWaiting) and
 // one that starts waiting cuts a linger short (Hurry). A read of a record
@@ -764,7 +763,7 @@ func (l *Log) flushLoop() {
 			linger.Reset(l.opts.StagingLinger)
 			select {
 			case <-linger.C:
-			case <-l.lingerFull:
+			case <-l.lingerCut:
 				linger.Stop()
 			case <-l.stopFlusher:
 				linger.Stop()
@@ -821,11 +820,12 @@ func (l *Log) SetReadersWaiting(f func() bool) {
 }
 
 // Hurry cuts a linger of the flusher's short (a reader started waiting).
-func (l *Log) Hurry() { signal(l.lingerFull) }
+func (l *Log) Hurry() { signal(l.lingerCut) }
 
 // shouldLinger tells the woken flusher whether to wait for more records:
 // a linger is configured, appends keep coming (the last write was less
-// than lingerWithin ago) and no reader waits for new records.
+// than lingerWithin ago, normally lingerQuiet) and no reader waits for
+// new records.
 func (l *Log) shouldLinger(last time.Time) bool {
 	if l.opts.StagingLinger <= 0 || time.Since(last) >= l.lingerWithin {
 		return false
