@@ -524,8 +524,14 @@ func (c *Classic) CommittedOffset(group, topic string, queue int32) (int64, bool
 }
 
 // CommitOffset stores a group's offset for a queue (classic consumers may
-// commit any offset; a stale one is corrected by the next pull).
+// commit any offset; a stale one is corrected by the next pull). For a
+// while after a reset of the group's offsets in the topic, a commit past
+// a queue's new offset is not recorded (resetFenceTime).
 func (c *Classic) CommitOffset(group, topic string, queue int32, offset int64) {
+	if c.b.fencedCommit(group, topic, queue, offset) {
+		c.b.log.Debug("classic offset commit held back after a reset", "group", group, "topic", topic, "queue", queue, "offset", offset)
+		return
+	}
 	if _, err := c.b.w.offsets.CommitOffset(meta.OffsetKey{Group: group, Topic: topic, QueueID: queue}, offset); err != nil {
 		// Classic commits are advisory (pulls carry them and get no
 		// answer about them): the next commit repeats the position.

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -172,6 +173,7 @@ func (b *Broker) ResetOffset(ctx context.Context, req ResetOffsetRequest) ([]Que
 		to = fmt.Sprintf("offset %d", req.Offset)
 	}
 	b.log.Info("broker: group offset reset", "group", g.Name, "topic", t.Name, "to", to, "queues", len(queues))
+	b.fenceClassicCommits(g.Name, t.Name, targets)
 	b.resetMu.Lock()
 	ls := b.resetListeners
 	b.resetMu.Unlock()
@@ -235,4 +237,45 @@ func (r ResetTo) String() string {
 		return "offset"
 	}
 	return fmt.Sprintf("ResetTo(%d)", int8(r))
+}
+
+// resetFenceTime is how long after a reset classic commits that would
+// move a reset queue past its new offset are held back. A running classic
+// push consumer told of a reset (RESET_CONSUMER_CLIENT_OFFSET) pauses for
+// 10 s with its old offsets still in memory, and its periodic commit in
+// that pause writes them back over the reset; the Go client then reads
+// its start offset from the broker, racing its own commit of the new
+// one, and one queue or another is not replayed. Commits at or before the
+// new offset pass, and so do all commits once the fence has passed: a
+// consumer's progress through the replay is recorded by its next commit.
+const resetFenceTime = 15 * time.Second
+
+type resetFenceKey struct{ group, topic string }
+
+type resetFence struct {
+	until   time.Time
+	targets map[int32]int64 // queue → the offset it was reset to
+}
+
+// fenceClassicCommits starts a fence over group's classic commits in topic
+// (resetFenceTime) for the queues in targets.
+func (b *Broker) fenceClassicCommits(group, topic string, targets map[int32]int64) {
+	b.resetFences.Store(resetFenceKey{group, topic}, &resetFence{until: b.cfg.Clock.Now().Add(resetFenceTime), targets: maps.Clone(targets)})
+}
+
+// fencedCommit reports whether a classic commit of offset for queue is
+// held back by a recent reset.
+func (b *Broker) fencedCommit(group, topic string, queue int32, offset int64) bool {
+	k := resetFenceKey{group, topic}
+	v, ok := b.resetFences.Load(k)
+	if !ok {
+		return false
+	}
+	f := v.(*resetFence)
+	if !b.cfg.Clock.Now().Before(f.until) {
+		b.resetFences.CompareAndDelete(k, v)
+		return false
+	}
+	target, reset := f.targets[queue]
+	return reset && offset > target
 }

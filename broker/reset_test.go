@@ -431,3 +431,51 @@ func TestResetOffsetFIFO(t *testing.T) {
 		}
 	}
 }
+
+// TestResetFencesClassicCommits: for resetFenceTime after a reset, a
+// classic commit past a reset queue's new offset (a running consumer's
+// old offsets, committed during its pause) is not recorded; one at or
+// before it is, other queues and groups are not affected, and once the
+// fence has passed commits are recorded again.
+func TestResetFencesClassicCommits(t *testing.T) {
+	e := newEnv(t)
+	e.topic("t", model.TopicNormal)
+	e.group("g", 0, false)
+	e.group("h", 0, false)
+	e.send("t", 16, "a")
+	cl := e.b.Classic()
+	committed := func(group string, q int32) int64 {
+		t.Helper()
+		off, ok := cl.CommittedOffset(group, "t", q)
+		if !ok {
+			t.Fatalf("%s has no committed offset for queue %d", group, q)
+		}
+		return off
+	}
+	for q := range int32(4) {
+		cl.CommitOffset("g", "t", q, 4)
+		cl.CommitOffset("h", "t", q, 4)
+	}
+	one := int32(1)
+	if _, err := e.b.ResetOffset(e.ctx, ResetOffsetRequest{Group: "g", Topic: "t", To: ResetToOffset, Offset: 0, Queue: &one}); err != nil {
+		t.Fatal(err)
+	}
+	cl.CommitOffset("g", "t", 1, 4) // the consumer's old offset: held back
+	if got := committed("g", 1); got != 0 {
+		t.Fatalf("queue 1 after a stale commit during the fence: %d, want 0", got)
+	}
+	cl.CommitOffset("g", "t", 0, 5) // not reset: recorded
+	cl.CommitOffset("h", "t", 1, 5) // another group: recorded
+	if a, b := committed("g", 0), committed("h", 1); a != 5 || b != 5 {
+		t.Fatalf("commits outside the reset: %d and %d, want 5 and 5", a, b)
+	}
+	cl.CommitOffset("g", "t", 1, 0) // at the new offset: recorded
+	if got := committed("g", 1); got != 0 {
+		t.Fatalf("queue 1: %d, want 0", got)
+	}
+	e.clk.Advance(resetFenceTime)
+	cl.CommitOffset("g", "t", 1, 3) // progress through the replay, after the fence
+	if got := committed("g", 1); got != 3 {
+		t.Fatalf("queue 1 after the fence: %d, want 3", got)
+	}
+}
