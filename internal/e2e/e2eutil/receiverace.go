@@ -91,16 +91,11 @@ func goroutineState(buf []byte, id int64) (state string, ok bool, _ []byte) {
 		buf = make([]byte, 2*len(buf))
 		n = runtime.Stack(buf, true)
 	}
+	// Only a goroutine's header line has "goroutine N [" (a creator's
+	// line reads "in goroutine N" with no bracket).
 	dump := buf[:n]
 	head := []byte("goroutine " + strconv.FormatInt(id, 10) + " [")
 	i := bytes.Index(dump, head)
-	for i > 0 && dump[i-1] != '\n' {
-		j := bytes.Index(dump[i+1:], head)
-		if j < 0 {
-			return "", false, buf
-		}
-		i += 1 + j
-	}
 	if i < 0 {
 		return "", false, buf
 	}
