@@ -1,12 +1,9 @@
 package e2eutil
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
-	"runtime"
-	"strconv"
 	"time"
 
 	rmq "github.com/apache/rocketmq-clients/golang/v5"
@@ -17,17 +14,29 @@ import (
 // goroutine that, at the stream's end, first signals "done" and then
 // cancels the call's context, while the goroutine that opened the stream
 // waits on both in one select. If that goroutine has not reached its
-// select yet when the stream ends (a fast answer on a busy machine), the
-// select finds both ready, picks one at random, and half the time reports
-// "[error] CODE=DEADLINE_EXCEEDED" for a receive that succeeded: the
-// messages it carried stay invisible and come back later as a second
-// attempt. Once the opener is parked in the select, the "done" hand-off
-// reaches it before the cancel can, so the outcome is the real one.
+// select yet when the stream ends, the select finds both ready, picks one
+// at random, and half the time reports "[error] CODE=DEADLINE_EXCEEDED"
+// for a receive that succeeded: the messages it carried stay invisible
+// and come back later as a second attempt. Once the opener is parked in
+// the select, the "done" hand-off reaches it before the cancel can.
 //
-// receiveEndGuard holds back the end of each ReceiveMessage stream until
-// the goroutine that opened it is parked in a select. It changes nothing
-// the server sees; it only removes the client's coin toss from the tests.
+// The reading goroutine is started by the opener right before that
+// select, so when the reader first asks for a message the opener is a
+// few instructions from parking. receiveEndGuard holds the end of each
+// ReceiveMessage stream back until receiveEndHold has passed since that
+// first ask: only an opener kept off its core for longer, within those
+// few instructions, can still lose the toss. (Watching the opener's state
+// instead takes a dump of every goroutine with the world stopped, many
+// milliseconds per receive in a test process.) The server sees nothing
+// of this.
 const receiveMethod = "/apache.rocketmq.v2.MessagingService/ReceiveMessage"
+
+// receiveEndHold: how long after the reader's first ask the end of a
+// receive stream may reach it. Long polls end later than this anyway.
+const receiveEndHold = 2 * time.Millisecond
+
+// holdFor sleeps; the tests watch it.
+var holdFor = time.Sleep
 
 // guardReceives makes every RPC client the official Go client creates
 // from now on use receiveEndGuard.
@@ -44,81 +53,24 @@ func receiveEndGuard(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Client
 	if err != nil || method != receiveMethod {
 		return s, err
 	}
-	return &guardedStream{ClientStream: s, opener: goroutineID()}, nil
+	return &guardedStream{ClientStream: s}, nil
 }
 
+// guardedStream is read by the client's one reading goroutine.
 type guardedStream struct {
 	grpc.ClientStream
-	opener int64
+	firstAsk time.Time
 }
-
-// guardWait bounds the wait for the opener: past it the end is passed on
-// as it is (the opener may have gone, its own deadline having passed).
-const guardWait = 5 * time.Second
 
 func (g *guardedStream) RecvMsg(m any) error {
+	if g.firstAsk.IsZero() {
+		g.firstAsk = time.Now()
+	}
 	err := g.ClientStream.RecvMsg(m)
-	if errors.Is(err, io.EOF) && g.opener > 0 {
-		awaitParkedInSelect(g.opener, guardWait)
+	if errors.Is(err, io.EOF) {
+		if wait := time.Until(g.firstAsk.Add(receiveEndHold)); wait > 0 {
+			holdFor(wait)
+		}
 	}
 	return err
-}
-
-// awaitParkedInSelect polls the goroutine dump until goroutine id is
-// blocked in a select, has exited, or limit passed. There is nothing to
-// wait on instead: a goroutine's scheduling state has no event.
-func awaitParkedInSelect(id int64, limit time.Duration) {
-	deadline := time.Now().Add(limit)
-	buf := make([]byte, 1<<20)
-	for {
-		var state string
-		var ok bool
-		state, ok, buf = goroutineState(buf, id)
-		if !ok || state == "select" || time.Now().After(deadline) {
-			return
-		}
-		time.Sleep(50 * time.Microsecond)
-	}
-}
-
-// goroutineState is the scheduling state ("running", "select", "chan
-// receive", ...) of goroutine id in a dump of all goroutines; ok is false
-// when no such goroutine exists. It returns buf, grown if the dump needed
-// more room, for the next call.
-func goroutineState(buf []byte, id int64) (state string, ok bool, _ []byte) {
-	n := runtime.Stack(buf, true)
-	for n == len(buf) {
-		buf = make([]byte, 2*len(buf))
-		n = runtime.Stack(buf, true)
-	}
-	// Only a goroutine's header line has "goroutine N [" (a creator's
-	// line reads "in goroutine N" with no bracket).
-	dump := buf[:n]
-	head := []byte("goroutine " + strconv.FormatInt(id, 10) + " [")
-	i := bytes.Index(dump, head)
-	if i < 0 {
-		return "", false, buf
-	}
-	rest := dump[i+len(head):]
-	end := bytes.IndexAny(rest, ",]")
-	if end < 0 {
-		return "", false, buf
-	}
-	return string(rest[:end]), true, buf
-}
-
-// goroutineID is the calling goroutine's id, read from its own stack
-// header ("goroutine 18 [running]:"); 0 if that cannot be read.
-func goroutineID() int64 {
-	var b [64]byte
-	n := runtime.Stack(b[:], false)
-	f := bytes.Fields(b[:n])
-	if len(f) < 2 {
-		return 0
-	}
-	id, err := strconv.ParseInt(string(f[1]), 10, 64)
-	if err != nil {
-		return 0
-	}
-	return id
 }

@@ -1,154 +1,86 @@
 package e2eutil
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
-	"runtime"
-	"strconv"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 )
 
-// endedStream is a ReceiveMessage stream that has already ended.
-type endedStream struct{ grpc.ClientStream }
+// scriptedStream is a ReceiveMessage stream whose RecvMsg returns the
+// next of its errors (nil: a message).
+type scriptedStream struct {
+	grpc.ClientStream
+	errs []error
+}
 
-func (endedStream) RecvMsg(any) error { return io.EOF }
+func (s *scriptedStream) RecvMsg(any) error {
+	err := s.errs[0]
+	s.errs = s.errs[1:]
+	return err
+}
 
-func openEnded(t *testing.T, method string) grpc.ClientStream {
+func open(t *testing.T, method string, s grpc.ClientStream) grpc.ClientStream {
 	t.Helper()
-	s, err := receiveEndGuard(context.Background(), &grpc.StreamDesc{ServerStreams: true}, nil, method,
+	g, err := receiveEndGuard(context.Background(), &grpc.StreamDesc{ServerStreams: true}, nil, method,
 		func(context.Context, *grpc.StreamDesc, *grpc.ClientConn, string, ...grpc.CallOption) (grpc.ClientStream, error) {
-			return endedStream{}, nil
+			return s, nil
 		})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s
+	return g
 }
 
-// stackOf is goroutine id's part of a dump of all goroutines.
-func stackOf(id int64) string {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
-	for _, block := range bytes.Split(buf, []byte("\n\n")) {
-		if bytes.HasPrefix(block, []byte("goroutine "+strconv.FormatInt(id, 10)+" [")) {
-			return string(block)
-		}
-	}
-	return ""
+// watchHolds records the holds instead of sleeping them.
+func watchHolds(t *testing.T) *[]time.Duration {
+	var holds []time.Duration
+	holdFor = func(d time.Duration) { holds = append(holds, d) }
+	t.Cleanup(func() { holdFor = time.Sleep })
+	return &holds
 }
 
-// The end of a receive stream reaches the reader only once the goroutine
-// that opened the stream waits in its select: the client's "done"
-// hand-off then cannot lose to its cancel.
-func TestReceiveEndWaitsForTheOpenersSelect(t *testing.T) {
-	var inSelect, sawSelect atomic.Bool
-	gate := make(chan struct{})
-	reader := make(chan int64, 1)
-	returned := make(chan struct{})
-	go func() { // the opener, as in the client's receiveMessage
-		s := openEnded(t, receiveMethod)
-		done := make(chan bool, 1)
-		ctx, cancel := context.WithCancel(context.Background())
-		go func() {
-			reader <- goroutineID()
-			if err := s.RecvMsg(nil); !errors.Is(err, io.EOF) {
-				t.Errorf("RecvMsg: %v, want EOF", err)
-			}
-			sawSelect.Store(inSelect.Load())
-			close(returned)
-			done <- true
-			cancel()
-		}()
-		<-gate // not a select: the end must be held back here
-		inSelect.Store(true)
-		select {
-		case <-done:
-		case <-ctx.Done():
-		}
-	}()
-	id := <-reader
-	// Open the gate once the reader is seen held in the guard, or once it
-	// returned (which fails the test below).
-	for {
-		select {
-		case <-returned:
-		default:
-			if !bytes.Contains([]byte(stackOf(id)), []byte("awaitParkedInSelect")) {
-				runtime.Gosched()
-				continue
-			}
-		}
-		break
-	}
-	close(gate)
-	<-returned
-	if !sawSelect.Load() {
-		t.Fatal("the stream's end reached the reader before the opener was in its select")
-	}
-}
-
-// Once the opener is gone there is nobody to wait for: the end passes.
-func TestReceiveEndPassesWhenTheOpenerIsGone(t *testing.T) {
-	streams := make(chan grpc.ClientStream)
-	go func() { streams <- openEnded(t, receiveMethod) }()
-	s := <-streams
+// A stream that ends at once is held until receiveEndHold after the
+// reader's first ask; its messages are not held.
+func TestReceiveEndHeldBack(t *testing.T) {
+	holds := watchHolds(t)
+	g := open(t, receiveMethod, &scriptedStream{errs: []error{nil, nil, io.EOF}})
 	start := time.Now()
-	if err := s.RecvMsg(nil); !errors.Is(err, io.EOF) {
+	for range 2 {
+		if err := g.RecvMsg(nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(*holds) != 0 {
+		t.Fatalf("messages held: %v", *holds)
+	}
+	if err := g.RecvMsg(nil); !errors.Is(err, io.EOF) {
 		t.Fatalf("RecvMsg: %v, want EOF", err)
 	}
-	if waited := time.Since(start); waited >= guardWait {
-		t.Fatalf("waited %v for an opener that had exited", waited)
+	if len(*holds) != 1 || (*holds)[0] <= 0 || (*holds)[0] > receiveEndHold || time.Since(start)+(*holds)[0] < receiveEndHold {
+		t.Fatalf("holds %v for an end at once, want one that reaches %v after the first ask", *holds, receiveEndHold)
 	}
 }
 
-// Other streams are not wrapped.
-func TestOnlyReceiveStreamsAreGuarded(t *testing.T) {
-	if _, ok := openEnded(t, "/apache.rocketmq.v2.MessagingService/Telemetry").(*guardedStream); ok {
+// The end of a stream older than the hold (a long poll) is not held;
+// other streams are not wrapped.
+func TestReceiveEndNotHeldAfterALongPoll(t *testing.T) {
+	holds := watchHolds(t)
+	g := open(t, receiveMethod, &scriptedStream{errs: []error{nil, io.EOF}})
+	if err := g.RecvMsg(nil); err != nil {
+		t.Fatal(err)
+	}
+	g.(*guardedStream).firstAsk = time.Now().Add(-time.Second) // the poll began a second ago
+	if err := g.RecvMsg(nil); !errors.Is(err, io.EOF) {
+		t.Fatalf("RecvMsg: %v, want EOF", err)
+	}
+	if len(*holds) != 0 {
+		t.Fatalf("the end of a long poll held: %v", *holds)
+	}
+	if _, ok := open(t, "/apache.rocketmq.v2.MessagingService/Telemetry", &scriptedStream{}).(*guardedStream); ok {
 		t.Fatal("a Telemetry stream was guarded")
-	}
-	if _, ok := openEnded(t, receiveMethod).(*guardedStream); !ok {
-		t.Fatal("a ReceiveMessage stream was not guarded")
-	}
-}
-
-func TestGoroutineState(t *testing.T) {
-	block := make(chan struct{})
-	ids := make(chan int64)
-	go func() {
-		ids <- goroutineID()
-		select {
-		case <-block:
-		case <-t.Context().Done():
-		}
-	}()
-	id := <-ids
-	buf := make([]byte, 16) // grows
-	for {
-		state, ok, b := goroutineState(buf, id)
-		buf = b
-		if !ok {
-			t.Fatalf("goroutine %d not found", id)
-		}
-		if state == "select" {
-			break
-		}
-		runtime.Gosched()
-	}
-	close(block)
-	if _, ok, _ := goroutineState(buf, 1<<40); ok {
-		t.Fatal("found a goroutine that does not exist")
 	}
 }
