@@ -79,8 +79,8 @@ type Broker struct {
 	resetMu        sync.Mutex
 	resetListeners []ResetListener // AddResetListener; called by ResetOffset
 	// resetFences: per group and topic reset lately, the classic commits
-	// it holds back (resetFence).
-	resetFences sync.Map // resetFenceKey → *resetFence
+	// it holds back (resetFence); written under resetMu.
+	resetFences sync.Map // resetFenceKey → resetFence
 
 	// redriveMu serializes RedriveDeadLetters: two at once would send the
 	// same dead letters twice.

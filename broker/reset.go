@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"maps"
 	"slices"
 	"time"
 
@@ -252,30 +251,61 @@ const resetFenceTime = 15 * time.Second
 
 type resetFenceKey struct{ group, topic string }
 
-type resetFence struct {
-	until   time.Time
-	targets map[int32]int64 // queue → the offset it was reset to
+// resetFence holds, per queue reset lately, the offset it was reset to
+// and when its fence ends. It is replaced, never changed.
+type resetFence map[int32]fencedQueue
+
+type fencedQueue struct {
+	target int64
+	until  time.Time
 }
 
-// fenceClassicCommits starts a fence over group's classic commits in topic
-// (resetFenceTime) for the queues in targets.
+// fenceClassicCommits fences group's classic commits in topic for the
+// queues in targets (resetFenceTime), keeping the live fences of other
+// queues, and drops the fences that have ended.
 func (b *Broker) fenceClassicCommits(group, topic string, targets map[int32]int64) {
-	b.resetFences.Store(resetFenceKey{group, topic}, &resetFence{until: b.cfg.Clock.Now().Add(resetFenceTime), targets: maps.Clone(targets)})
+	now := b.cfg.Clock.Now()
+	until := now.Add(resetFenceTime)
+	b.resetMu.Lock()
+	defer b.resetMu.Unlock()
+	b.resetFences.Range(func(k, v any) bool {
+		if f := v.(resetFence); !f.liveAt(now) {
+			b.resetFences.CompareAndDelete(k, v)
+		}
+		return true
+	})
+	k := resetFenceKey{group, topic}
+	f := resetFence{}
+	if old, ok := b.resetFences.Load(k); ok {
+		for q, fq := range old.(resetFence) {
+			if now.Before(fq.until) {
+				f[q] = fq
+			}
+		}
+	}
+	for q, target := range targets {
+		f[q] = fencedQueue{target: target, until: until}
+	}
+	b.resetFences.Store(k, f)
+}
+
+// liveAt reports whether any of f's queues is still fenced at now.
+func (f resetFence) liveAt(now time.Time) bool {
+	for _, fq := range f {
+		if now.Before(fq.until) {
+			return true
+		}
+	}
+	return false
 }
 
 // fencedCommit reports whether a classic commit of offset for queue is
 // held back by a recent reset.
 func (b *Broker) fencedCommit(group, topic string, queue int32, offset int64) bool {
-	k := resetFenceKey{group, topic}
-	v, ok := b.resetFences.Load(k)
+	v, ok := b.resetFences.Load(resetFenceKey{group, topic})
 	if !ok {
 		return false
 	}
-	f := v.(*resetFence)
-	if !b.cfg.Clock.Now().Before(f.until) {
-		b.resetFences.CompareAndDelete(k, v)
-		return false
-	}
-	target, reset := f.targets[queue]
-	return reset && offset > target
+	fq, ok := v.(resetFence)[queue]
+	return ok && offset > fq.target && b.cfg.Clock.Now().Before(fq.until)
 }

@@ -435,8 +435,9 @@ func TestResetOffsetFIFO(t *testing.T) {
 // TestResetFencesClassicCommits: for resetFenceTime after a reset, a
 // classic commit past a reset queue's new offset (a running consumer's
 // old offsets, committed during its pause) is not recorded; one at or
-// before it is, other queues and groups are not affected, and once the
-// fence has passed commits are recorded again.
+// before it is, other queues and groups are not affected, a reset of
+// another queue keeps the fence, and once the fence has passed commits
+// are recorded again.
 func TestResetFencesClassicCommits(t *testing.T) {
 	e := newEnv(t)
 	e.topic("t", model.TopicNormal)
@@ -460,9 +461,17 @@ func TestResetFencesClassicCommits(t *testing.T) {
 	if _, err := e.b.ResetOffset(e.ctx, ResetOffsetRequest{Group: "g", Topic: "t", To: ResetToOffset, Offset: 0, Queue: &one}); err != nil {
 		t.Fatal(err)
 	}
+	two := int32(2) // a second reset, of another queue, keeps queue 1's fence
+	if _, err := e.b.ResetOffset(e.ctx, ResetOffsetRequest{Group: "g", Topic: "t", To: ResetToOffset, Offset: 0, Queue: &two}); err != nil {
+		t.Fatal(err)
+	}
 	cl.CommitOffset("g", "t", 1, 4) // the consumer's old offset: held back
 	if got := committed("g", 1); got != 0 {
 		t.Fatalf("queue 1 after a stale commit during the fence: %d, want 0", got)
+	}
+	cl.CommitOffset("g", "t", 2, 4)
+	if got := committed("g", 2); got != 0 {
+		t.Fatalf("queue 2 after a stale commit during the fence: %d, want 0", got)
 	}
 	cl.CommitOffset("g", "t", 0, 5) // not reset: recorded
 	cl.CommitOffset("h", "t", 1, 5) // another group: recorded

@@ -1073,7 +1073,7 @@ outer:
 		l.noteRunEnds(batch)
 		l.staged.Store(pos)
 		l.wakeFlusher()
-		if pos-l.flushed.Load() >= lingerBytes {
+		if l.opts.StagingLinger > 0 && pos-l.flushed.Load() >= lingerBytes {
 			signal(l.lingerCut)
 		}
 	} else {
