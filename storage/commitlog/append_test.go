@@ -293,3 +293,59 @@ func TestAppendDurableStop(t *testing.T) {
 	}
 	l.Close()
 }
+
+// TestDurableRoundsByLeader: the fsyncs that answer durable appends are
+// run by the leader goroutine the writer starts, not by the syncer: with
+// the syncer stopped, concurrent durable appends are all answered durable
+// well before their deadline, and once they are answered the leader ends.
+func TestDurableRoundsByLeader(t *testing.T) {
+	fs := vfs.NewErrorFS(vfs.NewMem(), func(op vfs.Op, _ string) error {
+		if op == vfs.OpSync {
+			runtime.Gosched() // let appends arrive during the round
+		}
+		return nil
+	})
+	l, _ := openLog(t, Options{FS: fs, Dir: "/log", SegmentSize: 1 << 20, MaxRecordSize: 4 << 10, SyncMode: true},
+		Recovery{From: -1, CleanEnd: -1})
+	l.Start()
+	// Stop the syncer; Stop finds it stopped.
+	close(l.stopSyncer)
+	<-l.syncerDone
+	l.stopSyncer = make(chan struct{})
+
+	const workers, perWorker = 8, 100
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := 0; i < perWorker; i++ {
+				d, crc, err := message.Encode(nil, &message.Message{Topic: "T", QueueID: int32(w), Body: []byte(fmt.Sprint(w, "-", i))})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				_, end, durable, err := l.AppendDurable(context.Background(), []Record{{Data: d, CRC: crc, Topic: "T", QueueID: int32(w)}},
+					time.Now().Add(20*time.Second))
+				if err != nil || !durable || l.Durable() < end {
+					t.Errorf("append %d-%d: durable %v (durable position %d, end %d), %v", w, i, durable, l.Durable(), end, err)
+					return
+				}
+			}
+		}(w)
+	}
+	wg.Wait()
+	l.pmu.Lock()
+	for l.leading {
+		l.leaderGone.Wait()
+	}
+	left := len(l.pending)
+	l.pmu.Unlock()
+	if left != 0 {
+		t.Fatalf("the leader ended with %d appends pending", left)
+	}
+	if err := l.Stop(false); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+}

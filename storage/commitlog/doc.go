@@ -50,7 +50,10 @@
 // position. A sync-mode append (AppendDurable) is answered once, by the
 // fsync that covers it: the writer parks written requests in Log.pending
 // (Log.pmu) and Sync finishes them, so the appender is woken once rather
-// than after the write and again after the fsync. One that stops waiting
+// than after the write and again after the fsync. Those fsyncs are run by
+// a leader goroutine the writer starts when it parks requests and none
+// runs; it runs rounds back to back until nothing is pending and ends
+// (the syncer's own thread would be woken for every round). One that stops waiting
 // (deadline, context) marks its request abandoned if it is not written
 // yet, and whoever finishes it later does so without waiting for it.
 // Readers see bytes below Written() only. Segments are reference
@@ -80,8 +83,8 @@
 //
 // Lock order: Log.mu (segment list) is never held while waiting on the
 // writer's queue lock (Log.qmu) or during I/O other than Map. Log.pmu
-// (pending durable appends) is a leaf: nothing is locked or waited on
-// under it. Log.fmu (writing the ring out) is taken by the flusher, by
+// (pending durable appends) is a leaf: nothing is locked under it, and
+// only Stop waits under it (for the leader, on its condition variable). Log.fmu (writing the ring out) is taken by the flusher, by
 // the writer role (ring full, roll, failed batch), by Sync and by a Read
 // of a record still in the ring, never while holding qmu or mu; under it
 // the flusher's drop-behind takes mu to look segments up (fmu, then mu).

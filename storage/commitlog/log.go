@@ -334,9 +334,18 @@ type Log struct {
 	dch chan struct{}
 
 	// pending: AppendDurable requests written and waiting for the fsync
-	// that covers them, in log order; Sync finishes them.
-	pmu     sync.Mutex
-	pending []*request
+	// that covers them, in log order; Sync finishes them. leading: a
+	// leader goroutine runs fsync rounds for them (runLead); noLead
+	// (Stop): none starts any more; leaderGone is signalled (on pmu) when
+	// leading turns false. niceOK: raising a leader's priority has not
+	// failed; lastFsync: the last round's fsync time, in ns.
+	pmu        sync.Mutex
+	pending    []*request
+	leading    bool
+	noLead     bool
+	leaderGone sync.Cond
+	niceOK     atomic.Bool
+	lastFsync  atomic.Int64
 
 	z zeroState // pre-zeroing, see zero.go
 
@@ -371,6 +380,8 @@ func Open(opts Options, rec Recovery) (*Log, RecoveryResult, error) {
 		rsvWake: make(chan struct{}, 1), rsvStop: make(chan struct{}), rsvDone: make(chan struct{}),
 	}
 	l.idle.L = &l.qmu
+	l.leaderGone.L = &l.pmu
+	l.niceOK.Store(true)
 	l.inlineReq.inline = true
 	l.one[0] = &l.inlineReq
 	if err := opts.FS.MkdirAll(opts.Dir); err != nil {
@@ -826,6 +837,9 @@ func (l *Log) writeLoop() {
 			l.qmu.Unlock()
 			if len(batch) > 0 {
 				l.writeBatch(batch)
+				if l.opts.SyncMode {
+					l.elect()
+				}
 			}
 			return
 		}
@@ -852,6 +866,9 @@ func (l *Log) writeLoop() {
 			l.busy = false
 			l.idle.Broadcast()
 			l.qmu.Unlock()
+			if l.opts.SyncMode {
+				l.elect()
+			}
 		}
 	}
 }
@@ -1080,7 +1097,7 @@ outer:
 		l.written.Store(pos)
 		l.notify()
 	}
-	parked := false
+	parked, others := false, false
 	for _, r := range batch {
 		if r.durable && r.state.CompareAndSwap(reqQueued, reqWritten) {
 			// Sync finishes it: one wake-up for its appender, not two.
@@ -1091,12 +1108,15 @@ outer:
 			l.pending = append(l.pending, r)
 			continue
 		}
+		others = true
 		r.finish()
 	}
 	if parked {
 		l.pmu.Unlock()
 	}
-	if l.opts.SyncMode || pos-l.durable.Load() >= l.opts.FlushBytes && l.opts.FlushBytes > 0 {
+	// Durable appends are covered by the leader's rounds (elect, which
+	// the writer calls next); the syncer covers the rest.
+	if l.opts.SyncMode && others || pos-l.durable.Load() >= l.opts.FlushBytes && l.opts.FlushBytes > 0 {
 		signal(l.syncWake)
 	}
 }
@@ -1316,8 +1336,10 @@ func (l *Log) Sync() error {
 	for _, s := range segs {
 		s.release()
 	}
+	took := time.Since(t0)
+	l.lastFsync.Store(int64(took))
 	if l.opts.OnSync != nil {
-		l.opts.OnSync(target-from, time.Since(t0), err)
+		l.opts.OnSync(target-from, took, err)
 	}
 	if err != nil {
 		// After a failed fsync the page cache state is unknown: stop
@@ -1362,6 +1384,13 @@ func (l *Log) finishDurable(durable int64, err error) {
 // the deadline (or ctx) came first, or the log stopped without an fsync.
 // An error after the write (a failed fsync) comes with the entries: the
 // records are in the log, not durable. Sync mode only.
+//
+// The fsync rounds that cover durable appends are not the syncer's: once
+// the writer has parked written requests and no round runs, it starts a
+// leader goroutine (elect) that runs rounds back to back until nothing is
+// pending, then ends. The syncer runs on a thread of its own, and waking
+// that thread for every round cost more than the round itself wherever
+// fsyncs are fast.
 func (l *Log) AppendDurable(ctx context.Context, recs []Record, deadline time.Time) ([]Entry, int64, bool, error) {
 	if err := l.Failed(); err != nil {
 		return nil, 0, false, err
@@ -1374,7 +1403,18 @@ func (l *Log) AppendDurable(ctx context.Context, recs []Record, deadline time.Ti
 		return nil, 0, false, err
 	}
 	r.durable = true
-	l.enqueueLocked(r)
+	if l.started && !l.busy && len(l.queue) == 0 && l.lastFsync.Load() < int64(slowFsync) {
+		// Fast fsyncs: write inline, as async appends do (slowFsync).
+		l.busy = true
+		l.qmu.Unlock()
+		l.one[0] = r
+		l.writeBatch(l.one[:])
+		l.one[0] = &l.inlineReq
+		l.release()
+		l.elect()
+	} else {
+		l.enqueueLocked(r)
+	}
 	var tc <-chan time.Time
 	if !deadline.IsZero() {
 		t := time.NewTimer(time.Until(deadline))
@@ -1411,6 +1451,57 @@ func (l *Log) AppendDurable(ctx context.Context, recs []Record, deadline time.Ti
 	// Written (state reqWritten, set after entries and end): Sync will
 	// finish r; it may already be durable.
 	return r.entries, r.end, l.durable.Load() >= r.end, nil
+}
+
+// elect makes sure an fsync round covers what the writer role has just
+// parked in pending: unless a round runs, it starts a goroutine that runs
+// rounds (runLead) until nothing is pending.
+func (l *Log) elect() {
+	l.pmu.Lock()
+	if l.leading || l.noLead || len(l.pending) == 0 {
+		l.pmu.Unlock()
+		return
+	}
+	l.leading = true
+	l.pmu.Unlock()
+	go l.runLead()
+}
+
+// runLead runs fsync rounds back to back while durable appends are
+// pending (elect started it). When the last fsync was slow it first raises
+// its thread's priority as the syncer does (priority.go), and puts it back
+// before it ends.
+func (l *Log) runLead() {
+	if l.opts.SyncerNice != 0 && l.niceOK.Load() && l.lastFsync.Load() >= int64(slowFsync) {
+		restore, err := raiseSyncerPriority(l.opts.SyncerNice)
+		if err != nil {
+			l.niceOK.Store(false)
+		} else {
+			defer func() { restore(); runtime.UnlockOSThread() }()
+		}
+	}
+	for {
+		err := l.Sync()
+		l.pmu.Lock()
+		if l.noLead || err != nil || len(l.pending) == 0 {
+			l.leading = false
+			l.leaderGone.Broadcast()
+			l.pmu.Unlock()
+			return
+		}
+		l.pmu.Unlock()
+	}
+}
+
+// stopLeaders keeps any further leader from starting and waits for the
+// one running, if any, to end its round.
+func (l *Log) stopLeaders() {
+	l.pmu.Lock()
+	l.noLead = true
+	for l.leading {
+		l.leaderGone.Wait()
+	}
+	l.pmu.Unlock()
 }
 
 func (l *Log) notify() {
@@ -1682,7 +1773,9 @@ func (l *Log) Stop(abandon bool) error {
 	case l.started && abandon:
 		// A crash stops the flusher and the syncer (whose Sync writes the
 		// ring out) where they are: what was not written out stays in
-		// the ring, as a process that dies leaves it.
+		// the ring, as a process that dies leaves it. Likewise the
+		// leader's rounds: none starts after this.
+		l.stopLeaders()
 		close(l.stopFlusher)
 		<-l.flusherDone
 		close(l.stopSyncer)
@@ -1695,6 +1788,9 @@ func (l *Log) Stop(abandon bool) error {
 	case l.started:
 		close(l.stopWriter)
 		<-l.writerDone
+		// The final Sync below covers what the leader's rounds have
+		// not.
+		l.stopLeaders()
 		close(l.stopSyncer)
 		<-l.syncerDone
 		l.stopZeroer()

@@ -2,6 +2,7 @@ package commitlog
 
 import (
 	"runtime"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -37,3 +38,10 @@ func raiseSyncerPriority(nice int) (restore func(), err error) {
 	}
 	return func() { _ = unix.Setpriority(unix.PRIO_PROCESS, tid, 20-old) }, nil
 }
+
+// slowFsync: a leader (runLead) raises its thread's priority only when
+// the last fsync took at least this long. A fast fsync (a disk with a
+// power-safe cache, tmpfs) ends each round before a core is wanted, and
+// raising and restoring the priority of every leader's thread cost more
+// there than it saved.
+const slowFsync = 100 * time.Microsecond
