@@ -39,9 +39,12 @@ func raiseSyncerPriority(nice int) (restore func(), err error) {
 	return func() { _ = unix.Setpriority(unix.PRIO_PROCESS, tid, 20-old) }, nil
 }
 
-// slowFsync: a leader (runLead) raises its thread's priority only when
-// the last fsync took at least this long. A fast fsync (a disk with a
-// power-safe cache, tmpfs) ends each round before a core is wanted, and
-// raising and restoring the priority of every leader's thread cost more
-// there than it saved.
+// slowFsync splits sync-mode fsyncs into fast and slow by the last one.
+// After a slow one a leader (runLead) raises its thread's priority and a
+// durable append queues for the writer goroutine, whose batches give the
+// next round more to cover; after a fast one (a disk with a power-safe
+// cache, tmpfs) the round ends before a core is wanted, so the leader
+// keeps its priority (raising and restoring it for every round cost more
+// than it saved) and a durable append writes inline when it can, as async
+// appends do.
 const slowFsync = 100 * time.Microsecond
