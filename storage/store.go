@@ -878,9 +878,9 @@ func (s *Store) crash() {
 // than it saves there.
 const syncZeroAhead = 16 << 20
 
-// syncSyncerNice is the nice value the commit log's syncer asks for in
-// sync mode (commitlog.Options.SyncerNice): durable appends wait on its
-// thread after every fdatasync. Async mode's acks do not wait on it.
+// syncSyncerNice is the nice value the commit log's fsync threads ask for
+// in sync mode (commitlog.Options.SyncerNice): durable appends wait on
+// them after every slow fdatasync. Async mode's acks do not wait on them.
 const syncSyncerNice = -10
 
 func syncerNice(m FlushMode) int {

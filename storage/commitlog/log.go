@@ -37,15 +37,17 @@ type Options struct {
 	// time.Time from time.Now, which carries one). Zero: Open's time.
 	Epoch  time.Time
 	Logger *slog.Logger
-	// OnSync is called by the syncer after each fsync round.
+	// OnSync is called after each fsync round (by the syncer, a sync-mode
+	// leader, or whoever called Sync).
 	OnSync func(bytes int64, d time.Duration, err error)
 	// Notify, if set, is signalled (without blocking) whenever the written
 	// or durable position advances.
 	Notify chan struct{}
 	// SyncerNice, when not 0 in sync mode, is the nice value (-20 to 19)
-	// the syncer asks for the OS thread it then runs on alone
-	// (priority.go). Refused (no CAP_SYS_NICE), it is logged once and the
-	// syncer runs at the process's priority.
+	// the syncer asks for the OS thread it then runs on alone, and a
+	// leader for its thread while fsyncs are slow (priority.go). Refused
+	// (no CAP_SYS_NICE), it is logged once and both run at the process's
+	// priority.
 	SyncerNice int
 	// ZeroAhead > 0 keeps that many bytes of the active segment past the
 	// write position written with zeros and fdatasynced (see zero.go), so
