@@ -742,8 +742,9 @@ func (l *Log) flushStagedTo(to int64) error {
 // writing, so that one pwrite takes what arrives meanwhile. A pwrite and
 // a wake-up of the flusher cost about the same whether they carry one
 // record or fifty, and without the linger 16 closed-loop producers gave
-// it one to three records a wake-up. The price is that Written, and so dispatching, trails
-// what was answered by up to the linger under load, so the flusher does
+// it one to three records a wake-up. The price is that Written, and so
+// dispatching, trails what was answered by up to the linger under load,
+// so the flusher does
 // not linger while a reader waits for new records (SetReadersWaiting) and
 // one that starts waiting cuts a linger short (Hurry). A read of a record
 // still in the ring writes it out itself (Read through WrittenFor), and
