@@ -37,10 +37,16 @@
 // stored by none; any other store error (disk full, I/O) stops the
 // replica (Failed), since a member cannot skip an entry the others hold.
 //
-// Later kinds (bootstrap with cluster id and receipt-handle keys, POP
-// journal, staged/ops and control records, topic/group/offset metadata)
-// take new kind bytes; a member that meets a kind it does not know stops
-// rather than diverge.
+// Metadata changes (kindMeta, meta.go: topics, groups, offsets, the
+// bootstrap with the cluster id and the receipt-handle key, barriers)
+// are the other kind. A committed entry that does not decode (bytes
+// that are no entry, an unknown kind, a batch cut short, a change that
+// is not valid JSON) is applied as a no-op by every member alike, since
+// every member decodes the same bytes the same way: the replicas stay
+// identical and the group keeps serving (Undecodable counts them). The
+// leader proposes only what encodeAppend and encodeMeta built from
+// checked input, so such an entry never comes from a member of this
+// version.
 //
 // # Answers
 //

@@ -201,16 +201,10 @@ func (r *Replica) Bootstrapped() bool {
 }
 
 // applyMeta applies a metadata change. A refusal decided by the change
-// itself is the proposer's answer; any other failure stops the replica.
-func (r *Replica) applyMeta(data []byte) (storage.AppendResult, error, *metaEntry, error) {
-	e, err := decodeMeta(data)
-	if err != nil {
-		r.logger.Error("cluster: undecodable metadata entry skipped", "err", err)
-		return storage.AppendResult{}, nil, nil, nil
-	}
+// itself is the proposer's answer (opErr); any other failure stops the
+// replica (err).
+func (r *Replica) applyMeta(e *metaEntry) (res storage.AppendResult, opErr error, err error) {
 	m := r.store.Meta()
-	var res storage.AppendResult
-	var opErr error
 	switch op := e.op; op.Kind {
 	case MetaPutTopic:
 		opErr = m.PutTopic(*op.Topic)
@@ -233,12 +227,12 @@ func (r *Replica) applyMeta(data []byte) (storage.AppendResult, error, *metaEntr
 	case MetaBarrier:
 	}
 	if opErr != nil && !errors.Is(opErr, storage.ErrInvalid) && !errors.Is(opErr, storage.ErrNotFound) {
-		return res, nil, e, opErr
+		return res, nil, opErr
 	}
 	if opErr == nil {
 		res.Status, res.Durability = storage.StatusOK, storage.DurabilityLocal
 	}
-	return res, opErr, e, nil
+	return res, opErr, nil
 }
 
 func (r *Replica) applyBootstrap(b *Bootstrap) error {

@@ -77,6 +77,12 @@ type Replica struct {
 	persisted atomic.Uint64
 	failed    atomic.Pointer[error]
 	closed    atomic.Bool
+
+	// undecodable counts the committed entries applied as no-ops because
+	// they do not decode (skipUndecodable); undecodableLogged is when one
+	// was last logged (raft loop only).
+	undecodable       atomic.Uint64
+	undecodableLogged time.Time
 }
 
 type applyResult struct {
@@ -265,7 +271,7 @@ func (r *Replica) Apply(index uint64, data []byte) error {
 		return r.fail(fmt.Errorf("cluster: entry %d applied after %d: raft log gap", index, r.st.index))
 	}
 	if len(data) > 0 {
-		if err := r.applyData(data); err != nil {
+		if err := r.applyData(index, data); err != nil {
 			return r.fail(fmt.Errorf("cluster: apply entry %d: %w", index, err))
 		}
 	}
@@ -277,33 +283,59 @@ func (r *Replica) Apply(index uint64, data []byte) error {
 	return nil
 }
 
-func (r *Replica) applyData(data []byte) error {
+func (r *Replica) applyData(index uint64, data []byte) error {
 	kind, err := entryKind(data)
 	if err != nil {
-		return err
+		r.skipUndecodable(index, err)
+		return nil
 	}
 	switch kind {
 	case kindAppend:
-		return r.applyAppend(data)
+		return r.applyAppend(index, data)
 	case kindMeta:
-		res, opErr, e, err := r.applyMeta(data)
-		if err != nil || e == nil {
+		e, err := decodeMeta(data)
+		if err != nil {
+			r.skipUndecodable(index, err)
+			return nil
+		}
+		res, opErr, err := r.applyMeta(e)
+		if err != nil {
 			return err
 		}
 		r.answer(e.proposer, e.seq, applyResult{res: res, err: opErr})
 		r.raiseStamp(e.storeTime)
 		return nil
 	default:
-		return fmt.Errorf("%w: unknown kind %d", ErrBadEntry, kind)
+		r.skipUndecodable(index, fmt.Errorf("%w: unknown kind %d", ErrBadEntry, kind))
+		return nil
 	}
 }
 
-func (r *Replica) applyAppend(data []byte) error {
+// undecodableLogEvery bounds how often an undecodable entry is logged.
+const undecodableLogEvery = time.Minute
+
+// skipUndecodable applies the committed entry at index, which does not
+// decode, as a no-op: every member decodes the same bytes the same way,
+// so every member skips it and the replicas stay identical, and the
+// group keeps serving. The leader proposes only what its own encoders
+// built, so such an entry was committed by a member of another version
+// or came from outside; it is counted (Undecodable) and logged.
+func (r *Replica) skipUndecodable(index uint64, err error) {
+	n := r.undecodable.Add(1)
+	if now := time.Now(); now.Sub(r.undecodableLogged) >= undecodableLogEvery {
+		r.undecodableLogged = now
+		r.logger.Error("cluster: a committed entry does not decode: applied as a no-op by every member", "index", index, "err", err, "undecodable_total", n)
+	}
+}
+
+// Undecodable is how many committed entries were applied as no-ops
+// because they did not decode.
+func (r *Replica) Undecodable() uint64 { return r.undecodable.Load() }
+
+func (r *Replica) applyAppend(index uint64, data []byte) error {
 	e, err := decodeAppend(data, r.maxRecord())
 	if err != nil {
-		// Every member decodes the same bytes the same way: none stores
-		// it. The proposer encoded it itself, so this is a damaged entry.
-		r.logger.Error("cluster: undecodable entry skipped", "err", err)
+		r.skipUndecodable(index, err)
 		return nil
 	}
 	if e.geo != r.geo {
