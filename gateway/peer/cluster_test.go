@@ -57,6 +57,10 @@ type member struct {
 
 var quiet = testLogger()
 
+// testToken is the peer token of a test group that sets neither a token
+// nor TLS (a member must authenticate its peers).
+const testToken = "test-peer-token-0123456789"
+
 func testLogger() *slog.Logger {
 	if os.Getenv("PEER_TEST_LOG") != "" {
 		return slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -129,8 +133,12 @@ func (c *testCluster) start(id uint64, dir string, l net.Listener) *member {
 	if c.tls != nil {
 		tlsCfg = c.tls(id)
 	}
+	token := c.token
+	if token == "" && tlsCfg == nil {
+		token = testToken // a member must authenticate its peers
+	}
 	node, err := Start(Config{ClusterID: c.id, NodeID: id, Peers: maps.Clone(c.addrs), Join: c.joining[id], WALDir: filepath.Join(dir, "wal"), Listener: l,
-		TickInterval: 20 * time.Millisecond, ElectionTicks: 10, SnapshotEvery: c.snap, KeepEntries: c.snap / 2, Info: testInfo(id), Token: c.token, TLS: tlsCfg, Logger: quiet}, rep)
+		TickInterval: 20 * time.Millisecond, ElectionTicks: 10, SnapshotEvery: c.snap, KeepEntries: c.snap / 2, Info: testInfo(id), Token: token, TLS: tlsCfg, Logger: quiet}, rep)
 	if err != nil {
 		rep.Close(context.Background())
 		c.t.Fatal(err)
@@ -585,45 +593,73 @@ func queueRanges(s *storage.Store) string {
 	return strings.TrimSpace(b.String())
 }
 
-// A stream that names another cluster is refused before any message of
-// it reaches raft; one that names this cluster is taken.
-func TestOtherClusterRefused(t *testing.T) {
+// raftStream opens a raft stream to member to as member from would
+// (the cluster id, token and sender in md) and sends m on it; it returns
+// the stream's status.
+func (c *testCluster) raftStream(to uint64, md metadata.MD, m *raftpb.Message) error {
+	c.t.Helper()
+	conn, err := grpc.NewClient(c.addrs[to], grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s, err := conn.NewStream(metadata.NewOutgoingContext(ctx, md), &serviceDesc.Streams[0], sendMethod)
+	if err != nil {
+		return err
+	}
+	if err := s.SendMsg(m); err != nil && !errors.Is(err, io.EOF) {
+		return err
+	}
+	if err := s.CloseSend(); err != nil {
+		return err
+	}
+	return s.RecvMsg(new(emptypb.Empty))
+}
+
+// A raft stream that names another cluster, carries no token, comes from
+// no member, or carries a message of another sender is refused before
+// any message of it reaches raft, and counted; one from a member of
+// this cluster is taken.
+func TestRaftStreamRefused(t *testing.T) {
 	c := newTestCluster(t, 3, 0)
 	l := c.leader()
-	send := func(cluster string) error {
-		conn, err := grpc.NewClient(c.addrs[l.id], grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		ctx = metadata.AppendToOutgoingContext(ctx, mdClusterID, cluster)
-		s, err := conn.NewStream(ctx, &serviceDesc.Streams[0], sendMethod)
-		if err != nil {
-			return err
-		}
-		// A heartbeat of a far higher term: taken, it makes the leader
-		// step down.
-		m := &raftpb.Message{Type: raftpb.MsgHeartbeat.Enum(), To: new(l.id), From: new(uint64(9)), Term: new(uint64(1000))}
-		if err := s.SendMsg(m); err != nil && !errors.Is(err, io.EOF) {
-			return err
-		}
-		if err := s.CloseSend(); err != nil {
-			return err
-		}
-		return s.RecvMsg(new(emptypb.Empty))
+	f := c.follower(l)
+	// A heartbeat of a far higher term: taken, it makes the leader step
+	// down.
+	beat := func(from uint64) *raftpb.Message {
+		return &raftpb.Message{Type: raftpb.MsgHeartbeat.Enum(), To: new(l.id), From: new(from), Term: new(uint64(1000))}
 	}
-	err := send("another-cluster")
-	if status.Code(err) != codes.PermissionDenied {
-		t.Fatalf("stream of another cluster: %v, want PermissionDenied", err)
+	md := func(kv ...string) metadata.MD { return metadata.Pairs(kv...) }
+	sender := fmt.Sprint(f.id)
+	for _, tc := range []struct {
+		name   string
+		md     metadata.MD
+		m      *raftpb.Message
+		code   codes.Code
+		reason string
+	}{
+		{"no token", md(mdClusterID, c.id, mdFromNode, sender), beat(f.id), codes.Unauthenticated, RefusedToken},
+		{"another token", md(mdToken, "guess", mdClusterID, c.id, mdFromNode, sender), beat(f.id), codes.Unauthenticated, RefusedToken},
+		{"another cluster", md(mdToken, testToken, mdClusterID, "another-cluster", mdFromNode, sender), beat(f.id), codes.PermissionDenied, RefusedCluster},
+		{"no sender", md(mdToken, testToken, mdClusterID, c.id), beat(f.id), codes.PermissionDenied, RefusedMember},
+		{"sender not a member", md(mdToken, testToken, mdClusterID, c.id, mdFromNode, "9"), beat(9), codes.PermissionDenied, RefusedMember},
+		{"message of another sender", md(mdToken, testToken, mdClusterID, c.id, mdFromNode, sender), beat(9), codes.PermissionDenied, RefusedMember},
+	} {
+		before := l.node.Refusals()[tc.reason]
+		if err := c.raftStream(l.id, tc.md, tc.m); status.Code(err) != tc.code {
+			t.Fatalf("%s: %v, want %v", tc.name, err, tc.code)
+		}
+		if got := l.node.Refusals()[tc.reason]; got != before+1 {
+			t.Fatalf("%s: %d refusals for %s, want %d", tc.name, got, tc.reason, before+1)
+		}
+		if !l.node.IsLeader() || c.leader() != l {
+			t.Fatalf("%s: a refused message changed the leader", tc.name)
+		}
 	}
-	if !l.node.IsLeader() || c.leader() != l {
-		t.Fatal("a refused message changed the leader")
-	}
-	// The same message with the right cluster id reaches raft: a
-	// heartbeat of a higher term makes the leader step down.
-	send(c.id)
+	// The same message from a member of this cluster reaches raft.
+	c.raftStream(l.id, md(mdToken, testToken, mdClusterID, c.id, mdFromNode, sender), beat(f.id))
 	c.waitFor("the leader to take the message", func() bool { return !l.node.IsLeader() })
 }
 

@@ -34,11 +34,8 @@ const (
 )
 
 func (t *transport) serveCopy(stream grpc.ServerStream) error {
-	if err := t.checkCluster(stream.Context()); err != nil {
-		return err
-	}
 	var req wrapperspb.UInt64Value
-	if err := stream.RecvMsg(&req); err != nil {
+	if err := t.decodeControl(stream.RecvMsg, &req); err != nil {
 		return err
 	}
 	return t.svc.copyStore(stream.Context(), req.GetValue(), func(b []byte) error {

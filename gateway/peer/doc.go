@@ -90,11 +90,17 @@
 //     stream of BytesValue: a Checkpoint as JSON, then the segments'
 //     bytes in 1 MiB chunks (copy.go).
 //
-// Every call's metadata carries the cluster id; a member of another
-// cluster, or a call without one, is refused with PermissionDenied. With
-// Config.Token set, every call must also carry that token (compared in
-// constant time; Unauthenticated otherwise); WithToken adds it to the
-// calls of DialStatus, DialTransfer, DialAddMember and DialRemoveMember.
+// A member authenticates its peers: Start refuses a Config with neither
+// a Token nor TLS (ErrNoPeerAuth). Every call is admitted before its
+// body is read (auth.go): its metadata must carry the token (compared in
+// constant time; Unauthenticated otherwise) and this member's cluster
+// id (PermissionDenied otherwise); a raft stream must name its sender, a
+// member this one knows, and carry only that sender's messages. Control
+// requests are bounded to a few KiB, raft messages to one entry.
+// Refusals are counted by reason (Refusals). WithToken adds the token to
+// the calls of DialStatus, DialTransfer, DialAddMember and
+// DialRemoveMember. IssueCerts (certs.go) writes a CA for a group and a
+// certificate per member (`mqgate cluster init-certs`).
 //
 // With Config.TLS set (LoadTLS), the transport is mutual TLS (tls.go):
 // the peer listener requires a client certificate signed by the
@@ -108,10 +114,8 @@
 // again when they change. The cluster id and the token are checked with
 // TLS too.
 //
-// Without TLS, peer traffic is not encrypted, and without TLS or a token
-// anyone who can reach the peer address and knows the cluster id can
-// read the group's status, move its leadership and copy the whole store:
-// the peer address then belongs on a private network.
+// Without TLS, peer traffic (the token included) is not encrypted: the
+// peer address then belongs on a private network.
 //
 // # Imports
 //

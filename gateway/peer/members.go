@@ -222,3 +222,10 @@ func (b *book) save() error {
 	}
 	return nil
 }
+
+// knows reports whether id is a member this one knows of: in its own
+// --peers, added by the group (the book), in the configuration it
+// applied, or removed from the group.
+func (n *Node) knows(id uint64) bool {
+	return n.book.addr(id) != "" || n.book.isRemoved(id) || n.Members().includes(id)
+}

@@ -187,7 +187,7 @@ func TestRemovedWhileDownStops(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rep.Close(context.Background())
-	if _, err := Start(Config{ClusterID: c.id, NodeID: gone, Peers: maps.Clone(c.addrs), WALDir: filepath.Join(m.dir, "wal"), Listener: l2, Logger: quiet}, rep); !errors.Is(err, ErrRemoved) {
+	if _, err := Start(Config{ClusterID: c.id, NodeID: gone, Peers: maps.Clone(c.addrs), WALDir: filepath.Join(m.dir, "wal"), Listener: l2, Token: testToken, Logger: quiet}, rep); !errors.Is(err, ErrRemoved) {
 		t.Fatalf("starting a removed member: %v, want ErrRemoved", err)
 	}
 	delete(c.members, gone)
@@ -197,7 +197,7 @@ func TestRemovedWhileDownStops(t *testing.T) {
 // The membership calls over the peer port go to the leader, wherever
 // they are sent.
 func TestDialMembership(t *testing.T) {
-	testDialMembership(t, testCluster{timeout: 3 * time.Second}, func(ctx context.Context) context.Context { return ctx })
+	testDialMembership(t, testCluster{timeout: 3 * time.Second}, func(ctx context.Context) context.Context { return WithToken(ctx, testToken) })
 }
 
 // The same with mutual TLS: the caller's certificate, a client-only one

@@ -68,7 +68,8 @@ type Config struct {
 	// TLS, when set, is mutual TLS between members (tls.go): the peer
 	// listener serves with it and requires a client certificate of its
 	// CA, and every connection to a member is made with it. Nil:
-	// plaintext.
+	// plaintext. Token, TLS or both must be set: Start refuses a member
+	// that would admit anyone (ErrNoPeerAuth).
 	TLS *TLS
 	// WALDir holds the raft log (etcd's WAL).
 	WALDir string
@@ -165,6 +166,9 @@ func Start(cfg Config, app Applier) (*Node, error) {
 	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	if cfg.NodeID == 0 || cfg.Peers[cfg.NodeID] == "" || cfg.ClusterID == "" {
 		return nil, fmt.Errorf("peer: node id %d must be one of the peers %v, cluster id %q set", cfg.NodeID, cfg.Peers, cfg.ClusterID)
+	}
+	if err := checkAuthConfig(cfg); err != nil {
+		return nil, err
 	}
 	cfg.MembersFile = cmp.Or(cfg.MembersFile, filepath.Join(filepath.Dir(filepath.Clean(cfg.WALDir)), "members.json"))
 	n := &Node{cfg: cfg, logger: cfg.Logger.With("node", cfg.NodeID), app: app, ms: raft.NewMemoryStorage(),

@@ -19,10 +19,12 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
+// testCtx is a test's context for peer calls: 20 s, carrying testToken
+// (the peer token of a test group that sets none of its own).
 func testCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	t.Cleanup(cancel)
-	return ctx
+	return WithToken(ctx, testToken)
 }
 
 // follower is a running member other than l.
@@ -117,7 +119,7 @@ func TestRPCOtherClusterRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	for _, md := range []metadata.MD{metadata.Pairs(mdClusterID, "another-cluster"), nil} {
+	for _, md := range []metadata.MD{metadata.Pairs(mdToken, testToken, mdClusterID, "another-cluster"), metadata.Pairs(mdToken, testToken)} {
 		octx := metadata.NewOutgoingContext(ctx, md)
 		err := conn.Invoke(octx, infoMethod, new(emptypb.Empty), new(wrapperspb.BytesValue))
 		if status.Code(err) != codes.PermissionDenied {

@@ -239,3 +239,13 @@ func ParsePeers(s string) (map[uint64]string, error) {
 }
 
 var _ cluster.Raft = (*Node)(nil)
+
+// Refusals counts the peer calls this member refused since it started,
+// by reason (the Refused* constants; auth.go): calls that did not
+// authenticate, named another cluster, came from no member, or were
+// over their size limit.
+func (n *Node) Refusals() map[string]uint64 {
+	r := n.tr.refused.snapshot()
+	r[RefusedCertificate] += n.cfg.TLS.callersRefused()
+	return r
+}

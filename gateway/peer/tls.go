@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -69,6 +70,8 @@ type TLS struct {
 	// with the count since the last line.
 	refusedAt time.Time
 	refusedN  int
+	// callers counts the callers of the peer listener refused.
+	callers atomic.Uint64
 }
 
 const refusalLogEvery = 10 * time.Second
@@ -237,6 +240,9 @@ func (t *TLS) verifyPeer(usage x509.ExtKeyUsage) func(tls.ConnectionState) error
 // refused logs a refused certificate (rate-limited): the other side of
 // the connection sees only a failed or closed connection.
 func (t *TLS) refused(usage x509.ExtKeyUsage, err error) {
+	if usage == x509.ExtKeyUsageClientAuth {
+		t.callers.Add(1)
+	}
 	t.mu.Lock()
 	t.refusedN++
 	if time.Since(t.refusedAt) < refusalLogEvery {
@@ -251,6 +257,15 @@ func (t *TLS) refused(usage x509.ExtKeyUsage, err error) {
 		msg = "peer TLS: refused the certificate of a member dialled"
 	}
 	t.logger.Warn(msg, "err", err, "refused_since_last_line", n)
+}
+
+// callersRefused is how many callers of the peer listener presented no
+// certificate of the CA (0 for a nil TLS).
+func (t *TLS) callersRefused() uint64 {
+	if t == nil {
+		return 0
+	}
+	return t.callers.Load()
 }
 
 func (t *TLS) getCertificate() (*tls.Certificate, error) {

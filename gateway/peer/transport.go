@@ -2,7 +2,6 @@ package peer
 
 import (
 	"context"
-	"crypto/subtle"
 	"fmt"
 	"log/slog"
 	"net"
@@ -22,8 +21,8 @@ import (
 // message a raftpb.Message (raft's own protobuf type, so no schema of
 // ours is needed: the service is declared here, not generated), and the
 // unary methods of rpc.go (Info, Status, TransferLeadership), whose
-// requests and answers are protobuf well-known types. Every call's
-// metadata names the cluster; a member of another cluster refuses it.
+// requests and answers are protobuf well-known types. Every call is
+// admitted before its body is read (auth.go).
 const (
 	serviceName    = "mqgate.cluster.v1.Raft"
 	sendMethod     = "/" + serviceName + "/Send"
@@ -65,7 +64,8 @@ var serviceDesc = grpc.ServiceDesc{
 }
 
 // unary adapts a transport method to a grpc.MethodDesc handler: it
-// decodes the request, checks the cluster id and runs the interceptors.
+// decodes the request (admitted already: auth.go) and runs the
+// interceptors.
 func unary[Req any, PReq interface {
 	*Req
 	proto.Message
@@ -73,13 +73,10 @@ func unary[Req any, PReq interface {
 	return func(srv any, ctx context.Context, dec func(any) error, icpt grpc.UnaryServerInterceptor) (any, error) {
 		t := srv.(*transport)
 		req := PReq(new(Req))
-		if err := dec(req); err != nil {
+		if err := t.decodeControl(dec, req); err != nil {
 			return nil, err
 		}
 		call := func(ctx context.Context, r any) (any, error) {
-			if err := t.checkCluster(ctx); err != nil {
-				return nil, err
-			}
 			return h(t, ctx, r.(PReq))
 		}
 		if icpt == nil {
@@ -105,6 +102,9 @@ type services interface {
 	// member refused this one's for that reason.
 	isRemoved(id uint64) bool
 	removedByPeers(by uint64)
+	// knows reports whether id is a member this one knows of (or one
+	// removed from the group): raft streams from others are refused.
+	knows(id uint64) bool
 }
 
 // transport sends raft messages to the peers and hands received ones to
@@ -121,6 +121,7 @@ type transport struct {
 	lis         net.Listener
 	wg          sync.WaitGroup
 	stop        chan struct{}
+	refused     refusals
 
 	mu    sync.RWMutex
 	peers map[uint64]*peerSender // setPeers
@@ -151,7 +152,8 @@ func newTransport(cfg Config, logger *slog.Logger, svc services, deliver func(*r
 	}
 	t := &transport{cfg: cfg, logger: logger, svc: svc, deliver: deliver, unreachable: unreachable, lis: lis,
 		peers: map[uint64]*peerSender{}, stop: make(chan struct{})}
-	t.srv = grpc.NewServer(append(cfg.TLS.serverOption(), grpc.MaxRecvMsgSize(64<<20))...)
+	t.srv = grpc.NewServer(append(cfg.TLS.serverOption(), grpc.InTapHandle(t.admit),
+		grpc.ForceServerCodecV2(newRawCodec()), grpc.MaxRecvMsgSize(maxRaftMessage))...)
 	t.srv.RegisterService(&serviceDesc, t)
 	t.wg.Add(1)
 	go func() {
@@ -197,30 +199,16 @@ func (t *transport) setPeers(addrs map[uint64]string) {
 	}
 }
 
-// checkCluster refuses a call whose metadata does not name this
-// member's cluster.
-func (t *transport) checkCluster(ctx context.Context) error {
-	md, _ := metadata.FromIncomingContext(ctx)
-	if v := md.Get(mdClusterID); len(v) != 1 || v[0] != t.cfg.ClusterID {
-		return status.Errorf(codes.PermissionDenied, "peer: cluster id %v, this node belongs to %q", v, t.cfg.ClusterID)
-	}
-	if t.cfg.Token != "" {
-		v := md.Get(mdToken)
-		if len(v) != 1 || subtle.ConstantTimeCompare([]byte(v[0]), []byte(t.cfg.Token)) != 1 {
-			return status.Errorf(codes.Unauthenticated, "peer: missing or wrong peer token")
-		}
-	}
-	return nil
-}
-
 func (t *transport) serveSend(stream grpc.ServerStream) error {
-	if err := t.checkCluster(stream.Context()); err != nil {
-		return err
-	}
+	from := streamSender(stream.Context())
 	for {
 		m := new(raftpb.Message)
 		if err := stream.RecvMsg(m); err != nil {
 			return err
+		}
+		if m.GetFrom() != from {
+			t.refused.add(RefusedMember)
+			return status.Errorf(codes.PermissionDenied, "peer: a message from node %d on member %d's stream", m.GetFrom(), from)
 		}
 		if m.GetTo() != t.cfg.NodeID {
 			return status.Errorf(codes.InvalidArgument, "peer: message for node %d reached node %d", m.GetTo(), t.cfg.NodeID)
