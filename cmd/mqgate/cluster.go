@@ -26,14 +26,15 @@ const clusterUsage = `Usage:
   mqgate cluster transfer-leader --peer HOST:PORT --cluster-id ID --to N
   mqgate cluster add-node --peer HOST:PORT --cluster-id ID --node-id N --node-peer HOST:PORT
   mqgate cluster remove-node --peer HOST:PORT --cluster-id ID --node-id N
+  mqgate cluster init-certs DIR [--node-ids 1,2,3] [--valid DURATION]
 
-Each talks to a member of a replicated broker set over its peer port (the
-raft transport between members). The peer port checks the cluster id,
-and the peer token when the members run with one; members that run with
-peer TLS accept only a caller with a certificate of their peer CA, so
-give the command one (--peer-tls-*). Requests that change
-the group go to the leader, found through the --peer member when that
-one does not lead.
+All but init-certs talk to a member of a replicated broker set over its
+peer port (the raft transport between members). The peer port admits a
+caller only with the members' peer token (when they run with one) and
+their cluster id; members that run with peer TLS accept only a caller
+with a certificate of their peer CA, so give the command one
+(--peer-tls-*). Requests that change the group go to the leader, found
+through the --peer member when that one does not lead.
 
   status            the member's term, the leader, its commit and applied
                     indexes, and each member's id, peer address, role and
@@ -48,6 +49,15 @@ one does not lead.
   remove-node       remove member N (a leader hands its leadership over
                     first); the removed member stops. Its id is never
                     used again: a replacement joins under a new id.
+  init-certs        write the files of peer TLS into DIR: a CA for the
+                    group (ca.pem, and ca-key.pem, which only this
+                    command needs: keep it off the members), a
+                    certificate and key per member (member-N.pem,
+                    member-N-key.pem) and an operator's client
+                    certificate for these commands (operator.pem,
+                    operator-key.pem). Files already there are kept:
+                    run it again with more --node-ids to issue a new
+                    member's certificate from the same CA.
 
 Flags:
   --peer HOST:PORT     the peer address of any member
@@ -68,6 +78,11 @@ Flags:
   --node-peer HOST:PORT
                        (add-node) the new member's peer address, as the
                        others dial it
+  --node-ids LIST      (init-certs) the members to issue certificates for,
+                       comma-separated (default 1,2,3)
+  --valid DURATION     (init-certs) how long the member and operator
+                       certificates are valid (default 17520h, two
+                       years; the CA is valid for ten)
   --json               (status) print JSON
   --timeout DURATION   give up after this long (default 10s; add-node 10m,
                        remove-node 1m)
@@ -91,7 +106,7 @@ type clusterCommand struct {
 func parseClusterArgs(args []string) (clusterCommand, error) {
 	var cc clusterCommand
 	if len(args) == 0 {
-		return cc, usageErr("missing subcommand (status, transfer-leader, add-node or remove-node)")
+		return cc, usageErr("missing subcommand (status, transfer-leader, add-node, remove-node or init-certs)")
 	}
 	cc.sub = args[0]
 	fs := newFlagSet("mqgate cluster " + cc.sub)
@@ -119,7 +134,7 @@ func parseClusterArgs(args []string) (clusterCommand, error) {
 	case "help", "-h", "--help":
 		return cc, flag.ErrHelp
 	default:
-		return cc, usageErr("unknown subcommand %q (want status, transfer-leader, add-node or remove-node)", cc.sub)
+		return cc, usageErr("unknown subcommand %q (want status, transfer-leader, add-node, remove-node or init-certs)", cc.sub)
 	}
 	fs.DurationVar(&cc.timeout, "timeout", timeout, "give up after this long")
 	pos, err := parseInterleaved(fs, args[1:])
@@ -158,6 +173,9 @@ func parseClusterArgs(args []string) (clusterCommand, error) {
 }
 
 func clusterCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "init-certs" {
+		return initCertsCmd(args[1:], stdout, stderr)
+	}
 	cc, err := parseClusterArgs(args)
 	if err != nil {
 		return usageExit("cluster", clusterUsage, err, stdout, stderr)
@@ -284,6 +302,8 @@ func explainPeerError(err error, cc clusterCommand) string {
 		return fmt.Sprintf("cannot reach a member at %s: is it a member's peer address? (%v)", cc.peer, err)
 	case codes.DeadlineExceeded:
 		return fmt.Sprintf("no answer within %s (%v)", cc.timeout, err)
+	case codes.Unauthenticated:
+		return fmt.Sprintf("the member refused the peer token: give the members' token in MQGATE_PEER_TOKEN (or --peer-token) (%v)", err)
 	case codes.PermissionDenied:
 		return fmt.Sprintf("the member refused cluster id %q: it belongs to another cluster (%v)", cc.clusterID, err)
 	case codes.Unimplemented:
@@ -293,4 +313,54 @@ func explainPeerError(err error, cc clusterCommand) string {
 		return fmt.Sprintf("no answer within %s (%v)", cc.timeout, err)
 	}
 	return err.Error()
+}
+
+// initCertsCmd is `mqgate cluster init-certs DIR`: it writes a peer CA
+// and a certificate per member (peer.IssueCerts) and says which flags
+// take them.
+func initCertsCmd(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("mqgate cluster init-certs")
+	ids := fs.String("node-ids", "1,2,3", "the members to issue certificates for, comma-separated")
+	valid := fs.Duration("valid", 2*365*24*time.Hour, "how long the member and operator certificates are valid")
+	pos, err := parseInterleaved(fs, args)
+	if err == nil {
+		switch {
+		case len(pos) != 1:
+			err = usageErr("init-certs takes one directory, got %q", pos)
+		case *valid <= 0:
+			err = usageErr("--valid %v: want a positive duration", *valid)
+		}
+	}
+	var members []uint64
+	if err == nil {
+		for _, f := range strings.Split(*ids, ",") {
+			id, perr := strconv.ParseUint(strings.TrimSpace(f), 10, 64)
+			if perr != nil || id == 0 {
+				err = usageErr("--node-ids %q: want member ids above 0, comma-separated", *ids)
+				break
+			}
+			members = append(members, id)
+		}
+	}
+	if err != nil {
+		return usageExit("cluster", clusterUsage, err, stdout, stderr)
+	}
+	dir := pos[0]
+	wrote, err := peer.IssueCerts(dir, members, *valid)
+	for _, f := range wrote {
+		fmt.Fprintf(stdout, "wrote %s\n", f)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "mqgate cluster init-certs: %v\n", err)
+		return exitFail
+	}
+	if len(wrote) == 0 {
+		fmt.Fprintf(stdout, "%s already holds every file asked for\n", dir)
+	}
+	m := peer.CertFiles(dir, members[0])
+	op := peer.CertFiles(dir, 0)
+	fmt.Fprintf(stdout, "\nMember %d runs with:\n  --peer-tls-cert %s --peer-tls-key %s --peer-tls-ca %s\n", members[0], m.Cert, m.Key, m.CA)
+	fmt.Fprintf(stdout, "(each member its own member-N files; copy ca-key.pem to none of them)\n")
+	fmt.Fprintf(stdout, "The mqgate cluster commands run with:\n  --peer-tls-cert %s --peer-tls-key %s --peer-tls-ca %s\n", op.Cert, op.Key, op.CA)
+	return exitOK
 }

@@ -35,7 +35,8 @@ Usage:
   mqgate message show ...     find stored messages by message id or key
   mqgate verify ...           check a stopped gateway's store for damage (changes nothing)
   mqgate repair ...           repair a stopped gateway's store (prints the plan; --yes does it)
-  mqgate cluster ...          a replicated broker set: status, transfer-leader
+  mqgate cluster ...          a replicated broker set: status, transfer-leader, add-node,
+                              remove-node, init-certs
   mqgate version              print the version
   mqgate help                 this text
 

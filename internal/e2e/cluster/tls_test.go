@@ -10,7 +10,6 @@ import (
 	rmq "github.com/apache/rocketmq-clients/golang/v5"
 
 	"github.com/mqgate/mqgate/internal/e2e/e2eutil"
-	"github.com/mqgate/mqgate/internal/testutil"
 )
 
 // TestClusterTLSThroughProxies: three members with mutual TLS (each its
@@ -24,8 +23,8 @@ import (
 // certificate: without it the members refuse them.
 func TestClusterTLSThroughProxies(t *testing.T) {
 	e2eutil.Begin(t)
-	g := planGroup(t, []string{"--raft-log-keep", "32", "--peer-token", "tls-token"})
-	g.withTLS(testutil.NewCA(t, "peer CA"))
+	g := planGroup(t, []string{"--raft-log-keep", "32", "--peer-token", "peer-token-over-tls"})
+	g.withTLS()
 	g.proxy()
 	g.startNew()
 	l := g.leader(30 * time.Second)
