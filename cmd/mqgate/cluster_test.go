@@ -54,8 +54,12 @@ func peerGroupTLS(t *testing.T, id string, tlsOf func(i uint64) *peer.TLS) (map[
 		if tlsOf != nil {
 			tl = tlsOf(i)
 		}
+		token := ""
+		if tl == nil {
+			token = testPeerToken
+		}
 		n, err := peer.Start(peer.Config{ClusterID: id, NodeID: i, Peers: addrs, WALDir: filepath.Join(dir, "wal"), Listener: l,
-			TickInterval: 20 * time.Millisecond, TLS: tl, Logger: quiet}, rep)
+			TickInterval: 20 * time.Millisecond, TLS: tl, Token: token, Logger: quiet}, rep)
 		if err != nil {
 			rep.Close(context.Background())
 			t.Fatal(err)
@@ -103,7 +107,11 @@ func runCluster(args ...string) (int, string, string) {
 	return code, out.String(), errb.String()
 }
 
+// testPeerToken is the peer token of a test group without peer TLS.
+const testPeerToken = "cli-test-peer-token"
+
 func TestClusterCommand(t *testing.T) {
+	t.Setenv("MQGATE_PEER_TOKEN", testPeerToken)
 	nodes, addrs := peerGroup(t, "cli-test")
 	lead := waitLeader(t, nodes, 0)
 	var follower uint64

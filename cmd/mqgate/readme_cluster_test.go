@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -12,8 +13,9 @@ import (
 	"github.com/mqgate/mqgate/internal/testutil"
 )
 
-// The README's "Cluster" section, run for real: its three `mqgate serve`
-// lines start three processes (each host:port of the section replaced by
+// The README's "Cluster" section, run for real: its exports (the peer
+// token) hold for the lines after them, its `mqgate serve`
+// lines start the processes (each host:port of the section replaced by
 // a free one, each data dir by a temporary one), then its commands run
 // against them: status names a leader, a message sent through one member
 // is received through another.
@@ -32,6 +34,7 @@ func TestReadmeCluster(t *testing.T) {
 		}
 		for _, l := range shellLines(b.body) {
 			switch {
+			case strings.HasPrefix(l, "export "):
 			case strings.HasPrefix(l, "./mqgate serve "):
 				serves++
 			case strings.HasPrefix(l, "./mqgate "):
@@ -56,8 +59,18 @@ func TestReadmeCluster(t *testing.T) {
 	}
 	dir := t.TempDir()
 	var all strings.Builder
+	var env []string // the section's exports, for the lines after them
 	started := 0
 	for _, l := range lines {
+		if strings.HasPrefix(l, "export ") {
+			name, _, _ := strings.Cut(strings.TrimPrefix(l, "export "), "=")
+			out, err := exec.Command("sh", "-c", l+"\n"+`printf %s "$`+name+`"`).Output()
+			if err != nil || len(out) == 0 {
+				t.Fatalf("README %q: %v (%q)", l, err, out)
+			}
+			env = append(env, name+"="+string(out))
+			continue
+		}
 		if strings.HasPrefix(l, "./mqgate serve ") {
 			args := strings.Fields(strings.TrimSuffix(strings.TrimSpace(strings.TrimPrefix(rewrite(l), "./mqgate serve ")), "&"))
 			for j := range args {
@@ -73,13 +86,14 @@ func TestReadmeCluster(t *testing.T) {
 				args = append(args, "--metrics-addr", "127.0.0.1:0")
 			}
 			started++
-			testutil.Start(t, testutil.StartOptions{DataDir: filepath.Join(dir, "unused"), Args: args})
+			testutil.Start(t, testutil.StartOptions{DataDir: filepath.Join(dir, "unused"), Args: args, Env: env})
 			continue
 		}
 		line := strings.Replace(rewrite(l), "./mqgate ", testutil.Binary(t)+" ", 1)
 		deadline := time.Now().Add(60 * time.Second)
 		for {
 			cmd := exec.Command("sh", "-c", line)
+			cmd.Env = append(os.Environ(), env...)
 			var out, errb bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &out, &errb
 			err := cmd.Run()

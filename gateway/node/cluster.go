@@ -90,6 +90,24 @@ func (c Config) validatePeerTLS() []error {
 	return nil
 }
 
+// minPeerToken is the shortest peer token accepted.
+const minPeerToken = 16
+
+// validatePeerAuth requires, in cluster mode, that the members
+// authenticate each other: a peer token, mutual TLS, or both.
+func (c Config) validatePeerAuth() []error {
+	if c.PeerToken == "" && !c.PeerTLS() {
+		return []error{errors.New("cluster-id: cluster mode needs peer authentication, so that no other process can join, " +
+			"read or stop the group: give every member the same secret of at least 16 characters in MQGATE_PEER_TOKEN " +
+			"(or --peer-token; e.g. `openssl rand -hex 16`), or mutual TLS with --peer-tls-cert, --peer-tls-key and " +
+			"--peer-tls-ca (`mqgate cluster init-certs DIR` writes a CA and a certificate per member)")}
+	}
+	if c.PeerToken != "" && len(c.PeerToken) < minPeerToken {
+		return []error{fmt.Errorf("peer-token: %d characters: use at least %d (e.g. `openssl rand -hex 16`)", len(c.PeerToken), minPeerToken)}
+	}
+	return nil
+}
+
 func (c Config) validateCluster() []error {
 	errs := c.validatePeerTLS()
 	if !c.Clustered() {
@@ -106,6 +124,7 @@ func (c Config) validateCluster() []error {
 	} else if _, _, err := net.SplitHostPort(peers[uint64(c.NodeID)]); err != nil {
 		errs = append(errs, fmt.Errorf("peers: this member's address: %w", err))
 	}
+	errs = append(errs, c.validatePeerAuth()...)
 	if c.RaftLogKeep < 16 {
 		errs = append(errs, fmt.Errorf("raft-log-keep: must be at least 16 entries, got %d", c.RaftLogKeep))
 	}

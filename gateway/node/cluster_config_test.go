@@ -8,21 +8,22 @@ import (
 	"github.com/mqgate/mqgate/internal/testutil"
 )
 
-// Cluster settings are checked together, and a peer address other than
-// loopback needs the peer token (or --insecure-listen-all).
+// Cluster settings are checked together, and a member needs peer
+// authentication: a token of 16 characters or more, or mutual TLS.
 func TestValidateCluster(t *testing.T) {
 	base := Defaults()
-	base.ClusterID, base.NodeID = "c", 1
+	base.ClusterID, base.NodeID, base.PeerToken = "c", 1, "0123456789abcdef"
 	cases := []struct {
 		name  string
 		edit  func(*Config)
 		wants string // "" = valid
 	}{
 		{"loopback peers", func(c *Config) { c.Peers = "1=127.0.0.1:7001,2=127.0.0.1:7002,3=127.0.0.1:7003" }, ""},
-		{"non-loopback without a token", func(c *Config) { c.Peers = "1=10.0.0.1:7001,2=10.0.0.2:7001,3=10.0.0.3:7001" }, "--peer-token"},
-		{"non-loopback with a token", func(c *Config) {
-			c.Peers, c.PeerToken = "1=10.0.0.1:7001,2=10.0.0.2:7001,3=10.0.0.3:7001", "t"
-		}, ""},
+		{"loopback peers without a token", func(c *Config) {
+			c.Peers, c.PeerToken = "1=127.0.0.1:7001,2=127.0.0.1:7002,3=127.0.0.1:7003", ""
+		}, "MQGATE_PEER_TOKEN"},
+		{"a short token", func(c *Config) { c.Peers, c.PeerToken = "1=127.0.0.1:7001", "s3cret" }, "at least 16"},
+		{"non-loopback with a token", func(c *Config) { c.Peers = "1=10.0.0.1:7001,2=10.0.0.2:7001,3=10.0.0.3:7001" }, ""},
 		{"node id not a member", func(c *Config) { c.Peers, c.NodeID = "2=127.0.0.1:7002,3=127.0.0.1:7003", 1 }, "node-id"},
 		{"peers without cluster id", func(c *Config) { c.ClusterID, c.Peers = "", "1=127.0.0.1:7001" }, "cluster-id"},
 		{"tiny raft log", func(c *Config) { c.Peers, c.RaftLogKeep = "1=127.0.0.1:7001", 4 }, "raft-log-keep"},
@@ -59,7 +60,7 @@ func TestValidatePeerTLS(t *testing.T) {
 	}{
 		{"mutual TLS", func(c *Config) { c.PeerTLSCert, c.PeerTLSKey, c.PeerTLSCA = good.Cert, good.Key, good.CA }, ""},
 		{"mutual TLS and a token", func(c *Config) {
-			c.PeerTLSCert, c.PeerTLSKey, c.PeerTLSCA, c.PeerToken = good.Cert, good.Key, good.CA, "t"
+			c.PeerTLSCert, c.PeerTLSKey, c.PeerTLSCA, c.PeerToken = good.Cert, good.Key, good.CA, "0123456789abcdef"
 		}, ""},
 		{"no CA", func(c *Config) { c.PeerTLSCert, c.PeerTLSKey = good.Cert, good.Key }, "peer-tls-ca missing"},
 		{"only the CA", func(c *Config) { c.PeerTLSCA = good.CA }, "peer-tls-cert and peer-tls-key missing"},
@@ -91,9 +92,10 @@ func TestValidatePeerTLS(t *testing.T) {
 			}
 		})
 	}
-	// Without TLS or a token, the guard names both ways out.
+	// Without TLS or a token, the refusal names both ways out.
 	c := base
-	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "--peer-tls-cert") {
-		t.Fatalf("non-loopback peers without a token or TLS: %v", err)
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "--peer-tls-cert") || !strings.Contains(err.Error(), "MQGATE_PEER_TOKEN") ||
+		!strings.Contains(err.Error(), "mqgate cluster init-certs") {
+		t.Fatalf("peers without a token or TLS: %v", err)
 	}
 }

@@ -22,6 +22,7 @@ const (
 	storeScope     = "github.com/mqgate/mqgate/storage"
 	admissionScope = "github.com/mqgate/mqgate/gateway/admission"
 	authScope      = "github.com/mqgate/mqgate/gateway/auth"
+	clusterScope   = "github.com/mqgate/mqgate/gateway/peer"
 )
 
 // brokerTracers is what the broker gets for spans: nil unless spans are
@@ -34,7 +35,8 @@ func (n *Node) brokerTracers() trace.TracerProvider {
 }
 
 // observe registers the store's and the gate's metrics (the broker's
-// polling-full rejections among the gate's); the returned function
+// polling-full rejections among the gate's) and, in cluster mode, the
+// raft member's (observeCluster); the returned function
 // removes them (called before the broker and the store close).
 func (n *Node) observe() (remove func(), err error) {
 	st, b, tel := n.store, n.broker, n.tel
@@ -98,6 +100,12 @@ func (n *Node) observe() (remove func(), err error) {
 		_ = reg.Unregister()
 		return nil, err
 	}
+	regCluster, err := n.observeCluster()
+	if err != nil {
+		_ = reg.Unregister()
+		_ = regAdm.Unregister()
+		return nil, err
+	}
 	regAuth := metric.Registration(nil)
 	if n.auth != nil {
 		regAuth, err = tel.Meter(authScope).RegisterCallback(func(_ context.Context, o metric.Observer) error {
@@ -110,6 +118,9 @@ func (n *Node) observe() (remove func(), err error) {
 		if err != nil {
 			_ = reg.Unregister()
 			_ = regAdm.Unregister()
+			if regCluster != nil {
+				_ = regCluster.Unregister()
+			}
 			return nil, err
 		}
 	}
@@ -130,6 +141,9 @@ func (n *Node) observe() (remove func(), err error) {
 		if regAuth != nil {
 			_ = regAuth.Unregister()
 		}
+		if regCluster != nil {
+			_ = regCluster.Unregister()
+		}
 		removeAppend()
 		removeFsync()
 	}, nil
@@ -143,4 +157,33 @@ func histogramOf(h storage.Histogram) telemetry.Histogram {
 		out.Bounds[i] = b.Seconds()
 	}
 	return out
+}
+
+// observeCluster registers the cluster member's metrics (none for a
+// single node): the peer calls refused, by reason, and the committed
+// entries applied as no-ops because they did not decode.
+func (n *Node) observeCluster() (metric.Registration, error) {
+	if n.raft == nil {
+		return nil, nil
+	}
+	m := n.tel.Meter(clusterScope)
+	refusals, err := m.Int64ObservableCounter("mqgate.cluster.peer.refusals", metric.WithUnit("{call}"),
+		metric.WithDescription("Calls to the peer address refused, by mqgate.reason: token (no or another peer token), cluster_id (another cluster), "+
+			"member (raft messages from no member of the group), certificate (peer TLS: no certificate of the peer CA), size (a request over its limit), method (no such method)"))
+	if err != nil {
+		return nil, err
+	}
+	undecodable, err := m.Int64ObservableCounter("mqgate.cluster.entries.undecodable", metric.WithUnit("{entry}"),
+		metric.WithDescription("Committed raft entries that did not decode, applied as no-ops by every member"))
+	if err != nil {
+		return nil, err
+	}
+	raft, rep := n.raft, n.rep
+	return m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		for reason, c := range raft.Refusals() {
+			o.ObserveInt64(refusals, int64(c), metric.WithAttributes(attribute.String("mqgate.reason", reason)))
+		}
+		o.ObserveInt64(undecodable, int64(rep.Undecodable()))
+		return nil
+	}, refusals, undecodable)
 }

@@ -20,7 +20,7 @@ import (
 func TestClusterMemberCatchesUpFromCopy(t *testing.T) {
 	e2eutil.Begin(t)
 	// The members share a peer token: the copy goes through it too.
-	g := newGroup(t, "--raft-log-keep", "32", "--peer-token", "catch-up-token")
+	g := newGroup(t, "--raft-log-keep", "32", "--peer-token", "catch-up-peer-token")
 	l := g.leader(30 * time.Second)
 	topic, cg := e2eutil.Uniq("catchup"), e2eutil.Uniq("g")
 	pr := e2eutil.StartProducer(t, config(g, ""), rmq.WithTopics(topic))

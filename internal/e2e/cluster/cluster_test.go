@@ -3,7 +3,6 @@ package cluster
 import (
 	"bytes"
 	"context"
-	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io/fs"
@@ -104,13 +103,25 @@ func (g *group) proxy() {
 }
 
 // withTLS gives every member planned (not started yet) a peer
-// certificate of ca, and the cluster commands a client certificate of
-// it: the group runs with mutual TLS between members.
-func (g *group) withTLS(ca *testutil.CA) {
+// certificate of a CA made for the group by `mqgate cluster init-certs`,
+// and the cluster commands its operator certificate: the group runs with
+// mutual TLS between members.
+func (g *group) withTLS() {
+	dir := g.t.TempDir()
+	var ids []string
 	for _, m := range g.members {
-		m.tls = ca.Issue(g.t, fmt.Sprintf("member-%d", m.id))
+		ids = append(ids, strconv.Itoa(m.id))
 	}
-	g.cliTLS = ca.Issue(g.t, "operator", x509.ExtKeyUsageClientAuth)
+	if out, err := e2eutil.CLIResultArgs(g.t, "cluster", "init-certs", dir, "--node-ids", strings.Join(ids, ",")); err != nil {
+		g.t.Fatalf("init-certs: %v\n%s", err, out)
+	}
+	files := func(name string) testutil.CertFiles {
+		return testutil.CertFiles{Cert: filepath.Join(dir, name+".pem"), Key: filepath.Join(dir, name+"-key.pem"), CA: filepath.Join(dir, "ca.pem")}
+	}
+	for _, m := range g.members {
+		m.tls = files(fmt.Sprintf("member-%d", m.id))
+	}
+	g.cliTLS = files("operator")
 }
 
 // tlsFlags are the peer TLS flags of f (none for empty f).
@@ -158,6 +169,11 @@ func planGroup(t *testing.T, args []string) *group {
 		if a == "--peer-token" && i+1 < len(args) {
 			g.token = args[i+1]
 		}
+	}
+	if g.token == "" {
+		// Members must authenticate each other.
+		g.token = e2eutil.Uniq("peer-token-of-the-group")
+		g.args = append(slices.Clone(args), "--peer-token", g.token)
 	}
 	var peers []string
 	for i := 1; i <= 3; i++ {
