@@ -120,6 +120,9 @@ type Node struct {
 
 	purged <-chan struct{} // closed when the WAL purger has stopped
 	lead   atomic.Uint64
+	// heard is when a message from the leader this node follows last
+	// arrived (UnixNano; LeaderHeard).
+	heard atomic.Int64
 	// transferAsks counts the leadership transfers asked again after
 	// raft abandoned them (TransferLeadership).
 	transferAsks atomic.Int64
@@ -415,6 +418,23 @@ func (n *Node) Leader() uint64 { return n.lead.Load() }
 // IsLeader reports whether this node leads.
 func (n *Node) IsLeader() bool { return n.isLeader.Load() }
 
+// LeaderHeard is when this node last received a message (an append or a
+// heartbeat, every HeartbeatTicks) from the leader it follows; zero
+// before the first. A leader that stopped answering (a crash, a frozen
+// process, a partition) shows as a LeaderHeard that stops advancing.
+func (n *Node) LeaderHeard() time.Time {
+	if ns := n.heard.Load(); ns != 0 {
+		return time.Unix(0, ns)
+	}
+	return time.Time{}
+}
+
+// ElectionTimeout is TickInterval × ElectionTicks: a follower that hears
+// nothing from its leader for between one and two of these campaigns.
+func (n *Node) ElectionTimeout() time.Duration {
+	return n.cfg.TickInterval * time.Duration(n.cfg.ElectionTicks)
+}
+
 // Changes returns a channel closed at the next change of the leader this
 // node knows of (Leader) or of whether this node leads (IsLeader). Take
 // the channel before reading Leader and IsLeader, and take a new one
@@ -540,6 +560,9 @@ const maxBatch = 512
 
 func (n *Node) step(m *raftpb.Message) {
 	_ = n.rn.Step(m) // messages of other terms or from removed members are dropped
+	if from := m.GetFrom(); from != 0 && from != n.cfg.NodeID && from == n.rn.BasicStatus().Lead {
+		n.heard.Store(time.Now().UnixNano())
+	}
 }
 
 func (n *Node) propose(p proposal) {
