@@ -133,8 +133,15 @@ func replicationError(err error) error {
 		return mqerr.Wrap(mqerr.KindReplicationLost, err, "this member stopped leading its replica group before the write committed; retry")
 	case errors.Is(err, cluster.ErrNoQuorum):
 		return mqerr.Wrap(mqerr.KindNoQuorum, err, "no majority of the replica group stored the write in time; it may still be stored once a majority is back (the message id identifies it if retried)")
-	case errors.Is(err, cluster.ErrNotLeader), errors.Is(err, cluster.ErrStopped):
-		return mqerr.Wrap(mqerr.KindUnavailable, err, "this member does not lead its replica group")
+	case errors.Is(err, cluster.ErrNotLeader):
+		// A deposed leader that has not closed its connections yet (it
+		// learns it was deposed, or resumes after a freeze): nothing was
+		// proposed. The leader changed meanwhile, as for
+		// ErrLeadershipLost: clients retry, and reconnect through a
+		// relay to the new leader.
+		return mqerr.Wrap(mqerr.KindReplicationLost, err, "this member no longer leads its replica group; nothing was stored: retry")
+	case errors.Is(err, cluster.ErrStopped):
+		return mqerr.Wrap(mqerr.KindNoQuorum, err, "this member stopped replicating; nothing was stored: retry")
 	}
 	return err
 }
