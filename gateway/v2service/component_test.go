@@ -58,6 +58,7 @@ type harnessOpts struct {
 	auth      *auth.Authenticator
 	register  func(*grpc.Server) // more services, before Serve
 	inflight  int64              // Options.MaxInFlightBytes
+	members   []RouteMember      // ServiceConfig.RouteMembers' answer
 }
 
 func newHarness(t *testing.T, opts ...harnessOpts) *harness {
@@ -79,7 +80,11 @@ func newHarness(t *testing.T, opts ...harnessOpts) *harness {
 	}
 	h.b = b
 	h.sess = session.New(session.Config{Clock: h.clk, OnGone: b.ReleaseClient, Logger: log})
-	h.svc, err = NewMessagingService(ServiceConfig{Clock: h.clk, Logger: log, AdvertiseAddr: o.advertise}, b, h.sess, h.gate)
+	sc := ServiceConfig{Clock: h.clk, Logger: log, AdvertiseAddr: o.advertise}
+	if o.members != nil {
+		sc.RouteMembers = func(context.Context) []RouteMember { return o.members }
+	}
+	h.svc, err = NewMessagingService(sc, b, h.sess, h.gate)
 	if err != nil {
 		t.Fatal(err)
 	}

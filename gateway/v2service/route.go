@@ -2,6 +2,7 @@ package v2service
 
 import (
 	"context"
+	"strconv"
 
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
@@ -12,29 +13,31 @@ import (
 )
 
 // QueryRoute returns one READ_WRITE queue per queue of the topic, ids
-// 0..N-1, all on broker {name, id 0, endpoints}. The answer is
-// identical on every call for the same topic and access point: the Go
-// client rebuilds its load balancers whenever a route differs.
+// 0..N-1, on each broker routeBrokers names for the caller (one, except
+// in a replica group). The answer is identical on every call for the same
+// topic, access point and group membership: the Go client rebuilds its
+// load balancers whenever a route differs.
 func (s *MessagingService) QueryRoute(ctx context.Context, req *v2.QueryRouteRequest) (*v2.QueryRouteResponse, error) {
 	key, err := checkTopic(req.GetTopic())
 	if err != nil {
 		return &v2.QueryRouteResponse{Status: statusOf(ctx, s.log, err)}, nil
 	}
-	ep := s.routeEndpoints(ctx, req.GetEndpoints())
-	if ep == nil {
+	brs := s.routeBrokers(ctx, req.GetEndpoints())
+	if brs == nil {
 		return &v2.QueryRouteResponse{Status: statusNoEndpoint}, nil
 	}
 	t, err := s.b.Topic(ctx, key)
 	if err != nil {
 		return &v2.QueryRouteResponse{Status: statusOf(ctx, s.log, err)}, nil
 	}
-	br := &v2.Broker{Name: s.brokerName, Id: 0, Endpoints: ep}
 	perm := permissionOf(t.Perm)
 	accept := acceptTypes(t.Type)
 	topic := &v2.Resource{ResourceNamespace: req.GetTopic().GetResourceNamespace(), Name: req.GetTopic().GetName()}
-	qs := make([]*v2.MessageQueue, t.Queues)
-	for i := range qs {
-		qs[i] = &v2.MessageQueue{Topic: topic, Id: int32(i), Permission: perm, Broker: br, AcceptMessageTypes: accept}
+	qs := make([]*v2.MessageQueue, 0, len(brs)*int(t.Queues))
+	for _, br := range brs {
+		for i := range t.Queues {
+			qs = append(qs, &v2.MessageQueue{Topic: topic, Id: i, Permission: perm, Broker: br, AcceptMessageTypes: accept})
+		}
 	}
 	return &v2.QueryRouteResponse{Status: statusOK, MessageQueues: qs}, nil
 }
@@ -43,10 +46,10 @@ func (s *MessagingService) QueryRoute(ctx context.Context, req *v2.QueryRouteReq
 // Every consumer of the group gets the same answer (POP needs no
 // exclusive partitioning), identical on every call — the Go push consumer
 // keys its process queues by the assignment's text and recreates them on
-// any difference: for a non-FIFO group one assignment with queue id −1
-// ("any queue of this broker"); for a FIFO group one per readable queue
-// id 0..N-1 (ReceiveMessage then honours the id). No readable queue ⇒
-// FORBIDDEN.
+// any difference: for a non-FIFO group one assignment per broker of the
+// route with queue id −1 ("any queue of this broker"); for a FIFO group
+// one per readable queue id 0..N-1, spread over the route's brokers
+// (ReceiveMessage then honours the id). No readable queue ⇒ FORBIDDEN.
 func (s *MessagingService) QueryAssignment(ctx context.Context, req *v2.QueryAssignmentRequest) (*v2.QueryAssignmentResponse, error) {
 	topicKey, groupKey, err := checkTopicGroup(req.GetTopic(), req.GetGroup())
 	if err != nil {
@@ -64,46 +67,103 @@ func (s *MessagingService) QueryAssignment(ctx context.Context, req *v2.QueryAss
 		return &v2.QueryAssignmentResponse{Status: statusOf(ctx, s.log,
 			mqerr.Errorf(mqerr.KindForbidden, "topic %q has no readable queue", req.GetTopic().GetName()))}, nil
 	}
-	ep := s.routeEndpoints(ctx, req.GetEndpoints())
-	if ep == nil {
+	brs := s.routeBrokers(ctx, req.GetEndpoints())
+	if brs == nil {
 		return &v2.QueryAssignmentResponse{Status: statusNoEndpoint}, nil
 	}
-	br := &v2.Broker{Name: s.brokerName, Id: 0, Endpoints: ep}
 	perm := permissionOf(t.Perm)
 	topic := &v2.Resource{ResourceNamespace: req.GetTopic().GetResourceNamespace(), Name: req.GetTopic().GetName()}
 	if !g.FIFO {
-		return &v2.QueryAssignmentResponse{Status: statusOK, Assignments: []*v2.Assignment{
-			{MessageQueue: &v2.MessageQueue{Topic: topic, Id: -1, Permission: perm, Broker: br}},
-		}}, nil
+		as := make([]*v2.Assignment, len(brs))
+		for i, br := range brs {
+			as[i] = &v2.Assignment{MessageQueue: &v2.MessageQueue{Topic: topic, Id: -1, Permission: perm, Broker: br}}
+		}
+		return &v2.QueryAssignmentResponse{Status: statusOK, Assignments: as}, nil
 	}
 	as := make([]*v2.Assignment, t.Queues)
 	for i := range as {
-		as[i] = &v2.Assignment{MessageQueue: &v2.MessageQueue{Topic: topic, Id: int32(i), Permission: perm, Broker: br}}
+		as[i] = &v2.Assignment{MessageQueue: &v2.MessageQueue{Topic: topic, Id: int32(i), Permission: perm, Broker: brs[i%len(brs)]}}
 	}
 	return &v2.QueryAssignmentResponse{Status: statusOK, Assignments: as}, nil
 }
 
-// routeEndpoints picks what clients should dial: --advertise-addr when
-// set; else the access point the client sent, echoed exactly (survives
+// RouteMember is a replica group's member that routes may name: ID tells
+// it apart (its broker is named "<broker name>-<ID>" where a route has
+// one broker per member), Addr is the host:port of its gRPC listener.
+type RouteMember struct {
+	ID   uint64
+	Addr string
+}
+
+// routeBrokers are the brokers of the routes and assignments answered to
+// ctx's client; nil when no address is usable.
+//
+// Outside a replica group: one broker, named BrokerName, whose endpoints
+// are routeEndpoints'. In a replica group (RouteMembers set and naming
+// some member), every member it names, in one of two shapes chosen by
+// what the client does with a route (docs/compatibility.md):
+//
+//   - the Go client (x-mq-language GO): one broker, named BrokerName,
+//     whose endpoints list every member. Its channel to a list of IP
+//     addresses moves to the next one when the one it uses goes away,
+//     within the same call's retries, and it cannot move otherwise: its
+//     producer's retries of a send stay on the queue (so the broker) the
+//     first attempt chose, and each attempt at a broker whose only
+//     address is down waits out its 5 s dial timeout.
+//   - every other client: one broker per member, "<BrokerName>-<ID>",
+//     each with that one address and every queue of the topic. Node.js
+//     joins the addresses of one endpoint into a single host name that
+//     cannot resolve, C# dials only the first, and Java, Python and C++
+//     refuse several host names in one endpoint; several brokers of one
+//     address each is what every client is built for (an upstream
+//     cluster of broker sets), and their producers move a failed send to
+//     another broker.
+func (s *MessagingService) routeBrokers(ctx context.Context, req *v2.Endpoints) []*v2.Broker {
+	if s.routeMembers != nil {
+		type named struct {
+			id uint64
+			ep *v2.Endpoints
+		}
+		var ms []named
+		for _, m := range s.routeMembers(ctx) {
+			if ep, err := endpointsFromHostPort(m.Addr, 0); err == nil {
+				ms = append(ms, named{m.ID, ep})
+			}
+		}
+		switch {
+		case len(ms) == 0:
+		case takesAddressLists(ctx):
+			all := &v2.Endpoints{Scheme: ms[0].ep.Scheme}
+			for _, m := range ms {
+				all.Addresses = append(all.Addresses, m.ep.Addresses...)
+			}
+			return []*v2.Broker{{Name: s.brokerName, Id: 0, Endpoints: all}}
+		default:
+			brs := make([]*v2.Broker, len(ms))
+			for i, m := range ms {
+				brs[i] = &v2.Broker{Name: s.brokerName + "-" + strconv.FormatUint(m.id, 10), Id: 0, Endpoints: m.ep}
+			}
+			return brs
+		}
+	}
+	if ep := s.routeEndpoints(ctx, req); ep != nil {
+		return []*v2.Broker{{Name: s.brokerName, Id: 0, Endpoints: ep}}
+	}
+	return nil
+}
+
+// takesAddressLists reports whether ctx's client is one that routes give
+// several addresses in one endpoint (routeBrokers).
+func takesAddressLists(ctx context.Context) bool {
+	v := metadata.ValueFromIncomingContext(ctx, "x-mq-language")
+	return len(v) == 1 && v[0] == "GO"
+}
+
+// routeEndpoints picks what clients of a single node should dial:
+// --advertise-addr when set; else the access point the client sent, echoed exactly (survives
 // NAT and port mapping); else the :authority of this call (the host:port
 // the client dialed, e.g. through Envoy); nil when none is usable.
 func (s *MessagingService) routeEndpoints(ctx context.Context, req *v2.Endpoints) *v2.Endpoints {
-	if s.routeAddrs != nil {
-		var out *v2.Endpoints
-		for _, a := range s.routeAddrs(ctx) {
-			ep, err := endpointsFromHostPort(a, 0)
-			if err != nil {
-				continue
-			}
-			if out == nil {
-				out = &v2.Endpoints{Scheme: ep.Scheme}
-			}
-			out.Addresses = append(out.Addresses, ep.Addresses...)
-		}
-		if out != nil {
-			return out
-		}
-	}
 	if s.advertised != nil {
 		return s.advertised
 	}

@@ -66,13 +66,13 @@ type ServiceConfig struct {
 	// means the access point the client sent, else the :authority it
 	// dialed.
 	AdvertiseAddr string
-	// RouteAddrs, when set, lists the host:port addresses routes tell
-	// clients to dial, in order (a replica group's members, the leader
-	// first); when it returns none, AdvertiseAddr and the rules after it
+	// RouteMembers, when set, lists the replica group's members that
+	// routes tell clients to dial, in a stable order (routeBrokers says
+	// how); when it returns none, AdvertiseAddr and the rules after it
 	// apply.
-	RouteAddrs func(ctx context.Context) []string
-	Clock      clock.Clock
-	Logger     *slog.Logger
+	RouteMembers func(ctx context.Context) []RouteMember
+	Clock        clock.Clock
+	Logger       *slog.Logger
 }
 
 // MessagingService answers apache.rocketmq.v2.MessagingService. It embeds
@@ -82,20 +82,20 @@ type ServiceConfig struct {
 type MessagingService struct {
 	v2.UnsafeMessagingServiceServer
 
-	b          Broker
-	sess       *session.Registry
-	gate       *admission.Gate
-	clock      clock.Clock
-	log        *slog.Logger
-	brokerName string
-	advertised *v2.Endpoints // nil: derive per call
-	routeAddrs func(ctx context.Context) []string
+	b            Broker
+	sess         *session.Registry
+	gate         *admission.Gate
+	clock        clock.Clock
+	log          *slog.Logger
+	brokerName   string
+	advertised   *v2.Endpoints // nil: derive per call
+	routeMembers func(ctx context.Context) []RouteMember
 }
 
 // NewMessagingService builds the service. Register it on a grpc.Server
 // created with Options.Sessions set to the same registry.
 func NewMessagingService(cfg ServiceConfig, b Broker, sessions *session.Registry, gate *admission.Gate) (*MessagingService, error) {
-	s := &MessagingService{b: b, sess: sessions, gate: gate, clock: cfg.Clock, log: cfg.Logger, brokerName: cfg.BrokerName, routeAddrs: cfg.RouteAddrs}
+	s := &MessagingService{b: b, sess: sessions, gate: gate, clock: cfg.Clock, log: cfg.Logger, brokerName: cfg.BrokerName, routeMembers: cfg.RouteMembers}
 	if s.clock == nil {
 		s.clock = clock.Real{}
 	}
