@@ -1,6 +1,7 @@
 package remoting
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"time"
@@ -24,6 +25,10 @@ type Config struct {
 	// ClusterName and BrokerName of the one logical broker (DefaultCluster,
 	// broker-a).
 	ClusterName, BrokerName string
+	// Members, when set (a replica group's member), lists the members a
+	// topic's route names besides the one the client asked, each as a
+	// broker of its own that producers may send through (see routeInfo).
+	Members func(ctx context.Context) []RouteMember
 	// MaxFrame refuses larger frames (16 MiB, upstream's limit).
 	MaxFrame int
 	// MaxInFlight bounds concurrent requests per connection (256).

@@ -76,6 +76,24 @@ func (s *Server) brokerData(c *conn) brokerData {
 	return brokerData{Cluster: s.cfg.ClusterName, BrokerName: s.cfg.BrokerName, BrokerAddrs: map[int64]string{0: s.advertised(c)}}
 }
 
+// RouteMember is another member of a replica group that routes name:
+// ID names its broker ("<broker name>-<ID>"), Addr is its remoting
+// listener's address.
+type RouteMember struct {
+	ID   uint64
+	Addr string
+}
+
+// routeInfo answers a topic's route. Its broker, BrokerName, is the
+// member the client asked (advertised): every queue readable and
+// writable there. In a replica group (Config.Members) each other member
+// that routes name is a broker too, "<BrokerName>-<ID>" at that member's
+// address, with every queue writable and none readable: a producer sends
+// through any of them (each relays to the leader, and a queue id is the
+// same queue whichever broker name the client puts on it), so when the
+// member it asked dies, the producer's retries and next sends reach the
+// others before its next route refresh; consumers see the asked member's
+// queues only, each once, as before.
 func (s *Server) routeInfo(ctx context.Context, c *conn, req *codec.Command) *codec.Command {
 	f := fields{req: req}
 	topic := f.str("topic", true)
@@ -84,6 +102,7 @@ func (s *Server) routeInfo(ctx context.Context, c *conn, req *codec.Command) *co
 	}
 	notFound := &codec.Command{Code: codeTopicNotExist, Remark: "No topic route info in name server for the topic: " + topic}
 	var qd queueData
+	others := false
 	if topic == s.replyTopic() {
 		// Request/reply responders send here (reply.go); a route only.
 		qd = queueData{ReadQueueNums: 1, WriteQueueNums: 1, Perm: permRead | permWrite}
@@ -105,10 +124,24 @@ func (s *Server) routeInfo(ctx context.Context, c *conn, req *codec.Command) *co
 			return s.fail(ctx, err)
 		}
 		qd = queueData{ReadQueueNums: t.Queues, WriteQueueNums: t.Queues, Perm: permOf(t.Perm)}
+		others = t.Perm.Writable()
 	}
 	qd.BrokerName = s.cfg.BrokerName
-	body, err := json.Marshal(topicRouteData{QueueDatas: []queueData{qd}, BrokerDatas: []brokerData{s.brokerData(c)},
-		FilterServerTable: map[string][]string{}})
+	route := topicRouteData{QueueDatas: []queueData{qd}, BrokerDatas: []brokerData{s.brokerData(c)},
+		FilterServerTable: map[string][]string{}}
+	if others && s.cfg.Members != nil {
+		asked := route.BrokerDatas[0].BrokerAddrs[0]
+		for _, m := range s.cfg.Members(ctx) {
+			if m.Addr == "" || m.Addr == asked {
+				continue
+			}
+			name := s.cfg.BrokerName + "-" + strconv.FormatUint(m.ID, 10)
+			route.QueueDatas = append(route.QueueDatas, queueData{BrokerName: name, WriteQueueNums: qd.WriteQueueNums, Perm: permWrite})
+			route.BrokerDatas = append(route.BrokerDatas, brokerData{Cluster: s.cfg.ClusterName, BrokerName: name,
+				BrokerAddrs: map[int64]string{0: m.Addr}})
+		}
+	}
+	body, err := json.Marshal(route)
 	if err != nil {
 		return s.fail(c.ctx, err)
 	}

@@ -1,7 +1,9 @@
 package remoting
 
 import (
+	"context"
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -106,4 +108,39 @@ func TestTopicListAndKVConfig(t *testing.T) {
 	e.must(e.call(c, reqDeleteTopicInBroker, map[string]string{"topic": "A"}, nil), codeSuccess)
 	e.must(e.call(c, reqDeleteTopicInNamesrv, map[string]string{"topic": "A"}, nil), codeSuccess)
 	e.must(e.call(c, reqGetRouteInfoByTopic, map[string]string{"topic": "A"}, nil), codeTopicNotExist)
+}
+
+// In a replica group the route's broker is the member the client asked,
+// readable and writable; every other member routes name is a broker of
+// its own ("broker-a-<id>") at its own address, writable only, so that a
+// producer's retries and next sends can go through another member when
+// the one it asked dies, and consumers still see each queue once. The
+// member asked is not listed twice.
+func TestRouteNamesOtherMembersForProducers(t *testing.T) {
+	var e *env
+	e = newEnv(t, func(c *Config, _ *broker.Config) {
+		c.Members = func(context.Context) []RouteMember {
+			return []RouteMember{{ID: 2, Addr: "192.0.2.2:9876"}, {ID: 1, Addr: e.s.Addr()}, {ID: 3, Addr: "192.0.2.3:9876"}}
+		}
+	})
+	c := e.dial()
+	e.createTopic(c, "T", 3, "")
+	r := e.must(e.call(c, reqGetRouteInfoByTopic, map[string]string{"topic": "T"}, nil), codeSuccess)
+	var rd topicRouteData
+	if err := json.Unmarshal(r.Body, &rd); err != nil {
+		t.Fatal(err)
+	}
+	wantQ := []queueData{
+		{BrokerName: "broker-a", ReadQueueNums: 3, WriteQueueNums: 3, Perm: permRead | permWrite},
+		{BrokerName: "broker-a-2", WriteQueueNums: 3, Perm: permWrite},
+		{BrokerName: "broker-a-3", WriteQueueNums: 3, Perm: permWrite},
+	}
+	wantB := []brokerData{
+		{Cluster: "DefaultCluster", BrokerName: "broker-a", BrokerAddrs: map[int64]string{0: e.s.Addr()}},
+		{Cluster: "DefaultCluster", BrokerName: "broker-a-2", BrokerAddrs: map[int64]string{0: "192.0.2.2:9876"}},
+		{Cluster: "DefaultCluster", BrokerName: "broker-a-3", BrokerAddrs: map[int64]string{0: "192.0.2.3:9876"}},
+	}
+	if !reflect.DeepEqual(rd.QueueDatas, wantQ) || !reflect.DeepEqual(rd.BrokerDatas, wantB) {
+		t.Fatalf("route %s\nwant queues %+v\nand brokers %+v", r.Body, wantQ, wantB)
+	}
 }
