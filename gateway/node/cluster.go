@@ -16,6 +16,7 @@ import (
 	"github.com/mqgate/mqgate/gateway/peer"
 	"github.com/mqgate/mqgate/gateway/relay"
 	"github.com/mqgate/mqgate/gateway/remoting"
+	"github.com/mqgate/mqgate/gateway/v2service"
 	"github.com/mqgate/mqgate/storage"
 )
 
@@ -28,9 +29,19 @@ import (
 // listener. followLeader switches between the two on every leadership
 // change, in this order: on losing leadership the relays stop serving
 // locally (closing every connection) before the broker deactivates; on
-// gaining it, a barrier entry is applied (so is everything committed
-// before it), the cluster is bootstrapped if it was not, the broker
-// activates, and only then do the relays serve locally.
+// gaining it, the relays first hold new connections (closing those piped
+// to the previous leader), a barrier entry is applied (so is everything
+// committed before it), the cluster is bootstrapped if it was not, the
+// broker activates, and only then do the relays serve locally.
+//
+// A follower's relays pipe to one leader at a time. When the leader
+// changes they close what they piped to the previous one and hold new
+// connections until they know the new leader's addresses; when the
+// leader goes silent for an election timeout (a crash, a frozen process,
+// a partition: raft's own signal to campaign) they close what they piped
+// to it and hold new connections until it is heard again or another
+// leads. A hung leader closes nothing itself, so without this the
+// clients relayed to it would wait for as long as it hangs.
 
 // relayed are the listeners that follow the leader.
 var relayed = []string{"grpc-addr", "http-addr", "remoting-addr"}
@@ -275,6 +286,10 @@ func (n *Node) followLeader(ctx context.Context) {
 	retry := time.NewTimer(time.Hour)
 	retry.Stop()
 	defer retry.Stop()
+	// While following, the leader's silence is looked at a few times per
+	// election timeout (reconcile).
+	watch := time.NewTicker(n.raft.ElectionTimeout() / 4)
+	defer watch.Stop()
 	for {
 		changes := n.raft.Changes()
 		ok := n.reconcile(ctx)
@@ -284,6 +299,7 @@ func (n *Node) followLeader(ctx context.Context) {
 		select {
 		case <-changes:
 		case <-retry.C:
+		case <-watch.C:
 		case <-ctx.Done():
 			return
 		case <-n.raft.Done():
@@ -298,7 +314,7 @@ func (n *Node) followLeader(ctx context.Context) {
 			case err != nil:
 				n.log.Error("cluster member stopped: this node no longer serves", "err", err)
 			}
-			n.route(false, peer.MemberInfo{})
+			n.routeNowhere()
 			if err := n.broker.Deactivate(context.WithoutCancel(ctx)); err != nil {
 				n.log.Warn("deactivating the broker", "err", err)
 			}
@@ -312,9 +328,12 @@ func (n *Node) followLeader(ctx context.Context) {
 func (n *Node) reconcile(ctx context.Context) bool {
 	if n.raft.IsLeader() {
 		if n.broker.Active() {
-			n.route(true, peer.MemberInfo{})
+			n.routeLocal()
 			return true
 		}
+		// Nothing is piped to the previous leader any more; new
+		// connections wait until this member serves.
+		n.routeNowhere()
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		err := n.rep.Barrier(cctx)
@@ -328,12 +347,12 @@ func (n *Node) reconcile(ctx context.Context) bool {
 			n.log.Warn("leading, but not serving yet", "err", err)
 			return false
 		}
-		n.route(true, peer.MemberInfo{})
+		n.routeLocal()
 		n.log.Info("this member leads: serving", "node_id", n.cfg.NodeID, "applied", n.rep.Applied())
 		return true
 	}
 	if n.broker.Active() {
-		n.route(false, peer.MemberInfo{}) // close local connections first
+		n.routeNowhere() // close local connections first
 		if err := n.broker.Deactivate(ctx); err != nil {
 			n.log.Warn("deactivating the broker", "err", err)
 		}
@@ -341,9 +360,23 @@ func (n *Node) reconcile(ctx context.Context) bool {
 	}
 	lead := n.raft.Leader()
 	if lead == 0 {
-		n.route(false, peer.MemberInfo{})
+		n.routeNowhere()
 		return true // the next change names a leader
 	}
+	if silent := time.Since(n.raft.LeaderHeard()); silent > n.raft.ElectionTimeout() {
+		if n.routedTo != 0 {
+			n.log.Warn("the leader went silent: relayed connections closed, new ones wait for a leader",
+				"leader", lead, "silent_for", silent.Round(time.Millisecond))
+		}
+		n.routeNowhere()
+		return true // looked at again at the next watch tick
+	}
+	if n.routedTo == lead {
+		return true
+	}
+	// What was piped to another leader goes now; new connections wait
+	// for this one's addresses.
+	n.routeNowhere()
 	// Asked afresh at each change: a member restarted under another
 	// version answers otherwise (RemotingGreeting), and it can only lead
 	// again after a change.
@@ -353,50 +386,93 @@ func (n *Node) reconcile(ctx context.Context) bool {
 	info, err := n.raft.MemberInfo(cctx, lead)
 	if err != nil {
 		n.log.Warn("cannot learn the leader's addresses", "leader", lead, "err", err)
-		n.route(false, peer.MemberInfo{})
 		return false
 	}
 	n.route(false, info)
+	n.routedTo = lead
 	return true
 }
 
-// routeAddrs are the gRPC addresses of the voters whose addresses are
-// known, the leader's first: what QueryRoute tells clients to dial (any
-// member relays to the leader).
-func (n *Node) routeAddrs(ctx context.Context) []string {
+// routeLocal makes the relays hand connections to this member's servers.
+func (n *Node) routeLocal() {
+	n.route(true, peer.MemberInfo{})
+	n.routedTo = 0
+}
+
+// routeNowhere makes the relays close what they routed and hold new
+// connections (up to --leader-wait) until the next route.
+func (n *Node) routeNowhere() {
+	n.route(false, peer.MemberInfo{})
+	n.routedTo = 0
+}
+
+// relayMember is a member that routes send clients to, and its
+// listeners' addresses.
+type relayMember struct {
+	id   uint64
+	info peer.MemberInfo
+}
+
+// relayMembers are the members routes name, in id order. Routes are
+// answered by the leader (a follower's relay pipes every client
+// connection to it), which names the voters it heard from within the
+// last election timeout, itself excepted: clients then reach it through
+// a follower's relay, so a leader that hangs stalls none of them beyond
+// the election that replaces it (the relays close what they piped to it
+// and pipe anew to the next leader), where a client connected to it
+// directly would wait for as long as it hangs. A member that is down is
+// left out, so that a client given one member's address is not given a
+// dead one. With no such follower (or its addresses unknown) the leader
+// names itself. A member that is not the leader (the moment between
+// losing leadership and closing its listeners) names every voter.
+func (n *Node) relayMembers(ctx context.Context) []relayMember {
+	self := uint64(n.cfg.NodeID)
 	ids := slices.Clone(n.raft.Members().Voters)
-	lead := n.raft.Leader()
-	slices.SortFunc(ids, func(a, b uint64) int {
-		switch {
-		case a == lead:
-			return -1
-		case b == lead:
-			return 1
-		case a < b:
-			return -1
-		case a > b:
-			return 1
-		}
-		return 0
-	})
-	// Asked at once: a member that is down costs the wait once, not
-	// once per member.
-	addrs := make([]string, len(ids))
+	slices.Sort(ids)
 	cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancel()
+	if st, err := n.raft.Status(cctx); err == nil && st.Progress != nil {
+		ids = slices.DeleteFunc(ids, func(id uint64) bool { return id == self || !st.Progress[id].RecentActive })
+	}
+	// Asked at once: a member that is down costs the wait once, not
+	// once per member.
+	out := make([]relayMember, len(ids))
 	var wg sync.WaitGroup
 	for i, id := range ids {
 		wg.Go(func() {
-			if info, err := n.raft.MemberInfo(cctx, id); err == nil {
-				addrs[i] = info.GRPC
+			out[i].id = id
+			if id == self {
+				out[i].info = n.memberInfo()
+			} else if info, err := n.raft.MemberInfo(cctx, id); err == nil {
+				out[i].info = info
 			}
 		})
 	}
 	wg.Wait()
-	out := addrs[:0]
-	for _, a := range addrs {
-		if a != "" {
-			out = append(out, a)
+	out = slices.DeleteFunc(out, func(m relayMember) bool { return m.info == (peer.MemberInfo{}) })
+	if len(out) == 0 {
+		out = []relayMember{{id: self, info: n.memberInfo()}}
+	}
+	return out
+}
+
+// routeMembers are relayMembers' gRPC addresses (v2service routes).
+func (n *Node) routeMembers(ctx context.Context) []v2service.RouteMember {
+	var out []v2service.RouteMember
+	for _, m := range n.relayMembers(ctx) {
+		if m.info.GRPC != "" {
+			out = append(out, v2service.RouteMember{ID: m.id, Addr: m.info.GRPC})
+		}
+	}
+	return out
+}
+
+// remotingMembers are relayMembers' remoting addresses (classic routes).
+func (n *Node) remotingMembers(ctx context.Context) []remoting.RouteMember {
+	var out []remoting.RouteMember
+	for _, m := range n.relayMembers(ctx) {
+		if m.info.Remoting != "" {
+			out = append(out, remoting.RouteMember{ID: m.id, Addr: m.info.Remoting})
 		}
 	}
 	return out

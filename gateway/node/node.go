@@ -70,6 +70,9 @@ type Node struct {
 	rep    *cluster.Replica
 	raft   *peer.Node
 	relays map[string]*relay.Relay
+	// routedTo is the leader the relays pipe to (0: none, or this
+	// member serves); followLeader's goroutine only.
+	routedTo uint64
 	// restart is closed (once) when the node must be reopened (Restart).
 	restart     chan struct{}
 	restartOnce sync.Once
@@ -336,7 +339,7 @@ func (n *Node) startGRPC(ctx context.Context) error {
 	})
 	sc := v2service.ServiceConfig{AdvertiseAddr: n.cfg.AdvertiseAddr, Logger: n.log}
 	if n.raft != nil {
-		sc.RouteAddrs = n.routeAddrs
+		sc.RouteMembers = n.routeMembers
 	}
 	svc, err := v2service.NewMessagingService(sc,
 		n.broker, n.sess, n.gate)
@@ -368,7 +371,11 @@ func (n *Node) advertiseHost() string {
 // startRemoting binds the classic remoting listener (NameServer + Broker
 // on one port) over the broker's classic view.
 func (n *Node) startRemoting(ctx context.Context) error {
-	srv, err := remoting.New(remoting.Config{AdvertiseHost: n.advertiseHost(), Logger: n.log, Pid: os.Getpid(), Auth: n.auth}, n.broker.Classic())
+	rc := remoting.Config{AdvertiseHost: n.advertiseHost(), Logger: n.log, Pid: os.Getpid(), Auth: n.auth}
+	if n.raft != nil {
+		rc.Members = n.remotingMembers
+	}
+	srv, err := remoting.New(rc, n.broker.Classic())
 	if err == nil {
 		err = srv.Serve(ctx, n.lis["remoting-addr"])
 	}
