@@ -24,6 +24,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/resolver/manual"
 	"google.golang.org/grpc/status"
 
 	v2 "github.com/mqgate/mqgate/gen/apache/rocketmq/v2"
@@ -104,6 +106,14 @@ type Client struct {
 // Dial connects to endpoint ("host:port") and waits until the connection
 // is ready or ctx ends. A server that cannot be reached is an error
 // wrapping ErrUnavailable that says why (e.g. connection refused).
+//
+// endpoint may list several addresses separated by ";" (the official
+// clients' syntax, e.g. every member of a cluster): the client connects
+// to the first that answers, in order, and when the connection to it is
+// lost it connects again the same way, so calls move on to the next
+// member when one goes away. A call under way when its connection is
+// lost fails as it would with one address (a send is retried when
+// nothing reached the server).
 func Dial(ctx context.Context, endpoint string, opts ...Option) (*Client, error) {
 	c := &Client{endpoint: endpoint, members: map[*member]struct{}{}}
 	c.cfg.requestTimeout = DefaultRequestTimeout
@@ -122,7 +132,8 @@ func Dial(ctx context.Context, endpoint string, opts ...Option) (*Client, error)
 		grpc.WithStatsHandler(attemptStats{}),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64 << 20)),
 	}, c.cfg.dialOpts...)
-	conn, err := grpc.NewClient(endpoint, dopts...)
+	target, topts := DialTarget(endpoint)
+	conn, err := grpc.NewClient(target, append(dopts, topts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("sdk: dial %s: %w", endpoint, err)
 	}
@@ -314,21 +325,62 @@ func defaultClientID() string {
 	return host + "@" + strconv.Itoa(os.Getpid()) + "@" + hex.EncodeToString(b[:])
 }
 
-// accessPoint describes endpoint for the Settings' access_point.
-func accessPoint(endpoint string) *v2.Endpoints {
-	host, port, err := net.SplitHostPort(endpoint)
-	if err != nil {
-		host, port = endpoint, "8081"
+// DialTarget is the grpc target, and the dial options it needs, that
+// connect to endpoint as Dial does: one "host:port", or several
+// separated by ";" taken in order (grpc's default balancer, pick_first,
+// connects to the first that answers and starts again from the first
+// when that connection is lost). For a grpc.ClientConn of one's own, e.g.
+// to mqgate's admin API on the same port.
+func DialTarget(endpoint string) (string, []grpc.DialOption) {
+	addrs := splitEndpoint(endpoint)
+	switch len(addrs) {
+	case 0:
+		return endpoint, nil
+	case 1:
+		return addrs[0], nil
 	}
-	p, _ := strconv.Atoi(port)
-	scheme := v2.AddressScheme_DOMAIN_NAME
-	if ip := net.ParseIP(host); ip != nil {
-		scheme = v2.AddressScheme_IPv4
-		if ip.To4() == nil {
-			scheme = v2.AddressScheme_IPv6
+	r := manual.NewBuilderWithScheme("mqgate-members")
+	st := resolver.State{}
+	for _, a := range addrs {
+		st.Addresses = append(st.Addresses, resolver.Address{Addr: a})
+	}
+	r.InitialState(st)
+	return r.Scheme() + ":///members", []grpc.DialOption{grpc.WithResolvers(r)}
+}
+
+// splitEndpoint is the addresses of an endpoint list ("a;b;c"), blanks
+// dropped.
+func splitEndpoint(endpoint string) []string {
+	var out []string
+	for _, a := range strings.Split(endpoint, ";") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
 		}
 	}
-	return &v2.Endpoints{Scheme: scheme, Addresses: []*v2.Address{{Host: host, Port: int32(p)}}}
+	return out
+}
+
+// accessPoint describes endpoint (one address or a ";" list) for the
+// Settings' access_point; the scheme is the first address's.
+func accessPoint(endpoint string) *v2.Endpoints {
+	ep := &v2.Endpoints{Scheme: v2.AddressScheme_DOMAIN_NAME}
+	for i, a := range splitEndpoint(endpoint) {
+		host, port, err := net.SplitHostPort(a)
+		if err != nil {
+			host, port = a, "8081"
+		}
+		p, _ := strconv.Atoi(port)
+		if i == 0 {
+			if ip := net.ParseIP(host); ip != nil {
+				ep.Scheme = v2.AddressScheme_IPv4
+				if ip.To4() == nil {
+					ep.Scheme = v2.AddressScheme_IPv6
+				}
+			}
+		}
+		ep.Addresses = append(ep.Addresses, &v2.Address{Host: host, Port: int32(p)})
+	}
+	return ep
 }
 
 // grpcErr wraps a gRPC-level failure of op, marking UNAVAILABLE with

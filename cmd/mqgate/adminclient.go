@@ -47,7 +47,7 @@ type clientFlags struct {
 }
 
 func (c *clientFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&c.server, "server", defaultServer, "address (HOST:PORT) of the running mqgate's gRPC port")
+	fs.StringVar(&c.server, "server", defaultServer, "address (HOST:PORT) of the running mqgate's gRPC port; a cluster's members' separated by ';' are tried in order")
 	fs.BoolVar(&c.tls, "tls", false, "connect with TLS (the certificate is not verified)")
 	fs.BoolVar(&c.json, "json", false, "print the result as JSON")
 	fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "give up after this long")
@@ -107,7 +107,8 @@ func dialAdmin(c clientFlags) (*adminConn, error) {
 	if c.signed() {
 		opts = append(opts, grpc.WithPerRPCCredentials(sdk.Credentials(c.accessKey, c.secretKey)))
 	}
-	conn, err := grpc.NewClient(c.server, opts...)
+	target, topts := sdk.DialTarget(c.server)
+	conn, err := grpc.NewClient(target, append(opts, topts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("--server %q: %v", c.server, err)
 	}

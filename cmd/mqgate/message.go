@@ -18,7 +18,8 @@ const messageUsage = `Usage:
 Finds stored messages whose message id or key is ID_OR_KEY, in every topic
 (dead-letter topics and delayed messages not yet due included) or in --topic.
 
-  --server HOST:PORT   the running mqgate's gRPC port (default 127.0.0.1:8081)
+  --server HOST:PORT   the running mqgate's gRPC port (default 127.0.0.1:8081); for a
+                       cluster, every member's separated by ';' (tried in order)
   --tls                use TLS (the certificate is not verified)
   --access-key AK      sign calls as AK when mqgate runs with --auth-file
                        (env MQGATE_ACCESS_KEY)

@@ -32,7 +32,8 @@ invisible for --invisible and its receipt_handle can be given to 'mqgate ack'.
   --no-ack           do not acknowledge (print receipt handles for 'mqgate ack')
   --follow           keep receiving until interrupted (Ctrl-C)
 
-  --server HOST:PORT   the running mqgate's gRPC port (default 127.0.0.1:8081)
+  --server HOST:PORT   the running mqgate's gRPC port (default 127.0.0.1:8081); for a
+                       cluster, every member's separated by ';' (tried in order)
   --tls                use TLS (the certificate is not verified)
   --access-key AK      sign calls as AK when mqgate runs with --auth-file
                        (env MQGATE_ACCESS_KEY)
@@ -215,7 +216,8 @@ receipt_handle. A handle is refused once its invisible time has passed (the
 message is then redelivered with a new handle), once acked, or when
 superseded.
 
-  --server HOST:PORT   the running mqgate's gRPC port (default 127.0.0.1:8081)
+  --server HOST:PORT   the running mqgate's gRPC port (default 127.0.0.1:8081); for a
+                       cluster, every member's separated by ';' (tried in order)
   --tls                use TLS (the certificate is not verified)
   --access-key AK      sign calls as AK when mqgate runs with --auth-file
                        (env MQGATE_ACCESS_KEY)

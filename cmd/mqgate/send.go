@@ -24,7 +24,8 @@ const sendUsage = `Usage:
   --group G          message group: FIFO order within G (the topic must be FIFO or MIXED)
   --delay D          deliver after D, e.g. 30s or 5m (the topic must be DELAY or MIXED)
 
-  --server HOST:PORT   the running mqgate's gRPC port (default 127.0.0.1:8081)
+  --server HOST:PORT   the running mqgate's gRPC port (default 127.0.0.1:8081); for a
+                       cluster, every member's separated by ';' (tried in order)
   --tls                use TLS (the certificate is not verified)
   --access-key AK      sign calls as AK when mqgate runs with --auth-file
                        (env MQGATE_ACCESS_KEY)
