@@ -270,3 +270,30 @@ func TestMessageCommandsConnectionRefused(t *testing.T) {
 		c.fails(exitFail, "is `mqgate serve` running at that address?", args...)
 	}
 }
+
+// --server takes a cluster's member list as the official clients do
+// ("a;b;c"): the commands connect to the first address that answers, in
+// order, so a member that is down is passed over.
+func TestMessageCommandsServerList(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end")
+	}
+	p := testutil.Start(t, testutil.StartOptions{NoRemoting: true})
+	dead := testutil.UnusedAddr(t)
+	c := cli{t: t, bin: testutil.Binary(t), addr: dead + ";" + p.GRPC + ";" + testutil.UnusedAddr(t)}
+	c.ok("", "topic", "create", "listed", "--queues", "1")
+	c.ok("", "group", "create", "lg")
+	out := c.ok("", "send", "--topic", "listed", "--json", "through the list")
+	sent := jsonLines(t, out)
+	if len(sent) != 1 {
+		t.Fatalf("send: %q", out)
+	}
+	out = c.ok("", "receive", "--group", "lg", "--topic", "listed", "--max", "1", "--json")
+	got := jsonLines(t, out)
+	if len(got) != 1 || got[0]["message_id"] != sent[0]["message_id"] || got[0]["body"] != "through the list" {
+		t.Fatalf("receive through the list: %q (sent %q)", out, sent)
+	}
+	// Nothing listening at any address: the usual hint.
+	c = cli{t: t, bin: c.bin, addr: dead + ";" + testutil.UnusedAddr(t)}
+	c.fails(exitFail, "is `mqgate serve` running at that address?", "send", "--topic", "listed", "x")
+}
