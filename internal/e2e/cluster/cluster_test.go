@@ -47,7 +47,7 @@ type group struct {
 	members []*member
 	peers   string
 	args    []string
-	token   string // --peer-token among args
+	token   string // --peer-token among args (one of the test's own when it gave none)
 	// links are the proxies of a group made by newProxiedGroup: the one
 	// member from dials to reach member to's peer listener, by [from, to].
 	links map[[2]int]*faultproxy.Proxy

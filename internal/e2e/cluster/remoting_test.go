@@ -134,7 +134,9 @@ func TestClusterClassicProducerAcrossFailover(t *testing.T) {
 }
 
 // routedBroker asks the name server at addr for topic's route (classic
-// GET_ROUTEINFO_BY_TOPIC) and returns the broker address it names.
+// GET_ROUTEINFO_BY_TOPIC) and returns the address of the broker it
+// names first: the one whose queues consumers read (the other members
+// follow as brokers producers may also send through).
 func routedBroker(t *testing.T, addr, topic string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -153,7 +155,7 @@ func routedBroker(t *testing.T, addr, topic string) string {
 			BrokerAddrs map[string]string `json:"brokerAddrs"`
 		} `json:"brokerDatas"`
 	}
-	if err := json.Unmarshal(r.Body, &route); r.Code != 0 || err != nil || len(route.BrokerDatas) != 1 {
+	if err := json.Unmarshal(r.Body, &route); r.Code != 0 || err != nil || len(route.BrokerDatas) == 0 {
 		t.Fatalf("route of %s at %s: code %d %q, %s, %v", topic, addr, r.Code, r.Remark, r.Body, err)
 	}
 	return route.BrokerDatas[0].BrokerAddrs["0"]

@@ -390,6 +390,48 @@ const scenarios = {
     };
   },
 
+  // A cluster member dies under the clients: 5 messages sent, received
+  // and acked through MQ_ENDPOINT (a member); "READY" on stdout; the test
+  // kills that member (kill -9, it stays down) and answers "GO"; then 5
+  // more are sent (each retried until answered OK, for up to 60 s) and
+  // received by the same producer and consumer. moveMs is the time from
+  // "GO" to the first send answered OK, receiveMs to the last of the 5
+  // received; failedAfter counts the sends that failed meanwhile.
+  async failover() {
+    const consumer = await simpleConsumer('*');
+    const producer = await start(new Producer({ ...base, topics: [topic] }));
+    const sendAll = async (label, deadlineMs) => {
+      const sent = [];
+      let failed = 0;
+      let firstOk = 0;
+      const end = Date.now() + deadlineMs;
+      while (sent.length < 5) {
+        const body = `${label}-${sent.length}`;
+        try {
+          const r = await producer.send({ topic, body: Buffer.from(body) });
+          sent.push({ id: r.messageId, body });
+          if (!firstOk) firstOk = Date.now();
+        } catch (e) {
+          if (Date.now() > end) throw e;
+          failed++;
+          await new Promise((res) => setTimeout(res, 100));
+        }
+      }
+      return { sent, failed, firstOk };
+    };
+    const before = await sendAll('before', 30000);
+    const got1 = await receiveUntil(consumer, 5);
+    process.stdout.write('READY\n');
+    await new Promise((res) => process.stdin.once('data', res));
+    const go = Date.now();
+    const after = await sendAll('after', 60000);
+    const got2 = await receiveUntil(consumer, 5, { deadlineMs: 60000, retryErrors: true });
+    return {
+      before: before.sent, after: after.sent, failedAfter: after.failed, moveMs: after.firstOk - go,
+      receiveMs: Date.now() - go, receivedBefore: got1.map(view), receivedAfter: got2.map(view),
+    };
+  },
+
   // mqgate with --auth-file; MQ_ACCESS_KEY may publish to and consume
   // MQ_TOPIC as MQ_GROUP, consume but not publish to MQ_READONLY_TOPIC,
   // and neither publish to nor consume MQ_DENIED_TOPIC, nor use
