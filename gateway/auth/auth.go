@@ -225,6 +225,19 @@ type Access struct {
 	// Route is a topic whose route is asked: allowed to whoever may
 	// publish to it or consume it.
 	Route string
+	// Record is a message the request names only by its commit-log
+	// offset (classic send-back, view by id): what is checked is the
+	// topic of the message stored there, never a name the request
+	// carries.
+	Record *Record
+}
+
+// Record is what a commit-log offset holds, as the listener read it.
+type Record struct {
+	Offset int64
+	// Topic is the topic of the message starting at Offset; "" when no
+	// message starts there.
+	Topic string
 }
 
 // Allow checks that the user in ctx may do everything in acc. With auth
@@ -260,6 +273,12 @@ func (u *User) Allow(acc Access) error {
 	}
 	if acc.Route != "" && !matches(u.Publish, acc.Route) && !u.canConsume(acc.Route) {
 		return unauthorized("access key %q may neither publish to nor consume topic %q", u.AccessKey, acc.Route)
+	}
+	if r := acc.Record; r != nil && (r.Topic == "" || metadata.IsSystemTopic(r.Topic) || !u.canConsume(r.Topic)) {
+		// One refusal for "nothing there", "a system record" and "a
+		// topic it may not consume", naming no topic: walking offsets
+		// must not map the log.
+		return unauthorized("access key %q may not read commit-log offset %d: no message of a topic it may consume starts there", u.AccessKey, r.Offset)
 	}
 	return nil
 }

@@ -163,6 +163,16 @@ func TestAllow(t *testing.T) {
 		{"reader", Access{Subscribe: "orders", Group: "any"}, true},
 		{"open", Access{Publish: "anything", Subscribe: "else", Group: "g"}, true},
 		{"open", Access{Admin: true}, false},
+		// A record named by its offset: its own topic is checked.
+		{"app", Access{Record: &Record{Offset: 7, Topic: "orders"}}, true},
+		{"app", Access{Record: &Record{Offset: 7, Topic: "%RETRY%g-1"}}, true},
+		{"app", Access{Record: &Record{Offset: 7, Topic: "payments"}}, false},
+		{"app", Access{Record: &Record{Offset: 7}}, false}, // no message there
+		{"open", Access{Record: &Record{Offset: 7, Topic: "anything"}}, true},
+		{"open", Access{Record: &Record{Offset: 7, Topic: "rmq_sys_journal"}}, false}, // staged, not a message of a topic
+		{"open", Access{Record: &Record{Offset: 7, Topic: "RMQ_SYS_TRANS_HALF_TOPIC"}}, false},
+		{"ops", Access{Record: &Record{Offset: 7, Topic: "rmq_sys_journal"}}, true},
+		{"ops", Access{Record: &Record{Offset: 7}}, true},
 	}
 	for _, c := range cases {
 		ctx := NewContext(context.Background(), users.get(c.user))
@@ -173,6 +183,13 @@ func TestAllow(t *testing.T) {
 		if err != nil && mqerr.KindOf(err) != mqerr.KindUnauthorized {
 			t.Errorf("%s %+v: kind %v", c.user, c.acc, mqerr.KindOf(err))
 		}
+	}
+	// The refusals for a record say the same whatever the offset holds.
+	app := NewContext(context.Background(), users.get("app"))
+	e1 := a.Allow(app, Access{Record: &Record{Offset: 7, Topic: "payments"}})
+	e2 := a.Allow(app, Access{Record: &Record{Offset: 7}})
+	if e1 == nil || e2 == nil || e1.Error() != e2.Error() || strings.Contains(e1.Error(), "payments") {
+		t.Errorf("record refusals differ or name the topic: %v / %v", e1, e2)
 	}
 	// Enabled without a user fails closed; disabled allows everything.
 	if err := a.Allow(context.Background(), Access{Publish: "orders"}); err == nil {
