@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -591,6 +592,17 @@ type SendBack struct {
 	// MaxReconsumeTimes < 0 means the group's (max delivery attempts − 1).
 	MaxReconsumeTimes int32
 	OriginMsgID       string
+}
+
+// GroupConsumes reports whether the broker knows group to consume topic:
+// the group's own retry or dead-letter topic, a topic it committed an
+// offset in, or one it receives from by POP. The classic listener adds
+// what the group's connected clients subscribe to and pull.
+func (c *Classic) GroupConsumes(group, topic string) bool {
+	if topic == metadata.RetryPrefix+group || topic == metadata.DLQPrefix+group {
+		return true
+	}
+	return slices.Contains(c.b.consumedTopics(group), topic)
 }
 
 // SendBackResult says where the copy went.

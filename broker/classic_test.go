@@ -175,3 +175,38 @@ func TestParkedPullsWokenByTheirQueueOnly(t *testing.T) {
 		}
 	}
 }
+
+// GroupConsumes: a group's own retry and dead-letter topics, a topic it
+// committed an offset in, a topic it receives from by POP; nothing else.
+func TestClassicGroupConsumes(t *testing.T) {
+	e := newEnv(t)
+	e.topic("T", model.TopicNormal)
+	e.topic("P", model.TopicNormal)
+	e.topic("Q", model.TopicNormal)
+	e.group("G", 16, false)
+	c := e.b.Classic()
+	for _, tc := range []struct {
+		topic string
+		want  bool
+	}{{"%RETRY%G", true}, {"%DLQ%G", true}, {"%RETRY%H", false}, {"%DLQ%H", false}, {"T", false}, {"P", false}, {"Q", false}} {
+		if got := c.GroupConsumes("G", tc.topic); got != tc.want {
+			t.Errorf("before consuming: G consumes %s = %v, want %v", tc.topic, got, tc.want)
+		}
+	}
+	c.CommitOffset("G", "T", 0, 1)
+	e.send("P", 1, "")
+	if _, err := e.receive("G", "P", 1, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		topic string
+		want  bool
+	}{{"T", true}, {"P", true}, {"Q", false}} {
+		if got := c.GroupConsumes("G", tc.topic); got != tc.want {
+			t.Errorf("G consumes %s = %v, want %v", tc.topic, got, tc.want)
+		}
+	}
+	if c.GroupConsumes("H", "T") {
+		t.Error("another group's offsets count for H")
+	}
+}

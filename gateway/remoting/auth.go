@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/mqgate/mqgate/broker/metadata"
+	"github.com/mqgate/mqgate/broker/mqerr"
 	"github.com/mqgate/mqgate/broker/record"
 	"github.com/mqgate/mqgate/broker/txn"
 	"github.com/mqgate/mqgate/gateway/auth"
@@ -122,7 +123,7 @@ var accessRules = map[int32]accessRule{
 	reqGetMinOffset:            consumeFields("topic", ""),
 	reqSearchOffsetByTimestamp: consumeFields("topic", ""),
 	reqGetEarliestMsgStoreTime: consumeFields("topic", ""),
-	reqConsumerSendMsgBack:     groupField("group"),
+	reqConsumerSendMsgBack:     sendBackAccess,
 	// Admin
 	reqUpdateAndCreateTopic:      admin,
 	reqGetAllTopicConfig:         admin,
@@ -266,16 +267,45 @@ func batchAckAccess(_ *Server, req *codec.Command) ([]auth.Access, *codec.Comman
 }
 
 // viewAccess: VIEW_MESSAGE_BY_ID names only a commit-log offset, so the
-// record's own topic is what is read.
+// topic of the message stored there is what is read.
 func viewAccess(s *Server, req *codec.Command) ([]auth.Access, *codec.Command) {
+	rec, bad := s.recordAt(req, "offset")
+	if bad != nil {
+		return nil, bad
+	}
+	return []auth.Access{{Record: rec}}, nil
+}
+
+// sendBackAccess: CONSUMER_SEND_MSG_BACK acts as its group and copies the
+// message at its offset into the group's retry or dead-letter topic, where
+// the group's users read it: the caller must be allowed to consume the
+// message's own topic (upstream checks only the group, which lets a user
+// of any group read every topic by walking offsets). The handler then
+// checks that the group consumes that topic (sendback.go).
+func sendBackAccess(s *Server, req *codec.Command) ([]auth.Access, *codec.Command) {
+	rec, bad := s.recordAt(req, "offset")
+	if bad != nil {
+		return nil, bad
+	}
+	return []auth.Access{{Group: req.Ext["group"]}, {Record: rec}}, nil
+}
+
+// recordAt reads what the commit-log offset in field holds, for an
+// auth.Record: a message's topic, or nothing (no message starts there).
+// A store that cannot be read is answered as such.
+func (s *Server) recordAt(req *codec.Command, field string) (*auth.Record, *codec.Command) {
 	f := fields{req: req}
-	phys := f.int64("offset", true, 0)
+	phys := f.int64(field, true, 0)
 	if r := f.failed(); r != nil {
 		return nil, r
 	}
+	rec := &auth.Record{Offset: phys}
 	m, err := s.cl.ReadAt(phys)
-	if err != nil {
+	switch {
+	case err == nil:
+		rec.Topic = m.Topic
+	case mqerr.KindOf(err) != mqerr.KindMessageNotFound:
 		return nil, s.fail(s.group.Context(), err)
 	}
-	return []auth.Access{{Subscribe: m.Topic}}, nil
+	return rec, nil
 }

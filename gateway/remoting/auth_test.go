@@ -297,6 +297,7 @@ func TestAuthAuthorizationTable(t *testing.T) {
 		{"earliest time orders", reqGetEarliestMsgStoreTime, map[string]string{"topic": "orders", "queueId": "0"}, nil, true},
 		{"send back as billing", reqConsumerSendMsgBack, map[string]string{"offset": ordersPhys, "group": "billing", "delayLevel": "0"}, nil, false},
 		{"send back as g-1", reqConsumerSendMsgBack, map[string]string{"offset": ordersPhys, "group": "g-1", "delayLevel": "0"}, nil, true},
+		{"send back a payments message as g-1", reqConsumerSendMsgBack, map[string]string{"offset": paymentsPhys, "group": "g-1", "delayLevel": "0"}, nil, false},
 		{"heartbeat g-1 on orders", reqHeartBeat, nil, heartbeatBody("c1", []string{"any-producer-group"}, map[string][]string{"g-1": {"orders", "%RETRY%g-1"}}), true},
 		{"heartbeat billing", reqHeartBeat, nil, heartbeatBody("c2", nil, map[string][]string{"billing": {"orders"}}), false},
 		{"heartbeat g-2 on payments", reqHeartBeat, nil, heartbeatBody("c3", nil, map[string][]string{"g-2": {"payments"}}), false},
@@ -435,4 +436,59 @@ func TestAuthEndTransactionChecksTheHalfMessagesTopic(t *testing.T) {
 		t.Fatalf("ending an orders transaction as app: refused: %q", r.Remark)
 	}
 	e.must(end(ops, payments, ""), codeSuccess)
+}
+
+// CONSUMER_SEND_MSG_BACK names a message by its commit-log offset and
+// copies it into the group's retry or dead-letter topic, which the
+// caller then reads: it is refused unless the caller may consume the
+// message's own topic. The refusal is the same for a message of another
+// topic, an offset inside a message and one past the log, and names no
+// topic, so walking offsets maps nothing; nothing is copied.
+func TestAuthSendBackReadsOnlyWhatTheCallerMayConsume(t *testing.T) {
+	e := newEnv(t, withAuth(t))
+	ops := e.dialSigned("ops", "ops-secret", codec.JSON)
+	e.createTopic(ops, "orders", 1, "")
+	e.createTopic(ops, "payments", 1, "")
+	physOf := func(r *codec.Command) int64 {
+		_, phys, err := wire.ParseOffsetMsgID(r.Ext["msgId"])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return phys
+	}
+	orders := physOf(e.must(e.send(ops, "orders", 0, "o", ""), codeSuccess))
+	payments := physOf(e.must(e.send(ops, "payments", 0, "secret", ""), codeSuccess))
+	app := e.dialSigned("app", "app-secret", codec.JSON)
+	// g-1 consumes orders, and (as a group may) the payments topic is
+	// what an attacker names.
+	e.must(e.call(app, reqHeartBeat, nil, heartbeatBody("c1", nil, map[string][]string{"g-1": {"orders", "%RETRY%g-1"}})), codeSuccess)
+	back := func(c *client.Conn, phys int64) *codec.Command {
+		return e.call(c, reqConsumerSendMsgBack, map[string]string{"offset": fmt.Sprint(phys), "group": "g-1", "delayLevel": "-1", "maxReconsumeTimes": "16"}, nil)
+	}
+	var remarks []string
+	for _, off := range []int64{payments, payments + 1, orders + 3, payments + 1<<20} {
+		r := back(app, off)
+		mustRefuse(t, r, "may not read commit-log offset")
+		if strings.Contains(r.Remark, "payments") {
+			t.Fatalf("the refusal names the record's topic: %q", r.Remark)
+		}
+		remarks = append(remarks, strings.ReplaceAll(r.Remark, fmt.Sprint(off), "N"))
+	}
+	for _, r := range remarks[1:] {
+		if r != remarks[0] {
+			t.Fatalf("refusals differ by what the offset holds: %q", remarks)
+		}
+	}
+	if n := e.stored("%DLQ%g-1", 0); n != 0 {
+		t.Fatalf("%%DLQ%%g-1 holds %d messages after refused send-backs", n)
+	}
+	// Its own topic's message goes back, and app reads the copy.
+	e.must(back(app, orders), codeSuccess)
+	rs := records(t, e.must(e.pull(app, "g-1", "%DLQ%g-1", 0, 0), codeSuccess).Body)
+	if len(rs) != 1 || string(rs[0].Body) != "o" {
+		t.Fatalf("dead letters of g-1: %+v", rs)
+	}
+	// An admin may send back any message of a topic the group consumes.
+	e.must(e.call(ops, reqUpdateConsumerOffset, map[string]string{"consumerGroup": "g-1", "topic": "payments", "queueId": "0", "commitOffset": "0"}, nil), codeSuccess)
+	e.must(back(ops, payments), codeSuccess)
 }

@@ -53,6 +53,42 @@ type conn struct {
 	// connection (Server.call), by opaque.
 	cmu   sync.Mutex
 	calls map[int32]chan *codec.Command
+
+	// pulled holds the (group, topic) pairs pulled on this connection, up
+	// to maxPulled: a send-back may name a message of any of them
+	// (sendback.go). pmu guards it and is a leaf.
+	pmu    sync.Mutex
+	pulled map[groupTopic]struct{}
+}
+
+// groupTopic is a consumer group and a topic it consumes.
+type groupTopic struct{ group, topic string }
+
+// maxPulled bounds conn.pulled: a client pulls a few topics as a few
+// groups; past the bound, pulls are not recorded and send-backs rely on
+// heartbeats and committed offsets.
+const maxPulled = 1024
+
+// notePull records that group pulled topic on c.
+func (c *conn) notePull(group, topic string) {
+	c.pmu.Lock()
+	defer c.pmu.Unlock()
+	k := groupTopic{group, topic}
+	if _, ok := c.pulled[k]; ok || len(c.pulled) >= maxPulled {
+		return
+	}
+	if c.pulled == nil {
+		c.pulled = make(map[groupTopic]struct{})
+	}
+	c.pulled[k] = struct{}{}
+}
+
+// hasPulled reports whether group pulled topic on c.
+func (c *conn) hasPulled(group, topic string) bool {
+	c.pmu.Lock()
+	defer c.pmu.Unlock()
+	_, ok := c.pulled[groupTopic{group, topic}]
+	return ok
 }
 
 func addrPortOf(a net.Addr) netip.AddrPort {

@@ -30,7 +30,10 @@
 // (the ctx every handler gets). A served code is then checked against ONE
 // table, accessRules, from request code to what the request touches
 // (publish, consume a topic, a consumer group, a route, or admin); a code
-// missing from it is admin-only. A refusal is answered as upstream's
+// missing from it is admin-only. Requests that name a message only by its
+// commit-log offset (CONSUMER_SEND_MSG_BACK, VIEW_MESSAGE_BY_ID,
+// END_TRANSACTION) are checked against the topic of the message stored
+// there, never a name the request carries. A refusal is answered as upstream's
 // auth pipeline answers it: NO_PERMISSION (16) with the reason as remark,
 // nothing executed, and no answer to a oneway request. Responses from
 // clients (to CHECK_TRANSACTION_STATE and the like) are not requests and
@@ -52,8 +55,8 @@
 // meet only in the broker's transaction check-back, which asks both.
 //
 // Locking: registry.mu guards the client registry, locks.mu the orderly
-// locks, conn.wmu one connection's writes, conn.cmu its waiting calls.
-// They never nest; server
+// locks, conn.wmu one connection's writes, conn.cmu its waiting calls,
+// conn.pmu what it pulled. They never nest; server
 // requests to clients (NOTIFY_CONSUMER_IDS_CHANGED, CHECK_TRANSACTION_STATE,
 // RESET_CONSUMER_CLIENT_OFFSET) are written after registry.mu is released.
 //
@@ -81,7 +84,9 @@
 //	14 new group starts at 0                  TestOffsets
 //	15 exact client ids, dropped on close     TestConsumerListFollowsConnections, TestClientsExpireWithoutHeartbeats
 //	16 groups and retry topics auto-created   TestConsumerListFollowsConnections, TestRetryRouteOnDemandAndUnknownTopics
-//	17 send-back must succeed                 TestSendBackRetriesThenDeadLetters, e2e TestClassicRetryThenDLQ
+//	17 send-back must succeed                 TestSendBackRetriesThenDeadLetters, e2e TestClassicRetryThenDLQ,
+//	                                          TestClassicRetryUnderAuth; refused only for a message of a topic
+//	                                          the group does not consume (TestSendBackOnlyForTopicsTheGroupConsumes)
 //	18 retry delay levels start at 3          TestSendBackRetriesThenDeadLetters
 //	19 orderly locks; STOREHOST dialable      TestOrderlyLocks, TestSendAnswerAndRecordLayout
 //	20 Go and Java heartbeat forms            TestConsumerListFollowsConnections

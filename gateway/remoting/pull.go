@@ -58,6 +58,7 @@ func (s *Server) pull(ctx context.Context, c *conn, req *codec.Command) *codec.C
 	if bad != nil {
 		return bad
 	}
+	c.notePull(group, t.Name)
 	// The subscription: from the request when it says so, else what the
 	// group's heartbeat registered; lenient "*" when the group has none
 	// for this topic (Go does not handle SUBSCRIPTION_NOT_EXIST).

@@ -2,10 +2,12 @@ package remoting
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/mqgate/mqgate/gateway/remoting/client"
+	"github.com/mqgate/mqgate/gateway/remoting/codec"
 	"github.com/mqgate/mqgate/gateway/remoting/wire"
 )
 
@@ -73,8 +75,92 @@ func TestSendBackRetriesThenDeadLetters(t *testing.T) {
 		t.Fatalf("gRPC view of the dead letter: %+v %v", got.Messages, err)
 	}
 
-	// delayLevel -1: straight to the DLQ; an unknown offset is refused.
+	// delayLevel -1: straight to the DLQ; an offset where no message
+	// starts is refused as upstream refuses it.
+	e.must(e.pull(c, "CG2", "T", 0, 0), codeSuccess)
 	e.sendBack(c, orig.PhysOffset, "CG2", -1, 16)
 	e.must(e.pull(c, "X", "%DLQ%CG2", 0, 0), codeSuccess)
-	e.must(e.call(c, reqConsumerSendMsgBack, map[string]string{"offset": fmt.Sprint(orig.PhysOffset + 3), "group": "CG", "delayLevel": "0"}, nil), codeQueryNotFound)
+	r := e.must(e.call(c, reqConsumerSendMsgBack, map[string]string{"offset": fmt.Sprint(orig.PhysOffset + 3), "group": "CG", "delayLevel": "0"}, nil), codeSystemError)
+	if want := fmt.Sprint("look message by offset failed, ", orig.PhysOffset+3); r.Remark != want {
+		t.Fatalf("remark %q, want %q", r.Remark, want)
+	}
+}
+
+// A send-back copies a message into the group's retry or dead-letter
+// topic, which the group's consumers read: it is accepted only for a
+// message of a topic the group consumes (a connected member subscribes
+// to it, the group pulled it on the connection, committed an offset in
+// it, or it is the group's own retry or dead-letter topic), and only at
+// an offset where a message starts. Anything else copies nothing.
+func TestSendBackOnlyForTopicsTheGroupConsumes(t *testing.T) {
+	e := newEnv(t)
+	c := e.dial()
+	e.createTopic(c, "T", 1, "")
+	e.createTopic(c, "P", 1, "")
+	physOf := func(r *codec.Command) int64 {
+		_, phys, err := wire.ParseOffsetMsgID(r.Ext["msgId"])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return phys
+	}
+	tPhys := physOf(e.must(e.send(c, "T", 0, "t", props("UNIQ_KEY", "UT")), codeSuccess))
+	pPhys := physOf(e.must(e.send(c, "P", 0, "private", props("UNIQ_KEY", "UP")), codeSuccess))
+	half := physOf(e.must(e.send(c, "T", 0, "half", props("TRAN_MSG", "true", "PGROUP", "TPG", "UNIQ_KEY", "UH")), codeSuccess))
+	// CG's consumer subscribes to T on its own connection.
+	member := e.dial()
+	e.must(e.call(member, reqHeartBeat, nil, heartbeatBody("cg-1", nil, map[string][]string{"CG": {"T", "%RETRY%CG"}})), codeSuccess)
+
+	back := func(c *client.Conn, phys int64, group string) *codec.Command {
+		return e.call(c, reqConsumerSendMsgBack, map[string]string{"offset": fmt.Sprint(phys), "group": group, "delayLevel": "-1",
+			"originMsgId": "O", "maxReconsumeTimes": "16"}, nil)
+	}
+	dlq := func(group string) int64 { return e.stored("%DLQ%"+group, 0) }
+
+	// P is no topic of CG's: refused, nothing copied.
+	if r := back(c, pPhys, "CG"); r.Code != codeNoPermission || !strings.Contains(r.Remark, `does not consume topic "P"`) {
+		t.Fatalf("send-back of a P message as CG: %d %q, want NO_PERMISSION", r.Code, r.Remark)
+	}
+	// A half message (a system record), a position inside a message and
+	// one past the log: no message there.
+	for _, off := range []int64{half, pPhys + 3, pPhys + 1<<20} {
+		if r := back(c, off, "CG"); r.Code != codeSystemError || !strings.Contains(r.Remark, "look message by offset failed") {
+			t.Fatalf("send-back of offset %d: %d %q, want SYSTEM_ERROR", off, r.Code, r.Remark)
+		}
+	}
+	if n := dlq("CG"); n != 0 {
+		t.Fatalf("%%DLQ%%CG holds %d messages after refused send-backs", n)
+	}
+	// T is: the subscription of a connected member counts on any
+	// connection.
+	e.must(back(c, tPhys, "CG"), codeSuccess)
+	if n := dlq("CG"); n != 1 {
+		t.Fatalf("%%DLQ%%CG holds %d messages, want 1", n)
+	}
+	// The group's own dead-letter topic is its own.
+	dl := records(t, e.must(e.pull(member, "CG", "%DLQ%CG", 0, 0), codeSuccess).Body)[0]
+	e.must(back(e.dial(), dl.PhysOffset, "CG"), codeSuccess)
+
+	// A committed offset says the group consumes the topic.
+	other := e.dial()
+	if r := back(other, pPhys, "CP"); r.Code != codeNoPermission {
+		t.Fatalf("send-back as CP before it consumed P: %d %q", r.Code, r.Remark)
+	}
+	e.must(e.call(other, reqUpdateConsumerOffset, map[string]string{"consumerGroup": "CP", "topic": "P", "queueId": "0", "commitOffset": "1"}, nil), codeSuccess)
+	e.must(back(e.dial(), pPhys, "CP"), codeSuccess)
+
+	// A pull counts on the connection it was made on.
+	puller := e.dial()
+	e.must(e.pull(puller, "CQ", "P", 0, 0), codeSuccess)
+	if r := back(e.dial(), pPhys, "CQ"); r.Code != codeNoPermission {
+		t.Fatalf("send-back as CQ on another connection: %d %q", r.Code, r.Remark)
+	}
+	e.must(back(puller, pPhys, "CQ"), codeSuccess)
+
+	// A member that leaves takes its subscription along.
+	member.Close()
+	eventually(t, "CG's member gone", func() bool { return len(e.s.reg.consumerIDs("CG")) == 0 })
+	if r := back(e.dial(), tPhys, "CG"); r.Code != codeNoPermission {
+		t.Fatalf("send-back as CG with no member left: %d %q", r.Code, r.Remark)
+	}
 }
