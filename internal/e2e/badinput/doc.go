@@ -3,7 +3,9 @@
 // requests on the gRPC, REST and remoting listeners. Each case asserts a
 // clear error with the right status, and that the process stays up and
 // serves a signed client afterwards; the process's peak RSS (VmHWM) is
-// logged.
+// logged. Requests that name messages by commit-log offset or key are
+// thrown at it as a consume-only user, who must read nothing of a topic
+// it may not consume.
 //
 // The package has no non-test code. It drives gRPC with the official Go
 // client's protocol package (a raw client: the official one validates

@@ -141,3 +141,54 @@ func TestClassicAuth(t *testing.T) {
 		}
 	}
 }
+
+// TestClassicRetryUnderAuth: with --auth-file, the official classic Go
+// client's own send-backs (a push consumer answering ConsumeRetryLater)
+// are accepted for a consume-only user: the message is redelivered
+// through the group's retry topic until it succeeds. Send-back is checked
+// against the message's own topic and the group's subscriptions, and the
+// client's redeliveries pass both.
+func TestClassicRetryUnderAuth(t *testing.T) {
+	e2e(t)
+	topa, grpa := uniq("topa"), uniq("grpa")
+	users := fmt.Sprintf(`
+users:
+  - {accessKey: ops, secretKey: ops-secret-1, admin: true}
+  - {accessKey: cons, secretKey: cons-secret-1, publish: [], subscribe: [%q], groups: [%q]}
+`, topa, grpa)
+	file := filepath.Join(t.TempDir(), "users.yaml")
+	if err := os.WriteFile(file, []byte(users), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := start(t, "--auth-file", file)
+	ctx := ctxT(t, 90*time.Second)
+	adm, err := client.Dial(ctx, p.Remoting, codec.JSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer adm.Close()
+	adm.SetCredentials("ops", "ops-secret-1")
+	if r, err := adm.Invoke(ctx, &codec.Command{Code: 17, Ext: map[string]string{"topic": topa, "readQueueNums": "1",
+		"writeQueueNums": "1", "perm": "6"}}); err != nil || r.Code != 0 {
+		t.Fatalf("CreateTopic: %v %+v", err, r)
+	}
+	pr := newProducer(t, p, producer.WithCredentials(primitive.Credentials{AccessKey: "ops", SecretKey: "ops-secret-1"}))
+	if r, err := pr.SendSync(ctx, primitive.NewMessage(topa, []byte("flaky"))); err != nil || r.Status != primitive.SendOK {
+		t.Fatalf("send: %v %v", r, err)
+	}
+	col := newCollector()
+	newPushConsumer(t, p, grpa, topa, func(ctx context.Context, ms ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+		col.add("c", ms...)
+		if ms[0].ReconsumeTimes < 2 {
+			if cc, ok := primitive.GetConcurrentlyCtx(ctx); ok {
+				cc.DelayLevelWhenNextConsume = 1 // 1 s
+			}
+			return consumer.ConsumeRetryLater, nil
+		}
+		return consumer.ConsumeSuccess, nil
+	}, consumer.WithCredentials(primitive.Credentials{AccessKey: "cons", SecretKey: "cons-secret-1"}))
+	col.wait(t, 60*time.Second, "two redeliveries", func() bool { return len(col.seen["flaky"]) >= 3 })
+	if strings.Contains(p.Log(), "send-back refused") {
+		t.Fatalf("a send-back of the client was refused:\n%s", p.Log())
+	}
+}
