@@ -492,3 +492,54 @@ func TestAuthSendBackReadsOnlyWhatTheCallerMayConsume(t *testing.T) {
 	e.must(e.call(ops, reqUpdateConsumerOffset, map[string]string{"consumerGroup": "g-1", "topic": "payments", "queueId": "0", "commitOffset": "0"}, nil), codeSuccess)
 	e.must(back(ops, payments), codeSuccess)
 }
+
+// A transaction check carries the half message. Any signed user may name
+// any producer group in a heartbeat, so with auth on a check goes only to
+// a connection whose registration was signed by a user who may publish
+// to the message's topic: app, who may consume orders only, does not
+// receive payments' half message by claiming its producer group, and the
+// payments producer is asked.
+func TestAuthCheckBackOnlyToPublishersOfTheTopic(t *testing.T) {
+	e := newEnv(t, withAuth(t))
+	ops := e.dialSigned("ops", "ops-secret", codec.JSON)
+	e.createTopic(ops, "payments", 1, "")
+	e.createTopic(ops, "orders", 1, "")
+	app := e.dialSigned("app", "app-secret", codec.JSON)
+	leaked := make(chan *codec.Command, 4)
+	app.Handle(reqCheckTransactionState, func(cmd *codec.Command) { leaked <- cmd })
+	checks := make(chan *codec.Command, 4)
+	ops.Handle(reqCheckTransactionState, func(cmd *codec.Command) { checks <- cmd })
+
+	// ops sends a half message of payments in TPG; app then claims TPG,
+	// so it is TPG's most recently seen member.
+	e.must(e.call(ops, reqHeartBeat, nil, heartbeatBody("ops@1", []string{"TPG"}, nil)), codeSuccess)
+	e.must(e.send(ops, "payments", 0, "secret", props("TRAN_MSG", "true", "PGROUP", "TPG", "UNIQ_KEY", "U-pay")), codeSuccess)
+	e.clk.Advance(time.Second)
+	e.must(e.call(app, reqHeartBeat, nil, heartbeatBody("app@1", []string{"TPG"}, nil)), codeSuccess)
+	e.clk.Advance(6 * time.Second)
+	select {
+	case chk := <-checks:
+		if chk.Ext["topic"] != "payments" {
+			t.Fatalf("check %+v", chk.Ext)
+		}
+	case chk := <-leaked:
+		t.Fatalf("app received the check of a payments half message: %+v %q", chk.Ext, chk.Body)
+	case <-time.After(10 * time.Second):
+		t.Fatal("no CHECK_TRANSACTION_STATE")
+	}
+	// app's own transactions on orders are still checked with app.
+	e.must(e.send(app, "orders", 0, "mine", props("TRAN_MSG", "true", "PGROUP", "TPG", "UNIQ_KEY", "U-ord")), codeSuccess)
+	e.clk.Advance(7 * time.Second)
+	for {
+		select {
+		case chk := <-leaked:
+			if chk.Ext["topic"] != "orders" {
+				t.Fatalf("app received a check of %s: %+v", chk.Ext["topic"], chk.Ext)
+			}
+			return
+		case <-checks: // payments asked again
+		case <-time.After(10 * time.Second):
+			t.Fatal("app was not asked about its own transaction")
+		}
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mqgate/mqgate/gateway/auth"
 	"github.com/mqgate/mqgate/gateway/remoting/codec"
 )
 
@@ -69,6 +70,9 @@ type member struct {
 	clientID string
 	conn     *conn
 	seen     time.Time
+	// user signed the registration (nil with auth off): a producer is
+	// asked about a transaction only if it may publish to its topic.
+	user *auth.User
 	// language and version the client's heartbeat frames carry
 	language string
 	version  int32
@@ -109,7 +113,7 @@ var errRegistryFull = errors.New("too many registered clients")
 
 // heartbeat registers hb from c and returns the consumer groups whose
 // member set changed.
-func (r *registry) heartbeat(c *conn, hb *heartbeatData, lang string, ver int32, now time.Time) ([]string, error) {
+func (r *registry) heartbeat(c *conn, hb *heartbeatData, user *auth.User, lang string, ver int32, now time.Time) ([]string, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.members+len(hb.ProducerDataSet)+len(hb.ConsumerDataSet) > maxMembers {
@@ -123,7 +127,7 @@ func (r *registry) heartbeat(c *conn, hb *heartbeatData, lang string, ver int32,
 		if g[hb.ClientID] == nil {
 			r.members++
 		}
-		g[hb.ClientID] = &member{clientID: hb.ClientID, conn: c, seen: now, language: lang, version: ver}
+		g[hb.ClientID] = &member{clientID: hb.ClientID, conn: c, seen: now, user: user, language: lang, version: ver}
 	}
 	var changed []string
 	for _, cd := range hb.ConsumerDataSet {
@@ -132,7 +136,7 @@ func (r *registry) heartbeat(c *conn, hb *heartbeatData, lang string, ver int32,
 		}
 		g := groupOf(r.consumers, cd.GroupName)
 		old := g[hb.ClientID]
-		m := &member{clientID: hb.ClientID, conn: c, seen: now, language: lang, version: ver, model: cd.MessageModel, from: cd.ConsumeFromWhere, consumeType: cd.ConsumeType,
+		m := &member{clientID: hb.ClientID, conn: c, seen: now, user: user, language: lang, version: ver, model: cd.MessageModel, from: cd.ConsumeFromWhere, consumeType: cd.ConsumeType,
 			subs: make(map[string]subscriptionData, len(cd.SubscriptionDataSet))}
 		if hb.WithoutSub && old != nil {
 			m.subs = old.subs
@@ -166,7 +170,7 @@ func groupOf(groups map[string]map[string]*member, group string) map[string]*mem
 // message: the Go producer heartbeats only to brokers in its cached
 // routes, every 30 s, so its first heartbeat may come long after its
 // first transaction needs a check.
-func (r *registry) sentHalf(c *conn, group string, now time.Time) {
+func (r *registry) sentHalf(c *conn, group string, user *auth.User, now time.Time) {
 	if group == "" {
 		return
 	}
@@ -183,7 +187,7 @@ func (r *registry) sentHalf(c *conn, group string, now time.Time) {
 		}
 		r.members++
 	}
-	g[key] = &member{clientID: key, conn: c, seen: now}
+	g[key] = &member{clientID: key, conn: c, seen: now, user: user}
 }
 
 // sentRequest records that clientID sent a request (a message to be
@@ -338,13 +342,15 @@ func (r *registry) subscription(group, topic string) (subscriptionData, bool) {
 }
 
 // producerConns lists the connections of a producer group's live clients
-// (most recently seen first).
-func (r *registry) producerConns(group string) []*conn {
+// (most recently seen first) whose registration's user passes may.
+func (r *registry) producerConns(group string, may func(*auth.User) bool) []*conn {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	ms := make([]*member, 0, len(r.producers[group]))
 	for _, m := range r.producers[group] {
-		ms = append(ms, m)
+		if may(m.user) {
+			ms = append(ms, m)
+		}
 	}
 	slices.SortFunc(ms, func(a, b *member) int { return b.seen.Compare(a.seen) })
 	out := make([]*conn, 0, len(ms))
@@ -441,7 +447,7 @@ func (s *Server) heartbeat(ctx context.Context, c *conn, req *codec.Command) *co
 			return s.fail(ctx, err)
 		}
 	}
-	changed, err := s.reg.heartbeat(c, hb, req.Language, req.Version, s.cfg.Clock.Now())
+	changed, err := s.reg.heartbeat(c, hb, auth.FromContext(ctx), req.Language, req.Version, s.cfg.Clock.Now())
 	if err != nil {
 		return &codec.Command{Code: codeSystemBusy, Remark: err.Error()}
 	}

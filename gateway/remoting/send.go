@@ -8,6 +8,7 @@ import (
 	"github.com/mqgate/mqgate/broker/metadata"
 	"github.com/mqgate/mqgate/broker/model"
 	"github.com/mqgate/mqgate/broker/record"
+	"github.com/mqgate/mqgate/gateway/auth"
 	"github.com/mqgate/mqgate/gateway/remoting/codec"
 	"github.com/mqgate/mqgate/gateway/remoting/wire"
 	"github.com/mqgate/mqgate/storage/message"
@@ -118,7 +119,7 @@ func (s *Server) send(ctx context.Context, c *conn, req *codec.Command) *codec.C
 	}
 	if sent.TransactionID != "" {
 		pg, _ := recs[0].Get(record.PropProducerGroup)
-		s.reg.sentHalf(c, pg, s.cfg.Clock.Now())
+		s.reg.sentHalf(c, pg, auth.FromContext(ctx), s.cfg.Clock.Now())
 		resp.Ext["transactionId"] = sent.TransactionID
 	} else {
 		resp.Ext["transactionId"] = recs[0].UniqKey()

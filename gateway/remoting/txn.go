@@ -9,6 +9,7 @@ import (
 	"github.com/mqgate/mqgate/broker/mqerr"
 	"github.com/mqgate/mqgate/broker/record"
 	"github.com/mqgate/mqgate/broker/txn"
+	"github.com/mqgate/mqgate/gateway/auth"
 	"github.com/mqgate/mqgate/gateway/remoting/codec"
 	"github.com/mqgate/mqgate/gateway/remoting/wire"
 	"github.com/mqgate/mqgate/storage/message"
@@ -78,7 +79,10 @@ func (s *Server) ClaimsTransaction(topic, transactionID string) bool {
 // half message's producer group (PGROUP), and reports false — so the
 // check is not counted — when the message is not a classic producer's or
 // none of its group is connected. A check never goes to another group: a
-// plain Go producer would block on it (trap 32).
+// plain Go producer would block on it (trap 32). The check carries the
+// message: with auth on it goes only to a connection whose registration
+// (heartbeat or half message) was signed by a user who may publish to
+// the message's topic, since any signed user may name any producer group.
 func (s *Server) CheckTransaction(ctx context.Context, topic string, msg *model.Delivered, transactionID string) bool {
 	if s.draining.Load() {
 		return false
@@ -91,7 +95,10 @@ func (s *Server) CheckTransaction(ctx context.Context, topic string, msg *model.
 	if pg == "" {
 		return false
 	}
-	for _, c := range s.reg.producerConns(pg) {
+	may := func(u *auth.User) bool {
+		return s.cfg.Auth.Allow(auth.NewContext(ctx, u), auth.Access{Publish: topic}) == nil
+	}
+	for _, c := range s.reg.producerConns(pg, may) {
 		if s.sendCheck(c, rec, topic, transactionID) == nil {
 			return true
 		}
