@@ -204,3 +204,34 @@ func TestAuthOtherServices(t *testing.T) {
 		t.Fatalf("admin call: %v, want Unimplemented from the service", err)
 	}
 }
+
+// A transaction check carries the half message and goes to a producer
+// that declared the topic in its Settings, which any signed user can
+// declare: with auth on a declaration counts only for a topic the user
+// may publish to. app, who may publish only to orders, declares the
+// transactional topic paytx as well and is never asked about its
+// messages; the admin's producer is.
+func TestAuthCheckBackOnlyToPublishersOfTheTopic(t *testing.T) {
+	h := authHarness(t)
+	h.topic("paytx", model.TopicTransaction, 1)
+	h.as = [2]string{"ops", "ops-secret"}
+	owner := telemetryProducer(t, h, "owner", res("paytx"))
+	sent := h.sendOne("owner", txMsg(res("paytx"), "SECRET"))
+	// app's producer is the most recently seen producer of paytx.
+	h.clk.Advance(time.Second)
+	h.as = [2]string{"app", "app-secret"}
+	spy := telemetryProducer(t, h, "spy", res("orders"), res("paytx"))
+	h.clk.Advance(5 * time.Second)
+	cmd := recvCommand(t, owner, 10*time.Second)
+	if cmd.GetRecoverOrphanedTransactionCommand().GetTransactionId() != sent.TransactionId {
+		t.Fatalf("the owner's command %v, want the check", cmd)
+	}
+	// The spy got nothing: its next frame is the one pushed here.
+	if err := h.sess.Send("spy", &v2.TelemetryCommand{Command: &v2.TelemetryCommand_ReconnectEndpointsCommand{
+		ReconnectEndpointsCommand: &v2.ReconnectEndpointsCommand{Nonce: "marker"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if cmd := recvCommand(t, spy, 10*time.Second); cmd.GetReconnectEndpointsCommand().GetNonce() != "marker" {
+		t.Fatalf("app's producer received %v", cmd)
+	}
+}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/mqgate/mqgate/broker/model"
 	"github.com/mqgate/mqgate/broker/mqerr"
+	"github.com/mqgate/mqgate/gateway/auth"
 	"github.com/mqgate/mqgate/gateway/grpcserver"
 	"github.com/mqgate/mqgate/gateway/session"
 	v2 "github.com/mqgate/mqgate/gen/apache/rocketmq/v2"
@@ -121,6 +122,7 @@ func (s *MessagingService) Telemetry(stream grpc.BidiStreamingServer[v2.Telemetr
 				s.log.WarnContext(ctx, "telemetry settings refused", "client_id", id, "err", err)
 				return err
 			}
+			view.PublishingTopics = publishable(ctx, view.PublishingTopics)
 			s.sess.UpdateSettings(id, view)
 			if link == nil {
 				link = s.sess.Attach(id, telemetrySender{stream})
@@ -135,6 +137,26 @@ func (s *MessagingService) Telemetry(stream grpc.BidiStreamingServer[v2.Telemetr
 			s.log.DebugContext(ctx, "telemetry command ignored", "client_id", id, "type", fmt.Sprintf("%T", c))
 		}
 	}
+}
+
+// publishable keeps the declared publishing topics the stream's user may
+// publish to (all of them with auth off). A transaction check carries the
+// half message and goes to a producer that declared its topic, and any
+// signed user may declare any topic; the declaration itself is not
+// refused, so a client that names a topic it may not use still starts
+// (its sends are refused one by one).
+func publishable(ctx context.Context, topics []string) []string {
+	u := auth.FromContext(ctx)
+	if u == nil {
+		return topics
+	}
+	var out []string
+	for _, t := range topics {
+		if u.Allow(auth.Access{Publish: t}) == nil {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 func nonceOf(c *v2.TelemetryCommand) string {

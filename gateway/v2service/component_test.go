@@ -380,6 +380,9 @@ func openTelemetry(t *testing.T, h *harness, clientID string) v2.MessagingServic
 	if clientID != "" {
 		ctx = metadata.AppendToOutgoingContext(ctx, "x-mq-client-id", clientID)
 	}
+	if h.as[0] != "" {
+		ctx = signed(ctx, h.as[0], h.as[1])
+	}
 	s, err := h.c.Telemetry(ctx)
 	if err != nil {
 		t.Fatal(err)
