@@ -81,6 +81,11 @@ type Config struct {
 	// (gateway/auth.Parse) whose access keys every gRPC, REST and remoting
 	// call must sign with. Empty leaves every listener open.
 	AuthFile string
+	// RemotingSendWindow, with AuthFile, refuses a classic send whose
+	// signed born timestamp is further than this from the server's clock,
+	// so a captured signed send replays only within it (0: no bound, as
+	// upstream). Only sends carry a timestamp the signature covers.
+	RemotingSendWindow time.Duration
 	// AutoCreate creates unknown topics and groups on first use. A
 	// development setting.
 	AutoCreate bool
@@ -200,6 +205,11 @@ func (c Config) Validate() error {
 	}
 	if c.DrainNotice < 0 {
 		bad("drain-notice", "must not be negative, got %s", c.DrainNotice)
+	}
+	if c.RemotingSendWindow < 0 {
+		bad("remoting-send-window", "must not be negative, got %s", c.RemotingSendWindow)
+	} else if c.RemotingSendWindow > 0 && c.AuthFile == "" {
+		bad("remoting-send-window", "bounds signed classic sends: it needs --auth-file")
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		bad("tls-cert", "tls-cert and tls-key must be set together")

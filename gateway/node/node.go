@@ -371,7 +371,8 @@ func (n *Node) advertiseHost() string {
 // startRemoting binds the classic remoting listener (NameServer + Broker
 // on one port) over the broker's classic view.
 func (n *Node) startRemoting(ctx context.Context) error {
-	rc := remoting.Config{AdvertiseHost: n.advertiseHost(), Logger: n.log, Pid: os.Getpid(), Auth: n.auth}
+	rc := remoting.Config{AdvertiseHost: n.advertiseHost(), Logger: n.log, Pid: os.Getpid(), Auth: n.auth,
+		SendWindow: n.cfg.RemotingSendWindow}
 	if n.raft != nil {
 		rc.Members = n.remotingMembers
 	}

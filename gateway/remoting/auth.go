@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/mqgate/mqgate/broker/metadata"
 	"github.com/mqgate/mqgate/broker/mqerr"
@@ -46,10 +47,39 @@ func (s *Server) authenticate(ctx context.Context, c *conn, req *codec.Command) 
 			}
 		}
 	}
+	if err == nil {
+		err = s.checkSendTime(req)
+	}
 	if err != nil {
 		return ctx, s.refuse(ctx, c, req, false, err)
 	}
 	return auth.NewContext(ctx, u), nil
+}
+
+// checkSendTime bounds how long a signed send can be replayed
+// (Config.SendWindow): the classic signature covers the request's fields
+// and body but no time, except the bornTimestamp every send and reply
+// carries, which clients set at each attempt. Other codes carry no signed
+// time and are not bounded.
+func (s *Server) checkSendTime(req *codec.Command) error {
+	w := s.cfg.SendWindow
+	switch {
+	case w <= 0:
+		return nil
+	case req.Code != reqSendMessage && req.Code != reqSendMessageV2 && req.Code != reqSendBatchMessage &&
+		req.Code != reqSendReplyMessage && req.Code != reqSendReplyMessageV2:
+		return nil
+	}
+	v := sendHeader(req)["bornTimestamp"]
+	born, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return mqerr.Errorf(mqerr.KindUnauthorized, "a signed send must carry its bornTimestamp (Unix ms) within %s of the server's clock; got %.30q", w, v)
+	}
+	if d := s.cfg.Clock.Now().Sub(time.UnixMilli(born)); d > w || d < -w {
+		return mqerr.Errorf(mqerr.KindUnauthorized, "the signed bornTimestamp %d is %s from the server's clock, more than %s (--remoting-send-window): a replayed request, or a client clock that is off",
+			born, d.Round(time.Millisecond), w)
+	}
+	return nil
 }
 
 // authorize checks what req touches against the user in ctx.

@@ -543,3 +543,61 @@ func TestAuthCheckBackOnlyToPublishersOfTheTopic(t *testing.T) {
 		}
 	}
 }
+
+// Config.SendWindow bounds the replay of a captured signed send: the
+// signature covers the send's bornTimestamp, which must be within the
+// window of the server's clock. Other requests carry no signed time and
+// are not bounded; without a window (upstream's behaviour) a send signed
+// long ago is accepted.
+func TestAuthSendWindowBoundsReplays(t *testing.T) {
+	window := func(c *Config, _ *broker.Config) { c.SendWindow = 5 * time.Minute }
+	e := newEnv(t, withAuth(t), window)
+	ops := e.dialSigned("ops", "ops-secret", codec.JSON)
+	e.createTopic(ops, "orders", 1, "")
+	c := e.dial()
+	now := e.clk.Now().UnixMilli()
+	// The header of SEND_MESSAGE, and of SEND_MESSAGE_V2 in its short
+	// names (bornTimestamp is "g").
+	header := func(code int32, born int64) map[string]string {
+		if code == reqSendMessageV2 {
+			return map[string]string{"a": "PG", "b": "orders", "e": "0", "f": "0", "g": fmt.Sprint(born), "h": "0", "i": ""}
+		}
+		ext := sendExt("orders")
+		ext["bornTimestamp"] = fmt.Sprint(born)
+		return ext
+	}
+	send := func(ext map[string]string, body string) *codec.Command {
+		code := int32(reqSendMessage)
+		if _, v2 := ext["b"]; v2 {
+			code = reqSendMessageV2
+		}
+		return e.call(c, code, signExt(ext, []byte(body), "app", "app-secret"), []byte(body))
+	}
+	for _, code := range []int32{reqSendMessage, reqSendMessageV2} {
+		e.must(send(header(code, now), "x"), codeSuccess)
+		e.must(send(header(code, now-4*60_000), "x"), codeSuccess) // a client clock 4 min behind
+		mustRefuse(t, send(header(code, now-6*60_000), "x"), "remoting-send-window")
+		mustRefuse(t, send(header(code, now+6*60_000), "x"), "remoting-send-window")
+	}
+	// A captured send replays within the window, not after it.
+	captured := signExt(header(reqSendMessage, now), []byte("captured"), "app", "app-secret")
+	e.must(e.call(c, reqSendMessage, captured, []byte("captured")), codeSuccess)
+	e.clk.Advance(6 * time.Minute)
+	mustRefuse(t, e.call(c, reqSendMessage, captured, []byte("captured")), "remoting-send-window")
+	// A send without a timestamp cannot be bounded: refused.
+	noBorn := sendExt("orders")
+	delete(noBorn, "bornTimestamp")
+	mustRefuse(t, send(noBorn, "x"), "must carry its bornTimestamp")
+	// Other codes are not bounded.
+	e.must(e.call(c, reqGetMaxOffset, signExt(map[string]string{"topic": "orders", "queueId": "0"}, nil, "app", "app-secret"), nil), codeSuccess)
+	if n := e.stored("orders", 0); n != 5 {
+		t.Fatalf("orders holds %d messages, want the 5 accepted sends", n)
+	}
+
+	// Without a window a send signed an hour ago is accepted.
+	e2 := newEnv(t, withAuth(t))
+	e2.createTopic(e2.dialSigned("ops", "ops-secret", codec.JSON), "orders", 1, "")
+	old := sendExt("orders")
+	old["bornTimestamp"] = fmt.Sprint(e2.clk.Now().Add(-time.Hour).UnixMilli())
+	e2.must(e2.call(e2.dial(), reqSendMessage, signExt(old, []byte("x"), "app", "app-secret"), []byte("x")), codeSuccess)
+}

@@ -18,6 +18,11 @@ type Config struct {
 	// signature (AccessKey, Signature) and checks what it touches; nil
 	// leaves the listener open.
 	Auth *auth.Authenticator
+	// SendWindow, with Auth, refuses a signed send (or reply) whose
+	// bornTimestamp, which the signature covers, is further than this
+	// from Clock: a captured signed send then replays only within it. No
+	// other request carries a signed time. 0: no bound, as upstream.
+	SendWindow time.Duration
 	// AdvertiseHost is the host routes, cluster info and message ids name
 	// (with the listener's own port). Empty: the address the client
 	// dialed (the connection's local address).

@@ -15,6 +15,8 @@ import (
 
 	"github.com/mqgate/mqgate/gateway/remoting/client"
 	"github.com/mqgate/mqgate/gateway/remoting/codec"
+	"github.com/mqgate/mqgate/gateway/remoting/wire"
+	"github.com/mqgate/mqgate/internal/testutil"
 )
 
 const authUsers = `
@@ -190,5 +192,70 @@ users:
 	col.wait(t, 60*time.Second, "two redeliveries", func() bool { return len(col.seen["flaky"]) >= 3 })
 	if strings.Contains(p.Log(), "send-back refused") {
 		t.Fatalf("a send-back of the client was refused:\n%s", p.Log())
+	}
+}
+
+// TestClassicSendWindow: with --remoting-send-window the official Go
+// client's signed sends are accepted (it stamps each attempt's
+// bornTimestamp, which the signature covers), and a signed send frame
+// whose bornTimestamp lies beyond the window, as a captured one replayed
+// later does, is refused NO_PERMISSION and not stored.
+func TestClassicSendWindow(t *testing.T) {
+	e2e(t)
+	file := filepath.Join(t.TempDir(), "users.yaml")
+	if err := os.WriteFile(file, []byte(authUsers), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := start(t, "--auth-file", file, "--remoting-send-window", "30s")
+	orders := uniq("orders")
+	ctx := ctxT(t, 60*time.Second)
+	c, err := client.Dial(ctx, p.Remoting, codec.JSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetCredentials("ops", "ops-secret-1")
+	if r, err := c.Invoke(ctx, &codec.Command{Code: 17, Ext: map[string]string{"topic": orders, "readQueueNums": "1",
+		"writeQueueNums": "1", "perm": "6"}}); err != nil || r.Code != 0 {
+		t.Fatalf("CreateTopic: %v %+v", err, r)
+	}
+	pr := newProducer(t, p, producer.WithCredentials(primitive.Credentials{AccessKey: "app", SecretKey: "app-secret-1"}))
+	if r, err := pr.SendSync(ctx, primitive.NewMessage(orders, []byte("fresh"))); err != nil || r.Status != primitive.SendOK {
+		t.Fatalf("the Go client's signed send: %v %v", r, err)
+	}
+	send := func(body string, born time.Time) *codec.Command {
+		r, err := c.Invoke(ctx, &codec.Command{Code: 10, Body: []byte(body), Ext: map[string]string{"producerGroup": "PG", "topic": orders,
+			"queueId": "0", "sysFlag": "0", "bornTimestamp": fmt.Sprint(born.UnixMilli()), "flag": "0", "properties": ""}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	if r := send("signed-long-ago", time.Now().Add(-time.Minute)); r.Code != 16 || !strings.Contains(r.Remark, "remoting-send-window") {
+		t.Fatalf("a send signed a minute ago: %d %q, want NO_PERMISSION", r.Code, r.Remark)
+	}
+	if r := send("signed-now", time.Now()); r.Code != 0 {
+		t.Fatalf("a send signed now: %d %q", r.Code, r.Remark)
+	}
+	// The queue holds the two accepted sends and not the refused one.
+	var bodies []string
+	testutil.Eventually(t, "the accepted sends in the queue", func() bool {
+		resp, err := c.Invoke(ctx, &codec.Command{Code: 11, Ext: map[string]string{"consumerGroup": "g-window", "topic": orders, "queueId": "0",
+			"queueOffset": "0", "maxMsgNums": "32", "sysFlag": "0", "commitOffset": "-1", "suspendTimeoutMillis": "0", "subscription": "*"}})
+		if err != nil || resp.Code != 0 {
+			return false
+		}
+		rs, err := wire.DecodeRecords(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bodies = bodies[:0]
+		for _, r := range rs {
+			bodies = append(bodies, string(r.Body))
+		}
+		return len(bodies) >= 2
+	})
+	if strings.Join(bodies, ",") != "fresh,signed-now" {
+		t.Fatalf("the queue holds %q, want the Go client's send and the one signed now", bodies)
 	}
 }
