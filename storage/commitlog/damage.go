@@ -7,6 +7,8 @@ import (
 	"io"
 	"path/filepath"
 	"sort"
+	"strconv"
+	"strings"
 
 	"github.com/mqgate/mqgate/storage/internal/serr"
 	"github.com/mqgate/mqgate/storage/message"
@@ -385,6 +387,14 @@ func (l *Log) damageAt(pos int64, sizes []int64) (*DamageError, error) {
 // dropped. Unless they are all zeros, the dropped part of the segment
 // holding pos and every later segment are first copied (segment) or
 // moved (later segments) into saveDir. The log must not be open.
+//
+// A crash at any point leaves every byte either in the log or in
+// saveDir: the later segments are moved first, last one first, and the
+// moves made durable before the segment holding pos is copied out and
+// truncated. (Truncating first would leave a gap, and Open drops the
+// segments after a gap.) Until the truncation the log keeps its damage,
+// so Open still refuses it and a second Cut finishes the work; what it
+// copies again is then in both save directories.
 func Cut(fs vfs.FS, dir string, pos int64, saveDir string) (int64, error) {
 	names, err := fs.List(dir)
 	if err != nil {
@@ -406,56 +416,179 @@ func Cut(fs vfs.FS, dir string, pos int64, saveDir string) (int64, error) {
 		saved = true
 		return fs.MkdirAll(saveDir)
 	}
-	for _, b := range bases {
+	// The segments wholly past pos, last one first.
+	moved := false
+	for i := len(bases) - 1; i > 0 && bases[i] >= pos; i-- {
+		b := bases[i]
 		p := segPath(dir, b)
 		size, _, err := fs.Stat(p)
 		if err != nil {
 			return dropped, err
 		}
-		switch {
-		case b+size <= pos:
-			continue
-		case b >= pos && b > bases[0]:
-			if err := save(); err != nil {
-				return dropped, err
-			}
-			if err := fs.Rename(p, filepath.Join(saveDir, segName(b))); err != nil {
-				return dropped, err
-			}
-			dropped += size
-		default:
-			off := max(pos-b, 0)
-			f, err := fs.OpenRW(p)
-			if err != nil {
-				return dropped, err
-			}
-			if !allZeroAt(f, off, size) {
-				if err := save(); err != nil {
-					f.Close()
-					return dropped, err
-				}
-				if err := copyOut(fs, f, off, size, filepath.Join(saveDir, fmt.Sprintf("%s.from-%d", segName(b), off))); err != nil {
-					f.Close()
-					return dropped, err
-				}
-			}
-			err = f.Truncate(off)
-			if err == nil {
-				err = f.Sync()
-			}
-			f.Close()
-			if err != nil {
-				return dropped, err
-			}
-			dropped += size - off
+		if err := save(); err != nil {
+			return dropped, err
 		}
+		if err := fs.Rename(p, filepath.Join(saveDir, segName(b))); err != nil {
+			return dropped, err
+		}
+		dropped += size
+		moved = true
 	}
-	if saved {
+	if moved {
 		if err := fs.SyncDir(saveDir); err != nil {
 			return dropped, err
 		}
+		if err := fs.SyncDir(dir); err != nil {
+			return dropped, err
+		}
+	}
+	// The segment holding pos (the first one if pos precedes it).
+	for _, b := range bases {
+		p := segPath(dir, b)
+		size, _, err := fs.Stat(p)
+		if vfs.IsNotExist(err) {
+			continue // moved above
+		}
+		if err != nil {
+			return dropped, err
+		}
+		if b+size <= pos || (b >= pos && b > bases[0]) {
+			continue
+		}
+		off := max(pos-b, 0)
+		f, err := fs.OpenRW(p)
+		if err != nil {
+			return dropped, err
+		}
+		if !allZeroAt(f, off, size) {
+			if err := save(); err != nil {
+				f.Close()
+				return dropped, err
+			}
+			if err := copyOut(fs, f, off, size, filepath.Join(saveDir, fmt.Sprintf("%s.from-%d", segName(b), off))); err != nil {
+				f.Close()
+				return dropped, err
+			}
+			if err := fs.SyncDir(saveDir); err != nil {
+				f.Close()
+				return dropped, err
+			}
+		}
+		err = f.Truncate(off)
+		if err == nil {
+			err = f.Sync()
+		}
+		f.Close()
+		if err != nil {
+			return dropped, err
+		}
+		dropped += size - off
 	}
 	return dropped, fs.SyncDir(dir)
+}
+
+// OpenSaved opens what Cut saved in the directories saveDirs for
+// reading, at the log positions the bytes had: whole segments under
+// their names, and the part of one as <name>.from-<file offset>. Other
+// files are ignored. Two directories may hold the same bytes (a Cut
+// interrupted and done again); Walk then visits their records twice.
+func OpenSaved(fs vfs.FS, saveDirs ...string) (*Reader, error) {
+	r := &Reader{}
+	for _, saveDir := range saveDirs {
+		names, err := fs.List(saveDir)
+		if err != nil {
+			r.Close()
+			return nil, err
+		}
+		for _, n := range names {
+			base, ok := parseSegName(n)
+			if !ok {
+				seg, from, cut := strings.Cut(n, ".from-")
+				b, okSeg := parseSegName(seg)
+				off, err := strconv.ParseInt(from, 10, 64)
+				if !cut || !okSeg || err != nil || off < 0 {
+					continue
+				}
+				base = b + off
+			}
+			p := filepath.Join(saveDir, n)
+			f, err := fs.Open(p)
+			if err != nil {
+				r.Close()
+				return nil, err
+			}
+			sz, err := f.Size()
+			if err != nil {
+				f.Close()
+				r.Close()
+				return nil, err
+			}
+			r.segs = append(r.segs, segFile{base: base, path: p, r: f, size: sz})
+		}
+	}
+	sort.SliceStable(r.segs, func(i, j int) bool { return r.segs[i].base < r.segs[j].base })
+	return r, nil
+}
+
+// Walk calls fn with the log position and the bytes of each valid record
+// (as ScanValid defines it) at or after log position from, in log order,
+// skipping invalid stretches as Check does. rec is valid only during the
+// call; an error from fn ends the walk and is returned.
+func (r *Reader) Walk(from int64, maxRecord int, fn func(pos int64, rec []byte) error) error {
+	for _, s := range r.segs {
+		if s.base+s.size <= from {
+			continue
+		}
+		if err := walkSeg(s, max(from-s.base, 0), maxRecord, fn); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func walkSeg(s segFile, off int64, maxRecord int, fn func(pos int64, rec []byte) error) error {
+	buf := make([]byte, min(int64(max(4<<20, maxRecord)), max(s.size-off, 0)))
+	for off < s.size {
+		n := min(int64(len(buf)), s.size-off)
+		if k, err := s.r.ReadAt(buf[:n], off); int64(k) < n {
+			if err == nil || errors.Is(err, io.EOF) {
+				return nil // the file is shorter than it was
+			}
+			return fmt.Errorf("commitlog: read %s: %w", s.path, err)
+		}
+		b := buf[:n]
+		p, invalid := 0, false
+		for p < len(b) {
+			size, err := message.Verify(b[p:], maxRecord)
+			if errors.Is(err, message.ErrShort) && p > 0 && off+int64(len(b)) < s.size {
+				break // the record continues past this read: read from it again
+			}
+			if err == nil {
+				if h, _ := message.ParseHeader(b[p:]); h.PhysOffset == s.base+off+int64(p) {
+					if err := fn(s.base+off+int64(p), b[p:p+size]); err != nil {
+						return err
+					}
+					p += size
+					continue
+				}
+			}
+			invalid = true
+			break
+		}
+		if !invalid {
+			off += int64(p)
+			continue
+		}
+		next, found, err := FindValid(s.r, off+int64(p)+1, s.size, s.base, maxRecord)
+		if err != nil {
+			return fmt.Errorf("commitlog: scan %s: %w", s.path, err)
+		}
+		if !found {
+			return nil
+		}
+		off = next
+	}
+	return nil
 }
 
 // copyOut writes f's bytes [off, end) to a new file at path, fsynced.
