@@ -95,7 +95,9 @@
 //	<dir>/consumequeue/   see package consumequeue
 //	<dir>/index/          see package index
 //	<dir>/meta/           see package meta
-//	<dir>/repair-saved/   what Repair cut off the log, one directory per cut
+//	<dir>/repair-saved/   what Repair cut off the log, one directory per cut;
+//	                      SALVAGE in one marks a salvage not yet finished,
+//	                      salvage-<position>.plan its consumer-offset moves
 //
 // # Recovery
 //
@@ -145,6 +147,16 @@
 // checkpoint is removed; damaged consume queues and index files are
 // removed and rebuilt from the log. Repair then opens and closes the
 // store, which rebuilds them.
+//
+// Salvage (mqgate repair --salvage) repairs the same way and then
+// appends the valid records the cut saved again, in their order, with
+// new offsets and every other field they carried, marked with
+// message.PropSalvaged; records of topics Options.SalvageTopic excludes
+// (the broker's bookkeeping) are left out, and committed consumer
+// offsets past the cut are moved to the copies' numbering. Each step is
+// safe against a crash: a salvage run again finishes what one left and
+// copies nothing twice (salvage.go). Verify reports what a salvage would
+// bring back, and salvages left unfinished.
 //
 // # Retention
 //

@@ -43,6 +43,11 @@ func ParseFlushMode(s string) (FlushMode, error) {
 type Options struct {
 	FS vfs.FS // default vfs.Default
 
+	// SalvageTopic chooses the topics whose records Salvage appends again
+	// and Verify counts as salvageable (nil: every topic). The broker
+	// leaves out its own bookkeeping topics.
+	SalvageTopic func(topic string) bool
+
 	SegmentSize int64 // commit-log segment size; default 1 GiB
 
 	FlushMode     FlushMode

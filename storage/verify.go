@@ -7,7 +7,6 @@ import (
 	"io"
 	"path/filepath"
 	"strconv"
-	"time"
 
 	"github.com/mqgate/mqgate/storage/commitlog"
 	"github.com/mqgate/mqgate/storage/consumequeue"
@@ -45,6 +44,15 @@ type VerifyReport struct {
 	Records      int // valid records in the whole log
 	RecordsAfter int // valid records at or past ValidEnd: what a cut drops
 	Segments     int
+
+	// Salvageable are the valid records past the damage that a salvage
+	// would append again (Options.SalvageTopic), originally at log
+	// positions SalvageFirst to SalvageLast (-1 if none); SalvageSkipped
+	// the ones it would leave out.
+	Salvageable, SalvageSkipped int
+	SalvageFirst, SalvageLast   int64
+	// PendingSalvages are salvages a crash interrupted.
+	PendingSalvages []PendingSalvage
 
 	Checkpoint         bool // a valid checkpoint file exists
 	CheckpointFlushed  int64
@@ -201,6 +209,10 @@ func verify(fs vfs.FS, dir string, opts Options) (*VerifyReport, error) {
 		}
 	}
 
+	if err := salvageView(fs, dir, rd, r, opts); err != nil {
+		return nil, err
+	}
+
 	ps, err := index.Check(fs, filepath.Join(dir, "index"))
 	if err != nil {
 		return nil, fmt.Errorf("storage: index: %w", err)
@@ -333,8 +345,12 @@ type RepairReport struct {
 	Actions []string      // what it did, in order
 	// SavedTo is the directory holding the log it cut off ("" if none).
 	SavedTo string
+	// Salvaged says what Salvage appended again, per cut position.
+	Salvaged []SalvageReport
 	// After is what the store's Open did once repaired.
 	After RecoveryInfo
+	// End is where the log ends once repaired (and salvaged).
+	End int64
 }
 
 // Repair repairs what Verify reports in dir, then opens the store (which
@@ -366,7 +382,7 @@ func Repair(ctx context.Context, dir string, opts Options) (*RepairReport, error
 		return nil, err
 	}
 	rep := &RepairReport{Found: found}
-	if err := repairLocked(fs, dir, found, rep); err != nil {
+	if err := repairLocked(fs, dir, found, rep, ""); err != nil {
 		lk.Close()
 		return rep, fmt.Errorf("storage: repair %s: %w", dir, err)
 	}
@@ -376,13 +392,16 @@ func Repair(ctx context.Context, dir string, opts Options) (*RepairReport, error
 		return rep, fmt.Errorf("storage: open after repair: %w", err)
 	}
 	rep.After = s.Recovery()
+	rep.End = rep.After.LogEnd
 	if err := s.Close(ctx); err != nil {
 		return rep, fmt.Errorf("storage: close after repair: %w", err)
 	}
 	return rep, nil
 }
 
-func repairLocked(fs vfs.FS, dir string, found *VerifyReport, rep *RepairReport) error {
+// repairLocked carries out what found calls for; a cut saves into save
+// (a new directory under repair-saved/ if "").
+func repairLocked(fs vfs.FS, dir string, found *VerifyReport, rep *RepairReport, save string) error {
 	var cqBad, idxBad, cpBad, fmtBad bool
 	for _, p := range found.Problems {
 		if !p.Damage {
@@ -401,7 +420,9 @@ func repairLocked(fs vfs.FS, dir string, found *VerifyReport, rep *RepairReport)
 	}
 	cut := found.Damaged() && found.needsCut()
 	if cut {
-		save := filepath.Join(dir, repairSavedDir, time.Now().UTC().Format("20060102T150405Z")+"-"+strconv.FormatInt(found.ValidEnd, 10))
+		if save == "" {
+			save = newSaveDir(dir, found.ValidEnd)
+		}
 		n, err := commitlog.Cut(fs, filepath.Join(dir, "commitlog"), found.ValidEnd, save)
 		if err != nil {
 			return fmt.Errorf("cut the log at %d: %w", found.ValidEnd, err)

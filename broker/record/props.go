@@ -1,5 +1,7 @@
 package record
 
+import "github.com/mqgate/mqgate/storage/message"
+
 // System property names. They follow RocketMQ's MessageConst so classic
 // clients and tools read mqgate records as they would a broker's.
 const (
@@ -57,6 +59,7 @@ func init() {
 		"BORN_TIMESTAMP", "DLQ_ORIGIN_TOPIC", "DLQ_ORIGIN_MESSAGE_ID", "__CRC32#",
 		// stored by mqgate as well
 		PropShardingKey, PropCheckImmunity, PropTraceContext, PropKeysList, PropTxID, PropClassicFlag,
+		message.PropSalvaged,
 	} {
 		reserved[n] = true
 	}

@@ -128,6 +128,7 @@ func Seal(rec []byte, partial uint32, phys, queueOffset, storeTime int64) {
 type Header struct {
 	Size        int32
 	Version     uint8
+	CRC         uint32
 	PhysOffset  int64
 	QueueOffset int64
 	StoreTime   int64
@@ -195,6 +196,7 @@ func ParseHeader(b []byte) (Header, error) {
 	return Header{
 		Size:        int32(le.Uint32(b[offSize:])),
 		Version:     b[offMagic+3],
+		CRC:         le.Uint32(b[offCRC:]),
 		PhysOffset:  int64(le.Uint64(b[offPhys:])),
 		QueueOffset: int64(le.Uint64(b[offQueueOff:])),
 		StoreTime:   int64(le.Uint64(b[offStoreTime:])),

@@ -13,6 +13,10 @@ const (
 	PropKeys = "KEYS"
 	// PropUniqKey is the client's message id; it is indexed.
 	PropUniqKey = "UNIQ_KEY"
+	// PropSalvaged marks a record a salvage re-appended (storage.Salvage)
+	// with the position and CRC of the record it copies, so that a salvage
+	// run again after a crash copies nothing twice.
+	PropSalvaged = "__MQG_SALVAGED"
 )
 
 // FlagControl marks store-internal control records (such as a topic
