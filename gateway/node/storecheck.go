@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/mqgate/mqgate/broker/metadata"
 	"github.com/mqgate/mqgate/storage"
 )
 
@@ -38,7 +39,7 @@ func VerifyStore(dataDir string) (*StoreReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	return storage.Verify(dir, storage.Options{})
+	return storage.Verify(dir, storeCheckOptions())
 }
 
 // RepairStore repairs the store of a stopped gateway and opens it once
@@ -48,5 +49,25 @@ func RepairStore(ctx context.Context, dataDir string) (*StoreRepairReport, error
 	if err != nil {
 		return nil, err
 	}
-	return storage.Repair(ctx, dir, storage.Options{})
+	return storage.Repair(ctx, dir, storeCheckOptions())
+}
+
+// SalvageStore repairs the store of a stopped gateway as RepairStore does
+// and appends again the messages the cut would drop (storage.Salvage);
+// it also finishes a salvage a crash interrupted.
+func SalvageStore(ctx context.Context, dataDir string) (*StoreRepairReport, error) {
+	dir, err := StoreDir(dataDir)
+	if err != nil {
+		return nil, err
+	}
+	return storage.Salvage(ctx, dir, storeCheckOptions())
+}
+
+// storeCheckOptions are the store options of verify, repair and salvage:
+// a salvage copies the messages of clients' topics, retry and
+// dead-letter topics included, and leaves out the broker's own
+// bookkeeping (POP journal, staged delayed and transactional records),
+// whose references to positions and queue offsets a copy would not keep.
+func storeCheckOptions() storage.Options {
+	return storage.Options{SalvageTopic: func(t string) bool { return !metadata.IsSystemTopic(t) }}
 }
