@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"time"
 
 	"github.com/mqgate/mqgate/broker/cluster"
 	"github.com/mqgate/mqgate/broker/deferred"
@@ -51,9 +52,27 @@ type offsetWriter interface {
 
 func newWrites(st *storage.Store, r Replicator, log *slog.Logger) writes {
 	if r == nil {
-		return writes{store: st, meta: st.Meta(), offsets: localOffsets{st.Meta()}}
+		return writes{store: settledStore{st}, meta: st.Meta(), offsets: localOffsets{st.Meta()}}
 	}
-	return writes{store: replStore{Store: st, r: r}, meta: replMeta{Store: st.Meta(), r: r}, offsets: replOffsets{Store: st.Meta(), r: r}}
+	return writes{store: settledStore{replStore{Store: st, r: r}}, meta: replMeta{Store: st.Meta(), r: r}, offsets: replOffsets{Store: st.Meta(), r: r}}
+}
+
+// settleTimeout bounds an append that its caller no longer waits for.
+const settleTimeout = time.Minute
+
+// settledStore is the store as the services write it: an append, once
+// asked for, runs to its outcome whatever the caller's context does
+// (within settleTimeout; the store's flush timeout and the replica's
+// commit timeout come first). A service changes its memory (a delivery's
+// generation, a delayed message's timer) only when the append says the
+// record was written; an append given up half way could have written it
+// all the same, leaving memory behind the store.
+type settledStore struct{ storeWriter }
+
+func (s settledStore) Append(ctx context.Context, msgs ...*message.Message) (storage.AppendResult, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
+	return s.storeWriter.Append(ctx, msgs...)
 }
 
 // localOffsets is the metadata store's offsets, which cannot fail to

@@ -62,8 +62,14 @@
 //   - ErrLeadershipLost: the member stopped leading before the entry
 //     committed. The entry may still commit under the next leader; the
 //     client's message id is the dedup key if it retries.
-//   - ErrNoQuorum: not committed within min(CommitTimeout, ctx deadline),
-//     or no leader known within it.
+//   - ErrNoQuorum: no leader known, or the entry not committed, within
+//     CommitTimeout. An entry raft has taken may still commit after
+//     that: its outcome is uncertain, and Uncertain counts it, so that
+//     the leader rebuilds what it keeps in memory from the store.
+//
+// Once raft has taken an entry, Append waits for its outcome whatever
+// the caller's context does: the waiting caller (a broker service about
+// to change its memory) must learn whether the change happened.
 //
 // # Applied position and crashes
 //

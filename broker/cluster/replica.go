@@ -38,8 +38,8 @@ type Options struct {
 	// (MetaBootstrap); a member of another cluster stops at that entry.
 	ClusterID string
 	// CommitTimeout bounds how long an Append waits for its entry to
-	// commit and apply (and the ctx deadline, if earlier). Default
-	// Store.FlushTimeout, else 5s.
+	// commit and apply (ctx bounds only the wait before raft takes the
+	// entry). Default Store.FlushTimeout, else 5s.
 	CommitTimeout time.Duration
 	// PersistEvery is how many applied entries may follow the recorded
 	// applied position (each one is applied again after a crash).
@@ -67,6 +67,10 @@ type Replica struct {
 
 	mu      sync.Mutex
 	waiters map[uint64]chan applyResult
+
+	uncertainMu sync.Mutex
+	uncertain   uint64
+	uncertainCh chan struct{} // closed at the next uncertain outcome
 
 	// Owned by the applying goroutine (the raft loop).
 	st           appliedState // applied so far
@@ -127,7 +131,7 @@ func OpenReplica(dir string, opts Options) (*Replica, error) {
 	d := opts.Store.Defaults()
 	geo := geometry{segmentSize: d.SegmentSize, maxRecordSize: int32(d.MaxRecordSize), maxBodySize: int32(d.MaxBodySize)}
 	r := &Replica{dir: dir, opts: opts, store: s, logger: opts.Logger, fs: fs, st: st, persistedIdx: st.index, geo: geo,
-		incarnation: binary.BigEndian.Uint64(nonce[:]) | 1, waiters: map[uint64]chan applyResult{}}
+		incarnation: binary.BigEndian.Uint64(nonce[:]) | 1, waiters: map[uint64]chan applyResult{}, uncertainCh: make(chan struct{})}
 	r.applied.Store(st.index)
 	r.persisted.Store(st.index)
 	r.lastStamp.Store(st.storeTime)
@@ -180,9 +184,10 @@ func (r *Replica) stamp() int64 {
 // raft logs, each fsynced) and applied to this node's store, and returns
 // the store's receipt. It never answers OK for a batch that is not
 // committed. Errors: *NotLeaderError (ErrNotLeader), ErrLeadershipLost,
-// ErrNoQuorum (nothing committed within min(CommitTimeout, ctx
-// deadline)), ErrStopped, ctx's error, and the store's own ErrInvalid or
-// ErrTooLarge (the entry is then skipped by every member).
+// ErrNoQuorum (nothing committed within CommitTimeout; uncertain when
+// raft had taken the entry), ErrStopped, ctx's error (raft never took
+// the entry), and the store's own ErrInvalid or ErrTooLarge (the entry
+// is then skipped by every member).
 func (r *Replica) Append(ctx context.Context, msgs ...*message.Message) (storage.AppendResult, error) {
 	if len(msgs) == 0 {
 		return storage.AppendResult{}, fmt.Errorf("%w: no messages", storage.ErrInvalid)
@@ -196,7 +201,12 @@ func (r *Replica) Append(ctx context.Context, msgs ...*message.Message) (storage
 }
 
 // propose hands the entry data (carrying this process's incarnation and
-// seq) to raft and waits for the answer its apply gives.
+// seq) to raft and waits for the answer its apply gives. Once raft has
+// the entry, the wait heeds neither ctx's cancellation nor its deadline:
+// whoever asked must know whether the change happened before it changes
+// memory (a caller that has gone away is simply not told). Only the
+// commit timeout ends it without an outcome; then the entry may still
+// commit, and the outcome is uncertain (Uncertain).
 func (r *Replica) propose(ctx context.Context, seq uint64, data []byte) (storage.AppendResult, error) {
 	if r.closed.Load() || r.Failed() != nil {
 		return storage.AppendResult{}, ErrStopped
@@ -214,6 +224,8 @@ func (r *Replica) propose(ctx context.Context, seq uint64, data []byte) (storage
 		delete(r.waiters, seq)
 		r.mu.Unlock()
 	}()
+	commit := time.NewTimer(r.opts.CommitTimeout)
+	defer commit.Stop()
 	cctx, cancel := context.WithTimeout(ctx, r.opts.CommitTimeout)
 	defer cancel()
 	if err := (*rp).Propose(cctx, data); err != nil {
@@ -225,12 +237,40 @@ func (r *Replica) propose(ctx context.Context, seq uint64, data []byte) (storage
 	select {
 	case res := <-done:
 		return res.res, res.err
-	case <-cctx.Done():
-		if err := ctx.Err(); err != nil {
-			return storage.AppendResult{}, fmt.Errorf("cluster: append: %w (the entry may still commit)", err)
-		}
-		return storage.AppendResult{}, fmt.Errorf("%w: not committed within %v", ErrNoQuorum, r.opts.CommitTimeout)
+	case <-commit.C:
+		r.markUncertain()
+		return storage.AppendResult{}, fmt.Errorf("%w: not committed within %v (it may still be)", ErrNoQuorum, r.opts.CommitTimeout)
 	}
+}
+
+// markUncertain records that an entry this member proposed may or may
+// not commit: whatever was built in memory from the outcomes of this
+// member's proposals may be wrong, and must be built again from the
+// store once the outcome is settled (a barrier applied after it).
+func (r *Replica) markUncertain() {
+	r.uncertainMu.Lock()
+	r.uncertain++
+	close(r.uncertainCh)
+	r.uncertainCh = make(chan struct{})
+	r.uncertainMu.Unlock()
+}
+
+// Uncertain counts the entries this member proposed whose outcome it
+// could not learn (the commit timeout passed); UncertainChanges returns a
+// channel closed at the next one. A leader that serves from memory built
+// on its proposals' outcomes rebuilds it (from the store, after a
+// barrier) when the count changes.
+func (r *Replica) Uncertain() uint64 {
+	r.uncertainMu.Lock()
+	defer r.uncertainMu.Unlock()
+	return r.uncertain
+}
+
+// UncertainChanges: see Uncertain.
+func (r *Replica) UncertainChanges() <-chan struct{} {
+	r.uncertainMu.Lock()
+	defer r.uncertainMu.Unlock()
+	return r.uncertainCh
 }
 
 func (r *Replica) maxRecord() int {

@@ -139,3 +139,59 @@ func TestReplicaStopsOnOtherGeometry(t *testing.T) {
 		t.Fatalf("applied %d with %d messages", r.Applied(), queueLen(r))
 	}
 }
+
+// loopRaft takes proposals into a log the test applies by hand.
+type loopRaft struct{ proposed chan []byte }
+
+func (l loopRaft) Propose(_ context.Context, data []byte) error {
+	l.proposed <- data
+	return nil
+}
+
+// Once raft has an entry, Append waits for its outcome whatever the
+// caller's context does: the caller that went away still learns (and a
+// service changes its memory only then). Only the commit timeout ends
+// the wait without an outcome, and that is counted as uncertain.
+func TestAppendOutcomeOutlivesCaller(t *testing.T) {
+	o := replicaOpts()
+	o.CommitTimeout = 300 * time.Millisecond
+	r, err := OpenReplica(t.TempDir(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(context.Background())
+	lr := loopRaft{proposed: make(chan []byte, 1)}
+	r.Attach(lr)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.Append(ctx, testMsgs(1)...)
+		done <- err
+	}()
+	data := <-lr.proposed
+	cancel()
+	if err := r.Apply(1, data); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("append committed after its caller went away: %v, want OK", err)
+	}
+	if r.Uncertain() != 0 {
+		t.Fatalf("%d uncertain outcomes, want 0", r.Uncertain())
+	}
+
+	changed := r.UncertainChanges()
+	_, err = r.Append(context.Background(), testMsgs(1)...)
+	<-lr.proposed // never applied
+	if !errors.Is(err, ErrNoQuorum) {
+		t.Fatalf("append never committed: %v, want ErrNoQuorum", err)
+	}
+	select {
+	case <-changed:
+	default:
+		t.Fatal("UncertainChanges not closed after an uncertain outcome")
+	}
+	if r.Uncertain() != 1 {
+		t.Fatalf("%d uncertain outcomes, want 1", r.Uncertain())
+	}
+}

@@ -279,9 +279,45 @@ func (n *Node) route(local bool, info peer.MemberInfo) {
 	}
 }
 
+// leadership is what followLeader works with: the raft member, the
+// replica and the broker (interfaces, so that a test can drive it).
+type leadership struct {
+	raft interface {
+		LeaderTerm() uint64
+		Leader() uint64
+		LeaderHeard() time.Time
+		ElectionTimeout() time.Duration
+		MemberInfo(ctx context.Context, id uint64) (peer.MemberInfo, error)
+		ForgetMemberInfo(id uint64)
+	}
+	rep interface {
+		Barrier(ctx context.Context) error
+		Bootstrap(ctx context.Context, clusterID string) error
+		Uncertain() uint64
+		Applied() uint64
+	}
+	broker interface {
+		Active() bool
+		Activate(ctx context.Context) error
+		Deactivate(ctx context.Context) error
+	}
+}
+
+// activation is what the broker's live services were built from: the
+// raft term this member led in, and the count of the replica's
+// uncertain outcomes then. The services serve from memory built on the
+// store as of a barrier of that term, kept current by this member's own
+// writes; memory of another term may predate entries another leader
+// committed, and an uncertain outcome may have changed the store under
+// it: either makes the activation stale.
+type activation struct {
+	term      uint64
+	uncertain uint64
+}
+
 // followLeader keeps the broker and the relays in step with leadership
 // (see the comment at the top of this file) until ctx ends or the raft
-// member stops.
+// member stops. It owns act.
 func (n *Node) followLeader(ctx context.Context) {
 	retry := time.NewTimer(time.Hour)
 	retry.Stop()
@@ -290,14 +326,17 @@ func (n *Node) followLeader(ctx context.Context) {
 	// election timeout (reconcile).
 	watch := time.NewTicker(n.raft.ElectionTimeout() / 4)
 	defer watch.Stop()
+	var act activation
+	l := leadership{raft: n.raft, rep: n.rep, broker: n.broker}
 	for {
-		changes := n.raft.Changes()
-		ok := n.reconcile(ctx)
+		changes, uncertain := n.raft.Changes(), n.rep.UncertainChanges()
+		ok := n.reconcile(ctx, l, &act)
 		if !ok {
 			retry.Reset(200 * time.Millisecond)
 		}
 		select {
 		case <-changes:
+		case <-uncertain:
 		case <-retry.C:
 		case <-watch.C:
 		case <-ctx.Done():
@@ -324,46 +363,49 @@ func (n *Node) followLeader(ctx context.Context) {
 }
 
 // reconcile applies the current leadership; false asks to be called again
-// soon (a step failed while nothing changed).
-func (n *Node) reconcile(ctx context.Context) bool {
-	if n.raft.IsLeader() {
-		if n.broker.Active() {
+// soon (a step failed while nothing changed). act is the broker's
+// current activation (followLeader's).
+func (n *Node) reconcile(ctx context.Context, l leadership, act *activation) bool {
+	if term := l.raft.LeaderTerm(); term != 0 {
+		want := activation{term: term, uncertain: l.rep.Uncertain()}
+		if l.broker.Active() && *act == want {
 			n.routeLocal()
 			return true
 		}
-		// Nothing is piped to the previous leader any more; new
-		// connections wait until this member serves.
+		// Nothing is piped to the previous leader any more, and nothing
+		// is served from services built in another term or before an
+		// outcome this member could not learn; new connections wait
+		// until this member serves.
 		n.routeNowhere()
-		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		err := n.rep.Barrier(cctx)
-		if err == nil {
-			err = n.rep.Bootstrap(cctx, n.cfg.ClusterID)
+		if l.broker.Active() {
+			if err := l.broker.Deactivate(ctx); err != nil {
+				n.log.Warn("deactivating the broker", "err", err)
+			}
+			n.log.Info("the broker's state may be stale: building it again", "term", term, "built_in_term", act.term,
+				"uncertain_outcomes", want.uncertain-act.uncertain)
 		}
-		if err == nil {
-			err = n.broker.Activate(cctx)
-		}
-		if err != nil {
+		if err := n.activate(ctx, l, want); err != nil {
 			n.log.Warn("leading, but not serving yet", "err", err)
 			return false
 		}
+		*act = want
 		n.routeLocal()
-		n.log.Info("this member leads: serving", "node_id", n.cfg.NodeID, "applied", n.rep.Applied())
+		n.log.Info("this member leads: serving", "node_id", n.cfg.NodeID, "term", term, "applied", l.rep.Applied())
 		return true
 	}
-	if n.broker.Active() {
+	if l.broker.Active() {
 		n.routeNowhere() // close local connections first
-		if err := n.broker.Deactivate(ctx); err != nil {
+		if err := l.broker.Deactivate(ctx); err != nil {
 			n.log.Warn("deactivating the broker", "err", err)
 		}
 		n.log.Info("this member no longer leads: relaying to the leader")
 	}
-	lead := n.raft.Leader()
+	lead := l.raft.Leader()
 	if lead == 0 {
 		n.routeNowhere()
 		return true // the next change names a leader
 	}
-	if silent := time.Since(n.raft.LeaderHeard()); silent > n.raft.ElectionTimeout() {
+	if silent := time.Since(l.raft.LeaderHeard()); silent > l.raft.ElectionTimeout() {
 		if n.routedTo != 0 {
 			n.log.Warn("the leader went silent: relayed connections closed, new ones wait for a leader",
 				"leader", lead, "silent_for", silent.Round(time.Millisecond))
@@ -380,10 +422,10 @@ func (n *Node) reconcile(ctx context.Context) bool {
 	// Asked afresh at each change: a member restarted under another
 	// version answers otherwise (RemotingGreeting), and it can only lead
 	// again after a change.
-	n.raft.ForgetMemberInfo(lead)
+	l.raft.ForgetMemberInfo(lead)
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	info, err := n.raft.MemberInfo(cctx, lead)
+	info, err := l.raft.MemberInfo(cctx, lead)
 	if err != nil {
 		n.log.Warn("cannot learn the leader's addresses", "leader", lead, "err", err)
 		return false
@@ -391,6 +433,35 @@ func (n *Node) reconcile(ctx context.Context) bool {
 	n.route(false, info)
 	n.routedTo = lead
 	return true
+}
+
+// activate builds the broker's services for want: a barrier entry is
+// applied (and with it every entry committed before, another leader's
+// and this member's uncertain ones included), the cluster bootstrapped
+// if it was not, and the services opened from the store. If leadership
+// changed meanwhile, or another outcome became uncertain, the services
+// are closed again and an error returned: they may have missed entries.
+func (n *Node) activate(ctx context.Context, l leadership, want activation) error {
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	err := l.rep.Barrier(cctx)
+	if err == nil {
+		err = l.rep.Bootstrap(cctx, n.cfg.ClusterID)
+	}
+	if err == nil {
+		err = l.broker.Activate(cctx)
+	}
+	if err != nil {
+		return err
+	}
+	if got := (activation{term: l.raft.LeaderTerm(), uncertain: l.rep.Uncertain()}); got != want {
+		err := fmt.Errorf("leadership or an outcome changed while activating (term %d, now %d)", want.term, got.term)
+		if derr := l.broker.Deactivate(ctx); derr != nil {
+			err = errors.Join(err, derr)
+		}
+		return err
+	}
+	return nil
 }
 
 // routeLocal makes the relays hand connections to this member's servers.

@@ -127,6 +127,9 @@ type Node struct {
 	// raft abandoned them (TransferLeadership).
 	transferAsks atomic.Int64
 	isLeader     atomic.Bool
+	// leaderTerm is the term this node leads in (0: it does not lead);
+	// set with isLeader.
+	leaderTerm atomic.Uint64
 	failed       atomic.Pointer[error]
 	snapIdx      uint64
 	stopOnce     sync.Once
@@ -353,7 +356,9 @@ func readWAL(lg *zap.Logger, dir string, snap *walpb.Snapshot) (*wal.WAL, []byte
 	return w, md, hs, ents, nil
 }
 
-// Propose implements cluster.Raft.
+// Propose implements cluster.Raft: nil means the entry is in this
+// leader's raft log; an error, that it is not (ctx is heeded only until
+// the raft loop has the proposal).
 func (n *Node) Propose(ctx context.Context, data []byte) error {
 	if !n.isLeader.Load() {
 		if n.lead.Load() == 0 {
@@ -374,13 +379,13 @@ func (n *Node) Propose(ctx context.Context, data []byte) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	// Handed over: the raft loop answers at once whether the entry is in
+	// its log, and the caller must know that whatever ctx does.
 	select {
 	case err := <-p.errc:
 		return err
 	case <-n.done:
 		return n.stoppedErr()
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 }
 
@@ -434,6 +439,13 @@ func (n *Node) LeaderHeard() time.Time {
 func (n *Node) ElectionTimeout() time.Duration {
 	return n.cfg.TickInterval * time.Duration(n.cfg.ElectionTicks)
 }
+
+// LeaderTerm is the raft term this node leads in, 0 when it does not
+// lead. A node leads at most once per term, so the term names one span
+// of leadership: anything built while leading in term t (a broker's
+// memory of its group's state) is stale once LeaderTerm differs, even if
+// this node leads again.
+func (n *Node) LeaderTerm() uint64 { return n.leaderTerm.Load() }
 
 // Changes returns a channel closed at the next change of the leader this
 // node knows of (Leader) or of whether this node leads (IsLeader). Take
@@ -549,6 +561,7 @@ func (n *Node) stopLoop(err error) {
 	default:
 		n.logger.Error("peer: raft loop stopped", "err", err)
 	}
+	n.leaderTerm.Store(0)
 	if n.isLeader.Swap(false) {
 		n.notifyChange()
 	}
@@ -583,12 +596,17 @@ func (n *Node) ready() error {
 		rd := n.rn.Ready()
 		if rd.SoftState != nil {
 			leads := rd.SoftState.RaftState == raft.StateLeader
+			term := uint64(0)
+			if leads {
+				term = n.rn.BasicStatus().GetTerm()
+			}
+			oldTerm := n.leaderTerm.Swap(term)
 			oldLead := n.lead.Swap(rd.SoftState.Lead)
 			was := n.isLeader.Swap(leads)
 			if was && !leads {
 				n.app.LeadershipLost()
 			}
-			if oldLead != rd.SoftState.Lead || was != leads {
+			if oldLead != rd.SoftState.Lead || was != leads || oldTerm != term {
 				n.notifyChange()
 			}
 		}

@@ -1,0 +1,105 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/mqgate/mqgate/gateway/peer"
+)
+
+// fakeLeadership stands for the raft member, the replica and the broker
+// that reconcile drives.
+type fakeLeadership struct {
+	term, leader uint64
+	uncertain    uint64
+	applied      uint64
+	active       bool
+	activations  int
+	barriers     int
+	// duringActivate runs inside Activate (to change leadership under it).
+	duringActivate func()
+}
+
+func (f *fakeLeadership) LeaderTerm() uint64             { return f.term }
+func (f *fakeLeadership) Leader() uint64                 { return f.leader }
+func (f *fakeLeadership) LeaderHeard() time.Time         { return time.Now() }
+func (f *fakeLeadership) ElectionTimeout() time.Duration { return time.Second }
+func (f *fakeLeadership) MemberInfo(context.Context, uint64) (peer.MemberInfo, error) {
+	return peer.MemberInfo{GRPC: "leader:8081"}, nil
+}
+func (f *fakeLeadership) ForgetMemberInfo(uint64)                 {}
+func (f *fakeLeadership) Barrier(context.Context) error           { f.barriers++; return nil }
+func (f *fakeLeadership) Bootstrap(context.Context, string) error { return nil }
+func (f *fakeLeadership) Uncertain() uint64                       { return f.uncertain }
+func (f *fakeLeadership) Applied() uint64                         { return f.applied }
+func (f *fakeLeadership) Active() bool                            { return f.active }
+func (f *fakeLeadership) Deactivate(context.Context) error        { f.active = false; return nil }
+func (f *fakeLeadership) Activate(context.Context) error {
+	f.activations++
+	f.active = true
+	if f.duringActivate != nil {
+		f.duringActivate()
+		f.duringActivate = nil
+	}
+	return nil
+}
+
+// The broker's services belong to one span of leadership and one count
+// of uncertain outcomes: a member that leads again in a later term
+// (whatever reconcile saw in between) builds them again after a
+// barrier, as it does after an outcome it could not learn; leadership
+// that changes while they are built leaves them closed.
+func TestReconcileActivationBoundToTerm(t *testing.T) {
+	n := &Node{log: quietLogger()}
+	f := &fakeLeadership{term: 5, leader: 1}
+	l := leadership{raft: f, rep: f, broker: f}
+	var act activation
+	ctx := context.Background()
+	step := func(what string, wantOK bool, wantActive bool, wantActivations int) {
+		t.Helper()
+		if ok := n.reconcile(ctx, l, &act); ok != wantOK || f.active != wantActive || f.activations != wantActivations {
+			t.Fatalf("%s: reconcile %v, active %v after %d activations; want %v, %v, %d", what, ok, f.active, f.activations, wantOK, wantActive, wantActivations)
+		}
+	}
+	step("leading in term 5", true, true, 1)
+	step("nothing changed", true, true, 1)
+	if f.barriers != 1 {
+		t.Fatalf("%d barriers, want 1", f.barriers)
+	}
+	// Deposed in term 6 and leading again in term 7, between two looks.
+	f.term = 7
+	step("leading again in term 7", true, true, 2)
+	if act.term != 7 || f.barriers != 2 {
+		t.Fatalf("activation of term %d after %d barriers, want term 7 after 2", act.term, f.barriers)
+	}
+	f.uncertain++
+	step("an uncertain outcome", true, true, 3)
+	// Leadership moves while the services are built: they are closed.
+	f.duringActivate = func() { f.term = 9 }
+	f.term = 8
+	step("term 8, lost while activating", false, false, 4)
+	step("term 9", true, true, 5)
+	if act.term != 9 {
+		t.Fatalf("activation of term %d, want 9", act.term)
+	}
+	// Following: the services close.
+	f.term, f.leader = 0, 2
+	step("following member 2", true, false, 5)
+}
+
+// activate fails without leaving the services open when the barrier
+// fails.
+func TestActivateBarrierFails(t *testing.T) {
+	n := &Node{log: quietLogger()}
+	f := &failingBarrier{fakeLeadership{term: 3, leader: 1}}
+	l := leadership{raft: f, rep: f, broker: f}
+	if err := n.activate(context.Background(), l, activation{term: 3}); err == nil || f.active {
+		t.Fatalf("activate with a failing barrier: %v, active %v", err, f.active)
+	}
+}
+
+type failingBarrier struct{ fakeLeadership }
+
+func (f *failingBarrier) Barrier(context.Context) error { return errors.New("no quorum") }
