@@ -130,10 +130,10 @@ type Node struct {
 	// leaderTerm is the term this node leads in (0: it does not lead);
 	// set with isLeader.
 	leaderTerm atomic.Uint64
-	failed       atomic.Pointer[error]
-	snapIdx      uint64
-	stopOnce     sync.Once
-	halt         error // set by a call on the raft loop: the loop stops with it
+	failed     atomic.Pointer[error]
+	snapIdx    uint64
+	stopOnce   sync.Once
+	halt       error // set by a call on the raft loop: the loop stops with it
 
 	members atomic.Pointer[Membership]
 	// holds: raft loop only. A member sent a snapshot at an index is
