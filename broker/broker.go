@@ -196,6 +196,20 @@ func (b *Broker) deactivate(ctx context.Context) error {
 	return errors.Join(s.txn.Close(ctx), s.delay.Close(ctx), s.pop.Close(ctx))
 }
 
+// ReloadKeys has the live services take the token key rings (receipt
+// handles, transaction ids, recall handles) from the metadata store again,
+// after a cluster replicated new ones: they sign with the newest keys from
+// then on. A broker in standby loads them when it activates.
+func (b *Broker) ReloadKeys() error {
+	b.actMu.Lock()
+	defer b.actMu.Unlock()
+	if !b.active.Load() {
+		return nil
+	}
+	s := b.s()
+	return errors.Join(s.pop.ReloadKeys(), s.txn.ReloadKeys(), s.delay.ReloadKeys())
+}
+
 // SetCheckBackSender installs the port transaction checks go through.
 func (b *Broker) SetCheckBackSender(c txn.CheckBackSender) {
 	b.actMu.Lock()

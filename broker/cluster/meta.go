@@ -37,6 +37,11 @@ const (
 	// MetaBarrier changes nothing: once it is applied, so is every entry
 	// committed before it (Barrier).
 	MetaBarrier MetaKind = "barrier"
+	// MetaSetFormat raises the group's entry format to Format
+	// (format.go).
+	MetaSetFormat MetaKind = "set-format"
+	// MetaPutKeys replaces the token key rings named in Keys (keys.go).
+	MetaPutKeys MetaKind = "put-keys"
 )
 
 // MetaOp is one replicated metadata change. Only the fields its Kind
@@ -49,6 +54,10 @@ type MetaOp struct {
 	OffsetKey *meta.OffsetKey `json:"offset_key,omitempty"`
 	Offset    int64           `json:"offset,omitempty"`
 	Bootstrap *Bootstrap      `json:"bootstrap,omitempty"`
+	// Format: MetaSetFormat (group format 2 on).
+	Format int `json:"format,omitempty"`
+	// Keys: MetaPutKeys, key ring blobs by name (group format 2 on).
+	Keys map[string][]byte `json:"keys,omitempty"`
 }
 
 // Bootstrap is what the first leader of a cluster fixes for all time:
@@ -148,6 +157,10 @@ func (op *MetaOp) check() error {
 		ok = true
 	case MetaBootstrap:
 		ok = op.Bootstrap != nil && op.Bootstrap.ClusterID != "" && len(op.Bootstrap.HandleKey) >= 20
+	case MetaSetFormat:
+		ok = op.Format >= 1
+	case MetaPutKeys:
+		ok = checkKeys(op.Keys) == nil
 	}
 	if !ok {
 		return fmt.Errorf("%w: metadata change %q without its fields", ErrBadEntry, op.Kind)
@@ -162,6 +175,9 @@ func (op *MetaOp) check() error {
 func (r *Replica) ProposeMeta(ctx context.Context, op MetaOp) (storage.AppendResult, error) {
 	if err := op.check(); err != nil {
 		return storage.AppendResult{}, fmt.Errorf("%w: %w", storage.ErrInvalid, err)
+	}
+	if need := minFormat(&op); need > r.Format() {
+		return storage.AppendResult{}, fmt.Errorf("%w: %s needs format %d, the group is at %d", ErrFormat, op.Kind, need, r.Format())
 	}
 	seq := r.seq.Add(1)
 	data, err := encodeMeta(&metaEntry{proposer: r.incarnation, seq: seq, storeTime: r.stamp(), storeHost: r.opts.StoreHost, op: op})
@@ -225,6 +241,12 @@ func (r *Replica) applyMeta(e *metaEntry) (res storage.AppendResult, opErr error
 	case MetaBootstrap:
 		opErr = r.applyBootstrap(op.Bootstrap)
 	case MetaBarrier:
+	case MetaSetFormat:
+		if err := r.applySetFormat(op.Format); err != nil {
+			return res, nil, err
+		}
+	case MetaPutKeys:
+		opErr = r.applyPutKeys(op.Keys)
 	}
 	if opErr != nil && !errors.Is(opErr, storage.ErrInvalid) && !errors.Is(opErr, storage.ErrNotFound) {
 		return res, nil, opErr

@@ -87,6 +87,8 @@ type Replica struct {
 	// was last logged (raft loop only).
 	undecodable       atomic.Uint64
 	undecodableLogged time.Time
+
+	format atomic.Int64 // the group's entry format (format.go)
 }
 
 type applyResult struct {
@@ -134,6 +136,7 @@ func OpenReplica(dir string, opts Options) (*Replica, error) {
 		incarnation: binary.BigEndian.Uint64(nonce[:]) | 1, waiters: map[uint64]chan applyResult{}, uncertainCh: make(chan struct{})}
 	r.applied.Store(st.index)
 	r.persisted.Store(st.index)
+	r.format.Store(int64(st.format))
 	r.lastStamp.Store(st.storeTime)
 	return r, nil
 }
@@ -334,6 +337,9 @@ func (r *Replica) applyData(index uint64, data []byte) error {
 		return r.applyAppend(index, data)
 	case kindMeta:
 		e, err := decodeMeta(data)
+		if err == nil && minFormat(&e.op) > r.Format() {
+			err = fmt.Errorf("%w: %s needs format %d, the group is at %d", ErrBadEntry, e.op.Kind, minFormat(&e.op), r.Format())
+		}
 		if err != nil {
 			r.skipUndecodable(index, err)
 			return nil

@@ -35,6 +35,9 @@ type Checkpoint struct {
 	Index     uint64 `json:"index"`
 	LogEnd    int64  `json:"log_end"`
 	StoreTime int64  `json:"store_time"`
+	// Format is the group's entry format at Index (format.go); absent
+	// (0) from a member of a version without formats: 1.
+	Format int `json:"format,omitempty"`
 	// Files are small files of the store copied whole, by path relative
 	// to the store directory (FORMAT, meta/...).
 	Files map[string][]byte `json:"files"`
@@ -64,7 +67,7 @@ func (r *Replica) Checkpoint() (Checkpoint, error) {
 	if err := r.Persist(); err != nil {
 		return Checkpoint{}, err
 	}
-	cp := Checkpoint{Index: r.st.index, LogEnd: r.st.logEnd, StoreTime: r.st.storeTime, Files: map[string][]byte{}}
+	cp := Checkpoint{Index: r.st.index, LogEnd: r.st.logEnd, StoreTime: r.st.storeTime, Format: r.st.format, Files: map[string][]byte{}}
 	store := filepath.Join(r.dir, "store")
 	b, err := vfs.ReadFile(r.fs, filepath.Join(store, formatFile))
 	if err != nil {
@@ -153,7 +156,11 @@ func (r *Replica) StageCopy(cp Checkpoint, fill func(SegmentPart, io.Writer) err
 			return err
 		}
 	}
-	state := encodeState(appliedState{index: cp.Index, logEnd: cp.LogEnd, storeTime: cp.StoreTime})
+	format := max(cp.Format, 1)
+	if format > FormatVersion {
+		return fmt.Errorf("cluster: the copy's group is at entry format %d; this member reads up to %d: run a version of mqgate that reads it", format, FormatVersion)
+	}
+	state := encodeState(appliedState{index: cp.Index, logEnd: cp.LogEnd, storeTime: cp.StoreTime, format: format})
 	if err := writeSynced(r.fs, filepath.Join(tmp, stateFile), 0, func(w io.Writer) error { _, err := w.Write(state); return err }); err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package deferred
 
 import (
 	"bytes"
+	"github.com/mqgate/mqgate/broker/keyring"
 	"testing"
 )
 
@@ -39,7 +40,7 @@ func FuzzDecodeOp(f *testing.F) {
 // rejected; and any string accepted is exactly the token Encode mints for
 // the values decoded (tokens are not malleable).
 func FuzzTokenDecode(f *testing.F) {
-	tk := &Token{prefix: "t1.", key: bytes.Repeat([]byte{7}, 32)}
+	tk := testToken("t1.", bytes.Repeat([]byte{7}, 32))
 	for _, s := range []struct {
 		off, due int64
 		topic    string
@@ -71,4 +72,11 @@ func FuzzTokenDecode(f *testing.F) {
 			}
 		}
 	})
+}
+
+// testToken is a token whose ring is the one key secret.
+func testToken(prefix string, secret []byte) *Token {
+	t := &Token{prefix: prefix}
+	t.SetRing(keyring.Ring{{Secret: secret}})
+	return t
 }

@@ -2,43 +2,83 @@ package deferred
 
 import (
 	"crypto/hmac"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/mqgate/mqgate/broker/keyring"
 )
 
 // Token mints and checks opaque, authenticated references to a staged
 // message (recall handles, transaction ids): prefix + base64url of
 // offset (8) | due ms (8) | topic hash (4) | HMAC-SHA256 truncated (12).
+// The newest key of its ring signs; every key of the ring verifies
+// (broker/keyring), so a rotated ring keeps earlier tokens valid.
 type Token struct {
 	prefix string
-	key    []byte
+	ring   atomic.Pointer[keyring.Ring]
 }
 
-// LoadToken loads (or creates on first use) the key kept in blob name.
+// Key names of the token rings in the metadata store's blobs.
+const (
+	TxnKeyBlob    = "transaction-id-key"
+	RecallKeyBlob = "recall-handle-key"
+)
+
+// LoadToken loads the key ring kept in blob name (a single key of an
+// older version reads as a ring of one), creating one on first use.
 func LoadToken(blobs Blobs, name, prefix string) (*Token, error) {
-	key, ok, err := blobs.LoadBlob(name)
+	r, err := LoadRing(blobs, name, true)
+	if err != nil {
+		return nil, err
+	}
+	t := &Token{prefix: prefix}
+	t.ring.Store(&r)
+	return t, nil
+}
+
+// LoadRing reads the ring kept in blob name; a blob of an older version
+// (one raw key) reads as a ring of that key, id 0. A missing blob is
+// created with a new key when create is set, and an error otherwise.
+func LoadRing(blobs Blobs, name string, create bool) (keyring.Ring, error) {
+	b, ok, err := blobs.LoadBlob(name)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	if !ok {
-		key = make([]byte, 32)
-		if _, err := rand.Read(key); err != nil {
+		if !create {
+			return nil, fmt.Errorf("%s: no key", name)
+		}
+		k, err := keyring.NewKey(time.Now())
+		if err != nil {
 			return nil, err
 		}
-		if err := blobs.SaveBlob(name, key); err != nil {
+		r := keyring.Ring{k}
+		if err := blobs.SaveBlob(name, r.Encode()); err != nil {
 			return nil, fmt.Errorf("saving %s: %w", name, err)
 		}
+		return r, nil
 	}
-	if len(key) < 16 {
-		return nil, fmt.Errorf("%s is damaged (%d bytes)", name, len(key))
+	if keyring.IsRing(b) {
+		r, err := keyring.Decode(b)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		return r, nil
 	}
-	return &Token{prefix: prefix, key: key}, nil
+	if len(b) < 16 {
+		return nil, fmt.Errorf("%s is damaged (%d bytes)", name, len(b))
+	}
+	return keyring.Ring{{Secret: b}}, nil
 }
+
+// SetRing replaces the token's ring (after a rotation).
+func (t *Token) SetRing(r keyring.Ring) { t.ring.Store(&r) }
 
 const tokenLen = 8 + 8 + 4 + 12
 
@@ -62,10 +102,7 @@ func (t *Token) Encode(off, due int64, topic string) string {
 	binary.BigEndian.PutUint64(b[0:], uint64(off))
 	binary.BigEndian.PutUint64(b[8:], uint64(due))
 	binary.BigEndian.PutUint32(b[16:], TopicHash(topic))
-	m := hmac.New(sha256.New, t.key)
-	m.Write([]byte(t.prefix))
-	m.Write(b[:20])
-	copy(b[20:], m.Sum(nil))
+	copy(b[20:], t.mac((*t.ring.Load()).Newest().Secret, b[:20]))
 	return t.prefix + base64.RawURLEncoding.EncodeToString(b[:])
 }
 
@@ -83,14 +120,26 @@ func (t *Token) Decode(s, topic string) (off, due int64, err error) {
 	if n, err := tokenB64.Decode(b[:], []byte(enc)); err != nil || n != tokenLen {
 		return 0, 0, ErrBadToken
 	}
-	m := hmac.New(sha256.New, t.key)
-	m.Write([]byte(t.prefix))
-	m.Write(b[:20])
-	if !hmac.Equal(b[20:], m.Sum(nil)[:12]) {
+	signed := false
+	for _, k := range *t.ring.Load() {
+		if hmac.Equal(b[20:], t.mac(k.Secret, b[:20])[:12]) {
+			signed = true
+			break
+		}
+	}
+	if !signed {
 		return 0, 0, ErrBadToken
 	}
 	if binary.BigEndian.Uint32(b[16:]) != TopicHash(topic) {
 		return 0, 0, fmt.Errorf("%w: issued for another topic", ErrBadToken)
 	}
 	return int64(binary.BigEndian.Uint64(b[0:])), int64(binary.BigEndian.Uint64(b[8:])), nil
+}
+
+// mac is the HMAC-SHA256 of the prefix and body under secret.
+func (t *Token) mac(secret, body []byte) []byte {
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte(t.prefix))
+	m.Write(body)
+	return m.Sum(nil)
 }

@@ -44,6 +44,7 @@ type Service struct {
 	stage  *deferred.Stage
 	topics Topics
 	token  *deferred.Token
+	blobs  deferred.Blobs
 	rr     sync.Map
 	kick   chan struct{}
 	group  *lifecycle.Group
@@ -61,11 +62,11 @@ func Open(ctx context.Context, cfg Config, st deferred.Store, blobs deferred.Blo
 	if err != nil {
 		return nil, err
 	}
-	tok, err := deferred.LoadToken(blobs, "recall-handle-key", "d1.")
+	tok, err := deferred.LoadToken(blobs, deferred.RecallKeyBlob, "d1.")
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{cfg: cfg, log: cfg.Logger, clk: cfg.Clock, stage: stage, topics: topics, token: tok, kick: make(chan struct{}, 1)}
+	s := &Service{cfg: cfg, log: cfg.Logger, clk: cfg.Clock, stage: stage, topics: topics, token: tok, blobs: blobs, kick: make(chan struct{}, 1)}
 	s.group = lifecycle.NewGroup(ctx)
 	if err := s.group.Go("delay-publisher", s.loop); err != nil {
 		return nil, err
@@ -200,4 +201,15 @@ func (s *Service) queueOf(t model.Topic, rec *message.Message) int32 {
 	}
 	group, _ := rec.Get(record.PropShardingKey)
 	return produce.PickQueue(t, group, &s.rr)
+}
+
+// ReloadKeys takes the token key ring from the blobs again (after a
+// cluster replicated a new one).
+func (s *Service) ReloadKeys() error {
+	r, err := deferred.LoadRing(s.blobs, deferred.RecallKeyBlob, false)
+	if err != nil {
+		return err
+	}
+	s.token.SetRing(r)
+	return nil
 }

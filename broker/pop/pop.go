@@ -67,7 +67,7 @@ type Service struct {
 	store  Store
 	blobs  Blobs
 	dlq    DLQTopics
-	codec  *HandleCodec
+	codec  atomic.Pointer[HandleCodec]
 	clk    clock.Clock
 	hub    *longpoll.Hub
 	group  *lifecycle.Group
@@ -117,7 +117,7 @@ func Open(ctx context.Context, cfg Config, st Store, blobs Blobs, dlq DLQTopics)
 	if err != nil {
 		return nil, err
 	}
-	s.codec = codec
+	s.codec.Store(codec)
 	if err := s.recover(ctx); err != nil {
 		return nil, err
 	}
@@ -141,7 +141,23 @@ func (s *Service) Close(ctx context.Context) error {
 }
 
 // Codec returns the handle codec (tests and tools).
-func (s *Service) Codec() *HandleCodec { return s.codec }
+func (s *Service) Codec() *HandleCodec { return s.codec.Load() }
+
+// ReloadKeys takes the receipt-handle key ring from the blobs again
+// (after a cluster replicated a new one): handles are minted with its
+// newest key from now on, and verified with any of its keys.
+func (s *Service) ReloadKeys() error {
+	r, err := LoadKeyRing(s.blobs, false)
+	if err != nil {
+		return err
+	}
+	c, err := NewRingCodec(r)
+	if err != nil {
+		return err
+	}
+	s.codec.Store(c)
+	return nil
+}
 
 func (s *Service) now() int64 { return s.clk.Now().UnixMilli() }
 
@@ -649,7 +665,7 @@ func (s *Service) delivered(sb *sub, f *flight, v fstate, m *message.Message, re
 	}
 	// Never before the delivery began (a handle re-issued for a repeated
 	// receive after the wall clock stepped back): lookup refuses those.
-	d.ReceiptHandle = s.codec.Encode(Handle{Flags: flags, Queue: f.queue, Offset: f.offset, Epoch: v.epoch, Gen: v.gen,
+	d.ReceiptHandle = s.codec.Load().Encode(Handle{Flags: flags, Queue: f.queue, Offset: f.offset, Epoch: v.epoch, Gen: v.gen,
 		Retrieved: max(now, v.renewFrom), Invisible: uint32(max(v.visibleAt-now, 0)), GroupHash: sb.gh, TopicHash: sb.th})
 	return d
 }
@@ -767,7 +783,7 @@ func (s *Service) lookup(sb *sub, h Handle, now int64) (*flight, error) {
 }
 
 func (s *Service) decode(handle string) (Handle, error) {
-	h, err := s.codec.Decode(handle)
+	h, err := s.codec.Load().Decode(handle)
 	if err != nil {
 		return h, mqerr.Wrap(mqerr.KindInvalidReceiptHandle, err, "invalid receipt handle")
 	}
@@ -905,7 +921,7 @@ func (s *Service) ChangeInvisible(ctx context.Context, group, topic, handle stri
 	if d <= 0 {
 		s.hub.Notify(sb.key)
 	}
-	return s.codec.Encode(nh), nil
+	return s.codec.Load().Encode(nh), nil
 }
 
 // ForwardToDLQ moves a delivery to the group's dead-letter topic now.

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/mqgate/mqgate/broker/keyring"
 )
 
 // Receipt handles are self-describing and tamper-evident: everything Ack
@@ -68,10 +70,13 @@ type Handle struct {
 // ErrBadHandle is wrapped by every decode failure.
 var ErrBadHandle = errors.New("receipt handle")
 
-// HandleCodec mints and verifies handles with one key.
+// HandleCodec mints handles with one key and verifies them with that one
+// or, for a handle of an earlier key of the ring (a rotation), that key.
 type HandleCodec struct {
 	key         []byte
 	incarnation uint32
+	// earlier are the ring's other keys by incarnation (NewRingCodec).
+	earlier map[uint32][]byte
 	// macs pools keyed HMAC states (*macState): Reset returns one to its
 	// keyed start, so minting a handle does not redo the key schedule
 	// (hmac.New was the largest single cost of a delivery in profiles).
@@ -95,6 +100,20 @@ func NewHandleCodec(key []byte, incarnation uint32) (*HandleCodec, error) {
 	}
 	c := &HandleCodec{key: append([]byte(nil), key...), incarnation: incarnation}
 	c.macs.New = func() any { return &macState{h: hmac.New(sha256.New, c.key)} }
+	return c, nil
+}
+
+// NewRingCodec returns a codec that mints with the ring's newest key
+// (its id is the handles' incarnation) and verifies with any of its keys.
+func NewRingCodec(r keyring.Ring) (*HandleCodec, error) {
+	c, err := NewHandleCodec(r.Newest().Secret, r.Newest().ID)
+	if err != nil {
+		return nil, err
+	}
+	c.earlier = map[uint32][]byte{}
+	for _, k := range r[1:] {
+		c.earlier[k.ID] = k.Secret
+	}
 	return c, nil
 }
 
@@ -167,7 +186,15 @@ func (c *HandleCodec) Decode(s string) (Handle, error) {
 		return Handle{}, fmt.Errorf("%w has unknown version %d", ErrBadHandle, b[0])
 	}
 	var sum [handleMAC]byte
-	c.mac(&sum, (*[handleBody]byte)(b[:handleBody]))
+	if inc := binary.BigEndian.Uint32(b[42:]); inc == c.incarnation {
+		c.mac(&sum, (*[handleBody]byte)(b[:handleBody]))
+	} else if key, ok := c.earlier[inc]; ok {
+		m := hmac.New(sha256.New, key)
+		m.Write(b[:handleBody])
+		copy(sum[:], m.Sum(nil))
+	} else {
+		return Handle{}, fmt.Errorf("%w belongs to another store (data dir was replaced)", ErrBadHandle)
+	}
 	if !hmac.Equal(b[handleBody:], sum[:]) {
 		return Handle{}, fmt.Errorf("%w failed authentication (forged or modified)", ErrBadHandle)
 	}
@@ -182,9 +209,6 @@ func (c *HandleCodec) Decode(s string) (Handle, error) {
 		GroupHash:   binary.BigEndian.Uint32(b[34:]),
 		TopicHash:   binary.BigEndian.Uint32(b[38:]),
 		Incarnation: binary.BigEndian.Uint32(b[42:]),
-	}
-	if h.Incarnation != c.incarnation {
-		return Handle{}, fmt.Errorf("%w belongs to another store (data dir was replaced)", ErrBadHandle)
 	}
 	return h, nil
 }

@@ -3,36 +3,59 @@ package pop
 import (
 	"container/heap"
 	"context"
-	"crypto/rand"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"time"
 
+	"github.com/mqgate/mqgate/broker/keyring"
 	"github.com/mqgate/mqgate/storage"
 )
 
-// loadCodec loads the receipt-handle key and store incarnation, creating
-// them on first start. Losing them invalidates outstanding handles (the
-// messages are then simply redelivered).
+// loadCodec loads the receipt-handle key ring, creating it on first
+// start. Losing it invalidates outstanding handles (the messages are then
+// simply redelivered).
 func loadCodec(b Blobs) (*HandleCodec, error) {
+	r, err := LoadKeyRing(b, true)
+	if err != nil {
+		return nil, err
+	}
+	return NewRingCodec(r)
+}
+
+// LoadKeyRing reads the receipt-handle key ring (KeyBlob). The blob of an
+// older version (incarnation u32 and one key) reads as a ring of that key,
+// its id the incarnation. A missing blob is created when create is set.
+func LoadKeyRing(b Blobs, create bool) (keyring.Ring, error) {
 	data, ok, err := b.LoadBlob(keyBlob)
 	if err != nil {
 		return nil, fmt.Errorf("receipt-handle key: %w", err)
 	}
 	if !ok {
-		data = make([]byte, 36)
-		if _, err := rand.Read(data); err != nil {
+		if !create {
+			return nil, errors.New("receipt-handle key: none")
+		}
+		k, err := keyring.NewKey(time.Now())
+		if err != nil {
 			return nil, err
 		}
-		if err := b.SaveBlob(keyBlob, data); err != nil {
+		r := keyring.Ring{k}
+		if err := b.SaveBlob(keyBlob, r.Encode()); err != nil {
 			return nil, fmt.Errorf("saving the receipt-handle key: %w", err)
 		}
+		return r, nil
+	}
+	if keyring.IsRing(data) {
+		r, err := keyring.Decode(data)
+		if err != nil {
+			return nil, fmt.Errorf("receipt-handle key: %w", err)
+		}
+		return r, nil
 	}
 	if len(data) < 20 {
 		return nil, fmt.Errorf("receipt-handle key blob is %d bytes (damaged)", len(data))
 	}
-	return NewHandleCodec(data[4:], binary.BigEndian.Uint32(data[:4]))
+	return keyring.Ring{{ID: binary.BigEndian.Uint32(data[:4]), Secret: data[4:]}}, nil
 }
 
 // Snapshot layout (the blob store frames it with a checksum):

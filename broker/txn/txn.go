@@ -67,6 +67,7 @@ type Service struct {
 	stage     *deferred.Stage
 	topics    Topics
 	token     *deferred.Token
+	blobs     deferred.Blobs
 	rr        sync.Map
 	sender    atomic.Pointer[senderBox]
 	group     *lifecycle.Group
@@ -105,11 +106,11 @@ func Open(ctx context.Context, cfg Config, st deferred.Store, blobs deferred.Blo
 	if err != nil {
 		return nil, err
 	}
-	tok, err := deferred.LoadToken(blobs, "transaction-id-key", "t1.")
+	tok, err := deferred.LoadToken(blobs, deferred.TxnKeyBlob, "t1.")
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{cfg: cfg, log: cfg.Logger, clk: cfg.Clock, stage: stage, topics: topics, token: tok, kick: make(chan struct{}, 1)}
+	s := &Service{cfg: cfg, log: cfg.Logger, clk: cfg.Clock, stage: stage, topics: topics, token: tok, blobs: blobs, kick: make(chan struct{}, 1)}
 	s.group = lifecycle.NewGroup(ctx)
 	if err := s.group.Go("txn-checker", s.loop); err != nil {
 		return nil, err
@@ -254,3 +255,14 @@ func (s *Service) check(ctx context.Context, p deferred.Pending, now int64) {
 
 // Describe is for logs and admin.
 func (s *Service) String() string { return fmt.Sprintf("txn(%d pending)", s.Pending()) }
+
+// ReloadKeys takes the token key ring from the blobs again (after a
+// cluster replicated a new one).
+func (s *Service) ReloadKeys() error {
+	r, err := deferred.LoadRing(s.blobs, deferred.TxnKeyBlob, false)
+	if err != nil {
+		return err
+	}
+	s.token.SetRing(r)
+	return nil
+}

@@ -217,6 +217,7 @@ func (n *Node) memberInfo() peer.MemberInfo {
 	// The remoting server reads the greeting of the others' relays
 	// (remoting.Greeting).
 	info.RemotingGreeting = info.Remoting != ""
+	info.Format = cluster.FormatVersion
 	if n.cfg.AdvertiseAddr != "" {
 		info.GRPC = n.cfg.AdvertiseAddr
 	}
@@ -287,12 +288,17 @@ type leadership struct {
 		Leader() uint64
 		LeaderHeard() time.Time
 		ElectionTimeout() time.Duration
+		Members() peer.Membership
 		MemberInfo(ctx context.Context, id uint64) (peer.MemberInfo, error)
 		ForgetMemberInfo(id uint64)
 	}
 	rep interface {
 		Barrier(ctx context.Context) error
 		Bootstrap(ctx context.Context, clusterID string) error
+		Format() int
+		RaiseFormat(ctx context.Context) error
+		EnsureKeys(ctx context.Context, now time.Time) error
+		RotateKeys(ctx context.Context, now time.Time, every time.Duration) (bool, error)
 		Uncertain() uint64
 		Applied() uint64
 	}
@@ -300,6 +306,7 @@ type leadership struct {
 		Active() bool
 		Activate(ctx context.Context) error
 		Deactivate(ctx context.Context) error
+		ReloadKeys() error
 	}
 }
 
@@ -328,6 +335,8 @@ func (n *Node) followLeader(ctx context.Context) {
 	defer watch.Stop()
 	var act activation
 	l := leadership{raft: n.raft, rep: n.rep, broker: n.broker}
+	rotate := time.NewTicker(time.Hour)
+	defer rotate.Stop()
 	for {
 		changes, uncertain := n.raft.Changes(), n.rep.UncertainChanges()
 		ok := n.reconcile(ctx, l, &act)
@@ -337,6 +346,8 @@ func (n *Node) followLeader(ctx context.Context) {
 		select {
 		case <-changes:
 		case <-uncertain:
+		case <-rotate.C:
+			n.rotateKeys(ctx, l)
 		case <-retry.C:
 		case <-watch.C:
 		case <-ctx.Done():
@@ -449,6 +460,13 @@ func (n *Node) activate(ctx context.Context, l leadership, want activation) erro
 		err = l.rep.Bootstrap(cctx, n.cfg.ClusterID)
 	}
 	if err == nil {
+		n.raiseFormat(cctx, l)
+		err = l.rep.EnsureKeys(cctx, time.Now())
+	}
+	if err == nil {
+		_, err = l.rep.RotateKeys(cctx, time.Now(), keyRotation)
+	}
+	if err == nil {
 		err = l.broker.Activate(cctx)
 	}
 	if err != nil {
@@ -462,6 +480,50 @@ func (n *Node) activate(ctx context.Context, l leadership, want activation) erro
 		return err
 	}
 	return nil
+}
+
+// keyRotation is how often a leader puts a new key at the head of the
+// token key rings (broker/cluster's keys.go).
+const keyRotation = 30 * 24 * time.Hour
+
+// raiseFormat raises the group's entry format to this version's when
+// every member says it reads it (a member of an older version says
+// nothing, read as format 1); otherwise the group stays where it is,
+// which is logged, and the leader proposes only what it allows.
+func (n *Node) raiseFormat(ctx context.Context, l leadership) {
+	if l.rep.Format() >= cluster.FormatVersion {
+		return
+	}
+	m := l.raft.Members()
+	for _, id := range append(slices.Clone(m.Voters), m.Learners...) {
+		info, err := l.raft.MemberInfo(ctx, id)
+		if err != nil || max(info.Format, 1) < cluster.FormatVersion {
+			n.log.Info("the group's entry format stays until every member reads the newer one", "format", l.rep.Format(),
+				"newer", cluster.FormatVersion, "member", id, "member_reads", max(info.Format, 1), "err", err)
+			return
+		}
+	}
+	if err := l.rep.RaiseFormat(ctx); err != nil {
+		n.log.Warn("raising the group's entry format", "format", cluster.FormatVersion, "err", err)
+	}
+}
+
+// rotateKeys has the leader rotate the token key rings when they are due
+// (keyRotation), and its services reload them.
+func (n *Node) rotateKeys(ctx context.Context, l leadership) {
+	if !l.broker.Active() {
+		return
+	}
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	rotated, err := l.rep.RotateKeys(cctx, time.Now(), keyRotation)
+	if err == nil && rotated {
+		err = l.broker.ReloadKeys()
+		n.log.Info("rotated the token keys")
+	}
+	if err != nil {
+		n.log.Warn("rotating the token keys", "err", err)
+	}
 }
 
 // routeLocal makes the relays hand connections to this member's servers.

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mqgate/mqgate/broker/cluster"
 	"github.com/mqgate/mqgate/gateway/peer"
 )
 
@@ -20,15 +21,37 @@ type fakeLeadership struct {
 	barriers     int
 	// duringActivate runs inside Activate (to change leadership under it).
 	duringActivate func()
+	// formats are the members' MemberInfo.Format, by id (the members);
+	// format is the group's, raised by RaiseFormat.
+	formats map[uint64]int
+	format  int
+	keys    int // EnsureKeys calls
 }
 
 func (f *fakeLeadership) LeaderTerm() uint64             { return f.term }
 func (f *fakeLeadership) Leader() uint64                 { return f.leader }
 func (f *fakeLeadership) LeaderHeard() time.Time         { return time.Now() }
 func (f *fakeLeadership) ElectionTimeout() time.Duration { return time.Second }
-func (f *fakeLeadership) MemberInfo(context.Context, uint64) (peer.MemberInfo, error) {
-	return peer.MemberInfo{GRPC: "leader:8081"}, nil
+func (f *fakeLeadership) MemberInfo(_ context.Context, id uint64) (peer.MemberInfo, error) {
+	return peer.MemberInfo{GRPC: "leader:8081", Format: f.formats[id]}, nil
 }
+func (f *fakeLeadership) Members() peer.Membership {
+	var m peer.Membership
+	for id := range f.formats {
+		m.Voters = append(m.Voters, id)
+	}
+	return m
+}
+func (f *fakeLeadership) Format() int { return max(f.format, 1) }
+func (f *fakeLeadership) RaiseFormat(context.Context) error {
+	f.format = cluster.FormatVersion
+	return nil
+}
+func (f *fakeLeadership) EnsureKeys(context.Context, time.Time) error { f.keys++; return nil }
+func (f *fakeLeadership) RotateKeys(context.Context, time.Time, time.Duration) (bool, error) {
+	return false, nil
+}
+func (f *fakeLeadership) ReloadKeys() error                       { return nil }
 func (f *fakeLeadership) ForgetMemberInfo(uint64)                 {}
 func (f *fakeLeadership) Barrier(context.Context) error           { f.barriers++; return nil }
 func (f *fakeLeadership) Bootstrap(context.Context, string) error { return nil }
@@ -103,3 +126,21 @@ func TestActivateBarrierFails(t *testing.T) {
 type failingBarrier struct{ fakeLeadership }
 
 func (f *failingBarrier) Barrier(context.Context) error { return errors.New("no quorum") }
+
+// The leader raises the group's entry format only when every member
+// reads it: one member of an older version (no format in its info)
+// keeps the group where it is.
+func TestRaiseFormatWhenEveryMemberReadsIt(t *testing.T) {
+	n := &Node{log: quietLogger()}
+	f := &fakeLeadership{term: 2, leader: 1, formats: map[uint64]int{1: cluster.FormatVersion, 2: cluster.FormatVersion, 3: 0}}
+	l := leadership{raft: f, rep: f, broker: f}
+	n.raiseFormat(context.Background(), l)
+	if f.Format() != 1 {
+		t.Fatalf("format %d with a member of an older version, want 1", f.Format())
+	}
+	f.formats[3] = cluster.FormatVersion
+	n.raiseFormat(context.Background(), l)
+	if f.Format() != cluster.FormatVersion {
+		t.Fatalf("format %d with every member reading %d", f.Format(), cluster.FormatVersion)
+	}
+}

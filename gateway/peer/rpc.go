@@ -31,6 +31,11 @@ type MemberInfo struct {
 	// field, so the others' relays send it none: to that member the
 	// greeting would be a malformed frame.
 	RemotingGreeting bool `json:"remoting_greeting,omitempty"`
+	// Format is the newest raft entry format the member reads (its
+	// cluster.FormatVersion; absent, 0, from a version without formats:
+	// 1). A leader raises the group's format only when every member
+	// reads it.
+	Format int `json:"format,omitempty"`
 }
 
 // infoAnswer is the Info method's answer, JSON in a BytesValue.
