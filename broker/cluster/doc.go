@@ -31,15 +31,26 @@
 // SegmentSize and size limits) write the same bytes: a receipt handle or
 // offset message id is valid on every member. A member whose geometry
 // differs from the one an entry carries stops (Failed) instead of
-// applying it: it would write other bytes. Only the apply step writes
+// applying it: it would write other bytes; it says how to go on. It
+// decodes an entry's records within the limits the entry's own header
+// names, so a member with other limits sees the difference instead of
+// taking a record for bad bytes. Only the apply step writes
 // a replica's commit log. A batch the store rejects for its content
 // (ErrInvalid, ErrTooLarge) is rejected by every member alike and
 // stored by none; any other store error (disk full, I/O) stops the
 // replica (Failed), since a member cannot skip an entry the others hold.
 //
 // Metadata changes (kindMeta, meta.go: topics, groups, offsets, the
-// bootstrap with the cluster id and the receipt-handle key, barriers)
-// are the other kind. A committed entry that does not decode (bytes
+// bootstrap with the cluster id and the receipt-handle key, barriers,
+// the group's entry format, the token key rings) are the other kind.
+//
+// What entries may hold is the group's entry format (format.go), part of
+// the replicated state: a leader raises it only once every member reads
+// the new one, proposes only what the current one allows, and a member
+// that meets a format above what it reads stops and says to upgrade it.
+// The keys that sign client-held tokens (receipt handles, transaction
+// ids, recall handles) are replicated key rings, rotated by the leader
+// with the earlier keys kept for their tokens' lifetime (keys.go). A committed entry that does not decode (bytes
 // that are no entry, an unknown kind, a batch cut short, a change that
 // is not valid JSON) is applied as a no-op by every member alike, since
 // every member decodes the same bytes the same way: the replicas stay

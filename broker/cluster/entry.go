@@ -95,8 +95,16 @@ func entryKind(b []byte) (byte, error) {
 	return b[1], nil
 }
 
-// decodeAppend decodes a kindAppend entry; maxRecord bounds one record.
-func decodeAppend(b []byte, maxRecord int) (*appendEntry, error) {
+// maxEntryRecord bounds one record of an entry whatever geometry its
+// header names (the raft transport's limit on a message).
+const maxEntryRecord = 64 << 20
+
+// decodeAppend decodes a kindAppend entry. Its records are bounded by the
+// max record size of the geometry its header names (and by limit): a
+// member decodes what the proposer encoded as the proposer did, so a
+// geometry that differs from its own is seen whole and refused, never
+// taken for bad bytes.
+func decodeAppend(b []byte, limit int) (*appendEntry, error) {
 	if k, err := entryKind(b); err != nil {
 		return nil, err
 	} else if k != kindAppend {
@@ -115,6 +123,7 @@ func decodeAppend(b []byte, maxRecord int) (*appendEntry, error) {
 			maxBodySize:   int32(binary.BigEndian.Uint32(b[38:])),
 		},
 	}
+	maxRecord := min(int(e.geo.maxRecordSize), limit)
 	hl := int(binary.BigEndian.Uint16(b[42:]))
 	p := 44
 	if len(b) < p+hl+4 {

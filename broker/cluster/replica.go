@@ -379,14 +379,19 @@ func (r *Replica) skipUndecodable(index uint64, err error) {
 func (r *Replica) Undecodable() uint64 { return r.undecodable.Load() }
 
 func (r *Replica) applyAppend(index uint64, data []byte) error {
-	e, err := decodeAppend(data, r.maxRecord())
+	e, err := decodeAppend(data, maxEntryRecord)
 	if err != nil {
 		r.skipUndecodable(index, err)
 		return nil
 	}
 	if e.geo != r.geo {
-		return fmt.Errorf("the proposer's store has segment size %d, max record %d, max body %d; this member's %d, %d, %d: members must be configured alike",
-			e.geo.segmentSize, e.geo.maxRecordSize, e.geo.maxBodySize, r.geo.segmentSize, r.geo.maxRecordSize, r.geo.maxBodySize)
+		// Every member must write the same bytes: one that stored less
+		// (or other offsets) than the others would serve other messages
+		// if it led. It stops here, before this entry, and says how to
+		// go on.
+		return fmt.Errorf("the group's entries are written with segment size %d, max record %d, max body %d; this member's store has %d, %d, %d: "+
+			"restart it with --segment-size %d and the same message size limits as the others (its raft log and store are kept, and it resumes at this entry)",
+			e.geo.segmentSize, e.geo.maxRecordSize, e.geo.maxBodySize, r.geo.segmentSize, r.geo.maxRecordSize, r.geo.maxBodySize, e.geo.segmentSize)
 	}
 	st := storage.Stamp{StoreTime: max(e.storeTime, r.st.storeTime, 1), StoreHost: e.storeHost}
 	res, err := r.store.AppendStamped(context.Background(), st, e.msgs...)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -193,5 +194,30 @@ func TestAppendOutcomeOutlivesCaller(t *testing.T) {
 	}
 	if r.Uncertain() != 1 {
 		t.Fatalf("%d uncertain outcomes, want 1", r.Uncertain())
+	}
+}
+
+// A member whose size limits are below the group's meets a record over
+// its own limit: it stops and says how to go on, instead of skipping the
+// entry the others store (it would then hold other offsets and ids).
+func TestReplicaStopsOnSmallerLimits(t *testing.T) {
+	r, err := OpenReplica(t.TempDir(), replicaOpts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(context.Background())
+	geo := testGeo
+	geo.maxRecordSize, geo.maxBodySize = 40<<10, 32<<10
+	big := &message.Message{Topic: "t", Body: make([]byte, 20<<10)}
+	b, err := encodeAppend(&appendEntry{proposer: 1, seq: 1, storeTime: 5, geo: geo, msgs: []*message.Message{big}}, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = r.Apply(1, b)
+	if err == nil || r.Failed() == nil || !strings.Contains(err.Error(), "restart it with") {
+		t.Fatalf("an entry over this member's limits: %v", err)
+	}
+	if r.Undecodable() != 0 || r.Applied() != 0 {
+		t.Fatalf("skipped as undecodable (%d) or applied (%d)", r.Undecodable(), r.Applied())
 	}
 }
