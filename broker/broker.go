@@ -37,6 +37,9 @@ type Config struct {
 	MaxParkedPolls int
 	// PopSnapshotInterval bounds the POP journal replayed at start.
 	PopSnapshotInterval time.Duration
+	// InheritedGrace: see pop.Config (cluster mode: the members' maximum
+	// clock skew).
+	InheritedGrace time.Duration
 	// Txn tunes transaction checks.
 	Txn txn.Config
 	// Replicated, when set, is the replica group every write goes
@@ -143,7 +146,8 @@ func (b *Broker) Activate(ctx context.Context) error {
 	st.SetReadersWaiting(func() bool { return hub.Parked() > 0 })
 	hub.SetOnPark(st.Hurry)
 	s.meta = metadata.New(metadata.Config{AutoCreate: cfg.AutoCreate, DefaultQueues: cfg.DefaultQueues, Clock: cfg.Clock}, b.w.meta, b.w.store)
-	p, err := pop.Open(ctx, pop.Config{Clock: cfg.Clock, Logger: cfg.Logger, Hub: s.hub, SnapshotInterval: cfg.PopSnapshotInterval},
+	p, err := pop.Open(ctx, pop.Config{Clock: cfg.Clock, Logger: cfg.Logger, Hub: s.hub, SnapshotInterval: cfg.PopSnapshotInterval,
+		InheritedGrace: cfg.InheritedGrace},
 		b.obs.popStore(b.w.store), st.Meta(), s.meta)
 	if err != nil {
 		return err
@@ -412,6 +416,22 @@ func (b *Broker) ForwardToDLQ(ctx context.Context, group, topic, handle string) 
 // ReleaseClient ends auto-renewal for a client that is gone.
 func (b *Broker) ReleaseClient(clientID string) {
 	b.s().pop.ReleaseClient(context.Background(), clientID)
+}
+
+// ReleaseUnseen ends auto-renewal for every client with renewed
+// deliveries that seen does not know: a member that became leader never
+// saw the clients of the previous one go away, so it releases those that
+// have not come to it (cluster mode, a while after activating).
+func (b *Broker) ReleaseUnseen(ctx context.Context, seen func(clientID string) bool) []string {
+	var released []string
+	p := b.s().pop
+	for _, c := range p.RenewedClients() {
+		if !seen(c) {
+			p.ReleaseClient(ctx, c)
+			released = append(released, c)
+		}
+	}
+	return released
 }
 
 // PopStats describes every POP subscription (in flight, positions).

@@ -58,6 +58,13 @@ type Config struct {
 	RenewInterval time.Duration
 	// MaxHeld bounds FIFO messages held back per subscription.
 	MaxHeld int
+	// InheritedGrace pushes back, at Open, the deadline of every delivery
+	// found in flight: deadlines are wall-clock times of whichever member
+	// recorded them, and a member whose clock runs ahead of that one's by
+	// up to this much must not make a message visible before the
+	// consumer's window ended (cluster mode: the members' maximum clock
+	// skew; 0 on a single node).
+	InheritedGrace time.Duration
 }
 
 // Service is the POP engine.
@@ -121,6 +128,7 @@ func Open(ctx context.Context, cfg Config, st Store, blobs Blobs, dlq DLQTopics)
 	if err := s.recover(ctx); err != nil {
 		return nil, err
 	}
+	s.delayInherited(cfg.InheritedGrace)
 	s.group = lifecycle.NewGroup(ctx)
 	if err := s.group.Go("pop-wakeups", s.wakeLoop); err != nil {
 		return nil, err
@@ -975,6 +983,40 @@ func (s *Service) ReleaseClient(ctx context.Context, clientID string) {
 			}
 		}
 	}
+}
+
+// delayInherited pushes the deadline of every delivery in flight back by
+// d (Config.InheritedGrace).
+func (s *Service) delayInherited(d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	for _, sb := range s.allSubs() {
+		sb.mu.Lock()
+		for _, f := range slices.Clone(sb.due) {
+			sb.setDeadline(f, f.visibleAt+d.Milliseconds())
+		}
+		s.scheduleLocked(sb)
+		sb.mu.Unlock()
+	}
+}
+
+// RenewedClients are the clients whose deliveries are renewed
+// automatically (push consumers), each once.
+func (s *Service) RenewedClients() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, sb := range s.allSubs() {
+		sb.mu.Lock()
+		for _, f := range sb.due {
+			if f.flags&flagAutoRenew != 0 && f.client != "" && !seen[f.client] {
+				seen[f.client] = true
+				out = append(out, f.client)
+			}
+		}
+		sb.mu.Unlock()
+	}
+	return out
 }
 
 func (s *Service) allSubs() []*sub {
