@@ -291,6 +291,8 @@ type leadership struct {
 		Members() peer.Membership
 		MemberInfo(ctx context.Context, id uint64) (peer.MemberInfo, error)
 		ForgetMemberInfo(id uint64)
+		ClockOffset(ctx context.Context, id uint64) (offset, uncertainty time.Duration, err error)
+		Handoff(ctx context.Context) error
 	}
 	rep interface {
 		Barrier(ctx context.Context) error
@@ -307,6 +309,7 @@ type leadership struct {
 		Activate(ctx context.Context) error
 		Deactivate(ctx context.Context) error
 		ReloadKeys() error
+		ReleaseUnseen(ctx context.Context, seen func(clientID string) bool) []string
 	}
 }
 
@@ -337,15 +340,25 @@ func (n *Node) followLeader(ctx context.Context) {
 	l := leadership{raft: n.raft, rep: n.rep, broker: n.broker}
 	rotate := time.NewTicker(time.Hour)
 	defer rotate.Stop()
+	// unseen fires clientGrace after an activation (releaseUnseen).
+	unseen := time.NewTimer(time.Hour)
+	unseen.Stop()
+	defer unseen.Stop()
 	for {
 		changes, uncertain := n.raft.Changes(), n.rep.UncertainChanges()
+		was := act
 		ok := n.reconcile(ctx, l, &act)
 		if !ok {
 			retry.Reset(200 * time.Millisecond)
 		}
+		if act != was && l.broker.Active() {
+			unseen.Reset(clientGrace)
+		}
 		select {
 		case <-changes:
 		case <-uncertain:
+		case <-unseen.C:
+			n.releaseUnseen(ctx, l)
 		case <-rotate.C:
 			n.rotateKeys(ctx, l)
 		case <-retry.C:
@@ -397,6 +410,13 @@ func (n *Node) reconcile(ctx context.Context, l leadership, act *activation) boo
 		}
 		if err := n.activate(ctx, l, want); err != nil {
 			n.log.Warn("leading, but not serving yet", "err", err)
+			if errors.Is(err, errClockSkew) {
+				hctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				if err := l.raft.Handoff(hctx); err != nil {
+					n.log.Warn("handing the leadership to a member with a sound clock failed", "err", err)
+				}
+				cancel()
+			}
 			return false
 		}
 		*act = want
@@ -455,7 +475,10 @@ func (n *Node) reconcile(ctx context.Context, l leadership, act *activation) boo
 func (n *Node) activate(ctx context.Context, l leadership, want activation) error {
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	err := l.rep.Barrier(cctx)
+	err := n.checkClock(cctx, l)
+	if err == nil {
+		err = l.rep.Barrier(cctx)
+	}
 	if err == nil {
 		err = l.rep.Bootstrap(cctx, n.cfg.ClusterID)
 	}
@@ -478,6 +501,48 @@ func (n *Node) activate(ctx context.Context, l leadership, want activation) erro
 			err = errors.Join(err, derr)
 		}
 		return err
+	}
+	return nil
+}
+
+// maxClockSkew is how far the members' wall clocks may differ. Deadlines
+// (a delivery's invisibility, a delayed message's time) are wall-clock
+// times of the member that recorded them: a leader checks its clock
+// against the others' before it serves (checkClock), and pushes the
+// deadlines it inherits back by this much (pop's InheritedGrace), so a
+// clock ahead within the bound never shows a message early.
+const maxClockSkew = time.Second
+
+// errClockSkew: this member's clock is too far from the others'.
+var errClockSkew = errors.New("this member's clock differs from the others'")
+
+// checkClock refuses to serve when this member's clock differs from the
+// clocks of more than half of the other voters by more than maxClockSkew
+// (beyond the measurement's uncertainty): its deadlines would then fire
+// early or late for every delivery. One other member off is that
+// member's problem (it refuses when it leads). Members of a version
+// that does not report its clock, and members that do not answer, are
+// left out.
+func (n *Node) checkClock(ctx context.Context, l leadership) error {
+	var others, off int
+	var worst time.Duration
+	for _, id := range l.raft.Members().Voters {
+		if id == uint64(n.cfg.NodeID) {
+			continue
+		}
+		others++
+		o, u, err := l.raft.ClockOffset(ctx, id)
+		if err != nil {
+			continue
+		}
+		if d := max(o, -o) - u; d > maxClockSkew {
+			off++
+			worst = max(worst, max(o, -o))
+		}
+	}
+	if others > 0 && 2*off > others {
+		return fmt.Errorf("%w by up to %v (%d of %d members), more than the %v allowed: fix its time synchronization (NTP); "+
+			"it hands the leadership over", errClockSkew, worst.Round(time.Millisecond), off, others, maxClockSkew)
 	}
 	return nil
 }
@@ -505,6 +570,27 @@ func (n *Node) raiseFormat(ctx context.Context, l leadership) {
 	}
 	if err := l.rep.RaiseFormat(ctx); err != nil {
 		n.log.Warn("raising the group's entry format", "format", cluster.FormatVersion, "err", err)
+	}
+}
+
+// clientGrace is how long a new leader waits for the clients of the
+// previous one to come to it before it stops renewing their deliveries.
+const clientGrace = 30 * time.Second
+
+// releaseUnseen stops the automatic renewal of the deliveries of every
+// client that has not come to this leader since it activated: it never
+// saw the clients of the previous leader go away, and would otherwise
+// renew their deliveries for hours (pop's renewal limit).
+func (n *Node) releaseUnseen(ctx context.Context, l leadership) {
+	if !l.broker.Active() {
+		return
+	}
+	released := l.broker.ReleaseUnseen(ctx, func(id string) bool {
+		_, ok := n.sess.LastSeen(id)
+		return ok
+	})
+	if len(released) > 0 {
+		n.log.Info("clients of an earlier leader did not come back: their deliveries are no longer renewed", "clients", released)
 	}
 }
 

@@ -26,6 +26,9 @@ type fakeLeadership struct {
 	formats map[uint64]int
 	format  int
 	keys    int // EnsureKeys calls
+	// offsets are the other members' clocks against this one's, by id.
+	offsets  map[uint64]time.Duration
+	handoffs int
 }
 
 func (f *fakeLeadership) LeaderTerm() uint64             { return f.term }
@@ -34,6 +37,13 @@ func (f *fakeLeadership) LeaderHeard() time.Time         { return time.Now() }
 func (f *fakeLeadership) ElectionTimeout() time.Duration { return time.Second }
 func (f *fakeLeadership) MemberInfo(_ context.Context, id uint64) (peer.MemberInfo, error) {
 	return peer.MemberInfo{GRPC: "leader:8081", Format: f.formats[id]}, nil
+}
+func (f *fakeLeadership) ClockOffset(_ context.Context, id uint64) (time.Duration, time.Duration, error) {
+	return f.offsets[id], time.Millisecond, nil
+}
+func (f *fakeLeadership) Handoff(context.Context) error { f.handoffs++; return nil }
+func (f *fakeLeadership) ReleaseUnseen(context.Context, func(string) bool) []string {
+	return nil
 }
 func (f *fakeLeadership) Members() peer.Membership {
 	var m peer.Membership
@@ -142,5 +152,23 @@ func TestRaiseFormatWhenEveryMemberReadsIt(t *testing.T) {
 	n.raiseFormat(context.Background(), l)
 	if f.Format() != cluster.FormatVersion {
 		t.Fatalf("format %d with every member reading %d", f.Format(), cluster.FormatVersion)
+	}
+}
+
+// A leader whose clock differs from the others' by more than the
+// allowed skew does not serve and hands its leadership over; one other
+// member off does not stop it.
+func TestActivateChecksTheClock(t *testing.T) {
+	n := &Node{log: quietLogger(), cfg: Config{NodeID: 1}}
+	f := &fakeLeadership{term: 4, leader: 1, formats: map[uint64]int{1: 2, 2: 2, 3: 2},
+		offsets: map[uint64]time.Duration{2: 3 * time.Second, 3: 2500 * time.Millisecond}}
+	l := leadership{raft: f, rep: f, broker: f}
+	var act activation
+	if n.reconcile(context.Background(), l, &act) || f.active || f.handoffs != 1 {
+		t.Fatalf("a leader 2.5-3 s off both others: active %v, %d handoffs", f.active, f.handoffs)
+	}
+	f.offsets[3] = 20 * time.Millisecond
+	if !n.reconcile(context.Background(), l, &act) || !f.active {
+		t.Fatalf("a leader off one other member only: active %v", f.active)
 	}
 }

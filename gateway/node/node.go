@@ -287,6 +287,7 @@ func (n *Node) startBroker(ctx context.Context) error {
 	bc := broker.Config{AutoCreate: n.cfg.AutoCreate, Logger: n.log, Tracers: n.brokerTracers(), Meters: n.tel.Meters}
 	if n.rep != nil {
 		bc.Replicated = n.rep
+		bc.InheritedGrace = maxClockSkew
 	}
 	b, err := broker.Open(ctx, bc, n.store)
 	if err != nil {

@@ -43,6 +43,9 @@ type infoAnswer struct {
 	ID     uint64     `json:"id"`
 	Leader uint64     `json:"leader"`
 	Info   MemberInfo `json:"info"`
+	// Now is the member's wall clock when it answered (unix ms;
+	// ClockOffset). Absent (0) from a version without it.
+	Now int64 `json:"now,omitempty"`
 }
 
 // memberInfoTTL is how long a member's answer to Info is used before it
@@ -55,7 +58,31 @@ type cachedInfo struct {
 }
 
 func (n *Node) info() infoAnswer {
-	return infoAnswer{ID: n.cfg.NodeID, Leader: n.lead.Load(), Info: n.cfg.Info}
+	return infoAnswer{ID: n.cfg.NodeID, Leader: n.lead.Load(), Info: n.cfg.Info, Now: time.Now().UnixMilli()}
+}
+
+// ErrNoClock: a member of a version that does not report its clock.
+var ErrNoClock = errors.New("peer: the member does not report its clock")
+
+// ClockOffset measures how far member id's wall clock runs ahead of this
+// member's (negative: behind), within ± uncertainty: half the round trip
+// of the Info call that asked, and a millisecond of resolution.
+func (n *Node) ClockOffset(ctx context.Context, id uint64) (offset, uncertainty time.Duration, err error) {
+	conn := n.tr.conn(id)
+	if conn == nil {
+		return 0, 0, fmt.Errorf("peer: no member %d", id)
+	}
+	t0 := time.Now()
+	a, err := callInfo(WithToken(ctx, n.cfg.Token), conn, n.cfg.ClusterID)
+	t1 := time.Now()
+	if err != nil {
+		return 0, 0, fmt.Errorf("peer: clock of member %d: %w", id, err)
+	}
+	if a.Now == 0 {
+		return 0, 0, fmt.Errorf("%w (member %d)", ErrNoClock, id)
+	}
+	mid := t0.Add(t1.Sub(t0) / 2)
+	return time.UnixMilli(a.Now).Sub(mid), t1.Sub(t0)/2 + time.Millisecond, nil
 }
 
 // MemberInfo is member id's client addresses: this node's own from its
