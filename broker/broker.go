@@ -477,6 +477,9 @@ func (b *Broker) Pull(ctx context.Context, group, topic string, queue int32, fro
 	if !t.Perm.Readable() {
 		return offset.PullResult{}, mqerr.Errorf(mqerr.KindForbidden, "topic %q is not readable", t.Name)
 	}
+	if err := b.w.readCurrent(ctx); err != nil {
+		return offset.PullResult{}, err
+	}
 	res, err := b.s().offs.Pull(ctx, t, queue, from, max, f, wait)
 	b.obs.pulledDelivered(group, t.Name, res.Messages)
 	return res, err
@@ -499,6 +502,9 @@ func (b *Broker) GetOffset(ctx context.Context, group, topic string, queue int32
 	if err != nil {
 		return 0, err
 	}
+	if err := b.w.readCurrent(ctx); err != nil {
+		return 0, err
+	}
 	return b.s().offs.Get(t, group, queue)
 }
 
@@ -509,6 +515,9 @@ func (b *Broker) QueryOffset(ctx context.Context, topic string, queue int32, p o
 	}
 	t, err := b.s().meta.GetTopic(ctx, topic)
 	if err != nil {
+		return 0, err
+	}
+	if err := b.w.readCurrent(ctx); err != nil {
 		return 0, err
 	}
 	return b.s().offs.Query(t, queue, p, at)

@@ -343,6 +343,9 @@ func (c *Classic) pull(ctx context.Context, req ClassicPullRequest) (ClassicPull
 	if req.QueueID < 0 || req.QueueID >= t.Queues {
 		return ClassicPull{}, mqerr.Errorf(mqerr.KindBadRequest, "topic %q has queues 0..%d, not %d", t.Name, t.Queues-1, req.QueueID)
 	}
+	if err := c.b.w.readCurrent(ctx); err != nil {
+		return ClassicPull{}, err
+	}
 	if !t.Perm.Readable() {
 		return ClassicPull{}, mqerr.Errorf(mqerr.KindForbidden, "topic %q is not readable", t.Name)
 	}

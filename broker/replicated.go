@@ -24,6 +24,9 @@ import (
 type Replicator interface {
 	Append(ctx context.Context, msgs ...*message.Message) (storage.AppendResult, error)
 	ProposeMeta(ctx context.Context, op cluster.MetaOp) (storage.AppendResult, error)
+	// ReadBarrier returns once this member (leading) has applied every
+	// entry committed before the call (cluster.Replica.ReadBarrier).
+	ReadBarrier(ctx context.Context) error
 }
 
 // writes are the store and metadata as the services write them: the
@@ -32,6 +35,20 @@ type writes struct {
 	store   storeWriter
 	meta    metadata.Store
 	offsets offsetWriter
+	// current returns once the local store holds every write answered
+	// before the call (nil on a single node, whose store is the only
+	// one): reads that must not miss what another leader committed
+	// (offsets, pulls) call it first.
+	current func(ctx context.Context) error
+}
+
+// readCurrent waits until reads from the local store are current (see
+// writes.current).
+func (w writes) readCurrent(ctx context.Context) error {
+	if w.current == nil {
+		return nil
+	}
+	return replicationError(w.current(ctx))
 }
 
 // storeWriter is the store with its writes: what pop, delay, txn,
@@ -54,7 +71,8 @@ func newWrites(st *storage.Store, r Replicator, log *slog.Logger) writes {
 	if r == nil {
 		return writes{store: settledStore{st}, meta: st.Meta(), offsets: localOffsets{st.Meta()}}
 	}
-	return writes{store: settledStore{replStore{Store: st, r: r}}, meta: replMeta{Store: st.Meta(), r: r}, offsets: replOffsets{Store: st.Meta(), r: r}}
+	return writes{store: settledStore{replStore{Store: st, r: r}}, meta: replMeta{Store: st.Meta(), r: r}, offsets: replOffsets{Store: st.Meta(), r: r},
+		current: r.ReadBarrier}
 }
 
 // settleTimeout bounds an append that its caller no longer waits for.

@@ -25,6 +25,10 @@ type Raft interface {
 	// leader took it into its log; *NotLeaderError if this node does not
 	// lead; ctx's error if it could not be handed over in time.
 	Propose(ctx context.Context, data []byte) error
+	// ReadIndex returns once this node, leading, has applied every entry
+	// committed before the call; *NotLeaderError if it does not lead,
+	// ErrLeadershipLost if it stopped meanwhile.
+	ReadIndex(ctx context.Context) error
 }
 
 // Options configure a Replica.
@@ -244,6 +248,25 @@ func (r *Replica) propose(ctx context.Context, seq uint64, data []byte) (storage
 		r.markUncertain()
 		return storage.AppendResult{}, fmt.Errorf("%w: not committed within %v (it may still be)", ErrNoQuorum, r.opts.CommitTimeout)
 	}
+}
+
+// ReadBarrier returns once this member, leading, has applied every
+// entry committed before the call: a read of its store after it misses
+// no write any leader answered before (see Raft.ReadIndex).
+func (r *Replica) ReadBarrier(ctx context.Context) error {
+	rp := r.raft.Load()
+	if rp == nil {
+		return fmt.Errorf("%w: no raft node attached", ErrStopped)
+	}
+	cctx, cancel := context.WithTimeout(ctx, r.opts.CommitTimeout)
+	defer cancel()
+	if err := (*rp).ReadIndex(cctx); err != nil {
+		if ctx.Err() == nil && cctx.Err() != nil {
+			return fmt.Errorf("%w: %w", ErrNoQuorum, err)
+		}
+		return err
+	}
+	return nil
 }
 
 // markUncertain records that an entry this member proposed may or may

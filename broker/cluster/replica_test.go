@@ -149,6 +149,8 @@ func (l loopRaft) Propose(_ context.Context, data []byte) error {
 	return nil
 }
 
+func (loopRaft) ReadIndex(context.Context) error { return nil }
+
 // Once raft has an entry, Append waits for its outcome whatever the
 // caller's context does: the caller that went away still learns (and a
 // service changes its memory only then). Only the commit timeout ends

@@ -3,6 +3,7 @@ package peer
 import (
 	"cmp"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -142,6 +143,9 @@ type Node struct {
 	// however far compaction has gone meanwhile, so that it is not sent
 	// another snapshot as soon as it is back.
 	holds map[uint64]hold
+	// reads: raft loop only. The ReadIndex calls waiting, by request id.
+	reads   map[uint64]*pendingRead
+	readSeq atomic.Uint64
 
 	changeMu sync.Mutex
 	changed  chan struct{} // closed at the next change of lead or isLeader
@@ -180,7 +184,7 @@ func Start(cfg Config, app Applier) (*Node, error) {
 	n := &Node{cfg: cfg, logger: cfg.Logger.With("node", cfg.NodeID), app: app, ms: raft.NewMemoryStorage(),
 		propc: make(chan proposal), calls: make(chan func()), recvc: make(chan *raftpb.Message, 4096), unreach: make(chan uint64, 64),
 		stopc: make(chan struct{}), done: make(chan struct{}), changed: make(chan struct{}), infos: map[uint64]cachedInfo{},
-		holds: map[uint64]hold{}}
+		holds: map[uint64]hold{}, reads: map[uint64]*pendingRead{}}
 	var err error
 	if n.book, err = openBook(cfg.MembersFile, cfg.Peers); err != nil {
 		return nil, err
@@ -196,6 +200,10 @@ func Start(cfg Config, app Applier) (*Node, error) {
 		ID: cfg.NodeID, ElectionTick: cfg.ElectionTicks, HeartbeatTick: cfg.HeartbeatTicks, Storage: n.ms,
 		Applied: n.snapIdx, MaxSizePerMsg: 1 << 20, MaxInflightMsgs: 256, MaxUncommittedEntriesSize: 1 << 30,
 		CheckQuorum: true, PreVote: true, StepDownOnRemoval: true, Logger: raftLogger{n.logger},
+		// ReadIndex answers from the leader's lease (check-quorum keeps
+		// it: a leader that lost its majority steps down within an
+		// election timeout, before another can be elected).
+		ReadOnlyOption: raft.ReadOnlyLeaseBased,
 	}
 	// Applied is the raft snapshot's index, not the store's: raft then
 	// hands over every entry after the snapshot again, so that the
@@ -566,6 +574,7 @@ func (n *Node) stopLoop(err error) {
 		n.notifyChange()
 	}
 	n.app.LeadershipLost()
+	n.failReads()
 }
 
 // maxBatch bounds the proposals and messages taken into one Ready.
@@ -605,6 +614,7 @@ func (n *Node) ready() error {
 			was := n.isLeader.Swap(leads)
 			if was && !leads {
 				n.app.LeadershipLost()
+				n.failReads()
 			}
 			if oldLead != rd.SoftState.Lead || was != leads || oldTerm != term {
 				n.notifyChange()
@@ -642,6 +652,7 @@ func (n *Node) ready() error {
 				return err
 			}
 		}
+		n.answerReads(rd.ReadStates)
 		n.rn.Advance(rd)
 		if err := n.maybeCompact(); err != nil {
 			return err
@@ -796,4 +807,81 @@ func (n *Node) Stop() error {
 		err = n.w.Close()
 	})
 	return err
+}
+
+// pendingRead is a ReadIndex call waiting on the raft loop: index is the
+// read index raft answered (0: not yet).
+type pendingRead struct {
+	index uint64
+	done  chan error
+}
+
+// ReadIndex returns once this member, as the leader, has applied every
+// entry committed before the call: a read from its store then reflects
+// every write any leader answered OK before it (linearizable). It uses
+// raft's ReadIndex with the leader's lease (no message to the others
+// while check-quorum keeps the lease). A member that does not lead
+// answers *cluster.NotLeaderError; one that stops leading meanwhile,
+// cluster.ErrLeadershipLost.
+func (n *Node) ReadIndex(ctx context.Context) error {
+	if !n.isLeader.Load() {
+		return n.notLeader()
+	}
+	id := n.readSeq.Add(1)
+	done := make(chan error, 1)
+	if err := n.do(ctx, func() {
+		if n.rn.BasicStatus().RaftState != raft.StateLeader {
+			done <- n.notLeader()
+			return
+		}
+		n.reads[id] = &pendingRead{done: done}
+		n.rn.ReadIndex(binary.BigEndian.AppendUint64(nil, id))
+	}); err != nil {
+		return err
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-n.done:
+		return n.stoppedErr()
+	case <-ctx.Done():
+		// Forgotten on the loop, if it still runs.
+		go func() {
+			dctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			_ = n.do(dctx, func() { delete(n.reads, id) })
+		}()
+		return ctx.Err()
+	}
+}
+
+// answerReads records the read indexes raft answered and releases the
+// reads whose index is applied. Called by the raft loop after applying.
+func (n *Node) answerReads(states []raft.ReadState) {
+	for _, rs := range states {
+		if len(rs.RequestCtx) != 8 {
+			continue
+		}
+		if p := n.reads[binary.BigEndian.Uint64(rs.RequestCtx)]; p != nil {
+			p.index = max(rs.Index, 1)
+		}
+	}
+	if len(n.reads) == 0 {
+		return
+	}
+	applied := n.app.Applied()
+	for id, p := range n.reads {
+		if p.index != 0 && applied >= p.index {
+			p.done <- nil
+			delete(n.reads, id)
+		}
+	}
+}
+
+// failReads answers every waiting read when this member stops leading.
+func (n *Node) failReads() {
+	for id, p := range n.reads {
+		p.done <- cluster.ErrLeadershipLost
+		delete(n.reads, id)
+	}
 }
