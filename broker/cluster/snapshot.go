@@ -122,11 +122,12 @@ func (r *Replica) OpenSegment(name string) (io.ReaderAt, io.Closer, error) {
 // StageCopy writes the copy cp into dir/incoming (complete, or absent
 // after a failure): its small files, its segments (each filled by fill,
 // which writes exactly the part's Length bytes) padded to the segment
-// size, and the applied position. Called by the raft loop only; the copy
-// is installed by the next OpenReplica.
+// size, and the applied position. Any goroutine (it touches only
+// dir/incoming), one at a time; the copy is installed by the next
+// OpenReplica.
 func (r *Replica) StageCopy(cp Checkpoint, fill func(SegmentPart, io.Writer) error) error {
-	if cp.Index <= r.st.index {
-		return fmt.Errorf("cluster: a copy at index %d is not ahead of this member's %d", cp.Index, r.st.index)
+	if cp.Index <= r.applied.Load() {
+		return fmt.Errorf("cluster: a copy at index %d is not ahead of this member's %d", cp.Index, r.applied.Load())
 	}
 	tmp := filepath.Join(r.dir, incomingDir+".tmp")
 	if err := r.fs.RemoveAll(tmp); err != nil {

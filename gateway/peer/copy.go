@@ -89,35 +89,36 @@ func (n *Node) copyStore(ctx context.Context, least uint64, send func([]byte) er
 }
 
 // fetchCopy asks member from for a copy of its store at index least or
-// later and stages it (cluster.Replica.StageCopy).
-func (n *Node) fetchCopy(ctx context.Context, from, least uint64) error {
+// later and stages it (cluster.Replica.StageCopy); it returns the copy's
+// index.
+func (n *Node) fetchCopy(ctx context.Context, from, least uint64) (uint64, error) {
 	conn := n.tr.conn(from)
 	if conn == nil {
-		return fmt.Errorf("peer: no connection to member %d", from)
+		return 0, fmt.Errorf("peer: no connection to member %d", from)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	desc := &grpc.StreamDesc{StreamName: "CopyStore", ServerStreams: true}
 	s, err := conn.NewStream(outgoing(WithToken(ctx, n.cfg.Token), n.cfg.ClusterID), desc, copyMethod, grpc.MaxCallRecvMsgSize(maxCopyHeader))
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if err := s.SendMsg(wrapperspb.UInt64(least)); err != nil {
-		return err
+		return 0, err
 	}
 	if err := s.CloseSend(); err != nil {
-		return err
+		return 0, err
 	}
 	var head wrapperspb.BytesValue
 	if err := s.RecvMsg(&head); err != nil {
-		return err
+		return 0, err
 	}
 	var cp cluster.Checkpoint
 	if err := json.Unmarshal(head.GetValue(), &cp); err != nil {
-		return fmt.Errorf("peer: copy header: %w", err)
+		return 0, fmt.Errorf("peer: copy header: %w", err)
 	}
 	if cp.Index < least {
-		return fmt.Errorf("peer: member %d sent a copy at %d, below %d", from, cp.Index, least)
+		return 0, fmt.Errorf("peer: member %d sent a copy at %d, below %d", from, cp.Index, least)
 	}
 	var pending []byte
 	fill := func(sp cluster.SegmentPart, w io.Writer) error {
@@ -144,52 +145,110 @@ func (n *Node) fetchCopy(ctx context.Context, from, least uint64) error {
 		return nil
 	}
 	if err := n.app.StageCopy(cp, fill); err != nil {
-		return err
+		return 0, err
 	}
 	if len(pending) > 0 {
-		return fmt.Errorf("peer: the copy carried %d bytes past its last segment", len(pending))
+		return 0, fmt.Errorf("peer: the copy carried %d bytes past its last segment", len(pending))
 	}
 	n.logger.Info("peer: staged a copy of another member's store", "from", from, "index", cp.Index, "log_end", cp.LogEnd, "segments", len(cp.Segments))
-	return nil
+	return cp.Index, nil
 }
 
-// installSnapshot handles a raft snapshot from the leader: this member
-// lags behind the entries the leader keeps. It copies a store at the
-// snapshot's index or later from the leader (or, failing that, another
-// member), records the snapshot and the hard state in the WAL, and stops
-// the node with cluster.ErrCopyStaged: the member must be restarted, and
-// its replica then installs the copy and applies the entries after it.
-// The copy is staged before the WAL names the snapshot, so a crash in
-// between leaves a member that asks for the snapshot again. Called by
-// the raft loop.
-func (n *Node) installSnapshot(rd raft.Ready) error {
-	snap := rd.Snapshot
-	idx := snap.GetMetadata().GetIndex()
-	n.logger.Warn("peer: this member fell behind the entries the leader keeps: copying a store", "snapshot_index", idx, "applied", n.app.Applied())
-	order := []uint64{n.lead.Load()}
+// A snapshot message from the leader says this member lags behind the
+// entries the leader keeps. It is not stepped into raft until this
+// member has a copy of a store at its index or later (haveCopy): the
+// copy is fetched in the background (runCopy), from the leader, failing
+// that from another member, while the raft loop goes on (heartbeats
+// answered, no election started). Then the message is stepped; raft's
+// Ready carries the snapshot, installSnapshot records it in the WAL with
+// the hard state, and the node stops with cluster.ErrCopyStaged: the
+// member must be restarted, and its replica then installs the copy and
+// applies the entries after it. The copy is staged before the WAL names
+// the snapshot, so a crash in between leaves a member whose store (the
+// copy installed at the next open) is ahead of its raft log; a later
+// snapshot at or below what its store holds is then recorded without a
+// copy (recordSnapshot). A snapshot message whose copy cannot be had (no
+// member holds its index) is dropped, and the member goes on.
+
+// copyJob is a copy being fetched for a snapshot message.
+type copyJob struct {
+	index uint64
+	from  uint64
+	msg   *raftpb.Message
+}
+
+// copyRetry is how long after a failed fetch the next may start.
+const copyRetry = time.Second
+
+// haveCopy reports whether the snapshot message m may be stepped into
+// raft: this member's store, or a copy staged, is at its index or past
+// it. Otherwise it starts fetching a copy unless one is being fetched (or
+// one failed within copyRetry), and m is dropped: the leader sends it
+// again. Called by the raft loop.
+func (n *Node) haveCopy(m *raftpb.Message) bool {
+	idx := m.GetSnapshot().GetMetadata().GetIndex()
+	if n.app.Applied() >= idx || (n.staged != 0 && n.staged >= idx) {
+		return true
+	}
+	if n.copying != nil || time.Since(n.copyFailed) < copyRetry {
+		return false
+	}
+	job := &copyJob{index: idx, from: m.GetFrom(), msg: m}
+	n.copying = job
+	n.bg.Add(1)
+	go n.runCopy(job)
+	return false
+}
+
+// runCopy fetches and stages a copy for job, then, on the raft loop,
+// steps job's message (or records the failure).
+func (n *Node) runCopy(job *copyJob) {
+	defer n.bg.Done()
+	n.logger.Warn("peer: this member fell behind the entries the leader keeps: copying a store", "snapshot_index", job.index, "applied", n.app.Applied())
+	order := []uint64{job.from}
 	for id := range n.book.dialable(n.cfg.NodeID) {
-		if id != order[0] {
+		if id != job.from {
 			order = append(order, id)
 		}
 	}
+	var staged uint64
 	var errs []error
-	staged := false
 	for _, from := range order {
-		if from == 0 {
-			continue
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), copyTimeout)
-		err := n.fetchCopy(ctx, from, idx)
+		ctx, cancel := context.WithTimeout(n.life, copyTimeout)
+		idx, err := n.fetchCopy(ctx, from, job.index)
 		cancel()
 		if err == nil {
-			staged = true
+			staged = idx
 			break
 		}
 		n.logger.Warn("peer: copying the store failed", "from", from, "err", err)
 		errs = append(errs, fmt.Errorf("from member %d: %w", from, err))
+		if n.life.Err() != nil {
+			return
+		}
 	}
-	if !staged {
-		return fmt.Errorf("peer: no member sent a copy of its store at index %d or later: %w", idx, errors.Join(errs...))
+	_ = n.do(n.life, func() {
+		n.copying = nil
+		if staged == 0 {
+			n.copyFailed = time.Now()
+			n.logger.Warn("peer: no member sent a copy of its store for the snapshot: it is dropped, and taken again when the leader sends it",
+				"snapshot_index", job.index, "err", errors.Join(errs...))
+			return
+		}
+		n.staged = max(n.staged, staged)
+		_ = n.rn.Step(job.msg)
+	})
+}
+
+// installSnapshot records a raft snapshot whose copy is staged (haveCopy)
+// in the WAL, with the hard state, and returns cluster.ErrCopyStaged:
+// the member must be restarted to install the copy. Called by the raft
+// loop.
+func (n *Node) installSnapshot(rd raft.Ready) error {
+	snap := rd.Snapshot
+	md := snap.GetMetadata()
+	if n.staged < md.GetIndex() {
+		return fmt.Errorf("peer: raft took a snapshot at %d without a copy of a store staged", md.GetIndex())
 	}
 	// The members' addresses as of the snapshot come before the WAL
 	// names it: once it does, the changes that carried them are no
@@ -197,7 +256,6 @@ func (n *Node) installSnapshot(rd raft.Ready) error {
 	if err := n.book.restore(snap.GetData()); err != nil {
 		return err
 	}
-	md := snap.GetMetadata()
 	if err := n.w.SaveSnapshot(&walpb.Snapshot{Index: new(md.GetIndex()), Term: new(md.GetTerm()), ConfState: md.GetConfState()}); err != nil {
 		return fmt.Errorf("peer: record the snapshot: %w", err)
 	}
@@ -217,6 +275,29 @@ func (n *Node) installSnapshot(rd raft.Ready) error {
 		return fmt.Errorf("peer: record the snapshot's state: %w", err)
 	}
 	return cluster.ErrCopyStaged
+}
+
+// recordSnapshot takes a raft snapshot at or below what this member's
+// store holds (a copy installed before the raft log named it): it is
+// recorded in the WAL and the memory storage, and the member goes on
+// without a copy. Called by the raft loop, before the rest of the Ready.
+func (n *Node) recordSnapshot(snap *raftpb.Snapshot) error {
+	md := snap.GetMetadata()
+	if err := n.book.restore(snap.GetData()); err != nil {
+		return err
+	}
+	if err := n.w.SaveSnapshot(&walpb.Snapshot{Index: new(md.GetIndex()), Term: new(md.GetTerm()), ConfState: md.GetConfState()}); err != nil {
+		return fmt.Errorf("peer: record the snapshot: %w", err)
+	}
+	if err := n.ms.ApplySnapshot(snap); err != nil {
+		return fmt.Errorf("peer: record the snapshot: %w", err)
+	}
+	n.snapIdx, n.cs = md.GetIndex(), md.GetConfState()
+	n.confs = []confAt{{index: n.snapIdx, cs: n.cs}}
+	n.setMembership(n.rn.Status().Config)
+	n.tr.setPeers(n.book.dialable(n.cfg.NodeID))
+	n.logger.Info("peer: recorded a snapshot the store already holds", "index", md.GetIndex(), "applied", n.app.Applied())
+	return nil
 }
 
 // snapshotSent reports a snapshot message's fate to raft, on the raft

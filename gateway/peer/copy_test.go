@@ -3,9 +3,17 @@ package peer
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"maps"
+	"path/filepath"
 	"testing"
 	"time"
+
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	"github.com/mqgate/mqgate/broker/cluster"
 	"github.com/mqgate/mqgate/internal/testutil"
@@ -72,6 +80,94 @@ func testLaggingCatchUp(t *testing.T, o testCluster) {
 	if got := contents(t, m); !maps.Equal(got, want) {
 		t.Fatalf("the caught-up member holds %d messages, the leader %d", len(got), len(want))
 	}
+	c.stopAll()
+	c.sameStores()
+}
+
+// A snapshot message no member can send a copy for (a member's bug, or
+// an index from nowhere) is dropped: the member goes on following and
+// applying, where it used to stop for good.
+func TestSnapshotWithoutCopyDropped(t *testing.T) {
+	c := newTestClusterWith(t, 3, testCluster{persist: 8, snap: 64, timeout: 3 * time.Second})
+	l := c.leader()
+	appendN(t, l, 0, 10)
+	f := c.follower(l)
+	st, err := l.node.Status(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := metadata.Pairs(mdToken, testToken, mdClusterID, c.id, mdFromNode, fmt.Sprint(l.id))
+	snap := &raftpb.Message{Type: raftpb.MsgSnap.Enum(), To: new(f.id), From: new(l.id), Term: new(st.Term),
+		Snapshot: &raftpb.Snapshot{Metadata: &raftpb.SnapshotMetadata{Index: new(uint64(1e9)), Term: new(st.Term),
+			ConfState: &raftpb.ConfState{Voters: []uint64{1, 2, 3}}}}}
+	if err := c.raftStream(f.id, md, snap); status.Code(err) == codes.PermissionDenied || status.Code(err) == codes.Unauthenticated {
+		t.Fatalf("the snapshot message was refused: %v", err)
+	}
+	acked := appendN(t, l, 10, 40)
+	c.converged(l.rep.Applied())
+	if err := f.node.Err(); err != nil {
+		t.Fatalf("the member stopped: %v", err)
+	}
+	have := contents(t, f)
+	for _, id := range acked {
+		if !have[id] {
+			t.Fatalf("member %d lacks %s after the snapshot message", f.id, id)
+		}
+	}
+}
+
+// A member whose store is ahead of its raft log (a copy installed, the
+// raft log not naming it: a crash between the two) takes the leader's
+// snapshot at or below what its store holds without a copy, on an idle
+// group too, where it used to ask for a copy ahead of itself and stop.
+func TestSnapshotTheStoreHolds(t *testing.T) {
+	c := newTestClusterWith(t, 3, testCluster{persist: 8, snap: 16, timeout: 3 * time.Second})
+	l := c.leader()
+	f := c.follower(l)
+	appendN(t, l, 0, 10)
+	c.converged(l.rep.Applied())
+	c.kill(f.id)
+	appendN(t, l, 10, 200) // the others compact past f's raft log
+	c.converged(l.rep.Applied())
+
+	// Stage, on f's replica, a copy of the leader's store, as a fetch
+	// interrupted before the raft log named it leaves it.
+	var cp cluster.Checkpoint
+	var cerr error
+	if err := l.node.do(testCtx(t), func() { cp, cerr = l.rep.Checkpoint() }); err != nil || cerr != nil {
+		t.Fatal(err, cerr)
+	}
+	rep, err := cluster.OpenReplica(filepath.Join(f.dir, "replica"), cluster.Options{Store: storeOpts(), StoreHost: "cluster:8081", Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = rep.StageCopy(cp, func(sp cluster.SegmentPart, w io.Writer) error {
+		ra, cl, err := l.rep.OpenSegment(sp.Name)
+		if err != nil {
+			return err
+		}
+		defer cl.Close()
+		_, err = io.Copy(w, io.NewSectionReader(ra, 0, sp.Length))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep.Abandon()
+	m := c.restart(f.id) // installs the copy; its raft log is far behind
+	if m.rep.Applied() < cp.Index {
+		t.Fatalf("applied %d after the install, the copy is at %d", m.rep.Applied(), cp.Index)
+	}
+	// Idle: the leader's snapshot is at or below the copy.
+	c.waitFor("the member to follow the leader's log again", func() bool {
+		st, err := l.node.Status(testCtx(t))
+		return err == nil && st.Progress[m.id].Match >= cp.Index
+	})
+	if err := m.node.Err(); err != nil {
+		t.Fatalf("the member stopped: %v", err)
+	}
+	appendN(t, l, 200, 220)
+	c.converged(l.rep.Applied())
 	c.stopAll()
 	c.sameStores()
 }

@@ -52,12 +52,17 @@
 // WAL (metadata only: index, term, configuration; the store is the
 // state), releases the WAL files before it and drops in-memory entries
 // more than KeepEntries below it. A member that lags further than that
-// gets raft's snapshot (copy.go): it copies a checkpoint of another
+// gets raft's snapshot message (copy.go): before the message is stepped
+// into raft, a background goroutine copies a checkpoint of another
 // member's store over the CopyStore stream (the Applier's Checkpoint,
-// OpenSegment and StageCopy), records the snapshot and hard state in its
+// OpenSegment and StageCopy) while the raft loop goes on; then the
+// member steps the message, records the snapshot and hard state in its
 // WAL, and stops with cluster.ErrCopyStaged; reopened, its replica
-// installs the copy. The transport reports whether a snapshot message
-// went out (raft sends that member nothing more until it knows).
+// installs the copy. A snapshot message no member can send a copy for is
+// dropped; one at or below what the store already holds is recorded
+// without a copy. A snapshot records the configuration in force at its
+// index. The transport reports whether a snapshot message went out (raft
+// sends that member nothing more until it knows).
 //
 // An error the loop cannot get past (WAL write, an Applier error) stops
 // the node: Done is closed, Err says why, appends fail with

@@ -41,8 +41,8 @@ type Applier interface {
 	// LeadershipLost is called when the node stops leading.
 	LeadershipLost()
 	// Checkpoint, OpenSegment and StageCopy copy a store to a member that
-	// fell behind (copy.go): Checkpoint and StageCopy are called by the
-	// raft loop only.
+	// fell behind (copy.go): Checkpoint is called by the raft loop only,
+	// StageCopy by one goroutine at a time.
 	Checkpoint() (cluster.Checkpoint, error)
 	OpenSegment(name string) (io.ReaderAt, io.Closer, error)
 	StageCopy(cp cluster.Checkpoint, fill func(cluster.SegmentPart, io.Writer) error) error
@@ -110,6 +110,11 @@ type Node struct {
 	w      *wal.WAL
 	tr     *transport
 	cs     *raftpb.ConfState
+	// confs: raft loop only. The configurations applied, by the index
+	// that made each, oldest first, back to the newest at or below the
+	// last raft snapshot: a snapshot at index p records the one in force
+	// at p (confAt), not a later one.
+	confs []confAt
 	book   *book
 
 	propc   chan proposal
@@ -143,6 +148,17 @@ type Node struct {
 	// however far compaction has gone meanwhile, so that it is not sent
 	// another snapshot as soon as it is back.
 	holds map[uint64]hold
+	// copying and staged: raft loop only (copy.go). A copy of a store
+	// being fetched for a snapshot message, and the index of the copy
+	// staged (0: none).
+	copying    *copyJob
+	staged     uint64
+	copyFailed time.Time
+	// life ends when the node stops (Stop): background work (copies)
+	// runs within it, counted in bg.
+	life       context.Context
+	lifeCancel context.CancelFunc
+	bg         sync.WaitGroup
 	// reads: raft loop only. The ReadIndex calls waiting, by request id.
 	reads   map[uint64]*pendingRead
 	readSeq atomic.Uint64
@@ -185,6 +201,7 @@ func Start(cfg Config, app Applier) (*Node, error) {
 		propc: make(chan proposal), calls: make(chan func()), recvc: make(chan *raftpb.Message, 4096), unreach: make(chan uint64, 64),
 		stopc: make(chan struct{}), done: make(chan struct{}), changed: make(chan struct{}), infos: map[uint64]cachedInfo{},
 		holds: map[uint64]hold{}, reads: map[uint64]*pendingRead{}}
+	n.life, n.lifeCancel = context.WithCancel(context.Background())
 	var err error
 	if n.book, err = openBook(cfg.MembersFile, cfg.Peers); err != nil {
 		return nil, err
@@ -332,6 +349,7 @@ func (n *Node) openWAL() (bool, error) {
 		}
 		n.snapIdx = snap.GetIndex()
 		n.cs = snap.GetConfState()
+		n.confs = []confAt{{index: n.snapIdx, cs: n.cs}}
 	}
 	if hs != nil {
 		if err := n.ms.SetHardState(hs); err != nil {
@@ -581,10 +599,10 @@ func (n *Node) stopLoop(err error) {
 const maxBatch = 512
 
 func (n *Node) step(m *raftpb.Message) {
-	_ = n.rn.Step(m) // messages of other terms or from removed members are dropped
-	if from := m.GetFrom(); from != 0 && from != n.cfg.NodeID && from == n.rn.BasicStatus().Lead {
-		n.heard.Store(time.Now().UnixNano())
+	if m.GetType() == raftpb.MsgSnap && !n.haveCopy(m) {
+		return // stepped once a copy of a store is here (copy.go)
 	}
+	_ = n.rn.Step(m) // messages of other terms or from removed members are dropped
 }
 
 func (n *Node) propose(p proposal) {
@@ -621,7 +639,12 @@ func (n *Node) ready() error {
 			}
 		}
 		if !raft.IsEmptySnap(rd.Snapshot) {
-			return n.installSnapshot(rd)
+			if n.app.Applied() < rd.Snapshot.GetMetadata().GetIndex() {
+				return n.installSnapshot(rd)
+			}
+			if err := n.recordSnapshot(rd.Snapshot); err != nil {
+				return err
+			}
 		}
 		// A leader sends before its own WAL write, so that the followers'
 		// fsyncs run alongside it (raft thesis §10.2.1, as etcd does): it
@@ -694,6 +717,7 @@ func (n *Node) applyEntry(e *raftpb.Entry) error {
 		return n.app.Apply(e.GetIndex(), e.GetData())
 	}
 	n.cs = n.rn.ApplyConfChange(cc)
+	n.confs = append(n.confs, confAt{index: e.GetIndex(), cs: n.cs})
 	changed, err := n.book.apply(e.GetIndex(), cc)
 	if err != nil {
 		return err
@@ -703,7 +727,7 @@ func (n *Node) applyEntry(e *raftpb.Entry) error {
 	// snapshot's configuration: a new one is taken at each change (its
 	// metadata only; the copy a member fetches is of the store as it is
 	// then, at this index or later).
-	if err := n.snapshotAt(e.GetIndex()); err != nil {
+	if err := n.snapshotAt(e.GetIndex(), n.cs); err != nil {
 		return err
 	}
 	if changed {
@@ -725,7 +749,11 @@ func (n *Node) applyEntry(e *raftpb.Entry) error {
 // below it.
 func (n *Node) maybeCompact() error {
 	p := n.app.Persisted()
-	if p < n.snapIdx+n.cfg.SnapshotEvery || n.cs == nil {
+	if p < n.snapIdx+n.cfg.SnapshotEvery {
+		return nil
+	}
+	cs := n.confAt(p)
+	if cs == nil {
 		return nil
 	}
 	// A member that installed a copy of a store has applied past the
@@ -737,10 +765,10 @@ func (n *Node) maybeCompact() error {
 	if err != nil {
 		return fmt.Errorf("peer: compact at %d: %w", p, err)
 	}
-	if err := n.snapshotAt(p); err != nil {
+	if err := n.snapshotAt(p, cs); err != nil {
 		return fmt.Errorf("peer: compact at %d: %w", p, err)
 	}
-	if err := n.w.SaveSnapshot(&walpb.Snapshot{Index: new(p), Term: new(term), ConfState: n.cs}); err != nil {
+	if err := n.w.SaveSnapshot(&walpb.Snapshot{Index: new(p), Term: new(term), ConfState: cs}); err != nil {
 		return fmt.Errorf("peer: compact at %d: %w", p, err)
 	}
 	if err := n.w.ReleaseLockTo(p); err != nil {
@@ -752,7 +780,38 @@ func (n *Node) maybeCompact() error {
 		}
 	}
 	n.snapIdx = p
+	n.pruneConfs(p)
 	return nil
+}
+
+// confAt is a configuration and the index of the entry that made it.
+type confAt struct {
+	index uint64
+	cs    *raftpb.ConfState
+}
+
+// confAt is the configuration in force at index (nil: none known).
+func (n *Node) confAt(index uint64) *raftpb.ConfState {
+	var cs *raftpb.ConfState
+	for _, c := range n.confs {
+		if c.index > index {
+			break
+		}
+		cs = c.cs
+	}
+	return cs
+}
+
+// pruneConfs drops the configurations older than the one in force at
+// index.
+func (n *Node) pruneConfs(index uint64) {
+	keep := 0
+	for i, c := range n.confs {
+		if c.index <= index {
+			keep = i
+		}
+	}
+	n.confs = n.confs[keep:]
 }
 
 // compactFloor is the index the in-memory entries are dropped up to:
@@ -784,12 +843,12 @@ func (n *Node) compactFloor(p uint64) uint64 {
 // one raft sends a member that lags behind the entries kept); its data
 // is the members' addresses (members.go). A snapshot there already at
 // or past index is kept.
-func (n *Node) snapshotAt(index uint64) error {
+func (n *Node) snapshotAt(index uint64, cs *raftpb.ConfState) error {
 	members, err := json.Marshal(n.book.file())
 	if err != nil {
 		return err
 	}
-	if _, err := n.ms.CreateSnapshot(index, n.cs, members); err != nil && !errors.Is(err, raft.ErrSnapOutOfDate) {
+	if _, err := n.ms.CreateSnapshot(index, cs, members); err != nil && !errors.Is(err, raft.ErrSnapOutOfDate) {
 		return err
 	}
 	return nil
@@ -802,6 +861,8 @@ func (n *Node) Stop() error {
 	n.stopOnce.Do(func() {
 		close(n.stopc)
 		<-n.done
+		n.lifeCancel()
+		n.bg.Wait()
 		<-n.purged
 		n.tr.close()
 		err = n.w.Close()
