@@ -599,10 +599,13 @@ func (n *Node) stopLoop(err error) {
 const maxBatch = 512
 
 func (n *Node) step(m *raftpb.Message) {
-	if m.GetType() == raftpb.MsgSnap && !n.haveCopy(m) {
-		return // stepped once a copy of a store is here (copy.go)
+	// A snapshot message waits for a copy of a store (copy.go).
+	if m.GetType() != raftpb.MsgSnap || n.haveCopy(m) {
+		_ = n.rn.Step(m) // messages of other terms or from removed members are dropped
 	}
-	_ = n.rn.Step(m) // messages of other terms or from removed members are dropped
+	if from := m.GetFrom(); from != 0 && from != n.cfg.NodeID && from == n.rn.BasicStatus().Lead {
+		n.heard.Store(time.Now().UnixNano())
+	}
 }
 
 func (n *Node) propose(p proposal) {
