@@ -524,28 +524,44 @@ var errClockSkew = errors.New("this member's clock differs from the others'")
 // that does not report its clock, and members that do not answer, are
 // left out.
 func (n *Node) checkClock(ctx context.Context, l leadership) error {
-	var others, off int
-	var worst time.Duration
+	var others []uint64
 	for _, id := range l.raft.Members().Voters {
-		if id == uint64(n.cfg.NodeID) {
-			continue
-		}
-		others++
-		o, u, err := l.raft.ClockOffset(ctx, id)
-		if err != nil {
-			continue
-		}
-		if d := max(o, -o) - u; d > maxClockSkew {
-			off++
-			worst = max(worst, max(o, -o))
+		if id != uint64(n.cfg.NodeID) {
+			others = append(others, id)
 		}
 	}
-	if others > 0 && 2*off > others {
+	// Asked at once, each within probeTimeout: a member that is down or
+	// frozen must not hold up the leader that replaces it.
+	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	skews := make([]time.Duration, len(others))
+	var wg sync.WaitGroup
+	for i, id := range others {
+		wg.Go(func() {
+			if o, u, err := l.raft.ClockOffset(pctx, id); err == nil {
+				skews[i] = max(o, -o) - u
+			}
+		})
+	}
+	wg.Wait()
+	var off int
+	var worst time.Duration
+	for _, d := range skews {
+		if d > maxClockSkew {
+			off++
+			worst = max(worst, d)
+		}
+	}
+	if len(others) > 0 && 2*off > len(others) {
 		return fmt.Errorf("%w by up to %v (%d of %d members), more than the %v allowed: fix its time synchronization (NTP); "+
-			"it hands the leadership over", errClockSkew, worst.Round(time.Millisecond), off, others, maxClockSkew)
+			"it hands the leadership over", errClockSkew, worst.Round(time.Millisecond), off, len(others), maxClockSkew)
 	}
 	return nil
 }
+
+// probeTimeout bounds what a new leader asks the other members before it
+// serves (their clocks, the entry format they read).
+const probeTimeout = 500 * time.Millisecond
 
 // keyRotation is how often a leader puts a new key at the head of the
 // token key rings (broker/cluster's keys.go).
@@ -560,11 +576,23 @@ func (n *Node) raiseFormat(ctx context.Context, l leadership) {
 		return
 	}
 	m := l.raft.Members()
-	for _, id := range append(slices.Clone(m.Voters), m.Learners...) {
-		info, err := l.raft.MemberInfo(ctx, id)
-		if err != nil || max(info.Format, 1) < cluster.FormatVersion {
+	ids := append(slices.Clone(m.Voters), m.Learners...)
+	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	reads := make([]int, len(ids))
+	errs := make([]error, len(ids))
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		wg.Go(func() {
+			info, err := l.raft.MemberInfo(pctx, id)
+			reads[i], errs[i] = max(info.Format, 1), err
+		})
+	}
+	wg.Wait()
+	for i, id := range ids {
+		if errs[i] != nil || reads[i] < cluster.FormatVersion {
 			n.log.Info("the group's entry format stays until every member reads the newer one", "format", l.rep.Format(),
-				"newer", cluster.FormatVersion, "member", id, "member_reads", max(info.Format, 1), "err", err)
+				"newer", cluster.FormatVersion, "member", id, "member_reads", reads[i], "err", errs[i])
 			return
 		}
 	}
