@@ -171,7 +171,7 @@ func (b *Broker) Activate(ctx context.Context) error {
 		s.txn.SetSender(b.checkBack)
 	}
 	s.offs = offset.New(st, b.w.offsets, s.hub, cfg.Clock)
-	s.prod = produce.New(produce.Config{Limits: cfg.Limits, Clock: cfg.Clock, Delay: s.delay, Txn: s.txn}, b.obs.appender(b.w.store), s.meta)
+	s.prod = produce.New(produce.Config{Limits: cfg.Limits, Clock: cfg.Clock, Delay: s.delay, Txn: s.txn}, b.obs.appender(b.w.sends), s.meta)
 	b.svc.Store(s)
 	b.active.Store(true)
 	return nil

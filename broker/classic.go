@@ -227,7 +227,7 @@ func (c *Classic) sendRecords(ctx context.Context, req ClassicSend) (ClassicSent
 		r.Topic, r.QueueID = t.Name, q
 		r.Del(record.PropDelayLevel)
 	}
-	res, err := c.b.w.store.Append(ctx, req.Records...)
+	res, err := c.b.w.sends.Append(ctx, req.Records...)
 	if err != nil {
 		return ClassicSent{}, produce.AppendError(err)
 	}
@@ -675,7 +675,7 @@ func (c *Classic) SendBack(ctx context.Context, sb SendBack) (SendBackResult, er
 			}
 		}
 		cp.Topic, cp.QueueID = dlq.Name, 0
-		if _, err := c.b.w.store.Append(ctx, &cp); err != nil {
+		if _, err := c.b.w.sends.Append(ctx, &cp); err != nil {
 			return SendBackResult{}, produce.AppendError(err)
 		}
 		return SendBackResult{Topic: dlq.Name, DeadLettered: true, ReconsumeTimes: old + 1}, nil

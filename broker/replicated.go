@@ -32,7 +32,12 @@ type Replicator interface {
 // writes are the store and metadata as the services write them: the
 // local ones on a single node, the replica group's in cluster mode.
 type writes struct {
+	// store is for the services that keep state in memory (POP, delay,
+	// transactions, metadata): settledStore. sends is for plain message
+	// batches, which change no memory: a send given up half way is
+	// answered as such ("may still be stored") and a retry deduplicates.
 	store   storeWriter
+	sends   storeWriter
 	meta    metadata.Store
 	offsets offsetWriter
 	// current returns once the local store holds every write answered
@@ -69,26 +74,29 @@ type offsetWriter interface {
 
 func newWrites(st *storage.Store, r Replicator, log *slog.Logger) writes {
 	if r == nil {
-		return writes{store: settledStore{st}, meta: st.Meta(), offsets: localOffsets{st.Meta()}}
+		return writes{store: settledStore{st}, sends: st, meta: st.Meta(), offsets: localOffsets{st.Meta()}}
 	}
-	return writes{store: settledStore{replStore{Store: st, r: r}}, meta: replMeta{Store: st.Meta(), r: r}, offsets: replOffsets{Store: st.Meta(), r: r},
+	rs := replStore{Store: st, r: r}
+	return writes{store: settledStore{rs}, sends: rs, meta: replMeta{Store: st.Meta(), r: r}, offsets: replOffsets{Store: st.Meta(), r: r},
 		current: r.ReadBarrier}
 }
 
 // settleTimeout bounds an append that its caller no longer waits for.
 const settleTimeout = time.Minute
 
-// settledStore is the store as the services write it: an append, once
-// asked for, runs to its outcome whatever the caller's context does
-// (within settleTimeout; the store's flush timeout and the replica's
-// commit timeout come first). A service changes its memory (a delivery's
-// generation, a delayed message's timer) only when the append says the
-// record was written; an append given up half way could have written it
-// all the same, leaving memory behind the store.
+// settledStore is the store as the services that keep state in memory
+// write it: an append, once asked for, runs to its outcome whatever the
+// caller's context does (within settleTimeout; a single node's flush
+// timeout comes first), and a replica group's append waits for its
+// entry to commit or for this member to stop leading, past the commit
+// timeout (cluster.AwaitOutcome). A service changes its memory (a
+// delivery's generation, a delayed message's timer) only when the append
+// says the record was written; an append given up half way could have
+// written it all the same, leaving memory behind the store.
 type settledStore struct{ storeWriter }
 
 func (s settledStore) Append(ctx context.Context, msgs ...*message.Message) (storage.AppendResult, error) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	ctx, cancel := context.WithTimeout(cluster.AwaitOutcome(context.WithoutCancel(ctx)), settleTimeout)
 	defer cancel()
 	return s.storeWriter.Append(ctx, msgs...)
 }

@@ -108,11 +108,16 @@ func TestEnsureAndRotateKeys(t *testing.T) {
 	lr := loopRaft{proposed: make(chan []byte, 1)}
 	r.Attach(lr)
 	idx := uint64(0)
-	applyNext := func() {
+	// committed runs a proposing call and applies what it proposes, on
+	// this goroutine, as the raft loop would.
+	committed := func(call func() error) error {
+		errc := make(chan error, 1)
+		go func() { errc <- call() }()
 		idx++
 		if err := r.Apply(idx, <-lr.proposed); err != nil {
-			t.Error(err)
+			t.Fatal(err)
 		}
+		return <-errc
 	}
 	legacy := append([]byte{0, 0, 0, 42}, bytes.Repeat([]byte{5}, 32)...)
 	idx++
@@ -124,8 +129,7 @@ func TestEnsureAndRotateKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	go applyNext()
-	if err := r.EnsureKeys(context.Background(), now); err != nil {
+	if err := committed(func() error { return r.EnsureKeys(context.Background(), now) }); err != nil {
 		t.Fatal(err)
 	}
 	m := r.Store().Meta()
@@ -141,8 +145,11 @@ func TestEnsureAndRotateKeys(t *testing.T) {
 	if rotated, err := r.RotateKeys(context.Background(), now.Add(time.Hour), 24*time.Hour); rotated || err != nil {
 		t.Fatalf("rotation before it is due: %v, %v", rotated, err)
 	}
-	go applyNext()
-	if rotated, err := r.RotateKeys(context.Background(), now.Add(25*time.Hour), 24*time.Hour); !rotated || err != nil {
+	var rotated bool
+	if err := committed(func() (err error) {
+		rotated, err = r.RotateKeys(context.Background(), now.Add(25*time.Hour), 24*time.Hour)
+		return err
+	}); !rotated || err != nil {
 		t.Fatalf("rotation when due: %v, %v", rotated, err)
 	}
 	hr2, err := pop.LoadKeyRing(m, false)

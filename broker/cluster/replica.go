@@ -207,13 +207,27 @@ func (r *Replica) Append(ctx context.Context, msgs ...*message.Message) (storage
 	return r.propose(ctx, seq, data)
 }
 
+// awaitKey marks a context whose appends wait for their outcome
+// (AwaitOutcome).
+type awaitKey struct{}
+
+// AwaitOutcome makes the appends and changes proposed with ctx wait,
+// once raft has their entry, until it commits and applies or this member
+// stops leading, past the commit timeout: the caller changes memory on
+// the outcome (a broker service). While this member leads in the same
+// term, an entry in its log commits once a majority stores it, so the
+// wait ends with an outcome; only an entry still not committed after
+// ctx's deadline is given up, and counted as uncertain (Uncertain).
+func AwaitOutcome(ctx context.Context) context.Context { return context.WithValue(ctx, awaitKey{}, true) }
+
 // propose hands the entry data (carrying this process's incarnation and
 // seq) to raft and waits for the answer its apply gives. Once raft has
-// the entry, the wait heeds neither ctx's cancellation nor its deadline:
-// whoever asked must know whether the change happened before it changes
-// memory (a caller that has gone away is simply not told). Only the
-// commit timeout ends it without an outcome; then the entry may still
-// commit, and the outcome is uncertain (Uncertain).
+// the entry, the wait heeds neither ctx's cancellation nor, unless ctx
+// awaits the outcome (AwaitOutcome), anything but the commit timeout:
+// an entry not committed then may still commit (ErrNoQuorum). With
+// AwaitOutcome it lasts until the entry is applied, this member stops
+// leading (ErrLeadershipLost) or ctx's deadline passes; the last leaves
+// the outcome uncertain (Uncertain).
 func (r *Replica) propose(ctx context.Context, seq uint64, data []byte) (storage.AppendResult, error) {
 	if r.closed.Load() || r.Failed() != nil {
 		return storage.AppendResult{}, ErrStopped
@@ -231,8 +245,21 @@ func (r *Replica) propose(ctx context.Context, seq uint64, data []byte) (storage
 		delete(r.waiters, seq)
 		r.mu.Unlock()
 	}()
-	commit := time.NewTimer(r.opts.CommitTimeout)
-	defer commit.Stop()
+	await, _ := ctx.Value(awaitKey{}).(bool)
+	var giveUp <-chan time.Time
+	var stop func() bool
+	if await {
+		if dl, ok := ctx.Deadline(); ok {
+			t := time.NewTimer(time.Until(dl))
+			giveUp, stop = t.C, t.Stop
+		}
+	} else {
+		t := time.NewTimer(r.opts.CommitTimeout)
+		giveUp, stop = t.C, t.Stop
+	}
+	if stop != nil {
+		defer stop()
+	}
 	cctx, cancel := context.WithTimeout(ctx, r.opts.CommitTimeout)
 	defer cancel()
 	if err := (*rp).Propose(cctx, data); err != nil {
@@ -244,35 +271,20 @@ func (r *Replica) propose(ctx context.Context, seq uint64, data []byte) (storage
 	select {
 	case res := <-done:
 		return res.res, res.err
-	case <-commit.C:
-		r.markUncertain()
+	case <-giveUp:
+		if await {
+			r.markUncertain()
+			return storage.AppendResult{}, fmt.Errorf("%w: not committed in time (it may still be)", ErrNoQuorum)
+		}
 		return storage.AppendResult{}, fmt.Errorf("%w: not committed within %v (it may still be)", ErrNoQuorum, r.opts.CommitTimeout)
 	}
 }
 
-// ReadBarrier returns once this member, leading, has applied every
-// entry committed before the call: a read of its store after it misses
-// no write any leader answered before (see Raft.ReadIndex).
-func (r *Replica) ReadBarrier(ctx context.Context) error {
-	rp := r.raft.Load()
-	if rp == nil {
-		return fmt.Errorf("%w: no raft node attached", ErrStopped)
-	}
-	cctx, cancel := context.WithTimeout(ctx, r.opts.CommitTimeout)
-	defer cancel()
-	if err := (*rp).ReadIndex(cctx); err != nil {
-		if ctx.Err() == nil && cctx.Err() != nil {
-			return fmt.Errorf("%w: %w", ErrNoQuorum, err)
-		}
-		return err
-	}
-	return nil
-}
-
-// markUncertain records that an entry this member proposed may or may
-// not commit: whatever was built in memory from the outcomes of this
-// member's proposals may be wrong, and must be built again from the
-// store once the outcome is settled (a barrier applied after it).
+// markUncertain records that an entry this member proposed to change
+// memory on its outcome (AwaitOutcome) may or may not commit: what was
+// built in memory from the outcomes of this member's proposals may be
+// wrong, and must be built again from the store once the outcome is
+// settled (a barrier applied after it).
 func (r *Replica) markUncertain() {
 	r.uncertainMu.Lock()
 	r.uncertain++
@@ -281,8 +293,8 @@ func (r *Replica) markUncertain() {
 	r.uncertainMu.Unlock()
 }
 
-// Uncertain counts the entries this member proposed whose outcome it
-// could not learn (the commit timeout passed); UncertainChanges returns a
+// Uncertain counts the entries this member proposed with AwaitOutcome
+// whose outcome it could not learn; UncertainChanges returns a
 // channel closed at the next one. A leader that serves from memory built
 // on its proposals' outcomes rebuilds it (from the store, after a
 // barrier) when the count changes.

@@ -152,12 +152,14 @@ func (l loopRaft) Propose(_ context.Context, data []byte) error {
 func (loopRaft) ReadIndex(context.Context) error { return nil }
 
 // Once raft has an entry, Append waits for its outcome whatever the
-// caller's context does: the caller that went away still learns (and a
-// service changes its memory only then). Only the commit timeout ends
-// the wait without an outcome, and that is counted as uncertain.
+// caller's context does: the caller that went away still learns. A
+// plain append gives up at the commit timeout (the entry may still
+// commit, and no memory hangs on it); one that awaits its outcome
+// (AwaitOutcome) waits past it, and only its context's deadline leaves
+// the outcome uncertain, counted.
 func TestAppendOutcomeOutlivesCaller(t *testing.T) {
 	o := replicaOpts()
-	o.CommitTimeout = 300 * time.Millisecond
+	o.CommitTimeout = 200 * time.Millisecond
 	r, err := OpenReplica(t.TempDir(), o)
 	if err != nil {
 		t.Fatal(err)
@@ -165,7 +167,7 @@ func TestAppendOutcomeOutlivesCaller(t *testing.T) {
 	defer r.Close(context.Background())
 	lr := loopRaft{proposed: make(chan []byte, 1)}
 	r.Attach(lr)
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(AwaitOutcome(context.Background()))
 	done := make(chan error, 1)
 	go func() {
 		_, err := r.Append(ctx, testMsgs(1)...)
@@ -173,21 +175,27 @@ func TestAppendOutcomeOutlivesCaller(t *testing.T) {
 	}()
 	data := <-lr.proposed
 	cancel()
+	time.Sleep(2 * o.CommitTimeout) // past the commit timeout: an awaiting append still waits
 	if err := r.Apply(1, data); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-done; err != nil {
-		t.Fatalf("append committed after its caller went away: %v, want OK", err)
+		t.Fatalf("append committed after its caller went away and past the commit timeout: %v, want OK", err)
 	}
-	if r.Uncertain() != 0 {
-		t.Fatalf("%d uncertain outcomes, want 0", r.Uncertain())
+
+	_, err = r.Append(context.Background(), testMsgs(1)...)
+	<-lr.proposed // never applied
+	if !errors.Is(err, ErrNoQuorum) || r.Uncertain() != 0 {
+		t.Fatalf("plain append never committed: %v, %d uncertain; want ErrNoQuorum, none", err, r.Uncertain())
 	}
 
 	changed := r.UncertainChanges()
-	_, err = r.Append(context.Background(), testMsgs(1)...)
+	dctx, dcancel := context.WithTimeout(AwaitOutcome(context.Background()), 300*time.Millisecond)
+	defer dcancel()
+	_, err = r.Append(dctx, testMsgs(1)...)
 	<-lr.proposed // never applied
 	if !errors.Is(err, ErrNoQuorum) {
-		t.Fatalf("append never committed: %v, want ErrNoQuorum", err)
+		t.Fatalf("awaiting append never committed: %v, want ErrNoQuorum", err)
 	}
 	select {
 	case <-changed:
