@@ -218,7 +218,9 @@ type awaitKey struct{}
 // term, an entry in its log commits once a majority stores it, so the
 // wait ends with an outcome; only an entry still not committed after
 // ctx's deadline is given up, and counted as uncertain (Uncertain).
-func AwaitOutcome(ctx context.Context) context.Context { return context.WithValue(ctx, awaitKey{}, true) }
+func AwaitOutcome(ctx context.Context) context.Context {
+	return context.WithValue(ctx, awaitKey{}, true)
+}
 
 // propose hands the entry data (carrying this process's incarnation and
 // seq) to raft and waits for the answer its apply gives. Once raft has
