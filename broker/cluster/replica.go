@@ -282,6 +282,25 @@ func (r *Replica) propose(ctx context.Context, seq uint64, data []byte) (storage
 	}
 }
 
+// ReadBarrier returns once this member, leading, has applied every
+// entry committed before the call: a read of its store after it misses
+// no write any leader answered before (see Raft.ReadIndex).
+func (r *Replica) ReadBarrier(ctx context.Context) error {
+	rp := r.raft.Load()
+	if rp == nil {
+		return fmt.Errorf("%w: no raft node attached", ErrStopped)
+	}
+	cctx, cancel := context.WithTimeout(ctx, r.opts.CommitTimeout)
+	defer cancel()
+	if err := (*rp).ReadIndex(cctx); err != nil {
+		if ctx.Err() == nil && cctx.Err() != nil {
+			return fmt.Errorf("%w: %w", ErrNoQuorum, err)
+		}
+		return err
+	}
+	return nil
+}
+
 // markUncertain records that an entry this member proposed to change
 // memory on its outcome (AwaitOutcome) may or may not commit: what was
 // built in memory from the outcomes of this member's proposals may be
