@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mqgate/mqgate/broker/delay"
+	"github.com/mqgate/mqgate/broker/lite"
 	"github.com/mqgate/mqgate/broker/longpoll"
 	"github.com/mqgate/mqgate/broker/metadata"
 	"github.com/mqgate/mqgate/broker/model"
@@ -42,6 +43,9 @@ type Config struct {
 	InheritedGrace time.Duration
 	// Txn tunes transaction checks.
 	Txn txn.Config
+	// Lite tunes lite topics (quotas, expiry); the broker fills its
+	// clock, logger, key and notice hook.
+	Lite lite.Config
 	// Replicated, when set, is the replica group every write goes
 	// through (cluster mode); the broker then opens in standby.
 	Replicated Replicator
@@ -79,6 +83,9 @@ type Broker struct {
 	actMu     sync.Mutex
 	checkBack txn.CheckBackSender
 
+	// liteNotice receives lite unsubscription notices (SetLiteNotifier).
+	liteNotice atomic.Pointer[func(lite.Unsubscribed)]
+
 	resetMu        sync.Mutex
 	resetListeners []ResetListener // AddResetListener; called by ResetOffset
 	// resetFences: per group and topic reset lately, the classic commits
@@ -99,6 +106,7 @@ type services struct {
 	delay *delay.Service
 	txn   *txn.Service
 	offs  *offset.Service
+	lite  *lite.Service
 }
 
 // s returns the services of the current (or last) activation.
@@ -137,9 +145,13 @@ func (b *Broker) Activate(ctx context.Context) error {
 	cfg, st := b.cfg, b.store
 	s := &services{hub: longpoll.New(cfg.MaxParkedPolls)}
 	hub := s.hub
+	var liteSvc atomic.Pointer[lite.Service]
 	st.SetArrivalHook(func(topic string, q int32, _ int64) {
 		hub.Notify(topic)                       // POP receives: any queue
 		hub.Notify(longpoll.QueueKey(topic, q)) // pulls of that queue
+		if l := liteSvc.Load(); l != nil {
+			l.Arrived(topic) // lite receives of a LITE parent
+		}
 	})
 	// While a receive waits for new messages the store writes what it
 	// answers out at once rather than lingering for more.
@@ -170,8 +182,16 @@ func (b *Broker) Activate(ctx context.Context) error {
 	if b.checkBack != nil {
 		s.txn.SetSender(b.checkBack)
 	}
+	s.lite, err = b.openLite(ctx, st, s.meta)
+	if err != nil {
+		_ = errors.Join(p.Close(ctx), s.delay.Close(ctx), s.txn.Close(ctx))
+		return err
+	}
+	liteSvc.Store(s.lite)
+	s.meta.OnTopicDeleted(s.lite.DropTopic)
 	s.offs = offset.New(st, b.w.offsets, s.hub, cfg.Clock)
-	s.prod = produce.New(produce.Config{Limits: cfg.Limits, Clock: cfg.Clock, Delay: s.delay, Txn: s.txn}, b.obs.appender(b.w.sends), s.meta)
+	s.prod = produce.New(produce.Config{Limits: cfg.Limits, Clock: cfg.Clock, Delay: s.delay, Txn: s.txn, Lite: s.lite,
+		LiteAppender: b.obs.appender(b.w.store)}, b.obs.appender(b.w.sends), s.meta)
 	b.svc.Store(s)
 	b.active.Store(true)
 	return nil
@@ -197,7 +217,7 @@ func (b *Broker) deactivate(ctx context.Context) error {
 	}
 	s := b.s()
 	s.hub.Close()
-	return errors.Join(s.txn.Close(ctx), s.delay.Close(ctx), s.pop.Close(ctx))
+	return errors.Join(s.txn.Close(ctx), s.delay.Close(ctx), s.pop.Close(ctx), s.lite.Close(ctx))
 }
 
 // ReloadKeys has the live services take the token key rings (receipt
@@ -340,6 +360,9 @@ func (b *Broker) Receive(ctx context.Context, req ReceiveRequest) (out []*model.
 	if req.QueueID < 0 {
 		req.QueueID = -1
 	}
+	if t.Type == model.TopicLite {
+		return b.liteReceive(ctx, t, g, req, max)
+	}
 	return b.s().pop.Receive(ctx, pop.ReceiveRequest{Group: g, Topic: t, Filter: req.Filter, Max: max, Invisible: req.Invisible,
 		AutoRenew: req.AutoRenew, ClientID: req.ClientID, Wait: req.Wait, QueueID: req.QueueID, AttemptID: req.AttemptID})
 }
@@ -377,17 +400,30 @@ func (b *Broker) Ack(ctx context.Context, group, topic string, handles []string)
 		}
 		return errs
 	}
+	if t, ok := b.liteTopic(ctx, topic); ok {
+		return b.s().lite.Ack(ctx, group, t, handles)
+	}
 	return b.s().pop.Ack(ctx, group, topic, handles)
 }
 
 // ChangeInvisible moves a delivery's visibility to now+d and returns its
 // new handle (the old one is superseded).
 func (b *Broker) ChangeInvisible(ctx context.Context, group, topic, handle string, d time.Duration) (string, error) {
+	return b.ChangeInvisibleSuspend(ctx, group, topic, handle, d, false)
+}
+
+// ChangeInvisibleSuspend is ChangeInvisible with upstream's suspend flag:
+// for a lite delivery, the redelivery does not count an attempt; other
+// deliveries ignore it.
+func (b *Broker) ChangeInvisibleSuspend(ctx context.Context, group, topic, handle string, d time.Duration, suspend bool) (string, error) {
 	if err := b.checkNames(group, topic); err != nil {
 		return "", err
 	}
 	if d < 0 || d > MaxInvisible {
 		return "", mqerr.Errorf(mqerr.KindIllegalInvisibleTime, "invisible duration %s is outside [0, %s]", d, MaxInvisible)
+	}
+	if t, ok := b.liteTopic(ctx, topic); ok {
+		return b.changeLiteInvisible(t, group, handle, d, suspend)
 	}
 	return b.s().pop.ChangeInvisible(ctx, group, topic, handle, d)
 }
@@ -401,6 +437,9 @@ func (b *Broker) Release(ctx context.Context, group, topic string, handles []str
 			errs[i] = err
 		}
 		return errs
+	}
+	if t, ok := b.liteTopic(ctx, topic); ok {
+		return b.s().lite.Release(group, t, handles)
 	}
 	return b.s().pop.Release(ctx, group, topic, handles)
 }
@@ -416,6 +455,7 @@ func (b *Broker) ForwardToDLQ(ctx context.Context, group, topic, handle string) 
 // ReleaseClient ends auto-renewal for a client that is gone.
 func (b *Broker) ReleaseClient(clientID string) {
 	b.s().pop.ReleaseClient(context.Background(), clientID)
+	b.s().lite.ReleaseClient(clientID)
 }
 
 // ReleaseUnseen ends auto-renewal for every client with renewed

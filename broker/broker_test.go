@@ -43,11 +43,26 @@ func (e *env) open() {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	b, err := Open(e.ctx, Config{Clock: e.clk, DefaultQueues: 4, PopSnapshotInterval: time.Hour}, st)
+	e.openStore(st, Config{Clock: e.clk, DefaultQueues: 4, PopSnapshotInterval: time.Hour})
+}
+
+func (e *env) openStore(st *storage.Store, cfg Config) {
+	e.t.Helper()
+	b, err := Open(e.ctx, cfg, st)
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	e.store, e.b = st, b
+}
+
+// openCfg opens the store and a broker with cfg.
+func (e *env) openCfg(cfg Config) {
+	e.t.Helper()
+	st, err := storage.Open("/data", storage.Options{FS: e.fs, SegmentSize: 8 << 20, Now: e.clk.Now})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.openStore(st, cfg)
 }
 
 func (e *env) close() {
@@ -73,6 +88,9 @@ func (e *env) crash() {
 	defer cancel()
 	e.b.s().hub.Close()
 	if err := e.b.s().pop.Abort(ctx); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := e.b.s().lite.Close(ctx); err != nil {
 		e.t.Fatal(err)
 	}
 	if err := e.store.Close(ctx); err != nil {

@@ -8,6 +8,12 @@
 // message properties (SQLFilter, filter.go, compiled by broker/sqlfilter)
 // select what a receive or pull delivers; a group skips the rest.
 //
+// Lite topics (broker/lite, lite.go): a LITE topic carries any number of
+// lite topics, each a message property of records in the parent queue it
+// hashes to; lite consumers subscribe to lite topics and receive them in
+// order per lite topic. Receive, Ack, ChangeInvisible and Release route
+// a LITE topic's deliveries there.
+//
 // Operators' views and actions: inspect.go (describe, lookup), reset.go
 // (offset resets) and deadletter.go (a group's dead letters and their
 // redrive to the topics they came from).

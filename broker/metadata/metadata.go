@@ -105,6 +105,13 @@ func toModelTopic(t meta.Topic) model.Topic {
 		mt.Type = model.TopicTransaction
 	case meta.TopicMixed:
 		mt.Type = model.TopicMixed
+	case meta.TopicLite:
+		mt.Type = model.TopicLite
+		if v, ok := t.Attributes[AttrLiteTTL]; ok {
+			if d, err := time.ParseDuration(v); err == nil {
+				mt.LiteTTL = d
+			}
+		}
 	default:
 		mt.Type = model.TopicNormal
 	}
@@ -132,6 +139,11 @@ func toMetaTopic(t model.Topic) meta.Topic {
 		mt.Type = meta.TopicTransaction
 	case model.TopicMixed:
 		mt.Type = meta.TopicMixed
+	case model.TopicLite:
+		mt.Type = meta.TopicLite
+		if t.LiteTTL != 0 {
+			mt.Attributes = map[string]string{AttrLiteTTL: t.LiteTTL.String()}
+		}
 	default:
 		mt.Type = meta.TopicNormal
 	}
@@ -207,7 +219,12 @@ func (s *Service) CreateTopic(ctx context.Context, t model.Topic) (model.Topic, 
 
 var topicTypeValid = map[model.TopicType]struct{}{
 	model.TopicNormal: {}, model.TopicFIFO: {}, model.TopicDelay: {}, model.TopicTransaction: {}, model.TopicMixed: {},
+	model.TopicLite: {},
 }
+
+// AttrLiteTTL is the topic attribute holding a LITE topic's lite topic
+// expiry (a Go duration; negative: never).
+const AttrLiteTTL = "lite.ttl"
 
 func (s *Service) putTopicLocked(t model.Topic) (model.Topic, error) {
 	t.CreateTime = s.cfg.Clock.Now().Truncate(time.Millisecond)

@@ -14,12 +14,16 @@ const (
 	TopicFIFO
 	TopicDelay
 	TopicTransaction
-	// TopicMixed accepts every message type.
+	// TopicMixed accepts every message type but LITE.
 	TopicMixed
+	// TopicLite is the parent of any number of lite topics: it accepts
+	// LITE messages only, each naming its lite topic.
+	TopicLite
 )
 
 var topicTypeNames = map[TopicType]string{
 	TopicNormal: "NORMAL", TopicFIFO: "FIFO", TopicDelay: "DELAY", TopicTransaction: "TRANSACTION", TopicMixed: "MIXED",
+	TopicLite: "LITE",
 }
 
 func (t TopicType) String() string {
@@ -29,7 +33,7 @@ func (t TopicType) String() string {
 	return fmt.Sprintf("TopicType(%d)", int8(t))
 }
 
-// ParseTopicType accepts NORMAL, FIFO, DELAY, TRANSACTION, MIXED (any case);
+// ParseTopicType accepts NORMAL, FIFO, DELAY, TRANSACTION, MIXED, LITE (any case);
 // empty means NORMAL.
 func ParseTopicType(s string) (TopicType, error) {
 	if s == "" {
@@ -40,7 +44,7 @@ func ParseTopicType(s string) (TopicType, error) {
 			return t, nil
 		}
 	}
-	return 0, fmt.Errorf("unknown topic type %q (want NORMAL, FIFO, DELAY, TRANSACTION or MIXED)", s)
+	return 0, fmt.Errorf("unknown topic type %q (want NORMAL, FIFO, DELAY, TRANSACTION, MIXED or LITE)", s)
 }
 
 // Accepts reports whether a topic of type t takes messages of type m.
@@ -56,6 +60,8 @@ func (t TopicType) Accepts(m MessageType) bool {
 		return m == MessageDelay
 	case TopicTransaction:
 		return m == MessageTransaction
+	case TopicLite:
+		return m == MessageLite
 	}
 	return false
 }
@@ -63,7 +69,7 @@ func (t TopicType) Accepts(m MessageType) bool {
 // AcceptedTypes lists the message types a topic of type t accepts.
 func (t TopicType) AcceptedTypes() []MessageType {
 	var out []MessageType
-	for _, m := range []MessageType{MessageNormal, MessageFIFO, MessageDelay, MessageTransaction} {
+	for _, m := range []MessageType{MessageNormal, MessageFIFO, MessageDelay, MessageTransaction, MessageLite} {
 		if t.Accepts(m) {
 			out = append(out, m)
 		}
@@ -106,6 +112,23 @@ type Topic struct {
 	Queues     int32
 	Perm       Perm
 	CreateTime time.Time
+	// LiteTTL is how long a lite topic of a LITE topic lives after its
+	// last message (zero: DefaultLiteTTL; negative: forever).
+	LiteTTL time.Duration
+}
+
+// DefaultLiteTTL is a LITE topic's lite topic expiry when none is set.
+const DefaultLiteTTL = 24 * time.Hour
+
+// LiteExpiry is the effective lite topic expiry of t (0: never).
+func (t Topic) LiteExpiry() time.Duration {
+	switch {
+	case t.LiteTTL < 0:
+		return 0
+	case t.LiteTTL == 0:
+		return DefaultLiteTTL
+	}
+	return t.LiteTTL
 }
 
 // RetryKind selects a group's redelivery backoff.
@@ -207,6 +230,8 @@ const (
 	MessageFIFO
 	MessageDelay
 	MessageTransaction
+	// MessageLite is a message of a lite topic of a LITE topic.
+	MessageLite
 )
 
 func (m MessageType) String() string {
@@ -219,6 +244,8 @@ func (m MessageType) String() string {
 		return "DELAY"
 	case MessageTransaction:
 		return "TRANSACTION"
+	case MessageLite:
+		return "LITE"
 	}
 	return "UNSPECIFIED"
 }
@@ -232,6 +259,9 @@ type Message struct {
 	Keys []string
 	// MessageGroup orders FIFO messages.
 	MessageGroup string
+	// LiteTopic names the lite topic of a LITE message (its Topic is the
+	// LITE parent).
+	LiteTopic string
 	// DeliveryTime delays visibility until then (zero: immediate).
 	DeliveryTime time.Time
 	// Transactional messages stay invisible until committed.
@@ -253,11 +283,13 @@ type Message struct {
 	ReconsumeTimes int32
 }
 
-// ActualType derives the type from content: TRANSACTION if transactional,
-// else DELAY if a delivery time is set, else FIFO if a message group is set,
-// else NORMAL.
+// ActualType derives the type from content: LITE if a lite topic is set,
+// else TRANSACTION if transactional, else DELAY if a delivery time is set,
+// else FIFO if a message group is set, else NORMAL.
 func (m *Message) ActualType() MessageType {
 	switch {
+	case m.LiteTopic != "":
+		return MessageLite
 	case m.Transactional:
 		return MessageTransaction
 	case !m.DeliveryTime.IsZero():

@@ -61,53 +61,66 @@ const (
 	// time (members down or unreachable). Never reported as stored; the
 	// write may still commit once a majority is back.
 	KindNoQuorum
+	// KindIllegalLiteTopic: a lite topic name is blank, too long or has
+	// characters outside the allowed set, or names no lite topic of a
+	// LITE parent where one is required.
+	KindIllegalLiteTopic
+	// KindLiteTopicQuota: a send would create a lite topic past the
+	// parent topic's quota.
+	KindLiteTopicQuota
+	// KindLiteSubscriptionQuota: a subscription change would give a
+	// client more lite topics than its quota.
+	KindLiteSubscriptionQuota
 
 	kindCount // sentinel: keep last
 )
 
 var kindNames = [...]string{
-	KindInternal:             "internal",
-	KindBadRequest:           "bad-request",
-	KindIllegalTopic:         "illegal-topic",
-	KindIllegalGroup:         "illegal-group",
-	KindIllegalTag:           "illegal-tag",
-	KindIllegalKey:           "illegal-key",
-	KindIllegalMessageGroup:  "illegal-message-group",
-	KindIllegalPropertyKey:   "illegal-property-key",
-	KindInvalidTransactionID: "invalid-transaction-id",
-	KindIllegalMessageID:     "illegal-message-id",
-	KindIllegalFilter:        "illegal-filter",
-	KindIllegalInvisibleTime: "illegal-invisible-time",
-	KindIllegalDeliveryTime:  "illegal-delivery-time",
-	KindInvalidReceiptHandle: "invalid-receipt-handle",
-	KindMessageTypeConflict:  "message-type-conflict",
-	KindUnrecognizedClient:   "unrecognized-client",
-	KindMessageCorrupted:     "message-corrupted",
-	KindClientIDRequired:     "client-id-required",
-	KindIllegalPollingTime:   "illegal-polling-time",
-	KindIllegalOffset:        "illegal-offset",
-	KindUnauthorized:         "unauthorized",
-	KindForbidden:            "forbidden",
-	KindNotFound:             "not-found",
-	KindMessageNotFound:      "message-not-found",
-	KindTopicNotFound:        "topic-not-found",
-	KindGroupNotFound:        "group-not-found",
-	KindOffsetNotFound:       "offset-not-found",
-	KindAlreadyExists:        "already-exists",
-	KindRequestTimeout:       "request-timeout",
-	KindPayloadTooLarge:      "payload-too-large",
-	KindBodyTooLarge:         "body-too-large",
-	KindBodyEmpty:            "body-empty",
-	KindPropertiesTooLarge:   "properties-too-large",
-	KindTooManyRequests:      "too-many-requests",
-	KindFlushTimeout:         "flush-timeout",
-	KindStoreUnavailable:     "store-unavailable",
-	KindUnavailable:          "unavailable",
-	KindNotImplemented:       "not-implemented",
-	KindUnsupported:          "unsupported",
-	KindCanceled:             "canceled",
-	KindReplicationLost:      "replication-lost",
-	KindNoQuorum:             "no-quorum",
+	KindInternal:              "internal",
+	KindBadRequest:            "bad-request",
+	KindIllegalTopic:          "illegal-topic",
+	KindIllegalGroup:          "illegal-group",
+	KindIllegalTag:            "illegal-tag",
+	KindIllegalKey:            "illegal-key",
+	KindIllegalMessageGroup:   "illegal-message-group",
+	KindIllegalPropertyKey:    "illegal-property-key",
+	KindInvalidTransactionID:  "invalid-transaction-id",
+	KindIllegalMessageID:      "illegal-message-id",
+	KindIllegalFilter:         "illegal-filter",
+	KindIllegalInvisibleTime:  "illegal-invisible-time",
+	KindIllegalDeliveryTime:   "illegal-delivery-time",
+	KindInvalidReceiptHandle:  "invalid-receipt-handle",
+	KindMessageTypeConflict:   "message-type-conflict",
+	KindUnrecognizedClient:    "unrecognized-client",
+	KindMessageCorrupted:      "message-corrupted",
+	KindClientIDRequired:      "client-id-required",
+	KindIllegalPollingTime:    "illegal-polling-time",
+	KindIllegalOffset:         "illegal-offset",
+	KindUnauthorized:          "unauthorized",
+	KindForbidden:             "forbidden",
+	KindNotFound:              "not-found",
+	KindMessageNotFound:       "message-not-found",
+	KindTopicNotFound:         "topic-not-found",
+	KindGroupNotFound:         "group-not-found",
+	KindOffsetNotFound:        "offset-not-found",
+	KindAlreadyExists:         "already-exists",
+	KindRequestTimeout:        "request-timeout",
+	KindPayloadTooLarge:       "payload-too-large",
+	KindBodyTooLarge:          "body-too-large",
+	KindBodyEmpty:             "body-empty",
+	KindPropertiesTooLarge:    "properties-too-large",
+	KindTooManyRequests:       "too-many-requests",
+	KindFlushTimeout:          "flush-timeout",
+	KindStoreUnavailable:      "store-unavailable",
+	KindUnavailable:           "unavailable",
+	KindNotImplemented:        "not-implemented",
+	KindUnsupported:           "unsupported",
+	KindCanceled:              "canceled",
+	KindReplicationLost:       "replication-lost",
+	KindNoQuorum:              "no-quorum",
+	KindIllegalLiteTopic:      "illegal-lite-topic",
+	KindLiteTopicQuota:        "lite-topic-quota-exceeded",
+	KindLiteSubscriptionQuota: "lite-subscription-quota-exceeded",
 }
 
 // String names the kind.

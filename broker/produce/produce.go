@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mqgate/mqgate/broker/lite"
 	"github.com/mqgate/mqgate/broker/model"
 	"github.com/mqgate/mqgate/broker/mqerr"
 	"github.com/mqgate/mqgate/broker/record"
@@ -34,6 +35,13 @@ type Topics interface {
 	Topic(ctx context.Context, name string) (model.Topic, error)
 }
 
+// LiteIndex keeps the lite topics of LITE topics: Reserve before a send
+// creates one (within the parent's quota), Appended after it is stored.
+type LiteIndex interface {
+	Reserve(t model.Topic, name string) error
+	Appended(t model.Topic, q int32, names []string, ents []storage.AppendEntry)
+}
+
 // Config configures the service.
 type Config struct {
 	Limits Limits
@@ -41,6 +49,13 @@ type Config struct {
 	// Delay and Txn take delayed and transactional messages.
 	Delay Special
 	Txn   Special
+	// Lite indexes sends to LITE topics; nil rejects them.
+	Lite LiteIndex
+	// LiteAppender stores the sends to LITE topics (nil: the service's
+	// appender). Lite indexes them in memory on the outcome, so in a
+	// replica group it is one that waits for the outcome past the commit
+	// timeout (broker's settled store).
+	LiteAppender Appender
 }
 
 // Service stores sent messages.
@@ -105,6 +120,27 @@ func (s *Service) Send(ctx context.Context, topicName string, msgs []*model.Mess
 	if special {
 		return s.sendSpecial(ctx, topic, msgs, p, now)
 	}
+	if topic.Type == model.TopicLite {
+		return s.appendLite(ctx, topic, msgs)
+	}
+	return s.appendNormal(ctx, topic, msgs)
+}
+
+// appendLite stores LITE messages in the parent queue of their lite topic
+// (a batch names one lite topic) and indexes them.
+func (s *Service) appendLite(ctx context.Context, topic model.Topic, msgs []*model.Message) ([]model.SendResult, error) {
+	if s.cfg.Lite == nil {
+		return nil, mqerr.Errorf(mqerr.KindNotImplemented, "lite topics are not served here")
+	}
+	name := msgs[0].LiteTopic
+	for i, m := range msgs[1:] {
+		if m.LiteTopic != name {
+			return nil, mqerr.Errorf(mqerr.KindIllegalLiteTopic, "message %d is for lite topic %q, not %q: a batch has one lite topic", i+1, m.LiteTopic, name)
+		}
+	}
+	if err := s.cfg.Lite.Reserve(topic, name); err != nil {
+		return nil, err
+	}
 	return s.appendNormal(ctx, topic, msgs)
 }
 
@@ -115,9 +151,20 @@ func (s *Service) appendNormal(ctx context.Context, topic model.Topic, msgs []*m
 	for i, m := range msgs {
 		recs[i] = record.ToRecord(m, topic.Name, q)
 	}
-	res, err := s.store.Append(ctx, recs...)
+	store := s.store
+	if topic.Type == model.TopicLite && s.cfg.LiteAppender != nil {
+		store = s.cfg.LiteAppender
+	}
+	res, err := store.Append(ctx, recs...)
 	if err != nil {
 		return nil, AppendError(err)
+	}
+	if topic.Type == model.TopicLite && s.cfg.Lite != nil {
+		names := make([]string, len(msgs))
+		for i, m := range msgs {
+			names[i] = m.LiteTopic
+		}
+		s.cfg.Lite.Appended(topic, q, names, res.Entries)
 	}
 	out := make([]model.SendResult, len(msgs))
 	for i, m := range msgs {
@@ -183,6 +230,9 @@ func AppendError(err error) error {
 // PickQueue chooses a queue: the message group's hash for FIFO messages,
 // round robin otherwise.
 func (s *Service) pickQueue(t model.Topic, m *model.Message) int32 {
+	if m.LiteTopic != "" {
+		return lite.QueueOf(m.LiteTopic, t.Queues)
+	}
 	return PickQueue(t, m.MessageGroup, &s.rr)
 }
 

@@ -6,6 +6,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/mqgate/mqgate/broker/lite"
 	"github.com/mqgate/mqgate/broker/model"
 	"github.com/mqgate/mqgate/broker/mqerr"
 	"github.com/mqgate/mqgate/broker/record"
@@ -17,13 +18,14 @@ type Limits struct {
 	MaxProperties     int           // user properties; default 128
 	MaxPropertiesSize int           // user props + tag + keys, bytes; default 16384
 	MaxMessageGroup   int           // bytes (exclusive); default 64
+	MaxLiteTopic      int           // bytes (inclusive); default 64
 	MaxDelay          time.Duration // default 24 h
 	MaxTxRecovery     time.Duration // default 1 h
 }
 
 // DefaultLimits are upstream's.
 func DefaultLimits() Limits {
-	return Limits{MaxBodySize: 4 << 20, MaxProperties: 128, MaxPropertiesSize: 16384, MaxMessageGroup: 64,
+	return Limits{MaxBodySize: 4 << 20, MaxProperties: 128, MaxPropertiesSize: 16384, MaxMessageGroup: 64, MaxLiteTopic: 64,
 		MaxDelay: 24 * time.Hour, MaxTxRecovery: time.Hour}
 }
 
@@ -41,6 +43,9 @@ func (l Limits) WithDefaults() Limits {
 	}
 	if l.MaxMessageGroup <= 0 {
 		l.MaxMessageGroup = d.MaxMessageGroup
+	}
+	if l.MaxLiteTopic <= 0 {
+		l.MaxLiteTopic = d.MaxLiteTopic
 	}
 	if l.MaxDelay <= 0 {
 		l.MaxDelay = d.MaxDelay
@@ -142,6 +147,16 @@ func ValidateMessage(m *model.Message, now time.Time, l Limits) error {
 		case hasControl(m.MessageGroup):
 			return mqerr.Errorf(mqerr.KindIllegalMessageGroup, "message group has a control character")
 		}
+	}
+	if m.LiteTopic != "" {
+		if err := lite.ValidateName(m.LiteTopic, l.MaxLiteTopic); err != nil {
+			return err
+		}
+		if m.MessageGroup != "" || !m.DeliveryTime.IsZero() || m.Transactional {
+			return mqerr.Errorf(mqerr.KindMessageTypeConflict, "a LITE message cannot have a message group, a delivery time or a transaction")
+		}
+	} else if m.Type == model.MessageLite {
+		return mqerr.Errorf(mqerr.KindIllegalLiteTopic, "a LITE message must name its lite topic")
 	}
 	actual := m.ActualType()
 	if m.Transactional && (m.MessageGroup != "" || !m.DeliveryTime.IsZero()) {

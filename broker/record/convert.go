@@ -44,6 +44,7 @@ func ToRecord(m *model.Message, topic string, queue int32) *message.Message {
 		}
 	}
 	add(PropShardingKey, m.MessageGroup)
+	add(PropLiteTopic, m.LiteTopic)
 	if !m.DeliveryTime.IsZero() {
 		add(PropDeliverMS, strconv.FormatInt(m.DeliveryTime.UnixMilli(), 10))
 	}
@@ -112,6 +113,8 @@ func FromRecord(r *message.Message) *model.Delivered {
 			keysList = p.Value
 		case PropShardingKey:
 			m.MessageGroup = p.Value
+		case PropLiteTopic:
+			m.LiteTopic = p.Value
 		case PropDeliverMS:
 			if ms, err := strconv.ParseInt(p.Value, 10, 64); err == nil {
 				m.DeliveryTime = time.UnixMilli(ms)

@@ -34,6 +34,9 @@ const (
 	// PropClassicFlag keeps a classic producer's user FLAG; mqgate's own
 	// name, hidden from v2 consumers.
 	PropClassicFlag = "__MQG_FLAG"
+	// PropLiteTopic is the lite topic of a LITE message (upstream 5.4
+	// spells it the same).
+	PropLiteTopic = "__LITE_TOPIC"
 )
 
 // FlagGzip is the RocketMQ sysflag bit for a compressed body.
@@ -59,7 +62,7 @@ func init() {
 		"BORN_TIMESTAMP", "DLQ_ORIGIN_TOPIC", "DLQ_ORIGIN_MESSAGE_ID", "__CRC32#",
 		// stored by mqgate as well
 		PropShardingKey, PropCheckImmunity, PropTraceContext, PropKeysList, PropTxID, PropClassicFlag,
-		message.PropSalvaged,
+		message.PropSalvaged, PropLiteTopic,
 	} {
 		reserved[n] = true
 	}

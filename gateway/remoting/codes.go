@@ -69,6 +69,10 @@ const (
 	codePollingFull               = 209
 	codePollingTimeout            = 210
 	codeIllegalOperation          = 604
+	// Upstream 5.4's lite topic quotas (LMQ_QUOTA_EXCEEDED,
+	// LITE_SUBSCRIPTION_QUOTA_EXCEEDED).
+	codeLmqQuotaExceeded              = 2017
+	codeLiteSubscriptionQuotaExceeded = 2018
 )
 
 // Version is what mqgate's frames say (MQVersion V5_3_3).

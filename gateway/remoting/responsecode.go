@@ -59,6 +59,10 @@ var kindCodes = [...]int16{
 	// (FLUSH_SLAVE_TIMEOUT would tell them the message is stored).
 	mqerr.KindReplicationLost: codeSystemBusy,
 	mqerr.KindNoQuorum:        codeSystemBusy,
+	// Lite topics are a v2 feature; upstream's codes where it has them.
+	mqerr.KindIllegalLiteTopic:      codeInvalidParameter,
+	mqerr.KindLiteTopicQuota:        codeLmqQuotaExceeded,
+	mqerr.KindLiteSubscriptionQuota: codeLiteSubscriptionQuotaExceeded,
 }
 
 // codeOfKind returns the table row of k (false when missing).

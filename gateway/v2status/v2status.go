@@ -64,6 +64,10 @@ var table = [...]Mapping{
 	// Replication: not stored as far as this member knows; clients retry.
 	mqerr.KindReplicationLost: {v2.Code_SLAVE_PERSISTENCE_TIMEOUT, codes.Unavailable},
 	mqerr.KindNoQuorum:        {v2.Code_HA_NOT_AVAILABLE, codes.Unavailable},
+
+	mqerr.KindIllegalLiteTopic:      {v2.Code_ILLEGAL_LITE_TOPIC, codes.InvalidArgument},
+	mqerr.KindLiteTopicQuota:        {v2.Code_LITE_TOPIC_QUOTA_EXCEEDED, codes.ResourceExhausted},
+	mqerr.KindLiteSubscriptionQuota: {v2.Code_LITE_SUBSCRIPTION_QUOTA_EXCEEDED, codes.ResourceExhausted},
 }
 
 // Of returns the table row of k; false for a kind without one.

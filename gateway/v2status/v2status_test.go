@@ -23,10 +23,14 @@ func TestTableCoversEveryKind(t *testing.T) {
 			t.Errorf("mqerr.%s maps to gRPC OK", k)
 		}
 		// Codes newer than the Go v5.1.3 client's enum print as garbage
-		// there.
+		// there: only the lite kinds, which only lite operations (of
+		// clients that know the codes) raise, may use them.
+		lite := k == mqerr.KindIllegalLiteTopic || k == mqerr.KindLiteTopicQuota || k == mqerr.KindLiteSubscriptionQuota
 		switch m.V2 {
 		case v2.Code_ILLEGAL_LITE_TOPIC, v2.Code_INVALID_CLIENT_PROPERTIES, v2.Code_LITE_TOPIC_QUOTA_EXCEEDED, v2.Code_LITE_SUBSCRIPTION_QUOTA_EXCEEDED:
-			t.Errorf("mqerr.%s maps to %s, unknown to v5.1.3 clients", k, m.V2)
+			if !lite {
+				t.Errorf("mqerr.%s maps to %s, unknown to v5.1.3 clients", k, m.V2)
+			}
 		}
 	}
 	if _, ok := Of(mqerr.Kind(-1)); ok {

@@ -28,6 +28,8 @@ const (
 	TopicDelay
 	TopicTransaction
 	TopicMixed
+	// TopicLite is a parent of lite topics.
+	TopicLite
 )
 
 func (t TopicType) String() string {
@@ -42,6 +44,8 @@ func (t TopicType) String() string {
 		return "TRANSACTION"
 	case TopicMixed:
 		return "MIXED"
+	case TopicLite:
+		return "LITE"
 	}
 	return fmt.Sprintf("TopicType(%d)", int(t))
 }

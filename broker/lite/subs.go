@@ -1,0 +1,163 @@
+package lite
+
+import (
+	"sort"
+	"sync"
+
+	"github.com/mqgate/mqgate/broker/mqerr"
+)
+
+// subscription is one client's lite subscription: one group on one parent.
+type subscription struct {
+	group, parent string
+	set           map[string]struct{}
+	// order is set's names in a stable order; receives start at cursor
+	// so every subscribed lite topic gets its turn.
+	order  []string
+	cursor int
+}
+
+// registry holds the clients' lite subscriptions. mu is a leaf.
+type registry struct {
+	mu      sync.Mutex
+	clients map[string]*subscription
+}
+
+func (r *registry) remove(clientID string) *subscription {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.clients[clientID]
+	delete(r.clients, clientID)
+	return s
+}
+
+// lites returns the client's lite topics on parent, starting at its cursor.
+func (r *registry) lites(clientID, parent string) ([]string, string, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.clients[clientID]
+	if s == nil || s.parent != parent {
+		return nil, "", false
+	}
+	n := len(s.order)
+	out := make([]string, 0, n)
+	for i := range n {
+		out = append(out, s.order[(s.cursor+i)%n])
+	}
+	return out, s.group, true
+}
+
+func (r *registry) rotate(clientID string, by int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if s := r.clients[clientID]; s != nil && len(s.order) > 0 {
+		s.cursor = (s.cursor + by) % len(s.order)
+	}
+}
+
+// apply changes a client's subscription and returns the lite topics it
+// added. A client subscribes one group on one parent: a change naming
+// others replaces its subscription.
+func (r *registry) apply(req SyncRequest, quota int) ([]string, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	cur := r.clients[req.ClientID]
+	if cur != nil && (cur.group != req.Group || cur.parent != req.Topic.Name) {
+		cur = nil
+	}
+	if req.Action == CompleteRemove {
+		delete(r.clients, req.ClientID)
+		return nil, nil
+	}
+	next := map[string]struct{}{}
+	if cur != nil && req.Action != CompleteAdd {
+		for n := range cur.set {
+			next[n] = struct{}{}
+		}
+	}
+	var added []string
+	switch req.Action {
+	case PartialAdd, CompleteAdd:
+		for _, n := range req.Lites {
+			if _, ok := next[n]; !ok {
+				next[n] = struct{}{}
+			}
+			if cur == nil {
+				added = append(added, n)
+			} else if _, had := cur.set[n]; !had {
+				added = append(added, n)
+			}
+		}
+	case PartialRemove:
+		for _, n := range req.Lites {
+			delete(next, n)
+		}
+	default:
+		return nil, mqerr.Errorf(mqerr.KindBadRequest, "unknown lite subscription action %d", req.Action)
+	}
+	if len(next) > quota {
+		return nil, mqerr.Errorf(mqerr.KindLiteSubscriptionQuota, "a lite subscription may hold %d lite topics; this change makes it %d", quota, len(next))
+	}
+	order := make([]string, 0, len(next))
+	for n := range next {
+		order = append(order, n)
+	}
+	sort.Strings(order)
+	s := &subscription{group: req.Group, parent: req.Topic.Name, set: next, order: order}
+	if cur != nil && len(order) > 0 {
+		s.cursor = cur.cursor % len(order)
+	}
+	r.clients[req.ClientID] = s
+	return added, nil
+}
+
+// dropLites removes expired lite topics of parent from every subscription
+// and returns one notice per client that had one.
+func (r *registry) dropLites(parent string, gone map[string]bool) []Unsubscribed {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []Unsubscribed
+	for id, s := range r.clients {
+		if s.parent != parent {
+			continue
+		}
+		changed := false
+		for n := range s.set {
+			if gone[n] {
+				delete(s.set, n)
+				changed = true
+				out = append(out, Unsubscribed{ClientID: id, Group: s.group, Parent: parent, Lite: n})
+			}
+		}
+		if changed {
+			order := s.order[:0:0]
+			for _, n := range s.order {
+				if !gone[n] {
+					order = append(order, n)
+				}
+			}
+			s.order, s.cursor = order, 0
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].ClientID != out[j].ClientID {
+			return out[i].ClientID < out[j].ClientID
+		}
+		return out[i].Lite < out[j].Lite
+	})
+	return out
+}
+
+// Subscribed returns each client's subscribed lite topics on parent
+// (client id → sorted names), for the admin views.
+func (s *Service) Subscribed(parent string) map[string][]string {
+	s.subs.mu.Lock()
+	defer s.subs.mu.Unlock()
+	out := map[string][]string{}
+	for id, sub := range s.subs.clients {
+		if sub.parent == parent {
+			out[id] = append([]string(nil), sub.order...)
+		}
+	}
+	return out
+}
