@@ -248,7 +248,6 @@ func TestLiteStartPositions(t *testing.T) {
 	}{
 		{"default", lite.Start{}, []string{"m0", "m1", "m2", "m3"}},
 		{"last", lite.Start{Kind: lite.StartLast}, nil},
-		{"tail", lite.Start{Kind: lite.StartTailN, Value: 1}, []string{"m3"}},
 		{"offset", lite.Start{Kind: lite.StartOffset, Value: 2}, []string{"m2", "m3"}},
 		{"first", lite.Start{Kind: lite.StartFirst}, []string{"m0", "m1", "m2", "m3"}},
 	}
@@ -262,6 +261,21 @@ func TestLiteStartPositions(t *testing.T) {
 		if !slices.Equal(got, c.want) {
 			t.Errorf("%s: got %v, want %v", c.client, got, c.want)
 		}
+	}
+	// tail_n goes n messages back from where the group is.
+	ds := e.liteReceive("default", "g0", "chat", 32)
+	if len(ds) != 0 {
+		t.Fatalf("run in flight delivered again: %v", byLite(ds))
+	}
+	e.clk.Advance(31 * time.Second)
+	ds = e.liteReceive("default", "g0", "chat", 32)
+	e.ack("g0", "chat", ds...)
+	if err := e.b.SyncLiteSubscription(e.ctx, LiteSyncRequest{ClientID: "default2", Group: "g0", Topic: "chat", Action: lite.PartialAdd,
+		Lites: []string{"conv"}, Start: lite.Start{Kind: lite.StartTailN, Value: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := byLite(e.liteReceive("default2", "g0", "chat", 32))["conv"]; !slices.Equal(got, []string{"m3"}) {
+		t.Errorf("tail 1: got %v", got)
 	}
 }
 

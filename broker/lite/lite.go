@@ -811,7 +811,7 @@ const (
 	StartFirst             // the oldest message kept
 	StartLast              // after the newest message: new messages only
 	StartOffset            // Value: a lite offset
-	StartTailN             // Value: the last n messages
+	StartTailN             // Value: n messages back from the group's position
 	StartTime              // Value: unix ms; the first message stored then or later
 )
 
@@ -881,7 +881,8 @@ func (s *Service) reposition(lt *liteTopic, group string, st Start) {
 			target = lt.msgs[i].off
 		}
 	case StartTailN:
-		i := max(int64(len(lt.msgs))-st.Value, 0)
+		// n messages back from the group's position, as upstream does.
+		i := max(int64(lt.at(pr.next))-st.Value, 0)
 		if i >= int64(len(lt.msgs)) {
 			target = lt.end()
 		} else {
