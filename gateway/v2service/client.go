@@ -171,8 +171,10 @@ func nonceOf(c *v2.TelemetryCommand) string {
 // Settings reply plus the registry's view.
 func (s *MessagingService) settingsReply(ctx context.Context, in *v2.Settings) (*v2.Settings, *session.Settings, error) {
 	ct := in.GetClientType()
-	if ct == v2.ClientType_LITE_PUSH_CONSUMER || ct == v2.ClientType_LITE_SIMPLE_CONSUMER {
-		return nil, nil, status.Errorf(codes.InvalidArgument, "%s clients are not supported by mqgate (lite topics are not implemented)", ct)
+	lb, served := s.b.(LiteBroker)
+	isLite := ct == v2.ClientType_LITE_PUSH_CONSUMER || ct == v2.ClientType_LITE_SIMPLE_CONSUMER
+	if isLite && !served {
+		return nil, nil, status.Errorf(codes.InvalidArgument, "%s clients are not supported by this server (it serves no lite topics)", ct)
 	}
 	out := &v2.Settings{
 		ClientType:       in.ClientType,
@@ -231,13 +233,22 @@ func (s *MessagingService) settingsReply(ctx context.Context, in *v2.Settings) (
 		}
 		fifo := g.FIFO
 		batch := int32(ReceiveBatchSize)
-		out.PubSub = &v2.Settings_Subscription{Subscription: &v2.Subscription{
+		reply := &v2.Subscription{
 			Group:              sub.GetGroup(),
 			Subscriptions:      sub.GetSubscriptions(),
 			Fifo:               &fifo,
 			ReceiveBatchSize:   &batch,
 			LongPollingTimeout: durationpb.New(MaxLongPolling),
-		}}
+		}
+		if isLite {
+			// Lite topics are delivered in order per lite topic, and the
+			// client checks its quota and names against these.
+			quota, maxName := lb.LiteLimits()
+			q, n := int32(quota), int32(maxName)
+			fifo = true
+			reply.LiteSubscriptionQuota, reply.MaxLiteTopicSize = &q, &n
+		}
+		out.PubSub = &v2.Settings_Subscription{Subscription: reply}
 		out.BackoffPolicy = retryPolicyToV2(g)
 		return out, settingsToSession(in, groupKey, nil, subs), nil
 	}

@@ -880,15 +880,6 @@ func TestComponentReceiveWriteFailureReleases(t *testing.T) {
 	}
 }
 
-func TestComponentUnsupported(t *testing.T) {
-	h := newHarness(t)
-	r, err := h.c.SyncLiteSubscription(h.ctx("c", 5*time.Second), &v2.SyncLiteSubscriptionRequest{})
-	if err != nil {
-		t.Fatalf("SyncLiteSubscription: gRPC error %v", err)
-	}
-	code(t, r.GetStatus(), v2.Code_NOT_IMPLEMENTED)
-}
-
 func TestComponentNamespaces(t *testing.T) {
 	h := newHarness(t)
 	h.topic("tenant%orders", model.TopicNormal, 1)

@@ -275,7 +275,12 @@ func (s *MessagingService) ChangeInvisibleDuration(ctx context.Context, req *v2.
 	if old == "" {
 		return &v2.ChangeInvisibleDurationResponse{Status: statusNoHandle}, nil
 	}
-	h, err := s.b.ChangeInvisible(ctx, group, topic, old, dur)
+	var h string
+	if lb, ok := s.b.(LiteBroker); ok && req.GetSuspend() {
+		h, err = lb.ChangeInvisibleSuspend(ctx, group, topic, old, dur, true)
+	} else {
+		h, err = s.b.ChangeInvisible(ctx, group, topic, old, dur)
+	}
 	if err != nil {
 		return fail(err)
 	}

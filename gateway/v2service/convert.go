@@ -31,6 +31,8 @@ func messageTypeToModel(t v2.MessageType) model.MessageType {
 		return model.MessageDelay
 	case v2.MessageType_TRANSACTION:
 		return model.MessageTransaction
+	case v2.MessageType_LITE:
+		return model.MessageLite
 	}
 	return model.MessageUnspecified
 }
@@ -45,6 +47,8 @@ func messageTypeToV2(t model.MessageType) v2.MessageType {
 		return v2.MessageType_DELAY
 	case model.MessageTransaction:
 		return v2.MessageType_TRANSACTION
+	case model.MessageLite:
+		return v2.MessageType_LITE
 	}
 	return v2.MessageType_MESSAGE_TYPE_UNSPECIFIED
 }
@@ -115,6 +119,9 @@ func (x *deliveredV2) fill(d *model.Delivered, topic *v2.Resource, dk digestKind
 	sp.DeliveryAttempt = &x.attempt
 	if d.MessageGroup != "" {
 		sp.MessageGroup = &d.MessageGroup
+	}
+	if d.LiteTopic != "" {
+		sp.LiteTopic = &d.LiteTopic
 	}
 	if d.TraceContext != "" {
 		sp.TraceContext = &d.TraceContext

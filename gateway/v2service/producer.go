@@ -135,7 +135,7 @@ func toModelMessage(m *v2.Message, topic string) (*model.Message, error) {
 		}
 		deliver = ts.AsTime()
 	}
-	if t := sp.GetMessageType(); t == v2.MessageType_LITE || t == v2.MessageType_PRIORITY {
+	if t := sp.GetMessageType(); t == v2.MessageType_PRIORITY {
 		return nil, mqerr.Errorf(mqerr.KindMessageTypeConflict, "%s messages are not supported", t)
 	}
 	tag := sp.GetTag()
@@ -149,6 +149,7 @@ func toModelMessage(m *v2.Message, topic string) (*model.Message, error) {
 		Tag:           tag,
 		Keys:          keys,
 		MessageGroup:  group,
+		LiteTopic:     sp.GetLiteTopic(),
 		DeliveryTime:  deliver,
 		Transactional: transactional,
 		Type:          declared,

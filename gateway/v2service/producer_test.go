@@ -141,7 +141,12 @@ func TestSendValidationOrder(t *testing.T) {
 			m.SystemProperties.MessageType = v2.MessageType_TRANSACTION
 			m.SystemProperties.MessageGroup = str("g")
 		}), v2.Code_MESSAGE_PROPERTY_CONFLICT_WITH_TYPE},
-		{"13 lite", with(func(m *v2.Message) { m.SystemProperties.MessageType = v2.MessageType_LITE }), v2.Code_MESSAGE_PROPERTY_CONFLICT_WITH_TYPE},
+		{"13 lite without its lite topic", with(func(m *v2.Message) { m.SystemProperties.MessageType = v2.MessageType_LITE }), v2.Code_ILLEGAL_LITE_TOPIC},
+		{"13 lite topic with a message group", with(func(m *v2.Message) {
+			lt, mg := "conv", "g"
+			m.SystemProperties.LiteTopic, m.SystemProperties.MessageGroup = &lt, &mg
+		}), v2.Code_MESSAGE_PROPERTY_CONFLICT_WITH_TYPE},
+		{"13 lite topic badly named", with(func(m *v2.Message) { lt := "a b"; m.SystemProperties.LiteTopic = &lt }), v2.Code_ILLEGAL_LITE_TOPIC},
 		{"second message checked too", append(with(func(*v2.Message) {}), with(func(m *v2.Message) { m.Body = nil })...), v2.Code_MESSAGE_BODY_EMPTY},
 	}
 	for _, c := range cases {

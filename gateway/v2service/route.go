@@ -219,7 +219,7 @@ func acceptTypes(t model.TopicType) []v2.MessageType {
 var (
 	acceptByTopicType = func() map[model.TopicType][]v2.MessageType {
 		m := map[model.TopicType][]v2.MessageType{}
-		for _, t := range []model.TopicType{model.TopicNormal, model.TopicFIFO, model.TopicDelay, model.TopicTransaction, model.TopicMixed} {
+		for _, t := range []model.TopicType{model.TopicNormal, model.TopicFIFO, model.TopicDelay, model.TopicTransaction, model.TopicMixed, model.TopicLite} {
 			for _, mt := range t.AcceptedTypes() {
 				m[t] = append(m[t], messageTypeToV2(mt))
 			}

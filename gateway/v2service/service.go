@@ -108,6 +108,9 @@ func NewMessagingService(cfg ServiceConfig, b Broker, sessions *session.Registry
 	if s.gate == nil {
 		s.gate = admission.NewGate()
 	}
+	if lb, ok := b.(LiteBroker); ok {
+		lb.SetLiteNotifier(s.notifyUnsubscribeLite)
+	}
 	if s.sess == nil {
 		s.sess = session.New(session.Config{Clock: s.clock, Logger: s.log})
 	}
