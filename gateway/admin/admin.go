@@ -7,6 +7,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/mqgate/mqgate/broker"
@@ -71,7 +72,17 @@ func (s *Service) CreateTopic(ctx context.Context, req *adminv1.CreateTopicReque
 	if req.GetQueues() < 0 {
 		return nil, status.Errorf(codes.InvalidArgument, "topic %q: queue count %d is negative", name, req.GetQueues())
 	}
-	t, err := s.b.CreateTopic(ctx, model.Topic{Name: name, Type: typ, Queues: req.GetQueues(), Perm: model.PermReadWrite})
+	mt := model.Topic{Name: name, Type: typ, Queues: req.GetQueues(), Perm: model.PermReadWrite}
+	if d := req.GetLiteTtl(); d != nil {
+		if typ != model.TopicLite {
+			return nil, status.Errorf(codes.InvalidArgument, "topic %q: lite_ttl is for LITE topics only", name)
+		}
+		if d.CheckValid() != nil || d.AsDuration() == 0 {
+			return nil, status.Errorf(codes.InvalidArgument, "topic %q: lite_ttl must be a non-zero duration (negative: forever)", name)
+		}
+		mt.LiteTTL = d.AsDuration()
+	}
+	t, err := s.b.CreateTopic(ctx, mt)
 	if err != nil {
 		return nil, toStatus(err, "topic", name)
 	}
@@ -167,6 +178,13 @@ func topicToV1(t model.Topic) *adminv1.Topic {
 	out := &adminv1.Topic{Name: t.Name, Type: t.Type.String(), Queues: t.Queues, Permission: t.Perm.String()}
 	if !t.CreateTime.IsZero() {
 		out.CreateTime = timestamppb.New(t.CreateTime)
+	}
+	if t.Type == model.TopicLite {
+		ttl := t.LiteExpiry()
+		if ttl == 0 {
+			ttl = -1
+		}
+		out.LiteTtl = durationpb.New(ttl)
 	}
 	return out
 }

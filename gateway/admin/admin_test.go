@@ -126,7 +126,7 @@ func TestAdminTopics(t *testing.T) {
 	wantCode(t, err, codes.AlreadyExists, `topic "orders" already exists`)
 	_, err = s.CreateTopic(ctx, &adminv1.CreateTopicRequest{Name: "a b"})
 	wantCode(t, err, codes.InvalidArgument, `"a b"`)
-	_, err = s.CreateTopic(ctx, &adminv1.CreateTopicRequest{Name: "x", Type: "LITE"})
+	_, err = s.CreateTopic(ctx, &adminv1.CreateTopicRequest{Name: "x", Type: "PRIORITY"})
 	wantCode(t, err, codes.InvalidArgument, `topic "x"`)
 	_, err = s.CreateTopic(ctx, &adminv1.CreateTopicRequest{Name: ""})
 	wantCode(t, err, codes.InvalidArgument, "required")

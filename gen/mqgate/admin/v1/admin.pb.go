@@ -18,6 +18,7 @@ package adminv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -91,15 +92,18 @@ type Topic struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Topic name, unique per server.
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	// Message type the topic accepts: "NORMAL", "FIFO", "DELAY", "TRANSACTION"
-	// or "MIXED" (any of them).
+	// Message type the topic accepts: "NORMAL", "FIFO", "DELAY", "TRANSACTION",
+	// "MIXED" (any of them but LITE) or "LITE" (the parent of lite topics).
 	Type string `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
 	// Number of queues.
 	Queues int32 `protobuf:"varint,3,opt,name=queues,proto3" json:"queues,omitempty"`
 	// Access rights: "READ", "WRITE" or "READ_WRITE".
 	Permission string `protobuf:"bytes,4,opt,name=permission,proto3" json:"permission,omitempty"`
 	// When the topic was created.
-	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	CreateTime *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	// LITE topics: how long a lite topic lives after its last message;
+	// negative means forever. Unset for other types.
+	LiteTtl       *durationpb.Duration `protobuf:"bytes,6,opt,name=lite_ttl,json=liteTtl,proto3" json:"lite_ttl,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -169,6 +173,13 @@ func (x *Topic) GetCreateTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Topic) GetLiteTtl() *durationpb.Duration {
+	if x != nil {
+		return x.LiteTtl
+	}
+	return nil
+}
+
 // Creates a topic; AlreadyExists if the name is taken.
 type CreateTopicRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -177,7 +188,10 @@ type CreateTopicRequest struct {
 	// Message type (see Topic.type); empty means "NORMAL".
 	Type string `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
 	// Number of queues; 0 means the server default.
-	Queues        int32 `protobuf:"varint,3,opt,name=queues,proto3" json:"queues,omitempty"`
+	Queues int32 `protobuf:"varint,3,opt,name=queues,proto3" json:"queues,omitempty"`
+	// LITE topics: how long a lite topic lives after its last message;
+	// unset means 24 hours, negative forever.
+	LiteTtl       *durationpb.Duration `protobuf:"bytes,4,opt,name=lite_ttl,json=liteTtl,proto3" json:"lite_ttl,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -231,6 +245,13 @@ func (x *CreateTopicRequest) GetQueues() int32 {
 		return x.Queues
 	}
 	return 0
+}
+
+func (x *CreateTopicRequest) GetLiteTtl() *durationpb.Duration {
+	if x != nil {
+		return x.LiteTtl
+	}
+	return nil
 }
 
 // Result of CreateTopic.
@@ -2424,11 +2445,332 @@ func (x *RedrivenMessage) GetQueueOffset() int64 {
 	return 0
 }
 
+// Lists a LITE topic's lite topics, in name order, a page at a time;
+// InvalidArgument for a topic of another type.
+type ListLiteTopicsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The LITE topic.
+	Topic string `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	// Only lite topics whose names start with this.
+	Prefix string `protobuf:"bytes,2,opt,name=prefix,proto3" json:"prefix,omitempty"`
+	// Maximum lite topics in the page; 0 means 100.
+	PageSize int32 `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// next_page_token of the previous page; empty for the first.
+	PageToken     string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListLiteTopicsRequest) Reset() {
+	*x = ListLiteTopicsRequest{}
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListLiteTopicsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListLiteTopicsRequest) ProtoMessage() {}
+
+func (x *ListLiteTopicsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListLiteTopicsRequest.ProtoReflect.Descriptor instead.
+func (*ListLiteTopicsRequest) Descriptor() ([]byte, []int) {
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *ListLiteTopicsRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *ListLiteTopicsRequest) GetPrefix() string {
+	if x != nil {
+		return x.Prefix
+	}
+	return ""
+}
+
+func (x *ListLiteTopicsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListLiteTopicsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// One group's progress on a lite topic.
+type LiteTopicGroup struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Consumer group name.
+	Group string `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	// Lite offset of the group's first unacknowledged message.
+	ConsumedOffset int64 `protobuf:"varint,2,opt,name=consumed_offset,json=consumedOffset,proto3" json:"consumed_offset,omitempty"`
+	// Messages waiting to be delivered to the group.
+	Ready int64 `protobuf:"varint,3,opt,name=ready,proto3" json:"ready,omitempty"`
+	// Messages delivered and not acknowledged yet.
+	InFlight      int64 `protobuf:"varint,4,opt,name=in_flight,json=inFlight,proto3" json:"in_flight,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LiteTopicGroup) Reset() {
+	*x = LiteTopicGroup{}
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LiteTopicGroup) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LiteTopicGroup) ProtoMessage() {}
+
+func (x *LiteTopicGroup) ProtoReflect() protoreflect.Message {
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LiteTopicGroup.ProtoReflect.Descriptor instead.
+func (*LiteTopicGroup) Descriptor() ([]byte, []int) {
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *LiteTopicGroup) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *LiteTopicGroup) GetConsumedOffset() int64 {
+	if x != nil {
+		return x.ConsumedOffset
+	}
+	return 0
+}
+
+func (x *LiteTopicGroup) GetReady() int64 {
+	if x != nil {
+		return x.Ready
+	}
+	return 0
+}
+
+func (x *LiteTopicGroup) GetInFlight() int64 {
+	if x != nil {
+		return x.InFlight
+	}
+	return 0
+}
+
+// A lite topic of a LITE topic.
+type LiteTopic struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Lite topic name.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The parent queue its messages are stored in.
+	Queue int32 `protobuf:"varint,2,opt,name=queue,proto3" json:"queue,omitempty"`
+	// Lite offset of the oldest message kept (messages every consuming group
+	// acknowledged are not kept).
+	MinOffset int64 `protobuf:"varint,3,opt,name=min_offset,json=minOffset,proto3" json:"min_offset,omitempty"`
+	// Lite offset past the newest message.
+	MaxOffset int64 `protobuf:"varint,4,opt,name=max_offset,json=maxOffset,proto3" json:"max_offset,omitempty"`
+	// Store time of the newest message.
+	LastStored *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=last_stored,json=lastStored,proto3" json:"last_stored,omitempty"`
+	// When it expires unless a message arrives; unset if never.
+	ExpireTime *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
+	// Every group that consumed it, by name.
+	Groups []*LiteTopicGroup `protobuf:"bytes,7,rep,name=groups,proto3" json:"groups,omitempty"`
+	// Clients subscribed to it, by client id.
+	Subscribers   []string `protobuf:"bytes,8,rep,name=subscribers,proto3" json:"subscribers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LiteTopic) Reset() {
+	*x = LiteTopic{}
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LiteTopic) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LiteTopic) ProtoMessage() {}
+
+func (x *LiteTopic) ProtoReflect() protoreflect.Message {
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LiteTopic.ProtoReflect.Descriptor instead.
+func (*LiteTopic) Descriptor() ([]byte, []int) {
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *LiteTopic) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *LiteTopic) GetQueue() int32 {
+	if x != nil {
+		return x.Queue
+	}
+	return 0
+}
+
+func (x *LiteTopic) GetMinOffset() int64 {
+	if x != nil {
+		return x.MinOffset
+	}
+	return 0
+}
+
+func (x *LiteTopic) GetMaxOffset() int64 {
+	if x != nil {
+		return x.MaxOffset
+	}
+	return 0
+}
+
+func (x *LiteTopic) GetLastStored() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastStored
+	}
+	return nil
+}
+
+func (x *LiteTopic) GetExpireTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpireTime
+	}
+	return nil
+}
+
+func (x *LiteTopic) GetGroups() []*LiteTopicGroup {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
+}
+
+func (x *LiteTopic) GetSubscribers() []string {
+	if x != nil {
+		return x.Subscribers
+	}
+	return nil
+}
+
+// Result of ListLiteTopics.
+type ListLiteTopicsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The page.
+	LiteTopics []*LiteTopic `protobuf:"bytes,1,rep,name=lite_topics,json=liteTopics,proto3" json:"lite_topics,omitempty"`
+	// The LITE topic's lite topic count.
+	Total int64 `protobuf:"varint,2,opt,name=total,proto3" json:"total,omitempty"`
+	// Token of the next page; empty after the last.
+	NextPageToken string `protobuf:"bytes,3,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListLiteTopicsResponse) Reset() {
+	*x = ListLiteTopicsResponse{}
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListLiteTopicsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListLiteTopicsResponse) ProtoMessage() {}
+
+func (x *ListLiteTopicsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListLiteTopicsResponse.ProtoReflect.Descriptor instead.
+func (*ListLiteTopicsResponse) Descriptor() ([]byte, []int) {
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *ListLiteTopicsResponse) GetLiteTopics() []*LiteTopic {
+	if x != nil {
+		return x.LiteTopics
+	}
+	return nil
+}
+
+func (x *ListLiteTopicsResponse) GetTotal() int64 {
+	if x != nil {
+		return x.Total
+	}
+	return 0
+}
+
+func (x *ListLiteTopicsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
 var File_mqgate_admin_v1_admin_proto protoreflect.FileDescriptor
 
 const file_mqgate_admin_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x1bmqgate/admin/v1/admin.proto\x12\x0fmqgate.admin.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa4\x01\n" +
+	"\x1bmqgate/admin/v1/admin.proto\x12\x0fmqgate.admin.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xda\x01\n" +
 	"\x05Topic\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x16\n" +
@@ -2437,11 +2779,13 @@ const file_mqgate_admin_v1_admin_proto_rawDesc = "" +
 	"permission\x18\x04 \x01(\tR\n" +
 	"permission\x12;\n" +
 	"\vcreate_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"createTime\"T\n" +
+	"createTime\x124\n" +
+	"\blite_ttl\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\aliteTtl\"\x8a\x01\n" +
 	"\x12CreateTopicRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x16\n" +
-	"\x06queues\x18\x03 \x01(\x05R\x06queues\"C\n" +
+	"\x06queues\x18\x03 \x01(\x05R\x06queues\x124\n" +
+	"\blite_ttl\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\aliteTtl\"C\n" +
 	"\x13CreateTopicResponse\x12,\n" +
 	"\x05topic\x18\x01 \x01(\v2\x16.mqgate.admin.v1.TopicR\x05topic\"%\n" +
 	"\x0fGetTopicRequest\x12\x12\n" +
@@ -2586,11 +2930,40 @@ const file_mqgate_admin_v1_admin_proto_rawDesc = "" +
 	"message_id\x18\x01 \x01(\tR\tmessageId\x12\x14\n" +
 	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x19\n" +
 	"\bqueue_id\x18\x03 \x01(\x05R\aqueueId\x12!\n" +
-	"\fqueue_offset\x18\x04 \x01(\x03R\vqueueOffset*g\n" +
+	"\fqueue_offset\x18\x04 \x01(\x03R\vqueueOffset\"\x81\x01\n" +
+	"\x15ListLiteTopicsRequest\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x16\n" +
+	"\x06prefix\x18\x02 \x01(\tR\x06prefix\x12\x1b\n" +
+	"\tpage_size\x18\x03 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x04 \x01(\tR\tpageToken\"\x82\x01\n" +
+	"\x0eLiteTopicGroup\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12'\n" +
+	"\x0fconsumed_offset\x18\x02 \x01(\x03R\x0econsumedOffset\x12\x14\n" +
+	"\x05ready\x18\x03 \x01(\x03R\x05ready\x12\x1b\n" +
+	"\tin_flight\x18\x04 \x01(\x03R\binFlight\"\xc8\x02\n" +
+	"\tLiteTopic\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05queue\x18\x02 \x01(\x05R\x05queue\x12\x1d\n" +
+	"\n" +
+	"min_offset\x18\x03 \x01(\x03R\tminOffset\x12\x1d\n" +
+	"\n" +
+	"max_offset\x18\x04 \x01(\x03R\tmaxOffset\x12;\n" +
+	"\vlast_stored\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"lastStored\x12;\n" +
+	"\vexpire_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"expireTime\x127\n" +
+	"\x06groups\x18\a \x03(\v2\x1f.mqgate.admin.v1.LiteTopicGroupR\x06groups\x12 \n" +
+	"\vsubscribers\x18\b \x03(\tR\vsubscribers\"\x93\x01\n" +
+	"\x16ListLiteTopicsResponse\x12;\n" +
+	"\vlite_topics\x18\x01 \x03(\v2\x1a.mqgate.admin.v1.LiteTopicR\n" +
+	"liteTopics\x12\x14\n" +
+	"\x05total\x18\x02 \x01(\x03R\x05total\x12&\n" +
+	"\x0fnext_page_token\x18\x03 \x01(\tR\rnextPageToken*g\n" +
 	"\rResetPosition\x12\x1e\n" +
 	"\x1aRESET_POSITION_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17RESET_POSITION_EARLIEST\x10\x01\x12\x19\n" +
-	"\x15RESET_POSITION_LATEST\x10\x022\x95\n" +
+	"\x15RESET_POSITION_LATEST\x10\x022\xf8\n" +
 	"\n" +
 	"\fAdminService\x12X\n" +
 	"\vCreateTopic\x12#.mqgate.admin.v1.CreateTopicRequest\x1a$.mqgate.admin.v1.CreateTopicResponse\x12O\n" +
@@ -2603,7 +2976,8 @@ const file_mqgate_admin_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"ListGroups\x12\".mqgate.admin.v1.ListGroupsRequest\x1a#.mqgate.admin.v1.ListGroupsResponse\x12X\n" +
 	"\vDeleteGroup\x12#.mqgate.admin.v1.DeleteGroupRequest\x1a$.mqgate.admin.v1.DeleteGroupResponse\x12^\n" +
-	"\rDescribeTopic\x12%.mqgate.admin.v1.DescribeTopicRequest\x1a&.mqgate.admin.v1.DescribeTopicResponse\x12^\n" +
+	"\rDescribeTopic\x12%.mqgate.admin.v1.DescribeTopicRequest\x1a&.mqgate.admin.v1.DescribeTopicResponse\x12a\n" +
+	"\x0eListLiteTopics\x12&.mqgate.admin.v1.ListLiteTopicsRequest\x1a'.mqgate.admin.v1.ListLiteTopicsResponse\x12^\n" +
 	"\rDescribeGroup\x12%.mqgate.admin.v1.DescribeGroupRequest\x1a&.mqgate.admin.v1.DescribeGroupResponse\x12^\n" +
 	"\rLookupMessage\x12%.mqgate.admin.v1.LookupMessageRequest\x1a&.mqgate.admin.v1.LookupMessageResponse\x12X\n" +
 	"\vResetOffset\x12#.mqgate.admin.v1.ResetOffsetRequest\x1a$.mqgate.admin.v1.ResetOffsetResponse\x12d\n" +
@@ -2623,7 +2997,7 @@ func file_mqgate_admin_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_mqgate_admin_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_mqgate_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
+var file_mqgate_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_mqgate_admin_v1_admin_proto_goTypes = []any{
 	(ResetPosition)(0),                 // 0: mqgate.admin.v1.ResetPosition
 	(*Topic)(nil),                      // 1: mqgate.admin.v1.Topic
@@ -2663,68 +3037,81 @@ var file_mqgate_admin_v1_admin_proto_goTypes = []any{
 	(*RedriveDeadLettersRequest)(nil),  // 35: mqgate.admin.v1.RedriveDeadLettersRequest
 	(*RedriveDeadLettersResponse)(nil), // 36: mqgate.admin.v1.RedriveDeadLettersResponse
 	(*RedrivenMessage)(nil),            // 37: mqgate.admin.v1.RedrivenMessage
-	nil,                                // 38: mqgate.admin.v1.StoredMessage.PropertiesEntry
-	(*timestamppb.Timestamp)(nil),      // 39: google.protobuf.Timestamp
+	(*ListLiteTopicsRequest)(nil),      // 38: mqgate.admin.v1.ListLiteTopicsRequest
+	(*LiteTopicGroup)(nil),             // 39: mqgate.admin.v1.LiteTopicGroup
+	(*LiteTopic)(nil),                  // 40: mqgate.admin.v1.LiteTopic
+	(*ListLiteTopicsResponse)(nil),     // 41: mqgate.admin.v1.ListLiteTopicsResponse
+	nil,                                // 42: mqgate.admin.v1.StoredMessage.PropertiesEntry
+	(*timestamppb.Timestamp)(nil),      // 43: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),        // 44: google.protobuf.Duration
 }
 var file_mqgate_admin_v1_admin_proto_depIdxs = []int32{
-	39, // 0: mqgate.admin.v1.Topic.create_time:type_name -> google.protobuf.Timestamp
-	1,  // 1: mqgate.admin.v1.CreateTopicResponse.topic:type_name -> mqgate.admin.v1.Topic
-	1,  // 2: mqgate.admin.v1.GetTopicResponse.topic:type_name -> mqgate.admin.v1.Topic
-	1,  // 3: mqgate.admin.v1.ListTopicsResponse.topics:type_name -> mqgate.admin.v1.Topic
-	39, // 4: mqgate.admin.v1.Group.create_time:type_name -> google.protobuf.Timestamp
-	10, // 5: mqgate.admin.v1.CreateGroupResponse.group:type_name -> mqgate.admin.v1.Group
-	10, // 6: mqgate.admin.v1.GetGroupResponse.group:type_name -> mqgate.admin.v1.Group
-	10, // 7: mqgate.admin.v1.ListGroupsResponse.groups:type_name -> mqgate.admin.v1.Group
-	20, // 8: mqgate.admin.v1.GroupTopicProgress.queues:type_name -> mqgate.admin.v1.GroupQueueProgress
-	1,  // 9: mqgate.admin.v1.DescribeTopicResponse.topic:type_name -> mqgate.admin.v1.Topic
-	19, // 10: mqgate.admin.v1.DescribeTopicResponse.queues:type_name -> mqgate.admin.v1.QueueOffsets
-	21, // 11: mqgate.admin.v1.DescribeTopicResponse.groups:type_name -> mqgate.admin.v1.GroupTopicProgress
-	10, // 12: mqgate.admin.v1.DescribeGroupResponse.group:type_name -> mqgate.admin.v1.Group
-	21, // 13: mqgate.admin.v1.DescribeGroupResponse.topics:type_name -> mqgate.admin.v1.GroupTopicProgress
-	24, // 14: mqgate.admin.v1.DescribeGroupResponse.dead_letter_queue:type_name -> mqgate.admin.v1.DeadLetterQueue
-	29, // 15: mqgate.admin.v1.LookupMessageResponse.messages:type_name -> mqgate.admin.v1.StoredMessage
-	38, // 16: mqgate.admin.v1.StoredMessage.properties:type_name -> mqgate.admin.v1.StoredMessage.PropertiesEntry
-	39, // 17: mqgate.admin.v1.StoredMessage.delivery_time:type_name -> google.protobuf.Timestamp
-	39, // 18: mqgate.admin.v1.StoredMessage.born_time:type_name -> google.protobuf.Timestamp
-	39, // 19: mqgate.admin.v1.StoredMessage.store_time:type_name -> google.protobuf.Timestamp
-	39, // 20: mqgate.admin.v1.ResetOffsetRequest.time:type_name -> google.protobuf.Timestamp
-	0,  // 21: mqgate.admin.v1.ResetOffsetRequest.position:type_name -> mqgate.admin.v1.ResetPosition
-	32, // 22: mqgate.admin.v1.ResetOffsetResponse.queues:type_name -> mqgate.admin.v1.QueueReset
-	29, // 23: mqgate.admin.v1.ListDeadLettersResponse.messages:type_name -> mqgate.admin.v1.StoredMessage
-	37, // 24: mqgate.admin.v1.RedriveDeadLettersResponse.redriven:type_name -> mqgate.admin.v1.RedrivenMessage
-	2,  // 25: mqgate.admin.v1.AdminService.CreateTopic:input_type -> mqgate.admin.v1.CreateTopicRequest
-	4,  // 26: mqgate.admin.v1.AdminService.GetTopic:input_type -> mqgate.admin.v1.GetTopicRequest
-	6,  // 27: mqgate.admin.v1.AdminService.ListTopics:input_type -> mqgate.admin.v1.ListTopicsRequest
-	8,  // 28: mqgate.admin.v1.AdminService.DeleteTopic:input_type -> mqgate.admin.v1.DeleteTopicRequest
-	11, // 29: mqgate.admin.v1.AdminService.CreateGroup:input_type -> mqgate.admin.v1.CreateGroupRequest
-	13, // 30: mqgate.admin.v1.AdminService.GetGroup:input_type -> mqgate.admin.v1.GetGroupRequest
-	15, // 31: mqgate.admin.v1.AdminService.ListGroups:input_type -> mqgate.admin.v1.ListGroupsRequest
-	17, // 32: mqgate.admin.v1.AdminService.DeleteGroup:input_type -> mqgate.admin.v1.DeleteGroupRequest
-	22, // 33: mqgate.admin.v1.AdminService.DescribeTopic:input_type -> mqgate.admin.v1.DescribeTopicRequest
-	25, // 34: mqgate.admin.v1.AdminService.DescribeGroup:input_type -> mqgate.admin.v1.DescribeGroupRequest
-	27, // 35: mqgate.admin.v1.AdminService.LookupMessage:input_type -> mqgate.admin.v1.LookupMessageRequest
-	30, // 36: mqgate.admin.v1.AdminService.ResetOffset:input_type -> mqgate.admin.v1.ResetOffsetRequest
-	33, // 37: mqgate.admin.v1.AdminService.ListDeadLetters:input_type -> mqgate.admin.v1.ListDeadLettersRequest
-	35, // 38: mqgate.admin.v1.AdminService.RedriveDeadLetters:input_type -> mqgate.admin.v1.RedriveDeadLettersRequest
-	3,  // 39: mqgate.admin.v1.AdminService.CreateTopic:output_type -> mqgate.admin.v1.CreateTopicResponse
-	5,  // 40: mqgate.admin.v1.AdminService.GetTopic:output_type -> mqgate.admin.v1.GetTopicResponse
-	7,  // 41: mqgate.admin.v1.AdminService.ListTopics:output_type -> mqgate.admin.v1.ListTopicsResponse
-	9,  // 42: mqgate.admin.v1.AdminService.DeleteTopic:output_type -> mqgate.admin.v1.DeleteTopicResponse
-	12, // 43: mqgate.admin.v1.AdminService.CreateGroup:output_type -> mqgate.admin.v1.CreateGroupResponse
-	14, // 44: mqgate.admin.v1.AdminService.GetGroup:output_type -> mqgate.admin.v1.GetGroupResponse
-	16, // 45: mqgate.admin.v1.AdminService.ListGroups:output_type -> mqgate.admin.v1.ListGroupsResponse
-	18, // 46: mqgate.admin.v1.AdminService.DeleteGroup:output_type -> mqgate.admin.v1.DeleteGroupResponse
-	23, // 47: mqgate.admin.v1.AdminService.DescribeTopic:output_type -> mqgate.admin.v1.DescribeTopicResponse
-	26, // 48: mqgate.admin.v1.AdminService.DescribeGroup:output_type -> mqgate.admin.v1.DescribeGroupResponse
-	28, // 49: mqgate.admin.v1.AdminService.LookupMessage:output_type -> mqgate.admin.v1.LookupMessageResponse
-	31, // 50: mqgate.admin.v1.AdminService.ResetOffset:output_type -> mqgate.admin.v1.ResetOffsetResponse
-	34, // 51: mqgate.admin.v1.AdminService.ListDeadLetters:output_type -> mqgate.admin.v1.ListDeadLettersResponse
-	36, // 52: mqgate.admin.v1.AdminService.RedriveDeadLetters:output_type -> mqgate.admin.v1.RedriveDeadLettersResponse
-	39, // [39:53] is the sub-list for method output_type
-	25, // [25:39] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	43, // 0: mqgate.admin.v1.Topic.create_time:type_name -> google.protobuf.Timestamp
+	44, // 1: mqgate.admin.v1.Topic.lite_ttl:type_name -> google.protobuf.Duration
+	44, // 2: mqgate.admin.v1.CreateTopicRequest.lite_ttl:type_name -> google.protobuf.Duration
+	1,  // 3: mqgate.admin.v1.CreateTopicResponse.topic:type_name -> mqgate.admin.v1.Topic
+	1,  // 4: mqgate.admin.v1.GetTopicResponse.topic:type_name -> mqgate.admin.v1.Topic
+	1,  // 5: mqgate.admin.v1.ListTopicsResponse.topics:type_name -> mqgate.admin.v1.Topic
+	43, // 6: mqgate.admin.v1.Group.create_time:type_name -> google.protobuf.Timestamp
+	10, // 7: mqgate.admin.v1.CreateGroupResponse.group:type_name -> mqgate.admin.v1.Group
+	10, // 8: mqgate.admin.v1.GetGroupResponse.group:type_name -> mqgate.admin.v1.Group
+	10, // 9: mqgate.admin.v1.ListGroupsResponse.groups:type_name -> mqgate.admin.v1.Group
+	20, // 10: mqgate.admin.v1.GroupTopicProgress.queues:type_name -> mqgate.admin.v1.GroupQueueProgress
+	1,  // 11: mqgate.admin.v1.DescribeTopicResponse.topic:type_name -> mqgate.admin.v1.Topic
+	19, // 12: mqgate.admin.v1.DescribeTopicResponse.queues:type_name -> mqgate.admin.v1.QueueOffsets
+	21, // 13: mqgate.admin.v1.DescribeTopicResponse.groups:type_name -> mqgate.admin.v1.GroupTopicProgress
+	10, // 14: mqgate.admin.v1.DescribeGroupResponse.group:type_name -> mqgate.admin.v1.Group
+	21, // 15: mqgate.admin.v1.DescribeGroupResponse.topics:type_name -> mqgate.admin.v1.GroupTopicProgress
+	24, // 16: mqgate.admin.v1.DescribeGroupResponse.dead_letter_queue:type_name -> mqgate.admin.v1.DeadLetterQueue
+	29, // 17: mqgate.admin.v1.LookupMessageResponse.messages:type_name -> mqgate.admin.v1.StoredMessage
+	42, // 18: mqgate.admin.v1.StoredMessage.properties:type_name -> mqgate.admin.v1.StoredMessage.PropertiesEntry
+	43, // 19: mqgate.admin.v1.StoredMessage.delivery_time:type_name -> google.protobuf.Timestamp
+	43, // 20: mqgate.admin.v1.StoredMessage.born_time:type_name -> google.protobuf.Timestamp
+	43, // 21: mqgate.admin.v1.StoredMessage.store_time:type_name -> google.protobuf.Timestamp
+	43, // 22: mqgate.admin.v1.ResetOffsetRequest.time:type_name -> google.protobuf.Timestamp
+	0,  // 23: mqgate.admin.v1.ResetOffsetRequest.position:type_name -> mqgate.admin.v1.ResetPosition
+	32, // 24: mqgate.admin.v1.ResetOffsetResponse.queues:type_name -> mqgate.admin.v1.QueueReset
+	29, // 25: mqgate.admin.v1.ListDeadLettersResponse.messages:type_name -> mqgate.admin.v1.StoredMessage
+	37, // 26: mqgate.admin.v1.RedriveDeadLettersResponse.redriven:type_name -> mqgate.admin.v1.RedrivenMessage
+	43, // 27: mqgate.admin.v1.LiteTopic.last_stored:type_name -> google.protobuf.Timestamp
+	43, // 28: mqgate.admin.v1.LiteTopic.expire_time:type_name -> google.protobuf.Timestamp
+	39, // 29: mqgate.admin.v1.LiteTopic.groups:type_name -> mqgate.admin.v1.LiteTopicGroup
+	40, // 30: mqgate.admin.v1.ListLiteTopicsResponse.lite_topics:type_name -> mqgate.admin.v1.LiteTopic
+	2,  // 31: mqgate.admin.v1.AdminService.CreateTopic:input_type -> mqgate.admin.v1.CreateTopicRequest
+	4,  // 32: mqgate.admin.v1.AdminService.GetTopic:input_type -> mqgate.admin.v1.GetTopicRequest
+	6,  // 33: mqgate.admin.v1.AdminService.ListTopics:input_type -> mqgate.admin.v1.ListTopicsRequest
+	8,  // 34: mqgate.admin.v1.AdminService.DeleteTopic:input_type -> mqgate.admin.v1.DeleteTopicRequest
+	11, // 35: mqgate.admin.v1.AdminService.CreateGroup:input_type -> mqgate.admin.v1.CreateGroupRequest
+	13, // 36: mqgate.admin.v1.AdminService.GetGroup:input_type -> mqgate.admin.v1.GetGroupRequest
+	15, // 37: mqgate.admin.v1.AdminService.ListGroups:input_type -> mqgate.admin.v1.ListGroupsRequest
+	17, // 38: mqgate.admin.v1.AdminService.DeleteGroup:input_type -> mqgate.admin.v1.DeleteGroupRequest
+	22, // 39: mqgate.admin.v1.AdminService.DescribeTopic:input_type -> mqgate.admin.v1.DescribeTopicRequest
+	38, // 40: mqgate.admin.v1.AdminService.ListLiteTopics:input_type -> mqgate.admin.v1.ListLiteTopicsRequest
+	25, // 41: mqgate.admin.v1.AdminService.DescribeGroup:input_type -> mqgate.admin.v1.DescribeGroupRequest
+	27, // 42: mqgate.admin.v1.AdminService.LookupMessage:input_type -> mqgate.admin.v1.LookupMessageRequest
+	30, // 43: mqgate.admin.v1.AdminService.ResetOffset:input_type -> mqgate.admin.v1.ResetOffsetRequest
+	33, // 44: mqgate.admin.v1.AdminService.ListDeadLetters:input_type -> mqgate.admin.v1.ListDeadLettersRequest
+	35, // 45: mqgate.admin.v1.AdminService.RedriveDeadLetters:input_type -> mqgate.admin.v1.RedriveDeadLettersRequest
+	3,  // 46: mqgate.admin.v1.AdminService.CreateTopic:output_type -> mqgate.admin.v1.CreateTopicResponse
+	5,  // 47: mqgate.admin.v1.AdminService.GetTopic:output_type -> mqgate.admin.v1.GetTopicResponse
+	7,  // 48: mqgate.admin.v1.AdminService.ListTopics:output_type -> mqgate.admin.v1.ListTopicsResponse
+	9,  // 49: mqgate.admin.v1.AdminService.DeleteTopic:output_type -> mqgate.admin.v1.DeleteTopicResponse
+	12, // 50: mqgate.admin.v1.AdminService.CreateGroup:output_type -> mqgate.admin.v1.CreateGroupResponse
+	14, // 51: mqgate.admin.v1.AdminService.GetGroup:output_type -> mqgate.admin.v1.GetGroupResponse
+	16, // 52: mqgate.admin.v1.AdminService.ListGroups:output_type -> mqgate.admin.v1.ListGroupsResponse
+	18, // 53: mqgate.admin.v1.AdminService.DeleteGroup:output_type -> mqgate.admin.v1.DeleteGroupResponse
+	23, // 54: mqgate.admin.v1.AdminService.DescribeTopic:output_type -> mqgate.admin.v1.DescribeTopicResponse
+	41, // 55: mqgate.admin.v1.AdminService.ListLiteTopics:output_type -> mqgate.admin.v1.ListLiteTopicsResponse
+	26, // 56: mqgate.admin.v1.AdminService.DescribeGroup:output_type -> mqgate.admin.v1.DescribeGroupResponse
+	28, // 57: mqgate.admin.v1.AdminService.LookupMessage:output_type -> mqgate.admin.v1.LookupMessageResponse
+	31, // 58: mqgate.admin.v1.AdminService.ResetOffset:output_type -> mqgate.admin.v1.ResetOffsetResponse
+	34, // 59: mqgate.admin.v1.AdminService.ListDeadLetters:output_type -> mqgate.admin.v1.ListDeadLettersResponse
+	36, // 60: mqgate.admin.v1.AdminService.RedriveDeadLetters:output_type -> mqgate.admin.v1.RedriveDeadLettersResponse
+	46, // [46:61] is the sub-list for method output_type
+	31, // [31:46] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_mqgate_admin_v1_admin_proto_init() }
@@ -2743,7 +3130,7 @@ func file_mqgate_admin_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mqgate_admin_v1_admin_proto_rawDesc), len(file_mqgate_admin_v1_admin_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   38,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

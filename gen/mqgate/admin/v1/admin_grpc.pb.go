@@ -37,6 +37,7 @@ const (
 	AdminService_ListGroups_FullMethodName         = "/mqgate.admin.v1.AdminService/ListGroups"
 	AdminService_DeleteGroup_FullMethodName        = "/mqgate.admin.v1.AdminService/DeleteGroup"
 	AdminService_DescribeTopic_FullMethodName      = "/mqgate.admin.v1.AdminService/DescribeTopic"
+	AdminService_ListLiteTopics_FullMethodName     = "/mqgate.admin.v1.AdminService/ListLiteTopics"
 	AdminService_DescribeGroup_FullMethodName      = "/mqgate.admin.v1.AdminService/DescribeGroup"
 	AdminService_LookupMessage_FullMethodName      = "/mqgate.admin.v1.AdminService/LookupMessage"
 	AdminService_ResetOffset_FullMethodName        = "/mqgate.admin.v1.AdminService/ResetOffset"
@@ -68,6 +69,8 @@ type AdminServiceClient interface {
 	DeleteGroup(ctx context.Context, in *DeleteGroupRequest, opts ...grpc.CallOption) (*DeleteGroupResponse, error)
 	// Describes a topic: queue offsets and the groups' progress.
 	DescribeTopic(ctx context.Context, in *DescribeTopicRequest, opts ...grpc.CallOption) (*DescribeTopicResponse, error)
+	// Lists a LITE topic's lite topics with each group's backlog.
+	ListLiteTopics(ctx context.Context, in *ListLiteTopicsRequest, opts ...grpc.CallOption) (*ListLiteTopicsResponse, error)
 	// Describes a group: backlog, in-flight count and dead letters per topic.
 	DescribeGroup(ctx context.Context, in *DescribeGroupRequest, opts ...grpc.CallOption) (*DescribeGroupResponse, error)
 	// Finds stored messages by message id or key.
@@ -190,6 +193,16 @@ func (c *adminServiceClient) DescribeTopic(ctx context.Context, in *DescribeTopi
 	return out, nil
 }
 
+func (c *adminServiceClient) ListLiteTopics(ctx context.Context, in *ListLiteTopicsRequest, opts ...grpc.CallOption) (*ListLiteTopicsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListLiteTopicsResponse)
+	err := c.cc.Invoke(ctx, AdminService_ListLiteTopics_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *adminServiceClient) DescribeGroup(ctx context.Context, in *DescribeGroupRequest, opts ...grpc.CallOption) (*DescribeGroupResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(DescribeGroupResponse)
@@ -264,6 +277,8 @@ type AdminServiceServer interface {
 	DeleteGroup(context.Context, *DeleteGroupRequest) (*DeleteGroupResponse, error)
 	// Describes a topic: queue offsets and the groups' progress.
 	DescribeTopic(context.Context, *DescribeTopicRequest) (*DescribeTopicResponse, error)
+	// Lists a LITE topic's lite topics with each group's backlog.
+	ListLiteTopics(context.Context, *ListLiteTopicsRequest) (*ListLiteTopicsResponse, error)
 	// Describes a group: backlog, in-flight count and dead letters per topic.
 	DescribeGroup(context.Context, *DescribeGroupRequest) (*DescribeGroupResponse, error)
 	// Finds stored messages by message id or key.
@@ -322,6 +337,9 @@ func (UnimplementedAdminServiceServer) DeleteGroup(context.Context, *DeleteGroup
 }
 func (UnimplementedAdminServiceServer) DescribeTopic(context.Context, *DescribeTopicRequest) (*DescribeTopicResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DescribeTopic not implemented")
+}
+func (UnimplementedAdminServiceServer) ListLiteTopics(context.Context, *ListLiteTopicsRequest) (*ListLiteTopicsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListLiteTopics not implemented")
 }
 func (UnimplementedAdminServiceServer) DescribeGroup(context.Context, *DescribeGroupRequest) (*DescribeGroupResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DescribeGroup not implemented")
@@ -521,6 +539,24 @@ func _AdminService_DescribeTopic_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_ListLiteTopics_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListLiteTopicsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ListLiteTopics(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ListLiteTopics_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ListLiteTopics(ctx, req.(*ListLiteTopicsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _AdminService_DescribeGroup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(DescribeGroupRequest)
 	if err := dec(in); err != nil {
@@ -653,6 +689,10 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DescribeTopic",
 			Handler:    _AdminService_DescribeTopic_Handler,
+		},
+		{
+			MethodName: "ListLiteTopics",
+			Handler:    _AdminService_ListLiteTopics_Handler,
 		},
 		{
 			MethodName: "DescribeGroup",
