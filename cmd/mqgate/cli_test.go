@@ -35,7 +35,12 @@ func TestParseTopicArgs(t *testing.T) {
 		{args: []string{"frobnicate"}, err: "unknown subcommand"},
 		{args: []string{"create"}, err: "exactly one topic NAME"},
 		{args: []string{"create", "a", "b"}, err: "exactly one topic NAME"},
-		{args: []string{"create", "a", "--type", "LITE"}, err: "--type"},
+		{args: []string{"create", "a", "--type", "PRIORITY"}, err: "--type"},
+		{args: []string{"create", "a", "--lite-ttl", "1h"}, err: "--lite-ttl"},
+		{args: []string{"create", "chat", "--type", "lite", "--lite-ttl", "1h"}, want: topicCommand{sub: "create", name: "chat", typ: "LITE", liteTTL: time.Hour}},
+		{args: []string{"lite", "chat", "--prefix", "conv-", "--limit", "5", "--after", "conv-3"}, want: topicCommand{sub: "lite", name: "chat", prefix: "conv-", limit: 5, after: "conv-3"}},
+		{args: []string{"lite", "chat", "--limit", "0"}, err: "--limit"},
+		{args: []string{"lite"}, err: "exactly one topic NAME"},
 		{args: []string{"create", "a", "--queues", "-1"}, err: "--queues"},
 		{args: []string{"create", "a", "--queues", "many"}, err: "invalid value"},
 		{args: []string{"create", "a", "--nope"}, err: "not defined"},
@@ -54,7 +59,8 @@ func TestParseTopicArgs(t *testing.T) {
 			t.Errorf("%q: %v", c.args, err)
 			continue
 		}
-		if got.sub != c.want.sub || got.name != c.want.name || got.typ != c.want.typ || got.queues != c.want.queues {
+		if got.sub != c.want.sub || got.name != c.want.name || got.typ != c.want.typ || got.queues != c.want.queues ||
+			got.liteTTL != c.want.liteTTL || got.prefix != c.want.prefix || got.after != c.want.after || (c.want.limit != 0 && got.limit != c.want.limit) {
 			t.Errorf("%q: got %+v, want %+v", c.args, got, c.want)
 		}
 		if strings.Contains(strings.Join(c.args, " "), "10.0.0.1:9000") && (got.client.server != "10.0.0.1:9000" || !got.client.tls) {
