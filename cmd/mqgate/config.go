@@ -130,6 +130,9 @@ var settings = []setting{
 	strSetting("peer-tls-key", "cluster mode: PEM private key of --peer-tls-cert", func(c *node.Config) *string { return &c.PeerTLSKey }),
 	strSetting("peer-tls-ca", "cluster mode: PEM CA bundle that signs every member's peer certificate; the peer address accepts only callers with such a certificate, and members accept any certificate it signs whatever address they dialled (so use a CA for this group only)", func(c *node.Config) *string { return &c.PeerTLSCA }),
 	intSetting("raft-log-keep", "cluster mode: raft entries a member keeps behind its durable position; a member further behind catches up from a copy of another member's store", func(c *node.Config) *int { return &c.RaftLogKeep }),
+	intSetting("lite-topic-quota", "lite topics one LITE topic may have; a send that would create one more is refused (LITE_TOPIC_QUOTA_EXCEEDED)", func(c *node.Config) *int { return &c.LiteTopicQuota }),
+	intSetting("lite-subscription-quota", "lite topics one lite consumer may subscribe to (LITE_SUBSCRIPTION_QUOTA_EXCEEDED past it; clients are told in their settings)", func(c *node.Config) *int { return &c.LiteSubscriptionQuota }),
+	durSetting("lite-expiry-interval", "how often lite topics idle past their LITE topic's lite TTL are dropped (and their subscribers told)", func(c *node.Config) *time.Duration { return &c.LiteExpiryInterval }),
 	durSetting("leader-wait", "cluster mode: how long a client connection waits for a leader during an election", func(c *node.Config) *time.Duration { return &c.LeaderWait }),
 }
 

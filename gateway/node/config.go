@@ -6,6 +6,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/mqgate/mqgate/broker/lite"
 	"github.com/mqgate/mqgate/storage"
 )
 
@@ -131,6 +132,13 @@ type Config struct {
 	// position its store has made durable; a member further behind than
 	// that catches up from a copy of another member's store instead.
 	RaftLogKeep int
+	// LiteTopicQuota caps the lite topics of one LITE topic;
+	// LiteSubscriptionQuota the lite topics of one lite consumer's
+	// subscription; LiteExpiryInterval is how often idle lite topics
+	// are dropped.
+	LiteTopicQuota        int
+	LiteSubscriptionQuota int
+	LiteExpiryInterval    time.Duration
 }
 
 // maxStagingLinger bounds StagingLinger: past a few milliseconds the
@@ -164,6 +172,9 @@ func Defaults() Config {
 		LogFormat:                 "json",
 		LeaderWait:                5 * time.Second,
 		RaftLogKeep:               8192,
+		LiteTopicQuota:            lite.DefaultTopicQuota,
+		LiteSubscriptionQuota:     lite.DefaultSubscriptionQuota,
+		LiteExpiryInterval:        lite.DefaultExpiryInterval,
 	}
 }
 
@@ -175,6 +186,15 @@ func (c Config) Validate() error {
 	}
 	if c.DataDir == "" {
 		bad("data-dir", "must not be empty")
+	}
+	if c.LiteTopicQuota < 1 {
+		bad("lite-topic-quota", "must be at least 1, not %d", c.LiteTopicQuota)
+	}
+	if c.LiteSubscriptionQuota < 1 {
+		bad("lite-subscription-quota", "must be at least 1, not %d", c.LiteSubscriptionQuota)
+	}
+	if c.LiteExpiryInterval < time.Second {
+		bad("lite-expiry-interval", "must be at least 1s, not %s", c.LiteExpiryInterval)
 	}
 	checkAddr := func(name, v string, optional bool) {
 		if v == "" {

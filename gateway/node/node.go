@@ -16,6 +16,7 @@ import (
 
 	"github.com/mqgate/mqgate/broker"
 	"github.com/mqgate/mqgate/broker/cluster"
+	"github.com/mqgate/mqgate/broker/lite"
 	"github.com/mqgate/mqgate/broker/txn"
 	"github.com/mqgate/mqgate/gateway/admin"
 	"github.com/mqgate/mqgate/gateway/admission"
@@ -284,7 +285,8 @@ func (n *Node) startStorage(ctx context.Context) error {
 }
 
 func (n *Node) startBroker(ctx context.Context) error {
-	bc := broker.Config{AutoCreate: n.cfg.AutoCreate, Logger: n.log, Tracers: n.brokerTracers(), Meters: n.tel.Meters}
+	bc := broker.Config{AutoCreate: n.cfg.AutoCreate, Logger: n.log, Tracers: n.brokerTracers(), Meters: n.tel.Meters,
+		Lite: lite.Config{TopicQuota: n.cfg.LiteTopicQuota, SubscriptionQuota: n.cfg.LiteSubscriptionQuota, ExpiryInterval: n.cfg.LiteExpiryInterval}}
 	if n.rep != nil {
 		bc.Replicated = n.rep
 		bc.InheritedGrace = maxClockSkew
