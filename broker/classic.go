@@ -84,6 +84,24 @@ func (c *Classic) topic(ctx context.Context, name string, get func(context.Conte
 	return get(ctx, name)
 }
 
+// notLite refuses a LITE topic: its lite topics exist for v2 (gRPC)
+// clients only, so classic sends, pulls and POPs of it answer this.
+func notLite(t model.Topic) error {
+	if t.Type == model.TopicLite {
+		return mqerr.Errorf(mqerr.KindUnsupported, "topic %q is a LITE topic: lite topics are sent to and consumed over the RocketMQ 5 gRPC API (LitePushConsumer, LiteSimpleConsumer), not the classic protocol", t.Name)
+	}
+	return nil
+}
+
+// CheckNotLite answers a classic POP of a LITE topic with the error
+// sends and pulls get.
+func (c *Classic) CheckNotLite(ctx context.Context, topic string) error {
+	if t, ok := c.b.liteTopic(ctx, topic); ok {
+		return notLite(t)
+	}
+	return nil
+}
+
 // PutTopic creates or updates a topic (UPDATE_AND_CREATE_TOPIC); it
 // reports whether the topic was created.
 func (c *Classic) PutTopic(ctx context.Context, t model.Topic) (model.Topic, bool, error) {
@@ -141,6 +159,9 @@ func (c *Classic) sendRecords(ctx context.Context, req ClassicSend) (ClassicSent
 	}
 	t, err := c.RouteTopic(ctx, req.Topic)
 	if err != nil {
+		return ClassicSent{}, err
+	}
+	if err := notLite(t); err != nil {
 		return ClassicSent{}, err
 	}
 	if g, ok := strings.CutPrefix(t.Name, metadata.RetryPrefix); ok {
@@ -340,6 +361,9 @@ func (c *Classic) Pull(ctx context.Context, req ClassicPullRequest) (res Classic
 
 func (c *Classic) pull(ctx context.Context, req ClassicPullRequest) (ClassicPull, error) {
 	t := req.Topic
+	if err := notLite(t); err != nil {
+		return ClassicPull{}, err
+	}
 	if req.QueueID < 0 || req.QueueID >= t.Queues {
 		return ClassicPull{}, mqerr.Errorf(mqerr.KindBadRequest, "topic %q has queues 0..%d, not %d", t.Name, t.Queues-1, req.QueueID)
 	}

@@ -135,6 +135,9 @@ func (s *Server) popMessage(ctx context.Context, c *conn, req *codec.Command) *c
 	if err != nil {
 		return s.fail(ctx, err)
 	}
+	if err := s.cl.CheckNotLite(ctx, topicName); err != nil {
+		return s.fail(ctx, err)
+	}
 	wait := min(time.Duration(max(poll, 0))*time.Millisecond, s.cfg.MaxPullWait)
 	// The long poll ends with the connection.
 	pctx, pcancel := context.WithTimeout(c.ctx, wait+s.cfg.RequestTimeout)
