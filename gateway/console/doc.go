@@ -1,6 +1,7 @@
 // Package console is mqgate's web console: a page served at /console on
 // the HTTP listener that shows topics and consumer groups with their
-// backlog, in-flight and dead-letter counts, plots send and receive rates
+// backlog, in-flight and dead-letter counts, a LITE topic's lite topics
+// with each group's backlog, plots send and receive rates
 // and the total backlog over time, looks messages up by id or key,
 // browses and redrives dead letters, and creates and deletes topics and
 // groups.

@@ -111,7 +111,12 @@ async function refresh() {
     cell(tr, String(t.queues));
     cell(tr, st ? String(num(st.messages)) : "?", "num stored");
     cell(tr, String(backlog), "num backlog");
-    button(cell(tr, ""), "Delete", () => deleteTopic(t.name), "danger delete");
+    const td = cell(tr, "");
+    if (t.type === "LITE") {
+      button(td, "Lite topics", () => showLiteTopics(t.name), "show-lite");
+      td.appendChild(document.createTextNode(" "));
+    }
+    button(td, "Delete", () => deleteTopic(t.name), "danger delete");
     return tr;
   });
   fill($("#topics tbody"), topicRows, 6, "no topics");
@@ -144,6 +149,48 @@ async function refresh() {
 
   addSample(stats, totalBacklog);
   if (dlqGroup) await loadDeadLetters();
+  if (liteParent) await loadLiteTopics();
+}
+
+let liteParent = "";
+
+async function showLiteTopics(topic) {
+  liteParent = topic;
+  $("#lite-topic").textContent = topic;
+  $("#lite-section").hidden = false;
+  try {
+    await loadLiteTopics();
+  } catch (e) {
+    setStatus(e.message, true);
+  }
+}
+
+// loadLiteTopics shows the first 200 lite topics of liteParent, one row
+// per lite topic and group that consumed it.
+async function loadLiteTopics() {
+  const topic = liteParent;
+  const page = await call("GET", "v1/topics/" + enc(topic) + "/liteTopics?pageSize=200");
+  if (topic !== liteParent) return;
+  $("#lite-total").textContent = String(num(page.total));
+  const rows = [];
+  for (const lt of page.liteTopics || []) {
+    const groups = (lt.groups && lt.groups.length) ? lt.groups : [null];
+    for (const g of groups) {
+      const tr = document.createElement("tr");
+      tr.dataset.lite = lt.name;
+      cell(tr, lt.name, "name");
+      cell(tr, String(lt.queue || 0), "num");
+      cell(tr, String(num(lt.maxOffset) - num(lt.minOffset)), "num kept");
+      cell(tr, lt.lastStored ? new Date(lt.lastStored).toLocaleString() : "");
+      cell(tr, lt.expireTime ? new Date(lt.expireTime).toLocaleString() : "never");
+      cell(tr, g ? g.group : "-", "group");
+      cell(tr, g ? String(num(g.ready)) : "-", "num ready");
+      cell(tr, g ? String(num(g.inFlight)) : "-", "num inflight");
+      cell(tr, String((lt.subscribers || []).length), "num");
+      rows.push(tr);
+    }
+  }
+  fill($("#lite tbody"), rows, 9, "no lite topics");
 }
 
 function addSample(stats, backlog) {
@@ -338,6 +385,7 @@ function initForms() {
     });
   });
   $("#dlq-close").addEventListener("click", () => { dlqGroup = ""; $("#dlq-section").hidden = true; });
+  $("#lite-close").addEventListener("click", () => { liteParent = ""; $("#lite-section").hidden = true; });
 }
 
 async function loop() {
