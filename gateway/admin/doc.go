@@ -3,7 +3,8 @@
 // ResetOffset, which moves a consumer group's position in a topic
 // (reset.go), and the read-only inspection RPCs DescribeTopic,
 // DescribeGroup and LookupMessage over the broker's inspect facade
-// (inspect.go), used by the `mqgate topic`, `mqgate group` and `mqgate
+// (inspect.go), and ListLiteTopics, a LITE topic's lite topics with each
+// group's backlog (lite.go), used by the `mqgate topic`, `mqgate group` and `mqgate
 // message` commands. Unlike the RocketMQ v2 services, errors are plain
 // gRPC status codes (InvalidArgument, NotFound, AlreadyExists, …), taken
 // from gateway/v2status's Kind → code table, whose messages name the

@@ -13,7 +13,9 @@
 // ForwardMessageToDeadLetterQueue), transaction.go (EndTransaction and the
 // broker's transaction check-back port over the session registry's
 // Telemetry streams), offset.go (PullMessage, UpdateOffset, GetOffset,
-// QueryOffset), unsupported.go (NOT_IMPLEMENTED for SyncLiteSubscription)
+// QueryOffset), lite.go (SyncLiteSubscription, its LiteBroker port, and
+// the NotifyUnsubscribeLiteCommand sent to a client whose lite topic
+// expired), unsupported.go (what an unserved RPC answers)
 // — validate.go (names, namespaces), convert.go (v2 ↔ domain) and
 // status.go (errors → v2 statuses and gRPC codes, through gateway/v2status,
 // the one mqerr.Kind → code table shared with gateway/restservice and
