@@ -334,3 +334,59 @@ func TestLiteExpiryNotifiesSubscribers(t *testing.T) {
 		t.Fatalf("reborn lite topic after restart: %+v", page)
 	}
 }
+
+// Sends to one lite topic from many goroutines while a consumer receives
+// and acknowledges: every message comes once, in the order of the parent
+// queue (a receive never passes a message whose send has not returned
+// yet).
+func TestLiteConcurrentSendsKeepOrder(t *testing.T) {
+	e := newEnv(t)
+	e.liteTopic("chat", 0)
+	e.group("g", 0, false)
+	if err := e.sync("c1", "g", "chat", lite.PartialAdd, "conv"); err != nil {
+		t.Fatal(err)
+	}
+	const senders, each = 8, 50
+	var wg sync.WaitGroup
+	for s := range senders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				id := fmt.Sprintf("s%d-%d", s, i)
+				if _, err := e.b.Send(e.ctx, "chat", []*model.Message{{Topic: "chat", LiteTopic: "conv", ID: id, Body: []byte(id)}}, model.Producer{}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	seen := map[string]bool{}
+	last := int64(-1)
+	perSender := map[string]int{}
+	deadline := time.Now().Add(30 * time.Second)
+	for len(seen) < senders*each && time.Now().Before(deadline) {
+		got, err := e.b.Receive(e.ctx, ReceiveRequest{Group: "g", Topic: "chat", ClientID: "c1", Max: 7, Invisible: 30 * time.Second, QueueID: -1})
+		if err != nil && mqerr.KindOf(err) != mqerr.KindMessageNotFound {
+			t.Fatal(err)
+		}
+		for _, d := range got {
+			if seen[d.ID] || d.QueueOffset <= last {
+				t.Fatalf("%s at offset %d after offset %d (seen before: %v)", d.ID, d.QueueOffset, last, seen[d.ID])
+			}
+			seen[d.ID], last = true, d.QueueOffset
+			var s, i int
+			fmt.Sscanf(d.ID, "s%d-%d", &s, &i)
+			key := fmt.Sprint(s)
+			if i != perSender[key] {
+				t.Fatalf("sender %d's message %d came after %d", s, i, perSender[key]-1)
+			}
+			perSender[key]++
+		}
+		e.ack("g", "chat", got...)
+	}
+	wg.Wait()
+	if len(seen) != senders*each {
+		t.Fatalf("received %d of %d", len(seen), senders*each)
+	}
+}

@@ -165,16 +165,24 @@ func (s *Service) Close(ctx context.Context) error {
 
 func (s *Service) nowSec() uint32 { return uint32(s.cfg.Clock.Now().Unix()) }
 
-// parentFor returns the parent of LITE topic t, refreshing its topic.
+// parentFor returns the parent of LITE topic t, refreshing its topic (a
+// queue count that grew adds queues). The caller must not hold p.mu.
 func (s *Service) parentFor(t model.Topic) *parent {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	p := s.parents[t.Name]
-	if p == nil || p.topic.Queues != t.Queues {
+	if p == nil {
 		p = newParent(t)
 		s.parents[t.Name] = p
+		s.mu.Unlock()
+		return p
 	}
+	s.mu.Unlock()
+	p.mu.Lock()
 	p.topic = t
+	for int32(len(p.queues)) < t.Queues {
+		p.queues = append(p.queues, queueState{})
+	}
+	p.mu.Unlock()
 	return p
 }
 
@@ -375,11 +383,11 @@ type ReceiveRequest struct {
 }
 
 type pick struct {
-	lt      *liteTopic
+	lite    string
+	queue   int32
 	e       entry
 	gen     uint32
 	attempt int32
-	liteOff int64
 }
 
 // Receive delivers up to req.Max messages of the lite topics the client
@@ -482,7 +490,7 @@ func (s *Service) pick(p *parent, req ReceiveRequest, names []string) ([]pick, i
 			if e.off < pr.redeliverEnd {
 				attempt = pr.attempt + 1
 			}
-			picks = append(picks, pick{lt: lt, e: e, gen: pr.gen, attempt: attempt, liteOff: lt.base + int64(i)})
+			picks = append(picks, pick{lite: lt.name, queue: lt.queue, e: e, gen: pr.gen, attempt: attempt})
 			pr.runEnd = e.off + 1
 		}
 	}
@@ -515,15 +523,15 @@ func (s *Service) deliver(req ReceiveRequest, picks []pick) ([]*model.Delivered,
 		if err != nil {
 			// Removed by retention under the run: the run ends when its
 			// invisibility does; deliver what could be read.
-			s.cfg.Logger.Warn("lite message unreadable", "topic", req.Topic.Name, "lite_topic", pk.lt.name, "offset", pk.e.off, "err", err)
+			s.cfg.Logger.Warn("lite message unreadable", "topic", req.Topic.Name, "lite_topic", pk.lite, "offset", pk.e.off, "err", err)
 			continue
 		}
 		d := record.FromRecord(m)
 		d.Message.Topic = req.Topic.Name
-		d.Message.LiteTopic = pk.lt.name
-		d.QueueID, d.QueueOffset, d.Attempt = pk.lt.queue, pk.e.off, pk.attempt
+		d.Message.LiteTopic = pk.lite
+		d.QueueID, d.QueueOffset, d.Attempt = pk.queue, pk.e.off, pk.attempt
 		d.InvisibleFor = invisible
-		d.ReceiptHandle = s.codec.encode(handle{queue: pk.lt.queue, offset: pk.e.off, gen: pk.gen, groupHash: gh, parentHash: ph, lite: pk.lt.name})
+		d.ReceiptHandle = s.codec.encode(handle{queue: pk.queue, offset: pk.e.off, gen: pk.gen, groupHash: gh, parentHash: ph, lite: pk.lite})
 		out = append(out, d)
 	}
 	if len(out) == 0 {

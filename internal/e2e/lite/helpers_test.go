@@ -23,12 +23,17 @@ import (
 
 var seq atomic.Int64
 
-// begin skips in -short mode and runs the test in parallel: each test
-// starts its own mqgate.
+// begin skips in -short mode, and under -race unless MQGATE_E2E_RACE is
+// set (as the other end-to-end packages: make test runs them in its pass
+// without -race), and runs the test in parallel: each test starts its own
+// mqgate.
 func begin(t *testing.T) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("end-to-end (starts the mqgate binary)")
+	}
+	if testutil.RaceEnabled && os.Getenv("MQGATE_E2E_RACE") == "" {
+		t.Skip("end-to-end tests run in make test's pass without -race (set MQGATE_E2E_RACE=1 to run them under -race)")
 	}
 	t.Parallel()
 }
