@@ -449,6 +449,9 @@ func (b *Broker) ForwardToDLQ(ctx context.Context, group, topic, handle string) 
 	if err := b.checkNames(group, topic); err != nil {
 		return err
 	}
+	if t, ok := b.liteTopic(ctx, topic); ok {
+		return b.s().lite.ForwardToDLQ(ctx, group, t, handle)
+	}
 	return b.s().pop.ForwardToDLQ(ctx, group, topic, handle)
 }
 

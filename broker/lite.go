@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/mqgate/mqgate/broker/lite"
+	"github.com/mqgate/mqgate/broker/metadata"
 	"github.com/mqgate/mqgate/broker/model"
 	"github.com/mqgate/mqgate/broker/mqerr"
 	"github.com/mqgate/mqgate/broker/pop"
@@ -16,19 +17,19 @@ import (
 // broker/lite): their index from the parents' queues, the groups'
 // positions from the lite journal, written through the replica group in
 // cluster mode like every other record.
-func (b *Broker) openLite(ctx context.Context, st *storage.Store, topics lite.Topics) (*lite.Service, error) {
+func (b *Broker) openLite(ctx context.Context, st *storage.Store, meta *metadata.Service) (*lite.Service, error) {
 	data, ok, err := st.Meta().LoadBlob(pop.KeyBlob)
 	if err != nil || !ok || len(data) < 20 {
 		return nil, fmt.Errorf("lite topics: the receipt-handle key is missing or unreadable: %v", err)
 	}
 	cfg := b.cfg.Lite
-	cfg.Clock, cfg.Logger, cfg.Key = b.cfg.Clock, b.log, data[4:]
+	cfg.Clock, cfg.Logger, cfg.Key, cfg.DeadLetters = b.cfg.Clock, b.log, data[4:], meta.EnsureDLQ
 	cfg.OnUnsubscribed = func(n lite.Unsubscribed) {
 		if f := b.liteNotice.Load(); f != nil {
 			(*f)(n)
 		}
 	}
-	return lite.Open(ctx, cfg, b.w.store, topics)
+	return lite.Open(ctx, cfg, b.w.store, meta)
 }
 
 // SetLiteNotifier installs where lite unsubscription notices go (the v2

@@ -390,3 +390,67 @@ func TestLiteConcurrentSendsKeepOrder(t *testing.T) {
 		t.Fatalf("received %d of %d", len(seen), senders*each)
 	}
 }
+
+// Past the group's max attempts a lite message goes to the group's
+// dead-letter topic and the lite topic moves on; a consumer can forward
+// one there itself.
+func TestLiteDeadLetters(t *testing.T) {
+	e := newEnv(t)
+	e.liteTopic("chat", 0)
+	e.group("g", 2, false)
+	e.sendLite("chat", "conv", "m1", "m2")
+	e.sendLite("chat", "other", "o1")
+	if err := e.sync("c1", "g", "chat", lite.PartialAdd, "conv"); err != nil {
+		t.Fatal(err)
+	}
+	first := e.liteReceive("c1", "g", "chat", 1) // m1 only
+	if fmt.Sprint(byLite(first)) != fmt.Sprint(map[string][]string{"conv": {"m1"}}) {
+		t.Fatalf("first: %v", byLite(first))
+	}
+	e.clk.Advance(31 * time.Second)
+	second := e.liteReceive("c1", "g", "chat", 1)
+	if len(second) != 1 || string(second[0].Body) != "m1" || second[0].Attempt != 2 {
+		t.Fatalf("second: %s attempt %d", second[0].Body, second[0].Attempt)
+	}
+	e.clk.Advance(31 * time.Second)
+	// Attempt 3 > 2: m1 is dead-lettered, m2 goes out in its place.
+	third := e.liteReceive("c1", "g", "chat", 1)
+	if len(third) != 1 || string(third[0].Body) != "m2" || third[0].Attempt != 1 {
+		t.Fatalf("third: %+v", third)
+	}
+	// A consumer forwards o1 itself.
+	if err := e.sync("c2", "g", "chat", lite.PartialAdd, "other"); err != nil {
+		t.Fatal(err)
+	}
+	o := e.liteReceive("c2", "g", "chat", 1)
+	if len(o) != 1 || string(o[0].Body) != "o1" {
+		t.Fatalf("other: %+v", o)
+	}
+	if err := e.b.ForwardToDLQ(e.ctx, "g", "chat", o[0].ReceiptHandle); err != nil {
+		t.Fatal(err)
+	}
+	_, written := e.store.LogRange()
+	if err := e.store.WaitDispatched(e.ctx, written); err != nil {
+		t.Fatal(err)
+	}
+	page, err := e.b.DeadLetters(e.ctx, "g", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bodies []string
+	for _, m := range page.Messages {
+		bodies = append(bodies, string(m.Body))
+		if m.DLQOriginTopic != "chat" {
+			t.Fatalf("dead letter from %q", m.DLQOriginTopic)
+		}
+	}
+	if fmt.Sprint(bodies) != "[m1 o1]" {
+		t.Fatalf("dead letters %v", bodies)
+	}
+	// Neither comes back.
+	e.ack("g", "chat", third...)
+	e.clk.Advance(time.Minute)
+	if more := e.liteReceive("c1", "g", "chat", 32); len(more) != 0 {
+		t.Fatalf("after dead-lettering: %v", byLite(more))
+	}
+}

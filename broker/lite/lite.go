@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"strconv"
 	"sync"
 	"time"
 
@@ -62,6 +63,9 @@ type Config struct {
 	MaxLiteTopic int
 	// ExpiryInterval is how often expired lite topics are dropped.
 	ExpiryInterval time.Duration
+	// DeadLetters returns a group's dead-letter topic, creating it; nil
+	// refuses dead-lettering lite messages.
+	DeadLetters func(ctx context.Context, group string) (model.Topic, error)
 	// OnUnsubscribed is told, with no lock held, of each client that lost
 	// a subscribed lite topic. It must not block for long.
 	OnUnsubscribed func(Unsubscribed)
@@ -388,6 +392,8 @@ type pick struct {
 	e       entry
 	gen     uint32
 	attempt int32
+	// dead: past the group's max attempts, for the dead-letter topic.
+	dead bool
 }
 
 // Receive delivers up to req.Max messages of the lite topics the client
@@ -409,7 +415,11 @@ func (s *Service) Receive(ctx context.Context, req ReceiveRequest) ([]*model.Del
 			}
 		}
 		if len(picks) > 0 {
-			return s.deliver(req, picks)
+			live := s.buryDead(ctx, p, req, picks)
+			if len(live) > 0 {
+				return s.deliver(req, live)
+			}
+			continue // every pick went to the dead-letter topic: look again
 		}
 		now := s.cfg.Clock.Now()
 		if !now.Before(until) {
@@ -490,7 +500,8 @@ func (s *Service) pick(p *parent, req ReceiveRequest, names []string) ([]pick, i
 			if e.off < pr.redeliverEnd {
 				attempt = pr.attempt + 1
 			}
-			picks = append(picks, pick{lite: lt.name, queue: lt.queue, e: e, gen: pr.gen, attempt: attempt})
+			dead := req.Group.MaxDeliveryAttempts > 0 && attempt > req.Group.MaxDeliveryAttempts
+			picks = append(picks, pick{lite: lt.name, queue: lt.queue, e: e, gen: pr.gen, attempt: attempt, dead: dead})
 			pr.runEnd = e.off + 1
 		}
 	}
@@ -508,6 +519,24 @@ func (s *Service) endRun(pr *progress, countAttempt bool) {
 		pr.redeliverEnd = max(pr.redeliverEnd, pr.runEnd)
 	}
 	pr.runEnd, pr.acked, pr.deadline, pr.client = 0, nil, 0, ""
+}
+
+// buryDead moves the picks past the group's max attempts to its
+// dead-letter topic and returns the others.
+func (s *Service) buryDead(ctx context.Context, p *parent, req ReceiveRequest, picks []pick) []pick {
+	live := picks[:0:0]
+	for _, pk := range picks {
+		if !pk.dead {
+			live = append(live, pk)
+			continue
+		}
+		h := handle{queue: pk.queue, offset: pk.e.off, gen: pk.gen, lite: pk.lite}
+		if err := s.settle(ctx, p, req.Group.Name, req.Topic, h, s.deadLetter(ctx, req.Group.Name, req.Topic, pk.lite, "max delivery attempts")); err != nil {
+			s.cfg.Logger.Warn("lite message not dead-lettered; it goes out again", "topic", req.Topic.Name, "lite_topic", pk.lite, "offset", pk.e.off, "err", err)
+			live = append(live, pk)
+		}
+	}
+	return live
 }
 
 // deliver reads the picked messages (no lock held) and builds deliveries.
@@ -582,6 +611,13 @@ func (s *Service) ack(ctx context.Context, p *parent, group string, t model.Topi
 	if err != nil {
 		return err
 	}
+	return s.settle(ctx, p, group, t, h, nil)
+}
+
+// settle marks the delivery of h acknowledged. A position that moves is
+// journaled before it answers; extra, when set, builds a record (a
+// dead-letter copy) appended with that journal record, in one append.
+func (s *Service) settle(ctx context.Context, p *parent, group string, t model.Topic, h handle, extra func(e entry, attempt int32) (*message.Message, error)) error {
 	p.mu.Lock()
 	lt, pr, err := s.findLocked(p, group, h)
 	if err != nil {
@@ -594,16 +630,39 @@ func (s *Service) ack(ctx context.Context, p *parent, group string, t model.Topi
 			return nil // acknowledged already
 		}
 	}
+	var e entry
+	if i := lt.at(h.offset); i < len(lt.msgs) && lt.msgs[i].off == h.offset {
+		e = lt.msgs[i]
+	}
+	attempt := int32(1)
+	if h.offset < pr.redeliverEnd {
+		attempt = pr.attempt + 1
+	}
 	pr.acked = append(pr.acked, h.offset)
 	next := advance(lt, pr)
 	moved := next > pr.next
+	name := lt.name
 	p.mu.Unlock()
-	if moved {
-		body, err := ackRecord{group: group, parent: t.Name, lite: lt.name, next: next}.encode()
-		if err == nil {
-			_, err = s.store.Append(ctx, &message.Message{Topic: JournalTopic, QueueID: 0, Body: body})
-		}
+	var recs []*message.Message
+	if extra != nil {
+		m, err := extra(e, attempt)
 		if err != nil {
+			p.mu.Lock()
+			pr.acked = removeOffset(pr.acked, h.offset)
+			p.mu.Unlock()
+			return err
+		}
+		recs = append(recs, m)
+	}
+	if moved {
+		body, err := ackRecord{group: group, parent: t.Name, lite: name, next: next}.encode()
+		if err != nil {
+			return mqerr.Wrap(mqerr.KindInternal, err, "encoding the acknowledgement")
+		}
+		recs = append(recs, &message.Message{Topic: JournalTopic, QueueID: 0, Body: body})
+	}
+	if len(recs) > 0 {
+		if _, err := s.store.Append(ctx, recs...); err != nil {
 			p.mu.Lock()
 			pr.acked = removeOffset(pr.acked, h.offset)
 			p.mu.Unlock()
@@ -638,6 +697,42 @@ func (s *Service) ack(ctx context.Context, p *parent, group string, t model.Topi
 		p.wake.notify()
 	}
 	return nil
+}
+
+// ForwardToDLQ moves a lite delivery to the group's dead-letter topic
+// (the consumer gave up on it) and acknowledges it, in one append.
+func (s *Service) ForwardToDLQ(ctx context.Context, group string, t model.Topic, hs string) error {
+	h, err := s.decode(group, t, hs)
+	if err != nil {
+		return err
+	}
+	return s.settle(ctx, s.parentFor(t), group, t, h, s.deadLetter(ctx, group, t, h.lite, "forwarded by the consumer"))
+}
+
+// deadLetter builds the dead-letter copy of a lite message.
+func (s *Service) deadLetter(ctx context.Context, group string, t model.Topic, lite, why string) func(entry, int32) (*message.Message, error) {
+	return func(e entry, attempt int32) (*message.Message, error) {
+		if s.cfg.DeadLetters == nil {
+			return nil, mqerr.Errorf(mqerr.KindUnsupported, "lite messages have no dead-letter topic here")
+		}
+		dlq, err := s.cfg.DeadLetters(ctx, group)
+		if err != nil {
+			return nil, err
+		}
+		m, err := s.store.ReadMessage(e.phys, e.size)
+		if err != nil {
+			return nil, mqerr.Wrap(mqerr.KindStoreUnavailable, err, "reading the message to dead-letter")
+		}
+		cp := *m
+		cp.Topic, cp.QueueID = dlq.Name, 0
+		cp.Properties = append([]message.Property(nil), m.Properties...)
+		cp.Set(record.PropDLQOriginTopic, t.Name)
+		cp.Set(record.PropDLQOriginID, m.UniqKey())
+		cp.Set(record.PropReconsumeTime, strconv.FormatInt(int64(attempt), 10))
+		s.cfg.Logger.Info("lite message moved to the dead-letter queue", "group", group, "topic", t.Name, "lite_topic", lite,
+			"offset", e.off, "attempts", attempt, "dlq", dlq.Name, "reason", why)
+		return &cp, nil
+	}
 }
 
 // advance is where next would be with every acknowledged offset of the
