@@ -400,7 +400,11 @@ func (b *Broker) Ack(ctx context.Context, group, topic string, handles []string)
 		}
 		return errs
 	}
-	if t, ok := b.liteTopic(ctx, topic); ok {
+	if len(handles) > 0 && lite.IsHandle(handles[0]) {
+		t, err := b.liteTopic(ctx, topic)
+		if err != nil {
+			return repeatErr(err, len(handles))
+		}
 		return b.s().lite.Ack(ctx, group, t, handles)
 	}
 	return b.s().pop.Ack(ctx, group, topic, handles)
@@ -422,7 +426,11 @@ func (b *Broker) ChangeInvisibleSuspend(ctx context.Context, group, topic, handl
 	if d < 0 || d > MaxInvisible {
 		return "", mqerr.Errorf(mqerr.KindIllegalInvisibleTime, "invisible duration %s is outside [0, %s]", d, MaxInvisible)
 	}
-	if t, ok := b.liteTopic(ctx, topic); ok {
+	if lite.IsHandle(handle) {
+		t, err := b.liteTopic(ctx, topic)
+		if err != nil {
+			return "", err
+		}
 		return b.changeLiteInvisible(t, group, handle, d, suspend)
 	}
 	return b.s().pop.ChangeInvisible(ctx, group, topic, handle, d)
@@ -438,7 +446,11 @@ func (b *Broker) Release(ctx context.Context, group, topic string, handles []str
 		}
 		return errs
 	}
-	if t, ok := b.liteTopic(ctx, topic); ok {
+	if len(handles) > 0 && lite.IsHandle(handles[0]) {
+		t, err := b.liteTopic(ctx, topic)
+		if err != nil {
+			return repeatErr(err, len(handles))
+		}
 		return b.s().lite.Release(group, t, handles)
 	}
 	return b.s().pop.Release(ctx, group, topic, handles)
@@ -449,7 +461,11 @@ func (b *Broker) ForwardToDLQ(ctx context.Context, group, topic, handle string) 
 	if err := b.checkNames(group, topic); err != nil {
 		return err
 	}
-	if t, ok := b.liteTopic(ctx, topic); ok {
+	if lite.IsHandle(handle) {
+		t, err := b.liteTopic(ctx, topic)
+		if err != nil {
+			return err
+		}
 		return b.s().lite.ForwardToDLQ(ctx, group, t, handle)
 	}
 	return b.s().pop.ForwardToDLQ(ctx, group, topic, handle)

@@ -96,10 +96,11 @@ func notLite(t model.Topic) error {
 // CheckNotLite answers a classic POP of a LITE topic with the error
 // sends and pulls get.
 func (c *Classic) CheckNotLite(ctx context.Context, topic string) error {
-	if t, ok := c.b.liteTopic(ctx, topic); ok {
-		return notLite(t)
+	t, err := c.b.s().meta.GetTopic(ctx, topic)
+	if err != nil {
+		return nil // the POP answers what is wrong with the topic
 	}
-	return nil
+	return notLite(t)
 }
 
 // PutTopic creates or updates a topic (UPDATE_AND_CREATE_TOPIC); it

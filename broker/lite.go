@@ -80,15 +80,24 @@ func (b *Broker) LiteTopics(ctx context.Context, topic, prefix, after string, li
 // ExpiryInterval anyway).
 func (b *Broker) ExpireLiteTopics() { b.s().lite.Expire() }
 
-// liteTopic returns topic if it is LITE.
-func (b *Broker) liteTopic(ctx context.Context, topic string) (model.Topic, bool) {
-	t, err := b.metaTopic(ctx, topic)
-	return t, err == nil && t.Type == model.TopicLite
+// liteTopic returns topic for a lite receipt handle: it must be LITE.
+func (b *Broker) liteTopic(ctx context.Context, topic string) (model.Topic, error) {
+	t, err := b.s().meta.GetTopic(ctx, topic)
+	if err != nil {
+		return t, err
+	}
+	if t.Type != model.TopicLite {
+		return t, mqerr.Errorf(mqerr.KindInvalidReceiptHandle, "invalid receipt handle: a lite topic's handle, and %q is not a LITE topic", topic)
+	}
+	return t, nil
 }
 
-// metaTopic reads an existing topic without creating it.
-func (b *Broker) metaTopic(ctx context.Context, topic string) (model.Topic, error) {
-	return b.s().meta.GetTopic(ctx, topic)
+func repeatErr(err error, n int) []error {
+	errs := make([]error, n)
+	for i := range errs {
+		errs[i] = err
+	}
+	return errs
 }
 
 func (b *Broker) liteReceive(ctx context.Context, t model.Topic, g model.Group, req ReceiveRequest, max int) ([]*model.Delivered, error) {
