@@ -23,7 +23,7 @@ type member struct {
 // members once one of them leads and serves.
 func startCluster(t *testing.T) []*member {
 	t.Helper()
-	id, token := uniq("lite-cl"), uniq("token")
+	id, token := uniq("lite-cl"), uniq("lite-peer-token-")
 	var ms []*member
 	var peers, peerAddrs []string
 	for i := 1; i <= 3; i++ {
