@@ -454,3 +454,61 @@ func TestLiteDeadLetters(t *testing.T) {
 		t.Fatalf("after dead-lettering: %v", byLite(more))
 	}
 }
+
+// A parked lite receive wakes when a message of a lite topic it
+// subscribes to is sent, when a run of one is acknowledged, and when its
+// subscription changes (the clock is fake: nothing else ends the wait).
+func TestLiteParkedReceiveWakes(t *testing.T) {
+	e := newEnv(t)
+	e.liteTopic("chat", 0)
+	e.group("g", 0, false)
+	if err := e.sync("c1", "g", "chat", lite.PartialAdd, "conv"); err != nil {
+		t.Fatal(err)
+	}
+	var base int
+	park := func() chan []*model.Delivered {
+		base = e.clk.Timers()
+		ch := make(chan []*model.Delivered, 1)
+		go func() {
+			got, err := e.b.Receive(e.ctx, ReceiveRequest{Group: "g", Topic: "chat", ClientID: "c1", Max: 32, Invisible: 30 * time.Second, Wait: time.Hour, QueueID: -1})
+			if err != nil {
+				t.Error(err)
+			}
+			ch <- got
+		}()
+		return ch
+	}
+	awaitParked := func() {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for e.clk.Timers() <= base && time.Now().Before(deadline) {
+			select {
+			case <-e.clk.Changed():
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}
+	ch := park()
+	awaitParked()
+	e.sendLite("chat", "conv", "m1")
+	first := <-ch
+	if fmt.Sprint(byLite(first)) != fmt.Sprint(map[string][]string{"conv": {"m1"}}) {
+		t.Fatalf("woken with %v", byLite(first))
+	}
+	e.sendLite("chat", "conv", "m2") // waits for m1's ack
+	ch = park()
+	awaitParked()
+	e.ack("g", "chat", first...)
+	if got := <-ch; fmt.Sprint(byLite(got)) != fmt.Sprint(map[string][]string{"conv": {"m2"}}) {
+		t.Fatalf("after the ack: %v", byLite(got))
+	}
+	e.sendLite("chat", "other", "o1")
+	ch = park()
+	awaitParked()
+	if err := e.sync("c1", "g", "chat", lite.PartialAdd, "other"); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-ch; fmt.Sprint(byLite(got)) != fmt.Sprint(map[string][]string{"other": {"o1"}}) {
+		t.Fatalf("after subscribing: %v", byLite(got))
+	}
+}

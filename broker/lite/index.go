@@ -4,6 +4,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"github.com/mqgate/mqgate/broker/model"
 )
@@ -69,19 +70,20 @@ type queueState struct {
 	pending map[int64]pend
 }
 
-// parent is a LITE topic's lite topics. mu guards everything below it.
+// parent is a LITE topic's lite topics. mu guards everything below it
+// but stalled.
 type parent struct {
 	mu     sync.Mutex
 	topic  model.Topic
 	lites  map[string]*liteTopic
 	queues []queueState
-	wake   notifier
+	// stalled says some queue holds records sends reported past one the
+	// index still waits for (read by the arrival hook without mu).
+	stalled atomic.Bool
 }
 
 func newParent(t model.Topic) *parent {
-	p := &parent{topic: t, lites: map[string]*liteTopic{}, queues: make([]queueState, max(t.Queues, 1))}
-	p.wake.init()
-	return p
+	return &parent{topic: t, lites: map[string]*liteTopic{}, queues: make([]queueState, max(t.Queues, 1))}
 }
 
 // notifier is a broadcast: wait returns a channel closed at the next

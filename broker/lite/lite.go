@@ -118,7 +118,7 @@ func Open(ctx context.Context, cfg Config, st Store, topics Topics) (*Service, e
 		return nil, errors.New("lite: receipt-handle key shorter than 16 bytes")
 	}
 	s := &Service{cfg: cfg, store: st, codec: newCodec(cfg.Key), parents: map[string]*parent{}}
-	s.subs.clients = map[string]*subscription{}
+	s.subs.init()
 	ts, err := topics.ListTopics(ctx)
 	if err != nil {
 		return nil, err
@@ -199,12 +199,9 @@ func (s *Service) existing(name string) *parent {
 // DropTopic forgets a deleted parent.
 func (s *Service) DropTopic(name string) {
 	s.mu.Lock()
-	p := s.parents[name]
 	delete(s.parents, name)
 	s.mu.Unlock()
-	if p != nil {
-		p.wake.notify()
-	}
+	s.subs.wakeParent(name)
 }
 
 // catchUp indexes every record the parent's queues show past what is
@@ -274,6 +271,11 @@ func (s *Service) catchUpQueue(p *parent, q int32) error {
 			delete(qs.pending, off)
 		}
 	}
+	stalled := false
+	for i := range p.queues {
+		stalled = stalled || len(p.queues[i].pending) > 0
+	}
+	p.stalled.Store(stalled)
 	return nil
 }
 
@@ -362,14 +364,17 @@ func (s *Service) Appended(t model.Topic, q int32, names []string, ents []storag
 		}
 	}
 	p.mu.Unlock()
-	p.wake.notify()
+	s.subs.wakeLites(t.Name, names)
 }
 
-// Arrived is the store's arrival hook for LITE parents: it wakes their
-// receives, which index what arrived. It does not block.
+// Arrived is the store's arrival hook for LITE parents. Sends wake the
+// receives of the lite topics they name (Appended); the hook wakes every
+// receive of the parent only while the index waits for a record no send
+// reported (a send that failed after its record was stored), which the
+// receives then read from the queue. It does not block.
 func (s *Service) Arrived(topic string) {
-	if p := s.existing(topic); p != nil {
-		p.wake.notify()
+	if p := s.existing(topic); p != nil && p.stalled.Load() {
+		s.subs.wakeParent(topic)
 	}
 }
 
@@ -403,7 +408,7 @@ func (s *Service) Receive(ctx context.Context, req ReceiveRequest) ([]*model.Del
 	p := s.parentFor(req.Topic)
 	until := s.cfg.Clock.Now().Add(req.Wait)
 	for {
-		wake := p.wake.wait()
+		wake := s.subs.wait(req.ClientID)
 		names, group, ok := s.subs.lites(req.ClientID, req.Topic.Name)
 		var picks []pick
 		var nextDeadline int64
@@ -694,7 +699,7 @@ func (s *Service) settle(ctx context.Context, p *parent, group string, t model.T
 	}
 	p.mu.Unlock()
 	if done {
-		p.wake.notify()
+		s.subs.wakeLites(t.Name, []string{name})
 	}
 	return nil
 }
@@ -783,7 +788,7 @@ func (s *Service) ChangeInvisible(group string, t model.Topic, hs string, d time
 	pr.deadline = s.cfg.Clock.Now().Add(d).UnixMilli()
 	pr.suspended = suspend
 	if d == 0 {
-		defer p.wake.notify()
+		defer s.subs.wakeLites(t.Name, []string{h.lite})
 	}
 	return hs, nil
 }
@@ -804,8 +809,8 @@ func (s *Service) Release(group string, t model.Topic, handles []string) []error
 			s.endRun(pr, false)
 		}
 		p.mu.Unlock()
+		s.subs.wakeLites(t.Name, []string{h.lite})
 	}
-	p.wake.notify()
 	return errs
 }
 
@@ -821,15 +826,17 @@ func (s *Service) ReleaseClient(clientID string) {
 		return
 	}
 	p.mu.Lock()
+	var freed []string
 	for name := range sub.set {
 		if lt := p.lites[name]; lt != nil {
 			if pr := lt.progressOf(sub.group); pr != nil && pr.client == clientID && pr.deadline == 0 && pr.runEnd != 0 {
 				s.endRun(pr, false)
+				freed = append(freed, name)
 			}
 		}
 	}
 	p.mu.Unlock()
-	p.wake.notify()
+	s.subs.wakeLites(sub.parent, freed)
 }
 
 // expiryLoop drops expired lite topics every ExpiryInterval.
@@ -960,7 +967,7 @@ func (s *Service) Sync(req SyncRequest) error {
 		}
 		p.mu.Unlock()
 	}
-	p.wake.notify()
+	s.subs.wakeClient(req.ClientID)
 	return nil
 }
 

@@ -17,17 +17,133 @@ type subscription struct {
 	cursor int
 }
 
-// registry holds the clients' lite subscriptions. mu is a leaf.
+// registry holds the clients' lite subscriptions, the subscribers of each
+// lite topic, and each client's wake-up for its parked receives. mu is
+// held only around the maps; notifiers are woken after it is released.
 type registry struct {
 	mu      sync.Mutex
 	clients map[string]*subscription
+	// byLite: parent → lite topic → the clients subscribed to it.
+	byLite map[string]map[string][]string
+	wakes  map[string]*notifier
 }
 
+func (r *registry) init() {
+	r.clients = map[string]*subscription{}
+	r.byLite = map[string]map[string][]string{}
+	r.wakes = map[string]*notifier{}
+}
+
+// wait returns a channel closed at the client's next wake-up.
+func (r *registry) wait(clientID string) <-chan struct{} {
+	r.mu.Lock()
+	n := r.wakes[clientID]
+	if n == nil {
+		n = &notifier{}
+		n.init()
+		r.wakes[clientID] = n
+	}
+	r.mu.Unlock()
+	return n.wait()
+}
+
+func (r *registry) wakeClient(clientID string) {
+	r.mu.Lock()
+	n := r.wakes[clientID]
+	r.mu.Unlock()
+	if n != nil {
+		n.notify()
+	}
+}
+
+// wakeLites wakes the clients subscribed to any of names on parent.
+func (r *registry) wakeLites(parent string, names []string) {
+	if len(names) == 0 {
+		return
+	}
+	var ns []*notifier
+	r.mu.Lock()
+	if m := r.byLite[parent]; m != nil {
+		for i, name := range names {
+			if i > 0 && name == names[i-1] {
+				continue // a batch names one lite topic
+			}
+			for _, id := range m[name] {
+				if n := r.wakes[id]; n != nil {
+					ns = append(ns, n)
+				}
+			}
+		}
+	}
+	r.mu.Unlock()
+	for _, n := range ns {
+		n.notify()
+	}
+}
+
+// wakeParent wakes every client subscribed on parent.
+func (r *registry) wakeParent(parent string) {
+	var ns []*notifier
+	r.mu.Lock()
+	for id, s := range r.clients {
+		if s.parent == parent {
+			if n := r.wakes[id]; n != nil {
+				ns = append(ns, n)
+			}
+		}
+	}
+	r.mu.Unlock()
+	for _, n := range ns {
+		n.notify()
+	}
+}
+
+// link and unlink keep byLite in step with a client's set. r.mu held.
+func (r *registry) link(parent, name, id string) {
+	m := r.byLite[parent]
+	if m == nil {
+		m = map[string][]string{}
+		r.byLite[parent] = m
+	}
+	m[name] = append(m[name], id)
+}
+
+func (r *registry) unlink(parent, name, id string) {
+	m := r.byLite[parent]
+	ids := m[name]
+	for i, x := range ids {
+		if x == id {
+			ids = append(ids[:i:i], ids[i+1:]...)
+			break
+		}
+	}
+	if len(ids) == 0 {
+		delete(m, name)
+		if len(m) == 0 {
+			delete(r.byLite, parent)
+		}
+		return
+	}
+	m[name] = ids
+}
+
+// remove forgets a client and wakes its parked receives, which then find
+// no subscription.
 func (r *registry) remove(clientID string) *subscription {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	s := r.clients[clientID]
 	delete(r.clients, clientID)
+	if s != nil {
+		for name := range s.set {
+			r.unlink(s.parent, name, clientID)
+		}
+	}
+	n := r.wakes[clientID]
+	delete(r.wakes, clientID)
+	r.mu.Unlock()
+	if n != nil {
+		n.notify()
+	}
 	return s
 }
 
@@ -66,6 +182,11 @@ func (r *registry) apply(req SyncRequest, quota int) ([]string, error) {
 		cur = nil
 	}
 	if req.Action == CompleteRemove {
+		if old := r.clients[req.ClientID]; old != nil {
+			for name := range old.set {
+				r.unlink(old.parent, name, req.ClientID)
+			}
+		}
 		delete(r.clients, req.ClientID)
 		return nil, nil
 	}
@@ -107,6 +228,20 @@ func (r *registry) apply(req SyncRequest, quota int) ([]string, error) {
 	if cur != nil && len(order) > 0 {
 		s.cursor = cur.cursor % len(order)
 	}
+	if old := r.clients[req.ClientID]; old != nil {
+		for name := range old.set {
+			if _, keep := next[name]; !keep || old.parent != s.parent {
+				r.unlink(old.parent, name, req.ClientID)
+			}
+		}
+	}
+	for name := range next {
+		if old := r.clients[req.ClientID]; old == nil || old.parent != s.parent {
+			r.link(s.parent, name, req.ClientID)
+		} else if _, had := old.set[name]; !had {
+			r.link(s.parent, name, req.ClientID)
+		}
+	}
 	r.clients[req.ClientID] = s
 	return added, nil
 }
@@ -125,6 +260,7 @@ func (r *registry) dropLites(parent string, gone map[string]bool) []Unsubscribed
 		for n := range s.set {
 			if gone[n] {
 				delete(s.set, n)
+				r.unlink(parent, n, id)
 				changed = true
 				out = append(out, Unsubscribed{ClientID: id, Group: s.group, Parent: parent, Lite: n})
 			}
