@@ -96,8 +96,8 @@ func (c Config) WithDefaults() Config {
 
 // Service is the lite topics of every LITE parent.
 //
-// Lock order: Service.mu (the parents map) → parent.mu → notifier.mu;
-// subs.mu is a leaf, never held while taking another lock.
+// Lock order: Service.mu (the parents map) → parent.mu; subs.mu and each
+// client's notifier lock are leaves, never held while taking another lock.
 type Service struct {
 	cfg   Config
 	store Store
