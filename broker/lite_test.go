@@ -512,3 +512,34 @@ func TestLiteParkedReceiveWakes(t *testing.T) {
 		t.Fatalf("after subscribing: %v", byLite(got))
 	}
 }
+
+// A message acknowledged out of order stays acknowledged when its run
+// expires: only the others go out again.
+func TestLiteOutOfOrderAckSurvivesRedelivery(t *testing.T) {
+	e := newEnv(t)
+	e.liteTopic("chat", 0)
+	e.group("g", 0, false)
+	e.sendLite("chat", "conv", "m1", "m2", "m3")
+	if err := e.sync("c1", "g", "chat", lite.PartialAdd, "conv"); err != nil {
+		t.Fatal(err)
+	}
+	got := e.liteReceive("c1", "g", "chat", 32)
+	if len(got) != 3 {
+		t.Fatalf("received %v", byLite(got))
+	}
+	e.ack("g", "chat", got[1])
+	page, _ := e.b.LiteTopics(e.ctx, "chat", "", "", 1)
+	if g := page.Topics[0].Groups[0]; g.Ready != 0 || g.InFlight != 2 {
+		t.Fatalf("backlog %+v", g)
+	}
+	e.clk.Advance(31 * time.Second)
+	again := e.liteReceive("c1", "g", "chat", 32)
+	if fmt.Sprint(byLite(again)) != fmt.Sprint(map[string][]string{"conv": {"m1", "m3"}}) {
+		t.Fatalf("redelivered %v", byLite(again))
+	}
+	e.ack("g", "chat", again...)
+	page, _ = e.b.LiteTopics(e.ctx, "chat", "", "", 1)
+	if g := page.Topics[0].Groups[0]; g.Ready != 0 || g.InFlight != 0 || g.Consumed != 3 {
+		t.Fatalf("backlog after the acks %+v", g)
+	}
+}

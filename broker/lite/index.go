@@ -208,10 +208,14 @@ func (lt *liteTopic) backlog(pr *progress) (ready, inFlight int64) {
 	if pr == nil {
 		return int64(len(lt.msgs)), 0
 	}
-	i := lt.at(pr.next)
-	total := int64(len(lt.msgs) - i)
-	if pr.runEnd != 0 {
-		inFlight = int64(lt.at(pr.runEnd)-i) - int64(len(pr.acked))
+	for _, e := range lt.msgs[lt.at(pr.next):] {
+		switch {
+		case slices.Contains(pr.acked, e.off):
+		case pr.runEnd != 0 && e.off < pr.runEnd:
+			inFlight++
+		default:
+			ready++
+		}
 	}
-	return total - inFlight - int64(len(pr.acked)), inFlight
+	return ready, inFlight
 }

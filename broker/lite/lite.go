@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -501,6 +502,9 @@ func (s *Service) pick(p *parent, req ReceiveRequest, names []string) ([]pick, i
 		}
 		for ; i < len(lt.msgs) && len(picks) < max; i++ {
 			e := lt.msgs[i]
+			if slices.Contains(pr.acked, e.off) {
+				continue // acknowledged out of order in an earlier run
+			}
 			attempt := int32(1)
 			if e.off < pr.redeliverEnd {
 				attempt = pr.attempt + 1
@@ -517,13 +521,14 @@ func (s *Service) pick(p *parent, req ReceiveRequest, names []string) ([]pick, i
 	return picks, nextDeadline, nil
 }
 
-// endRun ends a run in flight: its unacknowledged messages go out again.
+// endRun ends a run in flight: its unacknowledged messages go out again
+// (those acknowledged out of order stay acknowledged).
 func (s *Service) endRun(pr *progress, countAttempt bool) {
 	if countAttempt && pr.runEnd != 0 {
 		pr.attempt++
 		pr.redeliverEnd = max(pr.redeliverEnd, pr.runEnd)
 	}
-	pr.runEnd, pr.acked, pr.deadline, pr.client = 0, nil, 0, ""
+	pr.runEnd, pr.deadline, pr.client = 0, 0, ""
 }
 
 // buryDead moves the picks past the group's max attempts to its
@@ -1009,7 +1014,7 @@ func (s *Service) reposition(lt *liteTopic, group string, st Start) {
 	}
 	if target != pr.next {
 		s.endRun(pr, false)
-		pr.next, pr.attempt, pr.redeliverEnd = target, 0, 0
+		pr.next, pr.attempt, pr.redeliverEnd, pr.acked = target, 0, 0, nil
 	}
 }
 
