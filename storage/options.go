@@ -68,6 +68,18 @@ type Options struct {
 	DiskUsagePercent  float64
 	RetentionInterval time.Duration // default 10s
 
+	// DiskReserve and DiskReservePercent set the disk reserve: free space
+	// on the store's file system kept for the writes that let consumers
+	// drain the store (their POP journal records, acknowledgements,
+	// metadata, consume-queue and index files). CheckSpace refuses once
+	// less is free; the broker asks it before storing a new message, and
+	// nothing else is refused. The reserve is the larger of DiskReserve
+	// bytes and DiskReservePercent of the file system's size. Defaults
+	// 1 GiB and 5; a negative value leaves that part out, both negative
+	// turn the reserve off (space.go).
+	DiskReserve        int64
+	DiskReservePercent float64
+
 	// CheckpointInterval: how often consume queues and the index are
 	// fsynced and the checkpoint written (also at once when the index
 	// seals a full file, which waits in memory until then). Recovery
@@ -168,6 +180,12 @@ func (o Options) Defaults() Options {
 	if o.RetentionInterval == 0 {
 		o.RetentionInterval = 10 * time.Second
 	}
+	if o.DiskReserve == 0 {
+		o.DiskReserve = DefaultDiskReserve
+	}
+	if o.DiskReservePercent == 0 {
+		o.DiskReservePercent = DefaultDiskReservePercent
+	}
 	if o.CheckpointInterval == 0 {
 		o.CheckpointInterval = time.Second
 	}
@@ -198,6 +216,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("%w: negative interval", serr.ErrInvalid)
 	case o.DiskUsagePercent > 100:
 		return fmt.Errorf("%w: disk usage percent %v", serr.ErrInvalid, o.DiskUsagePercent)
+	case o.DiskReservePercent >= 100:
+		return fmt.Errorf("%w: disk reserve percent %v", serr.ErrInvalid, o.DiskReservePercent)
 	}
 	return nil
 }

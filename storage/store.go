@@ -31,6 +31,7 @@ var (
 	ErrNotFound    = serr.ErrNotFound
 	ErrInvalid     = serr.ErrInvalid
 	ErrLocked      = serr.ErrLocked
+	ErrDiskFull    = serr.ErrDiskFull
 )
 
 // DamageError is the error (wrapped) Open returns when the commit log
@@ -117,6 +118,7 @@ type Store struct {
 	// writeErr is the ErrNotWritable of the last append that failed, nil
 	// once one succeeds (Writable).
 	writeErr atomic.Pointer[error]
+	space    space // free space against the disk reserve (space.go)
 
 	closed      atomic.Bool
 	closeOnce   sync.Once
@@ -197,6 +199,10 @@ func open(dir string, opts Options, cutAt int64) (*Store, error) {
 		return nil, err
 	}
 	s.recovery.Duration = time.Since(t0)
+	if sp := s.Space(); sp.Err == nil && sp.Reserve > sp.Total/2 {
+		s.logger.Warn("storage: the disk reserve is more than half of the file system: new messages will be refused early",
+			"dir", dir, "reserve", sp.Reserve, "total", sp.Total)
+	}
 	s.logger.Info("storage: opened", "dir", dir, "clean", s.recovery.Clean, "log_end", s.recovery.LogEnd,
 		"scanned", s.recovery.ScannedBytes, "replayed", s.recovery.ReplayedBytes, "truncated", s.recovery.Truncated,
 		"took", s.recovery.Duration)

@@ -144,3 +144,24 @@ func (l *Log) allocate(seg *segment, end int64) error {
 	seg.allocEnd = to
 	return nil
 }
+
+// ReservedAhead is how many bytes of blocks the reserver holds in the
+// active segment past the end of what was answered: room the log fills
+// without taking more of the file system's free space. Free space
+// figures (statfs) count those blocks as used.
+func (l *Log) ReservedAhead() int64 {
+	l.mu.RLock()
+	var seg *segment
+	if n := len(l.segs); n > 0 {
+		seg = l.segs[n-1]
+	}
+	l.mu.RUnlock()
+	if seg == nil {
+		return 0
+	}
+	used := l.Answered() - seg.base
+	if used < 0 || used > l.opts.SegmentSize {
+		return 0
+	}
+	return max(seg.reservedUpTo()-used, 0)
+}

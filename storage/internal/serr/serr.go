@@ -21,6 +21,10 @@ var (
 	ErrInvalid = errors.New("storage: invalid argument")
 	// ErrLocked: the data directory is in use by another process.
 	ErrLocked = errors.New("storage: data directory locked")
+	// ErrDiskFull: the file system holding the store has less free
+	// space than the disk reserve, which is kept for the writes that
+	// let consumers drain the store; new messages are refused.
+	ErrDiskFull = errors.New("storage: disk full")
 	// ErrFormat: the data was written in a newer format than this build
 	// supports (an older binary on a newer data directory).
 	ErrFormat = errors.New("storage: unsupported format version")
