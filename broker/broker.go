@@ -191,7 +191,7 @@ func (b *Broker) Activate(ctx context.Context) error {
 	s.meta.OnTopicDeleted(s.lite.DropTopic)
 	s.offs = offset.New(st, b.w.offsets, s.hub, cfg.Clock)
 	s.prod = produce.New(produce.Config{Limits: cfg.Limits, Clock: cfg.Clock, Delay: s.delay, Txn: s.txn, Lite: s.lite,
-		LiteAppender: b.obs.appender(b.w.store)}, b.obs.appender(b.w.sends), s.meta)
+		LiteAppender: b.obs.appender(b.w.store), Space: st}, b.obs.appender(b.w.sends), s.meta)
 	b.svc.Store(s)
 	b.active.Store(true)
 	return nil

@@ -24,10 +24,15 @@ type env struct {
 	store *storage.Store
 	b     *Broker
 	ctx   context.Context
+	// tune, when set, changes the store's options at each open.
+	tune func(*storage.Options)
 }
 
-func newEnv(t *testing.T) *env {
-	e := &env{t: t, fs: vfs.NewMem(), clk: clock.NewFake(time.UnixMilli(1_800_000_000_000)), ctx: context.Background()}
+func newEnv(t *testing.T) *env { return newEnvWith(t, nil) }
+
+// newEnvWith is newEnv with the store's options changed by tune.
+func newEnvWith(t *testing.T, tune func(*storage.Options)) *env {
+	e := &env{t: t, fs: vfs.NewMem(), clk: clock.NewFake(time.UnixMilli(1_800_000_000_000)), ctx: context.Background(), tune: tune}
 	e.open()
 	t.Cleanup(func() {
 		if e.b != nil {
@@ -39,7 +44,11 @@ func newEnv(t *testing.T) *env {
 
 func (e *env) open() {
 	e.t.Helper()
-	st, err := storage.Open("/data", storage.Options{FS: e.fs, SegmentSize: 8 << 20, Now: e.clk.Now})
+	o := storage.Options{FS: e.fs, SegmentSize: 8 << 20, Now: e.clk.Now}
+	if e.tune != nil {
+		e.tune(&o)
+	}
+	st, err := storage.Open("/data", o)
 	if err != nil {
 		e.t.Fatal(err)
 	}

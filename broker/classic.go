@@ -221,6 +221,11 @@ func (c *Classic) sendRecords(ctx context.Context, req ClassicSend) (ClassicSent
 			return ClassicSent{}, mqerr.Errorf(mqerr.KindMessageCorrupted, "a batch must not mix transactional, delayed and plain messages")
 		}
 	}
+	// Below the disk reserve, sends are refused (send-backs are not: a
+	// classic consumer takes any answer to one as done).
+	if err := produce.CheckSpace(c.b.store); err != nil {
+		return ClassicSent{}, err
+	}
 	out := ClassicSent{QueueID: q}
 	switch {
 	case transactional:

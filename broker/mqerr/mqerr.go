@@ -71,6 +71,10 @@ const (
 	// KindLiteSubscriptionQuota: a subscription change would give a
 	// client more lite topics than its quota.
 	KindLiteSubscriptionQuota
+	// KindDiskFull: the store's disk has less free space than its
+	// reserve (or none at all): new messages are refused, nothing of the
+	// request was stored; consumers can still drain what is stored.
+	KindDiskFull
 
 	kindCount // sentinel: keep last
 )
@@ -121,6 +125,7 @@ var kindNames = [...]string{
 	KindIllegalLiteTopic:      "illegal-lite-topic",
 	KindLiteTopicQuota:        "lite-topic-quota-exceeded",
 	KindLiteSubscriptionQuota: "lite-subscription-quota-exceeded",
+	KindDiskFull:              "disk-full",
 }
 
 // String names the kind.

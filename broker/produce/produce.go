@@ -6,6 +6,7 @@ import (
 	"hash/fnv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/mqgate/mqgate/broker/lite"
@@ -42,6 +43,13 @@ type LiteIndex interface {
 	Appended(t model.Topic, q int32, names []string, ents []storage.AppendEntry)
 }
 
+// Space says whether the store has room for new messages
+// (storage.Store.CheckSpace: an error wrapping storage.ErrDiskFull while
+// less than the disk reserve is free).
+type Space interface {
+	CheckSpace() error
+}
+
 // Config configures the service.
 type Config struct {
 	Limits Limits
@@ -56,6 +64,9 @@ type Config struct {
 	// replica group it is one that waits for the outcome past the commit
 	// timeout (broker's settled store).
 	LiteAppender Appender
+	// Space, when set, is asked before anything of a send is stored: a
+	// store below its disk reserve refuses the whole send (KindDiskFull).
+	Space Space
 }
 
 // Service stores sent messages.
@@ -117,6 +128,9 @@ func (s *Service) Send(ctx context.Context, topicName string, msgs []*model.Mess
 			special = true
 		}
 	}
+	if err := CheckSpace(s.cfg.Space); err != nil {
+		return nil, err
+	}
 	if special {
 		return s.sendSpecial(ctx, topic, msgs, p, now)
 	}
@@ -142,6 +156,26 @@ func (s *Service) appendLite(ctx context.Context, topic model.Topic, msgs []*mod
 		return nil, err
 	}
 	return s.appendNormal(ctx, topic, msgs)
+}
+
+// CheckSpace asks sp (nil: nothing to ask) whether a new message may be
+// stored, and classifies a refusal: KindDiskFull, as upstream's broker
+// refuses a send when its disk is full. Sends are refused as a whole,
+// before anything of them is stored.
+func CheckSpace(sp Space) error {
+	if sp == nil {
+		return nil
+	}
+	if err := sp.CheckSpace(); err != nil {
+		return diskFull(err)
+	}
+	return nil
+}
+
+// diskFull classifies a refusal or a failed append for lack of space.
+func diskFull(err error) error {
+	return mqerr.Errorf(mqerr.KindDiskFull, "service not available now: the disk is full, new messages are refused until space is freed "+
+		"(consumers still receive and acknowledge); nothing was stored (%w)", err)
 }
 
 // appendNormal stores validated messages straight into one queue of topic.
@@ -219,6 +253,9 @@ func AppendError(err error) error {
 		return mqerr.Wrap(mqerr.KindUnavailable, err, "the store is closed")
 	case errors.Is(err, storage.ErrTooLarge):
 		return mqerr.Wrap(mqerr.KindBodyTooLarge, err, "message too large for the store")
+	case errors.Is(err, storage.ErrDiskFull),
+		errors.Is(err, storage.ErrNotWritable) && errors.Is(err, syscall.ENOSPC):
+		return diskFull(err)
 	case errors.Is(err, storage.ErrNotWritable):
 		return mqerr.Wrap(mqerr.KindStoreUnavailable, err, "the store cannot write (disk full or failing); nothing was stored")
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):

@@ -34,6 +34,8 @@ func httpStatus(k mqerr.Kind) int {
 		return http.StatusConflict
 	case mqerr.KindTooManyRequests:
 		return http.StatusTooManyRequests
+	case mqerr.KindDiskFull:
+		return http.StatusInsufficientStorage
 	}
 	if k >= mqerr.KindBadRequest && k <= mqerr.KindIllegalOffset { // the kinds of bad input
 		return http.StatusBadRequest

@@ -22,10 +22,12 @@ import (
 //
 // The HTTP status follows from the RocketMQ v2 code, whose classes are HTTP
 // statuses × 100 (40402 TOPIC_NOT_FOUND → 404, 41301 → 413, 42900 → 429),
-// with the exceptions in httpOverrides. Two gRPC codes say more than any v2
-// code can and decide on their own: AlreadyExists → 409 (v2 has no
-// conflict code) and Unavailable → 503 (draining or the store cannot
-// serve: nothing was done, retry elsewhere). Errors without a v2 code
+// with the exceptions in httpOverrides. Some gRPC codes say more than any
+// v2 code can and decide on their own: AlreadyExists → 409 (v2 has no
+// conflict code), Unavailable → 503 (draining or the store cannot serve:
+// nothing was done, retry elsewhere), and ResourceExhausted with a server
+// error's v2 code → 507 (the disk is full: nothing was stored, retry once
+// space is freed; with TOO_MANY_REQUESTS it stays 429). Errors without a v2 code
 // (grpc-gateway's own, the admin API's plain gRPC codes, the drain
 // interceptor) get the one gateway/v2status gives their gRPC code.
 
@@ -47,6 +49,10 @@ func httpStatusOf(gc codes.Code, vc v2.Code) int {
 		return http.StatusConflict
 	case codes.Unavailable:
 		return http.StatusServiceUnavailable
+	case codes.ResourceExhausted:
+		if vc >= 50000 && vc < 60000 {
+			return http.StatusInsufficientStorage
+		}
 	}
 	if vc < 40000 || vc >= 60000 {
 		vc = v2status.CodeOfGRPC(gc)
@@ -93,13 +99,13 @@ func (s *Server) writeError(_ context.Context, _ *runtime.ServeMux, _ runtime.Ma
 	st := status.Convert(err)
 	body := errorBody(st)
 	code := httpStatusOf(st.Code(), v2.Code(body.GetCode()))
-	if code >= 500 && code != http.StatusServiceUnavailable {
+	if code >= 500 && code != http.StatusServiceUnavailable && code != http.StatusInsufficientStorage {
 		s.opts.Logger.WarnContext(r.Context(), "REST request failed", "method", r.Method, "path", r.URL.Path,
 			"http_status", code, "code", body.GetName(), "message", body.GetMessage())
 	}
-	if code == http.StatusServiceUnavailable || code == http.StatusTooManyRequests {
+	if code == http.StatusServiceUnavailable || code == http.StatusTooManyRequests || code == http.StatusInsufficientStorage {
 		// Nothing was done: the call may be repeated (draining, a store
-		// that cannot write, too many waiting receives).
+		// that cannot write, too many waiting receives, a full disk).
 		w.Header().Set("Retry-After", retryAfterSeconds)
 	}
 	writeStatus(w, code, body)

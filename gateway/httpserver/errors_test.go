@@ -36,6 +36,8 @@ func TestHTTPStatusOf(t *testing.T) {
 		{codes.InvalidArgument, v2.Code_MESSAGE_PROPERTIES_TOO_LARGE, 413},
 		{codes.InvalidArgument, v2.Code_MESSAGE_BODY_EMPTY, 400},
 		{codes.ResourceExhausted, v2.Code_TOO_MANY_REQUESTS, 429},
+		{codes.ResourceExhausted, v2.Code_INTERNAL_SERVER_ERROR, 507}, // the disk is full
+		{codes.ResourceExhausted, 0, 429},
 		{codes.Internal, v2.Code_INTERNAL_ERROR, 500},
 		{codes.Unavailable, v2.Code_INTERNAL_SERVER_ERROR, 503},
 		{codes.Unimplemented, v2.Code_NOT_IMPLEMENTED, 501},

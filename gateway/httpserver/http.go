@@ -21,8 +21,11 @@ import (
 type Options struct {
 	// Ready reports whether the whole node serves traffic; /readyz is 200
 	// only while it returns nil.
-	Ready  func() error
-	Logger *slog.Logger
+	Ready func() error
+	// ReadyNotice, when set, is a condition a ready node still has (new
+	// messages refused on a full disk): /readyz adds it to its answer.
+	ReadyNotice func() string
+	Logger      *slog.Logger
 	// API is the gRPC connection the REST API (/v1/...) calls: the node's
 	// own gRPC server in process (grpcserver.Server.InProcess; any
 	// connection serving the services will do). nil serves only the
@@ -93,6 +96,12 @@ func New(o Options) (*Server, error) {
 			if err := o.Ready(); err != nil {
 				w.WriteHeader(http.StatusServiceUnavailable)
 				fmt.Fprintf(w, "not ready: %v\n", err)
+				return
+			}
+		}
+		if o.ReadyNotice != nil {
+			if note := o.ReadyNotice(); note != "" {
+				fmt.Fprintf(w, "ready; %s\n", note)
 				return
 			}
 		}

@@ -63,6 +63,8 @@ var kindCodes = [...]int16{
 	mqerr.KindIllegalLiteTopic:      codeInvalidParameter,
 	mqerr.KindLiteTopicQuota:        codeLmqQuotaExceeded,
 	mqerr.KindLiteSubscriptionQuota: codeLiteSubscriptionQuotaExceeded,
+	// Upstream's answer when its disk is full.
+	mqerr.KindDiskFull: codeServiceNotAvailable,
 }
 
 // codeOfKind returns the table row of k (false when missing).

@@ -68,6 +68,10 @@ var table = [...]Mapping{
 	mqerr.KindIllegalLiteTopic:      {v2.Code_ILLEGAL_LITE_TOPIC, codes.InvalidArgument},
 	mqerr.KindLiteTopicQuota:        {v2.Code_LITE_TOPIC_QUOTA_EXCEEDED, codes.ResourceExhausted},
 	mqerr.KindLiteSubscriptionQuota: {v2.Code_LITE_SUBSCRIPTION_QUOTA_EXCEEDED, codes.ResourceExhausted},
+	// Below the disk reserve: upstream's broker answers its remoting
+	// SERVICE_NOT_AVAILABLE, which its proxy passes on as
+	// INTERNAL_SERVER_ERROR; gRPC's code for a full file system.
+	mqerr.KindDiskFull: {v2.Code_INTERNAL_SERVER_ERROR, codes.ResourceExhausted},
 }
 
 // Of returns the table row of k; false for a kind without one.
