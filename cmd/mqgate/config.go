@@ -113,6 +113,15 @@ var settings = []setting{
 	sizeSetting("log-cache", "how much of the commit log behind its newest records stays in the page cache once on disk (async with a staging ring); consumers further behind read from disk; 0 = the kernel decides", func(c *node.Config) *int64 { return &c.LogCache }),
 	durSetting("retention", "delete log segments older than this; 0 keeps everything", func(c *node.Config) *time.Duration { return &c.Retention }),
 	intSetting("disk-usage-limit", "delete oldest segments while the disk is fuller than this percent; 0 disables", func(c *node.Config) *int { return &c.DiskUsageLimit }),
+	{name: "disk-reserve", usage: "free space on the data disk kept so that consumers can drain a full disk: new messages are refused (the disk is full) once less is free; a size (2GiB), a share of the file system (5%), or both (1GiB,5%: the larger); 0 turns it off",
+		get: func(c *node.Config) string { return formatReserve(c.DiskReserve, c.DiskReservePercent) },
+		set: func(c *node.Config, v string) error {
+			n, pct, err := parseReserve(v)
+			if err == nil {
+				c.DiskReserve, c.DiskReservePercent = n, pct
+			}
+			return err
+		}},
 	strSetting("auth-file", "YAML users file; when set every gRPC, REST and remoting call must be signed by one of its access keys", func(c *node.Config) *string { return &c.AuthFile }),
 	durSetting("remoting-send-window", "with --auth-file: refuse a classic remoting send whose signed born timestamp is further than this from the server's clock, so a captured signed send cannot be replayed later (other classic requests carry no signed time); 0 = no bound, as upstream", func(c *node.Config) *time.Duration { return &c.RemotingSendWindow }),
 	boolSetting("auto-create", "create unknown topics and groups on first use (development setting)", func(c *node.Config) *bool { return &c.AutoCreate }),
@@ -308,4 +317,43 @@ func formatSize(n int64) string {
 		return fmt.Sprintf("%dMiB", n>>20)
 	}
 	return strconv.FormatInt(n, 10)
+}
+
+// parseReserve reads a disk reserve: a size, a percentage ("5%"), or both
+// separated by a comma, in either order.
+func parseReserve(v string) (int64, float64, error) {
+	var n int64
+	var pct float64
+	var haveN, havePct bool
+	for _, part := range strings.Split(v, ",") {
+		part = strings.TrimSpace(part)
+		if p, ok := strings.CutSuffix(part, "%"); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(p), 64)
+			if err != nil || havePct || f < 0 || f >= 100 || math.IsNaN(f) {
+				return 0, 0, fmt.Errorf("not a disk reserve (like 2GiB, 5%%, or 1GiB,5%%): %q", v)
+			}
+			pct, havePct = f, true
+			continue
+		}
+		s, err := parseSize(part)
+		if err != nil || haveN {
+			return 0, 0, fmt.Errorf("not a disk reserve (like 2GiB, 5%%, or 1GiB,5%%): %q", v)
+		}
+		n, haveN = s, true
+	}
+	return n, pct, nil
+}
+
+func formatReserve(n int64, pct float64) string {
+	var parts []string
+	if n > 0 {
+		parts = append(parts, formatSize(n))
+	}
+	if pct > 0 {
+		parts = append(parts, strconv.FormatFloat(pct, 'g', -1, 64)+"%")
+	}
+	if len(parts) == 0 {
+		return "0"
+	}
+	return strings.Join(parts, ",")
 }

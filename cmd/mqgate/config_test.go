@@ -88,6 +88,9 @@ func TestConfigErrors(t *testing.T) {
 		{"nested value", nil, nil, "grpc-addr:\n  port: 1\n", "grpc-addr must be a single value"},
 		{"stray argument", []string{"extra"}, nil, "", `unexpected argument "extra"`},
 		{"size overflow", []string{"--segment-size", "9000000000GiB"}, nil, "", "segment-size: not a size"},
+		{"bad disk reserve", []string{"--disk-reserve", "lots"}, nil, "", "disk-reserve: not a disk reserve"},
+		{"disk reserve of the whole disk", nil, []string{"MQGATE_DISK_RESERVE=100%"}, "", "MQGATE_DISK_RESERVE: not a disk reserve"},
+		{"two disk reserve sizes", nil, nil, "disk-reserve: 1GiB,2GiB\n", "disk-reserve: not a disk reserve"},
 		{"half peer tls", append(clusterArgs, "--peer-tls-cert", "c.pem", "--peer-tls-key", "k.pem"), nil, "", "peer-tls-ca missing"},
 		{"peer tls ca alone", clusterArgs, []string{"MQGATE_PEER_TLS_CA=ca.pem"}, "", "peer-tls-cert and peer-tls-key missing"},
 		{"peer tls files missing", clusterArgs, nil, "peer-tls-cert: c.pem\npeer-tls-key: k.pem\npeer-tls-ca: ca.pem\n", "peer-tls-cert: peer TLS: "},
@@ -103,6 +106,39 @@ func TestConfigErrors(t *testing.T) {
 				t.Fatalf("err = %v, want it to contain %q", err, c.want)
 			}
 		})
+	}
+}
+
+// TestConfigDiskReserve: --disk-reserve takes a size, a share of the
+// file system, both (the larger counts) or 0 (off); the default is the
+// larger of 1 GiB and 5%.
+func TestConfigDiskReserve(t *testing.T) {
+	for _, c := range []struct {
+		v     string
+		bytes int64
+		pct   float64
+		print string
+	}{
+		{"", 1 << 30, 5, "1GiB,5%"},
+		{"0", 0, 0, "0"},
+		{"2GiB", 2 << 30, 0, "2GiB"},
+		{"7.5%", 0, 7.5, "7.5%"},
+		{" 10% , 512MiB ", 512 << 20, 10, "512MiB,10%"},
+	} {
+		var args []string
+		if c.v != "" {
+			args = []string{"--disk-reserve", c.v}
+		}
+		cfg, _, _, err := loadConfig(args, nil, func(string) {})
+		if err != nil {
+			t.Fatalf("%q: %v", c.v, err)
+		}
+		if cfg.DiskReserve != c.bytes || cfg.DiskReservePercent != c.pct {
+			t.Errorf("%q: %d bytes, %v%%; want %d, %v%%", c.v, cfg.DiskReserve, cfg.DiskReservePercent, c.bytes, c.pct)
+		}
+		if got := formatReserve(cfg.DiskReserve, cfg.DiskReservePercent); got != c.print {
+			t.Errorf("%q printed as %q, want %q", c.v, got, c.print)
+		}
 	}
 }
 

@@ -78,6 +78,14 @@ type Config struct {
 	// DiskUsageLimit deletes the oldest segments while the data disk is
 	// fuller than this percentage (0 disables).
 	DiskUsageLimit int
+	// DiskReserve and DiskReservePercent are the disk reserve: free space
+	// on the data disk kept for consumers to drain a full disk (their
+	// POP state, acknowledgements, metadata). New messages are refused
+	// once less is free; it is the larger of DiskReserve bytes and
+	// DiskReservePercent of the file system (0 leaves that part out, both
+	// 0 turn it off). See storage.Options.DiskReserve.
+	DiskReserve        int64
+	DiskReservePercent float64
 	// AuthFile, when set, turns authentication on: the YAML users file
 	// (gateway/auth.Parse) whose access keys every gRPC, REST and remoting
 	// call must sign with. Empty leaves every listener open.
@@ -166,6 +174,8 @@ func Defaults() Config {
 		LogCache:                  1 << 30,
 		Retention:                 72 * time.Hour,
 		DiskUsageLimit:            90,
+		DiskReserve:               storage.DefaultDiskReserve,
+		DiskReservePercent:        storage.DefaultDiskReservePercent,
 		GRPCMaxConnectionAgeGrace: 30 * time.Second,
 		GRPCMaxConnectionIdle:     0,
 		LogLevel:                  "info",
@@ -261,6 +271,9 @@ func (c Config) Validate() error {
 	}
 	if c.DiskUsageLimit < 0 || c.DiskUsageLimit > 99 {
 		bad("disk-usage-limit", "must be a percentage in [0, 99], got %d", c.DiskUsageLimit)
+	}
+	if c.DiskReserve < 0 || c.DiskReservePercent < 0 || c.DiskReservePercent >= 100 {
+		bad("disk-reserve", "must be a size and a percentage in [0, 100), got %d bytes and %v%%", c.DiskReserve, c.DiskReservePercent)
 	}
 	if c.GRPCMaxConnectionAge < 0 || c.GRPCMaxConnectionAgeGrace < 0 || c.GRPCMaxConnectionIdle < 0 {
 		bad("grpc-max-connection-age", "connection age, grace and idle must not be negative")

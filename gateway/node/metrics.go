@@ -36,6 +36,10 @@ func (n *Node) startMetrics(ctx context.Context) error {
 			fmt.Fprintf(w, "not ready: %v\n", err)
 			return
 		}
+		if note := n.readyNotice(); note != "" {
+			fmt.Fprintf(w, "ready: %s; %s\n", role, note)
+			return
+		}
 		fmt.Fprintf(w, "ready: %s\n", role)
 	})
 	n.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}

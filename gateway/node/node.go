@@ -256,19 +256,28 @@ func (n *Node) startStorage(ctx context.Context) error {
 	if logCache == 0 {
 		logCache = -1 // the kernel decides
 	}
+	reserve, reservePct := n.cfg.DiskReserve, n.cfg.DiskReservePercent
+	if reserve == 0 {
+		reserve = -1 // not this part
+	}
+	if reservePct == 0 {
+		reservePct = -1
+	}
 	opts := storage.Options{
-		SegmentSize:      n.cfg.SegmentSize,
-		LogCacheBytes:    logCache,
-		FlushMode:        mode,
-		FlushInterval:    n.cfg.FlushInterval,
-		StagingDir:       n.stagingDir(),
-		StagingLinger:    linger,
-		FlushTimeout:     n.cfg.FlushTimeout,
-		RetentionTime:    retention,
-		DiskUsagePercent: usage,
-		StoreHost:        n.storeHost(),
-		FS:               n.storeFS,
-		Logger:           n.log,
+		SegmentSize:        n.cfg.SegmentSize,
+		LogCacheBytes:      logCache,
+		FlushMode:          mode,
+		FlushInterval:      n.cfg.FlushInterval,
+		StagingDir:         n.stagingDir(),
+		StagingLinger:      linger,
+		FlushTimeout:       n.cfg.FlushTimeout,
+		RetentionTime:      retention,
+		DiskUsagePercent:   usage,
+		DiskReserve:        reserve,
+		DiskReservePercent: reservePct,
+		StoreHost:          n.storeHost(),
+		FS:                 n.storeFS,
+		Logger:             n.log,
 	}
 	if n.cfg.Clustered() {
 		if err := n.openReplica(opts); err != nil {
@@ -412,7 +421,7 @@ func (n *Node) startHTTP(ctx context.Context) (err error) {
 	// the same tap, stats handler and interceptors, no socket and no
 	// encoding. The HTTP server stops before the gRPC server (registered
 	// after it), so no REST call outlives it.
-	n.http, err = httpserver.New(httpserver.Options{Ready: n.Ready, Logger: n.log,
+	n.http, err = httpserver.New(httpserver.Options{Ready: n.Ready, ReadyNotice: n.readyNotice, Logger: n.log,
 		API: n.grpc.InProcess(), MeterProvider: n.tel.Meters, TracerProvider: n.tel.Tracers, Auth: n.auth,
 		Console: func(api http.Handler) http.Handler {
 			return console.New(console.Options{API: api, Broker: n.broker, Auth: n.auth, Logger: n.log})

@@ -210,12 +210,15 @@ func TestMetricsListener(t *testing.T) {
 // openOnFaultyFS opens a node (auto-create on) whose store lives on an
 // in-memory file system behind an error injector, shut down at the end of
 // the test.
-func openOnFaultyFS(t *testing.T) (*Node, *vfs.MemFS, *vfs.ErrorFS) {
+func openOnFaultyFS(t *testing.T, tune ...func(*Config)) (*Node, *vfs.MemFS, *vfs.ErrorFS) {
 	t.Helper()
 	mem := vfs.NewMem()
 	efs := vfs.NewErrorFS(mem, nil)
 	cfg := testConfig(t)
 	cfg.AutoCreate = true
+	for _, f := range tune {
+		f(&cfg)
+	}
 	n, err := Open(context.Background(), cfg, Options{Logger: quietLogger(), StoreFS: efs})
 	if err != nil {
 		t.Fatal(err)
@@ -228,13 +231,13 @@ func openOnFaultyFS(t *testing.T) (*Node, *vfs.MemFS, *vfs.ErrorFS) {
 	return n, mem, efs
 }
 
-// TestNotReadyWhileTheStoreCannotWrite: on a full disk a send fails
-// (nothing stored, REST 503), /readyz answers 503 and the messaging
-// service's gRPC health turns NOT_SERVING while the server's own health
-// (liveness) stays SERVING; once space returns the node is ready again
-// without any send.
+// TestNotReadyWhileTheStoreCannotWrite: on a full disk (no disk reserve
+// to refuse sends first) a send fails (nothing stored, REST 507), /readyz
+// answers 503 and the messaging service's gRPC health turns NOT_SERVING
+// while the server's own health (liveness) stays SERVING; once space
+// returns the node is ready again without any send.
 func TestNotReadyWhileTheStoreCannotWrite(t *testing.T) {
-	n, mem, efs := openOnFaultyFS(t)
+	n, mem, efs := openOnFaultyFS(t, func(c *Config) { c.DiskReserve, c.DiskReservePercent = 0, 0 })
 	a := n.Addrs()
 	send := func() (int, string) {
 		resp, err := http.Post("http://"+a.HTTP+"/v1/topics/full/messages", "application/json",
@@ -293,8 +296,8 @@ func TestNotReadyWhileTheStoreCannotWrite(t *testing.T) {
 		}
 		return nil
 	})
-	if code, body := send(); code != http.StatusServiceUnavailable {
-		t.Fatalf("send on a full disk: %d %s, want 503", code, body)
+	if code, body := send(); code != http.StatusInsufficientStorage || !strings.Contains(body, "the disk is full") {
+		t.Fatalf("send on a full disk: %d %s, want 507", code, body)
 	}
 	if code := readyz(); code != http.StatusServiceUnavailable {
 		t.Fatalf("/readyz on a full disk: %d, want 503", code)

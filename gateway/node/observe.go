@@ -60,9 +60,12 @@ func (n *Node) observe() (remove func(), err error) {
 	appendErrors := counter("mqgate.store.append.errors", "{call}", "Append calls that failed (nothing stored)")
 	flushTimeouts := counter("mqgate.store.flush.timeouts", "{call}", "Sync-mode appends answered before their fsync finished (stored, not yet durable)")
 	fsyncErrors := counter("mqgate.store.fsync.errors", "{fsync}", "Failed commit-log fsyncs")
+	diskFree := gauge("mqgate.store.disk.free", "By", "Free space the store can still write on its data disk (the file system's, plus blocks the commit log holds reserved ahead)")
+	diskReserve := gauge("mqgate.store.disk.reserve", "By", "The disk reserve (--disk-reserve): new messages are refused while mqgate.store.disk.free is below it")
+	diskTotal := gauge("mqgate.store.disk.size", "By", "Size of the file system holding the data directory")
 	dispatched := counter("mqgate.store.dispatched", "{record}", "Records the dispatcher put into consume queues and the index, by mqgate.source: feed (described by the writer as it wrote them) or log (read back from the commit log: replay after a restart, or while the writer's feed was full)")
 	rejections, err := tel.Meter(admissionScope).Int64ObservableCounter("mqgate.admission.rejections", metric.WithUnit("{request}"),
-		metric.WithDescription("Requests refused by admission, by mqgate.reason: draining (shutting down: nothing was done) or polling_full (too many parked receives)"))
+		metric.WithDescription("Requests refused by admission, by mqgate.reason: draining (shutting down: nothing was done), polling_full (too many parked receives) or disk_full (a send while the data disk is below its reserve: nothing was stored)"))
 	errs = append(errs, err)
 	authRefusals, err := tel.Meter(authScope).Int64ObservableCounter("mqgate.auth.refusals", metric.WithUnit("{request}"),
 		metric.WithDescription("Calls refused by auth (--auth-file), by mqgate.listener (grpc, REST included, or remoting) and mqgate.reason: authentication (unknown key, bad signature, no credentials) or authorization (not allowed to touch a topic or group)"))
@@ -72,6 +75,7 @@ func (n *Node) observe() (remove func(), err error) {
 	}
 	draining := metric.WithAttributeSet(attribute.NewSet(attribute.String("mqgate.reason", "draining")))
 	pollingFull := metric.WithAttributeSet(attribute.NewSet(attribute.String("mqgate.reason", "polling_full")))
+	diskFull := metric.WithAttributeSet(attribute.NewSet(attribute.String("mqgate.reason", "disk_full")))
 	fromFeed := metric.WithAttributeSet(attribute.NewSet(attribute.String("mqgate.source", "feed")))
 	fromLog := metric.WithAttributeSet(attribute.NewSet(attribute.String("mqgate.source", "log")))
 	reg, err := m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
@@ -86,14 +90,20 @@ func (n *Node) observe() (remove func(), err error) {
 		o.ObserveInt64(fsyncErrors, int64(s.FsyncErrors))
 		o.ObserveInt64(dispatched, int64(s.DispatchFed), fromFeed)
 		o.ObserveInt64(dispatched, int64(s.DispatchRead), fromLog)
+		if sp := st.Space(); sp.Err == nil {
+			o.ObserveInt64(diskFree, int64(sp.Free))
+			o.ObserveInt64(diskReserve, int64(sp.Reserve))
+			o.ObserveInt64(diskTotal, int64(sp.Total))
+		}
 		return nil
-	}, flushLag, dispatchLag, segments, appends, appendBytes, appendErrors, flushTimeouts, fsyncErrors, dispatched)
+	}, flushLag, dispatchLag, segments, appends, appendBytes, appendErrors, flushTimeouts, fsyncErrors, dispatched, diskFree, diskReserve, diskTotal)
 	if err != nil {
 		return nil, err
 	}
 	regAdm, err := tel.Meter(admissionScope).RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		o.ObserveInt64(rejections, n.gate.Rejected(), draining)
 		o.ObserveInt64(rejections, b.PollingFullRejections(), pollingFull)
+		o.ObserveInt64(rejections, int64(st.Space().Refused), diskFull)
 		return nil
 	}, rejections)
 	if err != nil {
