@@ -143,6 +143,8 @@ func explainError(err error, c clientFlags) string {
 			return fmt.Sprintf("nothing is listening at %s (connection refused): is `mqgate serve` running at that address? (set --server HOST:PORT)", c.server)
 		case strings.Contains(msg, "draining"):
 			return fmt.Sprintf("mqgate at %s is shutting down: %s", c.server, msg)
+		case !unreachable(msg):
+			return fmt.Sprintf("mqgate at %s is running but cannot serve this now: %s", c.server, msg)
 		}
 		return fmt.Sprintf("cannot reach mqgate at %s (%s): is `mqgate serve` running at that address?", c.server, msg)
 	case codes.DeadlineExceeded:

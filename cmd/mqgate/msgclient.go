@@ -58,6 +58,8 @@ func explainSDK(err error, c clientFlags, w what) string {
 			return fmt.Sprintf("nothing is listening at %s (connection refused): is `mqgate serve` running at that address? (set --server HOST:PORT)", c.server)
 		case strings.Contains(msg, "draining"):
 			return fmt.Sprintf("mqgate at %s is shutting down; nothing was stored by this call: retry against a running instance", c.server)
+		case !unreachable(msg):
+			return fmt.Sprintf("mqgate at %s is running but cannot serve this now: %v", c.server, err)
 		}
 		return fmt.Sprintf("cannot reach mqgate at %s (%v): is `mqgate serve` running at that address?", c.server, err)
 	case errors.Is(err, sdk.ErrTopicNotFound):
@@ -72,6 +74,14 @@ func explainSDK(err error, c clientFlags, w what) string {
 		if errors.As(err, &sendErr) && len(sendErr.MessageIDs) > 0 {
 			id = " " + sendErr.MessageIDs[0]
 		}
+		if errors.As(err, &se) {
+			// The server answered, with an error that does not promise
+			// nothing was stored unless its message says so.
+			if strings.Contains(se.Message, "nothing was stored") {
+				return fmt.Sprintf("mqgate at %s refused the message: %s (%s)", c.server, se.Message, se.Code)
+			}
+			return fmt.Sprintf("mqgate at %s answered %s (%s): the message may have been stored: check with `mqgate message show%s` before sending it again", c.server, se.Message, se.Code, id)
+		}
 		return fmt.Sprintf("no answer from %s, the message may have been stored (%v): check with `mqgate message show%s` before sending it again", c.server, cause(err), id)
 	case errors.Is(err, context.DeadlineExceeded):
 		return fmt.Sprintf("no answer from %s within %s: is `mqgate serve` running at that address? (raise --timeout for a slow server)", c.server, c.timeout)
@@ -79,6 +89,20 @@ func explainSDK(err error, c clientFlags, w what) string {
 		return fmt.Sprintf("%s (%s)", se.Message, se.Code)
 	}
 	return err.Error()
+}
+
+// unreachable reports whether an UNAVAILABLE error's text is grpc-go's
+// own, for a connection that could not be made or was lost, rather than
+// a status the server answered (a store that cannot write, a member that
+// lost its quorum).
+func unreachable(msg string) bool {
+	for _, s := range []string{"connection error", "transport", "error reading from server", "connection closed",
+		"name resolver", "produced zero addresses", "no such host", "not connected before the deadline"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // sdkFail prints "mqgate <name>: <explanation of err>" and returns the
