@@ -157,33 +157,42 @@ func TestDiskReserveLooks(t *testing.T) {
 }
 
 // TestDiskReserveCountsReservedBlocks: the blocks the log holds reserved
-// ahead of its records (a staging ring's whole segment) are room for new
-// messages, though the file system counts them as used.
+// ahead of its records with a staging ring (a whole segment by the
+// reserver where the disk has plenty of room, the writer's own chunks
+// elsewhere) are room for new messages, though the file system counts
+// them as used.
 func TestDiskReserveCountsReservedBlocks(t *testing.T) {
-	mem := vfs.NewMem()
-	o := storeModes[2].apply(t, testOpts(mem))
-	o.SegmentSize = 1 << 20
-	o.DiskReserve, o.DiskReservePercent = 512<<10, -1
-	mem.SetCapacity(1 << 30) // the reserver takes a whole segment only with plenty of room
-	s := mustOpen(t, "/d", o)
-	appendOne(t, s, msg("T", 0, 0))
-	deadline := time.Now().Add(10 * time.Second)
-	for s.log.ReservedAhead() < 512<<10 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the reserver did not reserve the segment: %d", s.log.ReservedAhead())
-		}
-		time.Sleep(time.Millisecond)
+	for _, c := range []struct {
+		name     string
+		capacity int64 // the reserver reserves a whole segment only with 64 MiB to spare
+	}{{"reserver", 1 << 30}, {"writer", 32 << 20}} {
+		t.Run(c.name, func(t *testing.T) {
+			mem := vfs.NewMem()
+			o := storeModes[2].apply(t, testOpts(mem))
+			o.SegmentSize = 1 << 20
+			o.DiskReserve, o.DiskReservePercent = 512<<10, -1
+			mem.SetCapacity(c.capacity)
+			s := mustOpen(t, "/d", o)
+			appendOne(t, s, msg("T", 0, 0))
+			deadline := time.Now().Add(10 * time.Second)
+			for s.log.ReservedAhead() < 512<<10 {
+				if time.Now().After(deadline) {
+					t.Fatalf("no blocks reserved ahead: %d", s.log.ReservedAhead())
+				}
+				time.Sleep(time.Millisecond)
+			}
+			u, _ := mem.Usage("/d")
+			mem.SetCapacity(int64(u.Total-u.Free) + 100<<10) // 100 KiB free, and the segment's reserved blocks
+			s.space.last.Store(nil)                          // look again now
+			if err := s.CheckSpace(); err != nil {
+				t.Fatalf("refused with the segment's blocks reserved: %v (ahead %d)", err, s.log.ReservedAhead())
+			}
+			if sp := s.Space(); sp.Free < 512<<10 || sp.Low() {
+				t.Fatalf("space: %+v", sp)
+			}
+			mustClose(t, s)
+		})
 	}
-	u, _ := mem.Usage("/d")
-	mem.SetCapacity(int64(u.Total-u.Free) + 100<<10) // 100 KiB free, and the segment's reserved blocks
-	s.space.last.Store(nil)                          // look again now
-	if err := s.CheckSpace(); err != nil {
-		t.Fatalf("refused with the segment's blocks reserved: %v (ahead %d)", err, s.log.ReservedAhead())
-	}
-	if sp := s.Space(); sp.Free < 512<<10 || sp.Low() {
-		t.Fatalf("space: %+v", sp)
-	}
-	mustClose(t, s)
 }
 
 // TestDiskReserveOffAndPercent: both parts negative turn the reserve off;

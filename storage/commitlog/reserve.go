@@ -109,6 +109,7 @@ func (seg *segment) truncate(size int64) error {
 	seg.rgen++
 	seg.reserved = 0
 	seg.allocEnd = 0
+	seg.allocated.Store(0)
 	return seg.f.Truncate(size)
 }
 
@@ -142,13 +143,15 @@ func (l *Log) allocate(seg *segment, end int64) error {
 		return err
 	}
 	seg.allocEnd = to
+	seg.allocated.Store(to)
 	return nil
 }
 
-// ReservedAhead is how many bytes of blocks the reserver holds in the
-// active segment past the end of what was answered: room the log fills
-// without taking more of the file system's free space. Free space
-// figures (statfs) count those blocks as used.
+// ReservedAhead is how many bytes of blocks the log holds reserved (by
+// the reserver, or by the writer ahead of its appends) in the active
+// segment past the end of what was answered: room the log fills without
+// taking more of the file system's free space. Free space figures
+// (statfs) count those blocks as used.
 func (l *Log) ReservedAhead() int64 {
 	l.mu.RLock()
 	var seg *segment
@@ -163,5 +166,5 @@ func (l *Log) ReservedAhead() int64 {
 	if used < 0 || used > l.opts.SegmentSize {
 		return 0
 	}
-	return max(seg.reservedUpTo()-used, 0)
+	return max(seg.reservedUpTo()-used, seg.allocated.Load()-used, 0)
 }

@@ -46,7 +46,10 @@ type segment struct {
 
 	// allocEnd: blocks are known to be reserved (or written) below this
 	// file offset (reserve.go, allocate); 0 means unknown. Writer role.
-	allocEnd int64
+	// allocated: the end of the blocks the writer itself reserved, for
+	// ReservedAhead (any goroutine).
+	allocEnd  int64
+	allocated atomic.Int64
 
 	// The reserver's progress (reserve.go): blocks below reserved are
 	// reserved; rgen counts cuts of the file, which free them.
