@@ -2,9 +2,10 @@
 // internal/e2e/mesh, internal/e2e/remoting) share: the run policy (skip
 // with -short and under -race, parallel), unique names, starting mqgate
 // and running its CLI, the official RocketMQ 5 Go client's setup (log
-// directory, config, started producers and simple consumers), and running
+// directory, config, started producers and simple consumers), running
 // a scenario of the official Node.js client (RunNode, node.go: the
-// scenarios live in internal/e2e/nodeclient).
+// scenarios live in internal/e2e/nodeclient), and a small file system to
+// fill (SmallDisk, smalldisk.go: a tmpfs mounted as root).
 //
 // It imports the official client v5.1.3, so only those test packages may
 // import it: a binary that also links mqgate's gen/apache/rocketmq/v2
