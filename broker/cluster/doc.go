@@ -37,8 +37,15 @@
 // taking a record for bad bytes. Only the apply step writes
 // a replica's commit log. A batch the store rejects for its content
 // (ErrInvalid, ErrTooLarge) is rejected by every member alike and
-// stored by none; any other store error (disk full, I/O) stops the
-// replica (Failed), since a member cannot skip an entry the others hold.
+// stored by none. A write that fails for lack of disk space changes
+// nothing (the store's appends and metadata writes are all or nothing):
+// Apply answers ErrNoSpace without stopping, and the raft loop applies
+// the same entry again once there is room (gateway/peer). Any other
+// store error (I/O) stops the replica (Failed), since a member cannot
+// skip an entry the others hold. The leader refuses new messages while
+// its own disk is below the disk reserve (storage's CheckSpace, asked
+// by the broker), so on members with disks alike the entries that reach
+// a nearly full disk are the ones consumers need to drain it.
 //
 // Metadata changes (kindMeta, meta.go: topics, groups, offsets, the
 // bootstrap with the cluster id and the receipt-handle key, barriers,

@@ -25,6 +25,12 @@ var (
 	// ErrStopped: the replica is closed, or stopped applying after an
 	// error it cannot skip (see Replica.Failed).
 	ErrStopped = errors.New("cluster: replica stopped")
+	// ErrNoSpace: Apply could not write a committed entry for lack of
+	// disk space. Nothing of the entry was applied and the replica has
+	// not stopped: the raft loop applies the same entry again once there
+	// is room. From Persist: the applied position could not be recorded
+	// (it is recorded again later).
+	ErrNoSpace = errors.New("cluster: no space left on the data disk")
 
 	errTooLarge = storage.ErrTooLarge
 )

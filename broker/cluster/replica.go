@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/mqgate/mqgate/storage"
@@ -355,10 +356,13 @@ func (r *Replica) LeadershipLost() {
 // that carry no batch: the leader's empty entries, configuration
 // changes). Entries must come in index order; one already applied (a
 // restart re-delivers what followed the recorded position only, but the
-// raft log may start earlier) is skipped. An error means the replica
-// cannot go on (a write failed: the entry can be neither skipped nor
-// applied later in its place); it stops, and the node must stop too.
-// Called by the raft loop only.
+// raft log may start earlier) is skipped. An error wrapping ErrNoSpace
+// means the disk had no room for the entry: nothing of it was applied,
+// and the caller applies it again once there is room (a write that fails
+// for lack of space changes nothing: see storage's Append and package
+// meta). Any other error means the replica cannot go on (a write failed:
+// the entry can be neither skipped nor applied later in its place); it
+// stops, and the node must stop too. Called by the raft loop only.
 func (r *Replica) Apply(index uint64, data []byte) error {
 	if err := r.Failed(); err != nil {
 		return err
@@ -371,13 +375,19 @@ func (r *Replica) Apply(index uint64, data []byte) error {
 	}
 	if len(data) > 0 {
 		if err := r.applyData(index, data); err != nil {
-			return r.fail(fmt.Errorf("cluster: apply entry %d: %w", index, err))
+			err = fmt.Errorf("cluster: apply entry %d: %w", index, err)
+			if errors.Is(err, syscall.ENOSPC) {
+				return fmt.Errorf("%w: %w", ErrNoSpace, err)
+			}
+			return r.fail(err)
 		}
 	}
 	r.st.index = index
 	r.applied.Store(index)
 	if r.since++; r.since >= r.opts.PersistEvery {
-		return r.Persist()
+		if err := r.Persist(); err != nil && !errors.Is(err, ErrNoSpace) {
+			return err
+		}
 	}
 	return nil
 }
@@ -507,14 +517,26 @@ func (r *Replica) Persist() error {
 	// Committed offsets live in memory until the metadata store flushes
 	// them; the entries that set them are not applied again after this.
 	if err := errors.Join(r.store.Sync(), r.store.Meta().Flush()); err != nil {
-		return r.fail(fmt.Errorf("cluster: persist applied position: %w", err))
+		return r.persistFailed(err)
 	}
 	if err := vfs.WriteFileAtomic(r.fs, filepath.Join(r.dir, stateFile), encodeState(r.st)); err != nil {
-		return r.fail(fmt.Errorf("cluster: persist applied position: %w", err))
+		return r.persistFailed(err)
 	}
 	r.persistedIdx = r.st.index
 	r.persisted.Store(r.st.index)
 	return nil
+}
+
+// persistFailed is a failed Persist: for lack of disk space the recorded
+// position stays where it was (a crash then applies more entries again)
+// and the next Persist tries again; anything else stops the replica.
+func (r *Replica) persistFailed(err error) error {
+	err = fmt.Errorf("cluster: persist applied position: %w", err)
+	if errors.Is(err, syscall.ENOSPC) {
+		r.logger.Warn("cluster: cannot record the applied position for lack of disk space; trying again later", "err", err)
+		return fmt.Errorf("%w: %w", ErrNoSpace, err)
+	}
+	return r.fail(err)
 }
 
 func (r *Replica) fail(err error) error {

@@ -66,6 +66,9 @@ func (n *Node) memberReady() (string, error) {
 		return "", fmt.Errorf("the raft member stopped: %v", n.raft.Err())
 	default:
 	}
+	if err := n.raft.Stalled(); err != nil {
+		return "", fmt.Errorf("the raft member waits for room on the data disk: %v", err)
+	}
 	switch lead := n.raft.Leader(); {
 	case n.raft.IsLeader():
 		return "leader", nil

@@ -46,6 +46,8 @@ type testCluster struct {
 	// tls is member id's Config.TLS (nil: plaintext for every member).
 	tls     func(id uint64) *TLS
 	joining map[uint64]bool
+	// fs, when set, is member id's store file system (nil: the OS's).
+	fs func(id uint64) vfs.FS
 }
 
 type member struct {
@@ -87,7 +89,7 @@ func newTestCluster(t testing.TB, n int, persistEvery uint64) *testCluster {
 func newTestClusterWith(t testing.TB, n int, o testCluster) *testCluster {
 	t.Helper()
 	c := &testCluster{t: t, id: "test-" + t.Name(), addrs: map[uint64]string{}, members: map[uint64]*member{},
-		persist: o.persist, snap: o.snap, timeout: o.timeout, staging: o.staging, token: o.token, tls: o.tls}
+		persist: o.persist, snap: o.snap, timeout: o.timeout, staging: o.staging, token: o.token, tls: o.tls, fs: o.fs}
 	lis := map[uint64]net.Listener{}
 	for i := range n {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -123,6 +125,9 @@ func (c *testCluster) start(id uint64, dir string, l net.Listener) *member {
 	so := storeOpts()
 	if c.staging != "" {
 		so.StagingDir = c.staging
+	}
+	if c.fs != nil {
+		so.FS = c.fs(id)
 	}
 	rep, err := cluster.OpenReplica(filepath.Join(dir, "replica"), cluster.Options{
 		Store: so, StoreHost: "cluster:8081", CommitTimeout: c.timeout, PersistEvery: c.persist, Logger: quiet})

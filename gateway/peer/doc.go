@@ -66,7 +66,11 @@
 //
 // An error the loop cannot get past (WAL write, an Applier error) stops
 // the node: Done is closed, Err says why, appends fail with
-// cluster.ErrStopped.
+// cluster.ErrStopped. An entry the Applier could not apply for lack of
+// disk space (cluster.ErrNoSpace: nothing of it applied) is not such an
+// error: the loop applies it again every second until it fits (Stalled
+// says so meanwhile), doing nothing else, so the others see a member
+// that is down until it has room; then it goes on from that entry.
 //
 // # Transport
 //

@@ -33,7 +33,9 @@ type Applier interface {
 	// Applied is the last applied index (the node resumes after it).
 	Applied() uint64
 	// Apply applies the committed entry at index; data is nil for
-	// entries without a payload. An error stops the node.
+	// entries without a payload. An error stops the node, except one
+	// wrapping cluster.ErrNoSpace: nothing of the entry was applied, and
+	// the node applies it again once there is room (awaitSpace).
 	Apply(index uint64, data []byte) error
 	// Persisted is the applied index whose effects are durable: the raft
 	// log may be compacted up to it.
@@ -140,6 +142,10 @@ type Node struct {
 	snapIdx    uint64
 	stopOnce   sync.Once
 	halt       error // set by a call on the raft loop: the loop stops with it
+
+	// stalled: the entry the raft loop waits to apply for lack of disk
+	// space, and why (awaitSpace); nil otherwise.
+	stalled atomic.Pointer[error]
 
 	members atomic.Pointer[Membership]
 	// holds: raft loop only. A member sent a snapshot at an index is
@@ -570,6 +576,9 @@ func (n *Node) run() {
 			}
 		}
 		if err := n.ready(); err != nil {
+			if errors.Is(err, errStopping) {
+				return
+			}
 			n.stopLoop(err)
 			return
 		}
@@ -675,7 +684,12 @@ func (n *Node) ready() error {
 		}
 		for _, e := range rd.CommittedEntries {
 			if err := n.applyEntry(e); err != nil {
-				return err
+				if !errors.Is(err, cluster.ErrNoSpace) || e.GetType() != raftpb.EntryNormal {
+					return err
+				}
+				if err := n.awaitSpace(e, err); err != nil {
+					return err
+				}
 			}
 		}
 		n.answerReads(rd.ReadStates)
@@ -683,6 +697,55 @@ func (n *Node) ready() error {
 		if err := n.maybeCompact(); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// errStopping: Stop was called while the raft loop waited for space.
+var errStopping = errors.New("peer: stopping")
+
+// spaceRetry is how often a member whose disk had no room for a committed
+// entry tries to apply it again.
+const spaceRetry = time.Second
+
+// awaitSpace applies the committed entry e again every spaceRetry until
+// it fits on the disk (err is why it did not), or Stop. The raft loop
+// does nothing else meanwhile: this member neither applies, answers nor
+// votes, which the others take for a member that is down (if it led, they
+// elect a leader among them after the election timeout, and proposals
+// made through it answer ErrNoQuorum), and it carries on from this entry
+// once there is room. It never skips the entry, nor stops for good: the
+// entry is committed, so the others hold it. Stalled reports the wait.
+func (n *Node) awaitSpace(e *raftpb.Entry, err error) error {
+	n.logger.Error("peer: no space left on the data disk for a committed entry: this member waits, trying again every second, and serves nothing meanwhile; free space on its disk",
+		"index", e.GetIndex(), "err", err)
+	stall := fmt.Errorf("cannot apply raft entry %d for lack of disk space (trying again every %s): %w", e.GetIndex(), spaceRetry, err)
+	n.stalled.Store(&stall)
+	defer n.stalled.Store(nil)
+	t := time.NewTicker(spaceRetry)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.stopc:
+			return errStopping
+		case <-t.C:
+		}
+		err := n.app.Apply(e.GetIndex(), e.GetData())
+		switch {
+		case err == nil:
+			n.logger.Info("peer: applying committed entries again: the data disk has room", "index", e.GetIndex())
+			return nil
+		case !errors.Is(err, cluster.ErrNoSpace):
+			return err
+		}
+	}
+}
+
+// Stalled is why the raft loop waits to apply a committed entry (no room
+// on the data disk), or nil.
+func (n *Node) Stalled() error {
+	if p := n.stalled.Load(); p != nil {
+		return *p
 	}
 	return nil
 }
