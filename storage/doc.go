@@ -25,6 +25,8 @@
 //	err := s.DeleteTopic(ctx, topic)
 //	md := s.Meta()                            // topics, groups, offsets, blobs
 //	st := s.Stats()                           // counters, latency histograms, lags
+//	err := s.CheckSpace()                     // ErrDiskFull below the disk reserve (space.go)
+//	sp := s.Space()                           // free space, reserve, refusals
 //
 // Broker packages declare the subset they need as their own interfaces
 // (broker/pop.Store, broker/deferred.Store, ...); *Store satisfies them.
@@ -157,6 +159,15 @@
 // safe against a crash: a salvage run again finishes what one left and
 // copies nothing twice (salvage.go). Verify reports what a salvage would
 // bring back, and salvages left unfinished.
+//
+// # Disk reserve
+//
+// Options.DiskReserve (and DiskReservePercent) is free space kept for the
+// writes that let consumers drain the store. CheckSpace answers
+// ErrDiskFull while less is free; the broker asks it before storing a new
+// message, and the store itself refuses nothing for it, so POP journal
+// records, metadata and the store's own files go on into the reserve.
+// Free space counts the blocks the log holds reserved ahead. See space.go.
 //
 // # Retention
 //

@@ -3,7 +3,9 @@
 // message type against the topic's type), picks the queue (hash of the
 // message group for FIFO, round robin otherwise; a batch stays in one
 // queue) and appends through the store, mapping the receipt honestly: a
-// flush timeout is reported per message, never as OK.
+// flush timeout is reported per message, never as OK. While the store's
+// disk is below its reserve (Space, storage's CheckSpace) it refuses a
+// send as a whole, before anything of it is stored (KindDiskFull).
 //
 // produce must not import gen/, gateway/ or other broker services except
 // through the interfaces it declares.
