@@ -7,8 +7,8 @@ import (
 )
 
 // background runs the periodic work of the store on one goroutine:
-// checkpoints (also one as soon as the index seals a file), retention and
-// metadata flushes.
+// checkpoints (also one as soon as the index seals a file), retention,
+// metadata flushes and looks at the free space (space.go).
 func (s *Store) background() {
 	defer close(s.bgDone)
 	cp := time.NewTicker(s.opts.CheckpointInterval)
@@ -17,6 +17,12 @@ func (s *Store) background() {
 	defer ret.Stop()
 	mf := time.NewTicker(s.opts.MetaFlushInterval)
 	defer mf.Stop()
+	sp := time.NewTicker(spaceMaxAge)
+	defer sp.Stop()
+	spc := sp.C
+	if s.opts.noSpaceLooks {
+		spc = nil
+	}
 	for {
 		select {
 		case <-s.bgStop:
@@ -39,6 +45,8 @@ func (s *Store) background() {
 			if err := s.meta.Flush(); err != nil {
 				s.logger.Warn("storage: metadata flush failed", "err", err)
 			}
+		case <-spc:
+			s.look(spaceMaxAge) // the free space against the disk reserve (space.go)
 		}
 	}
 }

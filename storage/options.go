@@ -134,6 +134,9 @@ type Options struct {
 	// feedMax overrides how many records the writer's feed to the
 	// dispatcher holds (feed.go); < 0 turns the feed off. For tests.
 	feedMax int
+	// noSpaceLooks stops the background loop's looks at the free space
+	// (space.go), so that a test counts CheckSpace's own.
+	noSpaceLooks bool
 }
 
 // Defaults returns o with every zero field set to its default.

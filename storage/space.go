@@ -23,11 +23,11 @@ import (
 // Free space is the file system's (statfs: what an unprivileged process
 // may still take) plus the blocks the log holds reserved ahead of its
 // records in the active segment (ReservedAhead), which it fills without
-// taking more. It is looked up at most once per spaceMaxAge while the
-// headroom above the reserve, less what was appended since, stays
-// positive, and again (at most every spaceMinGap) as soon as it may not
-// be; so a send costs a few atomic loads, and another process filling
-// the disk is noticed within spaceMaxAge.
+// taking more. The background loop looks it up every spaceMaxAge, so
+// another process filling the disk is noticed within that; CheckSpace
+// looks again (at most every spaceMinGap) only once what was appended
+// since the last look may have used the headroom above the reserve up.
+// So a send costs two atomic loads and no clock read.
 
 // DefaultDiskReserve and DefaultDiskReservePercent are the reserve's
 // defaults: the larger of 1 GiB and 5% of the file system.
@@ -144,17 +144,14 @@ func (s *Store) look(maxAge time.Duration) *spaceLook {
 // The broker calls it before it stores a message a client sent; the
 // writes consumers and the store itself make are never refused (see the
 // comment at the top of this file). A free space that cannot be read
-// refuses nothing. Cheap: a look at the file system at most once a
-// second while far from the reserve.
+// refuses nothing. Cheap: two atomic loads while the last look leaves
+// room; the background loop looks at the file system once a second.
 func (s *Store) CheckSpace() error {
 	if s.reserveOff() {
 		return nil
 	}
-	l := s.look(spaceMaxAge)
-	if l.Err != nil {
-		return nil
-	}
-	if appended := s.c.appendBytes.Load() - l.appended; l.Free >= l.Reserve && l.Free-l.Reserve > appended {
+	l := s.space.last.Load() // Open looked
+	if l.Err == nil && l.Free >= l.Reserve && l.Free-l.Reserve > s.c.appendBytes.Load()-l.appended {
 		return nil // what was appended since the look cannot have used the headroom up
 	}
 	if l = s.look(spaceMinGap); !l.Low() {

@@ -3,6 +3,8 @@ package storage
 import (
 	"context"
 	"errors"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -51,6 +53,8 @@ func testDiskReserve(t *testing.T, o Options) {
 	waitAll(t, s)
 	u, _ := mem.Usage("/d")
 	mem.SetCapacity(int64(u.Total-u.Free) + reserve + 20<<10)
+	clk.advance(spaceMaxAge)
+	s.Space() // the background loop's look a second later
 	admitted := 0
 	for ; ; admitted++ {
 		if admitted == 10000 {
@@ -103,10 +107,11 @@ func (c *usageCounter) Usage(dir string) (vfs.DiskUsage, error) {
 	return c.FS.Usage(dir)
 }
 
-// TestDiskReserveLooks: CheckSpace looks at the file system again once
-// its last look is spaceMaxAge old, or as soon as what was appended since
-// may have used the headroom above the reserve up (at most every
-// spaceMinGap); otherwise it answers from the last look.
+// TestDiskReserveLooks: CheckSpace answers from the last look at the
+// file system while what was appended since cannot have used the
+// headroom above the reserve up, and looks again (at most every
+// spaceMinGap) once it may have; the background loop looks every
+// spaceMaxAge (here: Space, which it calls).
 func TestDiskReserveLooks(t *testing.T) {
 	mem := vfs.NewMem()
 	fs := &usageCounter{FS: mem}
@@ -115,6 +120,7 @@ func TestDiskReserveLooks(t *testing.T) {
 	clk := &fakeNow{t: time.Unix(1_700_000_000, 0)}
 	o.Now = clk.now
 	o.DiskReserve, o.DiskReservePercent = 64<<10, -1
+	o.noSpaceLooks = true // counted here: Space stands for the background loop's
 	mem.SetCapacity(1 << 20)
 	s := mustOpen(t, "/d", o)
 	looks := func() int64 { return fs.n.Load() }
@@ -132,12 +138,14 @@ func TestDiskReserveLooks(t *testing.T) {
 		check(n)
 	}
 	appendOne(t, s, msg("T", 0, 0)) // far less than the headroom
-	clk.advance(spaceMinGap)
+	clk.advance(spaceMaxAge)
 	check(n)
 	// 4 KiB of headroom: the reserve is the rest of what is free.
-	s.opts.DiskReserve = int64(s.Space().Free) - 4<<10
-	clk.advance(spaceMaxAge)
-	check(n + 1)
+	s.opts.DiskReserve = int64(s.space.last.Load().Free) - 4<<10
+	s.Space()
+	if got := looks(); got != n+1 {
+		t.Fatalf("Space a second after the last look: %d looks, want %d", got, n+1)
+	}
 	for from, i := s.Stats().AppendBytes, 1; s.Stats().AppendBytes-from <= 4<<10; i++ {
 		appendOne(t, s, msg("T", 0, i))
 	}
@@ -149,11 +157,26 @@ func TestDiskReserveLooks(t *testing.T) {
 	if got := looks(); got != n+2 {
 		t.Fatalf("%d looks at the free space after the headroom was appended, want %d", got, n+2)
 	}
-	s.opts.DiskReserve = 1
-	clk.advance(spaceMaxAge)
-	check(n + 3)
-	check(n + 3)
 	mustClose(t, s)
+}
+
+// TestDiskReserveLooksEverySecond: the store looks at its free space once
+// a second by itself, so a disk filled by others is seen without a send.
+func TestDiskReserveLooksEverySecond(t *testing.T) {
+	mem := vfs.NewMem()
+	fs := &usageCounter{FS: mem}
+	o := testOpts(fs)
+	o.StagingDir = "off"
+	s := mustOpen(t, "/d", o)
+	defer mustClose(t, s)
+	n := fs.n.Load()
+	deadline := time.Now().Add(10 * time.Second)
+	for fs.n.Load() == n {
+		if time.Now().After(deadline) {
+			t.Fatal("the store did not look at its free space by itself within 10 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // TestDiskReserveCountsReservedBlocks: the blocks the log holds reserved
@@ -183,7 +206,7 @@ func TestDiskReserveCountsReservedBlocks(t *testing.T) {
 			}
 			u, _ := mem.Usage("/d")
 			mem.SetCapacity(int64(u.Total-u.Free) + 100<<10) // 100 KiB free, and the segment's reserved blocks
-			s.space.last.Store(nil)                          // look again now
+			s.look(0)                                        // look again now
 			if err := s.CheckSpace(); err != nil {
 				t.Fatalf("refused with the segment's blocks reserved: %v (ahead %d)", err, s.log.ReservedAhead())
 			}
@@ -235,4 +258,26 @@ func TestFormatBytes(t *testing.T) {
 			t.Errorf("FormatBytes(%d) = %q, want %q", n, got, want)
 		}
 	}
+}
+
+// BenchmarkCheckSpace: the disk-reserve check every send makes, from 16
+// goroutines at once, on the OS file system (a look at the free space
+// once a second, two atomic loads otherwise). Compare its cpu-ns/check
+// (the benchmark loop's own cost included) with BenchmarkAppendAsync's
+// cpu-ns/append in the same run.
+func BenchmarkCheckSpace(b *testing.B) {
+	s := openBench(b, filepath.Join(benchDir(b), "store"), Options{FlushMode: FlushAsync})
+	defer s.Close(context.Background())
+	b.SetParallelism(16 / max(runtime.GOMAXPROCS(0), 1))
+	b.ResetTimer()
+	cpu0 := processCPU(b)
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if err := s.CheckSpace(); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64((processCPU(b)-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/check")
 }
