@@ -7,8 +7,9 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -19,14 +20,25 @@ import (
 	"github.com/mqgate/mqgate/internal/testutil"
 )
 
-// diskFree is the free space of the file system holding dir.
-func diskFree(t *testing.T, dir string) int64 {
+// appendedBytes is what p's store has appended to its commit log
+// (mqgate_store_append_size_bytes_total).
+func appendedBytes(t *testing.T, p *testutil.Proc) int64 {
 	t.Helper()
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(dir, &st); err != nil {
+	resp, err := http.Get("http://" + p.Metrics + "/metrics")
+	if err != nil {
 		t.Fatal(err)
 	}
-	return int64(st.Bavail) * st.Bsize
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	m := regexp.MustCompile(`(?m)^mqgate_store_append_size_bytes_total\{[^}]*\} (\S+)$`).FindSubmatch(b)
+	if m == nil {
+		t.Fatalf("no mqgate_store_append_size_bytes_total in /metrics")
+	}
+	f, err := strconv.ParseFloat(string(m[1]), 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return int64(f)
 }
 
 // TestDiskFullDrainsToTheEnd fills a small data disk (a 40 MiB tmpfs; the
@@ -106,7 +118,7 @@ func TestDiskFullDrainsToTheEnd(t *testing.T) {
 	}
 
 	// Drain: every accepted message, each once.
-	freeBefore := diskFree(t, disk)
+	appendedBefore := appendedBytes(t, p)
 	c := newConsumer(t, p, group, 0, all(topic))
 	got := map[string]bool{}
 	deadline := time.Now().Add(2 * time.Minute)
@@ -134,8 +146,9 @@ func TestDiskFullDrainsToTheEnd(t *testing.T) {
 	if mvs := receive(t, c, 32, 30*time.Second); len(mvs) != 0 {
 		t.Fatalf("%d more messages after the drain", len(mvs))
 	}
-	t.Logf("draining %d messages (receives of up to 32, one ack each) took %d bytes of the reserve (%d per message)",
-		len(got), freeBefore-diskFree(t, disk), (freeBefore-diskFree(t, disk))/int64(len(got)))
+	drained := appendedBytes(t, p) - appendedBefore
+	t.Logf("draining %d messages (receives of up to 32, one ack each) appended %d bytes to the commit log (%d per message)",
+		len(got), drained, drained/int64(len(got)))
 
 	// An operator frees space: sends are accepted again, no restart.
 	if err := os.Remove(ballast); err != nil {
