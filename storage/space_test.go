@@ -3,6 +3,7 @@ package storage
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mqgate/mqgate/storage/message"
 	"github.com/mqgate/mqgate/storage/vfs"
 )
 
@@ -76,9 +78,11 @@ func testDiskReserve(t *testing.T, o Options) {
 	if !sp.Low() || sp.Refused != 1 || sp.Reserve != reserve || sp.Free >= reserve {
 		t.Fatalf("space after the refusal: %+v", sp)
 	}
-	// What consumers write goes on: the reserve holds it.
+	// What consumers write goes on: the reserve holds it (records like
+	// the POP journal's, with no keys to index).
 	for i := range 100 {
-		if _, err := s.Append(context.Background(), msg("sys", 0, i)); err != nil {
+		rec := &message.Message{Topic: "sys", BornTime: int64(i), BornHost: "h:1", Body: []byte(fmt.Sprintf("journal-%d", i))}
+		if _, err := s.Append(context.Background(), rec); err != nil {
 			t.Fatalf("append %d into the reserve: %v (%+v)", i, err, s.Space())
 		}
 	}
