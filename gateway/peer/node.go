@@ -117,7 +117,7 @@ type Node struct {
 	// last raft snapshot: a snapshot at index p records the one in force
 	// at p (confAt), not a later one.
 	confs []confAt
-	book   *book
+	book  *book
 
 	propc   chan proposal
 	recvc   chan *raftpb.Message
