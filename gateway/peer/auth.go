@@ -28,7 +28,7 @@ import (
 //  2. it carries the peer token, when the member has one (compared in
 //     constant time);
 //  3. its metadata names this member's cluster;
-//  4. a raft stream (Send) names its sender (mdFromNode): a member this
+//  4. a raft stream (Raft) names its sender (mdFromNode): a member this
 //     one knows (its --peers, or added by the group), or one removed
 //     from the group, which serveSend then tells so.
 //
@@ -88,7 +88,7 @@ func (r *refusals) snapshot() map[string]uint64 {
 
 // peerMethods are the methods admit lets through.
 var peerMethods = map[string]bool{
-	sendMethod: true, infoMethod: true, statusMethod: true, transferMethod: true,
+	raftMethod: true, infoMethod: true, statusMethod: true, transferMethod: true,
 	copyMethod: true, addMethod: true, removeMethod: true,
 }
 
@@ -105,7 +105,7 @@ func (t *transport) admit(ctx context.Context, info *tap.Info) (context.Context,
 	if err := t.checkCredentials(info.Header); err != nil {
 		return ctx, err
 	}
-	if info.FullMethodName != sendMethod {
+	if info.FullMethodName != raftMethod {
 		return ctx, nil
 	}
 	v := info.Header.Get(mdFromNode)

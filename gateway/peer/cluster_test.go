@@ -24,12 +24,13 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/mqgate/mqgate/broker/cluster"
+	clusterv1 "github.com/mqgate/mqgate/gen/mqgate/cluster/v1"
 	"github.com/mqgate/mqgate/storage"
 	"github.com/mqgate/mqgate/storage/message"
 	"github.com/mqgate/mqgate/storage/vfs"
+	"google.golang.org/protobuf/proto"
 )
 
 // testCluster is a group of in-process members on loopback addresses.
@@ -610,17 +611,19 @@ func (c *testCluster) raftStream(to uint64, md metadata.MD, m *raftpb.Message) e
 	defer conn.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	s, err := conn.NewStream(metadata.NewOutgoingContext(ctx, md), &serviceDesc.Streams[0], sendMethod)
+	s, err := clusterv1.NewPeerServiceClient(conn).Raft(metadata.NewOutgoingContext(ctx, md))
 	if err != nil {
 		return err
 	}
-	if err := s.SendMsg(m); err != nil && !errors.Is(err, io.EOF) {
+	b, err := proto.Marshal(m)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if err := s.Send(&clusterv1.RaftRequest{Messages: []*clusterv1.RaftMessage{{Group: group, Message: b}}}); err != nil && !errors.Is(err, io.EOF) {
 		return err
 	}
-	if err := s.CloseSend(); err != nil {
-		return err
-	}
-	return s.RecvMsg(new(emptypb.Empty))
+	_, err = s.CloseAndRecv()
+	return err
 }
 
 // A raft stream that names another cluster, carries no token, comes from

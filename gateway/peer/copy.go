@@ -15,15 +15,15 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/mqgate/mqgate/broker/cluster"
+	clusterv1 "github.com/mqgate/mqgate/gen/mqgate/cluster/v1"
 )
 
 // Copying a store to a member that fell behind (raft snapshots; see
 // broker/cluster's snapshot.go). CopyStore is a server stream: the
 // request names the least applied index the copy must reach; the first
-// answer is the JSON of a cluster.Checkpoint, then come the segments'
+// chunk is the JSON of a cluster.Checkpoint, then come the segments'
 // bytes in order, in chunks of copyChunk.
 
 const (
@@ -32,16 +32,6 @@ const (
 	// maxCopyHeader bounds the checkpoint's JSON (the metadata files).
 	maxCopyHeader = 512 << 20
 )
-
-func (t *transport) serveCopy(stream grpc.ServerStream) error {
-	var req wrapperspb.UInt64Value
-	if err := t.decodeControl(stream.RecvMsg, &req); err != nil {
-		return err
-	}
-	return t.svc.copyStore(stream.Context(), req.GetValue(), func(b []byte) error {
-		return stream.SendMsg(wrapperspb.Bytes(b))
-	})
-}
 
 // copyStore checkpoints this member's replica (on the raft loop) and
 // sends it.
@@ -98,23 +88,17 @@ func (n *Node) fetchCopy(ctx context.Context, from, least uint64) (uint64, error
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	desc := &grpc.StreamDesc{StreamName: "CopyStore", ServerStreams: true}
-	s, err := conn.NewStream(outgoing(WithToken(ctx, n.cfg.Token), n.cfg.ClusterID), desc, copyMethod, grpc.MaxCallRecvMsgSize(maxCopyHeader))
+	s, err := clusterv1.NewPeerServiceClient(conn).CopyStore(outgoing(WithToken(ctx, n.cfg.Token), n.cfg.ClusterID),
+		&clusterv1.CopyStoreRequest{Least: least, Group: group}, grpc.MaxCallRecvMsgSize(maxCopyHeader))
 	if err != nil {
 		return 0, err
 	}
-	if err := s.SendMsg(wrapperspb.UInt64(least)); err != nil {
-		return 0, err
-	}
-	if err := s.CloseSend(); err != nil {
-		return 0, err
-	}
-	var head wrapperspb.BytesValue
-	if err := s.RecvMsg(&head); err != nil {
+	head, err := s.Recv()
+	if err != nil {
 		return 0, err
 	}
 	var cp cluster.Checkpoint
-	if err := json.Unmarshal(head.GetValue(), &cp); err != nil {
+	if err := json.Unmarshal(head.GetChunk(), &cp); err != nil {
 		return 0, fmt.Errorf("peer: copy header: %w", err)
 	}
 	if cp.Index < least {
@@ -124,14 +108,14 @@ func (n *Node) fetchCopy(ctx context.Context, from, least uint64) (uint64, error
 	fill := func(sp cluster.SegmentPart, w io.Writer) error {
 		for left := sp.Length; left > 0; {
 			if len(pending) == 0 {
-				var chunk wrapperspb.BytesValue
-				if err := s.RecvMsg(&chunk); err != nil {
+				chunk, err := s.Recv()
+				if err != nil {
 					if errors.Is(err, io.EOF) {
 						return fmt.Errorf("peer: the copy of segment %s ended %d bytes early", sp.Name, left)
 					}
 					return err
 				}
-				pending = chunk.GetValue()
+				pending = chunk.GetChunk()
 				if len(pending) == 0 {
 					return fmt.Errorf("peer: empty chunk in the copy of segment %s", sp.Name)
 				}

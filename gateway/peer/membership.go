@@ -197,8 +197,8 @@ func (n *Node) probeNew(ctx context.Context, id uint64, addr string) error {
 		return badRequest("peer: add member %d: the member at %s has another peer token", id, addr)
 	case err != nil:
 		return badRequest("peer: add member %d: no member answers at %s (start it with --join first): %v", id, addr, err)
-	case a.ID != id:
-		return badRequest("peer: add member %d: the member at %s is member %d", id, addr, a.ID)
+	case a.GetId() != id:
+		return badRequest("peer: add member %d: the member at %s is member %d", id, addr, a.GetId())
 	case a.Leader != 0:
 		return badRequest("peer: add member %d: the member at %s already follows leader %d; start it on an empty data directory with --join", id, addr, a.Leader)
 	}

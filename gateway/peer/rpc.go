@@ -2,21 +2,17 @@ package peer
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/emptypb"
-	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/mqgate/mqgate/broker/cluster"
+	clusterv1 "github.com/mqgate/mqgate/gen/mqgate/cluster/v1"
 )
 
 // MemberInfo is where a member serves clients; an empty address is a
@@ -38,14 +34,12 @@ type MemberInfo struct {
 	Format int `json:"format,omitempty"`
 }
 
-// infoAnswer is the Info method's answer, JSON in a BytesValue.
-type infoAnswer struct {
-	ID     uint64     `json:"id"`
-	Leader uint64     `json:"leader"`
-	Info   MemberInfo `json:"info"`
-	// Now is the member's wall clock when it answered (unix ms;
-	// ClockOffset). Absent (0) from a version without it.
-	Now int64 `json:"now,omitempty"`
+func (m MemberInfo) toProto() *clusterv1.MemberInfo {
+	return &clusterv1.MemberInfo{Grpc: m.GRPC, Http: m.HTTP, Remoting: m.Remoting, RemotingGreeting: m.RemotingGreeting, Format: int32(m.Format)}
+}
+
+func memberInfoOf(p *clusterv1.MemberInfo) MemberInfo {
+	return MemberInfo{GRPC: p.GetGrpc(), HTTP: p.GetHttp(), Remoting: p.GetRemoting(), RemotingGreeting: p.GetRemotingGreeting(), Format: int(p.GetFormat())}
 }
 
 // memberInfoTTL is how long a member's answer to Info is used before it
@@ -57,8 +51,8 @@ type cachedInfo struct {
 	at   time.Time
 }
 
-func (n *Node) info() infoAnswer {
-	return infoAnswer{ID: n.cfg.NodeID, Leader: n.lead.Load(), Info: n.cfg.Info, Now: time.Now().UnixMilli()}
+func (n *Node) info() *clusterv1.InfoResponse {
+	return &clusterv1.InfoResponse{Id: n.cfg.NodeID, Leader: n.lead.Load(), Info: n.cfg.Info.toProto(), NowUnixMs: time.Now().UnixMilli()}
 }
 
 // ErrNoClock: a member of a version that does not report its clock.
@@ -78,11 +72,11 @@ func (n *Node) ClockOffset(ctx context.Context, id uint64) (offset, uncertainty 
 	if err != nil {
 		return 0, 0, fmt.Errorf("peer: clock of member %d: %w", id, err)
 	}
-	if a.Now == 0 {
+	if a.GetNowUnixMs() == 0 {
 		return 0, 0, fmt.Errorf("%w (member %d)", ErrNoClock, id)
 	}
 	mid := t0.Add(t1.Sub(t0) / 2)
-	return time.UnixMilli(a.Now).Sub(mid), t1.Sub(t0)/2 + time.Millisecond, nil
+	return time.UnixMilli(a.GetNowUnixMs()).Sub(mid), t1.Sub(t0)/2 + time.Millisecond, nil
 }
 
 // MemberInfo is member id's client addresses: this node's own from its
@@ -106,13 +100,14 @@ func (n *Node) MemberInfo(ctx context.Context, id uint64) (MemberInfo, error) {
 	if err != nil {
 		return MemberInfo{}, fmt.Errorf("peer: info of member %d at %s: %w", id, n.book.addr(id), err)
 	}
-	if a.ID != id {
-		return MemberInfo{}, fmt.Errorf("peer: member %d's address %s answers as member %d", id, n.book.addr(id), a.ID)
+	if a.GetId() != id {
+		return MemberInfo{}, fmt.Errorf("peer: member %d's address %s answers as member %d", id, n.book.addr(id), a.GetId())
 	}
+	info := memberInfoOf(a.GetInfo())
 	n.infoMu.Lock()
-	n.infos[id] = cachedInfo{info: a.Info, at: time.Now()}
+	n.infos[id] = cachedInfo{info: info, at: time.Now()}
 	n.infoMu.Unlock()
-	return a.Info, nil
+	return info, nil
 }
 
 // ForgetMemberInfo drops what MemberInfo keeps of member id, so that the
@@ -123,16 +118,8 @@ func (n *Node) ForgetMemberInfo(id uint64) {
 	n.infoMu.Unlock()
 }
 
-func callInfo(ctx context.Context, conn *grpc.ClientConn, clusterID string) (infoAnswer, error) {
-	var a infoAnswer
-	out := new(wrapperspb.BytesValue)
-	if err := conn.Invoke(outgoing(ctx, clusterID), infoMethod, new(emptypb.Empty), out); err != nil {
-		return a, err
-	}
-	if err := json.Unmarshal(out.GetValue(), &a); err != nil {
-		return a, fmt.Errorf("peer: info answer: %w", err)
-	}
-	return a, nil
+func callInfo(ctx context.Context, conn *grpc.ClientConn, clusterID string) (*clusterv1.InfoResponse, error) {
+	return clusterv1.NewPeerServiceClient(conn).Info(outgoing(ctx, clusterID), &clusterv1.InfoRequest{})
 }
 
 func outgoing(ctx context.Context, clusterID string) context.Context {
@@ -140,33 +127,6 @@ func outgoing(ctx context.Context, clusterID string) context.Context {
 		return metadata.AppendToOutgoingContext(ctx, mdClusterID, clusterID, mdToken, tok)
 	}
 	return metadata.AppendToOutgoingContext(ctx, mdClusterID, clusterID)
-}
-
-func (t *transport) serveInfo(_ context.Context, _ *emptypb.Empty) (*wrapperspb.BytesValue, error) {
-	return jsonValue(t.svc.info())
-}
-
-func (t *transport) serveStatus(ctx context.Context, _ *emptypb.Empty) (*wrapperspb.BytesValue, error) {
-	st, err := t.svc.Status(ctx)
-	if err != nil {
-		return nil, rpcError(err)
-	}
-	return jsonValue(st)
-}
-
-func (t *transport) serveTransfer(ctx context.Context, to *wrapperspb.UInt64Value) (*emptypb.Empty, error) {
-	if err := t.svc.TransferLeadership(ctx, to.GetValue()); err != nil {
-		return nil, rpcError(err)
-	}
-	return new(emptypb.Empty), nil
-}
-
-func jsonValue(v any) (*wrapperspb.BytesValue, error) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, status.Errorf(codes.Internal, "peer: %v", err)
-	}
-	return wrapperspb.Bytes(b), nil
 }
 
 // rpcError gives a node's error its gRPC code: not leading is
@@ -204,20 +164,16 @@ func dial(ctx context.Context, peerAddr string) (*grpc.ClientConn, error) {
 // DialStatus asks the member at peerAddr (its peer address) for its
 // Status; clusterID must be the member's cluster id.
 func DialStatus(ctx context.Context, peerAddr, clusterID string) (Status, error) {
-	var st Status
 	conn, err := dial(ctx, peerAddr)
 	if err != nil {
-		return st, err
+		return Status{}, err
 	}
 	defer conn.Close()
-	out := new(wrapperspb.BytesValue)
-	if err := conn.Invoke(outgoing(ctx, clusterID), statusMethod, new(emptypb.Empty), out); err != nil {
-		return st, fmt.Errorf("peer: status of %s: %w", peerAddr, err)
+	resp, err := clusterv1.NewPeerServiceClient(conn).Status(outgoing(ctx, clusterID), &clusterv1.StatusRequest{Group: group})
+	if err != nil {
+		return Status{}, fmt.Errorf("peer: status of %s: %w", peerAddr, err)
 	}
-	if err := json.Unmarshal(out.GetValue(), &st); err != nil {
-		return st, fmt.Errorf("peer: status of %s: %w", peerAddr, err)
-	}
-	return st, nil
+	return statusOf(resp), nil
 }
 
 // DialTransfer asks the group that the member at peerAddr belongs to to
@@ -225,14 +181,11 @@ func DialStatus(ctx context.Context, peerAddr, clusterID string) (Status, error)
 // leader saw it) or ctx ends. The request goes to the leader (atLeader).
 func DialTransfer(ctx context.Context, peerAddr, clusterID string, to uint64) error {
 	return atLeader(ctx, peerAddr, clusterID, func(addr string) error {
-		return invoke(ctx, addr, clusterID, transferMethod, wrapperspb.UInt64(to), "transfer leadership to %d", to)
+		return invoke(ctx, addr, clusterID, func(c clusterv1.PeerServiceClient, ctx context.Context) error {
+			_, err := c.TransferLeadership(ctx, &clusterv1.TransferLeadershipRequest{To: to, Group: group})
+			return err
+		}, "transfer leadership to %d", to)
 	})
-}
-
-// addRequest is the AddMember method's request, JSON in a BytesValue.
-type addRequest struct {
-	ID   uint64 `json:"id"`
-	Peer string `json:"peer"`
 }
 
 // DialAddMember asks the group that the member at peerAddr belongs to to
@@ -240,12 +193,11 @@ type addRequest struct {
 // returns once id votes or ctx ends. The request goes to the leader
 // (atLeader).
 func DialAddMember(ctx context.Context, peerAddr, clusterID string, id uint64, addr string) error {
-	req, err := json.Marshal(addRequest{ID: id, Peer: addr})
-	if err != nil {
-		return err
-	}
 	return atLeader(ctx, peerAddr, clusterID, func(at string) error {
-		return invoke(ctx, at, clusterID, addMethod, wrapperspb.Bytes(req), "add member %d", id)
+		return invoke(ctx, at, clusterID, func(c clusterv1.PeerServiceClient, ctx context.Context) error {
+			_, err := c.AddMember(ctx, &clusterv1.AddMemberRequest{Id: id, Peer: addr})
+			return err
+		}, "add member %d", id)
 	})
 }
 
@@ -255,7 +207,10 @@ func DialAddMember(ctx context.Context, peerAddr, clusterID string, id uint64, a
 // leadership over first, and the request follows it.
 func DialRemoveMember(ctx context.Context, peerAddr, clusterID string, id uint64) error {
 	return atLeader(ctx, peerAddr, clusterID, func(at string) error {
-		return invoke(ctx, at, clusterID, removeMethod, wrapperspb.UInt64(id), "remove member %d", id)
+		return invoke(ctx, at, clusterID, func(c clusterv1.PeerServiceClient, ctx context.Context) error {
+			_, err := c.RemoveMember(ctx, &clusterv1.RemoveMemberRequest{Id: id})
+			return err
+		}, "remove member %d", id)
 	})
 }
 
@@ -305,43 +260,16 @@ func findLeader(ctx context.Context, clusterID string, addrs ...string) (string,
 	}
 }
 
-func invoke(ctx context.Context, peerAddr, clusterID, method string, req proto.Message, what string, args ...any) error {
+func invoke(ctx context.Context, peerAddr, clusterID string, call func(clusterv1.PeerServiceClient, context.Context) error, what string, args ...any) error {
 	conn, err := dial(ctx, peerAddr)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	if err := conn.Invoke(outgoing(ctx, clusterID), method, req, new(emptypb.Empty)); err != nil {
+	if err := call(clusterv1.NewPeerServiceClient(conn), outgoing(ctx, clusterID)); err != nil {
 		return fmt.Errorf("peer: %s at %s: %w", fmt.Sprintf(what, args...), peerAddr, err)
 	}
 	return nil
-}
-
-func (t *transport) serveAdd(ctx context.Context, req *wrapperspb.BytesValue) (*emptypb.Empty, error) {
-	var r addRequest
-	if err := json.Unmarshal(req.GetValue(), &r); err != nil {
-		return nil, status.Errorf(codes.InvalidArgument, "peer: add member: %v", err)
-	}
-	if r.ID == 0 {
-		return nil, status.Error(codes.InvalidArgument, "peer: add member: the id must be above 0")
-	}
-	if _, _, err := net.SplitHostPort(r.Peer); err != nil {
-		return nil, status.Errorf(codes.InvalidArgument, "peer: add member %d: peer address %q: %v", r.ID, r.Peer, err)
-	}
-	if err := t.svc.AddMember(ctx, r.ID, r.Peer); err != nil {
-		return nil, rpcError(err)
-	}
-	return new(emptypb.Empty), nil
-}
-
-func (t *transport) serveRemove(ctx context.Context, id *wrapperspb.UInt64Value) (*emptypb.Empty, error) {
-	if id.GetValue() == 0 {
-		return nil, status.Error(codes.InvalidArgument, "peer: remove member: the id must be above 0")
-	}
-	if err := t.svc.RemoveMember(ctx, id.GetValue()); err != nil {
-		return nil, rpcError(err)
-	}
-	return new(emptypb.Empty), nil
 }
 
 type tokenKey struct{}

@@ -2,7 +2,6 @@ package peer
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"strings"
@@ -10,13 +9,13 @@ import (
 	"testing"
 	"time"
 
+	clusterv1 "github.com/mqgate/mqgate/gen/mqgate/cluster/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/emptypb"
-	"google.golang.org/protobuf/types/known/wrapperspb"
+	"google.golang.org/protobuf/proto"
 )
 
 // testCtx is a test's context for peer calls: 20 s, carrying testToken
@@ -95,17 +94,26 @@ func TestMemberInfo(t *testing.T) {
 	})
 }
 
-// Info's answer names RemotingGreeting on the wire; the answer of a
-// member of a version without it (no such field) reads as false.
-func TestMemberInfoRemotingGreetingOnTheWire(t *testing.T) {
-	var a infoAnswer
-	older := `{"id":2,"leader":1,"info":{"grpc":"h:8081","http":"h:8080","remoting":"h:9876"}}`
-	if err := json.Unmarshal([]byte(older), &a); err != nil || a.Info.RemotingGreeting || a.Info.Remoting != "h:9876" {
-		t.Fatalf("an older member's answer: %+v, %v", a, err)
+// Info's answer carries the member's client addresses, RemotingGreeting
+// and format; an answer without them (a member that sets none) reads as
+// false and 0.
+func TestMemberInfoOnTheWire(t *testing.T) {
+	in := MemberInfo{GRPC: "h:8081", HTTP: "h:8080", Remoting: "h:9876", RemotingGreeting: true, Format: 2}
+	b, err := proto.Marshal(in.toProto())
+	if err != nil {
+		t.Fatal(err)
 	}
-	b, err := json.Marshal(infoAnswer{ID: 1, Info: MemberInfo{Remoting: "h:9876", RemotingGreeting: true}})
-	if err != nil || !strings.Contains(string(b), `"remoting_greeting":true`) {
-		t.Fatalf("this version's answer: %s, %v", b, err)
+	var p clusterv1.MemberInfo
+	if err := proto.Unmarshal(b, &p); err != nil || memberInfoOf(&p) != in {
+		t.Fatalf("round trip: %+v, %v", memberInfoOf(&p), err)
+	}
+	bare, err := proto.Marshal(MemberInfo{Remoting: "h:9876"}.toProto())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Reset()
+	if err := proto.Unmarshal(bare, &p); err != nil || memberInfoOf(&p).RemotingGreeting || memberInfoOf(&p).Format != 0 {
+		t.Fatalf("an answer without the greeting: %+v, %v", memberInfoOf(&p), err)
 	}
 }
 
@@ -121,7 +129,7 @@ func TestRPCOtherClusterRefused(t *testing.T) {
 	defer conn.Close()
 	for _, md := range []metadata.MD{metadata.Pairs(mdToken, testToken, mdClusterID, "another-cluster"), metadata.Pairs(mdToken, testToken)} {
 		octx := metadata.NewOutgoingContext(ctx, md)
-		err := conn.Invoke(octx, infoMethod, new(emptypb.Empty), new(wrapperspb.BytesValue))
+		_, err := clusterv1.NewPeerServiceClient(conn).Info(octx, &clusterv1.InfoRequest{})
 		if status.Code(err) != codes.PermissionDenied {
 			t.Fatalf("Info with metadata %v: %v, want PermissionDenied", md, err)
 		}
@@ -302,7 +310,10 @@ func TestDialStatusAndTransfer(t *testing.T) {
 		t.Fatalf("member %d leads after the transfer to %d", got.id, l.id)
 	}
 	// A follower answers FailedPrecondition naming the leader.
-	err := invoke(ctx, c.addrs[to.id], c.id, transferMethod, wrapperspb.UInt64(to.id), "transfer")
+	err := invoke(ctx, c.addrs[to.id], c.id, func(pc clusterv1.PeerServiceClient, ctx context.Context) error {
+		_, err := pc.TransferLeadership(ctx, &clusterv1.TransferLeadershipRequest{To: to.id})
+		return err
+	}, "transfer")
 	if status.Code(err) != codes.FailedPrecondition || !containsLeader(err, l.id) {
 		t.Fatalf("transfer sent to a follower: %v, want FailedPrecondition naming %d", err, l.id)
 	}

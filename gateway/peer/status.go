@@ -13,6 +13,7 @@ import (
 	"go.etcd.io/raft/v3/tracker"
 
 	"github.com/mqgate/mqgate/broker/cluster"
+	clusterv1 "github.com/mqgate/mqgate/gen/mqgate/cluster/v1"
 )
 
 // Status is a member's view of the group (the Status method answers it
@@ -41,6 +42,34 @@ type Progress struct {
 	Next         uint64 `json:"next"`
 	State        string `json:"state"` // StateProbe, StateReplicate, StateSnapshot
 	RecentActive bool   `json:"recent_active"`
+}
+
+func (st Status) toProto() *clusterv1.StatusResponse {
+	p := &clusterv1.StatusResponse{Id: st.ID, Leader: st.Leader, Term: st.Term, Commit: st.Commit, Applied: st.Applied, State: st.State,
+		LeadTransferee: st.LeadTransferee, Peers: st.Peers, Voters: st.Voters, Learners: st.Learners, Group: group}
+	if st.Progress != nil {
+		p.Progress = map[uint64]*clusterv1.Progress{}
+		for id, pr := range st.Progress {
+			p.Progress[id] = &clusterv1.Progress{Match: pr.Match, Next: pr.Next, State: pr.State, RecentActive: pr.RecentActive}
+		}
+	}
+	return p
+}
+
+// statusOf is a Status answered by a member.
+func statusOf(p *clusterv1.StatusResponse) Status {
+	st := Status{ID: p.GetId(), Leader: p.GetLeader(), Term: p.GetTerm(), Commit: p.GetCommit(), Applied: p.GetApplied(), State: p.GetState(),
+		LeadTransferee: p.GetLeadTransferee(), Peers: p.GetPeers(), Voters: p.GetVoters(), Learners: p.GetLearners()}
+	if st.Peers == nil {
+		st.Peers = map[uint64]string{}
+	}
+	if len(p.GetProgress()) > 0 {
+		st.Progress = map[uint64]Progress{}
+		for id, pr := range p.GetProgress() {
+			st.Progress[id] = Progress{Match: pr.GetMatch(), Next: pr.GetNext(), State: pr.GetState(), RecentActive: pr.GetRecentActive()}
+		}
+	}
+	return st
 }
 
 // do runs f on the raft loop and waits for it.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -14,81 +15,70 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/emptypb"
+
+	clusterv1 "github.com/mqgate/mqgate/gen/mqgate/cluster/v1"
 )
 
-// The peer service: one client stream per (sender, receiver) pair, each
-// message a raftpb.Message (raft's own protobuf type, so no schema of
-// ours is needed: the service is declared here, not generated), and the
-// unary methods of rpc.go (Info, Status, TransferLeadership), whose
-// requests and answers are protobuf well-known types. Every call is
+// The peer service is mqgate.cluster.v1.PeerService
+// (proto/mqgate/cluster/v1/peer.proto, generated into gen/): one Raft
+// stream per (sender, receiver) pair carrying batches of raft messages
+// of any group, and the control calls of server.go. Every call is
 // admitted before its body is read (auth.go).
 const (
-	serviceName    = "mqgate.cluster.v1.Raft"
-	sendMethod     = "/" + serviceName + "/Send"
-	infoMethod     = "/" + serviceName + "/Info"
-	statusMethod   = "/" + serviceName + "/Status"
-	transferMethod = "/" + serviceName + "/TransferLeadership"
-	copyMethod     = "/" + serviceName + "/CopyStore"
-	addMethod      = "/" + serviceName + "/AddMember"
-	removeMethod   = "/" + serviceName + "/RemoveMember"
+	raftMethod     = clusterv1.PeerService_Raft_FullMethodName
+	infoMethod     = clusterv1.PeerService_Info_FullMethodName
+	statusMethod   = clusterv1.PeerService_Status_FullMethodName
+	transferMethod = clusterv1.PeerService_TransferLeadership_FullMethodName
+	copyMethod     = clusterv1.PeerService_CopyStore_FullMethodName
+	addMethod      = clusterv1.PeerService_AddMember_FullMethodName
+	removeMethod   = clusterv1.PeerService_RemoveMember_FullMethodName
 	mdClusterID    = "mqgate-cluster-id"
 	mdToken        = "mqgate-peer-token"
 	mdFromNode     = "mqgate-from-node"
 	peerQueueLen   = 4096
+	// maxBatch bounds the raft messages a sender puts in one RaftRequest.
+	maxSendBatch = 64
 )
 
-var serviceDesc = grpc.ServiceDesc{
-	ServiceName: serviceName,
-	HandlerType: (*any)(nil),
-	Streams: []grpc.StreamDesc{{
-		StreamName:    "Send",
-		ClientStreams: true,
-		Handler: func(srv any, stream grpc.ServerStream) error {
-			return srv.(*transport).serveSend(stream)
-		},
-	}, {
-		StreamName:    "CopyStore",
-		ServerStreams: true,
-		Handler: func(srv any, stream grpc.ServerStream) error {
-			return srv.(*transport).serveCopy(stream)
-		},
-	}},
-	Methods: []grpc.MethodDesc{
-		{MethodName: "Info", Handler: unary(infoMethod, (*transport).serveInfo)},
-		{MethodName: "Status", Handler: unary(statusMethod, (*transport).serveStatus)},
-		{MethodName: "TransferLeadership", Handler: unary(transferMethod, (*transport).serveTransfer)},
-		{MethodName: "AddMember", Handler: unary(addMethod, (*transport).serveAdd)},
-		{MethodName: "RemoveMember", Handler: unary(removeMethod, (*transport).serveRemove)},
-	},
-}
-
-// unary adapts a transport method to a grpc.MethodDesc handler: it
-// decodes the request (admitted already: auth.go) and runs the
-// interceptors.
-func unary[Req any, PReq interface {
-	*Req
-	proto.Message
-}, Resp proto.Message](method string, h func(*transport, context.Context, PReq) (Resp, error)) grpc.MethodHandler {
-	return func(srv any, ctx context.Context, dec func(any) error, icpt grpc.UnaryServerInterceptor) (any, error) {
-		t := srv.(*transport)
-		req := PReq(new(Req))
-		if err := t.decodeControl(dec, req); err != nil {
-			return nil, err
+// serviceDesc is the generated service's, with every control call's
+// request bounded (decodeControl) before it is decoded.
+var serviceDesc = func() grpc.ServiceDesc {
+	d := clusterv1.PeerService_ServiceDesc
+	d.Methods = slices.Clone(d.Methods)
+	for i, m := range d.Methods {
+		h := m.Handler
+		d.Methods[i].Handler = func(srv any, ctx context.Context, dec func(any) error, icpt grpc.UnaryServerInterceptor) (any, error) {
+			t := srv.(*peerServer).t
+			return h(srv, ctx, func(v any) error { return t.decodeControl(dec, v.(proto.Message)) }, icpt)
 		}
-		call := func(ctx context.Context, r any) (any, error) {
-			return h(t, ctx, r.(PReq))
-		}
-		if icpt == nil {
-			return call(ctx, req)
-		}
-		return icpt(ctx, req, &grpc.UnaryServerInfo{Server: srv, FullMethod: method}, call)
 	}
+	d.Streams = slices.Clone(d.Streams)
+	for i, st := range d.Streams {
+		if st.ClientStreams {
+			continue // Raft: messages as large as an entry, bounded by the server's limit
+		}
+		h := st.Handler
+		d.Streams[i].Handler = func(srv any, stream grpc.ServerStream) error {
+			return h(srv, boundedStream{ServerStream: stream, t: srv.(*peerServer).t})
+		}
+	}
+	return d
+}()
+
+// boundedStream receives a server stream's one request through
+// decodeControl.
+type boundedStream struct {
+	grpc.ServerStream
+	t *transport
 }
 
-// services is what the unary methods answer from (the Node).
+func (s boundedStream) RecvMsg(m any) error {
+	return s.t.decodeControl(s.ServerStream.RecvMsg, m.(proto.Message))
+}
+
+// services is what the control calls answer from (the Node).
 type services interface {
-	info() infoAnswer
+	info() *clusterv1.InfoResponse
 	Status(ctx context.Context) (Status, error)
 	TransferLeadership(ctx context.Context, to uint64) error
 	AddMember(ctx context.Context, id uint64, addr string) error
@@ -137,6 +127,10 @@ type peerSender struct {
 	stop chan struct{} // closed when the member is no longer dialled
 }
 
+// group is the raft group of the messages this transport carries (a
+// member's first: 0).
+const group = 0
+
 func newTransport(cfg Config, logger *slog.Logger, svc services, deliver func(*raftpb.Message), unreachable func(uint64)) (*transport, error) {
 	if cfg.TLS != nil {
 		if err := cfg.TLS.CheckServer(); err != nil {
@@ -154,7 +148,7 @@ func newTransport(cfg Config, logger *slog.Logger, svc services, deliver func(*r
 		peers: map[uint64]*peerSender{}, stop: make(chan struct{})}
 	t.srv = grpc.NewServer(append(cfg.TLS.serverOption(), grpc.InTapHandle(t.admit),
 		grpc.ForceServerCodecV2(newRawCodec()), grpc.MaxRecvMsgSize(maxRaftMessage))...)
-	t.srv.RegisterService(&serviceDesc, t)
+	t.srv.RegisterService(&serviceDesc, &peerServer{t: t})
 	t.wg.Add(1)
 	go func() {
 		defer t.wg.Done()
@@ -199,26 +193,37 @@ func (t *transport) setPeers(addrs map[uint64]string) {
 	}
 }
 
-func (t *transport) serveSend(stream grpc.ServerStream) error {
+// serveRaft takes the raft messages of one sender's stream (admitted:
+// auth.go) and hands each to its group.
+func (t *transport) serveRaft(stream clusterv1.PeerService_RaftServer) error {
 	from := streamSender(stream.Context())
 	for {
-		m := new(raftpb.Message)
-		if err := stream.RecvMsg(m); err != nil {
+		req, err := stream.Recv()
+		if err != nil {
 			return err
 		}
-		if m.GetFrom() != from {
-			t.refused.add(RefusedMember)
-			return status.Errorf(codes.PermissionDenied, "peer: a message from node %d on member %d's stream", m.GetFrom(), from)
+		for _, rm := range req.GetMessages() {
+			if rm.GetGroup() != group {
+				return status.Errorf(codes.InvalidArgument, "peer: a message for group %d, which this member does not host", rm.GetGroup())
+			}
+			m := new(raftpb.Message)
+			if err := proto.Unmarshal(rm.GetMessage(), m); err != nil {
+				return status.Errorf(codes.InvalidArgument, "peer: a raft message that does not decode: %v", err)
+			}
+			if m.GetFrom() != from {
+				t.refused.add(RefusedMember)
+				return status.Errorf(codes.PermissionDenied, "peer: a message from node %d on member %d's stream", m.GetFrom(), from)
+			}
+			if m.GetTo() != t.cfg.NodeID {
+				return status.Errorf(codes.InvalidArgument, "peer: message for node %d reached node %d", m.GetTo(), t.cfg.NodeID)
+			}
+			if t.svc.isRemoved(m.GetFrom()) {
+				// The one answer Raft gives with this code: the sender
+				// learns it was removed (stream).
+				return status.Errorf(codes.FailedPrecondition, "peer: member %d was removed from the group", m.GetFrom())
+			}
+			t.deliver(m)
 		}
-		if m.GetTo() != t.cfg.NodeID {
-			return status.Errorf(codes.InvalidArgument, "peer: message for node %d reached node %d", m.GetTo(), t.cfg.NodeID)
-		}
-		if t.svc.isRemoved(m.GetFrom()) {
-			// The one answer Send gives with this code: the sender learns
-			// it was removed (stream).
-			return status.Errorf(codes.FailedPrecondition, "peer: member %d was removed from the group", m.GetFrom())
-		}
-		t.deliver(m)
 	}
 }
 
@@ -276,7 +281,8 @@ func (t *transport) runSender(p *peerSender) {
 }
 
 // stream sends p's queue over one stream until it breaks or the
-// transport stops; it reports whether any message went out.
+// transport stops, each request a batch of what the queue holds; it
+// reports whether any message went out.
 func (t *transport) stream(conn *grpc.ClientConn, p *peerSender) bool {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -292,31 +298,55 @@ func (t *transport) stream(conn *grpc.ClientConn, p *peerSender) bool {
 	case <-p.stop:
 		return true
 	}
-	s, err := conn.NewStream(ctx, &serviceDesc.Streams[0], sendMethod)
+	s, err := clusterv1.NewPeerServiceClient(conn).Raft(ctx)
 	if err != nil {
 		t.reportSnap(first, false)
 		return false
 	}
 	sent := false
-	for m := first; ; {
-		if err := s.SendMsg(m); err != nil {
-			t.reportSnap(m, false)
+	batch := []*raftpb.Message{first}
+	for {
+		// What else is queued goes in the same request.
+	more:
+		for len(batch) < maxSendBatch {
+			select {
+			case m := <-p.q:
+				batch = append(batch, m)
+			default:
+				break more
+			}
+		}
+		req := &clusterv1.RaftRequest{Messages: make([]*clusterv1.RaftMessage, 0, len(batch))}
+		for _, m := range batch {
+			b, err := proto.Marshal(m)
+			if err != nil {
+				t.logger.Error("peer: a raft message does not encode", "err", err)
+				t.reportSnap(m, false)
+				continue
+			}
+			req.Messages = append(req.Messages, &clusterv1.RaftMessage{Group: group, Message: b})
+		}
+		if err := s.Send(req); err != nil {
+			for _, m := range batch {
+				t.reportSnap(m, false)
+			}
 			// The stream ended: its status says why.
-			var e emptypb.Empty
-			if err := s.RecvMsg(&e); status.Code(err) == codes.FailedPrecondition {
+			if _, err := s.CloseAndRecv(); status.Code(err) == codes.FailedPrecondition {
 				t.logger.Warn("peer: a member refuses this one's messages", "member", p.id, "err", err)
 				t.svc.removedByPeers(p.id)
 			}
 			return sent
 		}
-		t.reportSnap(m, true)
+		for _, m := range batch {
+			t.reportSnap(m, true)
+		}
 		sent = true
+		batch = batch[:0]
 		select {
-		case m = <-p.q:
+		case m := <-p.q:
+			batch = append(batch, m)
 		case <-t.stop:
-			_ = s.CloseSend()
-			var e emptypb.Empty
-			_ = s.RecvMsg(&e)
+			_, _ = s.CloseAndRecv()
 			return true
 		case <-p.stop:
 			cancel()
