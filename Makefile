@@ -74,6 +74,19 @@ check-generated: $(BUF) ## fail when gen/ is stale (regenerates into a temp dir 
 	if ! cmp -s "$$tmp/$(OPENAPI_JSON)" $(OPENAPI_EMBED); then \
 		echo "$(OPENAPI_EMBED) is stale: run 'make generate' and commit the result"; exit 1; fi
 
+# The peer protocol between cluster members must stay compatible with the
+# previous release's (members of both meet during an upgrade): its image as
+# released is kept in proto/mqgate/cluster/release.binpb.
+PEER_RELEASE := proto/mqgate/cluster/release.binpb
+
+.PHONY: check-breaking
+check-breaking: $(BUF) ## fail when the cluster peer protocol breaks the last release's (buf breaking)
+	$(BUF) breaking --against $(PEER_RELEASE)
+
+.PHONY: release-peer-protocol
+release-peer-protocol: $(BUF) ## record the cluster peer protocol as released (run when tagging a release)
+	$(BUF) build --path proto/mqgate/cluster -o $(PEER_RELEASE)
+
 .PHONY: lint
 lint: $(BUF) ## buf lint + go vet + gofmt
 	$(BUF) lint

@@ -74,30 +74,32 @@
 //
 // # Transport
 //
-// gRPC on the peer address: a service mqgate.cluster.v1.Raft whose
-// messages are raft's own protobuf type and protobuf well-known types,
-// so no schema of ours is generated (transport.go declares the service):
+// gRPC on the peer address: mqgate.cluster.v1.PeerService, defined in
+// proto/mqgate/cluster/v1/peer.proto and generated into gen/ (it only
+// grows: `make check-breaking` holds it to the last release's, since
+// members of two versions meet during an upgrade). Served by server.go:
 //
-//   - Send, client-streaming raftpb.Message: the raft traffic. Each
-//     member keeps one stream to each other member, fed from a bounded
-//     queue by one sender goroutine; a full queue or a broken stream
-//     drops messages (raft retransmits) and reports the member
-//     unreachable.
-//   - Info, Empty to BytesValue: the member's id, the leader it knows and
-//     its MemberInfo, as JSON (what MemberInfo asks).
-//   - Status, Empty to BytesValue: the member's Status as JSON, peer
-//     addresses included (DialStatus; `mqgate cluster status`).
-//   - TransferLeadership, UInt64Value (the member to hand to) to Empty:
-//     answered once that member leads; a member that does not lead
-//     answers FailedPrecondition naming the leader's id, an unknown
-//     member is InvalidArgument (DialTransfer, which retries once at the
-//     leader; `mqgate cluster transfer-leader`).
-//   - AddMember, BytesValue (JSON id and peer address) to Empty, and
-//     RemoveMember, UInt64Value to Empty: membership changes, answered
-//     by the leader (FailedPrecondition elsewhere, as above).
-//   - CopyStore, UInt64Value (the least index the copy must reach) to a
-//     stream of BytesValue: a Checkpoint as JSON, then the segments'
-//     bytes in 1 MiB chunks (copy.go).
+//   - Raft, client-streaming RaftRequest: the raft traffic, batches of
+//     raft messages (raftpb.Message, marshaled) each tagged with its
+//     group. Each member keeps one stream to each other member, fed from
+//     a bounded queue by one sender goroutine, which puts what is queued
+//     into one request; a full queue or a broken stream drops messages
+//     (raft retransmits) and reports the member unreachable.
+//   - Info: the member's id, the leader it knows, its MemberInfo and its
+//     wall clock (MemberInfo, ClockOffset).
+//   - Status: the member's Status of a group, peer addresses included
+//     (DialStatus; `mqgate cluster status`).
+//   - TransferLeadership: answered once that member leads; a member that
+//     does not lead answers FailedPrecondition naming the leader's id,
+//     an unknown member is InvalidArgument (DialTransfer, which retries
+//     once at the leader; `mqgate cluster transfer-leader`).
+//   - AddMember and RemoveMember: membership changes, answered by the
+//     leader (FailedPrecondition elsewhere, as above).
+//   - CopyStore: a Checkpoint as JSON, then the segments' bytes in 1 MiB
+//     chunks (copy.go).
+//
+// A member hosts one raft group today, group 0; a call or message for
+// another group is refused.
 //
 // A member authenticates its peers: Start refuses a Config with neither
 // a Token nor TLS (ErrNoPeerAuth). Every call is admitted before its
@@ -128,7 +130,8 @@
 //
 // # Imports
 //
-// peer may import broker/cluster (its Applier and errors), raft, etcd's
+// peer may import broker/cluster (its Applier and errors), gen's
+// mqgate/cluster/v1 (its protocol), raft, etcd's
 // WAL, grpc and protobuf; never storage/ (it reaches the store through
 // the Applier) nor other gateway listeners.
 package peer
