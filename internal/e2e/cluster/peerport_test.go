@@ -17,19 +17,13 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/emptypb"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	rmq "github.com/apache/rocketmq-clients/golang/v5"
 
+	clusterv1 "github.com/mqgate/mqgate/gen/mqgate/cluster/v1"
 	"github.com/mqgate/mqgate/internal/e2e/e2eutil"
-)
-
-// The peer service as a member serves it (gateway/peer's transport).
-const (
-	peerService = "/mqgate.cluster.v1.Raft/"
-	peerSend    = peerService + "Send"
-	peerCopy    = peerService + "CopyStore"
 )
 
 // TestClusterPeerPortRefusesStrangers: a process on the same machine
@@ -60,16 +54,21 @@ func TestClusterPeerPortRefusesStrangers(t *testing.T) {
 			t.Fatalf("%s without the token: %v, want Unauthenticated", what, err)
 		}
 	}
+	pc := clusterv1.NewPeerServiceClient(conn)
 	raftSend := func(m *raftpb.Message) error {
-		s, err := conn.NewStream(stranger, &grpc.StreamDesc{StreamName: "Send", ClientStreams: true}, peerSend)
+		s, err := pc.Raft(stranger)
 		if err != nil {
 			return err
 		}
-		if err := s.SendMsg(m); err != nil && !errors.Is(err, io.EOF) {
+		b, err := proto.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Send(&clusterv1.RaftRequest{Messages: []*clusterv1.RaftMessage{{Message: b}}}); err != nil && !errors.Is(err, io.EOF) {
 			return err
 		}
-		_ = s.CloseSend()
-		return s.RecvMsg(new(emptypb.Empty))
+		_, err = s.CloseAndRecv()
+		return err
 	}
 	lead, from := uint64(l.id), uint64(f.id)
 	refused("a garbage proposal", raftSend(&raftpb.Message{Type: raftpb.MsgProp.Enum(), To: new(lead), From: new(from),
@@ -77,17 +76,18 @@ func TestClusterPeerPortRefusesStrangers(t *testing.T) {
 	refused("a heartbeat of term 1000", raftSend(&raftpb.Message{Type: raftpb.MsgHeartbeat.Enum(), To: new(lead), From: new(from), Term: new(uint64(1000))}))
 	refused("a snapshot at index 1e9", raftSend(&raftpb.Message{Type: raftpb.MsgSnap.Enum(), To: new(lead), From: new(from), Term: new(uint64(1000)),
 		Snapshot: &raftpb.Snapshot{Metadata: &raftpb.SnapshotMetadata{Index: new(uint64(1e9)), Term: new(uint64(1000))}}}))
-	cs, err := conn.NewStream(stranger, &grpc.StreamDesc{StreamName: "CopyStore", ServerStreams: true}, peerCopy)
+	cs, err := pc.CopyStore(stranger, &clusterv1.CopyStoreRequest{})
 	if err == nil {
-		if err = cs.SendMsg(wrapperspb.UInt64(0)); err == nil {
-			_ = cs.CloseSend()
-			err = cs.RecvMsg(new(wrapperspb.BytesValue))
-		}
+		_, err = cs.Recv()
 	}
 	refused("a copy of the store", err)
-	refused("a transfer of the leadership", conn.Invoke(stranger, peerService+"TransferLeadership", wrapperspb.UInt64(from), new(emptypb.Empty)))
-	refused("a member's removal", conn.Invoke(stranger, peerService+"RemoveMember", wrapperspb.UInt64(from), new(emptypb.Empty)))
-	refused("an Info of 32 MiB", conn.Invoke(stranger, peerService+"Info", wrapperspb.Bytes(make([]byte, 32<<20)), new(wrapperspb.BytesValue)))
+	_, err = pc.TransferLeadership(stranger, &clusterv1.TransferLeadershipRequest{To: from})
+	refused("a transfer of the leadership", err)
+	_, err = pc.RemoveMember(stranger, &clusterv1.RemoveMemberRequest{Id: from})
+	refused("a member's removal", err)
+	// A request of 32 MiB to a method that takes a few bytes: Info with
+	// unknown fields (a BytesValue's bytes) on the wire.
+	refused("an Info of 32 MiB", conn.Invoke(stranger, clusterv1.PeerService_Info_FullMethodName, wrapperspb.Bytes(make([]byte, 32<<20)), new(clusterv1.InfoResponse)))
 	out, err := e2eutil.CLIResultArgs(t, "cluster", "transfer-leader", "--peer", l.peer, "--cluster-id", g.id, "--to", strconv.Itoa(f.id),
 		"--peer-token", "a-guess-at-the-token", "--timeout", "5s")
 	if err == nil || !strings.Contains(out, "refused the peer token") {
