@@ -10,6 +10,7 @@ import (
 	"github.com/mqgate/mqgate/broker/metadata"
 	"github.com/mqgate/mqgate/broker/model"
 	"github.com/mqgate/mqgate/broker/mqerr"
+	"github.com/mqgate/mqgate/broker/offset"
 	"github.com/mqgate/mqgate/broker/record"
 	"github.com/mqgate/mqgate/storage/message"
 )
@@ -441,4 +442,106 @@ func (b *Broker) RuntimeStats() RuntimeStats {
 		r.DiskTotal, r.DiskFree = u.Total, u.Free
 	}
 	return r
+}
+
+// TopicTraffic is what producers sent to one topic since the broker
+// started.
+type TopicTraffic struct {
+	Topic string
+	// Messages and Bytes (bodies) stored from producers.
+	Messages, Bytes int64
+}
+
+// TopicTraffic returns every topic's sends since start, sorted by topic;
+// empty when the broker counts nothing (no Meters).
+func (b *Broker) TopicTraffic() []TopicTraffic {
+	var out []TopicTraffic
+	b.obs.topics.Range(func(k, v any) bool {
+		c := v.(*attrCache)
+		out = append(out, TopicTraffic{Topic: k.(string), Messages: c.msgs.Load(), Bytes: c.bytes.Load()})
+		return true
+	})
+	sort.Slice(out, func(i, j int) bool { return out[i].Topic < out[j].Topic })
+	return out
+}
+
+// StoredMessages returns how many messages each queue of topic holds
+// summed ([min, max) of every queue), without describing its groups.
+func (b *Broker) StoredMessages(ctx context.Context, topic string) (int64, error) {
+	t, err := b.s().meta.GetTopic(ctx, topic)
+	if err != nil {
+		return 0, err
+	}
+	_, n := b.queueOffsets(t)
+	return n, nil
+}
+
+// BrowseRequest reads a queue's stored messages from an offset or a time.
+type BrowseRequest struct {
+	Topic   string
+	QueueID int32
+	// Offset is the first offset to read when Time is zero; below the
+	// queue's min it starts at the min, past its max it reads nothing.
+	Offset int64
+	// Time, when set, starts at the first message stored at or after it
+	// (the queue's end when none is).
+	Time time.Time
+	// Max messages (≤ 0: 32; capped at MaxBrowse).
+	Max int
+}
+
+// MaxBrowse caps one BrowseQueue.
+const MaxBrowse = 256
+
+// BrowsePage is BrowseQueue's answer.
+type BrowsePage struct {
+	// Min and Max are the queue's retained range [Min, Max).
+	Min, Max int64
+	// Start is the offset the page starts at; Next the one after its last
+	// message (Start when it is empty).
+	Start, Next int64
+	Messages    []*model.Delivered
+}
+
+// BrowseQueue reads stored messages of one queue in offset order, as
+// they are stored, whoever consumed them. It changes nothing and never
+// auto-creates.
+func (b *Broker) BrowseQueue(ctx context.Context, req BrowseRequest) (BrowsePage, error) {
+	if err := metadata.ValidateTopicName(req.Topic); err != nil {
+		return BrowsePage{}, err
+	}
+	t, err := b.s().meta.GetTopic(ctx, req.Topic)
+	if err != nil {
+		return BrowsePage{}, err
+	}
+	if req.QueueID < 0 || req.QueueID >= t.Queues {
+		return BrowsePage{}, mqerr.Errorf(mqerr.KindBadRequest, "topic %q has queues 0 to %d, not %d", t.Name, t.Queues-1, req.QueueID)
+	}
+	if req.Max <= 0 {
+		req.Max = 32
+	}
+	req.Max = min(req.Max, MaxBrowse)
+	lo, hi := b.store.QueueRange(t.Name, req.QueueID)
+	page := BrowsePage{Min: lo, Max: hi}
+	from := req.Offset
+	if !req.Time.IsZero() {
+		if from, err = b.s().offs.Query(t, req.QueueID, offset.Timestamp, req.Time); err != nil {
+			return page, err
+		}
+	}
+	from = min(max(from, lo), hi)
+	page.Start, page.Next = from, from
+	if from == hi {
+		return page, nil
+	}
+	res, err := b.s().offs.Pull(ctx, t, req.QueueID, from, req.Max, model.Filter{}, 0)
+	if err != nil && mqerr.KindOf(err) != mqerr.KindMessageNotFound {
+		return page, err
+	}
+	page.Messages, page.Next = res.Messages, res.Next
+	if res.Min > page.Min { // retention moved past from meanwhile
+		page.Min = res.Min
+	}
+	page.Max = max(page.Max, res.Max)
+	return page, nil
 }
