@@ -73,6 +73,8 @@ type member struct {
 	// user signed the registration (nil with auth off): a producer is
 	// asked about a transaction only if it may publish to its topic.
 	user *auth.User
+	// since is the member's first heartbeat on this connection.
+	since time.Time
 	// language and version the client's heartbeat frames carry
 	language string
 	version  int32
@@ -124,10 +126,11 @@ func (r *registry) heartbeat(c *conn, hb *heartbeatData, user *auth.User, lang s
 			continue
 		}
 		g := groupOf(r.producers, p.GroupName)
-		if g[hb.ClientID] == nil {
+		old := g[hb.ClientID]
+		if old == nil {
 			r.members++
 		}
-		g[hb.ClientID] = &member{clientID: hb.ClientID, conn: c, seen: now, user: user, language: lang, version: ver}
+		g[hb.ClientID] = &member{clientID: hb.ClientID, conn: c, seen: now, since: sinceOf(old, c, now), user: user, language: lang, version: ver}
 	}
 	var changed []string
 	for _, cd := range hb.ConsumerDataSet {
@@ -136,7 +139,7 @@ func (r *registry) heartbeat(c *conn, hb *heartbeatData, user *auth.User, lang s
 		}
 		g := groupOf(r.consumers, cd.GroupName)
 		old := g[hb.ClientID]
-		m := &member{clientID: hb.ClientID, conn: c, seen: now, user: user, language: lang, version: ver, model: cd.MessageModel, from: cd.ConsumeFromWhere, consumeType: cd.ConsumeType,
+		m := &member{clientID: hb.ClientID, conn: c, seen: now, since: sinceOf(old, c, now), user: user, language: lang, version: ver, model: cd.MessageModel, from: cd.ConsumeFromWhere, consumeType: cd.ConsumeType,
 			subs: make(map[string]subscriptionData, len(cd.SubscriptionDataSet))}
 		if hb.WithoutSub && old != nil {
 			m.subs = old.subs
@@ -154,6 +157,101 @@ func (r *registry) heartbeat(c *conn, hb *heartbeatData, user *auth.User, lang s
 		}
 	}
 	return changed, nil
+}
+
+// sinceOf is when a member that heartbeats again on c came: old's time
+// when it is the same connection, now otherwise.
+func sinceOf(old *member, c *conn, now time.Time) time.Time {
+	if old != nil && old.conn == c && !old.since.IsZero() {
+		return old.since
+	}
+	return now
+}
+
+// ClientInfo is a connected classic client as operators see it: one per
+// client id and connection, over the producer and consumer groups it
+// heartbeats for.
+type ClientInfo struct {
+	ClientID string
+	// Addr is the client's address (the one a relay's greeting named).
+	Addr string
+	// Language and Version are what its frames carry (Version is the
+	// RocketMQ version code).
+	Language string
+	Version  int32
+	// ProducerGroups and ConsumerGroups it heartbeats for; Topics its
+	// consumers subscribe to; ConsumeType "CONSUME_PASSIVELY" (push) or
+	// "CONSUME_ACTIVELY" (pull), empty for a producer.
+	ProducerGroups, ConsumerGroups, Topics []string
+	ConsumeType                            string
+	// Since is its first heartbeat on the connection; LastSeen its latest.
+	Since, LastSeen time.Time
+}
+
+// Clients lists the classic clients registered by heartbeat, by client id.
+func (s *Server) Clients() []ClientInfo { return s.reg.clients() }
+
+func (r *registry) clients() []ClientInfo {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	type key struct {
+		id string
+		c  *conn
+	}
+	byKey := map[key]*ClientInfo{}
+	var order []key
+	add := func(m *member) *ClientInfo {
+		k := key{m.clientID, m.conn}
+		ci := byKey[k]
+		if ci == nil {
+			ci = &ClientInfo{ClientID: m.clientID, Addr: m.conn.clientAddr(), Language: m.language, Version: m.version, Since: m.since, LastSeen: m.seen}
+			byKey[k] = ci
+			order = append(order, k)
+		}
+		if m.since.Before(ci.Since) {
+			ci.Since = m.since
+		}
+		if m.seen.After(ci.LastSeen) {
+			ci.LastSeen = m.seen
+		}
+		return ci
+	}
+	for g, ms := range r.producers {
+		for id, m := range ms {
+			if strings.HasPrefix(id, "conn@") {
+				continue // a connection that sent a half message before heartbeating
+			}
+			ci := add(m)
+			ci.ProducerGroups = append(ci.ProducerGroups, g)
+		}
+	}
+	for g, ms := range r.consumers {
+		for _, m := range ms {
+			ci := add(m)
+			ci.ConsumerGroups = append(ci.ConsumerGroups, g)
+			ci.ConsumeType = m.consumeType
+			for t := range m.subs {
+				if !slices.Contains(ci.Topics, t) {
+					ci.Topics = append(ci.Topics, t)
+				}
+			}
+		}
+	}
+	out := make([]ClientInfo, 0, len(order))
+	for _, k := range order {
+		ci := byKey[k]
+		sort.Strings(ci.ProducerGroups)
+		sort.Strings(ci.ConsumerGroups)
+		sort.Strings(ci.Topics)
+		out = append(out, *ci)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].ClientID != out[j].ClientID {
+			return out[i].ClientID < out[j].ClientID
+		}
+		return out[i].Addr < out[j].Addr
+	})
+	return out
 }
 
 // groupOf returns the members of group in groups, adding an empty set.

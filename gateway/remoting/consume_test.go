@@ -254,3 +254,34 @@ func TestOrderlyLocks(t *testing.T) {
 		return got(e.must(e.call(a, reqLockBatchMQ, nil, body("A")), codeSuccess)) == 2
 	})
 }
+
+// Clients lists each heartbeating client once per connection, with its
+// groups, subscriptions, language and since (kept across heartbeats on
+// the same connection); it leaves with its connection.
+func TestClientsListing(t *testing.T) {
+	e := newEnv(t)
+	a, b := e.dial(), e.dial()
+	e.must(e.call(a, reqHeartBeat, nil, heartbeatBody("c@1", []string{"PG"}, map[string][]string{"CG": {"T2", "T1"}})), codeSuccess)
+	since := e.clk.Now()
+	e.clk.Advance(5 * time.Second)
+	e.must(e.call(a, reqHeartBeat, nil, heartbeatBody("c@1", []string{"PG"}, map[string][]string{"CG": {"T2", "T1"}})), codeSuccess)
+	e.must(e.call(b, reqHeartBeat, nil, heartbeatBody("p@2", []string{"PG"}, nil)), codeSuccess)
+	got := e.s.Clients()
+	if len(got) != 2 {
+		t.Fatalf("clients: %+v", got)
+	}
+	c, p := got[0], got[1]
+	if c.ClientID != "c@1" || strings.Join(c.ProducerGroups, ",") != "PG" || strings.Join(c.ConsumerGroups, ",") != "CG" ||
+		strings.Join(c.Topics, ",") != "T1,T2" || c.ConsumeType == "" || c.Addr == "" || c.Language == "" ||
+		!c.Since.Equal(since) || !c.LastSeen.Equal(since.Add(5*time.Second)) {
+		t.Fatalf("consumer: %+v (since %v)", c, since)
+	}
+	if p.ClientID != "p@2" || len(p.ConsumerGroups) != 0 || len(p.Topics) != 0 || p.ConsumeType != "" || p.Addr == c.Addr {
+		t.Fatalf("producer: %+v", p)
+	}
+	a.Close()
+	eventually(t, "the closed connection's client to leave", func() bool {
+		got := e.s.Clients()
+		return len(got) == 1 && got[0].ClientID == "p@2"
+	})
+}

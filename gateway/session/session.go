@@ -91,6 +91,9 @@ type Settings struct {
 	// be absent.
 	Names     map[string]Name
 	UserAgent UserAgent
+	// Addr is the network address of the connection the settings came
+	// on ("" when unknown).
+	Addr string
 }
 
 // Name is a resource as a client names it.
@@ -166,6 +169,7 @@ type Registry struct {
 
 type client struct {
 	id       string
+	since    int64        // unix nanoseconds: registered
 	seen     atomic.Int64 // unix nanoseconds
 	settings atomic.Pointer[Settings]
 
@@ -198,8 +202,8 @@ func (r *Registry) get(id string) *client {
 	if v, ok := r.clients.Load(id); ok {
 		return v.(*client)
 	}
-	c := &client{id: id}
-	c.seen.Store(r.now())
+	c := &client{id: id, since: r.now()}
+	c.seen.Store(c.since)
 	v, _ := r.clients.LoadOrStore(id, c)
 	return v.(*client)
 }
@@ -397,6 +401,34 @@ func (r *Registry) collect(match func(*Settings) bool, needStream bool) []Client
 		}
 		return out[i].ID < out[j].ID
 	})
+	return out
+}
+
+// ClientView is a registered client as operators see it.
+type ClientView struct {
+	ID string
+	// Settings are its latest settings; nil until it declared any.
+	Settings *Settings
+	// Since is when it was registered (its first call); LastSeen its
+	// latest call.
+	Since, LastSeen time.Time
+	// Stream: it has an open control stream.
+	Stream bool
+}
+
+// Clients lists every registered client, by id.
+func (r *Registry) Clients() []ClientView {
+	var out []ClientView
+	r.clients.Range(func(_, v any) bool {
+		c := v.(*client)
+		c.mu.Lock()
+		stream := c.link != nil
+		c.mu.Unlock()
+		out = append(out, ClientView{ID: c.id, Settings: c.settings.Load(), Since: time.Unix(0, c.since),
+			LastSeen: time.Unix(0, c.seen.Load()), Stream: stream})
+		return true
+	})
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
 }
 

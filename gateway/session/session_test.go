@@ -252,3 +252,33 @@ func TestSendToProducer(t *testing.T) {
 		t.Fatalf("NameOf on nil settings: %+v", n)
 	}
 }
+
+// Clients lists every registered client with when it came, when it was
+// last seen, its settings and whether its control stream is open.
+func TestClients(t *testing.T) {
+	r, f, _ := newReg(t)
+	start := f.Now()
+	r.Touch("b-unsettled")
+	f.Advance(time.Second)
+	r.UpdateSettings("a-producer", &Settings{ClientType: ClientProducer, PublishingTopics: []string{"orders"}, Addr: "10.0.0.7:5555",
+		UserAgent: UserAgent{Language: "GOLANG", Version: "5.1.3"}})
+	r.Attach("a-producer", &recStream{t: t})
+	f.Advance(time.Second)
+	r.Touch("a-producer")
+	got := r.Clients()
+	if len(got) != 2 {
+		t.Fatalf("clients: %+v", got)
+	}
+	a, b := got[0], got[1]
+	if a.ID != "a-producer" || a.Settings == nil || a.Settings.Addr != "10.0.0.7:5555" || !a.Stream ||
+		!a.Since.Equal(start.Add(time.Second)) || !a.LastSeen.Equal(start.Add(2*time.Second)) {
+		t.Fatalf("producer: %+v", a)
+	}
+	if b.ID != "b-unsettled" || b.Settings != nil || b.Stream || !b.Since.Equal(start) || !b.LastSeen.Equal(start) {
+		t.Fatalf("client without settings: %+v", b)
+	}
+	r.Terminate("a-producer")
+	if got := r.Clients(); len(got) != 1 || got[0].ID != "b-unsettled" {
+		t.Fatalf("after termination: %+v", got)
+	}
+}

@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -123,6 +124,9 @@ func (s *MessagingService) Telemetry(stream grpc.BidiStreamingServer[v2.Telemetr
 				return err
 			}
 			view.PublishingTopics = publishable(ctx, view.PublishingTopics)
+			if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+				view.Addr = p.Addr.String()
+			}
 			s.sess.UpdateSettings(id, view)
 			if link == nil {
 				link = s.sess.Attach(id, telemetrySender{stream})
