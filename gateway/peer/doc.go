@@ -9,8 +9,9 @@
 //	node, _ := peer.Start(peer.Config{ClusterID, NodeID, Peers, WALDir: dir + "/wal"}, rep)
 //	rep.Attach(node)
 //	res, err := rep.Append(ctx, msgs...)   // on the leader
-//	st, _ := node.Status(ctx)              // term, leader, commit, members' progress
-//	node.TransferLeadership(ctx, id)       // on the leader
+//	st, _ := node.Status(ctx)              // term, leader, commit, members' progress and last contact
+//	st, _ = node.MemberStatus(ctx, id)     // another member's own Status, over the peer transport
+//	node.TransferLeadership(ctx, id)       // on the leader; StartTransfer does not wait
 //	info, _ := node.MemberInfo(ctx, node.Leader()) // the leader's client addresses
 //	node.Handoff(ctx)                      // graceful shutdown: hand the leadership over
 //	node.Stop(); rep.Close(ctx)

@@ -168,6 +168,9 @@ type Node struct {
 	// reads: raft loop only. The ReadIndex calls waiting, by request id.
 	reads   map[uint64]*pendingRead
 	readSeq atomic.Uint64
+	// contact: raft loop only. When a message from each member was last
+	// received (unix nanoseconds), for Status.
+	contact map[uint64]int64
 
 	changeMu sync.Mutex
 	changed  chan struct{} // closed at the next change of lead or isLeader
@@ -206,7 +209,7 @@ func Start(cfg Config, app Applier) (*Node, error) {
 	n := &Node{cfg: cfg, logger: cfg.Logger.With("node", cfg.NodeID), app: app, ms: raft.NewMemoryStorage(),
 		propc: make(chan proposal), calls: make(chan func()), recvc: make(chan *raftpb.Message, 4096), unreach: make(chan uint64, 64),
 		stopc: make(chan struct{}), done: make(chan struct{}), changed: make(chan struct{}), infos: map[uint64]cachedInfo{},
-		holds: map[uint64]hold{}, reads: map[uint64]*pendingRead{}}
+		holds: map[uint64]hold{}, reads: map[uint64]*pendingRead{}, contact: map[uint64]int64{}}
 	n.life, n.lifeCancel = context.WithCancel(context.Background())
 	var err error
 	if n.book, err = openBook(cfg.MembersFile, cfg.Peers); err != nil {
@@ -608,6 +611,7 @@ func (n *Node) stopLoop(err error) {
 const maxBatch = 512
 
 func (n *Node) step(m *raftpb.Message) {
+	n.contact[m.GetFrom()] = time.Now().UnixNano()
 	// A snapshot message waits for a copy of a store (copy.go).
 	if m.GetType() != raftpb.MsgSnap || n.haveCopy(m) {
 		_ = n.rn.Step(m) // messages of other terms or from removed members are dropped

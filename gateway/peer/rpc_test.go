@@ -392,3 +392,62 @@ func TestPeerToken(t *testing.T) {
 		t.Fatalf("status with the token: %+v, %v", st, err)
 	}
 }
+
+// MemberStatus asks any member's own status through the member's peer
+// transport (with its token); Status says when each other member was
+// last heard from; StartTransfer hands the leadership over without
+// waiting, and only on the leader.
+func TestMemberStatusContactAndStartTransfer(t *testing.T) {
+	c := newTestClusterWith(t, 3, testCluster{persist: 8, timeout: 3 * time.Second, token: "s3cret"})
+	l := c.leader()
+	appendN(t, l, 0, 10)
+	ctx := testCtx(t)
+	before := time.Now()
+	for _, m := range c.members {
+		st, err := l.node.MemberStatus(ctx, m.id)
+		if err != nil {
+			t.Fatalf("status of %d asked by the leader: %v", m.id, err)
+		}
+		if st.ID != m.id || st.Leader != l.id || st.Applied < 10 {
+			t.Fatalf("status of %d: %+v", m.id, st)
+		}
+	}
+	if _, err := l.node.MemberStatus(ctx, 99); err == nil {
+		t.Fatal("status of no member answered")
+	}
+	// The leader hears from both followers at every heartbeat.
+	f := c.follower(l)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st, err := l.node.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fresh := 0
+		for _, m := range c.members {
+			if m != l && st.LastContact[m.id].After(before) {
+				fresh++
+			}
+		}
+		if _, self := st.LastContact[l.id]; self {
+			t.Fatalf("the leader records contact with itself: %+v", st.LastContact)
+		}
+		if fresh == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no contact with both followers recorded: %+v", st.LastContact)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := f.node.StartTransfer(ctx, f.id); err == nil {
+		t.Fatal("a follower started a transfer")
+	}
+	if err := l.node.StartTransfer(ctx, 99); err == nil {
+		t.Fatal("a transfer to no member started")
+	}
+	if err := l.node.StartTransfer(ctx, f.id); err != nil {
+		t.Fatal(err)
+	}
+	c.waitFor("the member transferred to to lead", func() bool { return f.node.IsLeader() && l.node.Leader() == f.id })
+}

@@ -2,6 +2,7 @@ package peer
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -11,6 +12,8 @@ import (
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/tracker"
+	"google.golang.org/protobuf/types/known/emptypb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/mqgate/mqgate/broker/cluster"
 	clusterv1 "github.com/mqgate/mqgate/gen/mqgate/cluster/v1"
@@ -34,6 +37,11 @@ type Status struct {
 	Learners []uint64 `json:"learners,omitempty"`
 	// Progress of each member's log, known on the leader only.
 	Progress map[uint64]Progress `json:"progress,omitempty"`
+	// LastContact is when this member last received a message from each
+	// other member (absent: none since it started). A leader hears from
+	// every follower at each heartbeat; a follower mostly from the
+	// leader.
+	LastContact map[uint64]time.Time `json:"last_contact,omitempty"`
 }
 
 // Progress is the leader's view of one member's log.
@@ -102,6 +110,12 @@ func (n *Node) Status(ctx context.Context) (Status, error) {
 		for _, id := range append(slices.Clone(m.Voters), m.Learners...) {
 			st.Peers[id] = n.book.addr(id)
 		}
+		for id, at := range n.contact {
+			if st.LastContact == nil {
+				st.LastContact = map[uint64]time.Time{}
+			}
+			st.LastContact[id] = time.Unix(0, at)
+		}
 		if s.RaftState == raft.StateLeader {
 			st.Progress = map[uint64]Progress{}
 			for id, pr := range s.Progress {
@@ -110,6 +124,52 @@ func (n *Node) Status(ctx context.Context) (Status, error) {
 		}
 	})
 	return st, err
+}
+
+// MemberStatus is member id's own Status: this node's, or another
+// member's asked over the peer transport (its Status method).
+func (n *Node) MemberStatus(ctx context.Context, id uint64) (Status, error) {
+	if id == n.cfg.NodeID {
+		return n.Status(ctx)
+	}
+	var st Status
+	conn := n.tr.conn(id)
+	if conn == nil {
+		return st, fmt.Errorf("peer: no member %d", id)
+	}
+	out := new(wrapperspb.BytesValue)
+	if err := conn.Invoke(outgoing(WithToken(ctx, n.cfg.Token), n.cfg.ClusterID), statusMethod, new(emptypb.Empty), out); err != nil {
+		return st, fmt.Errorf("peer: status of member %d at %s: %w", id, n.book.addr(id), err)
+	}
+	if err := json.Unmarshal(out.GetValue(), &st); err != nil {
+		return st, fmt.Errorf("peer: status of member %d: %w", id, err)
+	}
+	if st.ID != id {
+		return st, fmt.Errorf("peer: member %d's address %s answers as member %d", id, n.book.addr(id), st.ID)
+	}
+	return st, nil
+}
+
+// StartTransfer asks raft to hand the leadership to member to and
+// returns at once, without waiting for to to lead (TransferLeadership
+// waits): for callers whose connection goes when this member stops
+// leading. Only the leader can transfer; another member gets a
+// *cluster.NotLeaderError.
+func (n *Node) StartTransfer(ctx context.Context, to uint64) error {
+	if !slices.Contains(n.Members().Voters, to) {
+		return badRequest("peer: member %d is not a voter of the group", to)
+	}
+	var err error
+	if derr := n.do(ctx, func() {
+		if n.rn.BasicStatus().RaftState != raft.StateLeader {
+			err = n.notLeader()
+			return
+		}
+		n.rn.TransferLeader(to)
+	}); derr != nil {
+		return derr
+	}
+	return err
 }
 
 // TransferLeadership hands the leadership to member to and waits until
