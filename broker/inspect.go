@@ -413,6 +413,10 @@ type RuntimeStats struct {
 	DiskTotal, DiskFree uint64
 }
 
+// Started is when the broker was opened: its counters (MessageTotals,
+// TopicTraffic, DeliveredCounts) count from then.
+func (b *Broker) Started() time.Time { return b.started }
+
 // MessageTotals returns RuntimeStats' Put and Get alone.
 func (b *Broker) MessageTotals() (put, get int64) { return b.obs.totals() }
 

@@ -3,6 +3,7 @@ package admin
 import (
 	"context"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -13,6 +14,7 @@ import (
 	"github.com/mqgate/mqgate/broker"
 	"github.com/mqgate/mqgate/broker/model"
 	"github.com/mqgate/mqgate/broker/mqerr"
+	"github.com/mqgate/mqgate/gateway/auth"
 	"github.com/mqgate/mqgate/gateway/v2status"
 	adminv1 "github.com/mqgate/mqgate/gen/mqgate/admin/v1"
 )
@@ -38,24 +40,44 @@ type Broker interface {
 }
 
 // Inspector is the read-only part of the facade behind DescribeTopic,
-// DescribeGroup and LookupMessage (inspect.go).
+// DescribeGroup, LookupMessage (inspect.go), BrowseMessages and GetStats
+// (views.go).
 type Inspector interface {
 	DescribeTopic(ctx context.Context, name string) (broker.TopicDescription, error)
 	DescribeGroup(ctx context.Context, name string) (broker.GroupDescription, error)
 	LookupMessage(ctx context.Context, req broker.LookupRequest) ([]broker.FoundMessage, error)
+	BrowseQueue(ctx context.Context, req broker.BrowseRequest) (broker.BrowsePage, error)
+	TopicTraffic() []broker.TopicTraffic
+	DeliveredCounts() map[broker.GroupTopic]int64
+	StoredMessages(ctx context.Context, topic string) (int64, error)
+	Started() time.Time
 }
 
 var _ Broker = (*broker.Broker)(nil)
+
+// Options are the service's sources beyond the broker.
+type Options struct {
+	// Auth is the listeners' authenticator (nil: auth off): the views
+	// (OpenToUsers) answer a user who is not an admin with what it may
+	// see only (access.go).
+	Auth *auth.Authenticator
+	// Clients lists the connected clients (ListClients); nil: none.
+	Clients func() []Client
+	// Cluster reports and moves the cluster's leadership
+	// (GetClusterStatus, TransferLeadership); nil: a single node.
+	Cluster Cluster
+}
 
 // Service implements adminv1.AdminServiceServer. It embeds the Unsafe
 // interface so a new admin RPC is a compile error until answered.
 type Service struct {
 	adminv1.UnsafeAdminServiceServer
-	b Broker
+	b    Broker
+	opts Options
 }
 
 // New returns the service.
-func New(b Broker) *Service { return &Service{b: b} }
+func New(b Broker, o Options) *Service { return &Service{b: b, opts: o} }
 
 // Register adds the service to gs.
 func (s *Service) Register(gs grpc.ServiceRegistrar) { adminv1.RegisterAdminServiceServer(gs, s) }
@@ -93,6 +115,9 @@ func (s *Service) GetTopic(ctx context.Context, req *adminv1.GetTopicRequest) (*
 	if strings.TrimSpace(req.GetName()) == "" {
 		return nil, status.Error(codes.InvalidArgument, "topic name is required")
 	}
+	if err := s.check(ctx, auth.Access{Route: req.GetName()}); err != nil {
+		return nil, err
+	}
 	t, err := s.b.GetTopic(ctx, req.GetName())
 	if err != nil {
 		return nil, toStatus(err, "topic", req.GetName())
@@ -105,9 +130,11 @@ func (s *Service) ListTopics(ctx context.Context, _ *adminv1.ListTopicsRequest) 
 	if err != nil {
 		return nil, toStatus(err, "topics", "")
 	}
-	out := make([]*adminv1.Topic, len(ts))
-	for i, t := range ts {
-		out[i] = topicToV1(t)
+	out := make([]*adminv1.Topic, 0, len(ts))
+	for _, t := range ts {
+		if s.sees(ctx, auth.Access{Route: t.Name}) {
+			out = append(out, topicToV1(t))
+		}
 	}
 	return &adminv1.ListTopicsResponse{Topics: out}, nil
 }
@@ -145,6 +172,9 @@ func (s *Service) GetGroup(ctx context.Context, req *adminv1.GetGroupRequest) (*
 	if strings.TrimSpace(req.GetName()) == "" {
 		return nil, status.Error(codes.InvalidArgument, "consumer group name is required")
 	}
+	if err := s.check(ctx, auth.Access{Group: req.GetName()}); err != nil {
+		return nil, err
+	}
 	g, err := s.b.GetGroup(ctx, req.GetName())
 	if err != nil {
 		return nil, toStatus(err, "consumer group", req.GetName())
@@ -157,9 +187,11 @@ func (s *Service) ListGroups(ctx context.Context, _ *adminv1.ListGroupsRequest) 
 	if err != nil {
 		return nil, toStatus(err, "consumer groups", "")
 	}
-	out := make([]*adminv1.Group, len(gs))
-	for i, g := range gs {
-		out[i] = groupToV1(g)
+	out := make([]*adminv1.Group, 0, len(gs))
+	for _, g := range gs {
+		if s.sees(ctx, auth.Access{Group: g.Name}) {
+			out = append(out, groupToV1(g))
+		}
 	}
 	return &adminv1.ListGroupsResponse{Groups: out}, nil
 }

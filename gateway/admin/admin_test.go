@@ -113,7 +113,7 @@ func wantCode(t *testing.T, err error, c codes.Code, sub string) {
 }
 
 func TestAdminTopics(t *testing.T) {
-	s := New(newFake())
+	s := New(newFake(), Options{})
 	ctx := context.Background()
 	r, err := s.CreateTopic(ctx, &adminv1.CreateTopicRequest{Name: "orders", Type: "fifo"})
 	if err != nil {
@@ -142,7 +142,7 @@ func TestAdminTopics(t *testing.T) {
 
 func TestAdminGroups(t *testing.T) {
 	f := newFake()
-	s := New(f)
+	s := New(f, Options{})
 	ctx := context.Background()
 	r, err := s.CreateGroup(ctx, &adminv1.CreateGroupRequest{Name: "g", Fifo: true, MaxDeliveryAttempts: 2, RetryPolicy: "exponential"})
 	if err != nil {

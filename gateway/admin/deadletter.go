@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/mqgate/mqgate/broker"
+	"github.com/mqgate/mqgate/gateway/auth"
 	adminv1 "github.com/mqgate/mqgate/gen/mqgate/admin/v1"
 )
 
@@ -19,13 +20,16 @@ func (s *Service) ListDeadLetters(ctx context.Context, req *adminv1.ListDeadLett
 	if err != nil {
 		return nil, err
 	}
+	if err := s.check(ctx, auth.Access{Group: group}); err != nil {
+		return nil, err
+	}
 	page, err := s.b.DeadLetters(ctx, group, int(req.GetMax()))
 	if err != nil {
 		return nil, toStatus(err, "consumer group", group)
 	}
 	out := &adminv1.ListDeadLettersResponse{Topic: page.Topic, Pending: page.Pending, Messages: make([]*adminv1.StoredMessage, 0, len(page.Messages))}
 	for _, m := range page.Messages {
-		out.Messages = append(out.Messages, storedToV1(broker.FoundMessage{Delivered: *m}))
+		out.Messages = append(out.Messages, storedToV1(broker.FoundMessage{Delivered: *m}, MaxLookupBody))
 	}
 	return out, nil
 }

@@ -42,7 +42,7 @@ func TestDeadLettersListAndRedrive(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	s := New(b)
+	s := New(b, Options{})
 	if _, err := s.CreateTopic(ctx, &adminv1.CreateTopicRequest{Name: "orders"}); err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +125,7 @@ func TestDeadLettersListAndRedrive(t *testing.T) {
 // before; one that sent nothing answers the error.
 func TestRedriveStoppedEarly(t *testing.T) {
 	f := newFake()
-	s := New(f)
+	s := New(f, Options{})
 	ctx := context.Background()
 	_, err := s.RedriveDeadLetters(ctx, &adminv1.RedriveDeadLettersRequest{Group: "g"})
 	wantCode(t, err, codes.Unavailable, "store closed")

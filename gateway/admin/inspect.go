@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/mqgate/mqgate/broker"
+	"github.com/mqgate/mqgate/gateway/auth"
 	adminv1 "github.com/mqgate/mqgate/gen/mqgate/admin/v1"
 )
 
@@ -19,6 +20,9 @@ func (s *Service) DescribeTopic(ctx context.Context, req *adminv1.DescribeTopicR
 	if strings.TrimSpace(req.GetName()) == "" {
 		return nil, status.Error(codes.InvalidArgument, "topic name is required")
 	}
+	if err := s.check(ctx, auth.Access{Route: req.GetName()}); err != nil {
+		return nil, err
+	}
 	d, err := s.b.DescribeTopic(ctx, req.GetName())
 	if err != nil {
 		return nil, toStatus(err, "topic", req.GetName())
@@ -28,7 +32,9 @@ func (s *Service) DescribeTopic(ctx context.Context, req *adminv1.DescribeTopicR
 		out.Queues = append(out.Queues, &adminv1.QueueOffsets{QueueId: q.QueueID, MinOffset: q.Min, MaxOffset: q.Max})
 	}
 	for _, g := range d.Groups {
-		out.Groups = append(out.Groups, progressToV1(g))
+		if s.sees(ctx, auth.Access{Group: g.Group}) {
+			out.Groups = append(out.Groups, progressToV1(g))
+		}
 	}
 	return out, nil
 }
@@ -37,6 +43,9 @@ func (s *Service) DescribeGroup(ctx context.Context, req *adminv1.DescribeGroupR
 	if strings.TrimSpace(req.GetName()) == "" {
 		return nil, status.Error(codes.InvalidArgument, "consumer group name is required")
 	}
+	if err := s.check(ctx, auth.Access{Group: req.GetName()}); err != nil {
+		return nil, err
+	}
 	d, err := s.b.DescribeGroup(ctx, req.GetName())
 	if err != nil {
 		return nil, toStatus(err, "consumer group", req.GetName())
@@ -44,7 +53,9 @@ func (s *Service) DescribeGroup(ctx context.Context, req *adminv1.DescribeGroupR
 	out := &adminv1.DescribeGroupResponse{Group: groupToV1(d.Group),
 		DeadLetterQueue: &adminv1.DeadLetterQueue{Topic: d.DLQ.Topic, Exists: d.DLQ.Exists, Messages: d.DLQ.Messages}}
 	for _, p := range d.Topics {
-		out.Topics = append(out.Topics, progressToV1(p))
+		if s.sees(ctx, auth.Access{Route: p.Topic}) {
+			out.Topics = append(out.Topics, progressToV1(p))
+		}
 	}
 	return out, nil
 }
@@ -56,6 +67,11 @@ func (s *Service) LookupMessage(ctx context.Context, req *adminv1.LookupMessageR
 	if req.GetMax() < 0 {
 		return nil, status.Errorf(codes.InvalidArgument, "max %d is negative", req.GetMax())
 	}
+	if req.GetTopic() != "" {
+		if err := s.check(ctx, auth.Access{Subscribe: req.GetTopic()}); err != nil {
+			return nil, err
+		}
+	}
 	found, err := s.b.LookupMessage(ctx, broker.LookupRequest{Topic: req.GetTopic(), ID: req.GetMessageId(), Key: req.GetKey(), Max: int(req.GetMax())})
 	if err != nil {
 		what, name := "message lookup", ""
@@ -66,7 +82,9 @@ func (s *Service) LookupMessage(ctx context.Context, req *adminv1.LookupMessageR
 	}
 	out := &adminv1.LookupMessageResponse{Messages: make([]*adminv1.StoredMessage, 0, len(found))}
 	for _, f := range found {
-		out.Messages = append(out.Messages, storedToV1(f))
+		if s.sees(ctx, auth.Access{Subscribe: f.Topic}) { // bodies are what consumers read
+			out.Messages = append(out.Messages, storedToV1(f, MaxLookupBody))
+		}
 	}
 	return out, nil
 }
@@ -79,7 +97,8 @@ func progressToV1(p broker.GroupTopicProgress) *adminv1.GroupTopicProgress {
 	return out
 }
 
-func storedToV1(f broker.FoundMessage) *adminv1.StoredMessage {
+// storedToV1 converts a stored message, its body cut at maxBody bytes.
+func storedToV1(f broker.FoundMessage, maxBody int) *adminv1.StoredMessage {
 	m := &adminv1.StoredMessage{
 		Topic:              f.Topic,
 		MessageId:          f.ID,
@@ -103,8 +122,8 @@ func storedToV1(f broker.FoundMessage) *adminv1.StoredMessage {
 		m.State = "SCHEDULED"
 	}
 	m.Body = f.Body
-	if len(m.Body) > MaxLookupBody {
-		m.Body, m.BodyTruncated = m.Body[:MaxLookupBody], true
+	if len(m.Body) > maxBody {
+		m.Body, m.BodyTruncated = m.Body[:maxBody], true
 	}
 	if !f.DeliveryTime.IsZero() {
 		m.DeliveryTime = timestamppb.New(f.DeliveryTime)

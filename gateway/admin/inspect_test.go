@@ -43,7 +43,7 @@ func realBroker(t *testing.T) (*broker.Broker, *storage.Store) {
 
 func TestAdminDescribeAndLookup(t *testing.T) {
 	b, st := realBroker(t)
-	s := New(b)
+	s := New(b, Options{})
 	ctx := context.Background()
 	if _, err := s.CreateTopic(ctx, &adminv1.CreateTopicRequest{Name: "orders"}); err != nil {
 		t.Fatal(err)

@@ -30,7 +30,7 @@ func resetTo(group, topic string, to any) *adminv1.ResetOffsetRequest {
 // Requests the service refuses before the broker sees them.
 func TestResetOffsetValidation(t *testing.T) {
 	f := newFake()
-	s := New(f)
+	s := New(f, Options{})
 	latest := adminv1.ResetPosition_RESET_POSITION_LATEST
 	cases := []struct {
 		name string
@@ -76,7 +76,7 @@ func TestResetOffsetTargets(t *testing.T) {
 	for _, c := range cases {
 		f := newFake()
 		f.moved = []broker.QueueReset{{QueueID: 1, Previous: 7, Offset: 0}, {QueueID: 0, Previous: 3, Offset: 12}}
-		resp, err := New(f).ResetOffset(context.Background(), resetTo("billing", "orders", c.to))
+		resp, err := New(f, Options{}).ResetOffset(context.Background(), resetTo("billing", "orders", c.to))
 		if err != nil {
 			t.Fatalf("%v: %v", c.to, err)
 		}
@@ -107,7 +107,7 @@ func TestResetOffsetQueue(t *testing.T) {
 			broker.ResetToLatest, 0, 0},
 	} {
 		f := newFake()
-		if _, err := New(f).ResetOffset(context.Background(), c.req); err != nil {
+		if _, err := New(f, Options{}).ResetOffset(context.Background(), c.req); err != nil {
 			t.Fatal(err)
 		}
 		if f.reset.To != c.to || f.reset.Offset != c.off || f.reset.Queue == nil || *f.reset.Queue != c.want {
@@ -116,7 +116,7 @@ func TestResetOffsetQueue(t *testing.T) {
 	}
 	// Without queue_id every queue moves.
 	f := newFake()
-	if _, err := New(f).ResetOffset(context.Background(), resetTo("billing", "orders", adminv1.ResetPosition_RESET_POSITION_EARLIEST)); err != nil || f.reset.Queue != nil {
+	if _, err := New(f, Options{}).ResetOffset(context.Background(), resetTo("billing", "orders", adminv1.ResetPosition_RESET_POSITION_EARLIEST)); err != nil || f.reset.Queue != nil {
 		t.Fatalf("broker got %+v (%v)", f.reset, err)
 	}
 }
@@ -124,7 +124,7 @@ func TestResetOffsetQueue(t *testing.T) {
 // Broker errors go through toStatus and name what they are about.
 func TestResetOffsetBrokerErrors(t *testing.T) {
 	f := newFake()
-	s := New(f)
+	s := New(f, Options{})
 	ctx := context.Background()
 	req := resetTo("billing", "orders", adminv1.ResetPosition_RESET_POSITION_EARLIEST)
 

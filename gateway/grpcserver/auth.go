@@ -49,9 +49,9 @@ func denied(fullMethod string, err error, code codes.Code) (any, error) {
 }
 
 // authUnary authenticates every unary call but health checks, requires an
-// admin for the admin API, and checks what a MessagingService call touches
+// admin for the admin API but its views (views; nil: none), and checks what a MessagingService call touches
 // (v2Access). REST's service checks its own calls (restservice).
-func authUnary(a *auth.Authenticator, log *slog.Logger) grpc.UnaryServerInterceptor {
+func authUnary(a *auth.Authenticator, views func(string) bool, log *slog.Logger) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 		if authExempt(info.FullMethod) {
 			return h(ctx, req)
@@ -61,7 +61,7 @@ func authUnary(a *auth.Authenticator, log *slog.Logger) grpc.UnaryServerIntercep
 			refused(ctx, a, log, info.FullMethod, false, err)
 			return denied(info.FullMethod, err, codes.Unauthenticated)
 		}
-		if err := allow(ctx, a, info.FullMethod, req); err != nil {
+		if err := allow(ctx, a, views, info.FullMethod, req); err != nil {
 			refused(ctx, a, log, info.FullMethod, true, err)
 			return denied(info.FullMethod, err, codes.PermissionDenied)
 		}
@@ -69,10 +69,11 @@ func authUnary(a *auth.Authenticator, log *slog.Logger) grpc.UnaryServerIntercep
 	}
 }
 
-// allow checks the admin API's callers and what a MessagingService
+// allow checks the admin API's callers (an admin, but for the views,
+// which check what they touch themselves) and what a MessagingService
 // request touches.
-func allow(ctx context.Context, a *auth.Authenticator, fullMethod string, req any) error {
-	if strings.HasPrefix(fullMethod, adminPrefix) {
+func allow(ctx context.Context, a *auth.Authenticator, views func(string) bool, fullMethod string, req any) error {
+	if strings.HasPrefix(fullMethod, adminPrefix) && (views == nil || !views(fullMethod)) {
 		if err := a.Allow(ctx, auth.Access{Admin: true}); err != nil {
 			return err
 		}
@@ -106,7 +107,7 @@ func refused(ctx context.Context, a *auth.Authenticator, log *slog.Logger, metho
 // call the client makes with them is (a client whose settings name a
 // forbidden group starts, and its receives get UNAUTHORIZED, rather than
 // hanging in start-up as the Go client does without a settings reply).
-func authStream(a *auth.Authenticator, log *slog.Logger) grpc.StreamServerInterceptor {
+func authStream(a *auth.Authenticator, views func(string) bool, log *slog.Logger) grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
 		if authExempt(info.FullMethod) {
 			return h(srv, ss)
@@ -122,7 +123,7 @@ func authStream(a *auth.Authenticator, log *slog.Logger) grpc.StreamServerInterc
 		if err != nil {
 			return refuse(err, codes.Unauthenticated)
 		}
-		if err := allow(ctx, a, info.FullMethod, nil); err != nil {
+		if err := allow(ctx, a, views, info.FullMethod, nil); err != nil {
 			return refuse(err, codes.PermissionDenied)
 		}
 		ws := &authedStream{ServerStream: ss, ctx: ctx}
@@ -137,7 +138,7 @@ func authStream(a *auth.Authenticator, log *slog.Logger) grpc.StreamServerInterc
 			if err := ss.RecvMsg(first); err != nil {
 				return err
 			}
-			if err := allow(ctx, a, info.FullMethod, first); err != nil {
+			if err := allow(ctx, a, views, info.FullMethod, first); err != nil {
 				return refuse(err, codes.PermissionDenied)
 			}
 			ws.first = first

@@ -61,6 +61,11 @@ type Options struct {
 	// Auth, when set, authenticates every call but health checks and
 	// reflection and checks what it touches (auth.go); nil: auth off.
 	Auth *auth.Authenticator
+	// AdminViews, when set, names the admin API methods any authenticated
+	// user may call: the service itself checks what each call touches and
+	// answers only what the caller may see (gateway/admin's OpenToUsers).
+	// Every other admin method needs an admin user.
+	AdminViews func(fullMethod string) bool
 	// MaxBodySize is the broker's message body limit; the largest request
 	// accepted is RecvLimit of it (0: DefaultMaxBodySize).
 	MaxBodySize int
@@ -143,7 +148,7 @@ func New(o Options) *Server {
 		budgetUnary(admission.NewBudget(inflight)),
 	}
 	if o.Auth != nil {
-		unary = append(unary, authUnary(o.Auth, log))
+		unary = append(unary, authUnary(o.Auth, o.AdminViews, log))
 	}
 	unary = append(unary, drainUnary(gate), clientIDUnary(o.Sessions))
 	unary = append(unary, o.ExtraUnaryInterceptors...)
@@ -153,7 +158,7 @@ func New(o Options) *Server {
 		callLogStream(log),
 	}
 	if o.Auth != nil {
-		stream = append(stream, authStream(o.Auth, log))
+		stream = append(stream, authStream(o.Auth, o.AdminViews, log))
 	}
 	stream = append(stream, clientIDStream(o.Sessions), recovery.StreamServerInterceptor(recoverOpt))
 	srv := &Server{methods: map[string]inProcessMethod{}, services: map[string]bool{},

@@ -112,7 +112,7 @@ func newHarness(t testing.TB, opts ...harnessOpts) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gopts := grpcserver.Options{Gate: h.gate, Sessions: sess, Logger: log, Auth: o.auth}
+	gopts := grpcserver.Options{Gate: h.gate, Sessions: sess, Logger: log, Auth: o.auth, AdminViews: admin.OpenToUsers}
 	ropts := Options{Logger: log, MaxRequestBytes: o.maxRequestBytes, TracerProvider: o.tracer, MeterProvider: o.meter, Ready: func() error { return nil },
 		Auth: o.auth, MaxInFlightBytes: o.inflight, BodyTimeout: o.bodyTimeout}
 	if o.telemetry {
@@ -129,7 +129,7 @@ func newHarness(t testing.TB, opts ...harnessOpts) *harness {
 	}
 	h.grpc = grpcserver.New(gopts)
 	svc.Register(h.grpc)
-	admin.New(b).Register(h.grpc)
+	admin.New(b, admin.Options{Auth: o.auth}).Register(h.grpc)
 	restservice.New(restservice.Config{Clock: clk, Logger: log, Auth: o.auth}, b).Register(h.grpc)
 	blis := bufconn.Listen(1 << 20)
 	h.v2conn, err = grpc.NewClient("passthrough:///harness",

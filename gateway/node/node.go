@@ -91,6 +91,9 @@ type Node struct {
 	// is empty); checkBacks are the listeners' transaction check-back
 	// senders, asked in listener order (addCheckBack).
 	remoting   *remoting.Server
+	// remotingUp is remoting once it serves, for the admin API's client
+	// listing, which may run while the node still starts.
+	remotingUp atomic.Pointer[remoting.Server]
 	checkBacks broker.CheckBackFanOut
 	http       *httpserver.Server
 
@@ -346,6 +349,7 @@ func (n *Node) startGRPC(ctx context.Context) error {
 		Gate:                  n.gate,
 		Sessions:              n.sess,
 		Auth:                  n.auth,
+		AdminViews:            admin.OpenToUsers,
 		MaxBodySize:           n.broker.Limits().MaxBodySize,
 		Codec:                 v2service.ServerCodec(),
 	})
@@ -360,7 +364,7 @@ func (n *Node) startGRPC(ctx context.Context) error {
 	}
 	n.addCheckBack(svc.CheckBackSender())
 	svc.Register(n.grpc)
-	admin.New(n.broker).Register(n.grpc)
+	admin.New(n.broker, admin.Options{Auth: n.auth, Clients: n.clients, Cluster: clusterView{n}}).Register(n.grpc)
 	restservice.New(restservice.Config{Logger: n.log, Auth: n.auth}, n.broker).Register(n.grpc)
 	lis := n.lis["grpc-addr"]
 	n.addrs.GRPC = lis.Addr().String()
@@ -396,6 +400,7 @@ func (n *Node) startRemoting(ctx context.Context) error {
 		return err
 	}
 	n.remoting = srv
+	n.remotingUp.Store(srv)
 	n.addrs.Remoting = srv.Addr()
 	n.addCheckBack(srv)
 	n.broker.AddResetListener(srv)

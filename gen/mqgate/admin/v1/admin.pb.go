@@ -1,5 +1,6 @@
 // mqgate's own administration API: topics, consumer groups, queue offsets,
-// group progress and message lookup.
+// group progress, message lookup and browsing, dead letters, traffic
+// counters, connected clients and the cluster.
 //
 // Used by the `mqgate topic` / `mqgate group` CLI and served over REST through
 // grpc-gateway (HTTP rules live in proto/http/mqgate.yaml, not here). Errors are
@@ -2766,6 +2767,1362 @@ func (x *ListLiteTopicsResponse) GetNextPageToken() string {
 	return ""
 }
 
+// Reads a queue's stored messages in offset order, from an offset or a
+// store time, whoever consumed them. Changes nothing.
+type BrowseMessagesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Topic.
+	Topic string `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	// Queue id (0 to the topic's queues - 1).
+	QueueId int32 `protobuf:"varint,2,opt,name=queue_id,json=queueId,proto3" json:"queue_id,omitempty"`
+	// Where to start; neither: the queue's first retained message.
+	//
+	// Types that are valid to be assigned to From:
+	//
+	//	*BrowseMessagesRequest_Offset
+	//	*BrowseMessagesRequest_Time
+	From isBrowseMessagesRequest_From `protobuf_oneof:"from"`
+	// Most messages to return; 0 means 32, at most 256.
+	Max int32 `protobuf:"varint,5,opt,name=max,proto3" json:"max,omitempty"`
+	// Most bytes of each body to return; 0 means 64 KiB, the most.
+	MaxBodyBytes  int32 `protobuf:"varint,6,opt,name=max_body_bytes,json=maxBodyBytes,proto3" json:"max_body_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BrowseMessagesRequest) Reset() {
+	*x = BrowseMessagesRequest{}
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BrowseMessagesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BrowseMessagesRequest) ProtoMessage() {}
+
+func (x *BrowseMessagesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BrowseMessagesRequest.ProtoReflect.Descriptor instead.
+func (*BrowseMessagesRequest) Descriptor() ([]byte, []int) {
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *BrowseMessagesRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *BrowseMessagesRequest) GetQueueId() int32 {
+	if x != nil {
+		return x.QueueId
+	}
+	return 0
+}
+
+func (x *BrowseMessagesRequest) GetFrom() isBrowseMessagesRequest_From {
+	if x != nil {
+		return x.From
+	}
+	return nil
+}
+
+func (x *BrowseMessagesRequest) GetOffset() int64 {
+	if x != nil {
+		if x, ok := x.From.(*BrowseMessagesRequest_Offset); ok {
+			return x.Offset
+		}
+	}
+	return 0
+}
+
+func (x *BrowseMessagesRequest) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		if x, ok := x.From.(*BrowseMessagesRequest_Time); ok {
+			return x.Time
+		}
+	}
+	return nil
+}
+
+func (x *BrowseMessagesRequest) GetMax() int32 {
+	if x != nil {
+		return x.Max
+	}
+	return 0
+}
+
+func (x *BrowseMessagesRequest) GetMaxBodyBytes() int32 {
+	if x != nil {
+		return x.MaxBodyBytes
+	}
+	return 0
+}
+
+type isBrowseMessagesRequest_From interface {
+	isBrowseMessagesRequest_From()
+}
+
+type BrowseMessagesRequest_Offset struct {
+	// The first offset to read; below the queue's min offset it starts
+	// at the min, past its max offset it reads nothing.
+	Offset int64 `protobuf:"varint,3,opt,name=offset,proto3,oneof"`
+}
+
+type BrowseMessagesRequest_Time struct {
+	// The first message stored at or after this time (the queue's end
+	// when none is).
+	Time *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=time,proto3,oneof"`
+}
+
+func (*BrowseMessagesRequest_Offset) isBrowseMessagesRequest_From() {}
+
+func (*BrowseMessagesRequest_Time) isBrowseMessagesRequest_From() {}
+
+// Result of BrowseMessages.
+type BrowseMessagesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The queue's retained range: it holds [min_offset, max_offset).
+	MinOffset int64 `protobuf:"varint,1,opt,name=min_offset,json=minOffset,proto3" json:"min_offset,omitempty"`
+	// Next offset to be written.
+	MaxOffset int64 `protobuf:"varint,2,opt,name=max_offset,json=maxOffset,proto3" json:"max_offset,omitempty"`
+	// The offset the page starts at.
+	StartOffset int64 `protobuf:"varint,3,opt,name=start_offset,json=startOffset,proto3" json:"start_offset,omitempty"`
+	// The offset after the page's last message (start_offset when the page
+	// is empty): where the next page starts.
+	NextOffset int64 `protobuf:"varint,4,opt,name=next_offset,json=nextOffset,proto3" json:"next_offset,omitempty"`
+	// The messages, in offset order.
+	Messages      []*StoredMessage `protobuf:"bytes,5,rep,name=messages,proto3" json:"messages,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BrowseMessagesResponse) Reset() {
+	*x = BrowseMessagesResponse{}
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BrowseMessagesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BrowseMessagesResponse) ProtoMessage() {}
+
+func (x *BrowseMessagesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BrowseMessagesResponse.ProtoReflect.Descriptor instead.
+func (*BrowseMessagesResponse) Descriptor() ([]byte, []int) {
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *BrowseMessagesResponse) GetMinOffset() int64 {
+	if x != nil {
+		return x.MinOffset
+	}
+	return 0
+}
+
+func (x *BrowseMessagesResponse) GetMaxOffset() int64 {
+	if x != nil {
+		return x.MaxOffset
+	}
+	return 0
+}
+
+func (x *BrowseMessagesResponse) GetStartOffset() int64 {
+	if x != nil {
+		return x.StartOffset
+	}
+	return 0
+}
+
+func (x *BrowseMessagesResponse) GetNextOffset() int64 {
+	if x != nil {
+		return x.NextOffset
+	}
+	return 0
+}
+
+func (x *BrowseMessagesResponse) GetMessages() []*StoredMessage {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
+
+// Asks for the broker's traffic counters.
+type GetStatsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetStatsRequest) Reset() {
+	*x = GetStatsRequest{}
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetStatsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetStatsRequest) ProtoMessage() {}
+
+func (x *GetStatsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetStatsRequest.ProtoReflect.Descriptor instead.
+func (*GetStatsRequest) Descriptor() ([]byte, []int) {
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{43}
+}
+
+// Result of GetStats: counters since start_time (the serving process's
+// start; in a cluster, the leader's), so a rate is the difference between
+// two answers over the time between them. With authentication on, a user
+// who is not an admin gets the topics and consumer groups it may use
+// only, and totals over those.
+type GetStatsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// When the counters were read.
+	Time *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=time,proto3" json:"time,omitempty"`
+	// When counting began: a later start_time than a previous answer's
+	// means the counters started again from zero.
+	StartTime *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
+	// Messages stored from producers, over every topic listed.
+	Sent int64 `protobuf:"varint,3,opt,name=sent,proto3" json:"sent,omitempty"`
+	// Messages delivered to consumers (receives and pulls), over every
+	// subscription listed.
+	Delivered int64 `protobuf:"varint,4,opt,name=delivered,proto3" json:"delivered,omitempty"`
+	// Every topic, by name.
+	Topics []*TopicStats `protobuf:"bytes,5,rep,name=topics,proto3" json:"topics,omitempty"`
+	// Every (group, topic) pair that was delivered messages, by group then
+	// topic.
+	Subscriptions []*SubscriptionStats `protobuf:"bytes,6,rep,name=subscriptions,proto3" json:"subscriptions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetStatsResponse) Reset() {
+	*x = GetStatsResponse{}
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetStatsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetStatsResponse) ProtoMessage() {}
+
+func (x *GetStatsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetStatsResponse.ProtoReflect.Descriptor instead.
+func (*GetStatsResponse) Descriptor() ([]byte, []int) {
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *GetStatsResponse) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+func (x *GetStatsResponse) GetStartTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartTime
+	}
+	return nil
+}
+
+func (x *GetStatsResponse) GetSent() int64 {
+	if x != nil {
+		return x.Sent
+	}
+	return 0
+}
+
+func (x *GetStatsResponse) GetDelivered() int64 {
+	if x != nil {
+		return x.Delivered
+	}
+	return 0
+}
+
+func (x *GetStatsResponse) GetTopics() []*TopicStats {
+	if x != nil {
+		return x.Topics
+	}
+	return nil
+}
+
+func (x *GetStatsResponse) GetSubscriptions() []*SubscriptionStats {
+	if x != nil {
+		return x.Subscriptions
+	}
+	return nil
+}
+
+// One topic's counters.
+type TopicStats struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Topic.
+	Topic string `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	// Messages stored from producers since start_time.
+	Sent int64 `protobuf:"varint,2,opt,name=sent,proto3" json:"sent,omitempty"`
+	// Body bytes of those messages.
+	SentBytes int64 `protobuf:"varint,3,opt,name=sent_bytes,json=sentBytes,proto3" json:"sent_bytes,omitempty"`
+	// Messages its queues hold now (sum of max_offset - min_offset).
+	Stored        int64 `protobuf:"varint,4,opt,name=stored,proto3" json:"stored,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TopicStats) Reset() {
+	*x = TopicStats{}
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TopicStats) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TopicStats) ProtoMessage() {}
+
+func (x *TopicStats) ProtoReflect() protoreflect.Message {
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TopicStats.ProtoReflect.Descriptor instead.
+func (*TopicStats) Descriptor() ([]byte, []int) {
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *TopicStats) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *TopicStats) GetSent() int64 {
+	if x != nil {
+		return x.Sent
+	}
+	return 0
+}
+
+func (x *TopicStats) GetSentBytes() int64 {
+	if x != nil {
+		return x.SentBytes
+	}
+	return 0
+}
+
+func (x *TopicStats) GetStored() int64 {
+	if x != nil {
+		return x.Stored
+	}
+	return 0
+}
+
+// What one consumer group was delivered from one topic.
+type SubscriptionStats struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Consumer group.
+	Group string `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	// Topic.
+	Topic string `protobuf:"bytes,2,opt,name=topic,proto3" json:"topic,omitempty"`
+	// Messages delivered since start_time.
+	Delivered     int64 `protobuf:"varint,3,opt,name=delivered,proto3" json:"delivered,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubscriptionStats) Reset() {
+	*x = SubscriptionStats{}
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubscriptionStats) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubscriptionStats) ProtoMessage() {}
+
+func (x *SubscriptionStats) ProtoReflect() protoreflect.Message {
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubscriptionStats.ProtoReflect.Descriptor instead.
+func (*SubscriptionStats) Descriptor() ([]byte, []int) {
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *SubscriptionStats) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *SubscriptionStats) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *SubscriptionStats) GetDelivered() int64 {
+	if x != nil {
+		return x.Delivered
+	}
+	return 0
+}
+
+// Lists the clients connected to the server.
+type ListClientsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListClientsRequest) Reset() {
+	*x = ListClientsRequest{}
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListClientsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListClientsRequest) ProtoMessage() {}
+
+func (x *ListClientsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListClientsRequest.ProtoReflect.Descriptor instead.
+func (*ListClientsRequest) Descriptor() ([]byte, []int) {
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{47}
+}
+
+// Result of ListClients.
+type ListClientsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Every client, by protocol then client id.
+	Clients       []*Client `protobuf:"bytes,1,rep,name=clients,proto3" json:"clients,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListClientsResponse) Reset() {
+	*x = ListClientsResponse{}
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListClientsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListClientsResponse) ProtoMessage() {}
+
+func (x *ListClientsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListClientsResponse.ProtoReflect.Descriptor instead.
+func (*ListClientsResponse) Descriptor() ([]byte, []int) {
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *ListClientsResponse) GetClients() []*Client {
+	if x != nil {
+		return x.Clients
+	}
+	return nil
+}
+
+// A connected client.
+type Client struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "grpc" (RocketMQ 5 clients, over apache.rocketmq.v2) or "remoting"
+	// (classic RocketMQ 4.x clients).
+	Protocol string `protobuf:"bytes,1,opt,name=protocol,proto3" json:"protocol,omitempty"`
+	// The client's id (its x-mq-client-id, or the classic clientID).
+	ClientId string `protobuf:"bytes,2,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	// What it is: "PRODUCER", "PUSH_CONSUMER", "SIMPLE_CONSUMER" or
+	// "PULL_CONSUMER"; a classic client may be a producer and a consumer
+	// at once. Empty for a gRPC client that has not declared its settings.
+	Roles []string `protobuf:"bytes,3,rep,name=roles,proto3" json:"roles,omitempty"`
+	// Client library language ("GOLANG", "JAVA", ...).
+	Language string `protobuf:"bytes,4,opt,name=language,proto3" json:"language,omitempty"`
+	// Client library version (the RocketMQ version code for classic
+	// clients).
+	Version string `protobuf:"bytes,5,opt,name=version,proto3" json:"version,omitempty"`
+	// Network address of its connection (in a cluster, of the member that
+	// passed it on, for gRPC clients).
+	Address string `protobuf:"bytes,6,opt,name=address,proto3" json:"address,omitempty"`
+	// Host name it declared (gRPC clients).
+	Hostname string `protobuf:"bytes,7,opt,name=hostname,proto3" json:"hostname,omitempty"`
+	// Topics it publishes to (producers that declared them) or consumes.
+	Topics []string `protobuf:"bytes,8,rep,name=topics,proto3" json:"topics,omitempty"`
+	// Consumer group (gRPC consumers), or producer and consumer groups
+	// (classic clients).
+	Groups []string `protobuf:"bytes,9,rep,name=groups,proto3" json:"groups,omitempty"`
+	// When it connected (its first call or heartbeat).
+	Since *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=since,proto3" json:"since,omitempty"`
+	// Its latest call or heartbeat.
+	LastSeen      *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=last_seen,json=lastSeen,proto3" json:"last_seen,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Client) Reset() {
+	*x = Client{}
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Client) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Client) ProtoMessage() {}
+
+func (x *Client) ProtoReflect() protoreflect.Message {
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Client.ProtoReflect.Descriptor instead.
+func (*Client) Descriptor() ([]byte, []int) {
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *Client) GetProtocol() string {
+	if x != nil {
+		return x.Protocol
+	}
+	return ""
+}
+
+func (x *Client) GetClientId() string {
+	if x != nil {
+		return x.ClientId
+	}
+	return ""
+}
+
+func (x *Client) GetRoles() []string {
+	if x != nil {
+		return x.Roles
+	}
+	return nil
+}
+
+func (x *Client) GetLanguage() string {
+	if x != nil {
+		return x.Language
+	}
+	return ""
+}
+
+func (x *Client) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *Client) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *Client) GetHostname() string {
+	if x != nil {
+		return x.Hostname
+	}
+	return ""
+}
+
+func (x *Client) GetTopics() []string {
+	if x != nil {
+		return x.Topics
+	}
+	return nil
+}
+
+func (x *Client) GetGroups() []string {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
+}
+
+func (x *Client) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+func (x *Client) GetLastSeen() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastSeen
+	}
+	return nil
+}
+
+// Asks for the cluster's members and raft groups.
+type GetClusterStatusRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetClusterStatusRequest) Reset() {
+	*x = GetClusterStatusRequest{}
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetClusterStatusRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetClusterStatusRequest) ProtoMessage() {}
+
+func (x *GetClusterStatusRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetClusterStatusRequest.ProtoReflect.Descriptor instead.
+func (*GetClusterStatusRequest) Descriptor() ([]byte, []int) {
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{50}
+}
+
+// Result of GetClusterStatus. In a cluster the leader answers (the other
+// members pass their clients' calls to it).
+type GetClusterStatusResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Whether the server is a cluster member (--cluster-id); false: a
+	// single node, one member and no raft group.
+	Clustered bool `protobuf:"varint,1,opt,name=clustered,proto3" json:"clustered,omitempty"`
+	// The cluster id; empty for a single node.
+	ClusterId string `protobuf:"bytes,2,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	// The member that answered; 0 for a single node.
+	NodeId uint64 `protobuf:"varint,3,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// Every member, by id.
+	Members []*ClusterMember `protobuf:"bytes,4,rep,name=members,proto3" json:"members,omitempty"`
+	// Every raft group (today one, "broker", replicating the whole broker).
+	Groups        []*RaftGroup `protobuf:"bytes,5,rep,name=groups,proto3" json:"groups,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetClusterStatusResponse) Reset() {
+	*x = GetClusterStatusResponse{}
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetClusterStatusResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetClusterStatusResponse) ProtoMessage() {}
+
+func (x *GetClusterStatusResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetClusterStatusResponse.ProtoReflect.Descriptor instead.
+func (*GetClusterStatusResponse) Descriptor() ([]byte, []int) {
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *GetClusterStatusResponse) GetClustered() bool {
+	if x != nil {
+		return x.Clustered
+	}
+	return false
+}
+
+func (x *GetClusterStatusResponse) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
+	}
+	return ""
+}
+
+func (x *GetClusterStatusResponse) GetNodeId() uint64 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+func (x *GetClusterStatusResponse) GetMembers() []*ClusterMember {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+func (x *GetClusterStatusResponse) GetGroups() []*RaftGroup {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
+}
+
+// One member of the cluster (or the single node).
+type ClusterMember struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Member id (--node-id); 0 for a single node.
+	Id uint64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Peer address, as the answering member dials it.
+	PeerAddress string `protobuf:"bytes,2,opt,name=peer_address,json=peerAddress,proto3" json:"peer_address,omitempty"`
+	// Client listeners, as the member reports them (empty when it did not
+	// answer).
+	GrpcAddress string `protobuf:"bytes,3,opt,name=grpc_address,json=grpcAddress,proto3" json:"grpc_address,omitempty"`
+	// HTTP listener.
+	HttpAddress string `protobuf:"bytes,4,opt,name=http_address,json=httpAddress,proto3" json:"http_address,omitempty"`
+	// Classic remoting listener.
+	RemotingAddress string `protobuf:"bytes,5,opt,name=remoting_address,json=remotingAddress,proto3" json:"remoting_address,omitempty"`
+	// "LEADER", "FOLLOWER", "LEARNER", "CANDIDATE", "STANDALONE" (a single
+	// node) or "UNKNOWN" (it did not answer).
+	Role string `protobuf:"bytes,6,opt,name=role,proto3" json:"role,omitempty"`
+	// "UP": it answered and the leader heard from it within an election
+	// timeout; "DOWN": it did not answer or has not been heard from.
+	Health string `protobuf:"bytes,7,opt,name=health,proto3" json:"health,omitempty"`
+	// Why it is not UP.
+	HealthDetail string `protobuf:"bytes,8,opt,name=health_detail,json=healthDetail,proto3" json:"health_detail,omitempty"`
+	// Whether this is the member that answered.
+	Self          bool `protobuf:"varint,9,opt,name=self,proto3" json:"self,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClusterMember) Reset() {
+	*x = ClusterMember{}
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterMember) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterMember) ProtoMessage() {}
+
+func (x *ClusterMember) ProtoReflect() protoreflect.Message {
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterMember.ProtoReflect.Descriptor instead.
+func (*ClusterMember) Descriptor() ([]byte, []int) {
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *ClusterMember) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *ClusterMember) GetPeerAddress() string {
+	if x != nil {
+		return x.PeerAddress
+	}
+	return ""
+}
+
+func (x *ClusterMember) GetGrpcAddress() string {
+	if x != nil {
+		return x.GrpcAddress
+	}
+	return ""
+}
+
+func (x *ClusterMember) GetHttpAddress() string {
+	if x != nil {
+		return x.HttpAddress
+	}
+	return ""
+}
+
+func (x *ClusterMember) GetRemotingAddress() string {
+	if x != nil {
+		return x.RemotingAddress
+	}
+	return ""
+}
+
+func (x *ClusterMember) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *ClusterMember) GetHealth() string {
+	if x != nil {
+		return x.Health
+	}
+	return ""
+}
+
+func (x *ClusterMember) GetHealthDetail() string {
+	if x != nil {
+		return x.HealthDetail
+	}
+	return ""
+}
+
+func (x *ClusterMember) GetSelf() bool {
+	if x != nil {
+		return x.Self
+	}
+	return false
+}
+
+// One raft group: a replicated log and the members holding it.
+type RaftGroup struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Its name ("broker": the group replicating the whole broker).
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The member leading it; 0 while none does.
+	Leader uint64 `protobuf:"varint,2,opt,name=leader,proto3" json:"leader,omitempty"`
+	// Raft term.
+	Term uint64 `protobuf:"varint,3,opt,name=term,proto3" json:"term,omitempty"`
+	// Highest log index a majority holds.
+	CommitIndex uint64 `protobuf:"varint,4,opt,name=commit_index,json=commitIndex,proto3" json:"commit_index,omitempty"`
+	// The member a leadership transfer under way hands to; 0: none.
+	LeadTransferee uint64 `protobuf:"varint,5,opt,name=lead_transferee,json=leadTransferee,proto3" json:"lead_transferee,omitempty"`
+	// Every replica, by member id.
+	Replicas      []*RaftReplica `protobuf:"bytes,6,rep,name=replicas,proto3" json:"replicas,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RaftGroup) Reset() {
+	*x = RaftGroup{}
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RaftGroup) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RaftGroup) ProtoMessage() {}
+
+func (x *RaftGroup) ProtoReflect() protoreflect.Message {
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RaftGroup.ProtoReflect.Descriptor instead.
+func (*RaftGroup) Descriptor() ([]byte, []int) {
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *RaftGroup) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RaftGroup) GetLeader() uint64 {
+	if x != nil {
+		return x.Leader
+	}
+	return 0
+}
+
+func (x *RaftGroup) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
+func (x *RaftGroup) GetCommitIndex() uint64 {
+	if x != nil {
+		return x.CommitIndex
+	}
+	return 0
+}
+
+func (x *RaftGroup) GetLeadTransferee() uint64 {
+	if x != nil {
+		return x.LeadTransferee
+	}
+	return 0
+}
+
+func (x *RaftGroup) GetReplicas() []*RaftReplica {
+	if x != nil {
+		return x.Replicas
+	}
+	return nil
+}
+
+// One member's replica of a raft group.
+type RaftReplica struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Member id.
+	Member uint64 `protobuf:"varint,1,opt,name=member,proto3" json:"member,omitempty"`
+	// Whether it votes (false: a learner catching up).
+	Voter bool `protobuf:"varint,2,opt,name=voter,proto3" json:"voter,omitempty"`
+	// Highest log index the leader knows it holds.
+	MatchIndex uint64 `protobuf:"varint,3,opt,name=match_index,json=matchIndex,proto3" json:"match_index,omitempty"`
+	// Log index it has applied, as it reports it (0 when it did not
+	// answer).
+	AppliedIndex uint64 `protobuf:"varint,4,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	// Entries it lacks of what is committed: commit_index - match_index.
+	Lag uint64 `protobuf:"varint,5,opt,name=lag,proto3" json:"lag,omitempty"`
+	// When the leader last heard from it (unset for the leader itself and
+	// when never).
+	LastContact *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=last_contact,json=lastContact,proto3" json:"last_contact,omitempty"`
+	// How the leader sends it the log: "PROBE", "REPLICATE" or "SNAPSHOT".
+	ReplicationState string `protobuf:"bytes,7,opt,name=replication_state,json=replicationState,proto3" json:"replication_state,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *RaftReplica) Reset() {
+	*x = RaftReplica{}
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RaftReplica) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RaftReplica) ProtoMessage() {}
+
+func (x *RaftReplica) ProtoReflect() protoreflect.Message {
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RaftReplica.ProtoReflect.Descriptor instead.
+func (*RaftReplica) Descriptor() ([]byte, []int) {
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *RaftReplica) GetMember() uint64 {
+	if x != nil {
+		return x.Member
+	}
+	return 0
+}
+
+func (x *RaftReplica) GetVoter() bool {
+	if x != nil {
+		return x.Voter
+	}
+	return false
+}
+
+func (x *RaftReplica) GetMatchIndex() uint64 {
+	if x != nil {
+		return x.MatchIndex
+	}
+	return 0
+}
+
+func (x *RaftReplica) GetAppliedIndex() uint64 {
+	if x != nil {
+		return x.AppliedIndex
+	}
+	return 0
+}
+
+func (x *RaftReplica) GetLag() uint64 {
+	if x != nil {
+		return x.Lag
+	}
+	return 0
+}
+
+func (x *RaftReplica) GetLastContact() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastContact
+	}
+	return nil
+}
+
+func (x *RaftReplica) GetReplicationState() string {
+	if x != nil {
+		return x.ReplicationState
+	}
+	return ""
+}
+
+// Asks a raft group's leader to hand its leadership to another member.
+type TransferLeadershipRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The raft group ("broker").
+	Group string `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	// The member to lead: a voter of the group.
+	To            uint64 `protobuf:"varint,2,opt,name=to,proto3" json:"to,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TransferLeadershipRequest) Reset() {
+	*x = TransferLeadershipRequest{}
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TransferLeadershipRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TransferLeadershipRequest) ProtoMessage() {}
+
+func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TransferLeadershipRequest.ProtoReflect.Descriptor instead.
+func (*TransferLeadershipRequest) Descriptor() ([]byte, []int) {
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *TransferLeadershipRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *TransferLeadershipRequest) GetTo() uint64 {
+	if x != nil {
+		return x.To
+	}
+	return 0
+}
+
+// Result of TransferLeadership: the transfer has started. The answering
+// leader stops serving once it hands over, so it answers at once; the new
+// leader shows in GetClusterStatus, normally within an election timeout.
+type TransferLeadershipResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The member leading when the transfer started.
+	From uint64 `protobuf:"varint,1,opt,name=from,proto3" json:"from,omitempty"`
+	// The member asked to lead.
+	To            uint64 `protobuf:"varint,2,opt,name=to,proto3" json:"to,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TransferLeadershipResponse) Reset() {
+	*x = TransferLeadershipResponse{}
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TransferLeadershipResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TransferLeadershipResponse) ProtoMessage() {}
+
+func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TransferLeadershipResponse.ProtoReflect.Descriptor instead.
+func (*TransferLeadershipResponse) Descriptor() ([]byte, []int) {
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *TransferLeadershipResponse) GetFrom() uint64 {
+	if x != nil {
+		return x.From
+	}
+	return 0
+}
+
+func (x *TransferLeadershipResponse) GetTo() uint64 {
+	if x != nil {
+		return x.To
+	}
+	return 0
+}
+
+// Asks who the caller is.
+type WhoAmIRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WhoAmIRequest) Reset() {
+	*x = WhoAmIRequest{}
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WhoAmIRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WhoAmIRequest) ProtoMessage() {}
+
+func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WhoAmIRequest.ProtoReflect.Descriptor instead.
+func (*WhoAmIRequest) Descriptor() ([]byte, []int) {
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{57}
+}
+
+// Result of WhoAmI.
+type WhoAmIResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Whether the server checks credentials (--auth-file); when false
+	// everyone may do everything.
+	AuthEnabled bool `protobuf:"varint,1,opt,name=auth_enabled,json=authEnabled,proto3" json:"auth_enabled,omitempty"`
+	// The caller's access key (empty with auth off).
+	AccessKey string `protobuf:"bytes,2,opt,name=access_key,json=accessKey,proto3" json:"access_key,omitempty"`
+	// Whether the caller may use every admin method (always true with auth
+	// off).
+	Admin         bool `protobuf:"varint,3,opt,name=admin,proto3" json:"admin,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WhoAmIResponse) Reset() {
+	*x = WhoAmIResponse{}
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WhoAmIResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WhoAmIResponse) ProtoMessage() {}
+
+func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WhoAmIResponse.ProtoReflect.Descriptor instead.
+func (*WhoAmIResponse) Descriptor() ([]byte, []int) {
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *WhoAmIResponse) GetAuthEnabled() bool {
+	if x != nil {
+		return x.AuthEnabled
+	}
+	return false
+}
+
+func (x *WhoAmIResponse) GetAccessKey() string {
+	if x != nil {
+		return x.AccessKey
+	}
+	return ""
+}
+
+func (x *WhoAmIResponse) GetAdmin() bool {
+	if x != nil {
+		return x.Admin
+	}
+	return false
+}
+
 var File_mqgate_admin_v1_admin_proto protoreflect.FileDescriptor
 
 const file_mqgate_admin_v1_admin_proto_rawDesc = "" +
@@ -2959,12 +4316,110 @@ const file_mqgate_admin_v1_admin_proto_rawDesc = "" +
 	"\vlite_topics\x18\x01 \x03(\v2\x1a.mqgate.admin.v1.LiteTopicR\n" +
 	"liteTopics\x12\x14\n" +
 	"\x05total\x18\x02 \x01(\x03R\x05total\x12&\n" +
-	"\x0fnext_page_token\x18\x03 \x01(\tR\rnextPageToken*g\n" +
+	"\x0fnext_page_token\x18\x03 \x01(\tR\rnextPageToken\"\xd4\x01\n" +
+	"\x15BrowseMessagesRequest\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x19\n" +
+	"\bqueue_id\x18\x02 \x01(\x05R\aqueueId\x12\x18\n" +
+	"\x06offset\x18\x03 \x01(\x03H\x00R\x06offset\x120\n" +
+	"\x04time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampH\x00R\x04time\x12\x10\n" +
+	"\x03max\x18\x05 \x01(\x05R\x03max\x12$\n" +
+	"\x0emax_body_bytes\x18\x06 \x01(\x05R\fmaxBodyBytesB\x06\n" +
+	"\x04from\"\xd6\x01\n" +
+	"\x16BrowseMessagesResponse\x12\x1d\n" +
+	"\n" +
+	"min_offset\x18\x01 \x01(\x03R\tminOffset\x12\x1d\n" +
+	"\n" +
+	"max_offset\x18\x02 \x01(\x03R\tmaxOffset\x12!\n" +
+	"\fstart_offset\x18\x03 \x01(\x03R\vstartOffset\x12\x1f\n" +
+	"\vnext_offset\x18\x04 \x01(\x03R\n" +
+	"nextOffset\x12:\n" +
+	"\bmessages\x18\x05 \x03(\v2\x1e.mqgate.admin.v1.StoredMessageR\bmessages\"\x11\n" +
+	"\x0fGetStatsRequest\"\xae\x02\n" +
+	"\x10GetStatsResponse\x12.\n" +
+	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x129\n" +
+	"\n" +
+	"start_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x12\x12\n" +
+	"\x04sent\x18\x03 \x01(\x03R\x04sent\x12\x1c\n" +
+	"\tdelivered\x18\x04 \x01(\x03R\tdelivered\x123\n" +
+	"\x06topics\x18\x05 \x03(\v2\x1b.mqgate.admin.v1.TopicStatsR\x06topics\x12H\n" +
+	"\rsubscriptions\x18\x06 \x03(\v2\".mqgate.admin.v1.SubscriptionStatsR\rsubscriptions\"m\n" +
+	"\n" +
+	"TopicStats\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x12\n" +
+	"\x04sent\x18\x02 \x01(\x03R\x04sent\x12\x1d\n" +
+	"\n" +
+	"sent_bytes\x18\x03 \x01(\x03R\tsentBytes\x12\x16\n" +
+	"\x06stored\x18\x04 \x01(\x03R\x06stored\"]\n" +
+	"\x11SubscriptionStats\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
+	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tdelivered\x18\x03 \x01(\x03R\tdelivered\"\x14\n" +
+	"\x12ListClientsRequest\"H\n" +
+	"\x13ListClientsResponse\x121\n" +
+	"\aclients\x18\x01 \x03(\v2\x17.mqgate.admin.v1.ClientR\aclients\"\xde\x02\n" +
+	"\x06Client\x12\x1a\n" +
+	"\bprotocol\x18\x01 \x01(\tR\bprotocol\x12\x1b\n" +
+	"\tclient_id\x18\x02 \x01(\tR\bclientId\x12\x14\n" +
+	"\x05roles\x18\x03 \x03(\tR\x05roles\x12\x1a\n" +
+	"\blanguage\x18\x04 \x01(\tR\blanguage\x12\x18\n" +
+	"\aversion\x18\x05 \x01(\tR\aversion\x12\x18\n" +
+	"\aaddress\x18\x06 \x01(\tR\aaddress\x12\x1a\n" +
+	"\bhostname\x18\a \x01(\tR\bhostname\x12\x16\n" +
+	"\x06topics\x18\b \x03(\tR\x06topics\x12\x16\n" +
+	"\x06groups\x18\t \x03(\tR\x06groups\x120\n" +
+	"\x05since\x18\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x127\n" +
+	"\tlast_seen\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\blastSeen\"\x19\n" +
+	"\x17GetClusterStatusRequest\"\xde\x01\n" +
+	"\x18GetClusterStatusResponse\x12\x1c\n" +
+	"\tclustered\x18\x01 \x01(\bR\tclustered\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x02 \x01(\tR\tclusterId\x12\x17\n" +
+	"\anode_id\x18\x03 \x01(\x04R\x06nodeId\x128\n" +
+	"\amembers\x18\x04 \x03(\v2\x1e.mqgate.admin.v1.ClusterMemberR\amembers\x122\n" +
+	"\x06groups\x18\x05 \x03(\v2\x1a.mqgate.admin.v1.RaftGroupR\x06groups\"\x98\x02\n" +
+	"\rClusterMember\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12!\n" +
+	"\fpeer_address\x18\x02 \x01(\tR\vpeerAddress\x12!\n" +
+	"\fgrpc_address\x18\x03 \x01(\tR\vgrpcAddress\x12!\n" +
+	"\fhttp_address\x18\x04 \x01(\tR\vhttpAddress\x12)\n" +
+	"\x10remoting_address\x18\x05 \x01(\tR\x0fremotingAddress\x12\x12\n" +
+	"\x04role\x18\x06 \x01(\tR\x04role\x12\x16\n" +
+	"\x06health\x18\a \x01(\tR\x06health\x12#\n" +
+	"\rhealth_detail\x18\b \x01(\tR\fhealthDetail\x12\x12\n" +
+	"\x04self\x18\t \x01(\bR\x04self\"\xd1\x01\n" +
+	"\tRaftGroup\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
+	"\x06leader\x18\x02 \x01(\x04R\x06leader\x12\x12\n" +
+	"\x04term\x18\x03 \x01(\x04R\x04term\x12!\n" +
+	"\fcommit_index\x18\x04 \x01(\x04R\vcommitIndex\x12'\n" +
+	"\x0flead_transferee\x18\x05 \x01(\x04R\x0eleadTransferee\x128\n" +
+	"\breplicas\x18\x06 \x03(\v2\x1c.mqgate.admin.v1.RaftReplicaR\breplicas\"\xff\x01\n" +
+	"\vRaftReplica\x12\x16\n" +
+	"\x06member\x18\x01 \x01(\x04R\x06member\x12\x14\n" +
+	"\x05voter\x18\x02 \x01(\bR\x05voter\x12\x1f\n" +
+	"\vmatch_index\x18\x03 \x01(\x04R\n" +
+	"matchIndex\x12#\n" +
+	"\rapplied_index\x18\x04 \x01(\x04R\fappliedIndex\x12\x10\n" +
+	"\x03lag\x18\x05 \x01(\x04R\x03lag\x12=\n" +
+	"\flast_contact\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\vlastContact\x12+\n" +
+	"\x11replication_state\x18\a \x01(\tR\x10replicationState\"A\n" +
+	"\x19TransferLeadershipRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x0e\n" +
+	"\x02to\x18\x02 \x01(\x04R\x02to\"@\n" +
+	"\x1aTransferLeadershipResponse\x12\x12\n" +
+	"\x04from\x18\x01 \x01(\x04R\x04from\x12\x0e\n" +
+	"\x02to\x18\x02 \x01(\x04R\x02to\"\x0f\n" +
+	"\rWhoAmIRequest\"h\n" +
+	"\x0eWhoAmIResponse\x12!\n" +
+	"\fauth_enabled\x18\x01 \x01(\bR\vauthEnabled\x12\x1d\n" +
+	"\n" +
+	"access_key\x18\x02 \x01(\tR\taccessKey\x12\x14\n" +
+	"\x05admin\x18\x03 \x01(\bR\x05admin*g\n" +
 	"\rResetPosition\x12\x1e\n" +
 	"\x1aRESET_POSITION_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17RESET_POSITION_EARLIEST\x10\x01\x12\x19\n" +
-	"\x15RESET_POSITION_LATEST\x10\x022\xf8\n" +
-	"\n" +
+	"\x15RESET_POSITION_LATEST\x10\x022\xa9\x0f\n" +
 	"\fAdminService\x12X\n" +
 	"\vCreateTopic\x12#.mqgate.admin.v1.CreateTopicRequest\x1a$.mqgate.admin.v1.CreateTopicResponse\x12O\n" +
 	"\bGetTopic\x12 .mqgate.admin.v1.GetTopicRequest\x1a!.mqgate.admin.v1.GetTopicResponse\x12U\n" +
@@ -2982,7 +4437,13 @@ const file_mqgate_admin_v1_admin_proto_rawDesc = "" +
 	"\rLookupMessage\x12%.mqgate.admin.v1.LookupMessageRequest\x1a&.mqgate.admin.v1.LookupMessageResponse\x12X\n" +
 	"\vResetOffset\x12#.mqgate.admin.v1.ResetOffsetRequest\x1a$.mqgate.admin.v1.ResetOffsetResponse\x12d\n" +
 	"\x0fListDeadLetters\x12'.mqgate.admin.v1.ListDeadLettersRequest\x1a(.mqgate.admin.v1.ListDeadLettersResponse\x12m\n" +
-	"\x12RedriveDeadLetters\x12*.mqgate.admin.v1.RedriveDeadLettersRequest\x1a+.mqgate.admin.v1.RedriveDeadLettersResponseB6Z4github.com/mqgate/mqgate/gen/mqgate/admin/v1;adminv1b\x06proto3"
+	"\x12RedriveDeadLetters\x12*.mqgate.admin.v1.RedriveDeadLettersRequest\x1a+.mqgate.admin.v1.RedriveDeadLettersResponse\x12a\n" +
+	"\x0eBrowseMessages\x12&.mqgate.admin.v1.BrowseMessagesRequest\x1a'.mqgate.admin.v1.BrowseMessagesResponse\x12O\n" +
+	"\bGetStats\x12 .mqgate.admin.v1.GetStatsRequest\x1a!.mqgate.admin.v1.GetStatsResponse\x12X\n" +
+	"\vListClients\x12#.mqgate.admin.v1.ListClientsRequest\x1a$.mqgate.admin.v1.ListClientsResponse\x12g\n" +
+	"\x10GetClusterStatus\x12(.mqgate.admin.v1.GetClusterStatusRequest\x1a).mqgate.admin.v1.GetClusterStatusResponse\x12m\n" +
+	"\x12TransferLeadership\x12*.mqgate.admin.v1.TransferLeadershipRequest\x1a+.mqgate.admin.v1.TransferLeadershipResponse\x12I\n" +
+	"\x06WhoAmI\x12\x1e.mqgate.admin.v1.WhoAmIRequest\x1a\x1f.mqgate.admin.v1.WhoAmIResponseB6Z4github.com/mqgate/mqgate/gen/mqgate/admin/v1;adminv1b\x06proto3"
 
 var (
 	file_mqgate_admin_v1_admin_proto_rawDescOnce sync.Once
@@ -2997,7 +4458,7 @@ func file_mqgate_admin_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_mqgate_admin_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_mqgate_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
+var file_mqgate_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 60)
 var file_mqgate_admin_v1_admin_proto_goTypes = []any{
 	(ResetPosition)(0),                 // 0: mqgate.admin.v1.ResetPosition
 	(*Topic)(nil),                      // 1: mqgate.admin.v1.Topic
@@ -3041,18 +4502,36 @@ var file_mqgate_admin_v1_admin_proto_goTypes = []any{
 	(*LiteTopicGroup)(nil),             // 39: mqgate.admin.v1.LiteTopicGroup
 	(*LiteTopic)(nil),                  // 40: mqgate.admin.v1.LiteTopic
 	(*ListLiteTopicsResponse)(nil),     // 41: mqgate.admin.v1.ListLiteTopicsResponse
-	nil,                                // 42: mqgate.admin.v1.StoredMessage.PropertiesEntry
-	(*timestamppb.Timestamp)(nil),      // 43: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),        // 44: google.protobuf.Duration
+	(*BrowseMessagesRequest)(nil),      // 42: mqgate.admin.v1.BrowseMessagesRequest
+	(*BrowseMessagesResponse)(nil),     // 43: mqgate.admin.v1.BrowseMessagesResponse
+	(*GetStatsRequest)(nil),            // 44: mqgate.admin.v1.GetStatsRequest
+	(*GetStatsResponse)(nil),           // 45: mqgate.admin.v1.GetStatsResponse
+	(*TopicStats)(nil),                 // 46: mqgate.admin.v1.TopicStats
+	(*SubscriptionStats)(nil),          // 47: mqgate.admin.v1.SubscriptionStats
+	(*ListClientsRequest)(nil),         // 48: mqgate.admin.v1.ListClientsRequest
+	(*ListClientsResponse)(nil),        // 49: mqgate.admin.v1.ListClientsResponse
+	(*Client)(nil),                     // 50: mqgate.admin.v1.Client
+	(*GetClusterStatusRequest)(nil),    // 51: mqgate.admin.v1.GetClusterStatusRequest
+	(*GetClusterStatusResponse)(nil),   // 52: mqgate.admin.v1.GetClusterStatusResponse
+	(*ClusterMember)(nil),              // 53: mqgate.admin.v1.ClusterMember
+	(*RaftGroup)(nil),                  // 54: mqgate.admin.v1.RaftGroup
+	(*RaftReplica)(nil),                // 55: mqgate.admin.v1.RaftReplica
+	(*TransferLeadershipRequest)(nil),  // 56: mqgate.admin.v1.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil), // 57: mqgate.admin.v1.TransferLeadershipResponse
+	(*WhoAmIRequest)(nil),              // 58: mqgate.admin.v1.WhoAmIRequest
+	(*WhoAmIResponse)(nil),             // 59: mqgate.admin.v1.WhoAmIResponse
+	nil,                                // 60: mqgate.admin.v1.StoredMessage.PropertiesEntry
+	(*timestamppb.Timestamp)(nil),      // 61: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),        // 62: google.protobuf.Duration
 }
 var file_mqgate_admin_v1_admin_proto_depIdxs = []int32{
-	43, // 0: mqgate.admin.v1.Topic.create_time:type_name -> google.protobuf.Timestamp
-	44, // 1: mqgate.admin.v1.Topic.lite_ttl:type_name -> google.protobuf.Duration
-	44, // 2: mqgate.admin.v1.CreateTopicRequest.lite_ttl:type_name -> google.protobuf.Duration
+	61, // 0: mqgate.admin.v1.Topic.create_time:type_name -> google.protobuf.Timestamp
+	62, // 1: mqgate.admin.v1.Topic.lite_ttl:type_name -> google.protobuf.Duration
+	62, // 2: mqgate.admin.v1.CreateTopicRequest.lite_ttl:type_name -> google.protobuf.Duration
 	1,  // 3: mqgate.admin.v1.CreateTopicResponse.topic:type_name -> mqgate.admin.v1.Topic
 	1,  // 4: mqgate.admin.v1.GetTopicResponse.topic:type_name -> mqgate.admin.v1.Topic
 	1,  // 5: mqgate.admin.v1.ListTopicsResponse.topics:type_name -> mqgate.admin.v1.Topic
-	43, // 6: mqgate.admin.v1.Group.create_time:type_name -> google.protobuf.Timestamp
+	61, // 6: mqgate.admin.v1.Group.create_time:type_name -> google.protobuf.Timestamp
 	10, // 7: mqgate.admin.v1.CreateGroupResponse.group:type_name -> mqgate.admin.v1.Group
 	10, // 8: mqgate.admin.v1.GetGroupResponse.group:type_name -> mqgate.admin.v1.Group
 	10, // 9: mqgate.admin.v1.ListGroupsResponse.groups:type_name -> mqgate.admin.v1.Group
@@ -3064,54 +4543,79 @@ var file_mqgate_admin_v1_admin_proto_depIdxs = []int32{
 	21, // 15: mqgate.admin.v1.DescribeGroupResponse.topics:type_name -> mqgate.admin.v1.GroupTopicProgress
 	24, // 16: mqgate.admin.v1.DescribeGroupResponse.dead_letter_queue:type_name -> mqgate.admin.v1.DeadLetterQueue
 	29, // 17: mqgate.admin.v1.LookupMessageResponse.messages:type_name -> mqgate.admin.v1.StoredMessage
-	42, // 18: mqgate.admin.v1.StoredMessage.properties:type_name -> mqgate.admin.v1.StoredMessage.PropertiesEntry
-	43, // 19: mqgate.admin.v1.StoredMessage.delivery_time:type_name -> google.protobuf.Timestamp
-	43, // 20: mqgate.admin.v1.StoredMessage.born_time:type_name -> google.protobuf.Timestamp
-	43, // 21: mqgate.admin.v1.StoredMessage.store_time:type_name -> google.protobuf.Timestamp
-	43, // 22: mqgate.admin.v1.ResetOffsetRequest.time:type_name -> google.protobuf.Timestamp
+	60, // 18: mqgate.admin.v1.StoredMessage.properties:type_name -> mqgate.admin.v1.StoredMessage.PropertiesEntry
+	61, // 19: mqgate.admin.v1.StoredMessage.delivery_time:type_name -> google.protobuf.Timestamp
+	61, // 20: mqgate.admin.v1.StoredMessage.born_time:type_name -> google.protobuf.Timestamp
+	61, // 21: mqgate.admin.v1.StoredMessage.store_time:type_name -> google.protobuf.Timestamp
+	61, // 22: mqgate.admin.v1.ResetOffsetRequest.time:type_name -> google.protobuf.Timestamp
 	0,  // 23: mqgate.admin.v1.ResetOffsetRequest.position:type_name -> mqgate.admin.v1.ResetPosition
 	32, // 24: mqgate.admin.v1.ResetOffsetResponse.queues:type_name -> mqgate.admin.v1.QueueReset
 	29, // 25: mqgate.admin.v1.ListDeadLettersResponse.messages:type_name -> mqgate.admin.v1.StoredMessage
 	37, // 26: mqgate.admin.v1.RedriveDeadLettersResponse.redriven:type_name -> mqgate.admin.v1.RedrivenMessage
-	43, // 27: mqgate.admin.v1.LiteTopic.last_stored:type_name -> google.protobuf.Timestamp
-	43, // 28: mqgate.admin.v1.LiteTopic.expire_time:type_name -> google.protobuf.Timestamp
+	61, // 27: mqgate.admin.v1.LiteTopic.last_stored:type_name -> google.protobuf.Timestamp
+	61, // 28: mqgate.admin.v1.LiteTopic.expire_time:type_name -> google.protobuf.Timestamp
 	39, // 29: mqgate.admin.v1.LiteTopic.groups:type_name -> mqgate.admin.v1.LiteTopicGroup
 	40, // 30: mqgate.admin.v1.ListLiteTopicsResponse.lite_topics:type_name -> mqgate.admin.v1.LiteTopic
-	2,  // 31: mqgate.admin.v1.AdminService.CreateTopic:input_type -> mqgate.admin.v1.CreateTopicRequest
-	4,  // 32: mqgate.admin.v1.AdminService.GetTopic:input_type -> mqgate.admin.v1.GetTopicRequest
-	6,  // 33: mqgate.admin.v1.AdminService.ListTopics:input_type -> mqgate.admin.v1.ListTopicsRequest
-	8,  // 34: mqgate.admin.v1.AdminService.DeleteTopic:input_type -> mqgate.admin.v1.DeleteTopicRequest
-	11, // 35: mqgate.admin.v1.AdminService.CreateGroup:input_type -> mqgate.admin.v1.CreateGroupRequest
-	13, // 36: mqgate.admin.v1.AdminService.GetGroup:input_type -> mqgate.admin.v1.GetGroupRequest
-	15, // 37: mqgate.admin.v1.AdminService.ListGroups:input_type -> mqgate.admin.v1.ListGroupsRequest
-	17, // 38: mqgate.admin.v1.AdminService.DeleteGroup:input_type -> mqgate.admin.v1.DeleteGroupRequest
-	22, // 39: mqgate.admin.v1.AdminService.DescribeTopic:input_type -> mqgate.admin.v1.DescribeTopicRequest
-	38, // 40: mqgate.admin.v1.AdminService.ListLiteTopics:input_type -> mqgate.admin.v1.ListLiteTopicsRequest
-	25, // 41: mqgate.admin.v1.AdminService.DescribeGroup:input_type -> mqgate.admin.v1.DescribeGroupRequest
-	27, // 42: mqgate.admin.v1.AdminService.LookupMessage:input_type -> mqgate.admin.v1.LookupMessageRequest
-	30, // 43: mqgate.admin.v1.AdminService.ResetOffset:input_type -> mqgate.admin.v1.ResetOffsetRequest
-	33, // 44: mqgate.admin.v1.AdminService.ListDeadLetters:input_type -> mqgate.admin.v1.ListDeadLettersRequest
-	35, // 45: mqgate.admin.v1.AdminService.RedriveDeadLetters:input_type -> mqgate.admin.v1.RedriveDeadLettersRequest
-	3,  // 46: mqgate.admin.v1.AdminService.CreateTopic:output_type -> mqgate.admin.v1.CreateTopicResponse
-	5,  // 47: mqgate.admin.v1.AdminService.GetTopic:output_type -> mqgate.admin.v1.GetTopicResponse
-	7,  // 48: mqgate.admin.v1.AdminService.ListTopics:output_type -> mqgate.admin.v1.ListTopicsResponse
-	9,  // 49: mqgate.admin.v1.AdminService.DeleteTopic:output_type -> mqgate.admin.v1.DeleteTopicResponse
-	12, // 50: mqgate.admin.v1.AdminService.CreateGroup:output_type -> mqgate.admin.v1.CreateGroupResponse
-	14, // 51: mqgate.admin.v1.AdminService.GetGroup:output_type -> mqgate.admin.v1.GetGroupResponse
-	16, // 52: mqgate.admin.v1.AdminService.ListGroups:output_type -> mqgate.admin.v1.ListGroupsResponse
-	18, // 53: mqgate.admin.v1.AdminService.DeleteGroup:output_type -> mqgate.admin.v1.DeleteGroupResponse
-	23, // 54: mqgate.admin.v1.AdminService.DescribeTopic:output_type -> mqgate.admin.v1.DescribeTopicResponse
-	41, // 55: mqgate.admin.v1.AdminService.ListLiteTopics:output_type -> mqgate.admin.v1.ListLiteTopicsResponse
-	26, // 56: mqgate.admin.v1.AdminService.DescribeGroup:output_type -> mqgate.admin.v1.DescribeGroupResponse
-	28, // 57: mqgate.admin.v1.AdminService.LookupMessage:output_type -> mqgate.admin.v1.LookupMessageResponse
-	31, // 58: mqgate.admin.v1.AdminService.ResetOffset:output_type -> mqgate.admin.v1.ResetOffsetResponse
-	34, // 59: mqgate.admin.v1.AdminService.ListDeadLetters:output_type -> mqgate.admin.v1.ListDeadLettersResponse
-	36, // 60: mqgate.admin.v1.AdminService.RedriveDeadLetters:output_type -> mqgate.admin.v1.RedriveDeadLettersResponse
-	46, // [46:61] is the sub-list for method output_type
-	31, // [31:46] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	61, // 31: mqgate.admin.v1.BrowseMessagesRequest.time:type_name -> google.protobuf.Timestamp
+	29, // 32: mqgate.admin.v1.BrowseMessagesResponse.messages:type_name -> mqgate.admin.v1.StoredMessage
+	61, // 33: mqgate.admin.v1.GetStatsResponse.time:type_name -> google.protobuf.Timestamp
+	61, // 34: mqgate.admin.v1.GetStatsResponse.start_time:type_name -> google.protobuf.Timestamp
+	46, // 35: mqgate.admin.v1.GetStatsResponse.topics:type_name -> mqgate.admin.v1.TopicStats
+	47, // 36: mqgate.admin.v1.GetStatsResponse.subscriptions:type_name -> mqgate.admin.v1.SubscriptionStats
+	50, // 37: mqgate.admin.v1.ListClientsResponse.clients:type_name -> mqgate.admin.v1.Client
+	61, // 38: mqgate.admin.v1.Client.since:type_name -> google.protobuf.Timestamp
+	61, // 39: mqgate.admin.v1.Client.last_seen:type_name -> google.protobuf.Timestamp
+	53, // 40: mqgate.admin.v1.GetClusterStatusResponse.members:type_name -> mqgate.admin.v1.ClusterMember
+	54, // 41: mqgate.admin.v1.GetClusterStatusResponse.groups:type_name -> mqgate.admin.v1.RaftGroup
+	55, // 42: mqgate.admin.v1.RaftGroup.replicas:type_name -> mqgate.admin.v1.RaftReplica
+	61, // 43: mqgate.admin.v1.RaftReplica.last_contact:type_name -> google.protobuf.Timestamp
+	2,  // 44: mqgate.admin.v1.AdminService.CreateTopic:input_type -> mqgate.admin.v1.CreateTopicRequest
+	4,  // 45: mqgate.admin.v1.AdminService.GetTopic:input_type -> mqgate.admin.v1.GetTopicRequest
+	6,  // 46: mqgate.admin.v1.AdminService.ListTopics:input_type -> mqgate.admin.v1.ListTopicsRequest
+	8,  // 47: mqgate.admin.v1.AdminService.DeleteTopic:input_type -> mqgate.admin.v1.DeleteTopicRequest
+	11, // 48: mqgate.admin.v1.AdminService.CreateGroup:input_type -> mqgate.admin.v1.CreateGroupRequest
+	13, // 49: mqgate.admin.v1.AdminService.GetGroup:input_type -> mqgate.admin.v1.GetGroupRequest
+	15, // 50: mqgate.admin.v1.AdminService.ListGroups:input_type -> mqgate.admin.v1.ListGroupsRequest
+	17, // 51: mqgate.admin.v1.AdminService.DeleteGroup:input_type -> mqgate.admin.v1.DeleteGroupRequest
+	22, // 52: mqgate.admin.v1.AdminService.DescribeTopic:input_type -> mqgate.admin.v1.DescribeTopicRequest
+	38, // 53: mqgate.admin.v1.AdminService.ListLiteTopics:input_type -> mqgate.admin.v1.ListLiteTopicsRequest
+	25, // 54: mqgate.admin.v1.AdminService.DescribeGroup:input_type -> mqgate.admin.v1.DescribeGroupRequest
+	27, // 55: mqgate.admin.v1.AdminService.LookupMessage:input_type -> mqgate.admin.v1.LookupMessageRequest
+	30, // 56: mqgate.admin.v1.AdminService.ResetOffset:input_type -> mqgate.admin.v1.ResetOffsetRequest
+	33, // 57: mqgate.admin.v1.AdminService.ListDeadLetters:input_type -> mqgate.admin.v1.ListDeadLettersRequest
+	35, // 58: mqgate.admin.v1.AdminService.RedriveDeadLetters:input_type -> mqgate.admin.v1.RedriveDeadLettersRequest
+	42, // 59: mqgate.admin.v1.AdminService.BrowseMessages:input_type -> mqgate.admin.v1.BrowseMessagesRequest
+	44, // 60: mqgate.admin.v1.AdminService.GetStats:input_type -> mqgate.admin.v1.GetStatsRequest
+	48, // 61: mqgate.admin.v1.AdminService.ListClients:input_type -> mqgate.admin.v1.ListClientsRequest
+	51, // 62: mqgate.admin.v1.AdminService.GetClusterStatus:input_type -> mqgate.admin.v1.GetClusterStatusRequest
+	56, // 63: mqgate.admin.v1.AdminService.TransferLeadership:input_type -> mqgate.admin.v1.TransferLeadershipRequest
+	58, // 64: mqgate.admin.v1.AdminService.WhoAmI:input_type -> mqgate.admin.v1.WhoAmIRequest
+	3,  // 65: mqgate.admin.v1.AdminService.CreateTopic:output_type -> mqgate.admin.v1.CreateTopicResponse
+	5,  // 66: mqgate.admin.v1.AdminService.GetTopic:output_type -> mqgate.admin.v1.GetTopicResponse
+	7,  // 67: mqgate.admin.v1.AdminService.ListTopics:output_type -> mqgate.admin.v1.ListTopicsResponse
+	9,  // 68: mqgate.admin.v1.AdminService.DeleteTopic:output_type -> mqgate.admin.v1.DeleteTopicResponse
+	12, // 69: mqgate.admin.v1.AdminService.CreateGroup:output_type -> mqgate.admin.v1.CreateGroupResponse
+	14, // 70: mqgate.admin.v1.AdminService.GetGroup:output_type -> mqgate.admin.v1.GetGroupResponse
+	16, // 71: mqgate.admin.v1.AdminService.ListGroups:output_type -> mqgate.admin.v1.ListGroupsResponse
+	18, // 72: mqgate.admin.v1.AdminService.DeleteGroup:output_type -> mqgate.admin.v1.DeleteGroupResponse
+	23, // 73: mqgate.admin.v1.AdminService.DescribeTopic:output_type -> mqgate.admin.v1.DescribeTopicResponse
+	41, // 74: mqgate.admin.v1.AdminService.ListLiteTopics:output_type -> mqgate.admin.v1.ListLiteTopicsResponse
+	26, // 75: mqgate.admin.v1.AdminService.DescribeGroup:output_type -> mqgate.admin.v1.DescribeGroupResponse
+	28, // 76: mqgate.admin.v1.AdminService.LookupMessage:output_type -> mqgate.admin.v1.LookupMessageResponse
+	31, // 77: mqgate.admin.v1.AdminService.ResetOffset:output_type -> mqgate.admin.v1.ResetOffsetResponse
+	34, // 78: mqgate.admin.v1.AdminService.ListDeadLetters:output_type -> mqgate.admin.v1.ListDeadLettersResponse
+	36, // 79: mqgate.admin.v1.AdminService.RedriveDeadLetters:output_type -> mqgate.admin.v1.RedriveDeadLettersResponse
+	43, // 80: mqgate.admin.v1.AdminService.BrowseMessages:output_type -> mqgate.admin.v1.BrowseMessagesResponse
+	45, // 81: mqgate.admin.v1.AdminService.GetStats:output_type -> mqgate.admin.v1.GetStatsResponse
+	49, // 82: mqgate.admin.v1.AdminService.ListClients:output_type -> mqgate.admin.v1.ListClientsResponse
+	52, // 83: mqgate.admin.v1.AdminService.GetClusterStatus:output_type -> mqgate.admin.v1.GetClusterStatusResponse
+	57, // 84: mqgate.admin.v1.AdminService.TransferLeadership:output_type -> mqgate.admin.v1.TransferLeadershipResponse
+	59, // 85: mqgate.admin.v1.AdminService.WhoAmI:output_type -> mqgate.admin.v1.WhoAmIResponse
+	65, // [65:86] is the sub-list for method output_type
+	44, // [44:65] is the sub-list for method input_type
+	44, // [44:44] is the sub-list for extension type_name
+	44, // [44:44] is the sub-list for extension extendee
+	0,  // [0:44] is the sub-list for field type_name
 }
 
 func init() { file_mqgate_admin_v1_admin_proto_init() }
@@ -3124,13 +4628,17 @@ func file_mqgate_admin_v1_admin_proto_init() {
 		(*ResetOffsetRequest_Position)(nil),
 		(*ResetOffsetRequest_Offset)(nil),
 	}
+	file_mqgate_admin_v1_admin_proto_msgTypes[41].OneofWrappers = []any{
+		(*BrowseMessagesRequest_Offset)(nil),
+		(*BrowseMessagesRequest_Time)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mqgate_admin_v1_admin_proto_rawDesc), len(file_mqgate_admin_v1_admin_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   42,
+			NumMessages:   60,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

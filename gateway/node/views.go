@@ -1,0 +1,193 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mqgate/mqgate/gateway/admin"
+	"github.com/mqgate/mqgate/gateway/peer"
+)
+
+// The admin API's views of the node (gateway/admin's Options): the
+// clients connected to its listeners, and its cluster.
+
+// clients joins the gRPC session registry's clients and the remoting
+// listener's.
+func (n *Node) clients() []admin.Client {
+	var out []admin.Client
+	for _, c := range n.sess.Clients() {
+		ac := admin.Client{Protocol: "grpc", ID: c.ID, Since: c.Since, LastSeen: c.LastSeen}
+		if s := c.Settings; s != nil {
+			ac.Roles = []string{s.ClientType.String()}
+			ac.Language, ac.Version, ac.Hostname, ac.Address = s.UserAgent.Language, s.UserAgent.Version, s.UserAgent.Hostname, s.Addr
+			ac.Topics = slices.Clone(s.PublishingTopics)
+			for t := range s.Subscriptions {
+				ac.Topics = append(ac.Topics, t)
+			}
+			slices.Sort(ac.Topics)
+			if s.Group != "" {
+				ac.Groups = []string{s.Group}
+			}
+		}
+		out = append(out, ac)
+	}
+	if srv := n.remotingUp.Load(); srv != nil {
+		for _, c := range srv.Clients() {
+			ac := admin.Client{Protocol: "remoting", ID: c.ClientID, Address: c.Addr, Language: c.Language,
+				Version: strconv.Itoa(int(c.Version)), Topics: c.Topics, Since: c.Since, LastSeen: c.LastSeen}
+			if len(c.ProducerGroups) > 0 {
+				ac.Roles = append(ac.Roles, "PRODUCER")
+			}
+			if len(c.ConsumerGroups) > 0 {
+				role := "PUSH_CONSUMER"
+				if c.ConsumeType == "CONSUME_ACTIVELY" {
+					role = "PULL_CONSUMER"
+				}
+				ac.Roles = append(ac.Roles, role)
+			}
+			ac.Groups = append(slices.Clone(c.ProducerGroups), c.ConsumerGroups...)
+			out = append(out, ac)
+		}
+	}
+	return out
+}
+
+// boundAddr is the address listener name is bound to ("" when it is not
+// bound); n.lis is not written once Open has bound the listeners.
+func (n *Node) boundAddr(name string) string {
+	if lis := n.lis[name]; lis != nil {
+		return lis.Addr().String()
+	}
+	return ""
+}
+
+// clusterView is the node as gateway/admin's Cluster: a single node, or
+// a member of a cluster with one raft group.
+type clusterView struct{ n *Node }
+
+// raftGroupName names the one raft group, which replicates the whole
+// broker.
+const raftGroupName = "broker"
+
+// memberAsk bounds how long Status waits for another member's answer.
+const memberAsk = 2 * time.Second
+
+func (v clusterView) Status(ctx context.Context) (admin.ClusterStatus, error) {
+	n := v.n
+	if n.raft == nil {
+		m := admin.ClusterMember{Role: "STANDALONE", Health: "UP", Self: true, GRPCAddress: n.boundAddr("grpc-addr"),
+			HTTPAddress: n.boundAddr("http-addr"), RemotingAddress: n.boundAddr("remoting-addr")}
+		if err := n.Ready(); err != nil {
+			m.Health, m.HealthDetail = "DOWN", err.Error()
+		}
+		return admin.ClusterStatus{Members: []admin.ClusterMember{m}}, nil
+	}
+	st, err := n.raft.Status(ctx)
+	if err != nil {
+		return admin.ClusterStatus{}, err
+	}
+	ids := append(slices.Clone(st.Voters), st.Learners...)
+	slices.Sort(ids)
+	// Every member's own status and client addresses, asked at once.
+	type answer struct {
+		st   peer.Status
+		info peer.MemberInfo
+		err  error
+	}
+	answers := make([]answer, len(ids))
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			actx, cancel := context.WithTimeout(ctx, memberAsk)
+			defer cancel()
+			a := &answers[i]
+			if a.st, a.err = n.raft.MemberStatus(actx, id); a.err == nil {
+				a.info, _ = n.raft.MemberInfo(actx, id)
+			}
+		}()
+	}
+	wg.Wait()
+	out := admin.ClusterStatus{Clustered: true, ClusterID: n.cfg.ClusterID, NodeID: st.ID}
+	g := admin.RaftGroup{Name: raftGroupName, Leader: st.Leader, Term: st.Term, Commit: st.Commit, Transferee: st.LeadTransferee}
+	for i, id := range ids {
+		a := answers[i]
+		voter := slices.Contains(st.Voters, id)
+		m := admin.ClusterMember{ID: id, PeerAddress: st.Peers[id], Self: id == st.ID, Role: "UNKNOWN", Health: "UP",
+			GRPCAddress: a.info.GRPC, HTTPAddress: a.info.HTTP, RemotingAddress: a.info.Remoting}
+		if a.err != nil {
+			m.Health, m.HealthDetail = "DOWN", shortError(a.err)
+		} else {
+			m.Role = roleOf(a.st.State, voter)
+		}
+		r := admin.RaftReplica{Member: id, Voter: voter, Applied: a.st.Applied, LastContact: st.LastContact[id]}
+		if pr, ok := st.Progress[id]; ok {
+			r.Match = pr.Match
+			r.ReplicationState = strings.ToUpper(strings.TrimPrefix(pr.State, "State"))
+			if st.Commit > pr.Match {
+				r.Lag = st.Commit - pr.Match
+			}
+			if a.err == nil && !pr.RecentActive && id != st.ID {
+				m.Health, m.HealthDetail = "DOWN", "the leader has not heard from it within an election timeout"
+			}
+		}
+		if id == st.ID {
+			r.LastContact = time.Time{}
+		}
+		out.Members = append(out.Members, m)
+		g.Replicas = append(g.Replicas, r)
+	}
+	out.Groups = []admin.RaftGroup{g}
+	return out, nil
+}
+
+// roleOf names a member's raft state for operators.
+func roleOf(state string, voter bool) string {
+	switch {
+	case !voter:
+		return "LEARNER"
+	case state == "StateLeader":
+		return "LEADER"
+	case state == "StateFollower":
+		return "FOLLOWER"
+	case state == "StateCandidate", state == "StatePreCandidate":
+		return "CANDIDATE"
+	}
+	return "UNKNOWN"
+}
+
+// shortError is err's message without the gRPC prefix.
+func shortError(err error) string {
+	s := err.Error()
+	if i := strings.Index(s, "desc = "); i >= 0 {
+		s = s[i+len("desc = "):]
+	}
+	return s
+}
+
+func (v clusterView) StartTransfer(ctx context.Context, group string, to uint64) (uint64, error) {
+	n := v.n
+	if n.raft == nil || group != raftGroupName {
+		return 0, fmt.Errorf("%w (the groups: %s)", admin.ErrNoGroup, raftGroupName)
+	}
+	if !slices.Contains(n.raft.Members().Voters, to) {
+		return 0, admin.ErrNotVoter
+	}
+	from := n.raft.ID()
+	if !n.raft.IsLeader() {
+		return 0, admin.ErrNotLead
+	}
+	if to == from {
+		return from, nil
+	}
+	if err := n.raft.StartTransfer(ctx, to); err != nil {
+		return 0, fmt.Errorf("%w: %v", admin.ErrNotLead, err)
+	}
+	return from, nil
+}
