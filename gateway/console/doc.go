@@ -1,26 +1,24 @@
-// Package console is mqgate's web console: a page served at /console on
-// the HTTP listener that shows topics and consumer groups with their
-// backlog, in-flight and dead-letter counts, a LITE topic's lite topics
-// with each group's backlog, plots send and receive rates
-// and the total backlog over time, looks messages up by id or key,
-// browses and redrives dead letters, and creates and deletes topics and
-// groups.
+// Package console is mqgate's web console: pages served at /console/ on
+// the HTTP listener (assets/, embedded; plain HTML, CSS and JavaScript
+// that load nothing from elsewhere). The pages show the node's traffic,
+// topics (with per-topic rates, queue offsets and each group's lag per
+// queue, and a LITE topic's lite topics with each group's backlog),
+// consumer groups and their dead letters, a queue's messages by
+// offset or store time, message lookup and test sends, the connected
+// clients and the cluster's members and raft groups, with a leadership
+// transfer.
 //
-// The page (assets/, embedded) is plain HTML, CSS and JavaScript and loads
-// nothing from elsewhere. It calls the REST API through /console/v1/...,
-// which this package hands to the listener's /v1/ handler unchanged but
-// for the credentials (below), so every call passes the same gRPC
-// interceptors, checks and error mapping as a direct REST call. What the
-// REST API lacks has its own JSON endpoints under /console/api/: the
-// broker's message totals (the rates) and a group's dead letters and
-// their redrive.
+// Everything the pages show or change goes through the REST API (/v1/...
+// on the same listener): the same admin and messaging endpoints the CLI
+// and the MCP server use, with the same checks. This package serves the
+// files only. With auth on, the page asks for an access key and secret
+// key, keeps them in the tab's memory, signs each call as the REST API
+// expects (X-Mq-Date-Time and the MQv2-HMAC-SHA1 Authorization, computed
+// in the page), and shows what the REST API answers that user: admin
+// actions are hidden from users who are not admins, and the REST API
+// refuses them anyway. The files themselves hold no data and need no
+// credentials.
 //
-// With auth on, every console route needs HTTP Basic credentials (a
-// users-file access key and secret key) of an admin user: 401 without or
-// with wrong ones, 403 for a non-admin. Calls to /console/v1/ carry them
-// on as the v2 signature the REST API checks.
-//
-// console imports the broker facade and gateway/auth; it must not import
-// gen/, grpc, protobuf or a listener package (it reaches the REST API
-// only through the http.Handler the listener gives it).
+// console must not import gen/, grpc, protobuf, the broker or a listener
+// package.
 package console

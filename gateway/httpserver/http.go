@@ -38,9 +38,9 @@ type Options struct {
 	// MaxRequestBytes caps a REST request body; larger ones get 413
 	// (default DefaultMaxRequestBytes).
 	MaxRequestBytes int64
-	// Console, when set, is given the REST API handler (nil without API)
-	// and returns the web console's handler, served at /console/.
-	Console func(api http.Handler) http.Handler
+	// Console, when set, is the web console's handler, served at
+	// /console/ (its pages call the REST API under /v1/).
+	Console http.Handler
 	// Auth, when set, authenticates every REST request from its headers
 	// before its body is read (limits.go); the gRPC leg checks what the
 	// call touches.
@@ -117,9 +117,8 @@ func New(o Options) (*Server, error) {
 		mux.Handle("/v1/", api)
 	}
 	if o.Console != nil {
-		c := o.Console(api)
-		mux.Handle("/console", c)
-		mux.Handle("/console/", c)
+		mux.Handle("/console", o.Console)
+		mux.Handle("/console/", o.Console)
 	}
 	s.srv = &http.Server{
 		Handler:           canonicalPaths(mux),

@@ -90,7 +90,7 @@ type Node struct {
 	// remoting serves classic RocketMQ clients (nil when --remoting-addr
 	// is empty); checkBacks are the listeners' transaction check-back
 	// senders, asked in listener order (addCheckBack).
-	remoting   *remoting.Server
+	remoting *remoting.Server
 	// remotingUp is remoting once it serves, for the admin API's client
 	// listing, which may run while the node still starts.
 	remotingUp atomic.Pointer[remoting.Server]
@@ -428,9 +428,7 @@ func (n *Node) startHTTP(ctx context.Context) (err error) {
 	// after it), so no REST call outlives it.
 	n.http, err = httpserver.New(httpserver.Options{Ready: n.Ready, ReadyNotice: n.readyNotice, Logger: n.log,
 		API: n.grpc.InProcess(), MeterProvider: n.tel.Meters, TracerProvider: n.tel.Tracers, Auth: n.auth,
-		Console: func(api http.Handler) http.Handler {
-			return console.New(console.Options{API: api, Broker: n.broker, Auth: n.auth, Logger: n.log})
-		}})
+		Console: console.New()})
 	if err != nil {
 		return err
 	}

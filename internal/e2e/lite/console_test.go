@@ -64,7 +64,7 @@ func TestLiteConsole(t *testing.T) {
 	cellOf := func(lite, class string) string {
 		return fmt.Sprintf(`((document.querySelector('#lite tr[data-lite=%q] td.%s')||{}).textContent||"")`, lite, class)
 	}
-	if err := chromedp.Do(ctx, chromedp.Navigate("http://"+p.HTTP+"/console/")); err != nil {
+	if err := chromedp.Do(ctx, chromedp.Navigate("http://"+p.HTTP+"/console/#/topics")); err != nil {
 		t.Fatal(err)
 	}
 	row := fmt.Sprintf(`#topics tr[data-topic=%q] button.show-lite`, parent)
