@@ -96,3 +96,48 @@ func TestTopicTrafficAndStored(t *testing.T) {
 		t.Fatalf("stored in an unknown topic: %v", err)
 	}
 }
+
+// OldestInFlight names the earliest stored message a group holds
+// unacknowledged, with its deliveries and deadline, and nothing once it
+// is acknowledged.
+func TestOldestInFlight(t *testing.T) {
+	e := newEnv(t)
+	e.topic("t", model.TopicNormal) // 4 queues
+	e.group("g", 16, false)
+	var ids []string
+	for range 4 { // stored a millisecond apart
+		ids = append(ids, e.send("t", 1, "")...)
+		e.clk.Advance(time.Millisecond)
+	}
+	if _, ok, err := e.b.OldestInFlight(e.ctx, "g", "t"); ok || err != nil {
+		t.Fatalf("before any receive: %v %v", ok, err)
+	}
+	got, err := e.receive("g", "t", 4, 30*time.Second)
+	if err != nil || len(got) != 4 {
+		t.Fatalf("receive: %v %d", err, len(got))
+	}
+	m, ok, err := e.b.OldestInFlight(e.ctx, "g", "t")
+	if err != nil || !ok || m.ID != ids[0] || m.Deliveries != 1 || !m.VisibleAt.Equal(e.clk.Now().Add(30*time.Second)) || m.Held {
+		t.Fatalf("oldest in flight: %+v %v %v (want %s)", m, ok, err, ids[0])
+	}
+	// The first redelivered counts two deliveries.
+	e.clk.Advance(31 * time.Second)
+	again, err := e.receive("g", "t", 4, 30*time.Second)
+	if err != nil || len(again) != 4 {
+		t.Fatalf("redelivery: %v %d", err, len(again))
+	}
+	byID := map[string]string{}
+	for _, d := range again {
+		byID[d.ID] = d.ReceiptHandle
+	}
+	if errs := e.b.Ack(e.ctx, "g", "t", []string{byID[ids[0]]}); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	m, ok, err = e.b.OldestInFlight(e.ctx, "g", "t")
+	if err != nil || !ok || m.ID != ids[1] || m.Deliveries != 2 {
+		t.Fatalf("after acking the first: %+v %v %v (want %s)", m, ok, err, ids[1])
+	}
+	if _, _, err := e.b.OldestInFlight(e.ctx, "g", "nope"); mqerr.KindOf(err) != mqerr.KindTopicNotFound {
+		t.Fatalf("unknown topic: %v", err)
+	}
+}

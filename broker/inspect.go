@@ -549,3 +549,36 @@ func (b *Broker) BrowseQueue(ctx context.Context, req BrowseRequest) (BrowsePage
 	page.Max = max(page.Max, res.Max)
 	return page, nil
 }
+
+// InFlightMessage is a message a group was given and has not
+// acknowledged (or holds back behind its FIFO message group).
+type InFlightMessage struct {
+	model.Delivered
+	// Deliveries is how many times it was delivered.
+	Deliveries int32
+	// VisibleAt: while in flight its deadline; past it, when it is due
+	// for redelivery.
+	VisibleAt time.Time
+	Held      bool
+}
+
+// OldestInFlight returns the message group has in flight in topic that
+// was stored first; ok is false when it has none. It changes nothing.
+func (b *Broker) OldestInFlight(ctx context.Context, group, topic string) (m InFlightMessage, ok bool, err error) {
+	t, err := b.s().meta.GetTopic(ctx, topic)
+	if err != nil {
+		return m, false, err
+	}
+	for _, f := range b.s().pop.OldestInFlight(group, t.Name) {
+		ms, _, err := b.store.ReadMessages(t.Name, f.Queue, f.Offset, 1)
+		if err != nil || len(ms) == 0 {
+			continue // retention removed it meanwhile
+		}
+		d := record.FromRecord(ms[0])
+		if ok && !d.StoreTime.Before(m.StoreTime) {
+			continue
+		}
+		m, ok = InFlightMessage{Delivered: *d, Deliveries: int32(f.Deliveries), VisibleAt: f.VisibleAt, Held: f.Held}, true
+	}
+	return m, ok, nil
+}

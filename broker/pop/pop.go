@@ -1275,3 +1275,43 @@ func (s *Service) repeatAttempt(sb *sub, req *ReceiveRequest, now, inv int64, re
 // replicated store writes it on every member from one agreed value, so
 // that a handle issued by one member verifies on the others.
 const KeyBlob = "receipt-handle-key"
+
+// Flight is one message a subscription was given and has not
+// acknowledged, or holds back behind its FIFO message group.
+type Flight struct {
+	Queue  int32
+	Offset int64
+	// Deliveries is how many times it was delivered.
+	Deliveries uint32
+	// VisibleAt: while in flight its deadline, past it when it is due
+	// again.
+	VisibleAt time.Time
+	Held      bool
+}
+
+// OldestInFlight returns, for each queue of the (group, topic)
+// subscription, its message in flight (or held) at the lowest offset, by
+// queue id; nil when none is.
+func (s *Service) OldestInFlight(group, topic string) []Flight {
+	sb := s.getSub(group, topic, false)
+	if sb == nil {
+		return nil
+	}
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	var out []Flight
+	for id, q := range sb.queues {
+		var oldest *flight
+		for _, f := range q.flights {
+			if oldest == nil || f.offset < oldest.offset {
+				oldest = f
+			}
+		}
+		if oldest != nil {
+			out = append(out, Flight{Queue: id, Offset: oldest.offset, Deliveries: oldest.epoch,
+				VisibleAt: time.UnixMilli(oldest.visibleAt), Held: oldest.held()})
+		}
+	}
+	slices.SortFunc(out, func(a, b Flight) int { return int(a.Queue - b.Queue) })
+	return out
+}

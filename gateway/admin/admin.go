@@ -51,6 +51,7 @@ type Inspector interface {
 	DeliveredCounts() map[broker.GroupTopic]int64
 	StoredMessages(ctx context.Context, topic string) (int64, error)
 	Started() time.Time
+	OldestInFlight(ctx context.Context, group, topic string) (broker.InFlightMessage, bool, error)
 }
 
 var _ Broker = (*broker.Broker)(nil)

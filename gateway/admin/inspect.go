@@ -16,6 +16,9 @@ import (
 // MaxLookupBody is how much of each body LookupMessage returns.
 const MaxLookupBody = 64 << 10
 
+// inFlightBody is how much of its body an oldest in-flight message shows.
+const inFlightBody = 4 << 10
+
 func (s *Service) DescribeTopic(ctx context.Context, req *adminv1.DescribeTopicRequest) (*adminv1.DescribeTopicResponse, error) {
 	if strings.TrimSpace(req.GetName()) == "" {
 		return nil, status.Error(codes.InvalidArgument, "topic name is required")
@@ -53,9 +56,21 @@ func (s *Service) DescribeGroup(ctx context.Context, req *adminv1.DescribeGroupR
 	out := &adminv1.DescribeGroupResponse{Group: groupToV1(d.Group),
 		DeadLetterQueue: &adminv1.DeadLetterQueue{Topic: d.DLQ.Topic, Exists: d.DLQ.Exists, Messages: d.DLQ.Messages}}
 	for _, p := range d.Topics {
-		if s.sees(ctx, auth.Access{Route: p.Topic}) {
-			out.Topics = append(out.Topics, progressToV1(p))
+		if !s.sees(ctx, auth.Access{Route: p.Topic}) {
+			continue
 		}
+		pv := progressToV1(p)
+		if req.GetOldestInFlight() && p.InFlight+p.Held > 0 {
+			m, ok, err := s.b.OldestInFlight(ctx, d.Group.Name, p.Topic)
+			if err != nil {
+				return nil, toStatus(err, "topic", p.Topic)
+			}
+			if ok {
+				pv.OldestInFlight = &adminv1.InFlightMessage{Message: storedToV1(broker.FoundMessage{Delivered: m.Delivered}, inFlightBody),
+					Deliveries: m.Deliveries, VisibleAt: timestamppb.New(m.VisibleAt), Held: m.Held}
+			}
+		}
+		out.Topics = append(out.Topics, pv)
 	}
 	return out, nil
 }

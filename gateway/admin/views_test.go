@@ -331,3 +331,33 @@ users:
 		t.Fatal("OpenToUsers")
 	}
 }
+
+// DescribeGroup names each topic's oldest message in flight when asked.
+func TestDescribeGroupOldestInFlight(t *testing.T) {
+	b, st := realBroker(t)
+	s := New(b, Options{})
+	ctx := context.Background()
+	if _, err := s.CreateTopic(ctx, &adminv1.CreateTopicRequest{Name: "orders", Queues: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CreateGroup(ctx, &adminv1.CreateGroupRequest{Name: "billing"}); err != nil {
+		t.Fatal(err)
+	}
+	sendAndWait(t, b, st, "orders", &model.Message{Topic: "orders", ID: "stuck-1", Body: []byte("poison")},
+		&model.Message{Topic: "orders", ID: "fine-2", Body: []byte("ok")})
+	if got, err := b.Receive(ctx, broker.ReceiveRequest{Group: "billing", Topic: "orders", Max: 2, Invisible: time.Minute, QueueID: -1}); err != nil || len(got) != 2 {
+		t.Fatalf("receive: %v %d", err, len(got))
+	}
+	d, err := s.DescribeGroup(ctx, &adminv1.DescribeGroupRequest{Name: "billing"})
+	if err != nil || len(d.Topics) != 1 || d.Topics[0].OldestInFlight != nil {
+		t.Fatalf("without asking: %v %v", d, err)
+	}
+	d, err = s.DescribeGroup(ctx, &adminv1.DescribeGroupRequest{Name: "billing", OldestInFlight: true})
+	if err != nil || len(d.Topics) != 1 {
+		t.Fatalf("%v %v", d, err)
+	}
+	o := d.Topics[0].OldestInFlight
+	if o == nil || o.Message.GetMessageId() != "stuck-1" || string(o.Message.GetBody()) != "poison" || o.Deliveries != 1 || o.VisibleAt == nil || o.Held {
+		t.Fatalf("oldest in flight: %v", o)
+	}
+}

@@ -1175,9 +1175,14 @@ type GroupTopicProgress struct {
 	// Messages the group has not finished: ready + in_flight + held.
 	Backlog int64 `protobuf:"varint,6,opt,name=backlog,proto3" json:"backlog,omitempty"`
 	// Per queue, by queue id.
-	Queues        []*GroupQueueProgress `protobuf:"bytes,7,rep,name=queues,proto3" json:"queues,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Queues []*GroupQueueProgress `protobuf:"bytes,7,rep,name=queues,proto3" json:"queues,omitempty"`
+	// The message of this topic the group has had longest without
+	// acknowledging it (the first stored of those in flight or held); set by
+	// DescribeGroup when asked (DescribeGroupRequest.oldest_in_flight) and
+	// the group has one.
+	OldestInFlight *InFlightMessage `protobuf:"bytes,8,opt,name=oldest_in_flight,json=oldestInFlight,proto3" json:"oldest_in_flight,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *GroupTopicProgress) Reset() {
@@ -1259,6 +1264,88 @@ func (x *GroupTopicProgress) GetQueues() []*GroupQueueProgress {
 	return nil
 }
 
+func (x *GroupTopicProgress) GetOldestInFlight() *InFlightMessage {
+	if x != nil {
+		return x.OldestInFlight
+	}
+	return nil
+}
+
+// A message a consumer group was given and has not acknowledged.
+type InFlightMessage struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The message as stored (body cut at 4 KiB).
+	Message *StoredMessage `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
+	// How many times it was delivered to the group.
+	Deliveries int32 `protobuf:"varint,2,opt,name=deliveries,proto3" json:"deliveries,omitempty"`
+	// While in flight, its deadline; past it, when it is due for
+	// redelivery.
+	VisibleAt *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=visible_at,json=visibleAt,proto3" json:"visible_at,omitempty"`
+	// A FIFO message held back behind an earlier one of its message group
+	// (never delivered yet).
+	Held          bool `protobuf:"varint,4,opt,name=held,proto3" json:"held,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InFlightMessage) Reset() {
+	*x = InFlightMessage{}
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InFlightMessage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InFlightMessage) ProtoMessage() {}
+
+func (x *InFlightMessage) ProtoReflect() protoreflect.Message {
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InFlightMessage.ProtoReflect.Descriptor instead.
+func (*InFlightMessage) Descriptor() ([]byte, []int) {
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *InFlightMessage) GetMessage() *StoredMessage {
+	if x != nil {
+		return x.Message
+	}
+	return nil
+}
+
+func (x *InFlightMessage) GetDeliveries() int32 {
+	if x != nil {
+		return x.Deliveries
+	}
+	return 0
+}
+
+func (x *InFlightMessage) GetVisibleAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.VisibleAt
+	}
+	return nil
+}
+
+func (x *InFlightMessage) GetHeld() bool {
+	if x != nil {
+		return x.Held
+	}
+	return false
+}
+
 // Describes a topic with its queue offsets and the progress of every group
 // that has received from it; NotFound if absent.
 type DescribeTopicRequest struct {
@@ -1271,7 +1358,7 @@ type DescribeTopicRequest struct {
 
 func (x *DescribeTopicRequest) Reset() {
 	*x = DescribeTopicRequest{}
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[21]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1283,7 +1370,7 @@ func (x *DescribeTopicRequest) String() string {
 func (*DescribeTopicRequest) ProtoMessage() {}
 
 func (x *DescribeTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[21]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1296,7 +1383,7 @@ func (x *DescribeTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTopicRequest.ProtoReflect.Descriptor instead.
 func (*DescribeTopicRequest) Descriptor() ([]byte, []int) {
-	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{21}
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *DescribeTopicRequest) GetName() string {
@@ -1324,7 +1411,7 @@ type DescribeTopicResponse struct {
 
 func (x *DescribeTopicResponse) Reset() {
 	*x = DescribeTopicResponse{}
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[22]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1336,7 +1423,7 @@ func (x *DescribeTopicResponse) String() string {
 func (*DescribeTopicResponse) ProtoMessage() {}
 
 func (x *DescribeTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[22]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1349,7 +1436,7 @@ func (x *DescribeTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTopicResponse.ProtoReflect.Descriptor instead.
 func (*DescribeTopicResponse) Descriptor() ([]byte, []int) {
-	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{22}
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DescribeTopicResponse) GetTopic() *Topic {
@@ -1395,7 +1482,7 @@ type DeadLetterQueue struct {
 
 func (x *DeadLetterQueue) Reset() {
 	*x = DeadLetterQueue{}
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[23]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1407,7 +1494,7 @@ func (x *DeadLetterQueue) String() string {
 func (*DeadLetterQueue) ProtoMessage() {}
 
 func (x *DeadLetterQueue) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[23]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1420,7 +1507,7 @@ func (x *DeadLetterQueue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetterQueue.ProtoReflect.Descriptor instead.
 func (*DeadLetterQueue) Descriptor() ([]byte, []int) {
-	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{23}
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DeadLetterQueue) GetTopic() string {
@@ -1449,14 +1536,17 @@ func (x *DeadLetterQueue) GetMessages() int64 {
 type DescribeGroupRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Group name.
-	Name          string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Also report, per topic, the message in flight the group has had
+	// longest (GroupTopicProgress.oldest_in_flight).
+	OldestInFlight bool `protobuf:"varint,2,opt,name=oldest_in_flight,json=oldestInFlight,proto3" json:"oldest_in_flight,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *DescribeGroupRequest) Reset() {
 	*x = DescribeGroupRequest{}
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[24]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1468,7 +1558,7 @@ func (x *DescribeGroupRequest) String() string {
 func (*DescribeGroupRequest) ProtoMessage() {}
 
 func (x *DescribeGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[24]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1481,7 +1571,7 @@ func (x *DescribeGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeGroupRequest.ProtoReflect.Descriptor instead.
 func (*DescribeGroupRequest) Descriptor() ([]byte, []int) {
-	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{24}
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DescribeGroupRequest) GetName() string {
@@ -1489,6 +1579,13 @@ func (x *DescribeGroupRequest) GetName() string {
 		return x.Name
 	}
 	return ""
+}
+
+func (x *DescribeGroupRequest) GetOldestInFlight() bool {
+	if x != nil {
+		return x.OldestInFlight
+	}
+	return false
 }
 
 // Result of DescribeGroup.
@@ -1507,7 +1604,7 @@ type DescribeGroupResponse struct {
 
 func (x *DescribeGroupResponse) Reset() {
 	*x = DescribeGroupResponse{}
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[25]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1519,7 +1616,7 @@ func (x *DescribeGroupResponse) String() string {
 func (*DescribeGroupResponse) ProtoMessage() {}
 
 func (x *DescribeGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[25]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1532,7 +1629,7 @@ func (x *DescribeGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeGroupResponse.ProtoReflect.Descriptor instead.
 func (*DescribeGroupResponse) Descriptor() ([]byte, []int) {
-	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{25}
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *DescribeGroupResponse) GetGroup() *Group {
@@ -1576,7 +1673,7 @@ type LookupMessageRequest struct {
 
 func (x *LookupMessageRequest) Reset() {
 	*x = LookupMessageRequest{}
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[26]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1588,7 +1685,7 @@ func (x *LookupMessageRequest) String() string {
 func (*LookupMessageRequest) ProtoMessage() {}
 
 func (x *LookupMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[26]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1601,7 +1698,7 @@ func (x *LookupMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupMessageRequest.ProtoReflect.Descriptor instead.
 func (*LookupMessageRequest) Descriptor() ([]byte, []int) {
-	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{26}
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *LookupMessageRequest) GetTopic() string {
@@ -1643,7 +1740,7 @@ type LookupMessageResponse struct {
 
 func (x *LookupMessageResponse) Reset() {
 	*x = LookupMessageResponse{}
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[27]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1655,7 +1752,7 @@ func (x *LookupMessageResponse) String() string {
 func (*LookupMessageResponse) ProtoMessage() {}
 
 func (x *LookupMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[27]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1668,7 +1765,7 @@ func (x *LookupMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupMessageResponse.ProtoReflect.Descriptor instead.
 func (*LookupMessageResponse) Descriptor() ([]byte, []int) {
-	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{27}
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *LookupMessageResponse) GetMessages() []*StoredMessage {
@@ -1729,7 +1826,7 @@ type StoredMessage struct {
 
 func (x *StoredMessage) Reset() {
 	*x = StoredMessage{}
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[28]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1741,7 +1838,7 @@ func (x *StoredMessage) String() string {
 func (*StoredMessage) ProtoMessage() {}
 
 func (x *StoredMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[28]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1754,7 +1851,7 @@ func (x *StoredMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoredMessage.ProtoReflect.Descriptor instead.
 func (*StoredMessage) Descriptor() ([]byte, []int) {
-	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{28}
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *StoredMessage) GetTopic() string {
@@ -1921,7 +2018,7 @@ type ResetOffsetRequest struct {
 
 func (x *ResetOffsetRequest) Reset() {
 	*x = ResetOffsetRequest{}
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[29]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1933,7 +2030,7 @@ func (x *ResetOffsetRequest) String() string {
 func (*ResetOffsetRequest) ProtoMessage() {}
 
 func (x *ResetOffsetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[29]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1946,7 +2043,7 @@ func (x *ResetOffsetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetOffsetRequest.ProtoReflect.Descriptor instead.
 func (*ResetOffsetRequest) Descriptor() ([]byte, []int) {
-	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{29}
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ResetOffsetRequest) GetGroup() string {
@@ -2044,7 +2141,7 @@ type ResetOffsetResponse struct {
 
 func (x *ResetOffsetResponse) Reset() {
 	*x = ResetOffsetResponse{}
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[30]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2056,7 +2153,7 @@ func (x *ResetOffsetResponse) String() string {
 func (*ResetOffsetResponse) ProtoMessage() {}
 
 func (x *ResetOffsetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[30]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2069,7 +2166,7 @@ func (x *ResetOffsetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetOffsetResponse.ProtoReflect.Descriptor instead.
 func (*ResetOffsetResponse) Descriptor() ([]byte, []int) {
-	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{30}
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ResetOffsetResponse) GetQueues() []*QueueReset {
@@ -2095,7 +2192,7 @@ type QueueReset struct {
 
 func (x *QueueReset) Reset() {
 	*x = QueueReset{}
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[31]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2107,7 +2204,7 @@ func (x *QueueReset) String() string {
 func (*QueueReset) ProtoMessage() {}
 
 func (x *QueueReset) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[31]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2120,7 +2217,7 @@ func (x *QueueReset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueReset.ProtoReflect.Descriptor instead.
 func (*QueueReset) Descriptor() ([]byte, []int) {
-	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{31}
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *QueueReset) GetQueueId() int32 {
@@ -2157,7 +2254,7 @@ type ListDeadLettersRequest struct {
 
 func (x *ListDeadLettersRequest) Reset() {
 	*x = ListDeadLettersRequest{}
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[32]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2169,7 +2266,7 @@ func (x *ListDeadLettersRequest) String() string {
 func (*ListDeadLettersRequest) ProtoMessage() {}
 
 func (x *ListDeadLettersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[32]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2182,7 +2279,7 @@ func (x *ListDeadLettersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadLettersRequest.ProtoReflect.Descriptor instead.
 func (*ListDeadLettersRequest) Descriptor() ([]byte, []int) {
-	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{32}
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ListDeadLettersRequest) GetGroup() string {
@@ -2214,7 +2311,7 @@ type ListDeadLettersResponse struct {
 
 func (x *ListDeadLettersResponse) Reset() {
 	*x = ListDeadLettersResponse{}
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[33]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2226,7 +2323,7 @@ func (x *ListDeadLettersResponse) String() string {
 func (*ListDeadLettersResponse) ProtoMessage() {}
 
 func (x *ListDeadLettersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[33]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2239,7 +2336,7 @@ func (x *ListDeadLettersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadLettersResponse.ProtoReflect.Descriptor instead.
 func (*ListDeadLettersResponse) Descriptor() ([]byte, []int) {
-	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{33}
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListDeadLettersResponse) GetTopic() string {
@@ -2276,7 +2373,7 @@ type RedriveDeadLettersRequest struct {
 
 func (x *RedriveDeadLettersRequest) Reset() {
 	*x = RedriveDeadLettersRequest{}
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[34]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2288,7 +2385,7 @@ func (x *RedriveDeadLettersRequest) String() string {
 func (*RedriveDeadLettersRequest) ProtoMessage() {}
 
 func (x *RedriveDeadLettersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[34]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2301,7 +2398,7 @@ func (x *RedriveDeadLettersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveDeadLettersRequest.ProtoReflect.Descriptor instead.
 func (*RedriveDeadLettersRequest) Descriptor() ([]byte, []int) {
-	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{34}
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *RedriveDeadLettersRequest) GetGroup() string {
@@ -2331,7 +2428,7 @@ type RedriveDeadLettersResponse struct {
 
 func (x *RedriveDeadLettersResponse) Reset() {
 	*x = RedriveDeadLettersResponse{}
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[35]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2343,7 +2440,7 @@ func (x *RedriveDeadLettersResponse) String() string {
 func (*RedriveDeadLettersResponse) ProtoMessage() {}
 
 func (x *RedriveDeadLettersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[35]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2356,7 +2453,7 @@ func (x *RedriveDeadLettersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveDeadLettersResponse.ProtoReflect.Descriptor instead.
 func (*RedriveDeadLettersResponse) Descriptor() ([]byte, []int) {
-	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{35}
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *RedriveDeadLettersResponse) GetRedriven() []*RedrivenMessage {
@@ -2390,7 +2487,7 @@ type RedrivenMessage struct {
 
 func (x *RedrivenMessage) Reset() {
 	*x = RedrivenMessage{}
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[36]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2402,7 +2499,7 @@ func (x *RedrivenMessage) String() string {
 func (*RedrivenMessage) ProtoMessage() {}
 
 func (x *RedrivenMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[36]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2415,7 +2512,7 @@ func (x *RedrivenMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedrivenMessage.ProtoReflect.Descriptor instead.
 func (*RedrivenMessage) Descriptor() ([]byte, []int) {
-	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{36}
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *RedrivenMessage) GetMessageId() string {
@@ -2464,7 +2561,7 @@ type ListLiteTopicsRequest struct {
 
 func (x *ListLiteTopicsRequest) Reset() {
 	*x = ListLiteTopicsRequest{}
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[37]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2476,7 +2573,7 @@ func (x *ListLiteTopicsRequest) String() string {
 func (*ListLiteTopicsRequest) ProtoMessage() {}
 
 func (x *ListLiteTopicsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[37]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2489,7 +2586,7 @@ func (x *ListLiteTopicsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLiteTopicsRequest.ProtoReflect.Descriptor instead.
 func (*ListLiteTopicsRequest) Descriptor() ([]byte, []int) {
-	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{37}
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ListLiteTopicsRequest) GetTopic() string {
@@ -2537,7 +2634,7 @@ type LiteTopicGroup struct {
 
 func (x *LiteTopicGroup) Reset() {
 	*x = LiteTopicGroup{}
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[38]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2549,7 +2646,7 @@ func (x *LiteTopicGroup) String() string {
 func (*LiteTopicGroup) ProtoMessage() {}
 
 func (x *LiteTopicGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[38]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2562,7 +2659,7 @@ func (x *LiteTopicGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LiteTopicGroup.ProtoReflect.Descriptor instead.
 func (*LiteTopicGroup) Descriptor() ([]byte, []int) {
-	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{38}
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *LiteTopicGroup) GetGroup() string {
@@ -2619,7 +2716,7 @@ type LiteTopic struct {
 
 func (x *LiteTopic) Reset() {
 	*x = LiteTopic{}
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[39]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2631,7 +2728,7 @@ func (x *LiteTopic) String() string {
 func (*LiteTopic) ProtoMessage() {}
 
 func (x *LiteTopic) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[39]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2644,7 +2741,7 @@ func (x *LiteTopic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LiteTopic.ProtoReflect.Descriptor instead.
 func (*LiteTopic) Descriptor() ([]byte, []int) {
-	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{39}
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *LiteTopic) GetName() string {
@@ -2718,7 +2815,7 @@ type ListLiteTopicsResponse struct {
 
 func (x *ListLiteTopicsResponse) Reset() {
 	*x = ListLiteTopicsResponse{}
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[40]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2730,7 +2827,7 @@ func (x *ListLiteTopicsResponse) String() string {
 func (*ListLiteTopicsResponse) ProtoMessage() {}
 
 func (x *ListLiteTopicsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[40]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2743,7 +2840,7 @@ func (x *ListLiteTopicsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLiteTopicsResponse.ProtoReflect.Descriptor instead.
 func (*ListLiteTopicsResponse) Descriptor() ([]byte, []int) {
-	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{40}
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ListLiteTopicsResponse) GetLiteTopics() []*LiteTopic {
@@ -2792,7 +2889,7 @@ type BrowseMessagesRequest struct {
 
 func (x *BrowseMessagesRequest) Reset() {
 	*x = BrowseMessagesRequest{}
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[41]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2804,7 +2901,7 @@ func (x *BrowseMessagesRequest) String() string {
 func (*BrowseMessagesRequest) ProtoMessage() {}
 
 func (x *BrowseMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[41]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2817,7 +2914,7 @@ func (x *BrowseMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrowseMessagesRequest.ProtoReflect.Descriptor instead.
 func (*BrowseMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{41}
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *BrowseMessagesRequest) GetTopic() string {
@@ -2913,7 +3010,7 @@ type BrowseMessagesResponse struct {
 
 func (x *BrowseMessagesResponse) Reset() {
 	*x = BrowseMessagesResponse{}
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[42]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2925,7 +3022,7 @@ func (x *BrowseMessagesResponse) String() string {
 func (*BrowseMessagesResponse) ProtoMessage() {}
 
 func (x *BrowseMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[42]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2938,7 +3035,7 @@ func (x *BrowseMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrowseMessagesResponse.ProtoReflect.Descriptor instead.
 func (*BrowseMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{42}
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *BrowseMessagesResponse) GetMinOffset() int64 {
@@ -2985,7 +3082,7 @@ type GetStatsRequest struct {
 
 func (x *GetStatsRequest) Reset() {
 	*x = GetStatsRequest{}
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[43]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2997,7 +3094,7 @@ func (x *GetStatsRequest) String() string {
 func (*GetStatsRequest) ProtoMessage() {}
 
 func (x *GetStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[43]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3010,7 +3107,7 @@ func (x *GetStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatsRequest.ProtoReflect.Descriptor instead.
 func (*GetStatsRequest) Descriptor() ([]byte, []int) {
-	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{43}
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{44}
 }
 
 // Result of GetStats: counters since start_time (the serving process's
@@ -3041,7 +3138,7 @@ type GetStatsResponse struct {
 
 func (x *GetStatsResponse) Reset() {
 	*x = GetStatsResponse{}
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[44]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3053,7 +3150,7 @@ func (x *GetStatsResponse) String() string {
 func (*GetStatsResponse) ProtoMessage() {}
 
 func (x *GetStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[44]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3066,7 +3163,7 @@ func (x *GetStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatsResponse.ProtoReflect.Descriptor instead.
 func (*GetStatsResponse) Descriptor() ([]byte, []int) {
-	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{44}
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *GetStatsResponse) GetTime() *timestamppb.Timestamp {
@@ -3128,7 +3225,7 @@ type TopicStats struct {
 
 func (x *TopicStats) Reset() {
 	*x = TopicStats{}
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[45]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3140,7 +3237,7 @@ func (x *TopicStats) String() string {
 func (*TopicStats) ProtoMessage() {}
 
 func (x *TopicStats) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[45]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3153,7 +3250,7 @@ func (x *TopicStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicStats.ProtoReflect.Descriptor instead.
 func (*TopicStats) Descriptor() ([]byte, []int) {
-	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{45}
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *TopicStats) GetTopic() string {
@@ -3199,7 +3296,7 @@ type SubscriptionStats struct {
 
 func (x *SubscriptionStats) Reset() {
 	*x = SubscriptionStats{}
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[46]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3211,7 +3308,7 @@ func (x *SubscriptionStats) String() string {
 func (*SubscriptionStats) ProtoMessage() {}
 
 func (x *SubscriptionStats) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[46]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3224,7 +3321,7 @@ func (x *SubscriptionStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscriptionStats.ProtoReflect.Descriptor instead.
 func (*SubscriptionStats) Descriptor() ([]byte, []int) {
-	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{46}
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *SubscriptionStats) GetGroup() string {
@@ -3257,7 +3354,7 @@ type ListClientsRequest struct {
 
 func (x *ListClientsRequest) Reset() {
 	*x = ListClientsRequest{}
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[47]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3269,7 +3366,7 @@ func (x *ListClientsRequest) String() string {
 func (*ListClientsRequest) ProtoMessage() {}
 
 func (x *ListClientsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[47]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3282,7 +3379,7 @@ func (x *ListClientsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListClientsRequest.ProtoReflect.Descriptor instead.
 func (*ListClientsRequest) Descriptor() ([]byte, []int) {
-	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{47}
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{48}
 }
 
 // Result of ListClients.
@@ -3296,7 +3393,7 @@ type ListClientsResponse struct {
 
 func (x *ListClientsResponse) Reset() {
 	*x = ListClientsResponse{}
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[48]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3308,7 +3405,7 @@ func (x *ListClientsResponse) String() string {
 func (*ListClientsResponse) ProtoMessage() {}
 
 func (x *ListClientsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[48]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3321,7 +3418,7 @@ func (x *ListClientsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListClientsResponse.ProtoReflect.Descriptor instead.
 func (*ListClientsResponse) Descriptor() ([]byte, []int) {
-	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{48}
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ListClientsResponse) GetClients() []*Client {
@@ -3368,7 +3465,7 @@ type Client struct {
 
 func (x *Client) Reset() {
 	*x = Client{}
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[49]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3380,7 +3477,7 @@ func (x *Client) String() string {
 func (*Client) ProtoMessage() {}
 
 func (x *Client) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[49]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3393,7 +3490,7 @@ func (x *Client) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Client.ProtoReflect.Descriptor instead.
 func (*Client) Descriptor() ([]byte, []int) {
-	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{49}
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *Client) GetProtocol() string {
@@ -3482,7 +3579,7 @@ type GetClusterStatusRequest struct {
 
 func (x *GetClusterStatusRequest) Reset() {
 	*x = GetClusterStatusRequest{}
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[50]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3494,7 +3591,7 @@ func (x *GetClusterStatusRequest) String() string {
 func (*GetClusterStatusRequest) ProtoMessage() {}
 
 func (x *GetClusterStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[50]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3507,7 +3604,7 @@ func (x *GetClusterStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetClusterStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetClusterStatusRequest) Descriptor() ([]byte, []int) {
-	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{50}
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{51}
 }
 
 // Result of GetClusterStatus. In a cluster the leader answers (the other
@@ -3531,7 +3628,7 @@ type GetClusterStatusResponse struct {
 
 func (x *GetClusterStatusResponse) Reset() {
 	*x = GetClusterStatusResponse{}
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[51]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3543,7 +3640,7 @@ func (x *GetClusterStatusResponse) String() string {
 func (*GetClusterStatusResponse) ProtoMessage() {}
 
 func (x *GetClusterStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[51]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3556,7 +3653,7 @@ func (x *GetClusterStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetClusterStatusResponse.ProtoReflect.Descriptor instead.
 func (*GetClusterStatusResponse) Descriptor() ([]byte, []int) {
-	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{51}
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *GetClusterStatusResponse) GetClustered() bool {
@@ -3624,7 +3721,7 @@ type ClusterMember struct {
 
 func (x *ClusterMember) Reset() {
 	*x = ClusterMember{}
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[52]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3636,7 +3733,7 @@ func (x *ClusterMember) String() string {
 func (*ClusterMember) ProtoMessage() {}
 
 func (x *ClusterMember) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[52]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3649,7 +3746,7 @@ func (x *ClusterMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterMember.ProtoReflect.Descriptor instead.
 func (*ClusterMember) Descriptor() ([]byte, []int) {
-	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{52}
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ClusterMember) GetId() uint64 {
@@ -3736,7 +3833,7 @@ type RaftGroup struct {
 
 func (x *RaftGroup) Reset() {
 	*x = RaftGroup{}
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[53]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3748,7 +3845,7 @@ func (x *RaftGroup) String() string {
 func (*RaftGroup) ProtoMessage() {}
 
 func (x *RaftGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[53]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3761,7 +3858,7 @@ func (x *RaftGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftGroup.ProtoReflect.Descriptor instead.
 func (*RaftGroup) Descriptor() ([]byte, []int) {
-	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{53}
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *RaftGroup) GetName() string {
@@ -3831,7 +3928,7 @@ type RaftReplica struct {
 
 func (x *RaftReplica) Reset() {
 	*x = RaftReplica{}
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[54]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3843,7 +3940,7 @@ func (x *RaftReplica) String() string {
 func (*RaftReplica) ProtoMessage() {}
 
 func (x *RaftReplica) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[54]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3856,7 +3953,7 @@ func (x *RaftReplica) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftReplica.ProtoReflect.Descriptor instead.
 func (*RaftReplica) Descriptor() ([]byte, []int) {
-	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{54}
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *RaftReplica) GetMember() uint64 {
@@ -3921,7 +4018,7 @@ type TransferLeadershipRequest struct {
 
 func (x *TransferLeadershipRequest) Reset() {
 	*x = TransferLeadershipRequest{}
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[55]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3933,7 +4030,7 @@ func (x *TransferLeadershipRequest) String() string {
 func (*TransferLeadershipRequest) ProtoMessage() {}
 
 func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[55]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3946,7 +4043,7 @@ func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipRequest) Descriptor() ([]byte, []int) {
-	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{55}
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *TransferLeadershipRequest) GetGroup() string {
@@ -3978,7 +4075,7 @@ type TransferLeadershipResponse struct {
 
 func (x *TransferLeadershipResponse) Reset() {
 	*x = TransferLeadershipResponse{}
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[56]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3990,7 +4087,7 @@ func (x *TransferLeadershipResponse) String() string {
 func (*TransferLeadershipResponse) ProtoMessage() {}
 
 func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[56]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4003,7 +4100,7 @@ func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipResponse) Descriptor() ([]byte, []int) {
-	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{56}
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *TransferLeadershipResponse) GetFrom() uint64 {
@@ -4029,7 +4126,7 @@ type WhoAmIRequest struct {
 
 func (x *WhoAmIRequest) Reset() {
 	*x = WhoAmIRequest{}
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[57]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4041,7 +4138,7 @@ func (x *WhoAmIRequest) String() string {
 func (*WhoAmIRequest) ProtoMessage() {}
 
 func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[57]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4054,7 +4151,7 @@ func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhoAmIRequest.ProtoReflect.Descriptor instead.
 func (*WhoAmIRequest) Descriptor() ([]byte, []int) {
-	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{57}
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{58}
 }
 
 // Result of WhoAmI.
@@ -4074,7 +4171,7 @@ type WhoAmIResponse struct {
 
 func (x *WhoAmIResponse) Reset() {
 	*x = WhoAmIResponse{}
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[58]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4086,7 +4183,7 @@ func (x *WhoAmIResponse) String() string {
 func (*WhoAmIResponse) ProtoMessage() {}
 
 func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[58]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4099,7 +4196,7 @@ func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhoAmIResponse.ProtoReflect.Descriptor instead.
 func (*WhoAmIResponse) Descriptor() ([]byte, []int) {
-	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{58}
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *WhoAmIResponse) GetAuthEnabled() bool {
@@ -4190,7 +4287,7 @@ const file_mqgate_admin_v1_admin_proto_rawDesc = "" +
 	"\x0fconsumed_offset\x18\x02 \x01(\x03R\x0econsumedOffset\x12\x1d\n" +
 	"\n" +
 	"max_offset\x18\x03 \x01(\x03R\tmaxOffset\x12\x14\n" +
-	"\x05ready\x18\x04 \x01(\x03R\x05ready\"\xde\x01\n" +
+	"\x05ready\x18\x04 \x01(\x03R\x05ready\"\xaa\x02\n" +
 	"\x12GroupTopicProgress\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
 	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x14\n" +
@@ -4198,7 +4295,16 @@ const file_mqgate_admin_v1_admin_proto_rawDesc = "" +
 	"\tin_flight\x18\x04 \x01(\x03R\binFlight\x12\x12\n" +
 	"\x04held\x18\x05 \x01(\x03R\x04held\x12\x18\n" +
 	"\abacklog\x18\x06 \x01(\x03R\abacklog\x12;\n" +
-	"\x06queues\x18\a \x03(\v2#.mqgate.admin.v1.GroupQueueProgressR\x06queues\"*\n" +
+	"\x06queues\x18\a \x03(\v2#.mqgate.admin.v1.GroupQueueProgressR\x06queues\x12J\n" +
+	"\x10oldest_in_flight\x18\b \x01(\v2 .mqgate.admin.v1.InFlightMessageR\x0eoldestInFlight\"\xba\x01\n" +
+	"\x0fInFlightMessage\x128\n" +
+	"\amessage\x18\x01 \x01(\v2\x1e.mqgate.admin.v1.StoredMessageR\amessage\x12\x1e\n" +
+	"\n" +
+	"deliveries\x18\x02 \x01(\x05R\n" +
+	"deliveries\x129\n" +
+	"\n" +
+	"visible_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tvisibleAt\x12\x12\n" +
+	"\x04held\x18\x04 \x01(\bR\x04held\"*\n" +
 	"\x14DescribeTopicRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"\xd5\x01\n" +
 	"\x15DescribeTopicResponse\x12,\n" +
@@ -4209,9 +4315,10 @@ const file_mqgate_admin_v1_admin_proto_rawDesc = "" +
 	"\x0fDeadLetterQueue\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x16\n" +
 	"\x06exists\x18\x02 \x01(\bR\x06exists\x12\x1a\n" +
-	"\bmessages\x18\x03 \x01(\x03R\bmessages\"*\n" +
+	"\bmessages\x18\x03 \x01(\x03R\bmessages\"T\n" +
 	"\x14DescribeGroupRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"\xd0\x01\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12(\n" +
+	"\x10oldest_in_flight\x18\x02 \x01(\bR\x0eoldestInFlight\"\xd0\x01\n" +
 	"\x15DescribeGroupResponse\x12,\n" +
 	"\x05group\x18\x01 \x01(\v2\x16.mqgate.admin.v1.GroupR\x05group\x12;\n" +
 	"\x06topics\x18\x02 \x03(\v2#.mqgate.admin.v1.GroupTopicProgressR\x06topics\x12L\n" +
@@ -4458,7 +4565,7 @@ func file_mqgate_admin_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_mqgate_admin_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_mqgate_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 60)
+var file_mqgate_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 61)
 var file_mqgate_admin_v1_admin_proto_goTypes = []any{
 	(ResetPosition)(0),                 // 0: mqgate.admin.v1.ResetPosition
 	(*Topic)(nil),                      // 1: mqgate.admin.v1.Topic
@@ -4482,140 +4589,144 @@ var file_mqgate_admin_v1_admin_proto_goTypes = []any{
 	(*QueueOffsets)(nil),               // 19: mqgate.admin.v1.QueueOffsets
 	(*GroupQueueProgress)(nil),         // 20: mqgate.admin.v1.GroupQueueProgress
 	(*GroupTopicProgress)(nil),         // 21: mqgate.admin.v1.GroupTopicProgress
-	(*DescribeTopicRequest)(nil),       // 22: mqgate.admin.v1.DescribeTopicRequest
-	(*DescribeTopicResponse)(nil),      // 23: mqgate.admin.v1.DescribeTopicResponse
-	(*DeadLetterQueue)(nil),            // 24: mqgate.admin.v1.DeadLetterQueue
-	(*DescribeGroupRequest)(nil),       // 25: mqgate.admin.v1.DescribeGroupRequest
-	(*DescribeGroupResponse)(nil),      // 26: mqgate.admin.v1.DescribeGroupResponse
-	(*LookupMessageRequest)(nil),       // 27: mqgate.admin.v1.LookupMessageRequest
-	(*LookupMessageResponse)(nil),      // 28: mqgate.admin.v1.LookupMessageResponse
-	(*StoredMessage)(nil),              // 29: mqgate.admin.v1.StoredMessage
-	(*ResetOffsetRequest)(nil),         // 30: mqgate.admin.v1.ResetOffsetRequest
-	(*ResetOffsetResponse)(nil),        // 31: mqgate.admin.v1.ResetOffsetResponse
-	(*QueueReset)(nil),                 // 32: mqgate.admin.v1.QueueReset
-	(*ListDeadLettersRequest)(nil),     // 33: mqgate.admin.v1.ListDeadLettersRequest
-	(*ListDeadLettersResponse)(nil),    // 34: mqgate.admin.v1.ListDeadLettersResponse
-	(*RedriveDeadLettersRequest)(nil),  // 35: mqgate.admin.v1.RedriveDeadLettersRequest
-	(*RedriveDeadLettersResponse)(nil), // 36: mqgate.admin.v1.RedriveDeadLettersResponse
-	(*RedrivenMessage)(nil),            // 37: mqgate.admin.v1.RedrivenMessage
-	(*ListLiteTopicsRequest)(nil),      // 38: mqgate.admin.v1.ListLiteTopicsRequest
-	(*LiteTopicGroup)(nil),             // 39: mqgate.admin.v1.LiteTopicGroup
-	(*LiteTopic)(nil),                  // 40: mqgate.admin.v1.LiteTopic
-	(*ListLiteTopicsResponse)(nil),     // 41: mqgate.admin.v1.ListLiteTopicsResponse
-	(*BrowseMessagesRequest)(nil),      // 42: mqgate.admin.v1.BrowseMessagesRequest
-	(*BrowseMessagesResponse)(nil),     // 43: mqgate.admin.v1.BrowseMessagesResponse
-	(*GetStatsRequest)(nil),            // 44: mqgate.admin.v1.GetStatsRequest
-	(*GetStatsResponse)(nil),           // 45: mqgate.admin.v1.GetStatsResponse
-	(*TopicStats)(nil),                 // 46: mqgate.admin.v1.TopicStats
-	(*SubscriptionStats)(nil),          // 47: mqgate.admin.v1.SubscriptionStats
-	(*ListClientsRequest)(nil),         // 48: mqgate.admin.v1.ListClientsRequest
-	(*ListClientsResponse)(nil),        // 49: mqgate.admin.v1.ListClientsResponse
-	(*Client)(nil),                     // 50: mqgate.admin.v1.Client
-	(*GetClusterStatusRequest)(nil),    // 51: mqgate.admin.v1.GetClusterStatusRequest
-	(*GetClusterStatusResponse)(nil),   // 52: mqgate.admin.v1.GetClusterStatusResponse
-	(*ClusterMember)(nil),              // 53: mqgate.admin.v1.ClusterMember
-	(*RaftGroup)(nil),                  // 54: mqgate.admin.v1.RaftGroup
-	(*RaftReplica)(nil),                // 55: mqgate.admin.v1.RaftReplica
-	(*TransferLeadershipRequest)(nil),  // 56: mqgate.admin.v1.TransferLeadershipRequest
-	(*TransferLeadershipResponse)(nil), // 57: mqgate.admin.v1.TransferLeadershipResponse
-	(*WhoAmIRequest)(nil),              // 58: mqgate.admin.v1.WhoAmIRequest
-	(*WhoAmIResponse)(nil),             // 59: mqgate.admin.v1.WhoAmIResponse
-	nil,                                // 60: mqgate.admin.v1.StoredMessage.PropertiesEntry
-	(*timestamppb.Timestamp)(nil),      // 61: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),        // 62: google.protobuf.Duration
+	(*InFlightMessage)(nil),            // 22: mqgate.admin.v1.InFlightMessage
+	(*DescribeTopicRequest)(nil),       // 23: mqgate.admin.v1.DescribeTopicRequest
+	(*DescribeTopicResponse)(nil),      // 24: mqgate.admin.v1.DescribeTopicResponse
+	(*DeadLetterQueue)(nil),            // 25: mqgate.admin.v1.DeadLetterQueue
+	(*DescribeGroupRequest)(nil),       // 26: mqgate.admin.v1.DescribeGroupRequest
+	(*DescribeGroupResponse)(nil),      // 27: mqgate.admin.v1.DescribeGroupResponse
+	(*LookupMessageRequest)(nil),       // 28: mqgate.admin.v1.LookupMessageRequest
+	(*LookupMessageResponse)(nil),      // 29: mqgate.admin.v1.LookupMessageResponse
+	(*StoredMessage)(nil),              // 30: mqgate.admin.v1.StoredMessage
+	(*ResetOffsetRequest)(nil),         // 31: mqgate.admin.v1.ResetOffsetRequest
+	(*ResetOffsetResponse)(nil),        // 32: mqgate.admin.v1.ResetOffsetResponse
+	(*QueueReset)(nil),                 // 33: mqgate.admin.v1.QueueReset
+	(*ListDeadLettersRequest)(nil),     // 34: mqgate.admin.v1.ListDeadLettersRequest
+	(*ListDeadLettersResponse)(nil),    // 35: mqgate.admin.v1.ListDeadLettersResponse
+	(*RedriveDeadLettersRequest)(nil),  // 36: mqgate.admin.v1.RedriveDeadLettersRequest
+	(*RedriveDeadLettersResponse)(nil), // 37: mqgate.admin.v1.RedriveDeadLettersResponse
+	(*RedrivenMessage)(nil),            // 38: mqgate.admin.v1.RedrivenMessage
+	(*ListLiteTopicsRequest)(nil),      // 39: mqgate.admin.v1.ListLiteTopicsRequest
+	(*LiteTopicGroup)(nil),             // 40: mqgate.admin.v1.LiteTopicGroup
+	(*LiteTopic)(nil),                  // 41: mqgate.admin.v1.LiteTopic
+	(*ListLiteTopicsResponse)(nil),     // 42: mqgate.admin.v1.ListLiteTopicsResponse
+	(*BrowseMessagesRequest)(nil),      // 43: mqgate.admin.v1.BrowseMessagesRequest
+	(*BrowseMessagesResponse)(nil),     // 44: mqgate.admin.v1.BrowseMessagesResponse
+	(*GetStatsRequest)(nil),            // 45: mqgate.admin.v1.GetStatsRequest
+	(*GetStatsResponse)(nil),           // 46: mqgate.admin.v1.GetStatsResponse
+	(*TopicStats)(nil),                 // 47: mqgate.admin.v1.TopicStats
+	(*SubscriptionStats)(nil),          // 48: mqgate.admin.v1.SubscriptionStats
+	(*ListClientsRequest)(nil),         // 49: mqgate.admin.v1.ListClientsRequest
+	(*ListClientsResponse)(nil),        // 50: mqgate.admin.v1.ListClientsResponse
+	(*Client)(nil),                     // 51: mqgate.admin.v1.Client
+	(*GetClusterStatusRequest)(nil),    // 52: mqgate.admin.v1.GetClusterStatusRequest
+	(*GetClusterStatusResponse)(nil),   // 53: mqgate.admin.v1.GetClusterStatusResponse
+	(*ClusterMember)(nil),              // 54: mqgate.admin.v1.ClusterMember
+	(*RaftGroup)(nil),                  // 55: mqgate.admin.v1.RaftGroup
+	(*RaftReplica)(nil),                // 56: mqgate.admin.v1.RaftReplica
+	(*TransferLeadershipRequest)(nil),  // 57: mqgate.admin.v1.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil), // 58: mqgate.admin.v1.TransferLeadershipResponse
+	(*WhoAmIRequest)(nil),              // 59: mqgate.admin.v1.WhoAmIRequest
+	(*WhoAmIResponse)(nil),             // 60: mqgate.admin.v1.WhoAmIResponse
+	nil,                                // 61: mqgate.admin.v1.StoredMessage.PropertiesEntry
+	(*timestamppb.Timestamp)(nil),      // 62: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),        // 63: google.protobuf.Duration
 }
 var file_mqgate_admin_v1_admin_proto_depIdxs = []int32{
-	61, // 0: mqgate.admin.v1.Topic.create_time:type_name -> google.protobuf.Timestamp
-	62, // 1: mqgate.admin.v1.Topic.lite_ttl:type_name -> google.protobuf.Duration
-	62, // 2: mqgate.admin.v1.CreateTopicRequest.lite_ttl:type_name -> google.protobuf.Duration
+	62, // 0: mqgate.admin.v1.Topic.create_time:type_name -> google.protobuf.Timestamp
+	63, // 1: mqgate.admin.v1.Topic.lite_ttl:type_name -> google.protobuf.Duration
+	63, // 2: mqgate.admin.v1.CreateTopicRequest.lite_ttl:type_name -> google.protobuf.Duration
 	1,  // 3: mqgate.admin.v1.CreateTopicResponse.topic:type_name -> mqgate.admin.v1.Topic
 	1,  // 4: mqgate.admin.v1.GetTopicResponse.topic:type_name -> mqgate.admin.v1.Topic
 	1,  // 5: mqgate.admin.v1.ListTopicsResponse.topics:type_name -> mqgate.admin.v1.Topic
-	61, // 6: mqgate.admin.v1.Group.create_time:type_name -> google.protobuf.Timestamp
+	62, // 6: mqgate.admin.v1.Group.create_time:type_name -> google.protobuf.Timestamp
 	10, // 7: mqgate.admin.v1.CreateGroupResponse.group:type_name -> mqgate.admin.v1.Group
 	10, // 8: mqgate.admin.v1.GetGroupResponse.group:type_name -> mqgate.admin.v1.Group
 	10, // 9: mqgate.admin.v1.ListGroupsResponse.groups:type_name -> mqgate.admin.v1.Group
 	20, // 10: mqgate.admin.v1.GroupTopicProgress.queues:type_name -> mqgate.admin.v1.GroupQueueProgress
-	1,  // 11: mqgate.admin.v1.DescribeTopicResponse.topic:type_name -> mqgate.admin.v1.Topic
-	19, // 12: mqgate.admin.v1.DescribeTopicResponse.queues:type_name -> mqgate.admin.v1.QueueOffsets
-	21, // 13: mqgate.admin.v1.DescribeTopicResponse.groups:type_name -> mqgate.admin.v1.GroupTopicProgress
-	10, // 14: mqgate.admin.v1.DescribeGroupResponse.group:type_name -> mqgate.admin.v1.Group
-	21, // 15: mqgate.admin.v1.DescribeGroupResponse.topics:type_name -> mqgate.admin.v1.GroupTopicProgress
-	24, // 16: mqgate.admin.v1.DescribeGroupResponse.dead_letter_queue:type_name -> mqgate.admin.v1.DeadLetterQueue
-	29, // 17: mqgate.admin.v1.LookupMessageResponse.messages:type_name -> mqgate.admin.v1.StoredMessage
-	60, // 18: mqgate.admin.v1.StoredMessage.properties:type_name -> mqgate.admin.v1.StoredMessage.PropertiesEntry
-	61, // 19: mqgate.admin.v1.StoredMessage.delivery_time:type_name -> google.protobuf.Timestamp
-	61, // 20: mqgate.admin.v1.StoredMessage.born_time:type_name -> google.protobuf.Timestamp
-	61, // 21: mqgate.admin.v1.StoredMessage.store_time:type_name -> google.protobuf.Timestamp
-	61, // 22: mqgate.admin.v1.ResetOffsetRequest.time:type_name -> google.protobuf.Timestamp
-	0,  // 23: mqgate.admin.v1.ResetOffsetRequest.position:type_name -> mqgate.admin.v1.ResetPosition
-	32, // 24: mqgate.admin.v1.ResetOffsetResponse.queues:type_name -> mqgate.admin.v1.QueueReset
-	29, // 25: mqgate.admin.v1.ListDeadLettersResponse.messages:type_name -> mqgate.admin.v1.StoredMessage
-	37, // 26: mqgate.admin.v1.RedriveDeadLettersResponse.redriven:type_name -> mqgate.admin.v1.RedrivenMessage
-	61, // 27: mqgate.admin.v1.LiteTopic.last_stored:type_name -> google.protobuf.Timestamp
-	61, // 28: mqgate.admin.v1.LiteTopic.expire_time:type_name -> google.protobuf.Timestamp
-	39, // 29: mqgate.admin.v1.LiteTopic.groups:type_name -> mqgate.admin.v1.LiteTopicGroup
-	40, // 30: mqgate.admin.v1.ListLiteTopicsResponse.lite_topics:type_name -> mqgate.admin.v1.LiteTopic
-	61, // 31: mqgate.admin.v1.BrowseMessagesRequest.time:type_name -> google.protobuf.Timestamp
-	29, // 32: mqgate.admin.v1.BrowseMessagesResponse.messages:type_name -> mqgate.admin.v1.StoredMessage
-	61, // 33: mqgate.admin.v1.GetStatsResponse.time:type_name -> google.protobuf.Timestamp
-	61, // 34: mqgate.admin.v1.GetStatsResponse.start_time:type_name -> google.protobuf.Timestamp
-	46, // 35: mqgate.admin.v1.GetStatsResponse.topics:type_name -> mqgate.admin.v1.TopicStats
-	47, // 36: mqgate.admin.v1.GetStatsResponse.subscriptions:type_name -> mqgate.admin.v1.SubscriptionStats
-	50, // 37: mqgate.admin.v1.ListClientsResponse.clients:type_name -> mqgate.admin.v1.Client
-	61, // 38: mqgate.admin.v1.Client.since:type_name -> google.protobuf.Timestamp
-	61, // 39: mqgate.admin.v1.Client.last_seen:type_name -> google.protobuf.Timestamp
-	53, // 40: mqgate.admin.v1.GetClusterStatusResponse.members:type_name -> mqgate.admin.v1.ClusterMember
-	54, // 41: mqgate.admin.v1.GetClusterStatusResponse.groups:type_name -> mqgate.admin.v1.RaftGroup
-	55, // 42: mqgate.admin.v1.RaftGroup.replicas:type_name -> mqgate.admin.v1.RaftReplica
-	61, // 43: mqgate.admin.v1.RaftReplica.last_contact:type_name -> google.protobuf.Timestamp
-	2,  // 44: mqgate.admin.v1.AdminService.CreateTopic:input_type -> mqgate.admin.v1.CreateTopicRequest
-	4,  // 45: mqgate.admin.v1.AdminService.GetTopic:input_type -> mqgate.admin.v1.GetTopicRequest
-	6,  // 46: mqgate.admin.v1.AdminService.ListTopics:input_type -> mqgate.admin.v1.ListTopicsRequest
-	8,  // 47: mqgate.admin.v1.AdminService.DeleteTopic:input_type -> mqgate.admin.v1.DeleteTopicRequest
-	11, // 48: mqgate.admin.v1.AdminService.CreateGroup:input_type -> mqgate.admin.v1.CreateGroupRequest
-	13, // 49: mqgate.admin.v1.AdminService.GetGroup:input_type -> mqgate.admin.v1.GetGroupRequest
-	15, // 50: mqgate.admin.v1.AdminService.ListGroups:input_type -> mqgate.admin.v1.ListGroupsRequest
-	17, // 51: mqgate.admin.v1.AdminService.DeleteGroup:input_type -> mqgate.admin.v1.DeleteGroupRequest
-	22, // 52: mqgate.admin.v1.AdminService.DescribeTopic:input_type -> mqgate.admin.v1.DescribeTopicRequest
-	38, // 53: mqgate.admin.v1.AdminService.ListLiteTopics:input_type -> mqgate.admin.v1.ListLiteTopicsRequest
-	25, // 54: mqgate.admin.v1.AdminService.DescribeGroup:input_type -> mqgate.admin.v1.DescribeGroupRequest
-	27, // 55: mqgate.admin.v1.AdminService.LookupMessage:input_type -> mqgate.admin.v1.LookupMessageRequest
-	30, // 56: mqgate.admin.v1.AdminService.ResetOffset:input_type -> mqgate.admin.v1.ResetOffsetRequest
-	33, // 57: mqgate.admin.v1.AdminService.ListDeadLetters:input_type -> mqgate.admin.v1.ListDeadLettersRequest
-	35, // 58: mqgate.admin.v1.AdminService.RedriveDeadLetters:input_type -> mqgate.admin.v1.RedriveDeadLettersRequest
-	42, // 59: mqgate.admin.v1.AdminService.BrowseMessages:input_type -> mqgate.admin.v1.BrowseMessagesRequest
-	44, // 60: mqgate.admin.v1.AdminService.GetStats:input_type -> mqgate.admin.v1.GetStatsRequest
-	48, // 61: mqgate.admin.v1.AdminService.ListClients:input_type -> mqgate.admin.v1.ListClientsRequest
-	51, // 62: mqgate.admin.v1.AdminService.GetClusterStatus:input_type -> mqgate.admin.v1.GetClusterStatusRequest
-	56, // 63: mqgate.admin.v1.AdminService.TransferLeadership:input_type -> mqgate.admin.v1.TransferLeadershipRequest
-	58, // 64: mqgate.admin.v1.AdminService.WhoAmI:input_type -> mqgate.admin.v1.WhoAmIRequest
-	3,  // 65: mqgate.admin.v1.AdminService.CreateTopic:output_type -> mqgate.admin.v1.CreateTopicResponse
-	5,  // 66: mqgate.admin.v1.AdminService.GetTopic:output_type -> mqgate.admin.v1.GetTopicResponse
-	7,  // 67: mqgate.admin.v1.AdminService.ListTopics:output_type -> mqgate.admin.v1.ListTopicsResponse
-	9,  // 68: mqgate.admin.v1.AdminService.DeleteTopic:output_type -> mqgate.admin.v1.DeleteTopicResponse
-	12, // 69: mqgate.admin.v1.AdminService.CreateGroup:output_type -> mqgate.admin.v1.CreateGroupResponse
-	14, // 70: mqgate.admin.v1.AdminService.GetGroup:output_type -> mqgate.admin.v1.GetGroupResponse
-	16, // 71: mqgate.admin.v1.AdminService.ListGroups:output_type -> mqgate.admin.v1.ListGroupsResponse
-	18, // 72: mqgate.admin.v1.AdminService.DeleteGroup:output_type -> mqgate.admin.v1.DeleteGroupResponse
-	23, // 73: mqgate.admin.v1.AdminService.DescribeTopic:output_type -> mqgate.admin.v1.DescribeTopicResponse
-	41, // 74: mqgate.admin.v1.AdminService.ListLiteTopics:output_type -> mqgate.admin.v1.ListLiteTopicsResponse
-	26, // 75: mqgate.admin.v1.AdminService.DescribeGroup:output_type -> mqgate.admin.v1.DescribeGroupResponse
-	28, // 76: mqgate.admin.v1.AdminService.LookupMessage:output_type -> mqgate.admin.v1.LookupMessageResponse
-	31, // 77: mqgate.admin.v1.AdminService.ResetOffset:output_type -> mqgate.admin.v1.ResetOffsetResponse
-	34, // 78: mqgate.admin.v1.AdminService.ListDeadLetters:output_type -> mqgate.admin.v1.ListDeadLettersResponse
-	36, // 79: mqgate.admin.v1.AdminService.RedriveDeadLetters:output_type -> mqgate.admin.v1.RedriveDeadLettersResponse
-	43, // 80: mqgate.admin.v1.AdminService.BrowseMessages:output_type -> mqgate.admin.v1.BrowseMessagesResponse
-	45, // 81: mqgate.admin.v1.AdminService.GetStats:output_type -> mqgate.admin.v1.GetStatsResponse
-	49, // 82: mqgate.admin.v1.AdminService.ListClients:output_type -> mqgate.admin.v1.ListClientsResponse
-	52, // 83: mqgate.admin.v1.AdminService.GetClusterStatus:output_type -> mqgate.admin.v1.GetClusterStatusResponse
-	57, // 84: mqgate.admin.v1.AdminService.TransferLeadership:output_type -> mqgate.admin.v1.TransferLeadershipResponse
-	59, // 85: mqgate.admin.v1.AdminService.WhoAmI:output_type -> mqgate.admin.v1.WhoAmIResponse
-	65, // [65:86] is the sub-list for method output_type
-	44, // [44:65] is the sub-list for method input_type
-	44, // [44:44] is the sub-list for extension type_name
-	44, // [44:44] is the sub-list for extension extendee
-	0,  // [0:44] is the sub-list for field type_name
+	22, // 11: mqgate.admin.v1.GroupTopicProgress.oldest_in_flight:type_name -> mqgate.admin.v1.InFlightMessage
+	30, // 12: mqgate.admin.v1.InFlightMessage.message:type_name -> mqgate.admin.v1.StoredMessage
+	62, // 13: mqgate.admin.v1.InFlightMessage.visible_at:type_name -> google.protobuf.Timestamp
+	1,  // 14: mqgate.admin.v1.DescribeTopicResponse.topic:type_name -> mqgate.admin.v1.Topic
+	19, // 15: mqgate.admin.v1.DescribeTopicResponse.queues:type_name -> mqgate.admin.v1.QueueOffsets
+	21, // 16: mqgate.admin.v1.DescribeTopicResponse.groups:type_name -> mqgate.admin.v1.GroupTopicProgress
+	10, // 17: mqgate.admin.v1.DescribeGroupResponse.group:type_name -> mqgate.admin.v1.Group
+	21, // 18: mqgate.admin.v1.DescribeGroupResponse.topics:type_name -> mqgate.admin.v1.GroupTopicProgress
+	25, // 19: mqgate.admin.v1.DescribeGroupResponse.dead_letter_queue:type_name -> mqgate.admin.v1.DeadLetterQueue
+	30, // 20: mqgate.admin.v1.LookupMessageResponse.messages:type_name -> mqgate.admin.v1.StoredMessage
+	61, // 21: mqgate.admin.v1.StoredMessage.properties:type_name -> mqgate.admin.v1.StoredMessage.PropertiesEntry
+	62, // 22: mqgate.admin.v1.StoredMessage.delivery_time:type_name -> google.protobuf.Timestamp
+	62, // 23: mqgate.admin.v1.StoredMessage.born_time:type_name -> google.protobuf.Timestamp
+	62, // 24: mqgate.admin.v1.StoredMessage.store_time:type_name -> google.protobuf.Timestamp
+	62, // 25: mqgate.admin.v1.ResetOffsetRequest.time:type_name -> google.protobuf.Timestamp
+	0,  // 26: mqgate.admin.v1.ResetOffsetRequest.position:type_name -> mqgate.admin.v1.ResetPosition
+	33, // 27: mqgate.admin.v1.ResetOffsetResponse.queues:type_name -> mqgate.admin.v1.QueueReset
+	30, // 28: mqgate.admin.v1.ListDeadLettersResponse.messages:type_name -> mqgate.admin.v1.StoredMessage
+	38, // 29: mqgate.admin.v1.RedriveDeadLettersResponse.redriven:type_name -> mqgate.admin.v1.RedrivenMessage
+	62, // 30: mqgate.admin.v1.LiteTopic.last_stored:type_name -> google.protobuf.Timestamp
+	62, // 31: mqgate.admin.v1.LiteTopic.expire_time:type_name -> google.protobuf.Timestamp
+	40, // 32: mqgate.admin.v1.LiteTopic.groups:type_name -> mqgate.admin.v1.LiteTopicGroup
+	41, // 33: mqgate.admin.v1.ListLiteTopicsResponse.lite_topics:type_name -> mqgate.admin.v1.LiteTopic
+	62, // 34: mqgate.admin.v1.BrowseMessagesRequest.time:type_name -> google.protobuf.Timestamp
+	30, // 35: mqgate.admin.v1.BrowseMessagesResponse.messages:type_name -> mqgate.admin.v1.StoredMessage
+	62, // 36: mqgate.admin.v1.GetStatsResponse.time:type_name -> google.protobuf.Timestamp
+	62, // 37: mqgate.admin.v1.GetStatsResponse.start_time:type_name -> google.protobuf.Timestamp
+	47, // 38: mqgate.admin.v1.GetStatsResponse.topics:type_name -> mqgate.admin.v1.TopicStats
+	48, // 39: mqgate.admin.v1.GetStatsResponse.subscriptions:type_name -> mqgate.admin.v1.SubscriptionStats
+	51, // 40: mqgate.admin.v1.ListClientsResponse.clients:type_name -> mqgate.admin.v1.Client
+	62, // 41: mqgate.admin.v1.Client.since:type_name -> google.protobuf.Timestamp
+	62, // 42: mqgate.admin.v1.Client.last_seen:type_name -> google.protobuf.Timestamp
+	54, // 43: mqgate.admin.v1.GetClusterStatusResponse.members:type_name -> mqgate.admin.v1.ClusterMember
+	55, // 44: mqgate.admin.v1.GetClusterStatusResponse.groups:type_name -> mqgate.admin.v1.RaftGroup
+	56, // 45: mqgate.admin.v1.RaftGroup.replicas:type_name -> mqgate.admin.v1.RaftReplica
+	62, // 46: mqgate.admin.v1.RaftReplica.last_contact:type_name -> google.protobuf.Timestamp
+	2,  // 47: mqgate.admin.v1.AdminService.CreateTopic:input_type -> mqgate.admin.v1.CreateTopicRequest
+	4,  // 48: mqgate.admin.v1.AdminService.GetTopic:input_type -> mqgate.admin.v1.GetTopicRequest
+	6,  // 49: mqgate.admin.v1.AdminService.ListTopics:input_type -> mqgate.admin.v1.ListTopicsRequest
+	8,  // 50: mqgate.admin.v1.AdminService.DeleteTopic:input_type -> mqgate.admin.v1.DeleteTopicRequest
+	11, // 51: mqgate.admin.v1.AdminService.CreateGroup:input_type -> mqgate.admin.v1.CreateGroupRequest
+	13, // 52: mqgate.admin.v1.AdminService.GetGroup:input_type -> mqgate.admin.v1.GetGroupRequest
+	15, // 53: mqgate.admin.v1.AdminService.ListGroups:input_type -> mqgate.admin.v1.ListGroupsRequest
+	17, // 54: mqgate.admin.v1.AdminService.DeleteGroup:input_type -> mqgate.admin.v1.DeleteGroupRequest
+	23, // 55: mqgate.admin.v1.AdminService.DescribeTopic:input_type -> mqgate.admin.v1.DescribeTopicRequest
+	39, // 56: mqgate.admin.v1.AdminService.ListLiteTopics:input_type -> mqgate.admin.v1.ListLiteTopicsRequest
+	26, // 57: mqgate.admin.v1.AdminService.DescribeGroup:input_type -> mqgate.admin.v1.DescribeGroupRequest
+	28, // 58: mqgate.admin.v1.AdminService.LookupMessage:input_type -> mqgate.admin.v1.LookupMessageRequest
+	31, // 59: mqgate.admin.v1.AdminService.ResetOffset:input_type -> mqgate.admin.v1.ResetOffsetRequest
+	34, // 60: mqgate.admin.v1.AdminService.ListDeadLetters:input_type -> mqgate.admin.v1.ListDeadLettersRequest
+	36, // 61: mqgate.admin.v1.AdminService.RedriveDeadLetters:input_type -> mqgate.admin.v1.RedriveDeadLettersRequest
+	43, // 62: mqgate.admin.v1.AdminService.BrowseMessages:input_type -> mqgate.admin.v1.BrowseMessagesRequest
+	45, // 63: mqgate.admin.v1.AdminService.GetStats:input_type -> mqgate.admin.v1.GetStatsRequest
+	49, // 64: mqgate.admin.v1.AdminService.ListClients:input_type -> mqgate.admin.v1.ListClientsRequest
+	52, // 65: mqgate.admin.v1.AdminService.GetClusterStatus:input_type -> mqgate.admin.v1.GetClusterStatusRequest
+	57, // 66: mqgate.admin.v1.AdminService.TransferLeadership:input_type -> mqgate.admin.v1.TransferLeadershipRequest
+	59, // 67: mqgate.admin.v1.AdminService.WhoAmI:input_type -> mqgate.admin.v1.WhoAmIRequest
+	3,  // 68: mqgate.admin.v1.AdminService.CreateTopic:output_type -> mqgate.admin.v1.CreateTopicResponse
+	5,  // 69: mqgate.admin.v1.AdminService.GetTopic:output_type -> mqgate.admin.v1.GetTopicResponse
+	7,  // 70: mqgate.admin.v1.AdminService.ListTopics:output_type -> mqgate.admin.v1.ListTopicsResponse
+	9,  // 71: mqgate.admin.v1.AdminService.DeleteTopic:output_type -> mqgate.admin.v1.DeleteTopicResponse
+	12, // 72: mqgate.admin.v1.AdminService.CreateGroup:output_type -> mqgate.admin.v1.CreateGroupResponse
+	14, // 73: mqgate.admin.v1.AdminService.GetGroup:output_type -> mqgate.admin.v1.GetGroupResponse
+	16, // 74: mqgate.admin.v1.AdminService.ListGroups:output_type -> mqgate.admin.v1.ListGroupsResponse
+	18, // 75: mqgate.admin.v1.AdminService.DeleteGroup:output_type -> mqgate.admin.v1.DeleteGroupResponse
+	24, // 76: mqgate.admin.v1.AdminService.DescribeTopic:output_type -> mqgate.admin.v1.DescribeTopicResponse
+	42, // 77: mqgate.admin.v1.AdminService.ListLiteTopics:output_type -> mqgate.admin.v1.ListLiteTopicsResponse
+	27, // 78: mqgate.admin.v1.AdminService.DescribeGroup:output_type -> mqgate.admin.v1.DescribeGroupResponse
+	29, // 79: mqgate.admin.v1.AdminService.LookupMessage:output_type -> mqgate.admin.v1.LookupMessageResponse
+	32, // 80: mqgate.admin.v1.AdminService.ResetOffset:output_type -> mqgate.admin.v1.ResetOffsetResponse
+	35, // 81: mqgate.admin.v1.AdminService.ListDeadLetters:output_type -> mqgate.admin.v1.ListDeadLettersResponse
+	37, // 82: mqgate.admin.v1.AdminService.RedriveDeadLetters:output_type -> mqgate.admin.v1.RedriveDeadLettersResponse
+	44, // 83: mqgate.admin.v1.AdminService.BrowseMessages:output_type -> mqgate.admin.v1.BrowseMessagesResponse
+	46, // 84: mqgate.admin.v1.AdminService.GetStats:output_type -> mqgate.admin.v1.GetStatsResponse
+	50, // 85: mqgate.admin.v1.AdminService.ListClients:output_type -> mqgate.admin.v1.ListClientsResponse
+	53, // 86: mqgate.admin.v1.AdminService.GetClusterStatus:output_type -> mqgate.admin.v1.GetClusterStatusResponse
+	58, // 87: mqgate.admin.v1.AdminService.TransferLeadership:output_type -> mqgate.admin.v1.TransferLeadershipResponse
+	60, // 88: mqgate.admin.v1.AdminService.WhoAmI:output_type -> mqgate.admin.v1.WhoAmIResponse
+	68, // [68:89] is the sub-list for method output_type
+	47, // [47:68] is the sub-list for method input_type
+	47, // [47:47] is the sub-list for extension type_name
+	47, // [47:47] is the sub-list for extension extendee
+	0,  // [0:47] is the sub-list for field type_name
 }
 
 func init() { file_mqgate_admin_v1_admin_proto_init() }
@@ -4623,12 +4734,12 @@ func file_mqgate_admin_v1_admin_proto_init() {
 	if File_mqgate_admin_v1_admin_proto != nil {
 		return
 	}
-	file_mqgate_admin_v1_admin_proto_msgTypes[29].OneofWrappers = []any{
+	file_mqgate_admin_v1_admin_proto_msgTypes[30].OneofWrappers = []any{
 		(*ResetOffsetRequest_Time)(nil),
 		(*ResetOffsetRequest_Position)(nil),
 		(*ResetOffsetRequest_Offset)(nil),
 	}
-	file_mqgate_admin_v1_admin_proto_msgTypes[41].OneofWrappers = []any{
+	file_mqgate_admin_v1_admin_proto_msgTypes[42].OneofWrappers = []any{
 		(*BrowseMessagesRequest_Offset)(nil),
 		(*BrowseMessagesRequest_Time)(nil),
 	}
@@ -4638,7 +4749,7 @@ func file_mqgate_admin_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mqgate_admin_v1_admin_proto_rawDesc), len(file_mqgate_admin_v1_admin_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   60,
+			NumMessages:   61,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
