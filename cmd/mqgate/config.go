@@ -125,6 +125,7 @@ var settings = []setting{
 	strSetting("auth-file", "YAML users file; when set every gRPC, REST and remoting call must be signed by one of its access keys", func(c *node.Config) *string { return &c.AuthFile }),
 	durSetting("remoting-send-window", "with --auth-file: refuse a classic remoting send whose signed born timestamp is further than this from the server's clock, so a captured signed send cannot be replayed later (other classic requests carry no signed time); 0 = no bound, as upstream", func(c *node.Config) *time.Duration { return &c.RemotingSendWindow }),
 	boolSetting("auto-create", "create unknown topics and groups on first use (development setting)", func(c *node.Config) *bool { return &c.AutoCreate }),
+	boolSetting("mcp", "serve the Model Context Protocol's read-only diagnostics tools on the HTTP listener at /mcp (streamable HTTP; with --auth-file each request is signed as a REST request is)", func(c *node.Config) *bool { return &c.MCP }),
 	durSetting("grpc-max-connection-age", "close gRPC connections older than this; 0 never", func(c *node.Config) *time.Duration { return &c.GRPCMaxConnectionAge }),
 	durSetting("grpc-max-connection-age-grace", "time given to RPCs on a connection closed for its age", func(c *node.Config) *time.Duration { return &c.GRPCMaxConnectionAgeGrace }),
 	durSetting("grpc-max-connection-idle", "close gRPC connections with no RPC for this long; 0 never", func(c *node.Config) *time.Duration { return &c.GRPCMaxConnectionIdle }),

@@ -37,11 +37,17 @@ Usage:
   mqgate repair ...           repair a stopped gateway's store (prints the plan; --yes does it)
   mqgate cluster ...          a replicated broker set: status, transfer-leader, add-node,
                               remove-node, init-certs
+  mqgate mcp ...              diagnostics tools for assistants (Model Context Protocol, stdio)
   mqgate version              print the version
   mqgate help                 this text
 
 Run 'mqgate serve -h' for the server settings.
 `
+
+// nopWriteCloser leaves closing standard output to the process.
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
@@ -72,6 +78,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return repairCmd(ctx, args, stdout, stderr)
 	case "cluster":
 		return clusterCmd(ctx, args, stdout, stderr)
+	case "mcp":
+		return mcpCmd(ctx, args, os.Stdin, nopWriteCloser{stdout}, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "mqgate", version)
 		return 0

@@ -41,6 +41,9 @@ type Options struct {
 	// Console, when set, is the web console's handler, served at
 	// /console/ (its pages call the REST API under /v1/).
 	Console http.Handler
+	// MCP, when set, is the Model Context Protocol endpoint, served at
+	// /mcp.
+	MCP http.Handler
 	// Auth, when set, authenticates every REST request from its headers
 	// before its body is read (limits.go); the gRPC leg checks what the
 	// call touches.
@@ -119,6 +122,9 @@ func New(o Options) (*Server, error) {
 	if o.Console != nil {
 		mux.Handle("/console", o.Console)
 		mux.Handle("/console/", o.Console)
+	}
+	if o.MCP != nil {
+		mux.Handle("/mcp", o.MCP)
 	}
 	s.srv = &http.Server{
 		Handler:           canonicalPaths(mux),

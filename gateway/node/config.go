@@ -98,6 +98,10 @@ type Config struct {
 	// AutoCreate creates unknown topics and groups on first use. A
 	// development setting.
 	AutoCreate bool
+	// MCP serves the Model Context Protocol's diagnostics tools on the
+	// HTTP listener at /mcp (streamable HTTP; signed as REST requests
+	// are when auth is on).
+	MCP bool
 	// GRPCMaxConnectionAge, when set, closes gRPC connections older than
 	// this after GRPCMaxConnectionAgeGrace. Zero (the default) never does:
 	// clients keep a Telemetry stream open for their lifetime.

@@ -24,6 +24,7 @@ import (
 	"github.com/mqgate/mqgate/gateway/console"
 	"github.com/mqgate/mqgate/gateway/grpcserver"
 	"github.com/mqgate/mqgate/gateway/httpserver"
+	"github.com/mqgate/mqgate/gateway/mcpserver"
 	"github.com/mqgate/mqgate/gateway/peer"
 	"github.com/mqgate/mqgate/gateway/relay"
 	"github.com/mqgate/mqgate/gateway/remoting"
@@ -66,6 +67,7 @@ type Node struct {
 
 	store   *storage.Store
 	storeFS vfs.FS // Options.StoreFS
+	version string // Options.Version
 	// Cluster mode (cluster.go): the replica owning the store, the raft
 	// member, and the relays in front of the client listeners.
 	rep    *cluster.Replica
@@ -123,7 +125,7 @@ func Open(ctx context.Context, cfg Config, o Options) (*Node, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	n := &Node{cfg: cfg, log: log, owner: lifecycle.NewOwner(log), gate: admission.NewGate(), storeFS: o.StoreFS, restart: make(chan struct{}), removed: make(chan struct{})}
+	n := &Node{cfg: cfg, log: log, owner: lifecycle.NewOwner(log), gate: admission.NewGate(), storeFS: o.StoreFS, version: o.Version, restart: make(chan struct{}), removed: make(chan struct{})}
 	if cfg.AuthFile != "" {
 		users, err := auth.Load(cfg.AuthFile)
 		if err != nil {
@@ -426,9 +428,13 @@ func (n *Node) startHTTP(ctx context.Context) (err error) {
 	// the same tap, stats handler and interceptors, no socket and no
 	// encoding. The HTTP server stops before the gRPC server (registered
 	// after it), so no REST call outlives it.
-	n.http, err = httpserver.New(httpserver.Options{Ready: n.Ready, ReadyNotice: n.readyNotice, Logger: n.log,
+	ho := httpserver.Options{Ready: n.Ready, ReadyNotice: n.readyNotice, Logger: n.log,
 		API: n.grpc.InProcess(), MeterProvider: n.tel.Meters, TracerProvider: n.tel.Tracers, Auth: n.auth,
-		Console: console.New()})
+		Console: console.New()}
+	if n.cfg.MCP {
+		ho.MCP = mcpserver.Handler(mcpserver.Options{Conn: n.grpc.InProcess(), Version: n.version, Logger: n.log}, n.auth)
+	}
+	n.http, err = httpserver.New(ho)
 	if err != nil {
 		return err
 	}

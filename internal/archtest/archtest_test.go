@@ -50,6 +50,8 @@ func TestCheckCatchesForbiddenEdges(t *testing.T) {
 		m("gen/apache/x"):        {m("internal/clock")},
 		m("cmd/mqgate"):          {m("storage")},
 		m("gateway/grpcserver2"): {m("cmd/mqgate")},
+		m("gateway/mcpserver"):   {m("broker")},
+		m("gateway/console"):     {m("broker/model")},
 	}
 	got := Check(bad)
 	if len(got) != len(bad) {
@@ -62,6 +64,7 @@ func TestCheckCatchesForbiddenEdges(t *testing.T) {
 		m("gateway/v2service"):  {m("gateway/grpcserver"), m("broker"), m("storage/message"), m("gateway/admission")},
 		m("gateway/node"):       {m("storage"), m("gateway/httpserver")},
 		m("cmd/mqgate"):         {m("gateway/node"), m("gen/mqgate/admin/v1")},
+		m("gateway/mcpserver"):  {m("gen/mqgate/admin/v1"), m("gateway/auth"), "google.golang.org/grpc"},
 		m("sdk"):                {m("gen/apache/rocketmq/v2"), "google.golang.org/grpc", "context"},
 	}
 	if v := Check(good); len(v) != 0 {

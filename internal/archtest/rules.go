@@ -123,6 +123,9 @@ func check(from, toFull string) string {
 		if under(from, "gateway/httpserver") && under(to, "broker") {
 			return "REST reaches the broker only through gRPC"
 		}
+		if (under(from, "gateway/console") || under(from, "gateway/mcpserver")) && (under(to, "broker") || under(to, "gateway/node") || under(to, "gateway/peer")) {
+			return "the console and the MCP server reach mqgate only through its APIs"
+		}
 	case under(from, "cmd"):
 		if internalTo && (under(to, "broker") || under(to, "storage")) {
 			return "cmd composes the server through gateway/node, never broker/ or storage/ directly"

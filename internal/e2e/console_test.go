@@ -222,9 +222,16 @@ func TestConsoleInBrowser(t *testing.T) {
 	waitJS(t, ctx, "the single member", `document.querySelectorAll('#members tbody tr[data-member]').length === 1 && document.querySelector('#members td.role').textContent.startsWith("STANDALONE") && document.querySelector('#members td.health').textContent === "UP" && document.querySelector('#raft-groups').textContent.includes("single node")`)
 }
 
-// startWithConsoleUsers starts mqgate with auth on: "ops" an admin, "app"
-// limited to orders-* topics and g-orders* groups.
-func startWithConsoleUsers(t *testing.T) *testutil.Proc {
+// startWithConsoleUsers starts mqgate with auth on (consoleUsers), and
+// any more flags.
+func startWithConsoleUsers(t *testing.T, args ...string) *testutil.Proc {
+	t.Helper()
+	return start(t, testutil.StartOptions{Args: append([]string{"--auth-file", consoleUsers(t)}, args...)})
+}
+
+// consoleUsers writes a users file: "ops" an admin, "app" limited to
+// orders-* topics and g-orders* groups.
+func consoleUsers(t *testing.T) string {
 	t.Helper()
 	users := filepath.Join(t.TempDir(), "users.yaml")
 	if err := os.WriteFile(users, []byte(`users:
@@ -239,7 +246,7 @@ func startWithConsoleUsers(t *testing.T) *testutil.Proc {
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return start(t, testutil.StartOptions{Args: []string{"--auth-file", users}})
+	return users
 }
 
 // With auth on, the console asks for credentials, signs its calls with
