@@ -133,11 +133,12 @@ var settings = []setting{
 	strSetting("log-format", "json or text", func(c *node.Config) *string { return &c.LogFormat }),
 	strSetting("cluster-id", "cluster mode: the replica group's name, the same on every member (with --node-id and --peers); empty = single node", func(c *node.Config) *string { return &c.ClusterID }),
 	intSetting("node-id", "cluster mode: this member's id, one of --peers", func(c *node.Config) *int { return &c.NodeID }),
+	boolSetting("node-id-from-hostname", "cluster mode: take --node-id from --peers, the member whose peer address's host is this machine's host name or starts with it and a dot (StatefulSet pod mqgate-1 is the member at mqgate-1.mqgate-peers...)", func(c *node.Config) *bool { return &c.NodeIDFromHostname }),
 	strSetting("peers", "cluster mode: the members' peer addresses, 1=host:port,2=host:port,3=host:port; this member listens on its own and dials the others there; a first start bootstraps a group of exactly these members unless --join (without --peer-tls-* peer traffic is not encrypted: keep it on a private network, and set --peer-token)", func(c *node.Config) *string { return &c.Peers }),
 	boolSetting("join", "cluster mode: on a first start, wait to be added to the running group (mqgate cluster add-node) instead of bootstrapping one; --peers then names this member and at least one running member", func(c *node.Config) *bool { return &c.Join }),
 	strSetting("peer-token", "cluster mode: a secret of at least 16 characters that every call between members must carry, the same on every member (prefer env MQGATE_PEER_TOKEN); cluster mode needs it, peer TLS (--peer-tls-*), or both", func(c *node.Config) *string { return &c.PeerToken }),
-	strSetting("peer-tls-cert", "cluster mode: PEM certificate of this member, signed by --peer-tls-ca, presented on its peer address and when it dials the others (allow server and client authentication); with --peer-tls-key and --peer-tls-ca, turns on mutual TLS between members (re-read when the files change; mqgate cluster init-certs DIR writes a CA and a certificate per member)", func(c *node.Config) *string { return &c.PeerTLSCert }),
-	strSetting("peer-tls-key", "cluster mode: PEM private key of --peer-tls-cert", func(c *node.Config) *string { return &c.PeerTLSKey }),
+	strSetting("peer-tls-cert", "cluster mode: PEM certificate of this member ({node-id} in the path stands for its id), signed by --peer-tls-ca, presented on its peer address and when it dials the others (allow server and client authentication); with --peer-tls-key and --peer-tls-ca, turns on mutual TLS between members (re-read when the files change; mqgate cluster init-certs DIR writes a CA and a certificate per member)", func(c *node.Config) *string { return &c.PeerTLSCert }),
+	strSetting("peer-tls-key", "cluster mode: PEM private key of --peer-tls-cert ({node-id} in the path stands for its id)", func(c *node.Config) *string { return &c.PeerTLSKey }),
 	strSetting("peer-tls-ca", "cluster mode: PEM CA bundle that signs every member's peer certificate; the peer address accepts only callers with such a certificate, and members accept any certificate it signs whatever address they dialled (so use a CA for this group only)", func(c *node.Config) *string { return &c.PeerTLSCA }),
 	intSetting("raft-log-keep", "cluster mode: raft entries a member keeps behind its durable position; a member further behind catches up from a copy of another member's store", func(c *node.Config) *int { return &c.RaftLogKeep }),
 	intSetting("lite-topic-quota", "lite topics one LITE topic may have; a send that would create one more is refused (LITE_TOPIC_QUOTA_EXCEEDED)", func(c *node.Config) *int { return &c.LiteTopicQuota }),
@@ -234,6 +235,11 @@ func loadConfig(args []string, environ []string, warn func(string)) (node.Config
 	})
 	if ferr != nil {
 		return cfg, fs, false, ferr
+	}
+	host, _ := os.Hostname()
+	cfg, err := cfg.ForHost(host)
+	if err != nil {
+		return cfg, fs, false, fmt.Errorf("invalid configuration: %w", err)
 	}
 	if err := cfg.Validate(); err != nil {
 		return cfg, fs, false, fmt.Errorf("invalid configuration: %w", err)

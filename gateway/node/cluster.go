@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -57,6 +58,55 @@ func (c Config) ownPeerAddr() string {
 		return ""
 	}
 	return peers[uint64(c.NodeID)]
+}
+
+// nodeIDPlaceholder stands for the member's id in the peer TLS
+// certificate's and key's paths.
+const nodeIDPlaceholder = "{node-id}"
+
+// ForHost returns c as the member running on the host named hostname:
+// with NodeIDFromHostname, NodeID is the member of Peers whose peer
+// address's host is hostname, or starts with hostname and a dot (a
+// StatefulSet's pod mqgate-1 is the member whose peer address is
+// mqgate-1.mqgate-peers.NAMESPACE.svc.cluster.local:7000); then, in
+// every case, "{node-id}" in PeerTLSCert and PeerTLSKey becomes NodeID,
+// so that one Secret can hold every member's certificate.
+func (c Config) ForHost(hostname string) (Config, error) {
+	if c.NodeIDFromHostname {
+		if !c.Clustered() {
+			return c, errors.New("node-id-from-hostname: only in cluster mode (--cluster-id)")
+		}
+		peers, err := peer.ParsePeers(c.Peers)
+		if err != nil {
+			return c, fmt.Errorf("peers: %w", err)
+		}
+		var found []uint64
+		for id, addr := range peers {
+			host, _, err := net.SplitHostPort(addr)
+			if err == nil && hostname != "" && (host == hostname || strings.HasPrefix(host, hostname+".")) {
+				found = append(found, id)
+			}
+		}
+		slices.Sort(found)
+		switch {
+		case len(found) == 0:
+			return c, fmt.Errorf("node-id-from-hostname: no member of --peers (%s) has the host name %q or a name under it", c.Peers, hostname)
+		case len(found) > 1:
+			return c, fmt.Errorf("node-id-from-hostname: members %v of --peers all have the host name %q", found, hostname)
+		case c.NodeID != 0 && c.NodeID != int(found[0]):
+			return c, fmt.Errorf("node-id-from-hostname: the host name %q is member %d, but --node-id is %d", hostname, found[0], c.NodeID)
+		}
+		c.NodeID = int(found[0])
+	}
+	if strings.Contains(c.PeerTLSCert+c.PeerTLSKey, nodeIDPlaceholder) {
+		if c.NodeID <= 0 {
+			return c, fmt.Errorf("peer-tls-cert: %s in its path needs --node-id (or --node-id-from-hostname)", nodeIDPlaceholder)
+		}
+		id := strconv.Itoa(c.NodeID)
+		c.PeerTLSCert = strings.ReplaceAll(c.PeerTLSCert, nodeIDPlaceholder, id)
+		c.PeerTLSKey = strings.ReplaceAll(c.PeerTLSKey, nodeIDPlaceholder, id)
+	}
+	return c, nil
 }
 
 // PeerTLS reports whether c turns on mutual TLS between members (all

@@ -2,6 +2,7 @@ package node
 
 import (
 	"crypto/x509"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -97,5 +98,61 @@ func TestValidatePeerTLS(t *testing.T) {
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "--peer-tls-cert") || !strings.Contains(err.Error(), "MQGATE_PEER_TOKEN") ||
 		!strings.Contains(err.Error(), "mqgate cluster init-certs") {
 		t.Fatalf("peers without a token or TLS: %v", err)
+	}
+}
+
+// ForHost finds the member a host name is in --peers, as a StatefulSet's
+// pods need, and puts its id in the peer TLS paths.
+func TestForHost(t *testing.T) {
+	base := Defaults()
+	base.ClusterID, base.NodeIDFromHostname = "demo", true
+	base.Peers = "1=mqgate-0.mqgate-peers.ns.svc.cluster.local:7000,2=mqgate-1.mqgate-peers.ns.svc.cluster.local:7000,3=mqgate-2.mqgate-peers.ns.svc.cluster.local:7000"
+	base.PeerTLSCert, base.PeerTLSKey, base.PeerTLSCA = "/tls/member-{node-id}.pem", "/tls/member-{node-id}-key.pem", "/tls/ca.pem"
+	for i, host := range []string{"mqgate-0", "mqgate-1", "mqgate-2"} {
+		c, err := base.ForHost(host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := i + 1; c.NodeID != want || c.PeerTLSCert != fmt.Sprintf("/tls/member-%d.pem", want) ||
+			c.PeerTLSKey != fmt.Sprintf("/tls/member-%d-key.pem", want) || c.PeerTLSCA != "/tls/ca.pem" {
+			t.Fatalf("%s: node %d, cert %q, key %q, ca %q", host, c.NodeID, c.PeerTLSCert, c.PeerTLSKey, c.PeerTLSCA)
+		}
+	}
+	// The whole host name matches too; a prefix of a label does not.
+	c := base
+	c.Peers = "1=a:7000,2=b:7000,3=bb:7000"
+	if got, err := c.ForHost("b"); err != nil || got.NodeID != 2 {
+		t.Fatalf("host b: %d %v", got.NodeID, err)
+	}
+	for _, tc := range []struct {
+		host, peers string
+		nodeID      int
+		clustered   bool
+		want        string
+	}{
+		{"mqgate-9", base.Peers, 0, true, "no member"},
+		{"mqgate", base.Peers, 0, true, "no member"},
+		{"x", "1=x.a:7000,2=x.b:7000", 0, true, "members [1 2]"},
+		{"mqgate-1", base.Peers, 3, true, "but --node-id is 3"},
+		{"mqgate-1", base.Peers, 0, false, "only in cluster mode"},
+	} {
+		c := base
+		c.Peers, c.NodeID = tc.peers, tc.nodeID
+		if !tc.clustered {
+			c.ClusterID = ""
+		}
+		if _, err := c.ForHost(tc.host); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: %v, want an error saying %q", tc, err, tc.want)
+		}
+	}
+	// Without the setting: {node-id} from --node-id, and nothing else moves.
+	c = Defaults()
+	c.NodeID, c.PeerTLSCert = 2, "/tls/m{node-id}.pem"
+	if got, err := c.ForHost("anything"); err != nil || got.NodeID != 2 || got.PeerTLSCert != "/tls/m2.pem" {
+		t.Fatalf("placeholder with --node-id: %+v %v", got, err)
+	}
+	c.NodeID = 0
+	if _, err := c.ForHost("anything"); err == nil || !strings.Contains(err.Error(), "{node-id}") {
+		t.Fatalf("placeholder without a node id: %v", err)
 	}
 }

@@ -125,12 +125,18 @@ type Config struct {
 	NodeID    int
 	Peers     string
 	Join      bool
+	// NodeIDFromHostname takes NodeID from Peers: the member whose peer
+	// address's host is this machine's host name, or starts with it and a
+	// dot (a StatefulSet's pod mqgate-1 is the member at
+	// mqgate-1.mqgate-peers...). See ForHost.
+	NodeIDFromHostname bool
 	// PeerToken, when set, is a secret every peer call between members
 	// must carry (the same on every member); with it the peer address
 	// may be a non-loopback one without InsecureListenAll.
 	PeerToken string
 	// PeerTLSCert, PeerTLSKey and PeerTLSCA, set together, turn on
-	// mutual TLS between members (peer.TLS): this member's PEM
+	// mutual TLS between members (peer.TLS); "{node-id}" in the
+	// certificate's and key's paths stands for NodeID. This member's PEM
 	// certificate and key, presented when it serves its peer address and
 	// when it dials the others, and the CA bundle that signs every
 	// member's certificate, which both sides require of the other. With
