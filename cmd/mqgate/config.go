@@ -236,7 +236,13 @@ func loadConfig(args []string, environ []string, warn func(string)) (node.Config
 	if ferr != nil {
 		return cfg, fs, false, ferr
 	}
+	// The host name node-id-from-hostname matches; MQGATE_TEST_HOSTNAME
+	// stands in for it in tests (deploy/files_test.go renders each
+	// StatefulSet pod's configuration).
 	host, _ := os.Hostname()
+	if h, ok := env["MQGATE_TEST_HOSTNAME"]; ok {
+		host = h
+	}
 	cfg, err := cfg.ForHost(host)
 	if err != nil {
 		return cfg, fs, false, fmt.Errorf("invalid configuration: %w", err)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/mqgate/mqgate/broker/lite"
@@ -226,6 +227,9 @@ func (c Config) Validate() error {
 		if _, _, err := net.SplitHostPort(v); err != nil {
 			bad(name, "%q is not host:port: %v", v, err)
 		}
+	}
+	if strings.Contains(c.PeerTLSCert+c.PeerTLSKey, nodeIDPlaceholder) || (c.NodeIDFromHostname && c.NodeID == 0) {
+		bad("node-id", "not resolved: the host name and {node-id} are resolved by ForHost before Validate")
 	}
 	checkAddr("grpc-addr", c.GRPCAddr, false)
 	checkAddr("http-addr", c.HTTPAddr, false)

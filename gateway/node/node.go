@@ -118,11 +118,6 @@ type Node struct {
 
 // Open starts a node. On error everything already started is stopped.
 func Open(ctx context.Context, cfg Config, o Options) (*Node, error) {
-	host, _ := os.Hostname()
-	cfg, err := cfg.ForHost(host)
-	if err != nil {
-		return nil, err
-	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
