@@ -5,8 +5,9 @@
 // the gRPC server's auth tap, stats handler and interceptor chain),
 // the OpenAPI document at /openapi.json, and the operational endpoints
 // /healthz (alive), /readyz (ready to serve) and /metrics (Prometheus
-// text), and the web console at /console/ when the node gives one
-// (Options.Console; the console itself is gateway/console).
+// text), the web console at /console/ when the node gives one
+// (Options.Console; the console itself is gateway/console), and the MCP
+// endpoint at /mcp with --mcp (Options.MCP; gateway/mcpserver).
 //
 // Files: http.go (the server, routes, lifecycle), gateway.go (the
 // grpc-gateway mux: protojson options, header matcher, ?body=text, body
