@@ -611,13 +611,14 @@ func (n *Node) stopLoop(err error) {
 const maxBatch = 512
 
 func (n *Node) step(m *raftpb.Message) {
-	n.contact[m.GetFrom()] = time.Now().UnixNano()
+	now := time.Now().UnixNano()
+	n.contact[m.GetFrom()] = now
 	// A snapshot message waits for a copy of a store (copy.go).
 	if m.GetType() != raftpb.MsgSnap || n.haveCopy(m) {
 		_ = n.rn.Step(m) // messages of other terms or from removed members are dropped
 	}
 	if from := m.GetFrom(); from != 0 && from != n.cfg.NodeID && from == n.rn.BasicStatus().Lead {
-		n.heard.Store(time.Now().UnixNano())
+		n.heard.Store(now)
 	}
 }
 

@@ -71,7 +71,7 @@ func getCluster(t *testing.T, httpAddr string) clusterView {
 func TestClusterConsole(t *testing.T) {
 	e2eutil.Begin(t)
 	rlog.SetLogLevel("fatal")
-	g := newGroup(t, "--peer-token", "console-token")
+	g := newGroup(t, "--peer-token", "console-test-peer-token")
 	l := g.leader(30 * time.Second)
 	f := g.others(l)[0]
 	topic, cg := e2eutil.Uniq("console-cl"), e2eutil.Uniq("console-classic")
