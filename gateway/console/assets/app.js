@@ -442,7 +442,7 @@ function renderTopics() {
     cell(tr, fmt(lastRate(t.name)), "num rate");
     cell(tr, String(topicBacklog(t.name)), "num backlog");
     const td = cell(tr, "");
-    if (t.type === "LITE") {
+    if (t.type === "LITE" && S.admin) { // ListLiteTopics is for admins
       button(td, "Lite topics", () => showLiteTopics(t.name), "show-lite");
       td.appendChild(document.createTextNode(" "));
     }
