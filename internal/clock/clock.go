@@ -138,14 +138,14 @@ func (t *fakeTimer) Reset(d time.Duration) {
 	t.f.mu.Unlock()
 }
 
-// At returns a timer that fires at the absolute time at (at once when at
-// has passed). Unlike NewTimer(at.Sub(Now())), it cannot miss a fake
-// clock's advance between reading the time and arming the timer.
+// At returns a timer that fires at the absolute time at of c (at once
+// when at has passed). Unlike NewTimer(at.Sub(Now())), it cannot miss a
+// fake clock's advance between reading the time and arming the timer.
 func At(c Clock, at time.Time) Timer {
 	if f, ok := c.(*Fake); ok {
 		return f.newTimerAt(at)
 	}
-	return c.NewTimer(time.Until(at))
+	return c.NewTimer(at.Sub(c.Now()))
 }
 
 func (f *Fake) newTimerAt(at time.Time) Timer {
