@@ -31,6 +31,7 @@ import (
 	"github.com/mqgate/mqgate/gateway/restservice"
 	"github.com/mqgate/mqgate/gateway/session"
 	"github.com/mqgate/mqgate/gateway/v2service"
+	"github.com/mqgate/mqgate/internal/clock"
 	"github.com/mqgate/mqgate/internal/lifecycle"
 	"github.com/mqgate/mqgate/internal/telemetry"
 	"github.com/mqgate/mqgate/storage"
@@ -299,8 +300,11 @@ func (n *Node) startStorage(ctx context.Context) error {
 }
 
 func (n *Node) startBroker(ctx context.Context) error {
-	bc := broker.Config{AutoCreate: n.cfg.AutoCreate, Logger: n.log, Tracers: n.brokerTracers(), Meters: n.tel.Meters,
+	bc := broker.Config{AutoCreate: n.cfg.AutoCreate, Clock: clock.Process(), Logger: n.log, Tracers: n.brokerTracers(), Meters: n.tel.Meters,
 		Lite: lite.Config{TopicQuota: n.cfg.LiteTopicQuota, SubscriptionQuota: n.cfg.LiteSubscriptionQuota, ExpiryInterval: n.cfg.LiteExpiryInterval}}
+	if off, ok := bc.Clock.(clock.Offset); ok { // only in a binary built with the mqgate_testhooks tag
+		n.log.Warn("test hook: the broker's clock is offset", "offset", off.D.String())
+	}
 	if n.rep != nil {
 		bc.Replicated = n.rep
 		bc.InheritedGrace = maxClockSkew
