@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -22,10 +23,16 @@ import (
 )
 
 var (
-	buildOnce sync.Once
-	buildPath string
-	buildErr  error
+	buildMu sync.Mutex
+	builds  = map[string]*build{} // by tags
 )
+
+// build is one build of the binary, made once per test process.
+type build struct {
+	once sync.Once
+	path string
+	err  error
+}
 
 // RepoRoot returns the module root (the directory holding go.mod).
 func RepoRoot() string {
@@ -37,29 +44,49 @@ func RepoRoot() string {
 // when the test binary has it) and returns its path.
 func Binary(t testing.TB) string {
 	t.Helper()
-	buildOnce.Do(func() {
+	return BinaryWithTags(t)
+}
+
+// BinaryWithTags is Binary built with the build tags given (go build
+// -tags), once per test process and set of tags. Tests that need a test
+// hook build with its tag, e.g. mqgate_testhooks for a skewed clock
+// (internal/clock).
+func BinaryWithTags(t testing.TB, tags ...string) string {
+	t.Helper()
+	key := strings.Join(tags, ",")
+	buildMu.Lock()
+	b := builds[key]
+	if b == nil {
+		b = &build{}
+		builds[key] = b
+	}
+	buildMu.Unlock()
+	b.once.Do(func() {
 		dir, err := os.MkdirTemp("", "mqgate-bin-")
 		if err != nil {
-			buildErr = err
+			b.err = err
 			return
 		}
-		buildPath = filepath.Join(dir, "mqgate")
-		args := []string{"build", "-o", buildPath}
+		b.path = filepath.Join(dir, "mqgate")
+		args := []string{"build", "-o", b.path}
 		if RaceEnabled {
 			args = append(args, "-race")
+		}
+		if key != "" {
+			args = append(args, "-tags", key)
 		}
 		args = append(args, "./cmd/mqgate")
 		cmd := exec.Command("go", args...)
 		cmd.Dir = RepoRoot()
 		out, err := cmd.CombinedOutput()
 		if err != nil {
-			buildErr = fmt.Errorf("go build mqgate: %v\n%s", err, out)
+			b.err = fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
 	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
+	if b.err != nil {
+		t.Fatal(b.err)
 	}
-	return buildPath
+	return b.path
 }
 
 var stagingDirs sync.Map // data dir → staging ring dir
@@ -123,13 +150,21 @@ type StartOptions struct {
 	NoRemoting bool
 	// ReadyTimeout bounds the wait for the ready line (default 60 s).
 	ReadyTimeout time.Duration
+	// Binary is the mqgate binary to run (BinaryWithTags); empty: Binary.
+	Binary string
+	// LogFile: when the test fails, the process's log is appended to this
+	// file instead of the test's output (for long logs).
+	LogFile string
 }
 
 // Start runs `mqgate serve` on 127.0.0.1:0 ports and waits until it logs
 // that it is ready. The process is killed at test cleanup if still running.
 func Start(t testing.TB, o StartOptions) *Proc {
 	t.Helper()
-	bin := Binary(t)
+	bin := o.Binary
+	if bin == "" {
+		bin = Binary(t)
+	}
 	if o.DataDir == "" {
 		o.DataDir = t.TempDir()
 	}
@@ -175,7 +210,13 @@ func Start(t testing.TB, o StartOptions) *Proc {
 			<-p.done
 		}
 		if t.Failed() {
-			t.Logf("mqgate log (%s):\n%s", o.DataDir, p.Log())
+			if o.LogFile == "" {
+				t.Logf("mqgate log (%s):\n%s", o.DataDir, p.Log())
+			} else if err := appendLog(o.LogFile, o.DataDir, p.Log()); err != nil {
+				t.Logf("mqgate log (%s): %v:\n%s", o.DataDir, err, p.Log())
+			} else {
+				t.Logf("mqgate log (%s) appended to %s", o.DataDir, o.LogFile)
+			}
 		}
 	})
 	to := o.ReadyTimeout
@@ -191,6 +232,16 @@ func Start(t testing.TB, o StartOptions) *Proc {
 	p.Remoting, _ = ready["remoting"].(string)
 	p.Metrics, _ = ready["metrics"].(string)
 	return p
+}
+
+// appendLog appends the log of the process run on dataDir to file.
+func appendLog(file, dataDir, log string) error {
+	f, err := os.OpenFile(file, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(f, "=== mqgate log (%s)\n%s", dataDir, log)
+	return errors.Join(err, f.Close())
 }
 
 func (p *Proc) readLogs(r io.Reader) {
