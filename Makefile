@@ -30,6 +30,15 @@ test: ## run every test (unit, race, fuzz seeds, end to end); installs what the 
 	# normally too); everything else above ran under -race.
 	$(GO) test -count=1 -timeout 30m ./internal/e2e/...
 
+NEMESIS_DURATION ?= 10m
+NEMESIS_SEED     ?=
+NEMESIS_TIMEOUT  ?= 60m
+
+.PHONY: nemesis
+nemesis: ## the cluster nemesis test with NEMESIS_DURATION of faults (default 10m; make test runs it for 40s); NEMESIS_SEED=N replays a run
+	MQGATE_NEMESIS_DURATION=$(NEMESIS_DURATION) MQGATE_NEMESIS_SEED=$(NEMESIS_SEED) \
+		$(GO) test -count=1 -v -run '^TestNemesis$$' -timeout $(NEMESIS_TIMEOUT) ./internal/e2e/cluster/
+
 .PHONY: test-short
 test-short: ## quick tests only (skips end-to-end and crash loops)
 	$(GO) test -short -count=1 ./...

@@ -1,5 +1,6 @@
 // Package testutil holds helpers for mqgate's tests: building the mqgate
-// binary once per test process, starting it on free loopback ports with a
+// binary once per test process (BinaryWithTags: with build tags, for
+// tests that need a test hook), starting it on free loopback ports with a
 // temporary data dir, reading its structured logs, and stopping or killing
 // it. It is imported only from _test.go files and from
 // internal/e2e/e2eutil (itself a helper of the end-to-end tests).

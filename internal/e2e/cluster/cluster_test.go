@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -38,6 +39,9 @@ type member struct {
 	joined bool
 	// tls is the member's peer certificate (withTLS; empty: none).
 	tls testutil.CertFiles
+	// env adds KEY=VALUE pairs to the member's environment when it
+	// (re)starts.
+	env []string
 }
 
 // group is a three-member cluster on loopback.
@@ -54,6 +58,12 @@ type group struct {
 	// cliTLS is the certificate the cluster commands present (withTLS;
 	// empty: none).
 	cliTLS testutil.CertFiles
+	// bin is the mqgate binary the members and commands run
+	// (testutil.BinaryWithTags); empty: testutil.Binary.
+	bin string
+	// logDir: when the test fails, each member's logs go to
+	// member-<id>.log there instead of the test's output.
+	logDir string
 }
 
 func newGroup(t *testing.T, args ...string) *group {
@@ -211,7 +221,11 @@ func (g *group) start(m *member) {
 		args = append(args, "--join")
 	}
 	args = append(args, tlsFlags(m.tls)...)
-	m.proc = testutil.Start(g.t, testutil.StartOptions{DataDir: m.dir, Args: args})
+	o := testutil.StartOptions{DataDir: m.dir, Args: args, Env: m.env, Binary: g.bin}
+	if g.logDir != "" {
+		o.LogFile = filepath.Join(g.logDir, fmt.Sprintf("member-%d.log", m.id))
+	}
+	m.proc = testutil.Start(g.t, o)
 }
 
 // started ends the test when a member started from another goroutine
@@ -232,7 +246,17 @@ func (g *group) cli(args ...string) (string, error) {
 		args = append(args, "--peer-token", g.token)
 	}
 	args = append(args, tlsFlags(g.cliTLS)...)
-	return e2eutil.CLIResultArgs(g.t, args...)
+	return g.run(args...)
+}
+
+// run runs `mqgate <args>` as given, with the group's binary, and
+// returns its combined output and exit error.
+func (g *group) run(args ...string) (string, error) {
+	if g.bin == "" {
+		return e2eutil.CLIResultArgs(g.t, args...)
+	}
+	out, err := exec.Command(g.bin, args...).CombinedOutput()
+	return string(out), err
 }
 
 // endpoint is every member's gRPC address: what a client is configured
