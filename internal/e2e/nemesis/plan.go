@@ -66,7 +66,8 @@ type PlanOptions struct {
 	Duration time.Duration
 	// Kinds are the faults to draw from (empty: AllFaults).
 	Kinds []FaultKind
-	// MaxSkew bounds the clock offsets (the initial ones and Skew's).
+	// MaxSkew bounds the clock offsets (the initial ones and Skew's); 0
+	// leaves the clocks alone, and Skew out.
 	MaxSkew time.Duration
 	// Members is the group's size (default 3).
 	Members int
@@ -87,17 +88,24 @@ func NewPlan(seed uint64, o PlanOptions) Plan {
 	if o.Members == 0 {
 		o.Members = 3
 	}
-	kinds := o.Kinds
-	if len(kinds) == 0 {
-		kinds = AllFaults
-	}
+	var kinds []FaultKind
 	skews := false
 	total := 0
-	for _, k := range kinds {
+	asked := o.Kinds
+	if len(asked) == 0 {
+		asked = AllFaults
+	}
+	for _, k := range asked {
+		if k == Skew && o.MaxSkew <= 0 {
+			continue // no skew to inject
+		}
+		kinds = append(kinds, k)
 		total += weights[k]
 		skews = skews || k == Skew
 	}
-	skews = skews && o.MaxSkew > 0
+	if total == 0 {
+		return Plan{Seed: seed, Initial: make([]time.Duration, o.Members)}
+	}
 	between := func(lo, hi time.Duration) time.Duration {
 		return (lo + time.Duration(r.Int64N(int64(hi-lo)+1))).Round(100 * time.Millisecond)
 	}

@@ -61,6 +61,20 @@ func TestPlanShape(t *testing.T) {
 	if !reflect.DeepEqual(p.Initial, []time.Duration{0, 0, 0}) {
 		t.Errorf("clock offsets %v without skew faults", p.Initial)
 	}
+
+	// No skew at all when the maximum is 0.
+	p = NewPlan(7, PlanOptions{Duration: 5 * time.Minute})
+	for _, f := range p.Faults {
+		if f.Kind == Skew {
+			t.Errorf("%s drawn with no skew allowed", f)
+		}
+	}
+	if len(p.Faults) == 0 || !reflect.DeepEqual(p.Initial, []time.Duration{0, 0, 0}) {
+		t.Errorf("plan without skew: %s", p)
+	}
+	if p = NewPlan(7, PlanOptions{Duration: time.Minute, Kinds: []FaultKind{Skew}}); len(p.Faults) != 0 {
+		t.Errorf("skew faults with no skew allowed: %s", p)
+	}
 }
 
 func TestParseKinds(t *testing.T) {
