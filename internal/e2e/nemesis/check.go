@@ -141,6 +141,24 @@ func (d *delivery) mayBeAcked() bool {
 	return false
 }
 
+// before reports whether delivery a of a stored copy was handed out
+// before b: a's receive was answered before b's was asked, or the two
+// receives overlap in time and a carried the lower delivery attempt.
+func before(a, b *delivery) bool {
+	if a.ev.End.Before(b.ev.Start) {
+		return true
+	}
+	return overlap(a, b) && a.ev.Attempt < b.ev.Attempt
+}
+
+// concurrent reports whether receives a and b overlap in time and
+// carried the same attempt: which came first cannot be told.
+func concurrent(a, b *delivery) bool { return overlap(a, b) && a.ev.Attempt == b.ev.Attempt }
+
+func overlap(a, b *delivery) bool {
+	return !a.ev.End.Before(b.ev.Start) && !b.ev.End.Before(a.ev.Start)
+}
+
 // trail is d's delivery followed by its changes and acks.
 func (d *delivery) trail() []Event {
 	out := append([]Event{d.ev}, d.changes...)
@@ -315,13 +333,10 @@ func Check(events []Event, b Bounds) []Violation {
 	for _, k := range keys {
 		ds := copies[k]
 		for i, dk := range ds {
-			if i == 0 {
-				continue
-			}
 			// Acknowledged before this receive was even asked.
 			acked := false
-			for _, dj := range ds[:i] {
-				if a, ok := dj.ackedOK(); ok && a.End.Before(dk.ev.Start) {
+			for j, dj := range ds {
+				if a, ok := dj.ackedOK(); ok && j != i && a.End.Before(dk.ev.Start) {
 					add(RuleAcked, k.id, dk.ev.Body, fmt.Sprintf("delivered again %v after an ack of it was answered OK",
 						dk.ev.Start.Sub(a.End).Round(time.Millisecond)), append(dj.trail(), dk.ev)...)
 					acked = true
@@ -332,8 +347,11 @@ func Check(events []Event, b Bounds) []Violation {
 				continue
 			}
 			// Handed out inside an earlier delivery's window.
-			for j := i - 1; j >= 0; j-- {
+			for j := len(ds) - 1; j >= 0; j-- {
 				dj := ds[j]
+				if j == i || !(before(dj, dk) || concurrent(dj, dk) && j < i) {
+					continue
+				}
 				w := dj.windowEnd(dk.ev.End)
 				if dk.ev.End.Before(w.Add(-b.Slack)) {
 					add(RuleWindow, k.id, dk.ev.Body, fmt.Sprintf("handed out again %v before the window of the delivery to %s ended (allowed: %v)",
@@ -343,7 +361,7 @@ func Check(events []Event, b Bounds) []Violation {
 			}
 		}
 		// Every ack or change answered OK was for the current handle.
-		for i, dj := range ds {
+		for _, dj := range ds {
 			for _, e := range append(append([]Event(nil), dj.changes...), dj.acks...) {
 				if e.Outcome != OK {
 					continue
@@ -353,8 +371,8 @@ func Check(events []Event, b Bounds) []Violation {
 						e.Op, e.Start.Sub(c.End).Round(time.Millisecond)), dj.ev, c, e)
 					continue
 				}
-				for _, dk := range ds[i+1:] {
-					if dk.ev.End.Before(e.Start) {
+				for _, dk := range ds {
+					if before(dj, dk) && dk.ev.End.Before(e.Start) {
 						add(RuleStaleHandle, k.id, dj.ev.Body, fmt.Sprintf("%s answered OK with the handle of a delivery the message had been redelivered since (%v before it was asked)",
 							e.Op, e.Start.Sub(dk.ev.End).Round(time.Millisecond)), dj.ev, dk.ev, e)
 						break
@@ -364,10 +382,14 @@ func Check(events []Event, b Bounds) []Violation {
 		}
 		// A copy never acknowledged comes back.
 		resolved := false
+		last := ds[0]
 		for _, d := range ds {
 			resolved = resolved || d.mayBeAcked()
+			if d.windowEnd(b.End).After(last.windowEnd(b.End)) {
+				last = d
+			}
 		}
-		if last := ds[len(ds)-1]; !resolved && !b.End.IsZero() {
+		if !resolved && !b.End.IsZero() {
 			if w := last.windowEnd(b.End); w.Add(b.Redeliver).Before(b.End) {
 				add(RuleNotRedelivered, k.id, last.ev.Body, fmt.Sprintf("never acknowledged, and not delivered again in the %v from its window's end to the end of the run",
 					b.End.Sub(w).Round(time.Millisecond)), last.trail()...)

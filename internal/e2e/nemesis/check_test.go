@@ -49,6 +49,14 @@ func (b *hist) deliver(c, body, id string, off int64, h string, invisible, start
 	return b
 }
 
+// attempt sets the delivery attempt of the last event added.
+func (b *hist) attempt(n int32) *hist {
+	b.h.mu.Lock()
+	b.h.events[len(b.h.events)-1].Attempt = n
+	b.h.mu.Unlock()
+	return b
+}
+
 func (b *hist) change(c, h, nh string, d int, o Outcome, start, end int) *hist {
 	b.h.Add(Event{Op: Change, Outcome: o, Client: c, Handle: h, NewHandle: nh, Invisible: time.Duration(d) * time.Millisecond, Start: ms(start), End: ms(end)})
 	return b
@@ -181,6 +189,20 @@ func TestCheck(t *testing.T) {
 			deliver("c2", "a", "A", 0, "h2", 10000, 10000, 10100).
 			ack("c1", "h1", OK, 10500, 10600).
 			ack("c2", "h2", OK, 10700, 10800), 0, []Rule{RuleStaleHandle}},
+		{"overlapping receives: the later attempt asked first", new(hist).
+			send(Normal, "a", "A", OK, 0, 10).
+			deliver("c1", "a", "A", 0, "h1", 10000, 20, 30).
+			change("c1", "h1", "h1b", 1000, OK, 40, 50).
+			deliver("c2", "a", "A", 0, "h3", 10000, 1000, 3000).attempt(3).
+			deliver("c3", "a", "A", 0, "h2", 10000, 1001, 1500).attempt(2).
+			change("c3", "h2", "h2b", 0, OK, 1600, 1700).
+			ack("c2", "h3", OK, 3000, 3100), 0, nil},
+		{"overlapping receives hand out the same attempt", new(hist).
+			send(Normal, "a", "A", OK, 0, 10).
+			deliver("c1", "a", "A", 0, "h1", 10000, 20, 300).
+			deliver("c2", "a", "A", 0, "h2", 10000, 10, 200).
+			ack("c1", "h1", OK, 400, 500).
+			ack("c2", "h2", OK, 400, 500), 0, []Rule{RuleWindow}},
 		{"delivered, never acked, never back", new(hist).
 			send(Normal, "a", "A", OK, 0, 10).
 			deliver("c1", "a", "A", 0, "h1", 10000, 20, 30), 60000, []Rule{RuleNotRedelivered}},
