@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -989,8 +990,9 @@ func (w *workload) logRefusals(t *testing.T) {
 			if i := strings.Index(d, ": "); i >= 0 && strings.HasPrefix(d, "member ") {
 				d = d[i+2:]
 			}
-			if len(d) > 100 {
-				d = d[:100]
+			d = variable.ReplaceAllString(d, "…")
+			if len(d) > 110 {
+				d = d[:110]
 			}
 			n[fmt.Sprintf("%s %s: %s", e.Op, e.Outcome, d)]++
 		}
@@ -1008,6 +1010,10 @@ func (w *workload) logRefusals(t *testing.T) {
 	}
 	t.Logf("answers other than OK, by operation and answer:%s", sb.String())
 }
+
+// variable matches what varies between answers of one kind: times,
+// durations, counts.
+var variable = regexp.MustCompile(`[0-9][0-9:.TZ-]*(ms|s)?`)
 
 // outcomeOf classifies a v2 status code answered to a write: OK; a
 // refusal that says nothing was done (a bad request, an invalid handle,
