@@ -41,6 +41,9 @@ type Config struct {
 	// InheritedGrace: see pop.Config (cluster mode: the members' maximum
 	// clock skew).
 	InheritedGrace time.Duration
+	// SnapshotOK: see pop.Config (cluster mode: whether this member still
+	// leads since it activated).
+	SnapshotOK func() bool
 	// Txn tunes transaction checks.
 	Txn txn.Config
 	// Lite tunes lite topics (quotas, expiry); the broker fills its
@@ -159,7 +162,7 @@ func (b *Broker) Activate(ctx context.Context) error {
 	hub.SetOnPark(st.Hurry)
 	s.meta = metadata.New(metadata.Config{AutoCreate: cfg.AutoCreate, DefaultQueues: cfg.DefaultQueues, Clock: cfg.Clock}, b.w.meta, b.w.store)
 	p, err := pop.Open(ctx, pop.Config{Clock: cfg.Clock, Logger: cfg.Logger, Hub: s.hub, SnapshotInterval: cfg.PopSnapshotInterval,
-		InheritedGrace: cfg.InheritedGrace},
+		InheritedGrace: cfg.InheritedGrace, SnapshotOK: cfg.SnapshotOK},
 		b.obs.popStore(b.w.store), st.Meta(), s.meta)
 	if err != nil {
 		return err
@@ -405,9 +408,55 @@ func (b *Broker) Ack(ctx context.Context, group, topic string, handles []string)
 		if err != nil {
 			return repeatErr(err, len(handles))
 		}
-		return b.s().lite.Ack(ctx, group, t, handles)
+		return b.confirmAll(ctx, b.s().lite.Ack(ctx, group, t, handles))
 	}
-	return b.s().pop.Ack(ctx, group, topic, handles)
+	return b.confirmAll(ctx, b.s().pop.Ack(ctx, group, topic, handles))
+}
+
+// memoryRefusal reports whether err is a refusal memory decided: a
+// receipt handle, transaction id or recall handle it does not know, or
+// one expired or superseded.
+func memoryRefusal(err error) bool {
+	switch mqerr.KindOf(err) {
+	case mqerr.KindInvalidReceiptHandle, mqerr.KindInvalidTransactionID, mqerr.KindNotFound, mqerr.KindMessageNotFound:
+		return err != nil
+	}
+	return false
+}
+
+// confirmRefusal confirms a refusal memory decided (memoryRefusal): in a
+// replica group, a member that stopped leading without noticing yet (it
+// was paused) decides from a memory another leader has moved past, so it
+// first checks that it still leads (a read index). When it does not, the
+// answer is the replication error, which clients retry elsewhere.
+func (b *Broker) confirmRefusal(ctx context.Context, err error) error {
+	if b.w.current != nil && memoryRefusal(err) {
+		if rerr := b.w.readCurrent(ctx); rerr != nil {
+			return rerr
+		}
+	}
+	return err
+}
+
+// confirmAll is confirmRefusal for each of errs, asking once.
+func (b *Broker) confirmAll(ctx context.Context, errs []error) []error {
+	if b.w.current == nil {
+		return errs
+	}
+	asked := false
+	var denied error
+	for i, err := range errs {
+		if !memoryRefusal(err) {
+			continue
+		}
+		if !asked {
+			asked, denied = true, b.w.readCurrent(ctx)
+		}
+		if denied != nil {
+			errs[i] = denied
+		}
+	}
+	return errs
 }
 
 // ChangeInvisible moves a delivery's visibility to now+d and returns its
@@ -431,9 +480,11 @@ func (b *Broker) ChangeInvisibleSuspend(ctx context.Context, group, topic, handl
 		if err != nil {
 			return "", err
 		}
-		return b.changeLiteInvisible(t, group, handle, d, suspend)
+		h, err := b.changeLiteInvisible(t, group, handle, d, suspend)
+		return h, b.confirmRefusal(ctx, err)
 	}
-	return b.s().pop.ChangeInvisible(ctx, group, topic, handle, d)
+	h, err := b.s().pop.ChangeInvisible(ctx, group, topic, handle, d)
+	return h, b.confirmRefusal(ctx, err)
 }
 
 // Release withdraws deliveries that never reached the consumer: visible
@@ -466,9 +517,9 @@ func (b *Broker) ForwardToDLQ(ctx context.Context, group, topic, handle string) 
 		if err != nil {
 			return err
 		}
-		return b.s().lite.ForwardToDLQ(ctx, group, t, handle)
+		return b.confirmRefusal(ctx, b.s().lite.ForwardToDLQ(ctx, group, t, handle))
 	}
-	return b.s().pop.ForwardToDLQ(ctx, group, topic, handle)
+	return b.confirmRefusal(ctx, b.s().pop.ForwardToDLQ(ctx, group, topic, handle))
 }
 
 // ReleaseClient ends auto-renewal for a client that is gone.
@@ -508,7 +559,7 @@ func (b *Broker) EndTransaction(ctx context.Context, topic, messageID, transacti
 	if _, err := b.s().meta.GetTopic(ctx, topic); err != nil {
 		return err
 	}
-	return b.s().txn.End(ctx, topic, messageID, transactionID, r)
+	return b.confirmRefusal(ctx, b.s().txn.End(ctx, topic, messageID, transactionID, r))
 }
 
 // Recall cancels a pending delayed message by its recall handle and
@@ -524,7 +575,8 @@ func (b *Broker) Recall(ctx context.Context, topic, handle string) (string, erro
 	if err != nil {
 		return "", err
 	}
-	return b.s().delay.Recall(ctx, t, handle)
+	h, err := b.s().delay.Recall(ctx, t, handle)
+	return h, b.confirmRefusal(ctx, err)
 }
 
 // Pull reads a queue from an offset without POP state (see offset.Pull).

@@ -94,6 +94,10 @@ type Replica struct {
 	undecodableLogged time.Time
 
 	format atomic.Int64 // the group's entry format (format.go)
+
+	// leading is set by MarkLeading and cleared by LeadershipLost: whether
+	// every record applied since the mark is this member's own.
+	leading atomic.Bool
 }
 
 type applyResult struct {
@@ -337,10 +341,24 @@ func (r *Replica) maxRecord() int {
 	return cmp.Or(r.opts.Store.MaxRecordSize, storage.Options{}.Defaults().MaxRecordSize)
 }
 
+// MarkLeading records that this member leads and is about to build its
+// memory of the group's state from its store (before the barrier of an
+// activation): until LeadershipLost, every entry applied is one this
+// member proposed or one committed before the barrier.
+func (r *Replica) MarkLeading() { r.leading.Store(true) }
+
+// Leading reports whether this member has led without interruption since
+// MarkLeading: memory built then reflects every record its store holds.
+// The raft loop clears it (LeadershipLost) before it applies any entry of
+// another leader, so a caller that reads a store position and then sees
+// Leading true knows the position holds none.
+func (r *Replica) Leading() bool { return r.leading.Load() }
+
 // LeadershipLost fails every Append still waiting for its entry: the
 // entries are not committed as far as this node knows, and may never be.
 // The raft loop calls it when the node stops leading.
 func (r *Replica) LeadershipLost() {
+	r.leading.Store(false)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for seq, ch := range r.waiters {

@@ -54,3 +54,26 @@ func TestRenewedClients(t *testing.T) {
 		t.Fatalf("after the release: %d visible again, want push-2's one", len(out))
 	}
 }
+
+// A snapshot is written only while SnapshotOK says so: a member that
+// stopped leading does not claim, in a snapshot, store positions its
+// memory never saw.
+func TestSnapshotOK(t *testing.T) {
+	e := newPopEnv(t, false)
+	e.send(2, "")
+	ok := false
+	e.svc.cfg.SnapshotOK = func() bool { return ok }
+	if err := e.svc.snapshot(); err != nil {
+		t.Fatal(err)
+	}
+	if _, found, _ := e.store.Meta().LoadBlob(snapshotBlob); found {
+		t.Fatal("a snapshot was written while SnapshotOK said no")
+	}
+	ok = true
+	if err := e.svc.snapshot(); err != nil {
+		t.Fatal(err)
+	}
+	if _, found, _ := e.store.Meta().LoadBlob(snapshotBlob); !found {
+		t.Fatal("no snapshot while SnapshotOK said yes")
+	}
+}

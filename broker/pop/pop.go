@@ -58,6 +58,12 @@ type Config struct {
 	RenewInterval time.Duration
 	// MaxHeld bounds FIFO messages held back per subscription.
 	MaxHeld int
+	// SnapshotOK, when set, is asked after a snapshot's log position is
+	// read and before it is written: false drops the snapshot. A replica
+	// group's member says false once it stopped leading: from then on its
+	// store takes other leaders' records that this memory never saw, and
+	// a snapshot claiming them would make the next recovery skip them.
+	SnapshotOK func() bool
 	// InheritedGrace pushes back, at Open, the deadline of every delivery
 	// found in flight: deadlines are wall-clock times of whichever member
 	// recorded them, and a member whose clock runs ahead of that one's by

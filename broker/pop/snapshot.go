@@ -96,6 +96,11 @@ func (s *Service) snapshot() error {
 	s.snapMu.Lock()
 	defer s.snapMu.Unlock()
 	logPos, jnext := s.snapshotFloor()
+	if s.cfg.SnapshotOK != nil && !s.cfg.SnapshotOK() {
+		// Read after the positions: a member that still led then had
+		// applied none of another leader's records below them.
+		return nil
+	}
 	return s.blobs.SaveBlob(snapshotBlob, encodeSnapshot(logPos, jnext, s.allSubs()))
 }
 

@@ -345,6 +345,7 @@ type leadership struct {
 		Handoff(ctx context.Context) error
 	}
 	rep interface {
+		MarkLeading()
 		Barrier(ctx context.Context) error
 		Bootstrap(ctx context.Context, clusterID string) error
 		Format() int
@@ -527,6 +528,7 @@ func (n *Node) activate(ctx context.Context, l leadership, want activation) erro
 	defer cancel()
 	err := n.checkClock(cctx, l)
 	if err == nil {
+		l.rep.MarkLeading()
 		err = l.rep.Barrier(cctx)
 	}
 	if err == nil {

@@ -308,6 +308,7 @@ func (n *Node) startBroker(ctx context.Context) error {
 	if n.rep != nil {
 		bc.Replicated = n.rep
 		bc.InheritedGrace = maxClockSkew
+		bc.SnapshotOK = n.rep.Leading
 	}
 	b, err := broker.Open(ctx, bc, n.store)
 	if err != nil {

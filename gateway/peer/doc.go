@@ -132,7 +132,7 @@
 // # Imports
 //
 // peer may import broker/cluster (its Applier and errors), gen's
-// mqgate/cluster/v1 (its protocol), raft, etcd's
+// mqgate/cluster/v1 (its protocol), internal/clock, raft, etcd's
 // WAL, grpc and protobuf; never storage/ (it reaches the store through
 // the Applier) nor other gateway listeners.
 package peer

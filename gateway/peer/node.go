@@ -226,10 +226,11 @@ func Start(cfg Config, app Applier) (*Node, error) {
 		ID: cfg.NodeID, ElectionTick: cfg.ElectionTicks, HeartbeatTick: cfg.HeartbeatTicks, Storage: n.ms,
 		Applied: n.snapIdx, MaxSizePerMsg: 1 << 20, MaxInflightMsgs: 256, MaxUncommittedEntriesSize: 1 << 30,
 		CheckQuorum: true, PreVote: true, StepDownOnRemoval: true, Logger: raftLogger{n.logger},
-		// ReadIndex answers from the leader's lease (check-quorum keeps
-		// it: a leader that lost its majority steps down within an
-		// election timeout, before another can be elected).
-		ReadOnlyOption: raft.ReadOnlyLeaseBased,
+		// ReadIndex confirms leadership with a round of heartbeats to a
+		// majority (not a lease: a leader paused, or on a stalled VM,
+		// counts no ticks meanwhile, and would trust a lease another
+		// leader has long outlived).
+		ReadOnlyOption: raft.ReadOnlySafe,
 	}
 	// Applied is the raft snapshot's index, not the store's: raft then
 	// hands over every entry after the snapshot again, so that the
@@ -951,8 +952,8 @@ type pendingRead struct {
 // ReadIndex returns once this member, as the leader, has applied every
 // entry committed before the call: a read from its store then reflects
 // every write any leader answered OK before it (linearizable). It uses
-// raft's ReadIndex with the leader's lease (no message to the others
-// while check-quorum keeps the lease). A member that does not lead
+// raft's ReadIndex: one round of heartbeats that a majority answers at
+// this member's term. A member that does not lead
 // answers *cluster.NotLeaderError; one that stops leading meanwhile,
 // cluster.ErrLeadershipLost.
 func (n *Node) ReadIndex(ctx context.Context) error {

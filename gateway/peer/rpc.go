@@ -13,6 +13,7 @@ import (
 
 	"github.com/mqgate/mqgate/broker/cluster"
 	clusterv1 "github.com/mqgate/mqgate/gen/mqgate/cluster/v1"
+	"github.com/mqgate/mqgate/internal/clock"
 )
 
 // MemberInfo is where a member serves clients; an empty address is a
@@ -52,8 +53,12 @@ type cachedInfo struct {
 }
 
 func (n *Node) info() *clusterv1.InfoResponse {
-	return &clusterv1.InfoResponse{Id: n.cfg.NodeID, Leader: n.lead.Load(), Info: n.cfg.Info.toProto(), NowUnixMs: time.Now().UnixMilli()}
+	return &clusterv1.InfoResponse{Id: n.cfg.NodeID, Leader: n.lead.Load(), Info: n.cfg.Info.toProto(), NowUnixMs: wallClock.Now().UnixMilli()}
 }
+
+// wallClock is the clock the members compare (ClockOffset): the one the
+// broker's deadlines are kept on.
+var wallClock = clock.Process()
 
 // ErrNoClock: a member of a version that does not report its clock.
 var ErrNoClock = errors.New("peer: the member does not report its clock")
@@ -66,9 +71,9 @@ func (n *Node) ClockOffset(ctx context.Context, id uint64) (offset, uncertainty 
 	if conn == nil {
 		return 0, 0, fmt.Errorf("peer: no member %d", id)
 	}
-	t0 := time.Now()
+	t0 := wallClock.Now()
 	a, err := callInfo(WithToken(ctx, n.cfg.Token), conn, n.cfg.ClusterID)
-	t1 := time.Now()
+	t1 := wallClock.Now()
 	if err != nil {
 		return 0, 0, fmt.Errorf("peer: clock of member %d: %w", id, err)
 	}
