@@ -178,20 +178,7 @@ func (n *Node) StartTransfer(ctx context.Context, to uint64) error {
 // While the transfer runs the leader drops proposals: appends fail with
 // cluster.ErrLeadershipLost, nothing of them proposed.
 func (n *Node) TransferLeadership(ctx context.Context, to uint64) error {
-	if !slices.Contains(n.Members().Voters, to) {
-		return badRequest("peer: member %d is not a voter of the group", to)
-	}
-	var err error
-	if derr := n.do(ctx, func() {
-		if n.rn.BasicStatus().RaftState != raft.StateLeader {
-			err = n.notLeader()
-			return
-		}
-		n.rn.TransferLeader(to)
-	}); derr != nil {
-		return derr
-	}
-	if err != nil || to == n.cfg.NodeID {
+	if err := n.StartTransfer(ctx, to); err != nil || to == n.cfg.NodeID {
 		return err
 	}
 	t := time.NewTicker(n.cfg.TickInterval / 2)
