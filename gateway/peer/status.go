@@ -2,7 +2,6 @@ package peer
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -12,8 +11,6 @@ import (
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/tracker"
-	"google.golang.org/protobuf/types/known/emptypb"
-	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/mqgate/mqgate/broker/cluster"
 	clusterv1 "github.com/mqgate/mqgate/gen/mqgate/cluster/v1"
@@ -55,6 +52,12 @@ type Progress struct {
 func (st Status) toProto() *clusterv1.StatusResponse {
 	p := &clusterv1.StatusResponse{Id: st.ID, Leader: st.Leader, Term: st.Term, Commit: st.Commit, Applied: st.Applied, State: st.State,
 		LeadTransferee: st.LeadTransferee, Peers: st.Peers, Voters: st.Voters, Learners: st.Learners, Group: group}
+	if len(st.LastContact) > 0 {
+		p.LastContactUnixMs = make(map[uint64]int64, len(st.LastContact))
+		for id, t := range st.LastContact {
+			p.LastContactUnixMs[id] = t.UnixMilli()
+		}
+	}
 	if st.Progress != nil {
 		p.Progress = map[uint64]*clusterv1.Progress{}
 		for id, pr := range st.Progress {
@@ -70,6 +73,12 @@ func statusOf(p *clusterv1.StatusResponse) Status {
 		LeadTransferee: p.GetLeadTransferee(), Peers: p.GetPeers(), Voters: p.GetVoters(), Learners: p.GetLearners()}
 	if st.Peers == nil {
 		st.Peers = map[uint64]string{}
+	}
+	if len(p.GetLastContactUnixMs()) > 0 {
+		st.LastContact = make(map[uint64]time.Time, len(p.GetLastContactUnixMs()))
+		for id, ms := range p.GetLastContactUnixMs() {
+			st.LastContact[id] = time.UnixMilli(ms)
+		}
 	}
 	if len(p.GetProgress()) > 0 {
 		st.Progress = map[uint64]Progress{}
@@ -132,18 +141,15 @@ func (n *Node) MemberStatus(ctx context.Context, id uint64) (Status, error) {
 	if id == n.cfg.NodeID {
 		return n.Status(ctx)
 	}
-	var st Status
 	conn := n.tr.conn(id)
 	if conn == nil {
-		return st, fmt.Errorf("peer: no member %d", id)
+		return Status{}, fmt.Errorf("peer: no member %d", id)
 	}
-	out := new(wrapperspb.BytesValue)
-	if err := conn.Invoke(outgoing(WithToken(ctx, n.cfg.Token), n.cfg.ClusterID), statusMethod, new(emptypb.Empty), out); err != nil {
-		return st, fmt.Errorf("peer: status of member %d at %s: %w", id, n.book.addr(id), err)
+	resp, err := clusterv1.NewPeerServiceClient(conn).Status(outgoing(WithToken(ctx, n.cfg.Token), n.cfg.ClusterID), &clusterv1.StatusRequest{Group: group})
+	if err != nil {
+		return Status{}, fmt.Errorf("peer: status of member %d at %s: %w", id, n.book.addr(id), err)
 	}
-	if err := json.Unmarshal(out.GetValue(), &st); err != nil {
-		return st, fmt.Errorf("peer: status of member %d: %w", id, err)
-	}
+	st := statusOf(resp)
 	if st.ID != id {
 		return st, fmt.Errorf("peer: member %d's address %s answers as member %d", id, n.book.addr(id), st.ID)
 	}

@@ -511,9 +511,12 @@ type StatusResponse struct {
 	// Each member's log progress, known on the leader only.
 	Progress map[uint64]*Progress `protobuf:"bytes,11,rep,name=progress,proto3" json:"progress,omitempty" protobuf_key:"varint,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// The group.
-	Group         uint64 `protobuf:"varint,12,opt,name=group,proto3" json:"group,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Group uint64 `protobuf:"varint,12,opt,name=group,proto3" json:"group,omitempty"`
+	// When this member last received a message from each other member,
+	// unix milliseconds (absent: none since it started).
+	LastContactUnixMs map[uint64]int64 `protobuf:"bytes,13,rep,name=last_contact_unix_ms,json=lastContactUnixMs,proto3" json:"last_contact_unix_ms,omitempty" protobuf_key:"varint,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *StatusResponse) Reset() {
@@ -628,6 +631,13 @@ func (x *StatusResponse) GetGroup() uint64 {
 		return x.Group
 	}
 	return 0
+}
+
+func (x *StatusResponse) GetLastContactUnixMs() map[uint64]int64 {
+	if x != nil {
+		return x.LastContactUnixMs
+	}
+	return nil
 }
 
 // Hands a group's leadership to a member.
@@ -1029,7 +1039,7 @@ const file_mqgate_cluster_v1_peer_proto_rawDesc = "" +
 	"\x05match\x18\x01 \x01(\x04R\x05match\x12\x12\n" +
 	"\x04next\x18\x02 \x01(\x04R\x04next\x12\x14\n" +
 	"\x05state\x18\x03 \x01(\tR\x05state\x12#\n" +
-	"\rrecent_active\x18\x04 \x01(\bR\frecentActive\"\xac\x04\n" +
+	"\rrecent_active\x18\x04 \x01(\bR\frecentActive\"\xdd\x05\n" +
 	"\x0eStatusResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x16\n" +
 	"\x06leader\x18\x02 \x01(\x04R\x06leader\x12\x12\n" +
@@ -1043,14 +1053,18 @@ const file_mqgate_cluster_v1_peer_proto_rawDesc = "" +
 	"\blearners\x18\n" +
 	" \x03(\x04R\blearners\x12K\n" +
 	"\bprogress\x18\v \x03(\v2/.mqgate.cluster.v1.StatusResponse.ProgressEntryR\bprogress\x12\x14\n" +
-	"\x05group\x18\f \x01(\x04R\x05group\x1a8\n" +
+	"\x05group\x18\f \x01(\x04R\x05group\x12i\n" +
+	"\x14last_contact_unix_ms\x18\r \x03(\v28.mqgate.cluster.v1.StatusResponse.LastContactUnixMsEntryR\x11lastContactUnixMs\x1a8\n" +
 	"\n" +
 	"PeersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\x04R\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aX\n" +
 	"\rProgressEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\x04R\x03key\x121\n" +
-	"\x05value\x18\x02 \x01(\v2\x1b.mqgate.cluster.v1.ProgressR\x05value:\x028\x01\"A\n" +
+	"\x05value\x18\x02 \x01(\v2\x1b.mqgate.cluster.v1.ProgressR\x05value:\x028\x01\x1aD\n" +
+	"\x16LastContactUnixMsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\x04R\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"A\n" +
 	"\x19TransferLeadershipRequest\x12\x0e\n" +
 	"\x02to\x18\x01 \x01(\x04R\x02to\x12\x14\n" +
 	"\x05group\x18\x02 \x01(\x04R\x05group\"\x1c\n" +
@@ -1088,7 +1102,7 @@ func file_mqgate_cluster_v1_peer_proto_rawDescGZIP() []byte {
 	return file_mqgate_cluster_v1_peer_proto_rawDescData
 }
 
-var file_mqgate_cluster_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_mqgate_cluster_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_mqgate_cluster_v1_peer_proto_goTypes = []any{
 	(*RaftRequest)(nil),                // 0: mqgate.cluster.v1.RaftRequest
 	(*RaftMessage)(nil),                // 1: mqgate.cluster.v1.RaftMessage
@@ -1109,32 +1123,34 @@ var file_mqgate_cluster_v1_peer_proto_goTypes = []any{
 	(*CopyStoreResponse)(nil),          // 16: mqgate.cluster.v1.CopyStoreResponse
 	nil,                                // 17: mqgate.cluster.v1.StatusResponse.PeersEntry
 	nil,                                // 18: mqgate.cluster.v1.StatusResponse.ProgressEntry
+	nil,                                // 19: mqgate.cluster.v1.StatusResponse.LastContactUnixMsEntry
 }
 var file_mqgate_cluster_v1_peer_proto_depIdxs = []int32{
 	1,  // 0: mqgate.cluster.v1.RaftRequest.messages:type_name -> mqgate.cluster.v1.RaftMessage
 	4,  // 1: mqgate.cluster.v1.InfoResponse.info:type_name -> mqgate.cluster.v1.MemberInfo
 	17, // 2: mqgate.cluster.v1.StatusResponse.peers:type_name -> mqgate.cluster.v1.StatusResponse.PeersEntry
 	18, // 3: mqgate.cluster.v1.StatusResponse.progress:type_name -> mqgate.cluster.v1.StatusResponse.ProgressEntry
-	7,  // 4: mqgate.cluster.v1.StatusResponse.ProgressEntry.value:type_name -> mqgate.cluster.v1.Progress
-	0,  // 5: mqgate.cluster.v1.PeerService.Raft:input_type -> mqgate.cluster.v1.RaftRequest
-	3,  // 6: mqgate.cluster.v1.PeerService.Info:input_type -> mqgate.cluster.v1.InfoRequest
-	6,  // 7: mqgate.cluster.v1.PeerService.Status:input_type -> mqgate.cluster.v1.StatusRequest
-	9,  // 8: mqgate.cluster.v1.PeerService.TransferLeadership:input_type -> mqgate.cluster.v1.TransferLeadershipRequest
-	11, // 9: mqgate.cluster.v1.PeerService.AddMember:input_type -> mqgate.cluster.v1.AddMemberRequest
-	13, // 10: mqgate.cluster.v1.PeerService.RemoveMember:input_type -> mqgate.cluster.v1.RemoveMemberRequest
-	15, // 11: mqgate.cluster.v1.PeerService.CopyStore:input_type -> mqgate.cluster.v1.CopyStoreRequest
-	2,  // 12: mqgate.cluster.v1.PeerService.Raft:output_type -> mqgate.cluster.v1.RaftResponse
-	5,  // 13: mqgate.cluster.v1.PeerService.Info:output_type -> mqgate.cluster.v1.InfoResponse
-	8,  // 14: mqgate.cluster.v1.PeerService.Status:output_type -> mqgate.cluster.v1.StatusResponse
-	10, // 15: mqgate.cluster.v1.PeerService.TransferLeadership:output_type -> mqgate.cluster.v1.TransferLeadershipResponse
-	12, // 16: mqgate.cluster.v1.PeerService.AddMember:output_type -> mqgate.cluster.v1.AddMemberResponse
-	14, // 17: mqgate.cluster.v1.PeerService.RemoveMember:output_type -> mqgate.cluster.v1.RemoveMemberResponse
-	16, // 18: mqgate.cluster.v1.PeerService.CopyStore:output_type -> mqgate.cluster.v1.CopyStoreResponse
-	12, // [12:19] is the sub-list for method output_type
-	5,  // [5:12] is the sub-list for method input_type
-	5,  // [5:5] is the sub-list for extension type_name
-	5,  // [5:5] is the sub-list for extension extendee
-	0,  // [0:5] is the sub-list for field type_name
+	19, // 4: mqgate.cluster.v1.StatusResponse.last_contact_unix_ms:type_name -> mqgate.cluster.v1.StatusResponse.LastContactUnixMsEntry
+	7,  // 5: mqgate.cluster.v1.StatusResponse.ProgressEntry.value:type_name -> mqgate.cluster.v1.Progress
+	0,  // 6: mqgate.cluster.v1.PeerService.Raft:input_type -> mqgate.cluster.v1.RaftRequest
+	3,  // 7: mqgate.cluster.v1.PeerService.Info:input_type -> mqgate.cluster.v1.InfoRequest
+	6,  // 8: mqgate.cluster.v1.PeerService.Status:input_type -> mqgate.cluster.v1.StatusRequest
+	9,  // 9: mqgate.cluster.v1.PeerService.TransferLeadership:input_type -> mqgate.cluster.v1.TransferLeadershipRequest
+	11, // 10: mqgate.cluster.v1.PeerService.AddMember:input_type -> mqgate.cluster.v1.AddMemberRequest
+	13, // 11: mqgate.cluster.v1.PeerService.RemoveMember:input_type -> mqgate.cluster.v1.RemoveMemberRequest
+	15, // 12: mqgate.cluster.v1.PeerService.CopyStore:input_type -> mqgate.cluster.v1.CopyStoreRequest
+	2,  // 13: mqgate.cluster.v1.PeerService.Raft:output_type -> mqgate.cluster.v1.RaftResponse
+	5,  // 14: mqgate.cluster.v1.PeerService.Info:output_type -> mqgate.cluster.v1.InfoResponse
+	8,  // 15: mqgate.cluster.v1.PeerService.Status:output_type -> mqgate.cluster.v1.StatusResponse
+	10, // 16: mqgate.cluster.v1.PeerService.TransferLeadership:output_type -> mqgate.cluster.v1.TransferLeadershipResponse
+	12, // 17: mqgate.cluster.v1.PeerService.AddMember:output_type -> mqgate.cluster.v1.AddMemberResponse
+	14, // 18: mqgate.cluster.v1.PeerService.RemoveMember:output_type -> mqgate.cluster.v1.RemoveMemberResponse
+	16, // 19: mqgate.cluster.v1.PeerService.CopyStore:output_type -> mqgate.cluster.v1.CopyStoreResponse
+	13, // [13:20] is the sub-list for method output_type
+	6,  // [6:13] is the sub-list for method input_type
+	6,  // [6:6] is the sub-list for extension type_name
+	6,  // [6:6] is the sub-list for extension extendee
+	0,  // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_mqgate_cluster_v1_peer_proto_init() }
@@ -1148,7 +1164,7 @@ func file_mqgate_cluster_v1_peer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mqgate_cluster_v1_peer_proto_rawDesc), len(file_mqgate_cluster_v1_peer_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   19,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
