@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -719,39 +720,84 @@ type relayMember struct {
 // a follower's relay, so a leader that hangs stalls none of them beyond
 // the election that replaces it (the relays close what they piped to it
 // and pipe anew to the next leader), where a client connected to it
-// directly would wait for as long as it hangs. A member that is down is
-// left out, so that a client given one member's address is not given a
-// dead one. With no such follower (or its addresses unknown) the leader
-// names itself. A member that is not the leader (the moment between
-// losing leadership and closing its listeners) names every voter.
+// directly would wait for as long as it hangs.
+//
+// A route names a majority of the voters all the same: when fewer
+// followers were heard from (one is down or restarting, or raft's
+// check-quorum has just cleared what it heard), the other followers
+// whose addresses are known come next, then the leader itself. Clients
+// keep a route for a while (the official ones ask again every 30 s) and
+// cannot leave the members it names: every majority shares a member
+// with every other, so whatever members die and come back meanwhile,
+// while the group has a majority up to elect a leader, the route names
+// one of them, whose relay reaches that leader. A route naming fewer (a
+// follower alone, or the leader alone) leaves the client nowhere to go
+// once those die, though the group serves on.
+//
+// A member that is not the leader (the moment between losing leadership
+// and closing its listeners) names every voter.
 func (n *Node) relayMembers(ctx context.Context) []relayMember {
-	self := uint64(n.cfg.NodeID)
-	ids := slices.Clone(n.raft.Members().Voters)
-	slices.Sort(ids)
+	return pickRelayMembers(ctx, n.raft, uint64(n.cfg.NodeID), n.memberInfo())
+}
+
+// routeView is what relayMembers reads of the raft member (*peer.Node;
+// an interface so that a test can drive it).
+type routeView interface {
+	Members() peer.Membership
+	Status(ctx context.Context) (peer.Status, error)
+	MemberInfo(ctx context.Context, id uint64) (peer.MemberInfo, error)
+}
+
+// pickRelayMembers is relayMembers for the member self (whose own
+// listeners are own) of the group r sees.
+func pickRelayMembers(ctx context.Context, r routeView, self uint64, own peer.MemberInfo) []relayMember {
+	voters := slices.Clone(r.Members().Voters)
+	slices.Sort(voters)
 	cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancel()
-	if st, err := n.raft.Status(cctx); err == nil && st.Progress != nil {
-		ids = slices.DeleteFunc(ids, func(id uint64) bool { return id == self || !st.Progress[id].RecentActive })
-	}
+	st, err := r.Status(cctx)
+	leading := err == nil && st.Progress != nil
 	// Asked at once: a member that is down costs the wait once, not
 	// once per member.
-	out := make([]relayMember, len(ids))
+	all := make([]relayMember, len(voters))
 	var wg sync.WaitGroup
-	for i, id := range ids {
+	for i, id := range voters {
 		wg.Go(func() {
-			out[i].id = id
+			all[i].id = id
 			if id == self {
-				out[i].info = n.memberInfo()
-			} else if info, err := n.raft.MemberInfo(cctx, id); err == nil {
-				out[i].info = info
+				all[i].info = own
+			} else if info, err := r.MemberInfo(cctx, id); err == nil {
+				all[i].info = info
 			}
 		})
 	}
 	wg.Wait()
-	out = slices.DeleteFunc(out, func(m relayMember) bool { return m.info == (peer.MemberInfo{}) })
-	if len(out) == 0 {
-		out = []relayMember{{id: self, info: n.memberInfo()}}
+	all = slices.DeleteFunc(all, func(m relayMember) bool { return m.info == (peer.MemberInfo{}) })
+	if !leading {
+		if len(all) == 0 {
+			return []relayMember{{id: self, info: own}}
+		}
+		return all
 	}
+	var heard, others []relayMember
+	for _, m := range all {
+		switch {
+		case m.id == self:
+		case st.Progress[m.id].RecentActive:
+			heard = append(heard, m)
+		default:
+			others = append(others, m)
+		}
+	}
+	majority := len(voters)/2 + 1
+	out := heard
+	if len(out) < majority {
+		out = append(out, others[:min(len(others), majority-len(out))]...)
+	}
+	if len(out) < majority {
+		out = append(out, relayMember{id: self, info: own})
+	}
+	slices.SortFunc(out, func(a, b relayMember) int { return cmp.Compare(a.id, b.id) })
 	return out
 }
 
