@@ -210,12 +210,15 @@ func Start(t testing.TB, o StartOptions) *Proc {
 			<-p.done
 		}
 		if t.Failed() {
+			// One log per process: a restarted member's data dir has
+			// several.
+			name := fmt.Sprintf("%s, pid %d", o.DataDir, cmd.Process.Pid)
 			if o.LogFile == "" {
-				t.Logf("mqgate log (%s):\n%s", o.DataDir, p.Log())
-			} else if err := appendLog(o.LogFile, o.DataDir, p.Log()); err != nil {
-				t.Logf("mqgate log (%s): %v:\n%s", o.DataDir, err, p.Log())
+				t.Logf("mqgate log (%s):\n%s", name, p.Log())
+			} else if err := appendLog(o.LogFile, name, p.Log()); err != nil {
+				t.Logf("mqgate log (%s): %v:\n%s", name, err, p.Log())
 			} else {
-				t.Logf("mqgate log (%s) appended to %s", o.DataDir, o.LogFile)
+				t.Logf("mqgate log (%s) appended to %s", name, o.LogFile)
 			}
 		}
 	})
@@ -234,13 +237,14 @@ func Start(t testing.TB, o StartOptions) *Proc {
 	return p
 }
 
-// appendLog appends the log of the process run on dataDir to file.
-func appendLog(file, dataDir, log string) error {
+// appendLog appends the log of the process name (its data dir and pid)
+// to file.
+func appendLog(file, name, log string) error {
 	f, err := os.OpenFile(file, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(f, "=== mqgate log (%s)\n%s", dataDir, log)
+	_, err = fmt.Fprintf(f, "=== mqgate log (%s)\n%s", name, log)
 	return errors.Join(err, f.Close())
 }
 
