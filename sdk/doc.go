@@ -24,7 +24,9 @@
 //   - errors.Is(err, ErrNotStored): the message was not stored (refused,
 //     never sent, or only attempts that stored nothing).
 //   - errors.Is(err, ErrOutcomeUnknown): the request left and no answer
-//     says what happened (deadline, broken connection, internal error).
+//     says what happened (deadline, broken connection, internal error),
+//     or a replica group did not commit it in time (HA_NOT_AVAILABLE,
+//     SLAVE_PERSISTENCE_TIMEOUT, tried again up to the attempts allowed).
 //     It may have been stored; retrying may duplicate it (same message id).
 //   - errors.Is(err, ErrNotDurable): stored, but the server could not
 //     confirm the flush in time (MASTER_PERSISTENCE_TIMEOUT); the receipt

@@ -118,6 +118,7 @@ const (
 	outRejected                // nothing stored, trying again would not help
 	outUnknown                 // may have been stored
 	outMixed                   // entries differ (some stored)
+	outRetryMaybe              // may have been stored; trying again (same id) is what the server asks
 )
 
 // SendBatch sends messages of one topic in one request (the server stores
@@ -166,11 +167,18 @@ func (p *Producer) SendBatch(ctx context.Context, msgs []*Message) ([]SendReceip
 		defer cancel()
 	}
 	pol := p.policy()
+	maybe := false // an attempt may have stored the batch
+	notStored := func() error {
+		if maybe {
+			return ErrOutcomeUnknown
+		}
+		return ErrNotStored
+	}
 	for n := 1; ; n++ {
 		if err := ctx.Err(); err != nil {
 			// Only reachable before the first attempt: later ones check
 			// the time left before sleeping.
-			return nil, fail(n-1, ErrNotStored, err)
+			return nil, fail(n-1, notStored(), err)
 		}
 		resp, out, cause := p.attempt(ctx, req)
 		switch out {
@@ -186,23 +194,25 @@ func (p *Producer) SendBatch(ctx context.Context, msgs []*Message) ([]SendReceip
 			}
 			return nil, fail(n, ErrNotStored, cause)
 		}
-		// outRetry: nothing stored.
+		// outRetry: nothing stored; outRetryMaybe: perhaps stored, and
+		// tried again with the same message id.
+		maybe = maybe || out == outRetryMaybe
 		if n >= pol.attempts {
-			return nil, fail(n, ErrNotStored, cause)
+			return nil, fail(n, notStored(), cause)
 		}
 		wait := time.Duration(0)
-		if errors.Is(cause, ErrTooManyRequests) || errors.Is(cause, ErrUnavailable) {
+		if errors.Is(cause, ErrTooManyRequests) || errors.Is(cause, ErrUnavailable) || out == outRetryMaybe {
 			wait = pol.backoff(n)
 		}
 		if dl, _ := ctx.Deadline(); time.Until(dl) <= wait {
-			return nil, fail(n, ErrNotStored, fmt.Errorf("%w; no time left for another attempt before the deadline", cause))
+			return nil, fail(n, notStored(), fmt.Errorf("%w; no time left for another attempt before the deadline", cause))
 		}
 		if wait > 0 {
 			t := time.NewTimer(wait)
 			select {
 			case <-ctx.Done():
 				t.Stop()
-				return nil, fail(n, ErrNotStored, fmt.Errorf("%w; deadline reached while backing off", cause))
+				return nil, fail(n, notStored(), fmt.Errorf("%w; deadline reached while backing off", cause))
 			case <-t.C:
 			}
 		}
@@ -234,8 +244,13 @@ func classifyCode(c v2.Code) outcome {
 	switch {
 	case c == v2.Code_TOO_MANY_REQUESTS:
 		return outRetry
-	case c == v2.Code_MASTER_PERSISTENCE_TIMEOUT || c == v2.Code_SLAVE_PERSISTENCE_TIMEOUT || c == v2.Code_HA_NOT_AVAILABLE:
+	case c == v2.Code_MASTER_PERSISTENCE_TIMEOUT:
 		return outRejected // stored; SendBatch reports ErrNotDurable
+	case c == v2.Code_SLAVE_PERSISTENCE_TIMEOUT || c == v2.Code_HA_NOT_AVAILABLE:
+		// A replica group did not commit it (the leader changed, or no
+		// majority in time): it may still commit, and the server asks
+		// for a retry, which the message id lets consumers deduplicate.
+		return outRetryMaybe
 	case c == v2.Code_REQUEST_TIMEOUT:
 		return outUnknown
 	case c >= 40000 && c < 50000:
@@ -244,13 +259,7 @@ func classifyCode(c v2.Code) outcome {
 	return outUnknown // internal errors: the server cannot promise nothing was stored
 }
 
-func isNotDurable(err error) bool {
-	switch CodeOf(err) {
-	case CodeMasterPersistenceTimeout, CodeSlavePersistenceTimeout, CodeHANotAvailable:
-		return true
-	}
-	return false
-}
+func isNotDurable(err error) bool { return CodeOf(err) == CodeMasterPersistenceTimeout }
 
 // classifyRPCError sorts a gRPC-level failure by what reached the wire.
 func classifyRPCError(err error, a *attempt) outcome {

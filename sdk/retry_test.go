@@ -274,3 +274,28 @@ func TestRequestThatNeverLeftIsNotStored(t *testing.T) {
 		t.Fatalf("server-answered UNAVAILABLE: %v, want retry", got)
 	}
 }
+
+// A replica group's "not committed in time" (no majority, the leader
+// changed) may still commit: the send is tried again with the same id,
+// and reported as of unknown outcome if no attempt is answered OK.
+func TestReplicationCodesRetried(t *testing.T) {
+	for _, code := range []v2.Code{v2.Code_HA_NOT_AVAILABLE, v2.Code_SLAVE_PERSISTENCE_TIMEOUT} {
+		f := &fakeServer{send: func(_ context.Context, n int, req *v2.SendMessageRequest) (*v2.SendMessageResponse, error) {
+			if n == 1 {
+				return statusOnly(code), nil
+			}
+			return okSend(req), nil
+		}}
+		_, p := fakeProducer(t, f, ProducerConfig{})
+		if r, err := p.Send(context.Background(), &Message{Topic: "t", Body: []byte("x")}); err != nil || r.MessageID == "" {
+			t.Fatalf("%v then OK: %+v, %v", code, r, err)
+		}
+		always := &fakeServer{send: func(context.Context, int, *v2.SendMessageRequest) (*v2.SendMessageResponse, error) {
+			return statusOnly(code), nil
+		}}
+		_, p = fakeProducer(t, always, ProducerConfig{})
+		if _, err := p.Send(context.Background(), &Message{Topic: "t", Body: []byte("x")}); !errors.Is(err, ErrOutcomeUnknown) {
+			t.Fatalf("%v on every attempt: %v, want ErrOutcomeUnknown", code, err)
+		}
+	}
+}
