@@ -113,12 +113,12 @@ func (pol policy) backoff(failed int) time.Duration {
 type outcome int
 
 const (
-	outStored   outcome = iota // every entry OK
-	outRetry                   // nothing stored, safe to try again
-	outRejected                // nothing stored, trying again would not help
-	outUnknown                 // may have been stored
-	outMixed                   // entries differ (some stored)
-	outRetryMaybe              // may have been stored; trying again (same id) is what the server asks
+	outStored     outcome = iota // every entry OK
+	outRetry                     // nothing stored, safe to try again
+	outRejected                  // nothing stored, trying again would not help
+	outUnknown                   // may have been stored
+	outMixed                     // entries differ (some stored)
+	outRetryMaybe                // may have been stored; trying again (same id) is what the server asks
 )
 
 // SendBatch sends messages of one topic in one request (the server stores
