@@ -25,6 +25,16 @@ type User struct {
 	Publish, Subscribe, Groups []string
 }
 
+// MayPublish reports whether u may publish to some topic: an admin, or a
+// publish list that is absent or not empty.
+func (u *User) MayPublish() bool { return u.Admin || u.Publish == nil || len(u.Publish) > 0 }
+
+// NoPublishRight is the refusal of a send from u, who may publish to no
+// topic (!u.MayPublish()).
+func NoPublishRight(u *User) error {
+	return unauthorized("access key %q may not publish to any topic", u.AccessKey)
+}
+
 // Users is an immutable set of users keyed by access key.
 type Users struct {
 	byKey map[string]*User
