@@ -7,9 +7,13 @@
 //
 // Files: server.go (options, interceptor order, drain admission, the
 // per-call client id and request id: ClientID, RequestID; callctx.go sets
-// them for direct calls), limits.go (the receive limit, the auth tap that
-// refuses unsigned sends before their messages are read, the in-flight
-// bytes budget), calltelemetry.go (the call metric and
+// them for direct calls; the handshake deadline, static flow-control
+// windows and streams per connection), limits.go (the receive limit, the
+// auth tap that refuses unsigned sends, and sends from users who may
+// publish nowhere, before their messages are read), reads.go (the request
+// budget: a unary request is read by an interceptor once the receive
+// limit is reserved under its caller's share, an unsigned one is refused
+// unread), calltelemetry.go (the call metric and
 // trace-context interceptor; otelgrpc's stats handler only while spans are
 // exported), calllog.go (the call log), auth.go (request signatures and
 // what a call touches), clientid.go (the client-id interceptors and the

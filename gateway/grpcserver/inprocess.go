@@ -69,8 +69,17 @@ type inProcessMethod struct {
 
 // RegisterService registers impl on the grpc.Server and for in-process
 // calls. Call it before Serve.
+//
+// The server's unary handlers leave their request to be read by the
+// request-budget interceptor (reads.go); in-process calls get the
+// method's own handler (their requests arrive decoded).
 func (s *Server) RegisterService(sd *grpc.ServiceDesc, impl any) {
-	s.GRPC.RegisterService(sd, impl)
+	late := *sd
+	late.Methods = make([]grpc.MethodDesc, len(sd.Methods))
+	for i, m := range sd.Methods {
+		late.Methods[i] = grpc.MethodDesc{MethodName: m.MethodName, Handler: lateRead(m.Handler)}
+	}
+	s.GRPC.RegisterService(&late, impl)
 	for _, m := range sd.Methods {
 		s.methods["/"+sd.ServiceName+"/"+m.MethodName] = inProcessMethod{impl: impl, handler: m.Handler}
 	}

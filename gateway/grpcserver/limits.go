@@ -6,15 +6,12 @@ import (
 	"log/slog"
 	"strings"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
-	"google.golang.org/protobuf/proto"
 
-	"github.com/mqgate/mqgate/gateway/admission"
 	"github.com/mqgate/mqgate/gateway/auth"
 	v2 "github.com/mqgate/mqgate/gen/apache/rocketmq/v2"
 )
@@ -29,10 +26,17 @@ import (
 //     that carry payloads when the stream opens, before any request
 //     message is read, so an unsigned caller cannot make the server
 //     receive and decode message bodies;
-//   - the in-flight budget (budgetUnary): the decoded requests that
-//     handlers hold at once are bounded; a call that does not fit is
-//     answered TOO_MANY_REQUESTS (42900), which every official client
-//     backs off from and retries.
+//   - with auth on, authTap refuses a SendMessage from a user who may
+//     publish to no topic at all, before it is read;
+//   - the request budget (reads.go): a unary call reserves the receive
+//     limit before its request is read, keeps its request's size while
+//     its handler runs, and each user (each client address with auth
+//     off) may hold at most half of the budget; a call that finds no room
+//     within a second is answered TOO_MANY_REQUESTS (42900), which every
+//     official client backs off from and retries. The streams' first
+//     requests are read within the same budget;
+//   - flow control (server.go): a stream's window is a static 64 KiB, so
+//     a request waiting for room in the budget holds at most that much.
 
 // DefaultMaxBodySize is the message body limit the receive limit is
 // computed from when Options.MaxBodySize is 0 (the broker's default).
@@ -68,12 +72,15 @@ const MaxRecvMsgSize = DefaultMaxBodySize + maxSendEnvelopes*sendEnvelope
 const DefaultMaxInFlightBytes = 256 << 20
 
 // authTap authenticates a call from its headers before the server reads
-// any of its messages. Health checks and reflection pass (authExempt), as
-// in the interceptors, which still authenticate (from a cache: no second
-// HMAC) and authorize what the decoded request touches.
+// any of its messages, and refuses a SendMessage from a user who may
+// publish to no topic (a consume-only user). Health checks and reflection
+// pass (authExempt), as in the interceptors, which still authenticate
+// (from a cache: no second HMAC) and authorize what the decoded request
+// touches.
 //
-// A refused call ends with gRPC status UNAUTHENTICATED; its message names
-// the v2 code (UNAUTHORIZED, 40100) and the reason. The tap runs on the
+// A refused call ends with gRPC status UNAUTHENTICATED (PERMISSION_DENIED
+// for a user without a publish right); its message names the v2 code
+// (UNAUTHORIZED, 40100) and the reason. The tap runs on the
 // connection's reader goroutine: it does no more than the signature check
 // and a rate-limited log line.
 func authTap(a *auth.Authenticator, log *slog.Logger) tap.ServerInHandle {
@@ -81,9 +88,13 @@ func authTap(a *auth.Authenticator, log *slog.Logger) tap.ServerInHandle {
 		if !tapChecked(info.FullMethodName) {
 			return ctx, nil
 		}
-		_, err := a.V2(lastOf(info.Header, "authorization"), lastOf(info.Header, "x-mq-date-time"))
+		u, err := a.V2(lastOf(info.Header, "authorization"), lastOf(info.Header, "x-mq-date-time"))
+		code := codes.Unauthenticated
 		if err == nil {
-			return ctx, nil
+			if info.FullMethodName != v2.MessagingService_SendMessage_FullMethodName || u.MayPublish() {
+				return ctx, nil
+			}
+			code, err = codes.PermissionDenied, auth.NoPublishRight(u)
 		}
 		var addr string
 		if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
@@ -92,8 +103,8 @@ func authTap(a *auth.Authenticator, log *slog.Logger) tap.ServerInHandle {
 		if f := lastOf(info.Header, "x-forwarded-for"); f != "" {
 			addr += " (forwarded for " + f + ")"
 		}
-		a.Refused(ctx, log, auth.Refusal{Listener: "grpc", Peer: addr, Call: info.FullMethodName, Err: err})
-		return ctx, status.Error(codes.Unauthenticated, fmt.Sprintf("%s (%d): %v", v2.Code_UNAUTHORIZED, int32(v2.Code_UNAUTHORIZED), err))
+		a.Refused(ctx, log, auth.Refusal{Listener: "grpc", Peer: addr, Call: info.FullMethodName, Authorization: code == codes.PermissionDenied, Err: err})
+		return ctx, status.Error(code, fmt.Sprintf("%s (%d): %v", v2.Code_UNAUTHORIZED, int32(v2.Code_UNAUTHORIZED), err))
 	}
 }
 
@@ -102,9 +113,9 @@ func authTap(a *auth.Authenticator, log *slog.Logger) tap.ServerInHandle {
 // health checks and reflection (the admin API and the REST API, whose
 // refusals are gRPC errors anyway). The other MessagingService methods
 // keep answering a refusal in their response's status, as upstream does
-// and clients expect (a Telemetry stream gets a status-only command): their
-// requests are small, streams are authenticated before their first
-// message is read, and a unary one is bounded by the receive limit.
+// and clients expect (a Telemetry stream gets a status-only command):
+// streams are authenticated before their first message is read, and an
+// unsigned unary call is answered before its request is read (reads.go).
 func tapChecked(fullMethod string) bool {
 	if strings.HasPrefix(fullMethod, messagingPrefix) {
 		return fullMethod == v2.MessagingService_SendMessage_FullMethodName
@@ -119,34 +130,4 @@ func lastOf(md metadata.MD, key string) string {
 		return v[len(v)-1]
 	}
 	return ""
-}
-
-// budgetUnary reserves each unary request's size in b for as long as its
-// handler runs. A request that does not fit is refused at once:
-// MessagingService calls get TOO_MANY_REQUESTS in their response's status
-// (clients retry with backoff), other services
-// RESOURCE_EXHAUSTED. Health checks always pass.
-func budgetUnary(b *admission.Budget) grpc.UnaryServerInterceptor {
-	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-		m, ok := req.(proto.Message)
-		if !ok || strings.HasPrefix(info.FullMethod, "/grpc.health.v1.Health/") {
-			return h(ctx, req)
-		}
-		size, ok := requestSize(ctx, m)
-		if !ok {
-			size = proto.Size(m)
-		}
-		n := int64(size)
-		if !b.TryAcquire(n) {
-			msg := fmt.Sprintf("the server holds %d MiB of requests in flight, its limit; retry later", b.Max()>>20)
-			if strings.HasPrefix(info.FullMethod, messagingPrefix) {
-				if resp := statusOnlyResponse(info.FullMethod, &v2.Status{Code: v2.Code_TOO_MANY_REQUESTS, Message: msg}); resp != nil {
-					return resp, nil
-				}
-			}
-			return nil, status.Error(codes.ResourceExhausted, msg)
-		}
-		defer b.Release(n)
-		return h(ctx, req)
-	}
 }

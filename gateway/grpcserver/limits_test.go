@@ -9,7 +9,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/mqgate/mqgate/gateway/admission"
 	v2 "github.com/mqgate/mqgate/gen/apache/rocketmq/v2"
 )
 
@@ -41,13 +40,13 @@ func code(t *testing.T, st *v2.Status, want v2.Code) {
 	}
 }
 
-// Requests held by handlers count against the in-flight budget; a call
-// that does not fit gets TOO_MANY_REQUESTS (MessagingService) or
-// RESOURCE_EXHAUSTED (other services) at once, and room comes back when
-// a call ends.
-func TestBudgetUnary(t *testing.T) {
-	b := admission.NewBudget(1 << 20)
-	ic := budgetUnary(b)
+// Requests that arrive decoded (in-process calls) count against the
+// request budget while their handlers hold them; a call that does not fit
+// gets TOO_MANY_REQUESTS (MessagingService) or RESOURCE_EXHAUSTED (other
+// services) at once, and room comes back when a call ends.
+func TestBudgetDecodedCalls(t *testing.T) {
+	r := newReads(2<<20, RecvLimit(0), nil, nil)
+	ic := r.unary()
 	entered, release := make(chan struct{}), make(chan struct{})
 	slow := func(ctx context.Context, req any) (any, error) {
 		close(entered)
@@ -62,8 +61,8 @@ func TestBudgetUnary(t *testing.T) {
 		done <- err
 	}()
 	<-entered
-	if b.InUse() < 700<<10 {
-		t.Fatalf("a running call holds %d bytes of the budget", b.InUse())
+	if r.main.InUse() < 700<<10 {
+		t.Fatalf("a running call holds %d bytes of the budget", r.main.InUse())
 	}
 	fast := func(ctx context.Context, req any) (any, error) {
 		return &v2.SendMessageResponse{Status: &v2.Status{Code: v2.Code_OK}}, nil
@@ -87,8 +86,8 @@ func TestBudgetUnary(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if b.InUse() != 0 {
-		t.Fatalf("%d bytes still held after every call ended", b.InUse())
+	if r.main.InUse() != 0 {
+		t.Fatalf("%d bytes still held after every call ended", r.main.InUse())
 	}
 	resp, err = ic(context.Background(), big, send, fast)
 	if err != nil {

@@ -1,6 +1,7 @@
 package grpcserver
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -41,7 +42,10 @@ type Options struct {
 	MaxConnectionAge      time.Duration
 	MaxConnectionAgeGrace time.Duration
 	MaxConnectionIdle     time.Duration
-	Logger                *slog.Logger
+	// HandshakeTimeout bounds a new connection's TLS handshake and HTTP/2
+	// preface and first frame (0: DefaultHandshakeTimeout).
+	HandshakeTimeout time.Duration
+	Logger           *slog.Logger
 	// MeterProvider receives the call metric rpc.server.call.duration
 	// (calltelemetry.go); nil records none.
 	MeterProvider metric.MeterProvider
@@ -69,8 +73,9 @@ type Options struct {
 	// MaxBodySize is the broker's message body limit; the largest request
 	// accepted is RecvLimit of it (0: DefaultMaxBodySize).
 	MaxBodySize int
-	// MaxInFlightBytes bounds the unary requests handlers hold at once
-	// (limits.go; 0: DefaultMaxInFlightBytes).
+	// MaxInFlightBytes is the request budget: the bytes of requests being
+	// read or held by handlers at once (reads.go; 0:
+	// DefaultMaxInFlightBytes).
 	MaxInFlightBytes int64
 	// Codec, when set, encodes and decodes every call's messages in place
 	// of grpc-go's proto codec (grpc.ForceServerCodecV2); it must write
@@ -92,7 +97,18 @@ type Server struct {
 	tap       tap.ServerInHandle
 	stats     stats.Handler
 	recvLimit int
+	reads     *reads
 }
+
+// DefaultHandshakeTimeout is Options.HandshakeTimeout when 0.
+const DefaultHandshakeTimeout = 10 * time.Second
+
+// Flow control and streams per connection.
+const (
+	streamWindow = 64 << 10
+	connWindow   = 16 << 20 // what grpc-go's dynamic windows grow to at most
+	maxStreams   = 1024
+)
 
 // ServiceNames whose health is reported; "" is the whole server.
 var healthNames = []string{"", "apache.rocketmq.v2.MessagingService", "mqgate.admin.v1.AdminService"}
@@ -142,10 +158,11 @@ func New(o Options) *Server {
 	if inflight <= 0 {
 		inflight = DefaultMaxInFlightBytes
 	}
+	rd := newReads(inflight, RecvLimit(o.MaxBodySize), o.Auth, log)
 	unary := []grpc.UnaryServerInterceptor{
 		tel.unary(),
 		callLogUnary(log),
-		budgetUnary(admission.NewBudget(inflight)),
+		rd.unary(),
 	}
 	if o.Auth != nil {
 		unary = append(unary, authUnary(o.Auth, o.AdminViews, log))
@@ -156,15 +173,24 @@ func New(o Options) *Server {
 	stream := []grpc.StreamServerInterceptor{
 		tel.stream(),
 		callLogStream(log),
+		rd.stream(),
 	}
 	if o.Auth != nil {
 		stream = append(stream, authStream(o.Auth, o.AdminViews, log))
 	}
 	stream = append(stream, clientIDStream(o.Sessions), recovery.StreamServerInterceptor(recoverOpt))
 	srv := &Server{methods: map[string]inProcessMethod{}, services: map[string]bool{},
-		unary: chainUnary(unary), recvLimit: RecvLimit(o.MaxBodySize)}
+		unary: chainUnary(unary), recvLimit: RecvLimit(o.MaxBodySize), reads: rd}
 	sopts := []grpc.ServerOption{
 		grpc.NumStreamWorkers(StreamWorkers()),
+		grpc.ConnectionTimeout(cmp.Or(o.HandshakeTimeout, DefaultHandshakeTimeout)),
+		// Static windows (no BDP growth): a stream whose request waits
+		// for room in the request budget holds at most its window; the
+		// connection's window, replenished as data arrives, only paces
+		// the connection.
+		grpc.StaticStreamWindowSize(streamWindow),
+		grpc.StaticConnWindowSize(connWindow),
+		grpc.MaxConcurrentStreams(maxStreams),
 		experimental.BufferPool(BufferPool),
 		grpc.MaxRecvMsgSize(RecvLimit(o.MaxBodySize)),
 		grpc.KeepaliveParams(kasp),
@@ -194,9 +220,9 @@ func New(o Options) *Server {
 	for _, n := range healthNames {
 		hs.SetServingStatus(n, healthpb.HealthCheckResponse_NOT_SERVING)
 	}
-	healthpb.RegisterHealthServer(gs, hs)
-	reflection.Register(gs)
 	srv.GRPC, srv.Health = gs, hs
+	healthpb.RegisterHealthServer(srv, hs) // through RegisterService: its requests are read within the budget
+	reflection.Register(gs)
 	return srv
 }
 

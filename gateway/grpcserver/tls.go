@@ -25,13 +25,13 @@ import (
 // HTTP/2 prior-knowledge preface starts with 'P' instead.
 const tlsRecordHandshake = 0x16
 
-// sniffTimeout bounds how long a new connection may stay silent before its
-// first byte tells TLS from plaintext.
-const sniffTimeout = 10 * time.Second
-
 // dualCreds serves TLS and plaintext gRPC on one port: the first byte of a
 // connection decides. The Go and Java clients default to TLS (without
-// verifying), Node and Python to plaintext.
+// verifying), Node and Python to plaintext. The deadline of the whole
+// handshake (the first byte, TLS, then the HTTP/2 preface and first frame
+// that grpc-go reads) is the one grpc-go sets on the connection
+// (grpc.ConnectionTimeout: Options.HandshakeTimeout); the credentials
+// leave it in place.
 type dualCreds struct {
 	tls *tls.Config
 }
@@ -49,9 +49,7 @@ func NewDualCredentials(cfg *tls.Config) credentials.TransportCredentials {
 
 func (d *dualCreds) ServerHandshake(raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
 	br := bufio.NewReaderSize(raw, 16)
-	_ = raw.SetReadDeadline(time.Now().Add(sniffTimeout))
 	first, err := br.Peek(1)
-	_ = raw.SetReadDeadline(time.Time{})
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading the first byte: %w", err)
 	}
@@ -60,9 +58,7 @@ func (d *dualCreds) ServerHandshake(raw net.Conn) (net.Conn, credentials.AuthInf
 		return conn, plaintextInfo{credentials.CommonAuthInfo{SecurityLevel: credentials.NoSecurity}}, nil
 	}
 	tc := tls.Server(conn, d.tls)
-	ctx, cancel := context.WithTimeout(context.Background(), sniffTimeout)
-	defer cancel()
-	if err := tc.HandshakeContext(ctx); err != nil {
+	if err := tc.HandshakeContext(context.Background()); err != nil {
 		return nil, nil, fmt.Errorf("tls handshake: %w", err)
 	}
 	st := tc.ConnectionState()
