@@ -47,8 +47,16 @@ type Config struct {
 	// UnauthBytesInFlight is the separate budget of connections that have
 	// not yet had a request authenticated, with Auth set
 	// (MaxBytesInFlight/8, at least MaxFrame): unsigned traffic never
-	// holds the budget of authenticated connections.
+	// holds the budget of authenticated connections. One client address
+	// may hold at most half of it (at least MaxFrame).
 	UnauthBytesInFlight int64
+	// UnauthSmallFrame and UnauthSmallBytes: frames of at most
+	// UnauthSmallFrame bytes (64 KiB) on such connections are read in a
+	// lane of their own of UnauthSmallBytes (4 MiB), so that a new
+	// client's first requests (a route, a heartbeat, a small send) never
+	// wait behind large unsigned frames.
+	UnauthSmallFrame int
+	UnauthSmallBytes int64
 	// FrameTimeout bounds how long a frame's bytes may take to arrive once
 	// its length was read, not counting waits for budget (10 s); a frame
 	// that takes longer closes its connection.
@@ -56,6 +64,10 @@ type Config struct {
 	// IdleTimeout closes a connection that sent nothing for this long
 	// (120 s; live clients heartbeat every 30 s).
 	IdleTimeout time.Duration
+	// FirstFrameTimeout closes a new connection whose first frame (or a
+	// relay's greeting) has not begun to arrive within it (10 s): clients
+	// connect to send a request.
+	FirstFrameTimeout time.Duration
 	// WriteTimeout bounds writing one frame (10 s).
 	WriteTimeout time.Duration
 	// MaxPullWait caps a long-polling pull (25 s: clients time out at 30).
@@ -91,6 +103,15 @@ func (c Config) withDefaults() Config {
 	}
 	if c.UnauthBytesInFlight <= 0 {
 		c.UnauthBytesInFlight = max(c.MaxBytesInFlight/8, int64(c.MaxFrame))
+	}
+	if c.UnauthSmallFrame <= 0 {
+		c.UnauthSmallFrame = 64 << 10
+	}
+	if c.UnauthSmallBytes <= 0 {
+		c.UnauthSmallBytes = max(4<<20, int64(c.UnauthSmallFrame))
+	}
+	if c.FirstFrameTimeout <= 0 {
+		c.FirstFrameTimeout = 10 * time.Second
 	}
 	if c.FrameTimeout <= 0 {
 		c.FrameTimeout = 10 * time.Second

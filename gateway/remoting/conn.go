@@ -166,18 +166,28 @@ func (c *conn) serve(context.Context) {
 	defer c.close()
 	br := bufio.NewReaderSize(c.nc, 32<<10)
 	log := c.s.log
-	if err := c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.IdleTimeout)); err != nil {
+	// A new connection's greeting and first frame must begin within
+	// FirstFrameTimeout; later frames within IdleTimeout of the last.
+	idle := min(c.s.cfg.FirstFrameTimeout, c.s.cfg.IdleTimeout)
+	if err := c.nc.SetReadDeadline(time.Now().Add(idle)); err != nil {
 		return
 	}
 	via, client, err := readVia(br)
 	if err != nil {
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			c.s.badFrame(slog.LevelInfo, "remoting: a new connection sent nothing in time; closing it", c, err)
+			return
+		}
 		c.s.badFrame(slog.LevelWarn, "remoting: malformed relay greeting; closing the connection", c, err)
 		return
 	}
 	c.via, c.relayedFor = via, client
-	for {
-		if err := c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.IdleTimeout)); err != nil {
-			return
+	for first := true; ; first = false {
+		if !first {
+			if err := c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.IdleTimeout)); err != nil {
+				return
+			}
 		}
 		// The frame's bytes are reserved as they arrive (frames.go).
 		var frame []byte

@@ -12,12 +12,14 @@
 // starts one goroutine per request (lifecycle group), bounded by a
 // per-connection in-flight limit and byte budgets (frames.go: bytes are
 // reserved as they arrive, per connection and server-wide, unauthenticated
-// connections in a pool of their own, a frame must arrive within
-// FrameTimeout), so a parked pull never blocks a send on the same
-// connection and stalled or unsigned frames cannot starve signed clients. Frames are
-// written whole under the connection's write lock. A malformed frame gets
-// one error response and closes that connection only; an idle connection
-// (nothing read for IdleTimeout) is closed. Connections closed for bad
+// connections in a pool of their own shared by client address, with a lane
+// of its own for small frames, a frame must arrive within FrameTimeout),
+// so a parked pull never blocks a send on the same connection and stalled
+// or unsigned frames cannot starve signed clients. Frames are written
+// whole under the connection's write lock. A malformed frame gets one
+// error response and closes that connection only; a new connection that
+// sends nothing for FirstFrameTimeout, or one idle for IdleTimeout, is
+// closed. Connections closed for bad
 // input are logged at most once per 10 s, with the count held back.
 //
 // Errors: every broker error maps to a remoting response code in ONE

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/netip"
 	"time"
 
 	"github.com/mqgate/mqgate/gateway/admission"
@@ -25,7 +26,13 @@ import (
 //   - with auth on, a connection that has not yet had a request
 //     authenticated reserves in a pool of its own (UnauthBytesInFlight),
 //     never in the budget of authenticated connections: unsigned traffic
-//     cannot hold the room signed clients need;
+//     cannot hold the room signed clients need. One client address may
+//     hold at most half of that pool, and frames of at most
+//     UnauthSmallFrame reserve in a lane of their own (UnauthSmallBytes):
+//     a new client's first request, which is what authenticates its
+//     connection, is small (a route, a heartbeat) and never waits behind
+//     large unsigned frames, which a flood of them would otherwise keep
+//     the pool full of;
 //   - once its length is read, a frame must arrive within FrameTimeout
 //     (time spent waiting for room not counted); a frame that does not
 //     releases what it reserved and its connection is closed.
@@ -34,11 +41,32 @@ import (
 // grow theirs as their bytes arrive.
 const frameFirstAlloc = 64 << 10
 
+// reserver is a pool a frame reserves in: a Budget, or a key's part of
+// Shares (keyed).
+type reserver interface {
+	TryAcquire(n int64) bool
+	Acquire(ctx context.Context, n int64) bool
+	Release(n int64)
+	Max() int64
+}
+
+// keyed is one client address's part of Shares.
+type keyed struct {
+	s   *admission.Shares[netip.Prefix]
+	key netip.Prefix
+}
+
+func (k keyed) TryAcquire(n int64) bool                   { return k.s.TryAcquire(k.key, n) }
+func (k keyed) Acquire(ctx context.Context, n int64) bool { return k.s.Acquire(ctx, k.key, n) }
+func (k keyed) Release(n int64)                           { k.s.Release(k.key, n) }
+func (k keyed) Max() int64                                { return k.s.Share() }
+
 // frameHold is what one frame reserved, released when its request ends
 // (or at once when the frame is not dispatched).
 type frameHold struct {
-	pool, conn *admission.Budget
-	n          int64
+	pool reserver
+	conn *admission.Budget
+	n    int64
 }
 
 func (h frameHold) release() {
@@ -48,12 +76,27 @@ func (h frameHold) release() {
 	}
 }
 
-// pool is the budget c's next frame reserves in.
-func (c *conn) pool() *admission.Budget {
-	if c.s.cfg.Auth != nil && !c.authed.Load() {
-		return c.s.unauth
+// pool is the budget c's next frame, of n bytes, reserves in.
+func (c *conn) pool(n int) reserver {
+	switch {
+	case c.s.cfg.Auth == nil || c.authed.Load():
+		return c.s.budget
+	case n <= c.s.cfg.UnauthSmallFrame:
+		return c.s.unauthSmall
 	}
-	return c.s.budget
+	return keyed{c.s.unauth, addressShare(c.remote.Addr())}
+}
+
+// addressShare is the share of the unsigned pool a client address counts
+// in: an IPv4 address, an IPv6 /64 (the socket's peer: a relay's greeting
+// is a claim).
+func addressShare(ip netip.Addr) netip.Prefix {
+	bits := 32
+	if ip.Is6() {
+		bits = 64
+	}
+	p, _ := ip.Prefix(bits)
+	return p
 }
 
 // readFrame reads the n bytes of a frame after its length, reserving
@@ -62,7 +105,7 @@ func (c *conn) pool() *admission.Budget {
 // error what it reserved is released; an expired deadline is reported as
 // errFrameTimeout.
 func (c *conn) readFrame(br *bufio.Reader, n int) ([]byte, frameHold, error) {
-	hold := frameHold{pool: c.pool(), conn: c.budget}
+	hold := frameHold{pool: c.pool(n), conn: c.budget}
 	limit := min(int64(n), hold.pool.Max(), hold.conn.Max())
 	deadline := time.Now().Add(c.s.cfg.FrameTimeout)
 	fail := func(err error) ([]byte, frameHold, error) {

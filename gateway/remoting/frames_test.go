@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -97,6 +98,58 @@ func TestUnauthenticatedFramesOwnPool(t *testing.T) {
 	if err != nil || r.Code != codeSuccess {
 		t.Fatalf("signed send beside a full unsigned pool: %+v %v", r, err)
 	}
+}
+
+// With auth on, unsigned connections that keep the unsigned pool full of
+// large frames do not hold up the first request of a new signed client:
+// small frames have a lane of their own. (Without it the request waits
+// for a large frame to finish or time out.)
+func TestNewSignedClientBesideFullUnsignedPool(t *testing.T) {
+	e := newEnv(t, withAuth(t), func(c *Config, _ *broker.Config) {
+		c.UnauthBytesInFlight = 2 << 20
+		c.FrameTimeout = time.Minute
+	})
+	ops := e.dialSigned("ops", "ops-secret", codec.JSON)
+	e.createTopic(ops, "orders", 1, "")
+	for range 4 {
+		e.stall(1<<20, 1<<20-1) // all but the last byte: the frame holds 1 MiB
+	}
+	full := int64(2 * (1<<20 - 1)) // two frames but their last bytes; the others wait for room
+	eventually(t, "the unsigned frames to fill their pool", func() bool { return e.s.unauth.InUse() == full })
+	fresh := e.dialSigned("ops", "ops-secret", codec.JSON)
+	ctx, cancel := context.WithTimeout(e.ctx, 5*time.Second)
+	defer cancel()
+	r, err := fresh.Invoke(ctx, &codec.Command{Code: reqSendMessage, Body: []byte("first"), Ext: sendExt("orders")})
+	if err != nil || r.Code != codeSuccess {
+		t.Fatalf("a new signed client's first send beside a full unsigned pool: %+v %v", r, err)
+	}
+	if e.s.unauth.InUse() != full {
+		t.Fatalf("the unsigned pool holds %d bytes: the large frames were not what was waited for", e.s.unauth.InUse())
+	}
+}
+
+// One address cannot hold the whole unsigned pool with large frames: a
+// large unsigned frame from another address is read beside them.
+func TestUnsignedPoolSharedByAddress(t *testing.T) {
+	e := newEnv(t, withAuth(t), func(c *Config, _ *broker.Config) {
+		c.MaxFrame = 1 << 20
+		c.UnauthBytesInFlight = 2 << 20
+		c.FrameTimeout = time.Minute
+	})
+	for range 4 {
+		e.stall(1<<20, 1<<20-1)
+	}
+	eventually(t, "127.0.0.1's frames to fill its share", func() bool { return e.s.unauth.Held(netip.MustParsePrefix("127.0.0.1/32")) == 1<<20-1 })
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}}
+	other, err := d.Dial("tcp", e.s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	go func() {
+		_, _ = other.Write(append(binary.BigEndian.AppendUint32(nil, 1<<20), make([]byte, 1<<20-1)...))
+	}()
+	eventually(t, "another address's frame to be read", func() bool { return e.s.unauth.Held(netip.MustParsePrefix("127.0.0.2/32")) == 1<<20-1 })
 }
 
 // Malformed frames on many connections: each is refused and closed, and

@@ -35,9 +35,12 @@ type Server struct {
 	lis    net.Listener
 	port   int
 	budget *admission.Budget
-	// unauth is the budget of connections not yet authenticated (auth on).
-	unauth    *admission.Budget
-	badFrames *admission.LogLimiter
+	// unauth is the budget of connections not yet authenticated (auth
+	// on), shared by client address; unauthSmall is their lane for small
+	// frames (frames.go).
+	unauth      *admission.Shares[netip.Prefix]
+	unauthSmall *admission.Budget
+	badFrames   *admission.LogLimiter
 	// fixedStore is the store host of message ids when AdvertiseHost is
 	// an IP (or resolves to one); otherwise each connection's local
 	// address is used.
@@ -67,7 +70,8 @@ func New(cfg Config, cl *broker.Classic) (*Server, error) {
 	}
 	cfg = cfg.withDefaults()
 	s := &Server{cfg: cfg, log: cfg.Logger, cl: cl, b: cl.Broker(), budget: admission.NewBudget(cfg.MaxBytesInFlight),
-		unauth: admission.NewBudget(cfg.UnauthBytesInFlight), badFrames: admission.NewLogLimiter(badFrameLogEvery),
+		unauth:      admission.NewShares[netip.Prefix](cfg.UnauthBytesInFlight, max(int64(cfg.MaxFrame), cfg.UnauthBytesInFlight/2)),
+		unauthSmall: admission.NewBudget(cfg.UnauthSmallBytes), badFrames: admission.NewLogLimiter(badFrameLogEvery),
 		locks: newLockTable(), conns: make(map[*conn]struct{}), stopped: make(chan struct{}), pops: newPopHandles()}
 	s.reg = newRegistry(s)
 	s.kv.m = make(map[string]string)
