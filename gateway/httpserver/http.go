@@ -1,6 +1,7 @@
 package httpserver
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -54,7 +55,14 @@ type Options struct {
 	// BodyTimeout bounds how long a request body may take to arrive (0:
 	// DefaultBodyTimeout).
 	BodyTimeout time.Duration
+	// HeaderTimeout bounds how long a request's headers may take to
+	// arrive, a new connection's first request's included (0:
+	// DefaultHeaderTimeout).
+	HeaderTimeout time.Duration
 }
+
+// DefaultHeaderTimeout is Options.HeaderTimeout when 0.
+const DefaultHeaderTimeout = 10 * time.Second
 
 // DefaultMaxRequestBytes fits a send up to the gRPC receive limit (a 4 MiB
 // body and envelopes, 6 MiB) in base64, with room for JSON.
@@ -128,7 +136,7 @@ func New(o Options) (*Server, error) {
 	}
 	s.srv = &http.Server{
 		Handler:           canonicalPaths(mux),
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: cmp.Or(o.HeaderTimeout, DefaultHeaderTimeout),
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          throttledErrorLog(o.Logger),
 	}
