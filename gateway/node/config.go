@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mqgate/mqgate/broker/lite"
+	"github.com/mqgate/mqgate/gateway/connlimit"
 	"github.com/mqgate/mqgate/storage"
 )
 
@@ -108,8 +109,27 @@ type Config struct {
 	// clients keep a Telemetry stream open for their lifetime.
 	GRPCMaxConnectionAge      time.Duration
 	GRPCMaxConnectionAgeGrace time.Duration
-	// GRPCMaxConnectionIdle closes connections with no RPC for this long.
+	// GRPCMaxConnectionIdle closes connections with no RPC for this long
+	// (0: never).
 	GRPCMaxConnectionIdle time.Duration
+	// GRPCRequestBudget bounds the bytes of gRPC requests being read or
+	// held by handlers at once (grpcserver.Options.MaxInFlightBytes).
+	GRPCRequestBudget int64
+
+	// Connection limits (conns.go, gateway/connlimit). The Max*Conns cap
+	// each listener's connections; 0 derives the cap from the descriptor
+	// limit (connlimit.DefaultCap). ConnAddressShare is the percentage of
+	// a listener's cap one client address may hold (100: no share).
+	// FDReserve is the descriptors kept from connections for the store
+	// and the rest of the process (0: connlimit.DefaultReserve).
+	GRPCMaxConns, HTTPMaxConns, RemotingMaxConns, MetricsMaxConns, PeerMaxConns int
+	ConnAddressShare                                                            int
+	FDReserve                                                                   int
+	// HandshakeTimeout bounds how long a new connection may take to start:
+	// on gRPC the TLS handshake and the HTTP/2 preface and first frame, on
+	// HTTP a request's headers, on remoting the first frame, on the peer
+	// port the first bytes.
+	HandshakeTimeout time.Duration
 	// LogLevel is debug, info, warn or error; LogFormat is json or text.
 	LogLevel  string
 	LogFormat string
@@ -188,7 +208,10 @@ func Defaults() Config {
 		DiskReserve:               storage.DefaultDiskReserve,
 		DiskReservePercent:        storage.DefaultDiskReservePercent,
 		GRPCMaxConnectionAgeGrace: 30 * time.Second,
-		GRPCMaxConnectionIdle:     0,
+		GRPCMaxConnectionIdle:     2 * time.Minute,
+		GRPCRequestBudget:         256 << 20,
+		ConnAddressShare:          connlimit.DefaultAddressShare,
+		HandshakeTimeout:          10 * time.Second,
 		LogLevel:                  "info",
 		LogFormat:                 "json",
 		LeaderWait:                5 * time.Second,
@@ -292,6 +315,7 @@ func (c Config) Validate() error {
 	if c.GRPCMaxConnectionAge < 0 || c.GRPCMaxConnectionAgeGrace < 0 || c.GRPCMaxConnectionIdle < 0 {
 		bad("grpc-max-connection-age", "connection age, grace and idle must not be negative")
 	}
+	errs = append(errs, c.validateConns()...)
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:

@@ -42,7 +42,7 @@ func (n *Node) startMetrics(ctx context.Context) error {
 		}
 		fmt.Fprintf(w, "ready: %s\n", role)
 	})
-	n.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	n.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: n.cfg.HandshakeTimeout, IdleTimeout: 2 * time.Minute}
 	return n.group.Go("metrics-serve", func(context.Context) {
 		if err := n.metrics.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			n.log.Error("metrics listener failed", "err", err)

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"sync"
@@ -21,6 +22,7 @@ import (
 	"github.com/mqgate/mqgate/gateway/admin"
 	"github.com/mqgate/mqgate/gateway/admission"
 	"github.com/mqgate/mqgate/gateway/auth"
+	"github.com/mqgate/mqgate/gateway/connlimit"
 	"github.com/mqgate/mqgate/gateway/console"
 	"github.com/mqgate/mqgate/gateway/grpcserver"
 	"github.com/mqgate/mqgate/gateway/httpserver"
@@ -102,9 +104,16 @@ type Node struct {
 
 	// lis are the gRPC, HTTP and metrics listeners, bound before the store
 	// opens (bindListeners) and handed to their servers as they start.
-	lis     map[string]net.Listener
-	metrics *http.Server
-	addrs   Addrs
+	lis map[string]net.Listener
+	// Connection limits (conns.go): the limits derived from the settings,
+	// the pool every listener takes its connections from, the wrapped
+	// listeners by connlimit name, and the members' hosts.
+	conns     conns
+	pool      *connlimit.Pool
+	limited   map[string]*connlimit.Listener
+	memberIPs map[netip.Addr]struct{}
+	metrics   *http.Server
+	addrs     Addrs
 	// healthMu orders the health watcher's updates with Shutdown's, so a
 	// watcher that saw the node ready cannot turn health back on after
 	// Shutdown turned it off.
@@ -138,6 +147,11 @@ func Open(ctx context.Context, cfg Config, o Options) (*Node, error) {
 				"auth_file", cfg.AuthFile, "mode", fi.Mode().Perm().String())
 		}
 	}
+	// Each listener is wrapped in its connection limits (conns.go).
+	n.conns = cfg.connLimits()
+	n.pool = connlimit.NewPool(n.conns.fdLimit - n.conns.reserve) // sized again once the store is open
+	n.limited = map[string]*connlimit.Listener{}
+	n.resolveMembers(ctx)
 	// Every listen address is checked, and bound, before the data
 	// directory is created or locked: a bad or busy address fails fast.
 	if err := n.bindListeners(ctx); err != nil {
@@ -190,6 +204,7 @@ func Open(ctx context.Context, cfg Config, o Options) (*Node, error) {
 			return n.sess.Start(ctx)
 		},
 		StopFn: func(ctx context.Context) error { return n.sess.Stop(ctx) }})
+	n.add(o, lifecycle.Func{ComponentName: "connection-limits", StartFn: n.sizePool})
 	if cfg.Clustered() {
 		n.add(o, lifecycle.Func{ComponentName: "relays", StartFn: func(context.Context) error { return n.startRelays() },
 			StopFn: n.stopRelays})
@@ -349,6 +364,8 @@ func (n *Node) startGRPC(ctx context.Context) error {
 		MaxConnectionAge:      n.cfg.GRPCMaxConnectionAge,
 		MaxConnectionAgeGrace: n.cfg.GRPCMaxConnectionAgeGrace,
 		MaxConnectionIdle:     n.cfg.GRPCMaxConnectionIdle,
+		HandshakeTimeout:      n.cfg.HandshakeTimeout,
+		MaxInFlightBytes:      n.cfg.GRPCRequestBudget,
 		Logger:                n.log,
 		MeterProvider:         n.tel.Meters,
 		TracerProvider:        n.tel.Tracers,
@@ -395,7 +412,7 @@ func (n *Node) advertiseHost() string {
 // on one port) over the broker's classic view.
 func (n *Node) startRemoting(ctx context.Context) error {
 	rc := remoting.Config{AdvertiseHost: n.advertiseHost(), Logger: n.log, Pid: os.Getpid(), Auth: n.auth,
-		SendWindow: n.cfg.RemotingSendWindow}
+		SendWindow: n.cfg.RemotingSendWindow, FirstFrameTimeout: n.cfg.HandshakeTimeout}
 	if n.raft != nil {
 		rc.Members = n.remotingMembers
 	}
@@ -433,7 +450,7 @@ func (n *Node) startHTTP(ctx context.Context) (err error) {
 	// the same tap, stats handler and interceptors, no socket and no
 	// encoding. The HTTP server stops before the gRPC server (registered
 	// after it), so no REST call outlives it.
-	ho := httpserver.Options{Ready: n.Ready, ReadyNotice: n.readyNotice, Logger: n.log,
+	ho := httpserver.Options{Ready: n.Ready, ReadyNotice: n.readyNotice, Logger: n.log, HeaderTimeout: n.cfg.HandshakeTimeout,
 		API: n.grpc.InProcess(), MeterProvider: n.tel.Meters, TracerProvider: n.tel.Tracers, Auth: n.auth,
 		Console: console.New()}
 	if n.cfg.MCP {
@@ -475,7 +492,7 @@ func (n *Node) bindListeners(ctx context.Context) error {
 		if err == nil {
 			var lis net.Listener
 			if lis, err = listen(ctx, l.name, addr); err == nil {
-				n.lis[l.name] = lis
+				n.lis[l.name] = n.limitListener(l.name, lis)
 			}
 		}
 		if err != nil {

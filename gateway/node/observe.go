@@ -8,14 +8,15 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/mqgate/mqgate/gateway/connlimit"
 	"github.com/mqgate/mqgate/internal/telemetry"
 	"github.com/mqgate/mqgate/storage"
 )
 
 // This file wires the metrics of the parts that must not import
 // OpenTelemetry themselves: the store (storage keeps its own counters and
-// latency histograms, read here at each collection), the admission gate
-// and auth's refusal counts. The broker records its own
+// latency histograms, read here at each collection), the admission gate,
+// the connection limits and auth's refusal counts. The broker records its own
 // (broker/observe.go).
 
 const (
@@ -23,6 +24,7 @@ const (
 	admissionScope = "github.com/mqgate/mqgate/gateway/admission"
 	authScope      = "github.com/mqgate/mqgate/gateway/auth"
 	clusterScope   = "github.com/mqgate/mqgate/gateway/peer"
+	connScope      = "github.com/mqgate/mqgate/gateway/connlimit"
 )
 
 // brokerTracers is what the broker gets for spans: nil unless spans are
@@ -70,6 +72,12 @@ func (n *Node) observe() (remove func(), err error) {
 	authRefusals, err := tel.Meter(authScope).Int64ObservableCounter("mqgate.auth.refusals", metric.WithUnit("{request}"),
 		metric.WithDescription("Calls refused by auth (--auth-file), by mqgate.listener (grpc, REST included, or remoting) and mqgate.reason: authentication (unknown key, bad signature, no credentials) or authorization (not allowed to touch a topic or group)"))
 	errs = append(errs, err)
+	connsOpen, err := tel.Meter(connScope).Int64ObservableGauge("mqgate.connections", metric.WithUnit("{connection}"),
+		metric.WithDescription("Open connections, by mqgate.listener (grpc, http, remoting, metrics, peer)"))
+	errs = append(errs, err)
+	connsRefused, err := tel.Meter(connScope).Int64ObservableCounter("mqgate.connections.refused", metric.WithUnit("{connection}"),
+		metric.WithDescription("Connections refused over a limit, by mqgate.listener and mqgate.reason: listener_cap (the listener's cap), address_share (the client address's share of it) or descriptors (the connections the descriptor limit leaves once the reserve is kept)"))
+	errs = append(errs, err)
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -110,10 +118,26 @@ func (n *Node) observe() (remove func(), err error) {
 		_ = reg.Unregister()
 		return nil, err
 	}
+	regConns, err := tel.Meter(connScope).RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		for name, l := range n.limited {
+			o.ObserveInt64(connsOpen, l.Open(), metric.WithAttributes(attribute.String("mqgate.listener", name)))
+			for _, reason := range []string{connlimit.ReasonCap, connlimit.ReasonAddress, connlimit.ReasonFDs} {
+				o.ObserveInt64(connsRefused, l.Refused(reason), metric.WithAttributes(
+					attribute.String("mqgate.listener", name), attribute.String("mqgate.reason", reason)))
+			}
+		}
+		return nil
+	}, connsOpen, connsRefused)
+	if err != nil {
+		_ = reg.Unregister()
+		_ = regAdm.Unregister()
+		return nil, err
+	}
 	regCluster, err := n.observeCluster()
 	if err != nil {
 		_ = reg.Unregister()
 		_ = regAdm.Unregister()
+		_ = regConns.Unregister()
 		return nil, err
 	}
 	regAuth := metric.Registration(nil)
@@ -128,6 +152,7 @@ func (n *Node) observe() (remove func(), err error) {
 		if err != nil {
 			_ = reg.Unregister()
 			_ = regAdm.Unregister()
+			_ = regConns.Unregister()
 			if regCluster != nil {
 				_ = regCluster.Unregister()
 			}
@@ -148,6 +173,7 @@ func (n *Node) observe() (remove func(), err error) {
 	return func() {
 		_ = reg.Unregister()
 		_ = regAdm.Unregister()
+		_ = regConns.Unregister()
 		if regAuth != nil {
 			_ = regAuth.Unregister()
 		}
