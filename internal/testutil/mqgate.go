@@ -155,6 +155,10 @@ type StartOptions struct {
 	// LogFile: when the test fails, the process's log is appended to this
 	// file instead of the test's output (for long logs).
 	LogFile string
+	// Launcher, when set, is a command the binary is run under, followed
+	// by its arguments (for example prlimit --nofile=1024:1024 --): it
+	// must exec the binary, so that the process is mqgate's.
+	Launcher []string
 }
 
 // Start runs `mqgate serve` on 127.0.0.1:0 ports and waits until it logs
@@ -180,6 +184,9 @@ func Start(t testing.TB, o StartOptions) *Proc {
 	}
 	args = append(args, o.Args...)
 	cmd := exec.Command(bin, args...)
+	if len(o.Launcher) > 0 {
+		cmd = exec.Command(o.Launcher[0], append(append(o.Launcher[1:len(o.Launcher):len(o.Launcher)], bin), args...)...)
+	}
 	cmd.Env = append(os.Environ(), o.Env...)
 	cmd.Stdout = io.Discard
 	stderr, err := cmd.StderrPipe()

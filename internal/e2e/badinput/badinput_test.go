@@ -78,8 +78,11 @@ func (s *server) logPeakRSS(when string) {
 	}
 }
 
-func signature(date string) string {
-	m := hmac.New(sha1.New, []byte(secretKey))
+func signature(date string) string { return hmacHex(secretKey, date) }
+
+// hmacHex is the v2 signature of date under secret.
+func hmacHex(secret, date string) string {
+	m := hmac.New(sha1.New, []byte(secret))
 	m.Write([]byte(date))
 	return hex.EncodeToString(m.Sum(nil))
 }
