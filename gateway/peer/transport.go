@@ -36,8 +36,11 @@ const (
 	mdToken        = "mqgate-peer-token"
 	mdFromNode     = "mqgate-from-node"
 	peerQueueLen   = 4096
-	// maxBatch bounds the raft messages a sender puts in one RaftRequest.
+	// maxSendBatch bounds the raft messages a sender puts in one
+	// RaftRequest.
 	maxSendBatch = 64
+	// peerHandshake bounds a peer connection's handshake.
+	peerHandshake = 10 * time.Second
 )
 
 // serviceDesc is the generated service's, with every control call's
@@ -146,7 +149,9 @@ func newTransport(cfg Config, logger *slog.Logger, svc services, deliver func(*r
 	}
 	t := &transport{cfg: cfg, logger: logger, svc: svc, deliver: deliver, unreachable: unreachable, lis: lis,
 		peers: map[uint64]*peerSender{}, stop: make(chan struct{})}
-	t.srv = grpc.NewServer(append(cfg.TLS.serverOption(), grpc.InTapHandle(t.admit),
+	// A connection must finish its (TLS) handshake and HTTP/2 preface
+	// within peerHandshake, or it is closed.
+	t.srv = grpc.NewServer(append(cfg.TLS.serverOption(), grpc.ConnectionTimeout(peerHandshake), grpc.InTapHandle(t.admit),
 		grpc.ForceServerCodecV2(newRawCodec()), grpc.MaxRecvMsgSize(maxRaftMessage))...)
 	t.srv.RegisterService(&serviceDesc, &peerServer{t: t})
 	t.wg.Add(1)
