@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -264,13 +265,15 @@ func TestSalvageCrashAtEveryStep(t *testing.T) {
 	failed := 0
 	for k := 1; ; k++ {
 		mem := base.CrashClone(nil)
-		var ops int
+		// Counted from the salvage's goroutine and the store's (writer,
+		// dispatcher) alike.
+		var ops atomic.Int64
 		efs := vfs.NewErrorFS(mem, func(op vfs.Op, path string) error {
 			switch op {
 			case vfs.OpRead, vfs.OpList, vfs.OpOpen:
 				return nil
 			}
-			if ops++; ops == k {
+			if ops.Add(1) == int64(k) {
 				return errInjected
 			}
 			return nil
@@ -278,7 +281,7 @@ func TestSalvageCrashAtEveryStep(t *testing.T) {
 		opts := salvageOpts(efs)
 		opts.FlushInterval = time.Hour // no background fsyncs: the steps are the salvage's own
 		_, err := Salvage(context.Background(), "/d", opts)
-		if err == nil && ops < k {
+		if err == nil && ops.Load() < int64(k) {
 			break // past the last step
 		}
 		// The error is the injected one, or what the store made of it (a
