@@ -175,3 +175,39 @@ func TestUndecodableEntryCommitted(t *testing.T) {
 	c.stopAll()
 	c.sameStores()
 }
+
+// A connection to the peer address that never finishes its handshake (it
+// sends nothing) is closed after HandshakeTimeout.
+func TestSilentPeerConnectionClosed(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	rep, err := cluster.OpenReplica(filepath.Join(dir, "replica"), cluster.Options{Store: storeOpts(), StoreHost: "x:1", Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := Start(Config{ClusterID: "silent", NodeID: 1, Peers: map[uint64]string{1: l.Addr().String()}, WALDir: filepath.Join(dir, "wal"),
+		Listener: l, Token: testToken, HandshakeTimeout: 200 * time.Millisecond, Logger: quiet}, rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep.Attach(n)
+	defer func() { n.Stop(); rep.Close(context.Background()) }()
+	c, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	buf := make([]byte, 1024)
+	for {
+		if _, err := c.Read(buf); err != nil {
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				t.Fatal("a silent connection was still open after 10 s")
+			}
+			return // closed by the member
+		}
+	}
+}

@@ -78,6 +78,9 @@ type Config struct {
 	WALDir string
 	// Listener, if set, is used instead of listening on Peers[NodeID].
 	Listener net.Listener
+	// HandshakeTimeout closes a peer connection that has not finished its
+	// TLS handshake and HTTP/2 preface by then (default 10s).
+	HandshakeTimeout time.Duration
 	// TickInterval is the raft tick (default 100ms); an election timeout
 	// is ElectionTicks (default 10) ticks, a heartbeat HeartbeatTicks
 	// (default 1).

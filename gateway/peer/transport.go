@@ -1,6 +1,7 @@
 package peer
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -39,7 +40,8 @@ const (
 	// maxSendBatch bounds the raft messages a sender puts in one
 	// RaftRequest.
 	maxSendBatch = 64
-	// peerHandshake bounds a peer connection's handshake.
+	// peerHandshake bounds a peer connection's handshake by default
+	// (Config.HandshakeTimeout).
 	peerHandshake = 10 * time.Second
 )
 
@@ -150,8 +152,8 @@ func newTransport(cfg Config, logger *slog.Logger, svc services, deliver func(*r
 	t := &transport{cfg: cfg, logger: logger, svc: svc, deliver: deliver, unreachable: unreachable, lis: lis,
 		peers: map[uint64]*peerSender{}, stop: make(chan struct{})}
 	// A connection must finish its (TLS) handshake and HTTP/2 preface
-	// within peerHandshake, or it is closed.
-	t.srv = grpc.NewServer(append(cfg.TLS.serverOption(), grpc.ConnectionTimeout(peerHandshake), grpc.InTapHandle(t.admit),
+	// within HandshakeTimeout, or it is closed.
+	t.srv = grpc.NewServer(append(cfg.TLS.serverOption(), grpc.ConnectionTimeout(cmp.Or(cfg.HandshakeTimeout, peerHandshake)), grpc.InTapHandle(t.admit),
 		grpc.ForceServerCodecV2(newRawCodec()), grpc.MaxRecvMsgSize(maxRaftMessage))...)
 	t.srv.RegisterService(&serviceDesc, &peerServer{t: t})
 	t.wg.Add(1)
