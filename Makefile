@@ -9,6 +9,12 @@ BUF        := $(BIN)/buf
 DATA_DIR   ?= ./data
 export PATH := $(BIN):$(PATH)
 
+# The repository holds three modules (go.work ties them together): the
+# server at the root, the generated API code in gen/ and the Go SDK in
+# sdk/. `./...` at the root stops at a nested module, so every target that
+# means "all the code" names the three.
+PKGS       := ./... ./gen/... ./sdk/...
+
 .PHONY: help
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  %-18s %s\n", $$1, $$2}'
@@ -24,7 +30,7 @@ run: build ## run mqgate with embedded defaults (data in ./data, topics/groups a
 .PHONY: test
 test: ## run every test (unit, race, fuzz seeds, end to end); installs what the end-to-end tests drive (.ci/deps) when root on Debian
 	@./.ci/deps
-	$(GO) test -race -count=1 -timeout 40m ./...
+	$(GO) test -race -count=1 -timeout 40m $(PKGS)
 	# The official RocketMQ Go client races internally, so the end-to-end
 	# tests that drive it run without -race (the server they start is built
 	# normally too); everything else above ran under -race.
@@ -41,7 +47,7 @@ nemesis: ## the cluster nemesis test with NEMESIS_DURATION of faults (default 10
 
 .PHONY: test-short
 test-short: ## quick tests only (skips end-to-end and crash loops)
-	$(GO) test -short -count=1 ./...
+	$(GO) test -short -count=1 $(PKGS)
 
 FUZZTIME ?= 10s
 
@@ -69,7 +75,7 @@ OPENAPI_EMBED := gateway/httpserver/openapi.json
 
 .PHONY: generate
 generate: $(BUF) ## regenerate gen/ from proto/ (byte for byte)
-	mkdir -p gen && find gen -mindepth 1 -maxdepth 1 ! -name README.md -exec rm -rf {} +
+	mkdir -p gen && find gen -mindepth 1 -maxdepth 1 ! -name README.md ! -name go.mod ! -name go.sum -exec rm -rf {} +
 	$(BUF) generate
 	cp $(OPENAPI_JSON) $(OPENAPI_EMBED)
 
@@ -77,7 +83,7 @@ generate: $(BUF) ## regenerate gen/ from proto/ (byte for byte)
 check-generated: $(BUF) ## fail when gen/ is stale (regenerates into a temp dir and diffs)
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
 	$(BUF) generate -o "$$tmp" && \
-	if ! diff -r -x README.md gen "$$tmp/gen" >"$$tmp/diff"; then \
+	if ! diff -r -x README.md -x go.mod -x go.sum gen "$$tmp/gen" >"$$tmp/diff"; then \
 		echo "gen/ is stale: run 'make generate' and commit the result"; \
 		head -n 40 "$$tmp/diff"; exit 1; fi; \
 	if ! cmp -s "$$tmp/$(OPENAPI_JSON)" $(OPENAPI_EMBED); then \
@@ -99,7 +105,7 @@ release-peer-protocol: $(BUF) ## record the cluster peer protocol as released (r
 .PHONY: lint
 lint: $(BUF) ## buf lint + go vet + gofmt
 	$(BUF) lint
-	$(GO) vet ./...
+	$(GO) vet $(PKGS)
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' | grep -v '^gen/'))" || (gofmt -l $$(git ls-files '*.go' | grep -v '^gen/'); exit 1)
 
 .PHONY: bench
@@ -111,7 +117,7 @@ bench: build ## mqgate bench (produce async+sync and batched, consume batched an
 	./mqgate bench consume --ack-batch 32 --pipeline-acks=false --backlog 200000 --duration 5s --rounds 3
 	./mqgate bench consume --ack-batch 1 --pipeline-acks=false --backlog 100000 --duration 5s --rounds 3
 	./mqgate bench e2e --rate 5000 --rounds 3
-	$(GO) test -run '^$$' -bench . -benchtime 2s ./...
+	$(GO) test -run '^$$' -bench . -benchtime 2s $(PKGS)
 
 .PHONY: bench-storage
 bench-storage: ## storage benchmarks with ratios against raw disk

@@ -240,3 +240,16 @@ func sdkGoroutines() string {
 	}
 	return strings.Join(out, "\n\n")
 }
+
+// unusedAddr returns a loopback "host:port" nothing listens on: the port
+// is reserved and released again, so a connection to it is refused.
+func unusedAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}

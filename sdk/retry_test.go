@@ -12,7 +12,6 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	v2 "github.com/mqgate/mqgate/gen/apache/rocketmq/v2"
-	"github.com/mqgate/mqgate/internal/testutil"
 )
 
 // fakeProducer starts a fake server and a producer of a client dialing it
@@ -254,7 +253,7 @@ func TestExpiredDeadlineMakesNoAttempt(t *testing.T) {
 func TestRequestThatNeverLeftIsNotStored(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	_, err := Dial(ctx, testutil.UnusedAddr(t))
+	_, err := Dial(ctx, unusedAddr(t))
 	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "connection refused") {
 		t.Fatalf("Dial to a closed port: %v", err)
 	}

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mqgate/mqgate/internal/testutil"
 	"github.com/mqgate/mqgate/sdk"
 )
 
@@ -56,7 +55,7 @@ func newConsumer(t *testing.T, ctx context.Context, c *sdk.Client, group, topic 
 
 func TestSendReceiveAckChangeInvisible(t *testing.T) {
 	c := dial(t)
-	ctx := testutil.Context(t, 30*time.Second)
+	ctx := testContext(t, 30*time.Second)
 	p := newProducer(t, ctx, c, sdk.ProducerConfig{Topics: []string{"sdk-e2e"}})
 	sent := map[string]string{}
 	for i := 0; i < 3; i++ {
@@ -110,7 +109,7 @@ func TestSendReceiveAckChangeInvisible(t *testing.T) {
 		}
 	}
 	// Nothing is left for the group.
-	short := testutil.Context(t, 1500*time.Millisecond)
+	short := testContext(t, 1500*time.Millisecond)
 	if ms, err := cons.Receive(short, 32, 20*time.Second); err != nil || len(ms) != 0 {
 		t.Fatalf("after acking everything: %d messages, %v", len(ms), err)
 	}
@@ -120,7 +119,7 @@ func TestSendReceiveAckChangeInvisible(t *testing.T) {
 // SimpleConsumer.Ack returns nil whatever the server said).
 func TestAckFailureIsReturned(t *testing.T) {
 	c := dial(t)
-	ctx := testutil.Context(t, 30*time.Second)
+	ctx := testContext(t, 30*time.Second)
 	p := newProducer(t, ctx, c, sdk.ProducerConfig{})
 	if _, err := p.Send(ctx, &sdk.Message{Topic: "sdk-ackfail", Body: []byte("x")}); err != nil {
 		t.Fatal(err)
@@ -158,7 +157,7 @@ func TestAckFailureIsReturned(t *testing.T) {
 // A refusal is final: one attempt, ErrNotStored, the server's code.
 func TestRefusedSendIsNotRetried(t *testing.T) {
 	c := dial(t)
-	ctx := testutil.Context(t, 30*time.Second)
+	ctx := testContext(t, 30*time.Second)
 	p := newProducer(t, ctx, c, sdk.ProducerConfig{})
 	// A FIFO message (message group) to a NORMAL topic.
 	_, err := p.Send(ctx, &sdk.Message{Topic: "sdk-e2e", Body: []byte("x"), MessageGroup: "g1"})
@@ -175,7 +174,7 @@ func TestRefusedSendIsNotRetried(t *testing.T) {
 // A batch goes to one queue, in order, one receipt per message.
 func TestSendBatch(t *testing.T) {
 	c := dial(t)
-	ctx := testutil.Context(t, 30*time.Second)
+	ctx := testContext(t, 30*time.Second)
 	p := newProducer(t, ctx, c, sdk.ProducerConfig{})
 	var batch []*sdk.Message
 	for i := 0; i < 5; i++ {
@@ -199,7 +198,7 @@ func TestSendBatch(t *testing.T) {
 func TestCloseLeavesNoGoroutines(t *testing.T) {
 	needServer(t)
 	base := runtime.NumGoroutine()
-	ctx := testutil.Context(t, 30*time.Second)
+	ctx := testContext(t, 30*time.Second)
 	c, err := sdk.Dial(ctx, endpoint)
 	if err != nil {
 		t.Fatal(err)
@@ -230,7 +229,7 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 // and an empty expression is refused before anything is sent.
 func TestSQLSubscription(t *testing.T) {
 	c := dial(t)
-	ctx := testutil.Context(t, 30*time.Second)
+	ctx := testContext(t, 30*time.Second)
 	p := newProducer(t, ctx, c, sdk.ProducerConfig{Topics: []string{"sdk-sql"}})
 	want := map[string]bool{}
 	for i := 0; i < 6; i++ {
@@ -267,7 +266,7 @@ func TestSQLSubscription(t *testing.T) {
 	if len(got) != len(want) {
 		t.Fatalf("received %d, want %d", len(got), len(want))
 	}
-	short := testutil.Context(t, 1500*time.Millisecond)
+	short := testContext(t, 1500*time.Millisecond)
 	if ms, err := cons.Receive(short, 32, 20*time.Second); err != nil || len(ms) != 0 {
 		t.Fatalf("after the matching messages: %d messages, %v", len(ms), err)
 	}

@@ -71,10 +71,10 @@ func check(from, toFull string) string {
 		}
 	case under(from, "sdk"):
 		if internalTo && !under(to, "gen") && !under(to, "sdk") {
-			return "sdk/ may import only gen/, grpc and protobuf (it must be able to become its own module)"
+			return "sdk/ may import only gen/, grpc and protobuf (it is a module of its own)"
 		}
 		if !internalTo && !isStd(toFull) && !protoish && !strings.HasPrefix(toFull, "google.golang.org/genproto") {
-			return "sdk/ may import only gen/, grpc and protobuf (it must be able to become its own module)"
+			return "sdk/ may import only gen/, grpc and protobuf (it is a module of its own)"
 		}
 	case under(from, "storage"):
 		if internalTo && !under(to, "storage") && !under(to, "internal") {
