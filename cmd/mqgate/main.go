@@ -9,9 +9,12 @@ import (
 
 	"github.com/mqgate/mqgate/cmd/mqgate/internal/bench"
 	"github.com/mqgate/mqgate/gateway/grpcserver"
+	"github.com/mqgate/mqgate/internal/buildinfo"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
+// version, when set at link time with -ldflags "-X main.version=...",
+// overrides the version the Go toolchain stamped into the binary (see
+// internal/buildinfo).
 var version = "dev"
 
 // Every gRPC server and client in this binary, and the proto codec, take
@@ -38,7 +41,7 @@ Usage:
   mqgate cluster ...          a replicated broker set: status, transfer-leader, add-node,
                               remove-node, init-certs
   mqgate mcp ...              diagnostics tools for assistants (Model Context Protocol, stdio)
-  mqgate version              print the version
+  mqgate version              print the version, VCS revision and Go version (also --version)
   mqgate help                 this text
 
 Run 'mqgate serve -h' for the server settings.
@@ -80,8 +83,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return clusterCmd(ctx, args, stdout, stderr)
 	case "mcp":
 		return mcpCmd(ctx, args, os.Stdin, nopWriteCloser{stdout}, stderr)
-	case "version":
-		fmt.Fprintln(stdout, "mqgate", version)
+	case "version", "--version":
+		fmt.Fprintln(stdout, "mqgate", buildinfo.Read(version))
 		return 0
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)

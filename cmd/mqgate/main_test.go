@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -55,5 +56,23 @@ func TestServeRefusesOpenNonLoopbackWithoutAuth(t *testing.T) {
 	code = run(context.Background(), []string{"serve", "--data-dir", dir, "--grpc-addr", "0.0.0.0:0", "--insecure-listen-all", "--print-config"}, &out, &errb)
 	if code != 0 || !strings.Contains(out.String(), `insecure-listen-all: "true"`) {
 		t.Fatalf("with --insecure-listen-all: exit %d, stdout %q, stderr %q", code, out.String(), errb.String())
+	}
+}
+
+// `mqgate version` and `mqgate --version` print the same build line: the
+// version (main.version wins when set at link time) and the Go version.
+func TestVersionAndDashDashVersion(t *testing.T) {
+	defer func(v string) { version = v }(version)
+	version = "v0.9.1-test"
+	var lines []string
+	for _, arg := range []string{"version", "--version"} {
+		var out, errb bytes.Buffer
+		if code := run(context.Background(), []string{arg}, &out, &errb); code != 0 || errb.Len() != 0 {
+			t.Fatalf("mqgate %s: exit %d, stderr %q", arg, code, errb.String())
+		}
+		lines = append(lines, out.String())
+	}
+	if lines[0] != lines[1] || !strings.HasPrefix(lines[0], "mqgate v0.9.1-test (") || !strings.Contains(lines[0], runtime.Version()) {
+		t.Fatalf("version %q, --version %q", lines[0], lines[1])
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mqgate/mqgate/gateway/node"
+	"github.com/mqgate/mqgate/internal/buildinfo"
 	"github.com/mqgate/mqgate/internal/telemetry"
 )
 
@@ -45,6 +46,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			defer func() { pprof.StopCPUProfile(); f.Close() }()
 		}
 	}
+	build := buildinfo.Read(version)
+	log.Info("mqgate starting", "version", build.Version, "revision", build.Revision, "dirty", build.Dirty, "go", build.GoVersion)
 	for _, w := range warnings {
 		log.Warn(w)
 	}
@@ -66,7 +69,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	openc := make(chan opened, 1)
 	go func() {
-		n, err := node.Open(startCtx, cfg, node.Options{Logger: log, Version: version, HangOnStop: os.Getenv("MQGATE_TEST_HANG_STOP")})
+		n, err := node.Open(startCtx, cfg, node.Options{Logger: log, Build: build, HangOnStop: os.Getenv("MQGATE_TEST_HANG_STOP")})
 		openc <- opened{n, err}
 	}()
 	var (
@@ -100,7 +103,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			if code := shutdown(log, n, restartSignal{}, time.Now().Add(cfg.ShutdownTimeout), nil); code != 0 {
 				return code
 			}
-			if n, err = node.Open(ctx, cfg, node.Options{Logger: log, Version: version, HangOnStop: os.Getenv("MQGATE_TEST_HANG_STOP")}); err != nil {
+			if n, err = node.Open(ctx, cfg, node.Options{Logger: log, Build: build, HangOnStop: os.Getenv("MQGATE_TEST_HANG_STOP")}); err != nil {
 				log.Error("mqgate failed to start again", "err", err)
 				return 1
 			}

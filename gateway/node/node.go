@@ -33,6 +33,7 @@ import (
 	"github.com/mqgate/mqgate/gateway/restservice"
 	"github.com/mqgate/mqgate/gateway/session"
 	"github.com/mqgate/mqgate/gateway/v2service"
+	"github.com/mqgate/mqgate/internal/buildinfo"
 	"github.com/mqgate/mqgate/internal/clock"
 	"github.com/mqgate/mqgate/internal/lifecycle"
 	"github.com/mqgate/mqgate/internal/telemetry"
@@ -42,8 +43,10 @@ import (
 
 // Options are the non-configuration inputs of Open.
 type Options struct {
-	Logger  *slog.Logger
-	Version string
+	Logger *slog.Logger
+	// Build is the running build (its version, revision, dirty flag),
+	// for the telemetry resource, /metrics and the MCP server.
+	Build buildinfo.Info
 	// HangOnStop names a component whose Stop blocks until the deadline.
 	// It exists only so tests can prove a hung component cannot hold the
 	// process past the shutdown deadline (set through MQGATE_TEST_HANG_STOP).
@@ -70,7 +73,7 @@ type Node struct {
 
 	store   *storage.Store
 	storeFS vfs.FS // Options.StoreFS
-	version string // Options.Version
+	version string // Options.Build.Version
 	// Cluster mode (cluster.go): the replica owning the store, the raft
 	// member, and the relays in front of the client listeners.
 	rep    *cluster.Replica
@@ -135,7 +138,7 @@ func Open(ctx context.Context, cfg Config, o Options) (*Node, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	n := &Node{cfg: cfg, log: log, owner: lifecycle.NewOwner(log), gate: admission.NewGate(), storeFS: o.StoreFS, version: o.Version, restart: make(chan struct{}), removed: make(chan struct{})}
+	n := &Node{cfg: cfg, log: log, owner: lifecycle.NewOwner(log), gate: admission.NewGate(), storeFS: o.StoreFS, version: o.Build.Version, restart: make(chan struct{}), removed: make(chan struct{})}
 	if cfg.AuthFile != "" {
 		users, err := auth.Load(cfg.AuthFile)
 		if err != nil {
@@ -177,7 +180,7 @@ func Open(ctx context.Context, cfg Config, o Options) (*Node, error) {
 	n.add(o, lifecycle.Func{ComponentName: "goroutines", StopFn: n.group.Shutdown})
 	n.add(o, lifecycle.Func{ComponentName: "telemetry",
 		StartFn: func(ctx context.Context) error {
-			t, err := telemetry.Setup(ctx, telemetry.Options{ServiceVersion: o.Version, Logger: log})
+			t, err := telemetry.Setup(ctx, telemetry.Options{Build: o.Build, Logger: log})
 			n.tel = t
 			if err == nil && t.Export != "" {
 				log.Info("OpenTelemetry export over OTLP", "export", t.Export)

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,12 +25,17 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/mqgate/mqgate/internal/buildinfo"
 )
 
 // Options configure Setup.
 type Options struct {
-	ServiceName    string
-	ServiceVersion string
+	ServiceName string
+	// Build is the running build: its version is the service.version
+	// resource attribute, and /metrics carries all of it as the
+	// mqgate_build_info gauge.
+	Build buildinfo.Info
 	// SpanExporters receive every finished span (tests). Spans are
 	// recorded when there is at least one, or when OTLP export is
 	// configured through the environment.
@@ -84,7 +90,7 @@ func Setup(ctx context.Context, opts Options) (*Telemetry, error) {
 	// OTEL_RESOURCE_ATTRIBUTES), which wins.
 	res, err := resource.New(ctx,
 		resource.WithSchemaURL(semconv.SchemaURL),
-		resource.WithAttributes(semconv.ServiceName(opts.ServiceName), semconv.ServiceVersion(opts.ServiceVersion)),
+		resource.WithAttributes(semconv.ServiceName(opts.ServiceName), semconv.ServiceVersion(opts.Build.Version)),
 		resource.WithTelemetrySDK(),
 		resource.WithFromEnv())
 	if err != nil {
@@ -100,7 +106,7 @@ func Setup(ctx context.Context, opts Options) (*Telemetry, error) {
 		log = slog.Default()
 	}
 	t := &Telemetry{Registry: prometheus.NewRegistry(), external: newExternalMetrics(), log: log}
-	t.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	t.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfoGauge(opts.Build))
 	prom, err := otelprom.New(otelprom.WithRegisterer(t.Registry), otelprom.WithProducer(t.external))
 	if err != nil {
 		return nil, fmt.Errorf("prometheus exporter: %w", err)
@@ -210,3 +216,19 @@ func (h traceHandler) WithAttrs(a []slog.Attr) slog.Handler {
 	return traceHandler{h.Handler.WithAttrs(a)}
 }
 func (h traceHandler) WithGroup(n string) slog.Handler { return traceHandler{h.Handler.WithGroup(n)} }
+
+// buildInfoGauge is mqgate_build_info: always 1, labelled with the
+// build, the Prometheus convention for asking which version runs where.
+func buildInfoGauge(b buildinfo.Info) prometheus.Collector {
+	if b.Version == "" {
+		b.Version = "dev"
+	}
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "mqgate_build_info",
+		Help: "The running build of mqgate: version, VCS revision, whether the work tree was modified, Go version (always 1).",
+		ConstLabels: prometheus.Labels{"version": b.Version, "revision": b.Revision,
+			"dirty": strconv.FormatBool(b.Dirty), "goversion": b.GoVersion},
+	})
+	g.Set(1)
+	return g
+}

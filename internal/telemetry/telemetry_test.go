@@ -16,6 +16,8 @@ import (
 	colmetricspb "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/mqgate/mqgate/internal/buildinfo"
 )
 
 func TestReadExportConfig(t *testing.T) {
@@ -251,5 +253,22 @@ func TestExemplarsOffWithoutSpanExport(t *testing.T) {
 				t.Fatalf("counter found %v, exemplar %v, want exemplar %v", found, exemplar, tc.want)
 			}
 		})
+	}
+}
+
+// /metrics names the running build in mqgate_build_info.
+func TestMetricsCarryBuildInfo(t *testing.T) {
+	clearOTelEnv(t)
+	b := buildinfo.Info{Version: "v0.9.1", Revision: "0123456789abcdef", Dirty: true, GoVersion: "go1.26.0"}
+	tel, err := Setup(context.Background(), Options{Build: b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tel.Shutdown(context.Background())
+	rec := httptest.NewRecorder()
+	tel.MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	want := `mqgate_build_info{dirty="true",goversion="go1.26.0",revision="0123456789abcdef",version="v0.9.1"} 1`
+	if !strings.Contains(rec.Body.String(), want) {
+		t.Fatalf("/metrics lacks %s:\n%s", want, rec.Body.String())
 	}
 }
