@@ -97,27 +97,12 @@ func New(o Options) (*Server, error) {
 	if s.bodyTimeout <= 0 {
 		s.bodyTimeout = DefaultBodyTimeout
 	}
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		fmt.Fprintln(w, "ok")
-	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		if o.Ready != nil {
-			if err := o.Ready(); err != nil {
-				w.WriteHeader(http.StatusServiceUnavailable)
-				fmt.Fprintf(w, "not ready: %v\n", err)
-				return
-			}
+	MountHealth(mux, func() (string, error) {
+		if o.Ready == nil {
+			return "", nil
 		}
-		if o.ReadyNotice != nil {
-			if note := o.ReadyNotice(); note != "" {
-				fmt.Fprintf(w, "ready; %s\n", note)
-				return
-			}
-		}
-		fmt.Fprintln(w, "ready")
-	})
+		return "", o.Ready()
+	}, o.ReadyNotice)
 	mux.HandleFunc("GET /openapi.json", serveOpenAPI)
 	var api http.Handler
 	if o.API != nil {

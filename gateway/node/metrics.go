@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/mqgate/mqgate/gateway/httpserver"
 )
 
 // The metrics listener (--metrics-addr) serves /metrics: the series name
@@ -24,24 +26,7 @@ func (n *Node) startMetrics(ctx context.Context) error {
 	n.addrs.Metrics = lis.Addr().String()
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", requireToken(n.cfg.MetricsToken, n.tel.MetricsHandler()))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		fmt.Fprintln(w, "ok")
-	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		role, err := n.memberReady()
-		if err != nil {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			fmt.Fprintf(w, "not ready: %v\n", err)
-			return
-		}
-		if note := n.readyNotice(); note != "" {
-			fmt.Fprintf(w, "ready: %s; %s\n", role, note)
-			return
-		}
-		fmt.Fprintf(w, "ready: %s\n", role)
-	})
+	httpserver.MountHealth(mux, n.memberReady, n.readyNotice)
 	n.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: n.cfg.HandshakeTimeout, IdleTimeout: 2 * time.Minute}
 	return n.group.Go("metrics-serve", func(context.Context) {
 		if err := n.metrics.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
