@@ -21,6 +21,15 @@
 // Spans (produce.Send → store.Append, pop.Receive, pop.Ack) and metrics
 // are observe.go's; they use the OpenTelemetry API only, never its SDK.
 //
+// Files: broker.go (Config, the Broker facade: Open wires the services onto
+// the store, and the v2 and REST paths of send, receive, ack and
+// change-invisibility), classic.go (Classic, the classic remoting protocol's
+// view: pulls, offsets, send-back, transaction ends, POP codes and the views
+// mqadmin asks for), replicated.go (the Replicator interface of a clustered
+// broker and what it changes: every write goes through the replica group,
+// reads stay local), api.go and checkback.go (request types and the
+// check-back fan-out over listeners).
+//
 // broker must not import gen/, grpc, protobuf or any gateway package; it
 // reaches storage through the narrow capabilities storage exposes.
 package broker

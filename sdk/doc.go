@@ -49,10 +49,19 @@
 // goroutines; what did not finish by ctx's deadline is named in the
 // returned *CloseError.
 //
+// Files: client.go (Dial, options, Close), producer.go (Producer: sends and
+// their one deadline), consumer.go (SimpleConsumer: receive, ack, change
+// invisibility), telemetry.go (each producer's and consumer's session: its
+// Telemetry stream, settings and heartbeats), message.go (messages,
+// receipts, message ids), errors.go (outcome sentinels and status errors),
+// stats.go (what each RPC attempt did on the wire, which decides whether a
+// failed send may have stored its message).
+//
 // # Imports
 //
 // sdk imports only the generated stubs (gen/apache/rocketmq/v2), grpc,
-// protobuf and the standard library, so it can become its own module
+// protobuf and the standard library: it is a module of its own, and a
+// program using it takes none of the server's dependencies
 // (internal/archtest enforces it). It must never import mqgate's server
 // packages.
 package sdk

@@ -193,6 +193,11 @@
 // function that needs a lock held says so as the last line of its doc
 // comment ("// l.fmu must be held.").
 //
+// Files: store.go (Store: Open, recovery, append, reads, close), options.go
+// (Options and their defaults), dispatch.go (the dispatcher that feeds
+// consume queues and the index from the log), verify.go (Verify and Repair
+// of a stopped store).
+//
 // # Imports
 //
 // storage and its sub-packages import only the standard library,

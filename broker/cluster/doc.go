@@ -12,7 +12,7 @@
 // One raft entry is one commit-log append batch. Its bytes (entry.go):
 //
 //	0   1  version (1)
-//	1   1  kind (1: append)
+//	1   1  kind (1: append; 2: a metadata change, below)
 //	2   8  proposer: a random id of the proposing process (incarnation)
 //	10  8  sequence number of the proposal in that process
 //	18  8  store time, unix ms, fixed by the proposer
@@ -112,6 +112,14 @@
 // Apply, Persist and LeadershipLost are called by the raft loop only
 // (one goroutine); Append from any goroutine. Close after the raft loop
 // has stopped.
+//
+// Files: entry.go (the entry format and its kinds, kindMeta included),
+// meta.go (the metadata changes kindMeta carries), replica.go (Replica:
+// proposing, applying in raft-log order, the answer an Append gets),
+// snapshot.go (catching a member up from a copy of another member's store),
+// state.go (the applied position that survives a crash), format.go (the
+// group's entry format version), keys.go (the token key rings made the
+// group's), errors.go (the error sentinels).
 //
 // # Imports
 //

@@ -8,5 +8,8 @@
 // both topics from a persisted low-water time: everything staged before it
 // is known to be resolved.
 //
+// Files: deferred.go holds the whole stage: staged messages, their
+// resolution ops and the persisted low-water time.
+//
 // deferred must not import gen/, gateway/ or other broker services.
 package deferred

@@ -9,6 +9,9 @@
 // record goes to the topic its REAL_TOPIC names (and to its REAL_QID when
 // it names one) and keeps all its other properties.
 //
+// Files: delay.go holds the service: the delay system topics, the timer on
+// the earliest due message and the publishing of due messages.
+//
 // delay must not import gen/, gateway/ or other broker services except
 // through the interfaces it declares.
 package delay

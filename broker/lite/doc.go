@@ -41,5 +41,11 @@
 // (a gap longer than the TTL between two messages starts a new lite topic
 // of the same name), so rebuilding from the log gives the same answer.
 //
+// Files: lite.go (the Service: the lite topics of each LITE parent,
+// delivery, acks and expiry), index.go (the in-memory index of lite topics
+// rebuilt from the log), subs.go (client subscriptions and their quotas),
+// handle.go (lite receipt handles), journal.go (the acknowledgement
+// journal), view.go (backlog and listings for operators).
+//
 // lite must not import gen/, grpc, protobuf or any gateway package.
 package lite

@@ -11,5 +11,7 @@
 // and a member that took messages passes the wake to the next, so an
 // arrival wakes one or two receives of a group however many are parked.
 //
+// Files: longpoll.go holds the Hub and its waiters.
+//
 // longpoll imports only broker/mqerr and the standard library.
 package longpoll

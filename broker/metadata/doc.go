@@ -7,5 +7,8 @@
 // only once its snapshot is durable), so nothing is accepted for a topic
 // or group that a restart would not know.
 //
+// Files: metadata.go holds the service: topic and group create, update,
+// delete and lookups, auto-create, and the limits on created resources.
+//
 // metadata must not import gen/, gateway/ or any other broker service.
 package metadata

@@ -5,5 +5,8 @@
 // offset stored at or after a time. The classic remoting listener uses the
 // same service.
 //
+// Files: offset.go holds the Service: pulls by offset, committed offsets and
+// their queries.
+//
 // offset must not import gen/, gateway/ or other broker services.
 package offset

@@ -31,6 +31,13 @@
 // while appending to the store: what spans an append is the pending mark
 // on the flights (and the fence entry), not a lock.
 //
+// Files: pop.go (the Service: subscriptions, receive, ack,
+// change-invisibility, redelivery and dead letters), state.go (a group's
+// in-flight deliveries per queue and FIFO message group), pending.go (how a
+// change meets the journal), journal.go (the journal records), snapshot.go
+// (snapshots of the state and the handle key ring), receipt.go (receipt
+// handles), reset.go (offset resets), wake.go (why a parked receive woke).
+//
 // pop must not import gen/, gateway/ or other broker services; it reaches
 // the store through the Store interface.
 package pop

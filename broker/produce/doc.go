@@ -7,6 +7,10 @@
 // disk is below its reserve (Space, storage's CheckSpace) it refuses a
 // send as a whole, before anything of it is stored (KindDiskFull).
 //
+// Files: produce.go (Send: resolving the topic, the special routes of
+// delayed and transactional messages, the append) and validate.go (the
+// limits and validation rules a message must pass, with upstream's codes).
+//
 // produce must not import gen/, gateway/ or other broker services except
 // through the interfaces it declares.
 package produce

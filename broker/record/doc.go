@@ -4,5 +4,8 @@
 // users may not use, and the conversions model.Message → message.Message
 // (ToRecord) and message.Message → model.Delivered (FromRecord).
 //
+// Files: convert.go holds the two conversions, model.Message to a store
+// record and a record back to a delivered message.
+//
 // record imports broker/model and storage/message only.
 package record

@@ -11,6 +11,11 @@
 // Boolean values, so that an expression accepted or rejected by a RocketMQ
 // broker is accepted or rejected here and selects the same messages.
 //
+// Files: lex.go (tokens, as RocketMQ's grammar has them), parse.go (the
+// grammar, into an expression tree), eval.go (evaluation with SQL's
+// three-valued logic), value.go (the value types and their Java-like
+// conversions), sqlfilter.go (Compile and the Properties interface).
+//
 // The package imports only the standard library. It must not import
 // storage/, gateway/, gen/ or any other mqgate package: a message reaches it
 // through the one-method [Properties] interface, which *message.Message in

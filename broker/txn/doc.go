@@ -5,6 +5,9 @@
 // Telemetry) and discards the message after MaxChecks unanswered checks.
 // Half messages survive restarts: they are deferred records (broker/deferred).
 //
+// Files: txn.go holds the service: half messages, commit and rollback, and
+// the check-backs of orphaned transactions.
+//
 // txn must not import gen/, gateway/ or other broker services except
 // through the interfaces it declares.
 package txn

@@ -9,6 +9,14 @@
 // (DialStatus, DialTransfer). The load generator behind `mqgate bench` lives in
 // cmd/mqgate/internal/bench; package main only dispatches to it.
 //
+// Files: main.go (the command table and global usage), serve.go (serve and
+// its shutdown), config.go (the one table of server settings: flags,
+// environment, YAML, --print-config), adminclient.go (what every client
+// subcommand shares: flags, dialing, signing, exit statuses), topic.go,
+// group.go and message.go (the admin commands), msgclient.go, send.go and
+// receive.go (the message commands over the SDK, and ack), cluster.go
+// (mqgate cluster), verify.go (verify and repair of a stopped store).
+//
 // cmd/mqgate may import gateway/node, gateway/peer, gen/, sdk/ and internal/; it must not import
 // broker/ or storage/ directly: the server is composed by gateway/node.
 package main

@@ -15,6 +15,10 @@
 // to UNAUTHORIZED 40100 (v2, as upstream does for both authentication and
 // authorization), HTTP 401 (REST) and NO_PERMISSION (remoting).
 //
+// Files: auth.go (the Authenticator: the v2 and classic signatures, the
+// clock window, permission checks, refusal counts) and users.go (the users
+// file: parsing, validation, the immutable Users set).
+//
 // auth must not import gen/, grpc, protobuf or any listener package: it is
 // shared by the gRPC, REST and remoting edges.
 package auth

@@ -3,11 +3,13 @@
 // transcoded by grpc-gateway onto the node's gRPC services in process
 // (Options.API: grpcserver's in-process connection, so every call passes
 // the gRPC server's auth tap, stats handler and interceptor chain),
-// the OpenAPI document at /openapi.json, and the operational endpoints
-// /healthz (alive), /readyz (ready to serve) and /metrics (Prometheus
-// text), the web console at /console/ when the node gives one
-// (Options.Console; the console itself is gateway/console), and the MCP
-// endpoint at /mcp with --mcp (Options.MCP; gateway/mcpserver).
+// the OpenAPI document at /openapi.json, the probes /healthz (alive) and
+// /readyz (ready to serve), the web console at /console/ when the node
+// gives one (Options.Console; the console itself is gateway/console), and
+// the MCP endpoint at /mcp with --mcp (Options.MCP; gateway/mcpserver).
+// /metrics is not here: the node serves it on its own listener
+// (gateway/node/metrics.go), which mounts the same probes (health.go,
+// MountHealth) for the member itself.
 //
 // Files: http.go (the server, routes, lifecycle), gateway.go (the
 // grpc-gateway mux: protojson options, header matcher, ?body=text, body

@@ -3,6 +3,15 @@
 // lifecycle.Owner, and Shutdown stops them in reverse against one deadline,
 // returning a report. `mqgate serve` and the end-to-end tests both use it.
 //
+// Files: node.go (Options, Node, Open and Shutdown, the order of
+// components), config.go (Config, Defaults and validation), cluster.go
+// (cluster mode: the replica, the raft member, relays, leadership handoff
+// and restart after a store copy), metrics.go (the metrics listener:
+// /metrics, and this member's own /healthz and /readyz through
+// httpserver.MountHealth), health.go (the gRPC health service following the
+// store), observe.go (store, admission and auth metrics read at collection),
+// storecheck.go (verify and repair of a stopped store for cmd/mqgate).
+//
 // node may import every gateway, broker and storage package; nothing may
 // import node except cmd/mqgate and tests.
 package node

@@ -129,6 +129,10 @@
 // Without TLS, peer traffic (the token included) is not encrypted: the
 // peer address then belongs on a private network.
 //
+// Files: node.go (Node: the raft loop, proposals, the WAL and snapshots),
+// rpc.go (the peer RPCs between members: raft messages, member info, clock
+// offsets), status.go (Status and each member's progress).
+//
 // # Imports
 //
 // peer may import broker/cluster (its Applier and errors), gen's

@@ -14,6 +14,9 @@
 // Every route change closes the connections accepted under the previous
 // route (local or piped): clients reconnect and reach the new leader.
 //
+// Files: relay.go holds the Relay: its Route, accepting, and piping to the
+// leader.
+//
 // relay must not import broker/, storage/ or other gateway packages: the
 // node tells it the route.
 package relay

@@ -107,6 +107,15 @@
 //	32 checks only to the half's group        TestTransactionsEndAndCheckBack
 //	33 POP answers always carry their fields  TestPopFamily
 //
+// Files: server.go (Server: the listener and its connections), conn.go (one
+// connection: reader, frame writes, its pulls), router.go (request codes to
+// handlers), namesrv.go (the NameServer side: routes and cluster info),
+// via.go (the greeting through which a relaying follower names the client's
+// address), convert.go (classic wire messages to stored records and back),
+// pull.go (pulls and offset commits), pop.go (the POP family), admin.go
+// (topic and group administration), runtime.go (broker runtime info and its
+// rates), clients.go (the registry of classic producers and consumers).
+//
 // remoting must not import gen/, another listener (gateway/grpcserver,
 // gateway/httpserver, gateway/admin) or storage (storage/message excepted): it
 // reaches the store through broker.Classic.

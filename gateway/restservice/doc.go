@@ -12,6 +12,9 @@
 // the same Status. Receipt handles are the broker's, so they work across
 // this API and apache.rocketmq.v2.MessagingService.
 //
+// Files: messaging.go holds the message calls (send, receive, ack, change
+// invisibility).
+//
 // restservice may import broker/ (the facade, model, mqerr),
 // gateway/v2status, internal/ and gen/mqgate/rest/v1. It must not import
 // storage/ or a listener package (gateway/grpcserver, gateway/v2service,

@@ -26,7 +26,7 @@
 // is taken. OnGone runs with no lock held.
 //
 // Classic remoting clients are not here: gateway/remoting keeps its own
-// registry (clients.go), because what it must answer is different — the
+// registry (gateway/remoting/clients.go), because what it must answer is different — the
 // members of each producer and consumer group with their subscriptions
 // and connection (consumer lists for client-side rebalancing, pulls,
 // NOTIFY_CONSUMER_IDS_CHANGED), learnt from HEART_BEAT and dropped when
@@ -35,6 +35,9 @@
 // the broker auto-renews for it, which classic clients never hold. The
 // two meet only in the broker's transaction check-back, which asks both
 // (broker.CheckBackFanOut).
+//
+// Files: session.go holds the registry, its clients, links and the expiry
+// scanner.
 //
 // session must not import gen/, grpc, protobuf, broker/ or any listener
 // package: it stays protocol-neutral, so another edge could use it.

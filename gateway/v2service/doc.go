@@ -38,6 +38,9 @@
 // interceptors that need a MessagingService (auth, drain, client id) are
 // tested here too.
 //
+// Files: codec.go holds ServerCodec, the hand encoder of the receive frames
+// that carry messages.
+//
 // The v2 and domain types meet only in this package's convert files, and
 // every error leaving a handler is mapped in status.go. It may import
 // gateway/grpcserver (the transport); it must not import storage/ or

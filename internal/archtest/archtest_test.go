@@ -3,9 +3,13 @@ package archtest
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
 	"strings"
 	"testing"
 )
@@ -92,5 +96,90 @@ func TestEveryPackageHasDocGo(t *testing.T) {
 	}
 	if n < 20 {
 		t.Fatalf("only %d packages checked", n)
+	}
+}
+
+// docFileLines is the size from which a file must be named in its
+// package's doc.go: a file that big owns something a reader of the
+// package needs to find.
+const docFileLines = 150
+
+var goFileName = regexp.MustCompile(`[A-Za-z0-9_./-]*[A-Za-z0-9_]\.go\b`)
+
+// DocGoProblems returns what a package's doc.go gets wrong about its
+// files: files (name → line count, tests and doc.go left out) of
+// docFileLines lines or more that doc does not name, and file names doc
+// mentions (without a directory) that the package does not have.
+func DocGoProblems(doc string, files map[string]int) []string {
+	var out []string
+	mentioned := map[string]bool{}
+	for _, m := range goFileName.FindAllString(doc, -1) {
+		if strings.Contains(m, "/") {
+			continue // another package's file, named by its path
+		}
+		mentioned[m] = true
+		if _, ok := files[m]; !ok && m != "doc.go" && !strings.HasSuffix(m, "_test.go") {
+			out = append(out, fmt.Sprintf("doc.go names %s, which the package does not have", m))
+		}
+	}
+	for name, n := range files {
+		if n >= docFileLines && !mentioned[name] {
+			out = append(out, fmt.Sprintf("doc.go does not say what %s (%d lines) owns", name, n))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Every doc.go says what its package's bigger files own, and names no
+// file the package lacks.
+func TestDocGoNamesItsFiles(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{.Dir}} {{join .GoFiles \",\"}}", Module+"/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	checked := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 3 {
+			continue // test files only
+		}
+		if r, _ := rel(f[0]); under(r, "gen") {
+			continue
+		}
+		doc, err := os.ReadFile(filepath.Join(f[1], "doc.go"))
+		if err != nil {
+			continue // TestEveryPackageHasDocGo reports it
+		}
+		files := map[string]int{}
+		for _, name := range strings.Split(f[2], ",") {
+			if name == "doc.go" {
+				continue
+			}
+			b, err := os.ReadFile(filepath.Join(f[1], name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			files[name] = bytes.Count(b, []byte("\n"))
+		}
+		checked++
+		for _, p := range DocGoProblems(string(doc), files) {
+			t.Errorf("%s: %s", f[0], p)
+		}
+	}
+	if checked < 40 {
+		t.Fatalf("only %d packages checked", checked)
+	}
+}
+
+func TestDocGoProblemsCatches(t *testing.T) {
+	files := map[string]int{"big.go": 400, "small.go": 20, "edge.go": docFileLines}
+	got := DocGoProblems("// big.go owns X; gone.go owns Y; see storage/commitlog/log.go and x_test.go.", files)
+	want := []string{"doc.go does not say what edge.go (150 lines) owns", "doc.go names gone.go, which the package does not have"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+	if got := DocGoProblems("// big.go and edge.go.", files); len(got) != 0 {
+		t.Fatalf("flagged %q", got)
 	}
 }

@@ -9,5 +9,7 @@
 // end-to-end tests can run cluster members with skewed clocks. Production
 // builds do not compile that file and cannot be skewed.
 //
+// Files: clock.go holds the Clock interface, the real clock and the Fake.
+//
 // clock imports only the standard library.
 package clock

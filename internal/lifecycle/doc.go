@@ -12,6 +12,10 @@
 // Shutdown cancels the group context and waits for every goroutine until the
 // deadline.
 //
+// Files: owner.go (the Owner: components started in order, stopped in
+// reverse, the shutdown report) and group.go (the Group of background
+// goroutines).
+//
 // lifecycle sits below everything: it must not import any other mqgate
 // package (only the standard library).
 package lifecycle

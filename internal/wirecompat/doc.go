@@ -22,6 +22,9 @@
 // this package build and execute with that variable set. The official package
 // is a test-time dependency only: nothing but cmd/wirecompat may import it.
 //
+// Files: compare.go holds the comparison of two descriptor sets and its
+// Diffs.
+//
 // Imports: the standard library and google.golang.org/protobuf only. This
 // package (non-test code) must not import gen/, the official client, or any
 // mqgate package; its tests may import gen/apache/rocketmq/v2.

@@ -90,6 +90,9 @@
 // the flusher's drop-behind takes mu to look segments up (fmu, then mu).
 // storage/LOCKS.md has the whole order.
 //
+// Files: log.go holds the Log: segments, appends and group commit, flushing,
+// recovery and reads.
+//
 // commitlog imports storage/message, storage/vfs, storage/internal/serr,
 // golang.org/x/sys (its cache-line pad) and the standard library only; it
 // knows nothing of consume queues, the index, or the broker.

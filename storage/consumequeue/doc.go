@@ -32,6 +32,9 @@
 // instead of once per step. Readers see them from memory. A crash loses
 // only entries past the checkpoint, which recovery rebuilds anyway.
 //
+// Files: cq.go (one queue: its entries and files) and set.go (the Set of
+// every queue of a store).
+//
 // Lock order: Set.mu before Queue.wmu before Queue.mu; Queue.tmu is
 // innermost and held only around memory copies. consumequeue imports storage/vfs,
 // storage/internal/serr and the standard library only.

@@ -49,5 +49,7 @@
 // marker that makes the next Open drop the file (and the later ones) the
 // same way.
 //
+// Files: index.go holds the Index: its files, entries and lookups.
+//
 // index imports storage/vfs, storage/internal/serr and the standard library.
 package index

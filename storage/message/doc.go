@@ -38,5 +38,7 @@
 // buffer it was given (the store hands it a fresh copy of the record, so a
 // read copies the body exactly once). Encode/Seal never retain the input.
 //
+// Files: codec.go holds the record format: encoding, sealing and decoding.
+//
 // message imports only the standard library.
 package message

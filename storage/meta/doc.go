@@ -31,5 +31,7 @@
 // Options.FallbackToPrevious makes Open use it instead. A crash
 // between the two renames is recovered from the fsynced temp file.
 //
+// Files: meta.go holds the metadata types and their persistence.
+//
 // meta imports storage/vfs, storage/internal/serr and the standard library.
 package meta

@@ -28,6 +28,10 @@
 // ahead of the writes that fill them; MemFS counts reserved blocks against
 // its capacity, so a full disk fails the reservation as on the OS.
 //
+// Files: vfs.go (the FS and File interfaces), os.go (the operating system's
+// FS), mem.go (MemFS, which tracks what is durable), errfs.go (ErrorFS,
+// which fails chosen operations).
+//
 // vfs imports only the standard library and golang.org/x/sys. It must not
 // import any other mqgate package.
 package vfs

@@ -9,5 +9,7 @@
 // Each connection has one reader goroutine, which ends when the connection
 // closes.
 //
+// Files: client.go holds Conn: dialing, requests, server-initiated requests.
+//
 // client imports the remoting codec and the standard library only.
 package client

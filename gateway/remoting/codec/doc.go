@@ -23,5 +23,8 @@
 // refuses a frame longer than the caller's maximum before reading its
 // bytes, so one connection holds at most one maximum frame while reading.
 //
+// Files: codec.go holds Command, frame encoding and decoding in both header
+// serializations, and the limits.
+//
 // codec imports only the standard library.
 package codec

@@ -27,5 +27,8 @@
 // Every length read from the network is checked before use; decoders
 // return errors wrapping ErrMalformed and never panic.
 //
+// Files: record.go holds the stored-message record classic consumers read
+// and its encoding.
+//
 // wire imports only the standard library.
 package wire

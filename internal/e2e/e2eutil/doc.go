@@ -9,6 +9,9 @@
 // web console in headless Chromium (browser.go: chromedp, waits on the
 // page, the documentation's screenshots).
 //
+// Files: e2eutil.go holds Main, Begin and the small helpers every end-to-end
+// package shares.
+//
 // It imports the official client v5.1.3, so only those test packages may
 // import it: a binary that also links mqgate's gen/apache/rocketmq/v2
 // (sdk/, cmd/mqgate, the gateway) would register the same protobuf names

@@ -21,6 +21,8 @@
 // process that both dials and is dialled, give each direction its own
 // proxy.
 //
+// Files: faultproxy.go holds the Proxy.
+//
 // The methods may be called from any goroutine. faultproxy imports only
 // the standard library: it knows nothing of what it forwards.
 package faultproxy
