@@ -130,7 +130,8 @@
 // peer address then belongs on a private network.
 //
 // Files: node.go (Node: the raft loop, proposals, the WAL and snapshots),
-// rpc.go (the peer RPCs between members: raft messages, member info, clock
+// transport.go (the raft streams of mqgate.cluster.v1.PeerService between
+// members), rpc.go (the control calls a member makes: member info, clock
 // offsets), status.go (Status and each member's progress).
 //
 // # Imports
