@@ -211,6 +211,7 @@ func TestReadmeFirstMessage(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		handle := ""
+		sentID := ""
 		for _, l := range grpcurl {
 			args := shellWords(t, l)
 			var hdrs []string
@@ -240,6 +241,19 @@ func TestReadmeFirstMessage(t *testing.T) {
 				md.Append(strings.TrimSpace(k), strings.TrimSpace(v))
 			}
 			data = strings.ReplaceAll(data, "RECEIPT_HANDLE", handle)
+			if strings.HasSuffix(method, "/SendMessage") {
+				var req struct {
+					Messages []struct {
+						SystemProperties struct {
+							MessageID string `json:"messageId"`
+						} `json:"systemProperties"`
+					} `json:"messages"`
+				}
+				if err := json.Unmarshal([]byte(data), &req); err != nil || len(req.Messages) != 1 {
+					t.Fatalf("README grpcurl SendMessage: want one message with its id: %v", err)
+				}
+				sentID = req.Messages[0].SystemProperties.MessageID
+			}
 			resps := invokeJSON(t, metadata.NewOutgoingContext(ctx, md), conn, method, data)
 			for _, r := range resps {
 				b, _ := protojson.Marshal(r)
@@ -250,12 +264,19 @@ func TestReadmeFirstMessage(t *testing.T) {
 					Message *struct {
 						SystemProperties struct {
 							ReceiptHandle string `json:"receiptHandle"`
+							MessageID     string `json:"messageId"`
 						} `json:"systemProperties"`
 					} `json:"message"`
 				}
 				_ = json.Unmarshal(b, &m)
 				if m.Status != nil && m.Status.Code != "OK" {
 					t.Fatalf("README grpcurl %s answered %s", method, b)
+				}
+				// The receive must bring back the message the README sent
+				// and nothing else, so that its handle is the one to ack.
+				if m.Message != nil && m.Message.SystemProperties.MessageID != sentID {
+					t.Fatalf("README grpcurl ReceiveMessage returned message %s, not the %s it sent: give the grpcurl example a topic of its own",
+						m.Message.SystemProperties.MessageID, sentID)
 				}
 				if m.Message != nil && handle == "" {
 					handle = m.Message.SystemProperties.ReceiptHandle
