@@ -188,8 +188,8 @@
 // flush). Each owns its files' write side (the zeroer writes only ranges
 // the writer has not reserved, through its own handle). Locks never nest across packages except through
 // the checkpoint (Store.cpMu, then the log's, queues' and index's own)
-// and Store → commitlog segment list (read). storage/LOCKS.md lists every
-// mutex of storage and its sub-packages and the order they nest in; a
+// and Store → commitlog segment list (read). docs/locks.md lists every
+// mutex of the binary, storage's included, and the order they nest in; a
 // function that needs a lock held says so as the last line of its doc
 // comment ("// l.fmu must be held.").
 //

@@ -26,8 +26,9 @@
 // and record it after (a failed record is logged; a reset is undone as
 // far as nothing happened since).
 //
-// Locking: Service.mu (the subs map) → sub.mu → Service.schedMu, and
-// sub.mu → Service.fence.mu; never the other way round. No lock is held
+// Locking: Service.snapMu (one snapshot at a time) → Service.mu (the
+// subs map) → sub.mu → Service.schedMu (the wake-up heap), and sub.mu →
+// Service.fence.mu; never the other way round (docs/locks.md). No lock is held
 // while appending to the store: what spans an append is the pending mark
 // on the flights (and the fence entry), not a lock.
 //

@@ -58,7 +58,7 @@ const (
 // fence tracks the journal records being written whose changes are not
 // yet settled in memory.
 type fence struct {
-	mu   sync.Mutex
+	mu   sync.Mutex // guards what follows
 	seq  uint64
 	open map[uint64]fencePos
 }
@@ -68,7 +68,8 @@ type fence struct {
 type fencePos struct{ log, journal int64 }
 
 // beginRecord registers a record about to be appended; endRecord once
-// its change is settled. Callable with sub.mu held (fence.mu is a leaf).
+// its change is settled. They take s.fence.mu, a leaf, and may be called
+// with sub.mu held.
 func (s *Service) beginRecord() uint64 {
 	s.fence.mu.Lock()
 	defer s.fence.mu.Unlock()

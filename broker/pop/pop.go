@@ -73,23 +73,34 @@ type Config struct {
 	InheritedGrace time.Duration
 }
 
-// Service is the POP engine.
+// Service is the POP engine. Its locks nest snapMu → mu → sub.mu →
+// schedMu, and sub.mu → fence.mu (docs/locks.md).
 type Service struct {
-	cfg    Config
-	log    *slog.Logger
-	store  Store
-	blobs  Blobs
-	dlq    DLQTopics
-	codec  atomic.Pointer[HandleCodec]
-	clk    clock.Clock
-	hub    *longpoll.Hub
-	group  *lifecycle.Group
-	snapMu sync.Mutex
-	fence  fence
+	// Fixed at Open (codec is swapped atomically).
+	cfg   Config
+	log   *slog.Logger
+	store Store
+	blobs Blobs
+	dlq   DLQTopics
+	codec atomic.Pointer[HandleCodec]
+	clk   clock.Clock
+	hub   *longpoll.Hub
+	group *lifecycle.Group
 
+	// snapMu makes snapshots one at a time; it guards no field. A
+	// snapshot takes fence.mu, mu and each sub.mu under it, one after
+	// the other.
+	snapMu sync.Mutex
+
+	// fence tracks the records being appended (its own lock, a leaf).
+	fence fence
+
+	// mu guards the subscriptions map (not the subs: each has its own).
 	mu   sync.Mutex
 	subs map[subKey]*sub
 
+	// schedMu guards the wake-up heap and each sub's wakeAt and sidx;
+	// schedKick (buffered) tells wakeLoop the heap's head changed.
 	schedMu   sync.Mutex
 	sched     subHeap
 	schedKick chan struct{}
@@ -495,8 +506,9 @@ func (s *Service) tryPop(ctx context.Context, sb *sub, req *ReceiveRequest, fl *
 	return s.record(ctx, sb, req, &rec, picks, created, resv, now)
 }
 
-// record appends a receive's journal record and settles its flights.
-// Called with sb.mu held; returns with it released.
+// record appends a receive's journal record and settles its flights; it
+// releases sb.mu before the append and returns with it released.
+// sb.mu must be held.
 func (s *Service) record(ctx context.Context, sb *sub, req *ReceiveRequest, rec *jrecord, picks []pick, created []*flight, resv []reservation, now int64) ([]*model.Delivered, error) {
 	tok := s.beginRecord()
 	s.scheduleLocked(sb)
@@ -759,7 +771,8 @@ func invalid(format string, args ...any) error {
 	return mqerr.Errorf(mqerr.KindInvalidReceiptHandle, "invalid receipt handle: "+format, args...)
 }
 
-// lookup validates a handle against the current state; sb.mu is held.
+// lookup validates a handle against the current state.
+// sb.mu must be held.
 func (s *Service) lookup(sb *sub, h Handle, now int64) (*flight, error) {
 	if sb == nil {
 		return nil, invalid("no message of this topic is in flight for this group")
@@ -1096,8 +1109,9 @@ func (s *Service) renew(ctx context.Context) {
 	}
 }
 
-// scheduleLocked (sb.mu held) arranges for sb's waiters to be woken at its
-// earliest deadline.
+// scheduleLocked arranges for sb's waiters to be woken at its earliest
+// deadline; it takes s.schedMu.
+// sb.mu must be held.
 func (s *Service) scheduleLocked(sb *sub) {
 	at := sb.earliest()
 	s.schedMu.Lock()
@@ -1242,10 +1256,11 @@ func (s *Service) Release(ctx context.Context, group, topic string, handles []st
 	return errs
 }
 
-// repeatAttempt (sb.mu held) re-issues a FIFO batch whose response the
+// repeatAttempt re-issues a FIFO batch whose response the
 // client lost: same messages, same attempt, new handles and deadline. It
 // returns nil unless every message of that batch is still in flight (and
 // not pending); the flights it returns are pending until recorded.
+// sb.mu must be held.
 func (s *Service) repeatAttempt(sb *sub, req *ReceiveRequest, now, inv int64, rec *jrecord) []pick {
 	prev := sb.attempts[req.AttemptID]
 	if len(prev) == 0 {

@@ -7,7 +7,7 @@ import (
 
 // resetQueue drops every flight of queue id (without FIFO follow-up: the
 // caller releases held message groups) and sets its fresh-read position.
-// sb.mu held, or replay.
+// sb.mu must be held (or the state not yet shared: replay).
 func (sb *sub) resetQueue(id int32, next int64) []*flight {
 	q := sb.q(id)
 	dropped := make([]*flight, 0, len(q.flights))
@@ -23,7 +23,8 @@ func (sb *sub) resetQueue(id int32, next int64) []*flight {
 }
 
 // releaseHeld makes the first held flight of every FIFO message group
-// with nothing in flight due at now. sb.mu held.
+// with nothing in flight due at now.
+// sb.mu must be held.
 func (sb *sub) releaseHeld(now int64) {
 	for g, list := range sb.held {
 		if sb.active[g] == 0 && len(list) > 0 {

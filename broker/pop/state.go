@@ -64,16 +64,18 @@ type qstate struct {
 	resets uint32
 }
 
-// sub is the POP state of one (group, topic): its lock guards everything
-// below, including the flights.
+// sub is the POP state of one (group, topic).
 type sub struct {
-	mu    sync.Mutex
+	// Fixed at creation.
 	group string
 	topic string
 	key   string // long-poll key
 	gh    uint32 // NameHash(group)
 	th    uint32 // NameHash(topic)
 
+	// mu guards everything below it, the flights included, but the
+	// scheduler's fields at the end.
+	mu     sync.Mutex
 	queues map[int32]*qstate
 	due    flightHeap
 	rr     int32
@@ -94,7 +96,7 @@ type sub struct {
 	// than every delivery made since (see Service.Reset).
 	resetAt int64
 
-	// scheduler bookkeeping, guarded by Service.schedMu
+	// The scheduler's, guarded by Service.schedMu.
 	wakeAt int64
 	sidx   int
 }

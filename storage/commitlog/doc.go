@@ -88,7 +88,7 @@
 // the writer role (ring full, roll, failed batch), by Sync and by a Read
 // of a record still in the ring, never while holding qmu or mu; under it
 // the flusher's drop-behind takes mu to look segments up (fmu, then mu).
-// storage/LOCKS.md has the whole order.
+// docs/locks.md has the whole order.
 //
 // Files: log.go holds the Log: segments, appends and group commit, flushing,
 // recovery and reads.
