@@ -26,6 +26,9 @@ type setting struct {
 	get    func(*node.Config) string
 	set    func(*node.Config, string) error
 	isBool bool // --name alone means true
+	// kind is what the value is, for serve -h and --print-config: "bool",
+	// "int", "duration", "size" or "" (text).
+	kind string
 }
 
 func (s setting) env() string {
@@ -39,8 +42,8 @@ func strSetting(name, usage string, field func(*node.Config) *string) setting {
 }
 
 func durSetting(name, usage string, field func(*node.Config) *time.Duration) setting {
-	return setting{name: name, usage: usage,
-		get: func(c *node.Config) string { return field(c).String() },
+	return setting{name: name, usage: usage, kind: "duration",
+		get: func(c *node.Config) string { return formatDuration(*field(c)) },
 		set: func(c *node.Config, v string) error {
 			d, err := time.ParseDuration(strings.TrimSpace(v))
 			if err != nil {
@@ -52,7 +55,7 @@ func durSetting(name, usage string, field func(*node.Config) *time.Duration) set
 }
 
 func boolSetting(name, usage string, field func(*node.Config) *bool) setting {
-	return setting{name: name, usage: usage, isBool: true,
+	return setting{name: name, usage: usage, isBool: true, kind: "bool",
 		get: func(c *node.Config) string { return strconv.FormatBool(*field(c)) },
 		set: func(c *node.Config, v string) error {
 			b, err := strconv.ParseBool(strings.TrimSpace(v))
@@ -65,7 +68,7 @@ func boolSetting(name, usage string, field func(*node.Config) *bool) setting {
 }
 
 func intSetting(name, usage string, field func(*node.Config) *int) setting {
-	return setting{name: name, usage: usage,
+	return setting{name: name, usage: usage, kind: "int",
 		get: func(c *node.Config) string { return strconv.Itoa(*field(c)) },
 		set: func(c *node.Config, v string) error {
 			n, err := strconv.Atoi(strings.TrimSpace(v))
@@ -78,7 +81,7 @@ func intSetting(name, usage string, field func(*node.Config) *int) setting {
 }
 
 func sizeSetting(name, usage string, field func(*node.Config) *int64) setting {
-	return setting{name: name, usage: usage,
+	return setting{name: name, usage: usage, kind: "size",
 		get: func(c *node.Config) string { return formatSize(*field(c)) },
 		set: func(c *node.Config, v string) error {
 			n, err := parseSize(v)
@@ -299,13 +302,18 @@ func applyFile(cfg *node.Config, path string) error {
 	return errors.Join(errs...)
 }
 
-// renderConfig prints cfg as YAML in table order.
+// renderConfig prints cfg as YAML in table order: booleans and integers
+// as YAML booleans and integers, everything else as a quoted string.
 func renderConfig(cfg node.Config) string {
 	var b strings.Builder
 	for _, s := range settings {
 		v := s.get(&cfg)
 		if (s.name == "metrics-token" || s.name == "peer-token") && v != "" {
 			v = "(set)" // a secret: not printed
+		}
+		if s.kind == "bool" || s.kind == "int" {
+			fmt.Fprintf(&b, "%s: %s\n", s.name, v)
+			continue
 		}
 		fmt.Fprintf(&b, "%s: %q\n", s.name, v)
 	}
@@ -329,6 +337,19 @@ func parseSize(v string) (int64, error) {
 		return 0, fmt.Errorf("not a size (like 1048576, 64MiB, 1GiB): %q", v)
 	}
 	return n * mult, nil
+}
+
+// formatDuration is d as time.Duration writes it, without its zero
+// trailing units: 72h, 2m, 1m30s, 500µs.
+func formatDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 func formatSize(n int64) string {

@@ -54,7 +54,7 @@ func TestServeRefusesOpenNonLoopbackWithoutAuth(t *testing.T) {
 	out.Reset()
 	errb.Reset()
 	code = run(context.Background(), []string{"serve", "--data-dir", dir, "--grpc-addr", "0.0.0.0:0", "--insecure-listen-all", "--print-config"}, &out, &errb)
-	if code != 0 || !strings.Contains(out.String(), `insecure-listen-all: "true"`) {
+	if code != 0 || !strings.Contains(out.String(), "insecure-listen-all: true\n") {
 		t.Fatalf("with --insecure-listen-all: exit %d, stdout %q, stderr %q", code, out.String(), errb.String())
 	}
 }

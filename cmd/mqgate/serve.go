@@ -24,11 +24,9 @@ import (
 // component stopped cleanly.
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var warnings []string
-	cfg, fs, printOnly, err := loadConfig(args, os.Environ(), func(w string) { warnings = append(warnings, w) })
+	cfg, _, printOnly, err := loadConfig(args, os.Environ(), func(w string) { warnings = append(warnings, w) })
 	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprint(stdout, "Usage: mqgate serve [flags]\n\nEach flag can also be set with its MQGATE_* environment variable or as a key in the --config YAML file;\nprecedence is flag > environment > file > default.\nThe other commands: mqgate help.\n\n")
-		fs.SetOutput(stdout)
-		fs.PrintDefaults()
+		printServeHelp(stdout)
 		return 0
 	}
 	if err != nil {
