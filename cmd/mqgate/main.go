@@ -42,7 +42,8 @@ Usage:
                               remove-node, init-certs
   mqgate mcp ...              diagnostics tools for assistants (Model Context Protocol, stdio)
   mqgate version              print the version, VCS revision and Go version (also --version)
-  mqgate help                 this text
+  mqgate completion SHELL     shell completion script: bash, zsh or fish
+  mqgate help [COMMAND]       this text, or a command's own (the same as COMMAND -h)
 
 Run 'mqgate serve -h' for the server settings.
 `
@@ -86,7 +87,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "version", "--version":
 		fmt.Fprintln(stdout, "mqgate", buildinfo.Read(version))
 		return 0
+	case "completion":
+		return completionCmd(args, stdout, stderr)
 	case "help", "-h", "--help":
+		if cmd == "help" && len(args) > 0 && args[0] != "help" {
+			if !isCommand(args[0]) {
+				fmt.Fprintf(stderr, "mqgate help: unknown command %q\n\n%s", args[0], usage)
+				return 2
+			}
+			return run(ctx, []string{args[0], "-h"}, stdout, stderr)
+		}
 		fmt.Fprint(stdout, usage)
 		return 0
 	default:
@@ -97,4 +107,24 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "mqgate: unknown command %q\n\n%s", cmd, usage)
 		return 2
 	}
+}
+
+// commands are the commands the global usage lists, in its order.
+func commands() []string {
+	var out []string
+	for _, l := range strings.Split(usage, "\n") {
+		if rest, ok := strings.CutPrefix(l, "  mqgate "); ok {
+			out = append(out, strings.Fields(rest)[0])
+		}
+	}
+	return out
+}
+
+func isCommand(name string) bool {
+	for _, c := range commands() {
+		if c == name {
+			return true
+		}
+	}
+	return false
 }
