@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -283,6 +284,7 @@ func ackCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return sdkFail(stderr, "ack", err, ac.client, w)
 	}
 	failed := 0
+	var hints []string
 	for i, e := range errs {
 		if ac.client.json {
 			j := ackJSON{Handle: ac.handles[i], Acked: e == nil}
@@ -295,16 +297,37 @@ func ackCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if e != nil {
 			failed++
 			fmt.Fprintf(stderr, "mqgate ack: handle %d (%s): %s\n", i+1, abbrev(ac.handles[i]), explainSDK(e, ac.client, w))
+			if h := ackHint(statusMessage(e), ac); !slices.Contains(hints, h) {
+				hints = append(hints, h)
+			}
 		}
 	}
 	if !ac.client.json {
 		fmt.Fprintf(stdout, "acked %d of %d messages\n", len(errs)-failed, len(errs))
 	}
 	if failed > 0 {
-		fmt.Fprintln(stderr, "mqgate ack: a refused handle was expired, already acked or superseded; its message is (or will be) redelivered with a new handle")
+		for _, h := range hints {
+			fmt.Fprintln(stderr, "mqgate ack: "+h)
+		}
 		return exitFail
 	}
 	return exitOK
+}
+
+// ackHint says what to do about a handle the server refused with msg:
+// one that is no handle of this server's, one received for another group
+// or topic, or one whose delivery is over.
+func ackHint(msg string, ac ackCommand) string {
+	for _, malformed := range []string{"receipt handle is empty", "was not issued by mqgate", "has the wrong length",
+		"is not valid base64url", "has unknown version", "failed authentication", "belongs to another store"} {
+		if strings.Contains(msg, malformed) {
+			return "a handle is the whole receipt_handle that 'mqgate receive --no-ack' printed, from this server: a refused one was not such a handle (cut short, mistyped, or from another server or data directory)"
+		}
+	}
+	if strings.Contains(msg, "another consumer group or topic") || strings.Contains(msg, "issued to another group or topic") {
+		return fmt.Sprintf("a refused handle was received by another group or from another topic than --group %s --topic %s: ack it with those it was received with", ac.group, ac.topic)
+	}
+	return "a refused handle was expired, already acked or superseded; its message is (or will be) redelivered with a new handle"
 }
 
 func abbrev(s string) string {
