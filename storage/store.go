@@ -145,6 +145,7 @@ func (s *Store) now() time.Time {
 // RecoveryInfo describes what Open did.
 type RecoveryInfo struct {
 	Clean         bool // previous run closed cleanly (fast path)
+	Fresh         bool // no previous run: this open created the store
 	LogMin        int64
 	LogEnd        int64
 	ScannedBytes  int64 // log bytes validated
@@ -203,6 +204,10 @@ func open(dir string, opts Options, cutAt int64) (*Store, error) {
 		s.logger.Warn("storage: the disk reserve is more than half of the file system: new messages will be refused early",
 			"dir", dir, "reserve", sp.Reserve, "total", sp.Total)
 	}
+	if s.recovery.Fresh {
+		s.logger.Info("storage: created a new store", "dir", dir, "took", s.recovery.Duration)
+		return s, nil
+	}
 	s.logger.Info("storage: opened", "dir", dir, "clean", s.recovery.Clean, "log_end", s.recovery.LogEnd,
 		"scanned", s.recovery.ScannedBytes, "replayed", s.recovery.ReplayedBytes, "truncated", s.recovery.Truncated,
 		"took", s.recovery.Duration)
@@ -253,7 +258,8 @@ func (s *Store) open(cutAt int64) error {
 	}
 	s.log = lg
 	clean = clean && res.FastPath
-	s.recovery = RecoveryInfo{Clean: clean, LogMin: res.Min, LogEnd: res.End, ScannedBytes: res.Scanned, Truncated: res.Truncated, StagedBytes: res.Staged}
+	s.recovery = RecoveryInfo{Clean: clean, LogMin: res.Min, LogEnd: res.End, ScannedBytes: res.Scanned, Truncated: res.Truncated, StagedBytes: res.Staged,
+		Fresh: !haveCP && vfs.IsNotExist(runErr) && res.End == 0 && res.Min == 0}
 
 	// Consume queues: keep entries below the checkpointed dispatch
 	// position (fsynced before the checkpoint was written).

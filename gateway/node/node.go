@@ -312,6 +312,10 @@ func (n *Node) startStorage(ctx context.Context) error {
 	}
 	st := n.store
 	rec := st.Recovery()
+	if rec.Fresh {
+		n.log.Info("store open: a new store (no earlier run to recover)", "data_dir", n.cfg.DataDir)
+		return nil
+	}
 	n.log.Info("store open", "clean_shutdown_before", rec.Clean, "log_end", rec.LogEnd, "truncated_bytes", rec.Truncated,
 		"replayed_bytes", rec.ReplayedBytes, "recovery", rec.Duration)
 	return nil

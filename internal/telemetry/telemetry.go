@@ -189,11 +189,12 @@ func (t *Telemetry) Shutdown(ctx context.Context) error {
 }
 
 // NewLogger returns a slog logger writing JSON or text at level, adding
-// trace_id and span_id from the context of each record.
+// trace_id and span_id from the context of each record. Durations are
+// written as durations ("1.5s", "20.0016ms"), not as nanoseconds.
 func NewLogger(w io.Writer, level, format string) *slog.Logger {
 	var lv slog.Level
 	_ = lv.UnmarshalText([]byte(level))
-	hopts := &slog.HandlerOptions{Level: lv}
+	hopts := &slog.HandlerOptions{Level: lv, ReplaceAttr: durationsAsText}
 	var h slog.Handler
 	if format == "text" {
 		h = slog.NewTextHandler(w, hopts)
@@ -201,6 +202,15 @@ func NewLogger(w io.Writer, level, format string) *slog.Logger {
 		h = slog.NewJSONHandler(w, hopts)
 	}
 	return slog.New(traceHandler{h})
+}
+
+// durationsAsText writes a time.Duration attribute in Go's duration
+// notation: slog's JSON handler would write its nanoseconds.
+func durationsAsText(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		return slog.String(a.Key, a.Value.Duration().String())
+	}
+	return a
 }
 
 type traceHandler struct{ slog.Handler }

@@ -3,11 +3,13 @@ package telemetry
 import (
 	"context"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/propagation"
@@ -270,5 +272,18 @@ func TestMetricsCarryBuildInfo(t *testing.T) {
 	want := `mqgate_build_info{dirty="true",goversion="go1.26.0",revision="0123456789abcdef",version="v0.9.1"} 1`
 	if !strings.Contains(rec.Body.String(), want) {
 		t.Fatalf("/metrics lacks %s:\n%s", want, rec.Body.String())
+	}
+}
+
+// Durations are logged as durations in both formats, at any depth.
+func TestLoggerWritesDurations(t *testing.T) {
+	for _, format := range []string{"json", "text"} {
+		var b strings.Builder
+		log := NewLogger(&b, "info", format)
+		log.Info("storage: opened", "took", 20001600*time.Nanosecond, slog.Group("g", "wait", 1500*time.Millisecond))
+		out := b.String()
+		if !strings.Contains(out, "20.0016ms") || !strings.Contains(out, "1.5s") || strings.Contains(out, "20001600") {
+			t.Errorf("%s: %s", format, out)
+		}
 	}
 }
