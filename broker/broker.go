@@ -160,7 +160,7 @@ func (b *Broker) Activate(ctx context.Context) error {
 	// answers out at once rather than lingering for more.
 	st.SetReadersWaiting(func() bool { return hub.Parked() > 0 })
 	hub.SetOnPark(st.Hurry)
-	s.meta = metadata.New(metadata.Config{AutoCreate: cfg.AutoCreate, DefaultQueues: cfg.DefaultQueues, Clock: cfg.Clock}, b.w.meta, b.w.store)
+	s.meta = metadata.New(metadata.Config{AutoCreate: cfg.AutoCreate, DefaultQueues: cfg.DefaultQueues, Clock: cfg.Clock, Logger: cfg.Logger}, b.w.meta, b.w.store)
 	p, err := pop.Open(ctx, pop.Config{Clock: cfg.Clock, Logger: cfg.Logger, Hub: s.hub, SnapshotInterval: cfg.PopSnapshotInterval,
 		InheritedGrace: cfg.InheritedGrace, SnapshotOK: cfg.SnapshotOK},
 		b.obs.popStore(b.w.store), st.Meta(), s.meta)

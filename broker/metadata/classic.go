@@ -21,7 +21,8 @@ func (s *Service) EnsureRetry(ctx context.Context, group string) (model.Topic, e
 	if err := ValidateGroupName(group); err != nil {
 		return model.Topic{}, err
 	}
-	return s.ensureNormal(RetryTopic(group), 1)
+	t, _, err := s.ensureNormal(RetryTopic(group), 1)
+	return t, err
 }
 
 // PutTopic creates a topic or changes an existing one's queue count,

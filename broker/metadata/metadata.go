@@ -3,6 +3,7 @@ package metadata
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sort"
 	"strings"
 	"sync"
@@ -29,6 +30,9 @@ type Config struct {
 	AutoCreate    bool
 	DefaultQueues int32
 	Clock         clock.Clock
+	// Logger is told, at warn level, of each topic and group auto-create
+	// creates: a name nobody created is often a typo. Nil: slog.Default.
+	Logger *slog.Logger
 }
 
 // Store is the part of storage/meta the service uses.
@@ -67,6 +71,9 @@ func New(cfg Config, st Store, drop QueueDropper) *Service {
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
 	}
 	return &Service{cfg: cfg, store: st, drop: drop}
 }
@@ -260,28 +267,35 @@ func (s *Service) Topic(ctx context.Context, name string) (model.Topic, error) {
 	if err := validateCreatableTopic(name); err != nil {
 		return model.Topic{}, err
 	}
-	return s.ensureNormal(name, s.cfg.DefaultQueues)
+	t, created, err := s.ensureNormal(name, s.cfg.DefaultQueues)
+	if created {
+		s.cfg.Logger.Warn("auto-create: created a topic on first use; if the name is a typo, delete it with `mqgate topic delete`",
+			"topic", name, "type", t.Type.String(), "queues", t.Queues)
+	}
+	return t, err
 }
 
 // ensureNormal returns topic name, creating it as a NORMAL topic with
 // queues queues if it does not exist (checked again under the lock, so
-// concurrent callers create it once).
-func (s *Service) ensureNormal(name string, queues int32) (model.Topic, error) {
+// concurrent callers create it once); created says this call created it.
+func (s *Service) ensureNormal(name string, queues int32) (t model.Topic, created bool, err error) {
 	if t, ok := s.store.Topic(name); ok {
-		return toModelTopic(t), nil
+		return toModelTopic(t), false, nil
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if t, ok := s.store.Topic(name); ok {
-		return toModelTopic(t), nil
+		return toModelTopic(t), false, nil
 	}
-	return s.putTopicLocked(model.Topic{Name: name, Type: model.TopicNormal, Queues: queues})
+	t, err = s.putTopicLocked(model.Topic{Name: name, Type: model.TopicNormal, Queues: queues})
+	return t, err == nil, err
 }
 
 // EnsureDLQ returns the group's dead-letter topic, creating it (one queue,
 // NORMAL) on first use.
 func (s *Service) EnsureDLQ(ctx context.Context, group string) (model.Topic, error) {
-	return s.ensureNormal(DLQTopic(group), 1)
+	t, _, err := s.ensureNormal(DLQTopic(group), 1)
+	return t, err
 }
 
 // ListTopics returns every topic sorted by name.
@@ -374,7 +388,12 @@ func (s *Service) Group(ctx context.Context, name string) (model.Group, error) {
 	if mg, ok := s.store.Group(name); ok {
 		return toModelGroup(mg), nil
 	}
-	return s.putGroupLocked(model.Group{Name: name, MaxDeliveryAttempts: model.DefaultMaxDeliveryAttempts, Retry: model.DefaultRetryPolicy()})
+	g, err = s.putGroupLocked(model.Group{Name: name, MaxDeliveryAttempts: model.DefaultMaxDeliveryAttempts, Retry: model.DefaultRetryPolicy()})
+	if err == nil {
+		s.cfg.Logger.Warn("auto-create: created a consumer group on first use; if the name is a typo, delete it with `mqgate group delete`",
+			"group", name)
+	}
+	return g, err
 }
 
 // ListGroups returns every group sorted by name.
