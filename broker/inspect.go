@@ -202,6 +202,50 @@ type FoundMessage struct {
 	// Scheduled: a delayed message still in the delay stage (not due yet,
 	// or recalled); QueueID/QueueOffset are then the stage's.
 	Scheduled bool
+	// Groups says where the message stands for each consumer group that
+	// consumed its queue, by name (none for a scheduled message).
+	Groups []GroupState
+}
+
+// GroupState is where a stored message stands for one consumer group: a
+// POP state (pop.StateInFlight and the others) for a group that receives,
+// or, for one that pulls and commits offsets, StateConsumed or
+// StateNotConsumed.
+type GroupState struct {
+	Group   string
+	State   string
+	Attempt uint32    // the delivery attempt in flight or awaiting redelivery
+	Until   time.Time // when an in-flight message becomes visible again
+}
+
+// States of a message for a group that commits offsets.
+const (
+	StateConsumed    = "CONSUMED"     // the group's committed offset is past it
+	StateNotConsumed = "NOT_CONSUMED" // its committed offset is not
+)
+
+// groupStates says where the message at (t, q, off) stands for each group
+// that received from or committed an offset in that queue.
+func (b *Broker) groupStates(ctx context.Context, t model.Topic, q int32, off int64) []GroupState {
+	gs, err := b.s().meta.ListGroups(ctx)
+	if err != nil {
+		return nil
+	}
+	var out []GroupState
+	for _, g := range gs {
+		if st, ok := b.s().pop.StateOf(g.Name, t.Name, q, off); ok {
+			out = append(out, GroupState{Group: g.Name, State: st.State, Attempt: st.Attempt, Until: st.VisibleAt})
+			continue
+		}
+		if committed, err := b.s().offs.Get(t, g.Name, q); err == nil {
+			st := StateNotConsumed
+			if committed > off {
+				st = StateConsumed
+			}
+			out = append(out, GroupState{Group: g.Name, State: st})
+		}
+	}
+	return out
 }
 
 // LookupMessage finds messages by id or key, newest first. Delayed
@@ -295,6 +339,14 @@ func (b *Broker) LookupMessage(ctx context.Context, req LookupRequest) ([]FoundM
 	sort.SliceStable(out, func(i, j int) bool { return out[i].StoreTime.After(out[j].StoreTime) })
 	if len(out) > req.Max {
 		out = out[:req.Max]
+	}
+	for i := range out {
+		if out[i].Scheduled {
+			continue
+		}
+		if t, err := b.s().meta.GetTopic(ctx, out[i].Topic); err == nil && t.Type != model.TopicLite {
+			out[i].Groups = b.groupStates(ctx, t, out[i].QueueID, out[i].QueueOffset)
+		}
 	}
 	return out, nil
 }

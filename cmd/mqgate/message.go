@@ -152,6 +152,13 @@ func printStoredMessages(w io.Writer, ms []*adminv1.StoredMessage) {
 		if m.GetDlqOriginTopic() != "" {
 			fmt.Fprintf(tw, "  dead letter of:\t%s (message %s)\n", m.GetDlqOriginTopic(), m.GetDlqOriginMessageId())
 		}
+		for i, g := range m.GetGroups() {
+			label := ""
+			if i == 0 {
+				label = "  groups:"
+			}
+			fmt.Fprintf(tw, "%s\t%s\n", label, groupStateText(g))
+		}
 		_ = tw.Flush()
 		body := m.GetBody()
 		note := ""
@@ -167,6 +174,27 @@ func printStoredMessages(w io.Writer, ms []*adminv1.StoredMessage) {
 			fmt.Fprintf(w, "  body (%d bytes, binary)%s: use --json for base64\n", m.GetBodySize(), note)
 		}
 	}
+}
+
+// groupStateText is one group's line of message show: "billing: in
+// flight (attempt 2), invisible until 10:04:05".
+func groupStateText(g *adminv1.MessageGroupState) string {
+	text := map[string]string{
+		"NOT_DELIVERED": "not delivered yet", "IN_FLIGHT": "in flight", "AWAITING_REDELIVERY": "awaiting redelivery",
+		"HELD": "held behind its message group", "DONE": "acknowledged (or dead-lettered)",
+		"CONSUMED": "consumed (committed offset past it)", "NOT_CONSUMED": "not consumed yet (committed offset)",
+	}[g.GetState()]
+	if text == "" {
+		text = g.GetState()
+	}
+	out := g.GetGroup() + ": " + text
+	if g.GetDeliveryAttempt() > 0 {
+		out += fmt.Sprintf(" (attempt %d)", g.GetDeliveryAttempt())
+	}
+	if g.GetInvisibleUntil() != nil {
+		out += ", invisible until " + formatTime(g.GetInvisibleUntil())
+	}
+	return out
 }
 
 func orDash(s string) string {

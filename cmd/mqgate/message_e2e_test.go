@@ -183,6 +183,15 @@ func TestMessageCommandsEndToEnd(t *testing.T) {
 	if !strings.Contains(out, "message "+secondID+" (STORED)") || !strings.Contains(out, "second order") || !strings.Contains(out, "region=eu") {
 		t.Fatalf("message show KEY:\n%s", out)
 	}
+	// Its state for the group that received it: acknowledged when it was
+	// one of the two acked above, else still in flight.
+	wantState := "billing: in flight (attempt 1), invisible until "
+	if got[0]["message_id"] == secondID || got[1]["message_id"] == secondID {
+		wantState = "billing: acknowledged"
+	}
+	if !strings.Contains(out, "groups:") || !strings.Contains(out, wantState) {
+		t.Fatalf("message show KEY lacks %q:\n%s", wantState, out)
+	}
 	if out = c.ok("", "message", "show", secondID, "--topic", "orders", "--json"); !strings.Contains(out, `"messageId": "`+secondID+`"`) {
 		t.Fatalf("message show ID --json:\n%s", out)
 	}

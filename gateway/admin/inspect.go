@@ -149,5 +149,12 @@ func storedToV1(f broker.FoundMessage, maxBody int) *adminv1.StoredMessage {
 	if !f.StoreTime.IsZero() {
 		m.StoreTime = timestamppb.New(f.StoreTime)
 	}
+	for _, g := range f.Groups {
+		gs := &adminv1.MessageGroupState{Group: g.Group, State: g.State, DeliveryAttempt: int32(g.Attempt)}
+		if !g.Until.IsZero() {
+			gs.InvisibleUntil = timestamppb.New(g.Until)
+		}
+		m.Groups = append(m.Groups, gs)
+	}
 	return m
 }

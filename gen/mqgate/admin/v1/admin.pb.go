@@ -1820,8 +1820,11 @@ type StoredMessage struct {
 	DlqOriginTopic string `protobuf:"bytes,19,opt,name=dlq_origin_topic,json=dlqOriginTopic,proto3" json:"dlq_origin_topic,omitempty"`
 	// For a dead letter: its original message id.
 	DlqOriginMessageId string `protobuf:"bytes,20,opt,name=dlq_origin_message_id,json=dlqOriginMessageId,proto3" json:"dlq_origin_message_id,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// Where the message stands for each consumer group that consumed its
+	// queue (none for a SCHEDULED message).
+	Groups        []*MessageGroupState `protobuf:"bytes,21,rep,name=groups,proto3" json:"groups,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StoredMessage) Reset() {
@@ -1994,6 +1997,90 @@ func (x *StoredMessage) GetDlqOriginMessageId() string {
 	return ""
 }
 
+func (x *StoredMessage) GetGroups() []*MessageGroupState {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
+}
+
+// Where a stored message stands for one consumer group.
+type MessageGroupState struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The consumer group.
+	Group string `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	// For a group that receives (POP): "NOT_DELIVERED", "IN_FLIGHT"
+	// (delivered, not yet acknowledged), "AWAITING_REDELIVERY" (its
+	// invisible time passed), "HELD" (FIFO: behind its message group) or
+	// "DONE" (acknowledged, or moved to the dead-letter queue). For a group
+	// that pulls and commits offsets: "CONSUMED" or "NOT_CONSUMED".
+	State string `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
+	// The delivery attempt in flight or awaiting redelivery.
+	DeliveryAttempt int32 `protobuf:"varint,3,opt,name=delivery_attempt,json=deliveryAttempt,proto3" json:"delivery_attempt,omitempty"`
+	// When an IN_FLIGHT message becomes visible again.
+	InvisibleUntil *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=invisible_until,json=invisibleUntil,proto3" json:"invisible_until,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *MessageGroupState) Reset() {
+	*x = MessageGroupState{}
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MessageGroupState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MessageGroupState) ProtoMessage() {}
+
+func (x *MessageGroupState) ProtoReflect() protoreflect.Message {
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MessageGroupState.ProtoReflect.Descriptor instead.
+func (*MessageGroupState) Descriptor() ([]byte, []int) {
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *MessageGroupState) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *MessageGroupState) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *MessageGroupState) GetDeliveryAttempt() int32 {
+	if x != nil {
+		return x.DeliveryAttempt
+	}
+	return 0
+}
+
+func (x *MessageGroupState) GetInvisibleUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.InvisibleUntil
+	}
+	return nil
+}
+
 // Moves a consumer group's position in a topic, on every queue or on one;
 // NotFound if the group or the topic is absent.
 type ResetOffsetRequest struct {
@@ -2018,7 +2105,7 @@ type ResetOffsetRequest struct {
 
 func (x *ResetOffsetRequest) Reset() {
 	*x = ResetOffsetRequest{}
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[30]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2030,7 +2117,7 @@ func (x *ResetOffsetRequest) String() string {
 func (*ResetOffsetRequest) ProtoMessage() {}
 
 func (x *ResetOffsetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[30]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2043,7 +2130,7 @@ func (x *ResetOffsetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetOffsetRequest.ProtoReflect.Descriptor instead.
 func (*ResetOffsetRequest) Descriptor() ([]byte, []int) {
-	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{30}
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ResetOffsetRequest) GetGroup() string {
@@ -2141,7 +2228,7 @@ type ResetOffsetResponse struct {
 
 func (x *ResetOffsetResponse) Reset() {
 	*x = ResetOffsetResponse{}
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[31]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2153,7 +2240,7 @@ func (x *ResetOffsetResponse) String() string {
 func (*ResetOffsetResponse) ProtoMessage() {}
 
 func (x *ResetOffsetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[31]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2166,7 +2253,7 @@ func (x *ResetOffsetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetOffsetResponse.ProtoReflect.Descriptor instead.
 func (*ResetOffsetResponse) Descriptor() ([]byte, []int) {
-	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{31}
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ResetOffsetResponse) GetQueues() []*QueueReset {
@@ -2192,7 +2279,7 @@ type QueueReset struct {
 
 func (x *QueueReset) Reset() {
 	*x = QueueReset{}
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[32]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2204,7 +2291,7 @@ func (x *QueueReset) String() string {
 func (*QueueReset) ProtoMessage() {}
 
 func (x *QueueReset) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[32]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2217,7 +2304,7 @@ func (x *QueueReset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueReset.ProtoReflect.Descriptor instead.
 func (*QueueReset) Descriptor() ([]byte, []int) {
-	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{32}
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *QueueReset) GetQueueId() int32 {
@@ -2254,7 +2341,7 @@ type ListDeadLettersRequest struct {
 
 func (x *ListDeadLettersRequest) Reset() {
 	*x = ListDeadLettersRequest{}
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[33]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2266,7 +2353,7 @@ func (x *ListDeadLettersRequest) String() string {
 func (*ListDeadLettersRequest) ProtoMessage() {}
 
 func (x *ListDeadLettersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[33]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2279,7 +2366,7 @@ func (x *ListDeadLettersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadLettersRequest.ProtoReflect.Descriptor instead.
 func (*ListDeadLettersRequest) Descriptor() ([]byte, []int) {
-	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{33}
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListDeadLettersRequest) GetGroup() string {
@@ -2311,7 +2398,7 @@ type ListDeadLettersResponse struct {
 
 func (x *ListDeadLettersResponse) Reset() {
 	*x = ListDeadLettersResponse{}
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[34]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2323,7 +2410,7 @@ func (x *ListDeadLettersResponse) String() string {
 func (*ListDeadLettersResponse) ProtoMessage() {}
 
 func (x *ListDeadLettersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[34]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2336,7 +2423,7 @@ func (x *ListDeadLettersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadLettersResponse.ProtoReflect.Descriptor instead.
 func (*ListDeadLettersResponse) Descriptor() ([]byte, []int) {
-	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{34}
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ListDeadLettersResponse) GetTopic() string {
@@ -2373,7 +2460,7 @@ type RedriveDeadLettersRequest struct {
 
 func (x *RedriveDeadLettersRequest) Reset() {
 	*x = RedriveDeadLettersRequest{}
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[35]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2385,7 +2472,7 @@ func (x *RedriveDeadLettersRequest) String() string {
 func (*RedriveDeadLettersRequest) ProtoMessage() {}
 
 func (x *RedriveDeadLettersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[35]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2398,7 +2485,7 @@ func (x *RedriveDeadLettersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveDeadLettersRequest.ProtoReflect.Descriptor instead.
 func (*RedriveDeadLettersRequest) Descriptor() ([]byte, []int) {
-	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{35}
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *RedriveDeadLettersRequest) GetGroup() string {
@@ -2428,7 +2515,7 @@ type RedriveDeadLettersResponse struct {
 
 func (x *RedriveDeadLettersResponse) Reset() {
 	*x = RedriveDeadLettersResponse{}
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[36]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2440,7 +2527,7 @@ func (x *RedriveDeadLettersResponse) String() string {
 func (*RedriveDeadLettersResponse) ProtoMessage() {}
 
 func (x *RedriveDeadLettersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[36]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2453,7 +2540,7 @@ func (x *RedriveDeadLettersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveDeadLettersResponse.ProtoReflect.Descriptor instead.
 func (*RedriveDeadLettersResponse) Descriptor() ([]byte, []int) {
-	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{36}
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *RedriveDeadLettersResponse) GetRedriven() []*RedrivenMessage {
@@ -2487,7 +2574,7 @@ type RedrivenMessage struct {
 
 func (x *RedrivenMessage) Reset() {
 	*x = RedrivenMessage{}
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[37]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2499,7 +2586,7 @@ func (x *RedrivenMessage) String() string {
 func (*RedrivenMessage) ProtoMessage() {}
 
 func (x *RedrivenMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[37]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2512,7 +2599,7 @@ func (x *RedrivenMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedrivenMessage.ProtoReflect.Descriptor instead.
 func (*RedrivenMessage) Descriptor() ([]byte, []int) {
-	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{37}
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *RedrivenMessage) GetMessageId() string {
@@ -2561,7 +2648,7 @@ type ListLiteTopicsRequest struct {
 
 func (x *ListLiteTopicsRequest) Reset() {
 	*x = ListLiteTopicsRequest{}
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[38]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2573,7 +2660,7 @@ func (x *ListLiteTopicsRequest) String() string {
 func (*ListLiteTopicsRequest) ProtoMessage() {}
 
 func (x *ListLiteTopicsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[38]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2586,7 +2673,7 @@ func (x *ListLiteTopicsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLiteTopicsRequest.ProtoReflect.Descriptor instead.
 func (*ListLiteTopicsRequest) Descriptor() ([]byte, []int) {
-	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{38}
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ListLiteTopicsRequest) GetTopic() string {
@@ -2634,7 +2721,7 @@ type LiteTopicGroup struct {
 
 func (x *LiteTopicGroup) Reset() {
 	*x = LiteTopicGroup{}
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[39]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2646,7 +2733,7 @@ func (x *LiteTopicGroup) String() string {
 func (*LiteTopicGroup) ProtoMessage() {}
 
 func (x *LiteTopicGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[39]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2659,7 +2746,7 @@ func (x *LiteTopicGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LiteTopicGroup.ProtoReflect.Descriptor instead.
 func (*LiteTopicGroup) Descriptor() ([]byte, []int) {
-	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{39}
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *LiteTopicGroup) GetGroup() string {
@@ -2716,7 +2803,7 @@ type LiteTopic struct {
 
 func (x *LiteTopic) Reset() {
 	*x = LiteTopic{}
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[40]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2728,7 +2815,7 @@ func (x *LiteTopic) String() string {
 func (*LiteTopic) ProtoMessage() {}
 
 func (x *LiteTopic) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[40]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2741,7 +2828,7 @@ func (x *LiteTopic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LiteTopic.ProtoReflect.Descriptor instead.
 func (*LiteTopic) Descriptor() ([]byte, []int) {
-	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{40}
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *LiteTopic) GetName() string {
@@ -2815,7 +2902,7 @@ type ListLiteTopicsResponse struct {
 
 func (x *ListLiteTopicsResponse) Reset() {
 	*x = ListLiteTopicsResponse{}
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[41]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2827,7 +2914,7 @@ func (x *ListLiteTopicsResponse) String() string {
 func (*ListLiteTopicsResponse) ProtoMessage() {}
 
 func (x *ListLiteTopicsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[41]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2840,7 +2927,7 @@ func (x *ListLiteTopicsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLiteTopicsResponse.ProtoReflect.Descriptor instead.
 func (*ListLiteTopicsResponse) Descriptor() ([]byte, []int) {
-	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{41}
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ListLiteTopicsResponse) GetLiteTopics() []*LiteTopic {
@@ -2889,7 +2976,7 @@ type BrowseMessagesRequest struct {
 
 func (x *BrowseMessagesRequest) Reset() {
 	*x = BrowseMessagesRequest{}
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[42]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2901,7 +2988,7 @@ func (x *BrowseMessagesRequest) String() string {
 func (*BrowseMessagesRequest) ProtoMessage() {}
 
 func (x *BrowseMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[42]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2914,7 +3001,7 @@ func (x *BrowseMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrowseMessagesRequest.ProtoReflect.Descriptor instead.
 func (*BrowseMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{42}
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *BrowseMessagesRequest) GetTopic() string {
@@ -3010,7 +3097,7 @@ type BrowseMessagesResponse struct {
 
 func (x *BrowseMessagesResponse) Reset() {
 	*x = BrowseMessagesResponse{}
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[43]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3022,7 +3109,7 @@ func (x *BrowseMessagesResponse) String() string {
 func (*BrowseMessagesResponse) ProtoMessage() {}
 
 func (x *BrowseMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[43]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3035,7 +3122,7 @@ func (x *BrowseMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrowseMessagesResponse.ProtoReflect.Descriptor instead.
 func (*BrowseMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{43}
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *BrowseMessagesResponse) GetMinOffset() int64 {
@@ -3082,7 +3169,7 @@ type GetStatsRequest struct {
 
 func (x *GetStatsRequest) Reset() {
 	*x = GetStatsRequest{}
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[44]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3094,7 +3181,7 @@ func (x *GetStatsRequest) String() string {
 func (*GetStatsRequest) ProtoMessage() {}
 
 func (x *GetStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[44]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3107,7 +3194,7 @@ func (x *GetStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatsRequest.ProtoReflect.Descriptor instead.
 func (*GetStatsRequest) Descriptor() ([]byte, []int) {
-	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{44}
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{45}
 }
 
 // Result of GetStats: counters since start_time (the serving process's
@@ -3138,7 +3225,7 @@ type GetStatsResponse struct {
 
 func (x *GetStatsResponse) Reset() {
 	*x = GetStatsResponse{}
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[45]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3150,7 +3237,7 @@ func (x *GetStatsResponse) String() string {
 func (*GetStatsResponse) ProtoMessage() {}
 
 func (x *GetStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[45]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3163,7 +3250,7 @@ func (x *GetStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatsResponse.ProtoReflect.Descriptor instead.
 func (*GetStatsResponse) Descriptor() ([]byte, []int) {
-	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{45}
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *GetStatsResponse) GetTime() *timestamppb.Timestamp {
@@ -3225,7 +3312,7 @@ type TopicStats struct {
 
 func (x *TopicStats) Reset() {
 	*x = TopicStats{}
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[46]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3237,7 +3324,7 @@ func (x *TopicStats) String() string {
 func (*TopicStats) ProtoMessage() {}
 
 func (x *TopicStats) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[46]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3250,7 +3337,7 @@ func (x *TopicStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicStats.ProtoReflect.Descriptor instead.
 func (*TopicStats) Descriptor() ([]byte, []int) {
-	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{46}
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *TopicStats) GetTopic() string {
@@ -3296,7 +3383,7 @@ type SubscriptionStats struct {
 
 func (x *SubscriptionStats) Reset() {
 	*x = SubscriptionStats{}
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[47]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3308,7 +3395,7 @@ func (x *SubscriptionStats) String() string {
 func (*SubscriptionStats) ProtoMessage() {}
 
 func (x *SubscriptionStats) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[47]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3321,7 +3408,7 @@ func (x *SubscriptionStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscriptionStats.ProtoReflect.Descriptor instead.
 func (*SubscriptionStats) Descriptor() ([]byte, []int) {
-	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{47}
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *SubscriptionStats) GetGroup() string {
@@ -3354,7 +3441,7 @@ type ListClientsRequest struct {
 
 func (x *ListClientsRequest) Reset() {
 	*x = ListClientsRequest{}
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[48]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3366,7 +3453,7 @@ func (x *ListClientsRequest) String() string {
 func (*ListClientsRequest) ProtoMessage() {}
 
 func (x *ListClientsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[48]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3379,7 +3466,7 @@ func (x *ListClientsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListClientsRequest.ProtoReflect.Descriptor instead.
 func (*ListClientsRequest) Descriptor() ([]byte, []int) {
-	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{48}
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{49}
 }
 
 // Result of ListClients.
@@ -3393,7 +3480,7 @@ type ListClientsResponse struct {
 
 func (x *ListClientsResponse) Reset() {
 	*x = ListClientsResponse{}
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[49]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3405,7 +3492,7 @@ func (x *ListClientsResponse) String() string {
 func (*ListClientsResponse) ProtoMessage() {}
 
 func (x *ListClientsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[49]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3418,7 +3505,7 @@ func (x *ListClientsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListClientsResponse.ProtoReflect.Descriptor instead.
 func (*ListClientsResponse) Descriptor() ([]byte, []int) {
-	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{49}
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ListClientsResponse) GetClients() []*Client {
@@ -3465,7 +3552,7 @@ type Client struct {
 
 func (x *Client) Reset() {
 	*x = Client{}
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[50]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3477,7 +3564,7 @@ func (x *Client) String() string {
 func (*Client) ProtoMessage() {}
 
 func (x *Client) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[50]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3490,7 +3577,7 @@ func (x *Client) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Client.ProtoReflect.Descriptor instead.
 func (*Client) Descriptor() ([]byte, []int) {
-	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{50}
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *Client) GetProtocol() string {
@@ -3579,7 +3666,7 @@ type GetClusterStatusRequest struct {
 
 func (x *GetClusterStatusRequest) Reset() {
 	*x = GetClusterStatusRequest{}
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[51]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3591,7 +3678,7 @@ func (x *GetClusterStatusRequest) String() string {
 func (*GetClusterStatusRequest) ProtoMessage() {}
 
 func (x *GetClusterStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[51]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3604,7 +3691,7 @@ func (x *GetClusterStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetClusterStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetClusterStatusRequest) Descriptor() ([]byte, []int) {
-	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{51}
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{52}
 }
 
 // Result of GetClusterStatus. In a cluster the leader answers (the other
@@ -3628,7 +3715,7 @@ type GetClusterStatusResponse struct {
 
 func (x *GetClusterStatusResponse) Reset() {
 	*x = GetClusterStatusResponse{}
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[52]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3640,7 +3727,7 @@ func (x *GetClusterStatusResponse) String() string {
 func (*GetClusterStatusResponse) ProtoMessage() {}
 
 func (x *GetClusterStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[52]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3653,7 +3740,7 @@ func (x *GetClusterStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetClusterStatusResponse.ProtoReflect.Descriptor instead.
 func (*GetClusterStatusResponse) Descriptor() ([]byte, []int) {
-	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{52}
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *GetClusterStatusResponse) GetClustered() bool {
@@ -3721,7 +3808,7 @@ type ClusterMember struct {
 
 func (x *ClusterMember) Reset() {
 	*x = ClusterMember{}
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[53]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3733,7 +3820,7 @@ func (x *ClusterMember) String() string {
 func (*ClusterMember) ProtoMessage() {}
 
 func (x *ClusterMember) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[53]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3746,7 +3833,7 @@ func (x *ClusterMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterMember.ProtoReflect.Descriptor instead.
 func (*ClusterMember) Descriptor() ([]byte, []int) {
-	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{53}
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ClusterMember) GetId() uint64 {
@@ -3833,7 +3920,7 @@ type RaftGroup struct {
 
 func (x *RaftGroup) Reset() {
 	*x = RaftGroup{}
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[54]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3845,7 +3932,7 @@ func (x *RaftGroup) String() string {
 func (*RaftGroup) ProtoMessage() {}
 
 func (x *RaftGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[54]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3858,7 +3945,7 @@ func (x *RaftGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftGroup.ProtoReflect.Descriptor instead.
 func (*RaftGroup) Descriptor() ([]byte, []int) {
-	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{54}
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *RaftGroup) GetName() string {
@@ -3928,7 +4015,7 @@ type RaftReplica struct {
 
 func (x *RaftReplica) Reset() {
 	*x = RaftReplica{}
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[55]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3940,7 +4027,7 @@ func (x *RaftReplica) String() string {
 func (*RaftReplica) ProtoMessage() {}
 
 func (x *RaftReplica) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[55]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3953,7 +4040,7 @@ func (x *RaftReplica) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftReplica.ProtoReflect.Descriptor instead.
 func (*RaftReplica) Descriptor() ([]byte, []int) {
-	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{55}
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *RaftReplica) GetMember() uint64 {
@@ -4018,7 +4105,7 @@ type TransferLeadershipRequest struct {
 
 func (x *TransferLeadershipRequest) Reset() {
 	*x = TransferLeadershipRequest{}
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[56]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4030,7 +4117,7 @@ func (x *TransferLeadershipRequest) String() string {
 func (*TransferLeadershipRequest) ProtoMessage() {}
 
 func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[56]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4043,7 +4130,7 @@ func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipRequest) Descriptor() ([]byte, []int) {
-	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{56}
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *TransferLeadershipRequest) GetGroup() string {
@@ -4075,7 +4162,7 @@ type TransferLeadershipResponse struct {
 
 func (x *TransferLeadershipResponse) Reset() {
 	*x = TransferLeadershipResponse{}
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[57]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4087,7 +4174,7 @@ func (x *TransferLeadershipResponse) String() string {
 func (*TransferLeadershipResponse) ProtoMessage() {}
 
 func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[57]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4100,7 +4187,7 @@ func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipResponse) Descriptor() ([]byte, []int) {
-	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{57}
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *TransferLeadershipResponse) GetFrom() uint64 {
@@ -4126,7 +4213,7 @@ type WhoAmIRequest struct {
 
 func (x *WhoAmIRequest) Reset() {
 	*x = WhoAmIRequest{}
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[58]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4138,7 +4225,7 @@ func (x *WhoAmIRequest) String() string {
 func (*WhoAmIRequest) ProtoMessage() {}
 
 func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[58]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4151,7 +4238,7 @@ func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhoAmIRequest.ProtoReflect.Descriptor instead.
 func (*WhoAmIRequest) Descriptor() ([]byte, []int) {
-	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{58}
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{59}
 }
 
 // Result of WhoAmI.
@@ -4171,7 +4258,7 @@ type WhoAmIResponse struct {
 
 func (x *WhoAmIResponse) Reset() {
 	*x = WhoAmIResponse{}
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[59]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4183,7 +4270,7 @@ func (x *WhoAmIResponse) String() string {
 func (*WhoAmIResponse) ProtoMessage() {}
 
 func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[59]
+	mi := &file_mqgate_admin_v1_admin_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4196,7 +4283,7 @@ func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhoAmIResponse.ProtoReflect.Descriptor instead.
 func (*WhoAmIResponse) Descriptor() ([]byte, []int) {
-	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{59}
+	return file_mqgate_admin_v1_admin_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *WhoAmIResponse) GetAuthEnabled() bool {
@@ -4330,7 +4417,7 @@ const file_mqgate_admin_v1_admin_proto_rawDesc = "" +
 	"\x03key\x18\x03 \x01(\tR\x03key\x12\x10\n" +
 	"\x03max\x18\x04 \x01(\x05R\x03max\"S\n" +
 	"\x15LookupMessageResponse\x12:\n" +
-	"\bmessages\x18\x01 \x03(\v2\x1e.mqgate.admin.v1.StoredMessageR\bmessages\"\xb6\x06\n" +
+	"\bmessages\x18\x01 \x03(\v2\x1e.mqgate.admin.v1.StoredMessageR\bmessages\"\xf2\x06\n" +
 	"\rStoredMessage\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1d\n" +
 	"\n" +
@@ -4356,10 +4443,16 @@ const file_mqgate_admin_v1_admin_proto_rawDesc = "" +
 	"\x04type\x18\x11 \x01(\tR\x04type\x12'\n" +
 	"\x0freconsume_times\x18\x12 \x01(\x05R\x0ereconsumeTimes\x12(\n" +
 	"\x10dlq_origin_topic\x18\x13 \x01(\tR\x0edlqOriginTopic\x121\n" +
-	"\x15dlq_origin_message_id\x18\x14 \x01(\tR\x12dlqOriginMessageId\x1a=\n" +
+	"\x15dlq_origin_message_id\x18\x14 \x01(\tR\x12dlqOriginMessageId\x12:\n" +
+	"\x06groups\x18\x15 \x03(\v2\".mqgate.admin.v1.MessageGroupStateR\x06groups\x1a=\n" +
 	"\x0fPropertiesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xfd\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xaf\x01\n" +
+	"\x11MessageGroupState\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
+	"\x05state\x18\x02 \x01(\tR\x05state\x12)\n" +
+	"\x10delivery_attempt\x18\x03 \x01(\x05R\x0fdeliveryAttempt\x12C\n" +
+	"\x0finvisible_until\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x0einvisibleUntil\"\xfd\x01\n" +
 	"\x12ResetOffsetRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
 	"\x05topic\x18\x02 \x01(\tR\x05topic\x120\n" +
@@ -4565,7 +4658,7 @@ func file_mqgate_admin_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_mqgate_admin_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_mqgate_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 61)
+var file_mqgate_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 62)
 var file_mqgate_admin_v1_admin_proto_goTypes = []any{
 	(ResetPosition)(0),                 // 0: mqgate.admin.v1.ResetPosition
 	(*Topic)(nil),                      // 1: mqgate.admin.v1.Topic
@@ -4598,55 +4691,56 @@ var file_mqgate_admin_v1_admin_proto_goTypes = []any{
 	(*LookupMessageRequest)(nil),       // 28: mqgate.admin.v1.LookupMessageRequest
 	(*LookupMessageResponse)(nil),      // 29: mqgate.admin.v1.LookupMessageResponse
 	(*StoredMessage)(nil),              // 30: mqgate.admin.v1.StoredMessage
-	(*ResetOffsetRequest)(nil),         // 31: mqgate.admin.v1.ResetOffsetRequest
-	(*ResetOffsetResponse)(nil),        // 32: mqgate.admin.v1.ResetOffsetResponse
-	(*QueueReset)(nil),                 // 33: mqgate.admin.v1.QueueReset
-	(*ListDeadLettersRequest)(nil),     // 34: mqgate.admin.v1.ListDeadLettersRequest
-	(*ListDeadLettersResponse)(nil),    // 35: mqgate.admin.v1.ListDeadLettersResponse
-	(*RedriveDeadLettersRequest)(nil),  // 36: mqgate.admin.v1.RedriveDeadLettersRequest
-	(*RedriveDeadLettersResponse)(nil), // 37: mqgate.admin.v1.RedriveDeadLettersResponse
-	(*RedrivenMessage)(nil),            // 38: mqgate.admin.v1.RedrivenMessage
-	(*ListLiteTopicsRequest)(nil),      // 39: mqgate.admin.v1.ListLiteTopicsRequest
-	(*LiteTopicGroup)(nil),             // 40: mqgate.admin.v1.LiteTopicGroup
-	(*LiteTopic)(nil),                  // 41: mqgate.admin.v1.LiteTopic
-	(*ListLiteTopicsResponse)(nil),     // 42: mqgate.admin.v1.ListLiteTopicsResponse
-	(*BrowseMessagesRequest)(nil),      // 43: mqgate.admin.v1.BrowseMessagesRequest
-	(*BrowseMessagesResponse)(nil),     // 44: mqgate.admin.v1.BrowseMessagesResponse
-	(*GetStatsRequest)(nil),            // 45: mqgate.admin.v1.GetStatsRequest
-	(*GetStatsResponse)(nil),           // 46: mqgate.admin.v1.GetStatsResponse
-	(*TopicStats)(nil),                 // 47: mqgate.admin.v1.TopicStats
-	(*SubscriptionStats)(nil),          // 48: mqgate.admin.v1.SubscriptionStats
-	(*ListClientsRequest)(nil),         // 49: mqgate.admin.v1.ListClientsRequest
-	(*ListClientsResponse)(nil),        // 50: mqgate.admin.v1.ListClientsResponse
-	(*Client)(nil),                     // 51: mqgate.admin.v1.Client
-	(*GetClusterStatusRequest)(nil),    // 52: mqgate.admin.v1.GetClusterStatusRequest
-	(*GetClusterStatusResponse)(nil),   // 53: mqgate.admin.v1.GetClusterStatusResponse
-	(*ClusterMember)(nil),              // 54: mqgate.admin.v1.ClusterMember
-	(*RaftGroup)(nil),                  // 55: mqgate.admin.v1.RaftGroup
-	(*RaftReplica)(nil),                // 56: mqgate.admin.v1.RaftReplica
-	(*TransferLeadershipRequest)(nil),  // 57: mqgate.admin.v1.TransferLeadershipRequest
-	(*TransferLeadershipResponse)(nil), // 58: mqgate.admin.v1.TransferLeadershipResponse
-	(*WhoAmIRequest)(nil),              // 59: mqgate.admin.v1.WhoAmIRequest
-	(*WhoAmIResponse)(nil),             // 60: mqgate.admin.v1.WhoAmIResponse
-	nil,                                // 61: mqgate.admin.v1.StoredMessage.PropertiesEntry
-	(*timestamppb.Timestamp)(nil),      // 62: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),        // 63: google.protobuf.Duration
+	(*MessageGroupState)(nil),          // 31: mqgate.admin.v1.MessageGroupState
+	(*ResetOffsetRequest)(nil),         // 32: mqgate.admin.v1.ResetOffsetRequest
+	(*ResetOffsetResponse)(nil),        // 33: mqgate.admin.v1.ResetOffsetResponse
+	(*QueueReset)(nil),                 // 34: mqgate.admin.v1.QueueReset
+	(*ListDeadLettersRequest)(nil),     // 35: mqgate.admin.v1.ListDeadLettersRequest
+	(*ListDeadLettersResponse)(nil),    // 36: mqgate.admin.v1.ListDeadLettersResponse
+	(*RedriveDeadLettersRequest)(nil),  // 37: mqgate.admin.v1.RedriveDeadLettersRequest
+	(*RedriveDeadLettersResponse)(nil), // 38: mqgate.admin.v1.RedriveDeadLettersResponse
+	(*RedrivenMessage)(nil),            // 39: mqgate.admin.v1.RedrivenMessage
+	(*ListLiteTopicsRequest)(nil),      // 40: mqgate.admin.v1.ListLiteTopicsRequest
+	(*LiteTopicGroup)(nil),             // 41: mqgate.admin.v1.LiteTopicGroup
+	(*LiteTopic)(nil),                  // 42: mqgate.admin.v1.LiteTopic
+	(*ListLiteTopicsResponse)(nil),     // 43: mqgate.admin.v1.ListLiteTopicsResponse
+	(*BrowseMessagesRequest)(nil),      // 44: mqgate.admin.v1.BrowseMessagesRequest
+	(*BrowseMessagesResponse)(nil),     // 45: mqgate.admin.v1.BrowseMessagesResponse
+	(*GetStatsRequest)(nil),            // 46: mqgate.admin.v1.GetStatsRequest
+	(*GetStatsResponse)(nil),           // 47: mqgate.admin.v1.GetStatsResponse
+	(*TopicStats)(nil),                 // 48: mqgate.admin.v1.TopicStats
+	(*SubscriptionStats)(nil),          // 49: mqgate.admin.v1.SubscriptionStats
+	(*ListClientsRequest)(nil),         // 50: mqgate.admin.v1.ListClientsRequest
+	(*ListClientsResponse)(nil),        // 51: mqgate.admin.v1.ListClientsResponse
+	(*Client)(nil),                     // 52: mqgate.admin.v1.Client
+	(*GetClusterStatusRequest)(nil),    // 53: mqgate.admin.v1.GetClusterStatusRequest
+	(*GetClusterStatusResponse)(nil),   // 54: mqgate.admin.v1.GetClusterStatusResponse
+	(*ClusterMember)(nil),              // 55: mqgate.admin.v1.ClusterMember
+	(*RaftGroup)(nil),                  // 56: mqgate.admin.v1.RaftGroup
+	(*RaftReplica)(nil),                // 57: mqgate.admin.v1.RaftReplica
+	(*TransferLeadershipRequest)(nil),  // 58: mqgate.admin.v1.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil), // 59: mqgate.admin.v1.TransferLeadershipResponse
+	(*WhoAmIRequest)(nil),              // 60: mqgate.admin.v1.WhoAmIRequest
+	(*WhoAmIResponse)(nil),             // 61: mqgate.admin.v1.WhoAmIResponse
+	nil,                                // 62: mqgate.admin.v1.StoredMessage.PropertiesEntry
+	(*timestamppb.Timestamp)(nil),      // 63: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),        // 64: google.protobuf.Duration
 }
 var file_mqgate_admin_v1_admin_proto_depIdxs = []int32{
-	62, // 0: mqgate.admin.v1.Topic.create_time:type_name -> google.protobuf.Timestamp
-	63, // 1: mqgate.admin.v1.Topic.lite_ttl:type_name -> google.protobuf.Duration
-	63, // 2: mqgate.admin.v1.CreateTopicRequest.lite_ttl:type_name -> google.protobuf.Duration
+	63, // 0: mqgate.admin.v1.Topic.create_time:type_name -> google.protobuf.Timestamp
+	64, // 1: mqgate.admin.v1.Topic.lite_ttl:type_name -> google.protobuf.Duration
+	64, // 2: mqgate.admin.v1.CreateTopicRequest.lite_ttl:type_name -> google.protobuf.Duration
 	1,  // 3: mqgate.admin.v1.CreateTopicResponse.topic:type_name -> mqgate.admin.v1.Topic
 	1,  // 4: mqgate.admin.v1.GetTopicResponse.topic:type_name -> mqgate.admin.v1.Topic
 	1,  // 5: mqgate.admin.v1.ListTopicsResponse.topics:type_name -> mqgate.admin.v1.Topic
-	62, // 6: mqgate.admin.v1.Group.create_time:type_name -> google.protobuf.Timestamp
+	63, // 6: mqgate.admin.v1.Group.create_time:type_name -> google.protobuf.Timestamp
 	10, // 7: mqgate.admin.v1.CreateGroupResponse.group:type_name -> mqgate.admin.v1.Group
 	10, // 8: mqgate.admin.v1.GetGroupResponse.group:type_name -> mqgate.admin.v1.Group
 	10, // 9: mqgate.admin.v1.ListGroupsResponse.groups:type_name -> mqgate.admin.v1.Group
 	20, // 10: mqgate.admin.v1.GroupTopicProgress.queues:type_name -> mqgate.admin.v1.GroupQueueProgress
 	22, // 11: mqgate.admin.v1.GroupTopicProgress.oldest_in_flight:type_name -> mqgate.admin.v1.InFlightMessage
 	30, // 12: mqgate.admin.v1.InFlightMessage.message:type_name -> mqgate.admin.v1.StoredMessage
-	62, // 13: mqgate.admin.v1.InFlightMessage.visible_at:type_name -> google.protobuf.Timestamp
+	63, // 13: mqgate.admin.v1.InFlightMessage.visible_at:type_name -> google.protobuf.Timestamp
 	1,  // 14: mqgate.admin.v1.DescribeTopicResponse.topic:type_name -> mqgate.admin.v1.Topic
 	19, // 15: mqgate.admin.v1.DescribeTopicResponse.queues:type_name -> mqgate.admin.v1.QueueOffsets
 	21, // 16: mqgate.admin.v1.DescribeTopicResponse.groups:type_name -> mqgate.admin.v1.GroupTopicProgress
@@ -4654,79 +4748,81 @@ var file_mqgate_admin_v1_admin_proto_depIdxs = []int32{
 	21, // 18: mqgate.admin.v1.DescribeGroupResponse.topics:type_name -> mqgate.admin.v1.GroupTopicProgress
 	25, // 19: mqgate.admin.v1.DescribeGroupResponse.dead_letter_queue:type_name -> mqgate.admin.v1.DeadLetterQueue
 	30, // 20: mqgate.admin.v1.LookupMessageResponse.messages:type_name -> mqgate.admin.v1.StoredMessage
-	61, // 21: mqgate.admin.v1.StoredMessage.properties:type_name -> mqgate.admin.v1.StoredMessage.PropertiesEntry
-	62, // 22: mqgate.admin.v1.StoredMessage.delivery_time:type_name -> google.protobuf.Timestamp
-	62, // 23: mqgate.admin.v1.StoredMessage.born_time:type_name -> google.protobuf.Timestamp
-	62, // 24: mqgate.admin.v1.StoredMessage.store_time:type_name -> google.protobuf.Timestamp
-	62, // 25: mqgate.admin.v1.ResetOffsetRequest.time:type_name -> google.protobuf.Timestamp
-	0,  // 26: mqgate.admin.v1.ResetOffsetRequest.position:type_name -> mqgate.admin.v1.ResetPosition
-	33, // 27: mqgate.admin.v1.ResetOffsetResponse.queues:type_name -> mqgate.admin.v1.QueueReset
-	30, // 28: mqgate.admin.v1.ListDeadLettersResponse.messages:type_name -> mqgate.admin.v1.StoredMessage
-	38, // 29: mqgate.admin.v1.RedriveDeadLettersResponse.redriven:type_name -> mqgate.admin.v1.RedrivenMessage
-	62, // 30: mqgate.admin.v1.LiteTopic.last_stored:type_name -> google.protobuf.Timestamp
-	62, // 31: mqgate.admin.v1.LiteTopic.expire_time:type_name -> google.protobuf.Timestamp
-	40, // 32: mqgate.admin.v1.LiteTopic.groups:type_name -> mqgate.admin.v1.LiteTopicGroup
-	41, // 33: mqgate.admin.v1.ListLiteTopicsResponse.lite_topics:type_name -> mqgate.admin.v1.LiteTopic
-	62, // 34: mqgate.admin.v1.BrowseMessagesRequest.time:type_name -> google.protobuf.Timestamp
-	30, // 35: mqgate.admin.v1.BrowseMessagesResponse.messages:type_name -> mqgate.admin.v1.StoredMessage
-	62, // 36: mqgate.admin.v1.GetStatsResponse.time:type_name -> google.protobuf.Timestamp
-	62, // 37: mqgate.admin.v1.GetStatsResponse.start_time:type_name -> google.protobuf.Timestamp
-	47, // 38: mqgate.admin.v1.GetStatsResponse.topics:type_name -> mqgate.admin.v1.TopicStats
-	48, // 39: mqgate.admin.v1.GetStatsResponse.subscriptions:type_name -> mqgate.admin.v1.SubscriptionStats
-	51, // 40: mqgate.admin.v1.ListClientsResponse.clients:type_name -> mqgate.admin.v1.Client
-	62, // 41: mqgate.admin.v1.Client.since:type_name -> google.protobuf.Timestamp
-	62, // 42: mqgate.admin.v1.Client.last_seen:type_name -> google.protobuf.Timestamp
-	54, // 43: mqgate.admin.v1.GetClusterStatusResponse.members:type_name -> mqgate.admin.v1.ClusterMember
-	55, // 44: mqgate.admin.v1.GetClusterStatusResponse.groups:type_name -> mqgate.admin.v1.RaftGroup
-	56, // 45: mqgate.admin.v1.RaftGroup.replicas:type_name -> mqgate.admin.v1.RaftReplica
-	62, // 46: mqgate.admin.v1.RaftReplica.last_contact:type_name -> google.protobuf.Timestamp
-	2,  // 47: mqgate.admin.v1.AdminService.CreateTopic:input_type -> mqgate.admin.v1.CreateTopicRequest
-	4,  // 48: mqgate.admin.v1.AdminService.GetTopic:input_type -> mqgate.admin.v1.GetTopicRequest
-	6,  // 49: mqgate.admin.v1.AdminService.ListTopics:input_type -> mqgate.admin.v1.ListTopicsRequest
-	8,  // 50: mqgate.admin.v1.AdminService.DeleteTopic:input_type -> mqgate.admin.v1.DeleteTopicRequest
-	11, // 51: mqgate.admin.v1.AdminService.CreateGroup:input_type -> mqgate.admin.v1.CreateGroupRequest
-	13, // 52: mqgate.admin.v1.AdminService.GetGroup:input_type -> mqgate.admin.v1.GetGroupRequest
-	15, // 53: mqgate.admin.v1.AdminService.ListGroups:input_type -> mqgate.admin.v1.ListGroupsRequest
-	17, // 54: mqgate.admin.v1.AdminService.DeleteGroup:input_type -> mqgate.admin.v1.DeleteGroupRequest
-	23, // 55: mqgate.admin.v1.AdminService.DescribeTopic:input_type -> mqgate.admin.v1.DescribeTopicRequest
-	39, // 56: mqgate.admin.v1.AdminService.ListLiteTopics:input_type -> mqgate.admin.v1.ListLiteTopicsRequest
-	26, // 57: mqgate.admin.v1.AdminService.DescribeGroup:input_type -> mqgate.admin.v1.DescribeGroupRequest
-	28, // 58: mqgate.admin.v1.AdminService.LookupMessage:input_type -> mqgate.admin.v1.LookupMessageRequest
-	31, // 59: mqgate.admin.v1.AdminService.ResetOffset:input_type -> mqgate.admin.v1.ResetOffsetRequest
-	34, // 60: mqgate.admin.v1.AdminService.ListDeadLetters:input_type -> mqgate.admin.v1.ListDeadLettersRequest
-	36, // 61: mqgate.admin.v1.AdminService.RedriveDeadLetters:input_type -> mqgate.admin.v1.RedriveDeadLettersRequest
-	43, // 62: mqgate.admin.v1.AdminService.BrowseMessages:input_type -> mqgate.admin.v1.BrowseMessagesRequest
-	45, // 63: mqgate.admin.v1.AdminService.GetStats:input_type -> mqgate.admin.v1.GetStatsRequest
-	49, // 64: mqgate.admin.v1.AdminService.ListClients:input_type -> mqgate.admin.v1.ListClientsRequest
-	52, // 65: mqgate.admin.v1.AdminService.GetClusterStatus:input_type -> mqgate.admin.v1.GetClusterStatusRequest
-	57, // 66: mqgate.admin.v1.AdminService.TransferLeadership:input_type -> mqgate.admin.v1.TransferLeadershipRequest
-	59, // 67: mqgate.admin.v1.AdminService.WhoAmI:input_type -> mqgate.admin.v1.WhoAmIRequest
-	3,  // 68: mqgate.admin.v1.AdminService.CreateTopic:output_type -> mqgate.admin.v1.CreateTopicResponse
-	5,  // 69: mqgate.admin.v1.AdminService.GetTopic:output_type -> mqgate.admin.v1.GetTopicResponse
-	7,  // 70: mqgate.admin.v1.AdminService.ListTopics:output_type -> mqgate.admin.v1.ListTopicsResponse
-	9,  // 71: mqgate.admin.v1.AdminService.DeleteTopic:output_type -> mqgate.admin.v1.DeleteTopicResponse
-	12, // 72: mqgate.admin.v1.AdminService.CreateGroup:output_type -> mqgate.admin.v1.CreateGroupResponse
-	14, // 73: mqgate.admin.v1.AdminService.GetGroup:output_type -> mqgate.admin.v1.GetGroupResponse
-	16, // 74: mqgate.admin.v1.AdminService.ListGroups:output_type -> mqgate.admin.v1.ListGroupsResponse
-	18, // 75: mqgate.admin.v1.AdminService.DeleteGroup:output_type -> mqgate.admin.v1.DeleteGroupResponse
-	24, // 76: mqgate.admin.v1.AdminService.DescribeTopic:output_type -> mqgate.admin.v1.DescribeTopicResponse
-	42, // 77: mqgate.admin.v1.AdminService.ListLiteTopics:output_type -> mqgate.admin.v1.ListLiteTopicsResponse
-	27, // 78: mqgate.admin.v1.AdminService.DescribeGroup:output_type -> mqgate.admin.v1.DescribeGroupResponse
-	29, // 79: mqgate.admin.v1.AdminService.LookupMessage:output_type -> mqgate.admin.v1.LookupMessageResponse
-	32, // 80: mqgate.admin.v1.AdminService.ResetOffset:output_type -> mqgate.admin.v1.ResetOffsetResponse
-	35, // 81: mqgate.admin.v1.AdminService.ListDeadLetters:output_type -> mqgate.admin.v1.ListDeadLettersResponse
-	37, // 82: mqgate.admin.v1.AdminService.RedriveDeadLetters:output_type -> mqgate.admin.v1.RedriveDeadLettersResponse
-	44, // 83: mqgate.admin.v1.AdminService.BrowseMessages:output_type -> mqgate.admin.v1.BrowseMessagesResponse
-	46, // 84: mqgate.admin.v1.AdminService.GetStats:output_type -> mqgate.admin.v1.GetStatsResponse
-	50, // 85: mqgate.admin.v1.AdminService.ListClients:output_type -> mqgate.admin.v1.ListClientsResponse
-	53, // 86: mqgate.admin.v1.AdminService.GetClusterStatus:output_type -> mqgate.admin.v1.GetClusterStatusResponse
-	58, // 87: mqgate.admin.v1.AdminService.TransferLeadership:output_type -> mqgate.admin.v1.TransferLeadershipResponse
-	60, // 88: mqgate.admin.v1.AdminService.WhoAmI:output_type -> mqgate.admin.v1.WhoAmIResponse
-	68, // [68:89] is the sub-list for method output_type
-	47, // [47:68] is the sub-list for method input_type
-	47, // [47:47] is the sub-list for extension type_name
-	47, // [47:47] is the sub-list for extension extendee
-	0,  // [0:47] is the sub-list for field type_name
+	62, // 21: mqgate.admin.v1.StoredMessage.properties:type_name -> mqgate.admin.v1.StoredMessage.PropertiesEntry
+	63, // 22: mqgate.admin.v1.StoredMessage.delivery_time:type_name -> google.protobuf.Timestamp
+	63, // 23: mqgate.admin.v1.StoredMessage.born_time:type_name -> google.protobuf.Timestamp
+	63, // 24: mqgate.admin.v1.StoredMessage.store_time:type_name -> google.protobuf.Timestamp
+	31, // 25: mqgate.admin.v1.StoredMessage.groups:type_name -> mqgate.admin.v1.MessageGroupState
+	63, // 26: mqgate.admin.v1.MessageGroupState.invisible_until:type_name -> google.protobuf.Timestamp
+	63, // 27: mqgate.admin.v1.ResetOffsetRequest.time:type_name -> google.protobuf.Timestamp
+	0,  // 28: mqgate.admin.v1.ResetOffsetRequest.position:type_name -> mqgate.admin.v1.ResetPosition
+	34, // 29: mqgate.admin.v1.ResetOffsetResponse.queues:type_name -> mqgate.admin.v1.QueueReset
+	30, // 30: mqgate.admin.v1.ListDeadLettersResponse.messages:type_name -> mqgate.admin.v1.StoredMessage
+	39, // 31: mqgate.admin.v1.RedriveDeadLettersResponse.redriven:type_name -> mqgate.admin.v1.RedrivenMessage
+	63, // 32: mqgate.admin.v1.LiteTopic.last_stored:type_name -> google.protobuf.Timestamp
+	63, // 33: mqgate.admin.v1.LiteTopic.expire_time:type_name -> google.protobuf.Timestamp
+	41, // 34: mqgate.admin.v1.LiteTopic.groups:type_name -> mqgate.admin.v1.LiteTopicGroup
+	42, // 35: mqgate.admin.v1.ListLiteTopicsResponse.lite_topics:type_name -> mqgate.admin.v1.LiteTopic
+	63, // 36: mqgate.admin.v1.BrowseMessagesRequest.time:type_name -> google.protobuf.Timestamp
+	30, // 37: mqgate.admin.v1.BrowseMessagesResponse.messages:type_name -> mqgate.admin.v1.StoredMessage
+	63, // 38: mqgate.admin.v1.GetStatsResponse.time:type_name -> google.protobuf.Timestamp
+	63, // 39: mqgate.admin.v1.GetStatsResponse.start_time:type_name -> google.protobuf.Timestamp
+	48, // 40: mqgate.admin.v1.GetStatsResponse.topics:type_name -> mqgate.admin.v1.TopicStats
+	49, // 41: mqgate.admin.v1.GetStatsResponse.subscriptions:type_name -> mqgate.admin.v1.SubscriptionStats
+	52, // 42: mqgate.admin.v1.ListClientsResponse.clients:type_name -> mqgate.admin.v1.Client
+	63, // 43: mqgate.admin.v1.Client.since:type_name -> google.protobuf.Timestamp
+	63, // 44: mqgate.admin.v1.Client.last_seen:type_name -> google.protobuf.Timestamp
+	55, // 45: mqgate.admin.v1.GetClusterStatusResponse.members:type_name -> mqgate.admin.v1.ClusterMember
+	56, // 46: mqgate.admin.v1.GetClusterStatusResponse.groups:type_name -> mqgate.admin.v1.RaftGroup
+	57, // 47: mqgate.admin.v1.RaftGroup.replicas:type_name -> mqgate.admin.v1.RaftReplica
+	63, // 48: mqgate.admin.v1.RaftReplica.last_contact:type_name -> google.protobuf.Timestamp
+	2,  // 49: mqgate.admin.v1.AdminService.CreateTopic:input_type -> mqgate.admin.v1.CreateTopicRequest
+	4,  // 50: mqgate.admin.v1.AdminService.GetTopic:input_type -> mqgate.admin.v1.GetTopicRequest
+	6,  // 51: mqgate.admin.v1.AdminService.ListTopics:input_type -> mqgate.admin.v1.ListTopicsRequest
+	8,  // 52: mqgate.admin.v1.AdminService.DeleteTopic:input_type -> mqgate.admin.v1.DeleteTopicRequest
+	11, // 53: mqgate.admin.v1.AdminService.CreateGroup:input_type -> mqgate.admin.v1.CreateGroupRequest
+	13, // 54: mqgate.admin.v1.AdminService.GetGroup:input_type -> mqgate.admin.v1.GetGroupRequest
+	15, // 55: mqgate.admin.v1.AdminService.ListGroups:input_type -> mqgate.admin.v1.ListGroupsRequest
+	17, // 56: mqgate.admin.v1.AdminService.DeleteGroup:input_type -> mqgate.admin.v1.DeleteGroupRequest
+	23, // 57: mqgate.admin.v1.AdminService.DescribeTopic:input_type -> mqgate.admin.v1.DescribeTopicRequest
+	40, // 58: mqgate.admin.v1.AdminService.ListLiteTopics:input_type -> mqgate.admin.v1.ListLiteTopicsRequest
+	26, // 59: mqgate.admin.v1.AdminService.DescribeGroup:input_type -> mqgate.admin.v1.DescribeGroupRequest
+	28, // 60: mqgate.admin.v1.AdminService.LookupMessage:input_type -> mqgate.admin.v1.LookupMessageRequest
+	32, // 61: mqgate.admin.v1.AdminService.ResetOffset:input_type -> mqgate.admin.v1.ResetOffsetRequest
+	35, // 62: mqgate.admin.v1.AdminService.ListDeadLetters:input_type -> mqgate.admin.v1.ListDeadLettersRequest
+	37, // 63: mqgate.admin.v1.AdminService.RedriveDeadLetters:input_type -> mqgate.admin.v1.RedriveDeadLettersRequest
+	44, // 64: mqgate.admin.v1.AdminService.BrowseMessages:input_type -> mqgate.admin.v1.BrowseMessagesRequest
+	46, // 65: mqgate.admin.v1.AdminService.GetStats:input_type -> mqgate.admin.v1.GetStatsRequest
+	50, // 66: mqgate.admin.v1.AdminService.ListClients:input_type -> mqgate.admin.v1.ListClientsRequest
+	53, // 67: mqgate.admin.v1.AdminService.GetClusterStatus:input_type -> mqgate.admin.v1.GetClusterStatusRequest
+	58, // 68: mqgate.admin.v1.AdminService.TransferLeadership:input_type -> mqgate.admin.v1.TransferLeadershipRequest
+	60, // 69: mqgate.admin.v1.AdminService.WhoAmI:input_type -> mqgate.admin.v1.WhoAmIRequest
+	3,  // 70: mqgate.admin.v1.AdminService.CreateTopic:output_type -> mqgate.admin.v1.CreateTopicResponse
+	5,  // 71: mqgate.admin.v1.AdminService.GetTopic:output_type -> mqgate.admin.v1.GetTopicResponse
+	7,  // 72: mqgate.admin.v1.AdminService.ListTopics:output_type -> mqgate.admin.v1.ListTopicsResponse
+	9,  // 73: mqgate.admin.v1.AdminService.DeleteTopic:output_type -> mqgate.admin.v1.DeleteTopicResponse
+	12, // 74: mqgate.admin.v1.AdminService.CreateGroup:output_type -> mqgate.admin.v1.CreateGroupResponse
+	14, // 75: mqgate.admin.v1.AdminService.GetGroup:output_type -> mqgate.admin.v1.GetGroupResponse
+	16, // 76: mqgate.admin.v1.AdminService.ListGroups:output_type -> mqgate.admin.v1.ListGroupsResponse
+	18, // 77: mqgate.admin.v1.AdminService.DeleteGroup:output_type -> mqgate.admin.v1.DeleteGroupResponse
+	24, // 78: mqgate.admin.v1.AdminService.DescribeTopic:output_type -> mqgate.admin.v1.DescribeTopicResponse
+	43, // 79: mqgate.admin.v1.AdminService.ListLiteTopics:output_type -> mqgate.admin.v1.ListLiteTopicsResponse
+	27, // 80: mqgate.admin.v1.AdminService.DescribeGroup:output_type -> mqgate.admin.v1.DescribeGroupResponse
+	29, // 81: mqgate.admin.v1.AdminService.LookupMessage:output_type -> mqgate.admin.v1.LookupMessageResponse
+	33, // 82: mqgate.admin.v1.AdminService.ResetOffset:output_type -> mqgate.admin.v1.ResetOffsetResponse
+	36, // 83: mqgate.admin.v1.AdminService.ListDeadLetters:output_type -> mqgate.admin.v1.ListDeadLettersResponse
+	38, // 84: mqgate.admin.v1.AdminService.RedriveDeadLetters:output_type -> mqgate.admin.v1.RedriveDeadLettersResponse
+	45, // 85: mqgate.admin.v1.AdminService.BrowseMessages:output_type -> mqgate.admin.v1.BrowseMessagesResponse
+	47, // 86: mqgate.admin.v1.AdminService.GetStats:output_type -> mqgate.admin.v1.GetStatsResponse
+	51, // 87: mqgate.admin.v1.AdminService.ListClients:output_type -> mqgate.admin.v1.ListClientsResponse
+	54, // 88: mqgate.admin.v1.AdminService.GetClusterStatus:output_type -> mqgate.admin.v1.GetClusterStatusResponse
+	59, // 89: mqgate.admin.v1.AdminService.TransferLeadership:output_type -> mqgate.admin.v1.TransferLeadershipResponse
+	61, // 90: mqgate.admin.v1.AdminService.WhoAmI:output_type -> mqgate.admin.v1.WhoAmIResponse
+	70, // [70:91] is the sub-list for method output_type
+	49, // [49:70] is the sub-list for method input_type
+	49, // [49:49] is the sub-list for extension type_name
+	49, // [49:49] is the sub-list for extension extendee
+	0,  // [0:49] is the sub-list for field type_name
 }
 
 func init() { file_mqgate_admin_v1_admin_proto_init() }
@@ -4734,12 +4830,12 @@ func file_mqgate_admin_v1_admin_proto_init() {
 	if File_mqgate_admin_v1_admin_proto != nil {
 		return
 	}
-	file_mqgate_admin_v1_admin_proto_msgTypes[30].OneofWrappers = []any{
+	file_mqgate_admin_v1_admin_proto_msgTypes[31].OneofWrappers = []any{
 		(*ResetOffsetRequest_Time)(nil),
 		(*ResetOffsetRequest_Position)(nil),
 		(*ResetOffsetRequest_Offset)(nil),
 	}
-	file_mqgate_admin_v1_admin_proto_msgTypes[42].OneofWrappers = []any{
+	file_mqgate_admin_v1_admin_proto_msgTypes[43].OneofWrappers = []any{
 		(*BrowseMessagesRequest_Offset)(nil),
 		(*BrowseMessagesRequest_Time)(nil),
 	}
@@ -4749,7 +4845,7 @@ func file_mqgate_admin_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mqgate_admin_v1_admin_proto_rawDesc), len(file_mqgate_admin_v1_admin_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   61,
+			NumMessages:   62,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
