@@ -24,14 +24,12 @@ type readmeStep struct {
 	cmd, want string
 }
 
-// requireTools fails the test when a command the documents' examples run
-// is missing (.ci/deps installs them).
+// requireTools skips the test (fails it in CI) when a command the
+// documents' examples run is missing (.ci/deps installs them).
 func requireTools(t *testing.T, what string, tools ...string) {
 	t.Helper()
 	for _, tool := range tools {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("%s need %s (.ci/deps installs it): %v", what, tool, err)
-		}
+		testutil.Command(t, what, "Debian: apt-get install "+tool, tool)
 	}
 }
 

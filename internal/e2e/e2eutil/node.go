@@ -37,13 +37,10 @@ func NodeDir() string { return filepath.Join(testutil.RepoRoot(), "internal", "e
 // then logs the mqgate processes' output at cleanup).
 func RunNode(t *testing.T, r NodeRun, out any) {
 	t.Helper()
-	bin, err := exec.LookPath("node")
-	if err != nil {
-		t.Fatal("node not found: install Node.js 18 or later (Debian: apt-get install nodejs npm), then run .ci/deps")
-	}
+	bin := testutil.Command(t, "the tests with the official Node.js client", "Node.js 18 or later; Debian: apt-get install nodejs npm", "node")
 	dir := NodeDir()
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", "rocketmq-client-nodejs", "package.json")); err != nil {
-		t.Fatal("the official Node.js client is not installed: run `npm ci` in internal/e2e/nodeclient (.ci/deps does, and so `make test`)")
+		testutil.Missing(t, "the official Node.js client is not installed", "this test", "`npm ci` in internal/e2e/nodeclient; .ci/deps runs it")
 	}
 	ctx := testutil.Context(t, 3*time.Minute)
 	cmd := exec.CommandContext(ctx, bin, "scenarios.js", r.Scenario)

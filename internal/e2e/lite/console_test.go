@@ -3,8 +3,6 @@ package lite
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
 	"strconv"
 	"testing"
 	"time"
@@ -19,19 +17,8 @@ import (
 // backlog, in a real headless Chromium (as internal/e2e's console test).
 func TestLiteConsole(t *testing.T) {
 	begin(t)
-	bin := ""
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			bin = p
-			break
-		}
-	}
-	if bin == "" {
-		if os.Getenv("MQGATE_E2E_NO_CHROMIUM") == "1" {
-			t.Skip("Chromium is not installed and MQGATE_E2E_NO_CHROMIUM=1")
-		}
-		t.Fatal("Chromium is not installed (Debian: apt-get install -y chromium) or set MQGATE_E2E_NO_CHROMIUM=1 to skip")
-	}
+	bin := testutil.Command(t, "the console test, which drives it headless", "Debian: apt-get install chromium",
+		"chromium", "chromium-browser", "google-chrome")
 	p := start(t, testutil.StartOptions{})
 	parent, group := uniq("console-chat"), uniq("g")
 	cli(t, p.GRPC, "topic", "create", parent, "--type", "LITE", "--queues", "2")

@@ -7,8 +7,8 @@
 // which needs node and that directory's `npm ci`), plus REST, the shutdown
 // drain and OpenTelemetry export to an in-process OTLP receiver.
 //
-// nginx is required (CI installs nginx-light); set MQGATE_E2E_NO_NGINX=1
-// to skip the proxy tests where it cannot be installed.
+// nginx is required in CI (.ci/deps installs nginx-light); elsewhere the
+// proxy tests are skipped without it, saying so.
 //
 // The package has no non-test code. Like internal/e2e, its tests import
 // only the official client (and its protocol package), internal/testutil,
