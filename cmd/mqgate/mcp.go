@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mqgate/mqgate/gateway/mcpserver"
+	"github.com/mqgate/mqgate/internal/buildinfo"
 )
 
 const mcpUsage = `Usage: mqgate mcp [--server HOST:PORT] [--tls] [--timeout D]
@@ -55,7 +56,7 @@ func mcpCmd(ctx context.Context, args []string, stdin io.ReadCloser, stdout io.W
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	srv := mcpserver.NewServer(mcpserver.Options{Conn: a.conn, Version: version, Logger: log, CallTimeout: c.timeout})
+	srv := mcpserver.NewServer(mcpserver.Options{Conn: a.conn, Version: buildinfo.Read(version).Version, Logger: log, CallTimeout: c.timeout})
 	if err := srv.Run(ctx, &mcp.IOTransport{Reader: stdin, Writer: stdout}); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, io.EOF) {
 		fmt.Fprintf(stderr, "mqgate mcp: %v\n", err)
 		return exitFail

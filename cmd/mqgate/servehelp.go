@@ -15,15 +15,17 @@ var serveHelpGroups = []struct {
 	names []string
 }{
 	{"Listeners", []string{"grpc-addr", "http-addr", "remoting-addr", "metrics-addr", "advertise-addr",
-		"insecure-listen-all", "tls-cert", "tls-key"}},
+		"insecure-listen-all", "tls-cert", "tls-key", "mcp"}},
 	{"Storage", []string{"data-dir", "flush", "flush-interval", "flush-timeout", "staging-dir", "staging-linger",
 		"segment-size", "log-cache", "retention", "disk-usage-limit", "disk-reserve"}},
 	{"Topics and groups", []string{"auto-create", "lite-expiry-interval"}},
-	{"Cluster", []string{"cluster-id", "node-id", "peers", "join", "peer-token", "peer-tls-cert", "peer-tls-key",
-		"peer-tls-ca", "raft-log-keep", "leader-wait"}},
+	{"Cluster", []string{"cluster-id", "node-id", "node-id-from-hostname", "peers", "join", "peer-token", "peer-tls-cert",
+		"peer-tls-key", "peer-tls-ca", "raft-log-keep", "leader-wait"}},
 	{"Auth", []string{"auth-file", "remoting-send-window", "metrics-token"}},
 	{"Telemetry", []string{"log-level", "log-format"}},
-	{"Limits", []string{"grpc-max-connection-age", "grpc-max-connection-age-grace", "grpc-max-connection-idle",
+	{"Limits", []string{"grpc-max-conns", "http-max-conns", "remoting-max-conns", "metrics-max-conns", "peer-max-conns",
+		"conn-address-share", "fd-reserve", "handshake-timeout", "grpc-request-budget",
+		"grpc-max-connection-age", "grpc-max-connection-age-grace", "grpc-max-connection-idle",
 		"lite-topic-quota", "lite-subscription-quota"}},
 	{"Shutdown", []string{"shutdown-timeout", "drain-notice"}},
 }
@@ -43,7 +45,26 @@ The other commands: mqgate help.
   --print-config          print the effective configuration as YAML and exit
 `)
 	def := node.Defaults()
+	grouped := map[string]bool{}
+	var other []string
 	for _, g := range serveHelpGroups {
+		for _, n := range g.names {
+			grouped[n] = true
+		}
+	}
+	for _, s := range settings {
+		if !grouped[s.name] {
+			other = append(other, s.name)
+		}
+	}
+	groups := serveHelpGroups
+	if len(other) > 0 {
+		groups = append(groups[:len(groups):len(groups)], struct {
+			title string
+			names []string
+		}{"Other", other})
+	}
+	for _, g := range groups {
 		fmt.Fprintf(w, "\n%s:\n", g.title)
 		for _, name := range g.names {
 			s, ok := findSetting(name)
