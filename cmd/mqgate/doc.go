@@ -15,7 +15,9 @@
 // subcommand shares: flags, dialing, signing, exit statuses), topic.go,
 // group.go and message.go (the admin commands), msgclient.go, send.go and
 // receive.go (the message commands over the SDK, and ack), cluster.go
-// (mqgate cluster), verify.go (verify and repair of a stopped store).
+// (mqgate cluster), verify.go (verify and repair of a stopped store),
+// mcp.go (mqgate mcp), servehelp.go (serve -h by section), completion.go
+// (the shell completion scripts, built from the commands' own help).
 //
 // cmd/mqgate may import gateway/node, gateway/peer, gen/, sdk/ and internal/; it must not import
 // broker/ or storage/ directly: the server is composed by gateway/node.

@@ -8,5 +8,9 @@
 // share; and LogLimiter, which keeps a flood of bad requests from
 // flooding the log.
 //
+// Files: admission.go (the Gate and its drain state), budget.go (Budget and
+// LogLimiter), shares.go (Shares: a budget divided among keys, each holding
+// at most its share).
+//
 // It must not import gen/, broker/ or any listener package.
 package admission

@@ -21,6 +21,12 @@
 // Protocol deadlines (a TLS handshake, the HTTP/2 preface, the first
 // remoting frame, idle connections) are the servers' own.
 //
+// Files: limits.go (the limits and their defaults from the descriptor
+// limit), listener.go (Pool, the process-wide slots, and Listener, which
+// wraps a listener with its cap and per-address share), refuse.go (the
+// refusal each protocol is written before a connection over a limit is
+// closed).
+//
 // connlimit must not import gen/, broker/, storage/ or any listener
 // package: gateway/node wraps every listener with it.
 package connlimit

@@ -22,6 +22,10 @@
 //     the request is read and passed on to the admin API, which checks
 //     what each tool touches.
 //
+// Files: server.go (the MCP server and its tools over the admin API),
+// diagnose.go (why a group is stuck: its oldest unacknowledged message per
+// topic), http.go (the /mcp handler on the HTTP listener and its auth).
+//
 // mcpserver must not import the broker, storage or a listener package; it
 // reaches mqgate only through the gRPC connection.
 package mcpserver

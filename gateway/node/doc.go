@@ -10,7 +10,9 @@
 // /metrics, and this member's own /healthz and /readyz through
 // httpserver.MountHealth), health.go (the gRPC health service following the
 // store), observe.go (store, admission and auth metrics read at collection),
-// storecheck.go (verify and repair of a stopped store for cmd/mqgate).
+// storecheck.go (verify and repair of a stopped store for cmd/mqgate),
+// conns.go (the connection limits every listener is wrapped in), views.go
+// (the admin API's views of the node: its clients and its cluster).
 //
 // node may import every gateway, broker and storage package; nothing may
 // import node except cmd/mqgate and tests.

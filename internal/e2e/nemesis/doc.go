@@ -9,6 +9,10 @@
 // its events; Plan is the seeded schedule of faults (kills, pauses,
 // partitions, leadership transfers, clock skew) the test injects.
 //
+// Files: history.go (the operations clients made and what they learnt),
+// check.go (the properties Check verifies over a history), plan.go (the
+// seeded schedule of faults).
+//
 // It knows nothing of the clients or of the server: it imports only the
 // standard library, so its checker is tested on synthetic histories.
 package nemesis
