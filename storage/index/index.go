@@ -326,7 +326,7 @@ func (x *Index) load(p string, base int64) (*file, error) {
 }
 
 // activate loads the active file's entries and rebuilds its slot table,
-// cutting entries at or past LogEnd.
+// cutting entries at or past LogEnd or the file's end.
 func (x *Index) activate(f *file) error {
 	// What the file holds (checked against its size in load); Put's
 	// appends go on from there.
@@ -341,8 +341,13 @@ func (x *Index) activate(f *file) error {
 		f.entries.chunks = append(f.entries.chunks, c)
 	}
 	f.entries.n = count
+	// A Sync can capture the entries of a dispatcher step before its
+	// SetEnd: entries at or past the header's end are of records the
+	// dispatcher indexes again on replay, so they go too (kept, each
+	// would be found twice).
+	end := min(f.h.end, x.opts.LogEnd)
 	n := sort.Search(count, func(i int) bool {
-		return int64(binary.LittleEndian.Uint64(f.entries.at(i)[8:])) >= x.opts.LogEnd
+		return int64(binary.LittleEndian.Uint64(f.entries.at(i)[8:])) >= end
 	})
 	if n != count || f.h.end > x.opts.LogEnd {
 		f.h.count = uint32(n)
@@ -396,8 +401,9 @@ func (x *Index) End() int64 {
 	return x.active.h.end
 }
 
-// Put adds one key hash for the record at phys. The dispatcher calls it
-// (or PutAll) in log order, then SetEnd.
+// Put adds one key hash for the record at phys, in log order, then
+// SetEnd. A record with several keys goes through PutAll, which keeps
+// them in one file.
 func (x *Index) Put(hash uint64, phys int64, size int32, storeTime int64) error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -417,11 +423,29 @@ type Key struct {
 // adds a step's keys at once (a lock per key was 2 % of the CPU of
 // BenchmarkAppendAsync). Like Put it does no I/O (a full file is sealed
 // in memory, see rotate), so it cannot fail.
+//
+// The keys of one record (a run of equal Phys) go into one file: a file
+// rotates before a record whose keys it has no room for, so that a
+// sealed file's end is past every entry it holds and a replay from the
+// index's end adds no key twice. A record with more keys than a file
+// holds keeps the first Capacity of them.
 func (x *Index) PutAll(keys []Key) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	for _, k := range keys {
-		x.put(k)
+	for len(keys) > 0 {
+		n := 1
+		for n < len(keys) && keys[n].Phys == keys[0].Phys {
+			n++
+		}
+		f := x.active
+		if f.h.count > 0 && int64(f.h.count)+int64(n) > int64(f.h.capacity) {
+			x.rotate(keys[0].Phys)
+			f = x.active
+		}
+		for _, k := range keys[:min(n, int(f.h.capacity))] {
+			x.put(k)
+		}
+		keys = keys[n:]
 	}
 }
 

@@ -424,3 +424,71 @@ func putRange(t testing.TB, x *Index, from, to int64) {
 		x.SetEnd(i*10 + 10)
 	}
 }
+
+// recordKeys are the keys of one record at phys: its id and two more.
+func recordKeys(phys int64) []Key {
+	var ks []Key
+	for h := uint64(0); h < 3; h++ {
+		ks = append(ks, Key{Hash: uint64(phys)*10 + h, Phys: phys, Size: 10, StoreTime: 1000 + phys})
+	}
+	return ks
+}
+
+// The keys of one record stay in one file: a rotation comes before a
+// record that does not fit, so the file sealed there ends past all of
+// its entries, and a replay from End() after a crash that lost the next
+// file finds each key once.
+func TestRotationKeepsARecordsKeysTogether(t *testing.T) {
+	o := memOpts(8, 4)
+	x := mustOpen(t, o)
+	x.PutAll(recordKeys(0))   // 3 of 4 entries
+	x.PutAll(recordKeys(100)) // does not fit: rotates at 100
+	x.SetEnd(110)
+	if err := x.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	x.Close()
+	// The crash lost the file started at 100.
+	if err := o.FS.Remove(o.Dir + "/00000000000000000100.idx"); err != nil {
+		t.Fatal(err)
+	}
+	x = mustOpen(t, o)
+	if x.End() != 100 {
+		t.Fatalf("end %d, want 100: the sealed file ends where the record it left out begins", x.End())
+	}
+	x.PutAll(recordKeys(100)) // the replay
+	x.SetEnd(110)
+	for h := uint64(1000); h < 1003; h++ {
+		if hits, err := x.Lookup(h, 0, 1<<62, 10); err != nil || len(hits) != 1 {
+			t.Fatalf("key %d: %v %v, want one hit", h, hits, err)
+		}
+	}
+	x.Close()
+}
+
+// A Sync between a step's PutAll and its SetEnd writes entries past the
+// file's end; reopened, the file drops them, as the caller indexes the
+// records from End() again.
+func TestEntriesPastTheEndAreDroppedOnOpen(t *testing.T) {
+	o := memOpts(8, 16)
+	x := mustOpen(t, o)
+	x.PutAll(recordKeys(0))
+	x.SetEnd(10)
+	x.PutAll(recordKeys(10)) // its SetEnd never comes
+	if err := x.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	x.Close()
+	x = mustOpen(t, o)
+	if x.End() != 10 {
+		t.Fatalf("end %d, want 10", x.End())
+	}
+	x.PutAll(recordKeys(10))
+	x.SetEnd(20)
+	for _, h := range []uint64{0, 1, 2, 100, 101, 102} {
+		if hits, err := x.Lookup(h, 0, 1<<62, 10); err != nil || len(hits) != 1 {
+			t.Fatalf("key %d: %v %v, want one hit", h, hits, err)
+		}
+	}
+	x.Close()
+}
