@@ -22,10 +22,15 @@ import (
 // Raft is the replicated log a Replica proposes its entries to (the
 // raft node of gateway/peer).
 type Raft interface {
-	// Propose hands data to the group as one entry. It returns once the
-	// leader took it into its log; *NotLeaderError if this node does not
-	// lead; ctx's error if it could not be handed over in time.
-	Propose(ctx context.Context, data []byte) error
+	// Propose hands the group one entry, whose bytes build returns: it is
+	// called once, on the raft node's loop as it takes the proposal into
+	// the leader's log; nil means there is nothing to propose after all.
+	// Propose returns once the leader took the entry into its log (or
+	// build returned nil); *NotLeaderError if this node does not lead
+	// (build is not called); ctx's error if it could not be handed over
+	// in time (build is not called); any other error after build was
+	// called means raft refused the entry.
+	Propose(ctx context.Context, build func() []byte) error
 	// ReadIndex returns once this node, leading, has applied every entry
 	// committed before the call; *NotLeaderError if it does not lead,
 	// ErrLeadershipLost if it stopped meanwhile.
@@ -269,7 +274,7 @@ func (r *Replica) propose(ctx context.Context, seq uint64, data []byte) (storage
 	}
 	cctx, cancel := context.WithTimeout(ctx, r.opts.CommitTimeout)
 	defer cancel()
-	if err := (*rp).Propose(cctx, data); err != nil {
+	if err := (*rp).Propose(cctx, func() []byte { return data }); err != nil {
 		if ctx.Err() == nil && cctx.Err() != nil {
 			return storage.AppendResult{}, fmt.Errorf("%w: %w", ErrNoQuorum, err)
 		}

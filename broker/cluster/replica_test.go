@@ -144,8 +144,10 @@ func TestReplicaStopsOnOtherGeometry(t *testing.T) {
 // loopRaft takes proposals into a log the test applies by hand.
 type loopRaft struct{ proposed chan []byte }
 
-func (l loopRaft) Propose(_ context.Context, data []byte) error {
-	l.proposed <- data
+func (l loopRaft) Propose(_ context.Context, build func() []byte) error {
+	if data := build(); data != nil {
+		l.proposed <- data
+	}
 	return nil
 }
 

@@ -34,8 +34,13 @@
 //
 // # The raft loop
 //
-// One goroutine owns the RawNode, the memory storage and the WAL. For
-// each Ready it writes the entries and hard state to the WAL (fsynced
+// One goroutine owns the RawNode, the memory storage and the WAL. Each
+// turn it takes every message and proposal waiting, builds the
+// proposals' entries (Propose is given a builder the loop calls, so an
+// entry holds whatever its proposer had queued by then) and steps them
+// into raft as one proposal message, so that one append per follower
+// carries them (raft sends an append per proposal message). For each
+// Ready it writes the entries and hard state to the WAL (fsynced
 // when raft says they must be) — a follower before it sends its
 // messages, the leader after sending, so that the followers' fsyncs run
 // alongside its own — then applies the committed entries (configuration changes to raft, every
@@ -64,6 +69,11 @@
 // without a copy. A snapshot records the configuration in force at its
 // index. The transport reports whether a snapshot message went out (raft
 // sends that member nothing more until it knows).
+//
+// Status reports what the loop did since the member started (Work:
+// rounds, raft log writes and fsyncs, entries written and applied,
+// proposals, messages sent and received), which divided by the messages
+// clients sent is replication's cost per message.
 //
 // An error the loop cannot get past (WAL write, an Applier error) stops
 // the node: Done is closed, Err says why, appends fail with

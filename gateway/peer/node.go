@@ -168,6 +168,8 @@ type Node struct {
 	life       context.Context
 	lifeCancel context.CancelFunc
 	bg         sync.WaitGroup
+	// work: raft loop only (Status).
+	work Work
 	// reads: raft loop only. The ReadIndex calls waiting, by request id.
 	reads   map[uint64]*pendingRead
 	readSeq atomic.Uint64
@@ -188,8 +190,8 @@ type hold struct {
 }
 
 type proposal struct {
-	data []byte
-	errc chan error
+	build func() []byte // the entry's bytes (cluster.Raft.Propose)
+	errc  chan error
 }
 
 // Start opens (or creates and bootstraps) the raft log in cfg.WALDir,
@@ -395,10 +397,11 @@ func readWAL(lg *zap.Logger, dir string, snap *walpb.Snapshot) (*wal.WAL, []byte
 	return w, md, hs, ents, nil
 }
 
-// Propose implements cluster.Raft: nil means the entry is in this
-// leader's raft log; an error, that it is not (ctx is heeded only until
-// the raft loop has the proposal).
-func (n *Node) Propose(ctx context.Context, data []byte) error {
+// Propose implements cluster.Raft: nil means the entry build returned
+// is in this leader's raft log (or build returned nil); an error, that it
+// is not (ctx is heeded only until the raft loop has the proposal). The
+// raft loop calls build as it takes the proposal.
+func (n *Node) Propose(ctx context.Context, build func() []byte) error {
 	if !n.isLeader.Load() {
 		if n.lead.Load() == 0 {
 			// An election may be under way: wait for it within ctx.
@@ -410,7 +413,7 @@ func (n *Node) Propose(ctx context.Context, data []byte) error {
 			return n.notLeader()
 		}
 	}
-	p := proposal{data: data, errc: make(chan error, 1)}
+	p := proposal{build: build, errc: make(chan error, 1)}
 	select {
 	case n.propc <- p:
 	case <-n.done:
@@ -549,6 +552,7 @@ func (n *Node) run() {
 	defer close(n.done)
 	t := time.NewTicker(n.cfg.TickInterval)
 	defer t.Stop()
+	var props []proposal
 	for {
 		select {
 		case <-t.C:
@@ -556,7 +560,7 @@ func (n *Node) run() {
 		case m := <-n.recvc:
 			n.step(m)
 		case p := <-n.propc:
-			n.propose(p)
+			props = append(props, p)
 		case id := <-n.unreach:
 			n.rn.ReportUnreachable(id)
 		case f := <-n.calls:
@@ -577,11 +581,12 @@ func (n *Node) run() {
 			case m := <-n.recvc:
 				n.step(m)
 			case p := <-n.propc:
-				n.propose(p)
+				props = append(props, p)
 			default:
 				break more
 			}
 		}
+		props = n.propose(props)
 		if err := n.ready(); err != nil {
 			if errors.Is(err, errStopping) {
 				return
@@ -615,6 +620,7 @@ func (n *Node) stopLoop(err error) {
 const maxBatch = 512
 
 func (n *Node) step(m *raftpb.Message) {
+	n.work.MessagesReceived++
 	now := time.Now().UnixNano()
 	n.contact[m.GetFrom()] = now
 	// A snapshot message waits for a copy of a store (copy.go).
@@ -626,14 +632,37 @@ func (n *Node) step(m *raftpb.Message) {
 	}
 }
 
-func (n *Node) propose(p proposal) {
-	if n.rn.BasicStatus().RaftState != raft.StateLeader {
-		p.errc <- n.notLeader()
-	} else if err := n.rn.Propose(p.data); err != nil {
-		p.errc <- fmt.Errorf("%w: %w", cluster.ErrLeadershipLost, err)
-	} else {
-		p.errc <- nil
+// propose builds the entries of the proposals taken and hands them to
+// raft as one message, so that they go to each follower in one append
+// (raft sends an append per proposal message), answers each, and
+// returns props emptied for reuse.
+func (n *Node) propose(props []proposal) []proposal {
+	if len(props) == 0 {
+		return props
 	}
+	var err error
+	if n.rn.BasicStatus().RaftState != raft.StateLeader {
+		err = n.notLeader()
+	} else {
+		ents := make([]*raftpb.Entry, 0, len(props))
+		for _, p := range props {
+			if data := p.build(); data != nil {
+				ents = append(ents, &raftpb.Entry{Data: data})
+			}
+		}
+		if len(ents) > 0 {
+			if serr := n.rn.Step(&raftpb.Message{Type: raftpb.MsgProp.Enum(), From: new(n.cfg.NodeID), Entries: ents}); serr != nil {
+				err = fmt.Errorf("%w: %w", cluster.ErrLeadershipLost, serr)
+			} else {
+				n.work.Proposals += uint64(len(ents))
+			}
+		}
+	}
+	for i, p := range props {
+		p.errc <- err
+		props[i] = proposal{}
+	}
+	return props[:0]
 }
 
 // ready handles what raft has ready: the WAL first (entries and hard
@@ -642,6 +671,7 @@ func (n *Node) propose(p proposal) {
 func (n *Node) ready() error {
 	for n.rn.HasReady() {
 		rd := n.rn.Ready()
+		n.work.Rounds++
 		if rd.SoftState != nil {
 			leads := rd.SoftState.RaftState == raft.StateLeader
 			term := uint64(0)
@@ -680,6 +710,15 @@ func (n *Node) ready() error {
 		if err := n.w.Save(rd.HardState, rd.Entries); err != nil {
 			return fmt.Errorf("peer: write raft log: %w", err)
 		}
+		if len(rd.Entries) > 0 || rd.HardState != nil && !raft.IsEmptyHardState(rd.HardState) {
+			n.work.LogWrites++
+			if rd.MustSync {
+				n.work.LogSyncs++
+			}
+		}
+		n.work.EntriesWritten += uint64(len(rd.Entries))
+		n.work.EntriesApplied += uint64(len(rd.CommittedEntries))
+		n.work.MessagesSent += uint64(len(rd.Messages))
 		if rd.HardState != nil && !raft.IsEmptyHardState(rd.HardState) {
 			if err := n.ms.SetHardState(rd.HardState); err != nil {
 				return err

@@ -284,6 +284,12 @@ func TestDialStatusAndTransfer(t *testing.T) {
 		if st.ID != m.id || st.Leader != l.id || st.Term == 0 || !maps.Equal(st.Peers, c.addrs) {
 			t.Fatalf("status of %d: %+v", m.id, st)
 		}
+		// The raft loop's work comes over the wire too: every member has
+		// written and applied the entries.
+		if w := st.Work; w.Rounds == 0 || w.LogSyncs == 0 || w.EntriesWritten == 0 || w.EntriesApplied == 0 || w.MessagesReceived == 0 || w.MessagesSent == 0 ||
+			m == l && w.Proposals == 0 {
+			t.Fatalf("status of %d: work %+v", m.id, w)
+		}
 		if m == l {
 			if st.State != "StateLeader" || len(st.Progress) != 3 || st.Progress[l.id].Match < 10 {
 				t.Fatalf("leader's status: %+v", st)

@@ -39,6 +39,31 @@ type Status struct {
 	// every follower at each heartbeat; a follower mostly from the
 	// leader.
 	LastContact map[uint64]time.Time `json:"last_contact,omitempty"`
+	// Work is what the raft loop did since the member started.
+	Work Work `json:"work"`
+}
+
+// Work counts what a member's raft loop did since it started: divided by
+// the messages clients sent meanwhile, it is what replication costs per
+// message (one fsync per round of the loop that wrote entries, one
+// message per peer per round...).
+type Work struct {
+	// Rounds is the Ready rounds handled; LogWrites the raft log writes
+	// among them, LogSyncs those fsynced.
+	Rounds    uint64 `json:"rounds"`
+	LogWrites uint64 `json:"log_writes"`
+	LogSyncs  uint64 `json:"log_syncs"`
+	// EntriesWritten is the entries written to the raft log,
+	// EntriesApplied the committed entries handed to the state machine.
+	EntriesWritten uint64 `json:"entries_written"`
+	EntriesApplied uint64 `json:"entries_applied"`
+	// Proposals is the proposals raft took (entries proposed by this
+	// member as leader).
+	Proposals uint64 `json:"proposals"`
+	// MessagesSent and MessagesReceived are the raft messages handed to
+	// the transport and taken from it.
+	MessagesSent     uint64 `json:"messages_sent"`
+	MessagesReceived uint64 `json:"messages_received"`
 }
 
 // Progress is the leader's view of one member's log.
@@ -51,7 +76,10 @@ type Progress struct {
 
 func (st Status) toProto() *clusterv1.StatusResponse {
 	p := &clusterv1.StatusResponse{Id: st.ID, Leader: st.Leader, Term: st.Term, Commit: st.Commit, Applied: st.Applied, State: st.State,
-		LeadTransferee: st.LeadTransferee, Peers: st.Peers, Voters: st.Voters, Learners: st.Learners, Group: group}
+		LeadTransferee: st.LeadTransferee, Peers: st.Peers, Voters: st.Voters, Learners: st.Learners, Group: group,
+		Work: &clusterv1.RaftWork{Rounds: st.Work.Rounds, LogWrites: st.Work.LogWrites, LogSyncs: st.Work.LogSyncs,
+			EntriesWritten: st.Work.EntriesWritten, EntriesApplied: st.Work.EntriesApplied, Proposals: st.Work.Proposals,
+			MessagesSent: st.Work.MessagesSent, MessagesReceived: st.Work.MessagesReceived}}
 	if len(st.LastContact) > 0 {
 		p.LastContactUnixMs = make(map[uint64]int64, len(st.LastContact))
 		for id, t := range st.LastContact {
@@ -71,6 +99,10 @@ func (st Status) toProto() *clusterv1.StatusResponse {
 func statusOf(p *clusterv1.StatusResponse) Status {
 	st := Status{ID: p.GetId(), Leader: p.GetLeader(), Term: p.GetTerm(), Commit: p.GetCommit(), Applied: p.GetApplied(), State: p.GetState(),
 		LeadTransferee: p.GetLeadTransferee(), Peers: p.GetPeers(), Voters: p.GetVoters(), Learners: p.GetLearners()}
+	if w := p.GetWork(); w != nil {
+		st.Work = Work{Rounds: w.GetRounds(), LogWrites: w.GetLogWrites(), LogSyncs: w.GetLogSyncs(), EntriesWritten: w.GetEntriesWritten(),
+			EntriesApplied: w.GetEntriesApplied(), Proposals: w.GetProposals(), MessagesSent: w.GetMessagesSent(), MessagesReceived: w.GetMessagesReceived()}
+	}
 	if st.Peers == nil {
 		st.Peers = map[uint64]string{}
 	}
@@ -113,7 +145,7 @@ func (n *Node) Status(ctx context.Context) (Status, error) {
 	err := n.do(ctx, func() {
 		s := n.rn.Status()
 		st = Status{ID: s.ID, Leader: s.Lead, Term: s.HardState.GetTerm(), Commit: s.HardState.GetCommit(),
-			Applied: s.Applied, State: s.RaftState.String(), LeadTransferee: s.LeadTransferee, Peers: map[uint64]string{}}
+			Applied: s.Applied, State: s.RaftState.String(), LeadTransferee: s.LeadTransferee, Peers: map[uint64]string{}, Work: n.work}
 		m := n.Members()
 		st.Voters, st.Learners = m.Voters, m.Learners
 		for _, id := range append(slices.Clone(m.Voters), m.Learners...) {

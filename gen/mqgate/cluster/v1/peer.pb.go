@@ -515,8 +515,10 @@ type StatusResponse struct {
 	// When this member last received a message from each other member,
 	// unix milliseconds (absent: none since it started).
 	LastContactUnixMs map[uint64]int64 `protobuf:"bytes,13,rep,name=last_contact_unix_ms,json=lastContactUnixMs,proto3" json:"last_contact_unix_ms,omitempty" protobuf_key:"varint,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// What the member's raft loop did since it started.
+	Work          *RaftWork `protobuf:"bytes,14,opt,name=work,proto3" json:"work,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StatusResponse) Reset() {
@@ -640,6 +642,123 @@ func (x *StatusResponse) GetLastContactUnixMs() map[uint64]int64 {
 	return nil
 }
 
+func (x *StatusResponse) GetWork() *RaftWork {
+	if x != nil {
+		return x.Work
+	}
+	return nil
+}
+
+// What a member's raft loop did since it started: divided by the
+// messages clients sent meanwhile, replication's cost per message.
+type RaftWork struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Ready rounds handled.
+	Rounds uint64 `protobuf:"varint,1,opt,name=rounds,proto3" json:"rounds,omitempty"`
+	// Raft log writes among them.
+	LogWrites uint64 `protobuf:"varint,2,opt,name=log_writes,json=logWrites,proto3" json:"log_writes,omitempty"`
+	// Raft log writes fsynced.
+	LogSyncs uint64 `protobuf:"varint,3,opt,name=log_syncs,json=logSyncs,proto3" json:"log_syncs,omitempty"`
+	// Entries written to the raft log.
+	EntriesWritten uint64 `protobuf:"varint,4,opt,name=entries_written,json=entriesWritten,proto3" json:"entries_written,omitempty"`
+	// Committed entries handed to the state machine.
+	EntriesApplied uint64 `protobuf:"varint,5,opt,name=entries_applied,json=entriesApplied,proto3" json:"entries_applied,omitempty"`
+	// Entries proposed by this member as leader.
+	Proposals uint64 `protobuf:"varint,6,opt,name=proposals,proto3" json:"proposals,omitempty"`
+	// Raft messages handed to the transport.
+	MessagesSent uint64 `protobuf:"varint,7,opt,name=messages_sent,json=messagesSent,proto3" json:"messages_sent,omitempty"`
+	// Raft messages taken from the transport.
+	MessagesReceived uint64 `protobuf:"varint,8,opt,name=messages_received,json=messagesReceived,proto3" json:"messages_received,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *RaftWork) Reset() {
+	*x = RaftWork{}
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RaftWork) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RaftWork) ProtoMessage() {}
+
+func (x *RaftWork) ProtoReflect() protoreflect.Message {
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RaftWork.ProtoReflect.Descriptor instead.
+func (*RaftWork) Descriptor() ([]byte, []int) {
+	return file_mqgate_cluster_v1_peer_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *RaftWork) GetRounds() uint64 {
+	if x != nil {
+		return x.Rounds
+	}
+	return 0
+}
+
+func (x *RaftWork) GetLogWrites() uint64 {
+	if x != nil {
+		return x.LogWrites
+	}
+	return 0
+}
+
+func (x *RaftWork) GetLogSyncs() uint64 {
+	if x != nil {
+		return x.LogSyncs
+	}
+	return 0
+}
+
+func (x *RaftWork) GetEntriesWritten() uint64 {
+	if x != nil {
+		return x.EntriesWritten
+	}
+	return 0
+}
+
+func (x *RaftWork) GetEntriesApplied() uint64 {
+	if x != nil {
+		return x.EntriesApplied
+	}
+	return 0
+}
+
+func (x *RaftWork) GetProposals() uint64 {
+	if x != nil {
+		return x.Proposals
+	}
+	return 0
+}
+
+func (x *RaftWork) GetMessagesSent() uint64 {
+	if x != nil {
+		return x.MessagesSent
+	}
+	return 0
+}
+
+func (x *RaftWork) GetMessagesReceived() uint64 {
+	if x != nil {
+		return x.MessagesReceived
+	}
+	return 0
+}
+
 // Hands a group's leadership to a member.
 type TransferLeadershipRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -653,7 +772,7 @@ type TransferLeadershipRequest struct {
 
 func (x *TransferLeadershipRequest) Reset() {
 	*x = TransferLeadershipRequest{}
-	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[9]
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -665,7 +784,7 @@ func (x *TransferLeadershipRequest) String() string {
 func (*TransferLeadershipRequest) ProtoMessage() {}
 
 func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[9]
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -678,7 +797,7 @@ func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipRequest) Descriptor() ([]byte, []int) {
-	return file_mqgate_cluster_v1_peer_proto_rawDescGZIP(), []int{9}
+	return file_mqgate_cluster_v1_peer_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *TransferLeadershipRequest) GetTo() uint64 {
@@ -704,7 +823,7 @@ type TransferLeadershipResponse struct {
 
 func (x *TransferLeadershipResponse) Reset() {
 	*x = TransferLeadershipResponse{}
-	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[10]
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -716,7 +835,7 @@ func (x *TransferLeadershipResponse) String() string {
 func (*TransferLeadershipResponse) ProtoMessage() {}
 
 func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[10]
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -729,7 +848,7 @@ func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipResponse) Descriptor() ([]byte, []int) {
-	return file_mqgate_cluster_v1_peer_proto_rawDescGZIP(), []int{10}
+	return file_mqgate_cluster_v1_peer_proto_rawDescGZIP(), []int{11}
 }
 
 // Adds a member.
@@ -745,7 +864,7 @@ type AddMemberRequest struct {
 
 func (x *AddMemberRequest) Reset() {
 	*x = AddMemberRequest{}
-	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[11]
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -757,7 +876,7 @@ func (x *AddMemberRequest) String() string {
 func (*AddMemberRequest) ProtoMessage() {}
 
 func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[11]
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -770,7 +889,7 @@ func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMemberRequest.ProtoReflect.Descriptor instead.
 func (*AddMemberRequest) Descriptor() ([]byte, []int) {
-	return file_mqgate_cluster_v1_peer_proto_rawDescGZIP(), []int{11}
+	return file_mqgate_cluster_v1_peer_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *AddMemberRequest) GetId() uint64 {
@@ -796,7 +915,7 @@ type AddMemberResponse struct {
 
 func (x *AddMemberResponse) Reset() {
 	*x = AddMemberResponse{}
-	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[12]
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -808,7 +927,7 @@ func (x *AddMemberResponse) String() string {
 func (*AddMemberResponse) ProtoMessage() {}
 
 func (x *AddMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[12]
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -821,7 +940,7 @@ func (x *AddMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMemberResponse.ProtoReflect.Descriptor instead.
 func (*AddMemberResponse) Descriptor() ([]byte, []int) {
-	return file_mqgate_cluster_v1_peer_proto_rawDescGZIP(), []int{12}
+	return file_mqgate_cluster_v1_peer_proto_rawDescGZIP(), []int{13}
 }
 
 // Removes a member.
@@ -835,7 +954,7 @@ type RemoveMemberRequest struct {
 
 func (x *RemoveMemberRequest) Reset() {
 	*x = RemoveMemberRequest{}
-	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[13]
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -847,7 +966,7 @@ func (x *RemoveMemberRequest) String() string {
 func (*RemoveMemberRequest) ProtoMessage() {}
 
 func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[13]
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -860,7 +979,7 @@ func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberRequest.ProtoReflect.Descriptor instead.
 func (*RemoveMemberRequest) Descriptor() ([]byte, []int) {
-	return file_mqgate_cluster_v1_peer_proto_rawDescGZIP(), []int{13}
+	return file_mqgate_cluster_v1_peer_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RemoveMemberRequest) GetId() uint64 {
@@ -879,7 +998,7 @@ type RemoveMemberResponse struct {
 
 func (x *RemoveMemberResponse) Reset() {
 	*x = RemoveMemberResponse{}
-	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[14]
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -891,7 +1010,7 @@ func (x *RemoveMemberResponse) String() string {
 func (*RemoveMemberResponse) ProtoMessage() {}
 
 func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[14]
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -904,7 +1023,7 @@ func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberResponse.ProtoReflect.Descriptor instead.
 func (*RemoveMemberResponse) Descriptor() ([]byte, []int) {
-	return file_mqgate_cluster_v1_peer_proto_rawDescGZIP(), []int{14}
+	return file_mqgate_cluster_v1_peer_proto_rawDescGZIP(), []int{15}
 }
 
 // Asks for a copy of a group's store.
@@ -920,7 +1039,7 @@ type CopyStoreRequest struct {
 
 func (x *CopyStoreRequest) Reset() {
 	*x = CopyStoreRequest{}
-	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[15]
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -932,7 +1051,7 @@ func (x *CopyStoreRequest) String() string {
 func (*CopyStoreRequest) ProtoMessage() {}
 
 func (x *CopyStoreRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[15]
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -945,7 +1064,7 @@ func (x *CopyStoreRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyStoreRequest.ProtoReflect.Descriptor instead.
 func (*CopyStoreRequest) Descriptor() ([]byte, []int) {
-	return file_mqgate_cluster_v1_peer_proto_rawDescGZIP(), []int{15}
+	return file_mqgate_cluster_v1_peer_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CopyStoreRequest) GetLeast() uint64 {
@@ -974,7 +1093,7 @@ type CopyStoreResponse struct {
 
 func (x *CopyStoreResponse) Reset() {
 	*x = CopyStoreResponse{}
-	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[16]
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -986,7 +1105,7 @@ func (x *CopyStoreResponse) String() string {
 func (*CopyStoreResponse) ProtoMessage() {}
 
 func (x *CopyStoreResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[16]
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -999,7 +1118,7 @@ func (x *CopyStoreResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyStoreResponse.ProtoReflect.Descriptor instead.
 func (*CopyStoreResponse) Descriptor() ([]byte, []int) {
-	return file_mqgate_cluster_v1_peer_proto_rawDescGZIP(), []int{16}
+	return file_mqgate_cluster_v1_peer_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CopyStoreResponse) GetChunk() []byte {
@@ -1039,7 +1158,7 @@ const file_mqgate_cluster_v1_peer_proto_rawDesc = "" +
 	"\x05match\x18\x01 \x01(\x04R\x05match\x12\x12\n" +
 	"\x04next\x18\x02 \x01(\x04R\x04next\x12\x14\n" +
 	"\x05state\x18\x03 \x01(\tR\x05state\x12#\n" +
-	"\rrecent_active\x18\x04 \x01(\bR\frecentActive\"\xdd\x05\n" +
+	"\rrecent_active\x18\x04 \x01(\bR\frecentActive\"\x8e\x06\n" +
 	"\x0eStatusResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x16\n" +
 	"\x06leader\x18\x02 \x01(\x04R\x06leader\x12\x12\n" +
@@ -1054,7 +1173,8 @@ const file_mqgate_cluster_v1_peer_proto_rawDesc = "" +
 	" \x03(\x04R\blearners\x12K\n" +
 	"\bprogress\x18\v \x03(\v2/.mqgate.cluster.v1.StatusResponse.ProgressEntryR\bprogress\x12\x14\n" +
 	"\x05group\x18\f \x01(\x04R\x05group\x12i\n" +
-	"\x14last_contact_unix_ms\x18\r \x03(\v28.mqgate.cluster.v1.StatusResponse.LastContactUnixMsEntryR\x11lastContactUnixMs\x1a8\n" +
+	"\x14last_contact_unix_ms\x18\r \x03(\v28.mqgate.cluster.v1.StatusResponse.LastContactUnixMsEntryR\x11lastContactUnixMs\x12/\n" +
+	"\x04work\x18\x0e \x01(\v2\x1b.mqgate.cluster.v1.RaftWorkR\x04work\x1a8\n" +
 	"\n" +
 	"PeersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\x04R\x03key\x12\x14\n" +
@@ -1064,7 +1184,17 @@ const file_mqgate_cluster_v1_peer_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\v2\x1b.mqgate.cluster.v1.ProgressR\x05value:\x028\x01\x1aD\n" +
 	"\x16LastContactUnixMsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\x04R\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"A\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\xa0\x02\n" +
+	"\bRaftWork\x12\x16\n" +
+	"\x06rounds\x18\x01 \x01(\x04R\x06rounds\x12\x1d\n" +
+	"\n" +
+	"log_writes\x18\x02 \x01(\x04R\tlogWrites\x12\x1b\n" +
+	"\tlog_syncs\x18\x03 \x01(\x04R\blogSyncs\x12'\n" +
+	"\x0fentries_written\x18\x04 \x01(\x04R\x0eentriesWritten\x12'\n" +
+	"\x0fentries_applied\x18\x05 \x01(\x04R\x0eentriesApplied\x12\x1c\n" +
+	"\tproposals\x18\x06 \x01(\x04R\tproposals\x12#\n" +
+	"\rmessages_sent\x18\a \x01(\x04R\fmessagesSent\x12+\n" +
+	"\x11messages_received\x18\b \x01(\x04R\x10messagesReceived\"A\n" +
 	"\x19TransferLeadershipRequest\x12\x0e\n" +
 	"\x02to\x18\x01 \x01(\x04R\x02to\x12\x14\n" +
 	"\x05group\x18\x02 \x01(\x04R\x05group\"\x1c\n" +
@@ -1102,7 +1232,7 @@ func file_mqgate_cluster_v1_peer_proto_rawDescGZIP() []byte {
 	return file_mqgate_cluster_v1_peer_proto_rawDescData
 }
 
-var file_mqgate_cluster_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_mqgate_cluster_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_mqgate_cluster_v1_peer_proto_goTypes = []any{
 	(*RaftRequest)(nil),                // 0: mqgate.cluster.v1.RaftRequest
 	(*RaftMessage)(nil),                // 1: mqgate.cluster.v1.RaftMessage
@@ -1113,44 +1243,46 @@ var file_mqgate_cluster_v1_peer_proto_goTypes = []any{
 	(*StatusRequest)(nil),              // 6: mqgate.cluster.v1.StatusRequest
 	(*Progress)(nil),                   // 7: mqgate.cluster.v1.Progress
 	(*StatusResponse)(nil),             // 8: mqgate.cluster.v1.StatusResponse
-	(*TransferLeadershipRequest)(nil),  // 9: mqgate.cluster.v1.TransferLeadershipRequest
-	(*TransferLeadershipResponse)(nil), // 10: mqgate.cluster.v1.TransferLeadershipResponse
-	(*AddMemberRequest)(nil),           // 11: mqgate.cluster.v1.AddMemberRequest
-	(*AddMemberResponse)(nil),          // 12: mqgate.cluster.v1.AddMemberResponse
-	(*RemoveMemberRequest)(nil),        // 13: mqgate.cluster.v1.RemoveMemberRequest
-	(*RemoveMemberResponse)(nil),       // 14: mqgate.cluster.v1.RemoveMemberResponse
-	(*CopyStoreRequest)(nil),           // 15: mqgate.cluster.v1.CopyStoreRequest
-	(*CopyStoreResponse)(nil),          // 16: mqgate.cluster.v1.CopyStoreResponse
-	nil,                                // 17: mqgate.cluster.v1.StatusResponse.PeersEntry
-	nil,                                // 18: mqgate.cluster.v1.StatusResponse.ProgressEntry
-	nil,                                // 19: mqgate.cluster.v1.StatusResponse.LastContactUnixMsEntry
+	(*RaftWork)(nil),                   // 9: mqgate.cluster.v1.RaftWork
+	(*TransferLeadershipRequest)(nil),  // 10: mqgate.cluster.v1.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil), // 11: mqgate.cluster.v1.TransferLeadershipResponse
+	(*AddMemberRequest)(nil),           // 12: mqgate.cluster.v1.AddMemberRequest
+	(*AddMemberResponse)(nil),          // 13: mqgate.cluster.v1.AddMemberResponse
+	(*RemoveMemberRequest)(nil),        // 14: mqgate.cluster.v1.RemoveMemberRequest
+	(*RemoveMemberResponse)(nil),       // 15: mqgate.cluster.v1.RemoveMemberResponse
+	(*CopyStoreRequest)(nil),           // 16: mqgate.cluster.v1.CopyStoreRequest
+	(*CopyStoreResponse)(nil),          // 17: mqgate.cluster.v1.CopyStoreResponse
+	nil,                                // 18: mqgate.cluster.v1.StatusResponse.PeersEntry
+	nil,                                // 19: mqgate.cluster.v1.StatusResponse.ProgressEntry
+	nil,                                // 20: mqgate.cluster.v1.StatusResponse.LastContactUnixMsEntry
 }
 var file_mqgate_cluster_v1_peer_proto_depIdxs = []int32{
 	1,  // 0: mqgate.cluster.v1.RaftRequest.messages:type_name -> mqgate.cluster.v1.RaftMessage
 	4,  // 1: mqgate.cluster.v1.InfoResponse.info:type_name -> mqgate.cluster.v1.MemberInfo
-	17, // 2: mqgate.cluster.v1.StatusResponse.peers:type_name -> mqgate.cluster.v1.StatusResponse.PeersEntry
-	18, // 3: mqgate.cluster.v1.StatusResponse.progress:type_name -> mqgate.cluster.v1.StatusResponse.ProgressEntry
-	19, // 4: mqgate.cluster.v1.StatusResponse.last_contact_unix_ms:type_name -> mqgate.cluster.v1.StatusResponse.LastContactUnixMsEntry
-	7,  // 5: mqgate.cluster.v1.StatusResponse.ProgressEntry.value:type_name -> mqgate.cluster.v1.Progress
-	0,  // 6: mqgate.cluster.v1.PeerService.Raft:input_type -> mqgate.cluster.v1.RaftRequest
-	3,  // 7: mqgate.cluster.v1.PeerService.Info:input_type -> mqgate.cluster.v1.InfoRequest
-	6,  // 8: mqgate.cluster.v1.PeerService.Status:input_type -> mqgate.cluster.v1.StatusRequest
-	9,  // 9: mqgate.cluster.v1.PeerService.TransferLeadership:input_type -> mqgate.cluster.v1.TransferLeadershipRequest
-	11, // 10: mqgate.cluster.v1.PeerService.AddMember:input_type -> mqgate.cluster.v1.AddMemberRequest
-	13, // 11: mqgate.cluster.v1.PeerService.RemoveMember:input_type -> mqgate.cluster.v1.RemoveMemberRequest
-	15, // 12: mqgate.cluster.v1.PeerService.CopyStore:input_type -> mqgate.cluster.v1.CopyStoreRequest
-	2,  // 13: mqgate.cluster.v1.PeerService.Raft:output_type -> mqgate.cluster.v1.RaftResponse
-	5,  // 14: mqgate.cluster.v1.PeerService.Info:output_type -> mqgate.cluster.v1.InfoResponse
-	8,  // 15: mqgate.cluster.v1.PeerService.Status:output_type -> mqgate.cluster.v1.StatusResponse
-	10, // 16: mqgate.cluster.v1.PeerService.TransferLeadership:output_type -> mqgate.cluster.v1.TransferLeadershipResponse
-	12, // 17: mqgate.cluster.v1.PeerService.AddMember:output_type -> mqgate.cluster.v1.AddMemberResponse
-	14, // 18: mqgate.cluster.v1.PeerService.RemoveMember:output_type -> mqgate.cluster.v1.RemoveMemberResponse
-	16, // 19: mqgate.cluster.v1.PeerService.CopyStore:output_type -> mqgate.cluster.v1.CopyStoreResponse
-	13, // [13:20] is the sub-list for method output_type
-	6,  // [6:13] is the sub-list for method input_type
-	6,  // [6:6] is the sub-list for extension type_name
-	6,  // [6:6] is the sub-list for extension extendee
-	0,  // [0:6] is the sub-list for field type_name
+	18, // 2: mqgate.cluster.v1.StatusResponse.peers:type_name -> mqgate.cluster.v1.StatusResponse.PeersEntry
+	19, // 3: mqgate.cluster.v1.StatusResponse.progress:type_name -> mqgate.cluster.v1.StatusResponse.ProgressEntry
+	20, // 4: mqgate.cluster.v1.StatusResponse.last_contact_unix_ms:type_name -> mqgate.cluster.v1.StatusResponse.LastContactUnixMsEntry
+	9,  // 5: mqgate.cluster.v1.StatusResponse.work:type_name -> mqgate.cluster.v1.RaftWork
+	7,  // 6: mqgate.cluster.v1.StatusResponse.ProgressEntry.value:type_name -> mqgate.cluster.v1.Progress
+	0,  // 7: mqgate.cluster.v1.PeerService.Raft:input_type -> mqgate.cluster.v1.RaftRequest
+	3,  // 8: mqgate.cluster.v1.PeerService.Info:input_type -> mqgate.cluster.v1.InfoRequest
+	6,  // 9: mqgate.cluster.v1.PeerService.Status:input_type -> mqgate.cluster.v1.StatusRequest
+	10, // 10: mqgate.cluster.v1.PeerService.TransferLeadership:input_type -> mqgate.cluster.v1.TransferLeadershipRequest
+	12, // 11: mqgate.cluster.v1.PeerService.AddMember:input_type -> mqgate.cluster.v1.AddMemberRequest
+	14, // 12: mqgate.cluster.v1.PeerService.RemoveMember:input_type -> mqgate.cluster.v1.RemoveMemberRequest
+	16, // 13: mqgate.cluster.v1.PeerService.CopyStore:input_type -> mqgate.cluster.v1.CopyStoreRequest
+	2,  // 14: mqgate.cluster.v1.PeerService.Raft:output_type -> mqgate.cluster.v1.RaftResponse
+	5,  // 15: mqgate.cluster.v1.PeerService.Info:output_type -> mqgate.cluster.v1.InfoResponse
+	8,  // 16: mqgate.cluster.v1.PeerService.Status:output_type -> mqgate.cluster.v1.StatusResponse
+	11, // 17: mqgate.cluster.v1.PeerService.TransferLeadership:output_type -> mqgate.cluster.v1.TransferLeadershipResponse
+	13, // 18: mqgate.cluster.v1.PeerService.AddMember:output_type -> mqgate.cluster.v1.AddMemberResponse
+	15, // 19: mqgate.cluster.v1.PeerService.RemoveMember:output_type -> mqgate.cluster.v1.RemoveMemberResponse
+	17, // 20: mqgate.cluster.v1.PeerService.CopyStore:output_type -> mqgate.cluster.v1.CopyStoreResponse
+	14, // [14:21] is the sub-list for method output_type
+	7,  // [7:14] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_mqgate_cluster_v1_peer_proto_init() }
@@ -1164,7 +1296,7 @@ func file_mqgate_cluster_v1_peer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mqgate_cluster_v1_peer_proto_rawDesc), len(file_mqgate_cluster_v1_peer_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   20,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
