@@ -9,7 +9,11 @@
 //
 // # Entries
 //
-// One raft entry is one commit-log append batch. Its bytes (entry.go):
+// One raft entry is one commit-log append batch: the messages of every
+// Append that came while raft's loop was busy, each Append's messages
+// contiguous (the group commit, batch.go: the entry is built when the
+// loop takes the proposal, and its receipt split among the Appends it
+// carries). Its bytes (entry.go):
 //
 //	0   1  version (1)
 //	1   1  kind (1: append; 2: a metadata change, below)
@@ -110,8 +114,11 @@
 // # Goroutines
 //
 // Apply, Persist and LeadershipLost are called by the raft loop only
-// (one goroutine); Append from any goroutine. Close after the raft loop
-// has stopped.
+// (one goroutine), and so is the builder of an entry Propose is given;
+// Append from any goroutine. While Appends are queued, one proposer
+// goroutine of the replica hands their entries to raft (batch.go); it
+// ends when the queue is empty, and Close and Abandon wait for it. Close
+// after the raft loop has stopped.
 //
 // Files: entry.go (the entry format and its kinds, kindMeta included),
 // meta.go (the metadata changes kindMeta carries), replica.go (Replica:

@@ -46,6 +46,23 @@ type geometry struct {
 	maxBodySize   int32
 }
 
+// entrySize is the bytes msgs take in an append entry; a message the
+// entry cannot carry is an error, as encodeAppend would return.
+func entrySize(msgs []*message.Message, maxRecord int) (int, error) {
+	size := 0
+	for _, m := range msgs {
+		n, err := message.EncodedSize(m)
+		if err != nil {
+			return 0, err
+		}
+		if n > maxRecord {
+			return 0, fmt.Errorf("message of %d encoded bytes exceeds %d: %w", n, maxRecord, errTooLarge)
+		}
+		size += 4 + n
+	}
+	return size, nil
+}
+
 // encodeAppend encodes e. Each message travels as a record of the
 // commit log's own format (package message), sealed at offset 0, so
 // the entry is CRC-checked record by record.

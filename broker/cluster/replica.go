@@ -24,7 +24,8 @@ import (
 type Raft interface {
 	// Propose hands the group one entry, whose bytes build returns: it is
 	// called once, on the raft node's loop as it takes the proposal into
-	// the leader's log; nil means there is nothing to propose after all.
+	// the leader's log, so that the entry holds what was waiting then
+	// (batch.go); nil means there is nothing to propose after all.
 	// Propose returns once the leader took the entry into its log (or
 	// build returned nil); *NotLeaderError if this node does not lead
 	// (build is not called); ctx's error if it could not be handed over
@@ -75,8 +76,19 @@ type Replica struct {
 	seq         atomic.Uint64
 	lastStamp   atomic.Int64
 
-	mu      sync.Mutex
-	waiters map[uint64]chan applyResult
+	mu sync.Mutex
+	// waiters are the proposals of this process waiting for their
+	// entry's outcome, by sequence number; each is called once, with mu
+	// held, and must not block.
+	waiters map[uint64]func(applyResult)
+
+	// The group commit of appends (batch.go): the queue, whether the
+	// proposer runs, and whether the replica is closed to new appends.
+	gmu        sync.Mutex
+	gqueue     []*appendReq
+	gproposing bool
+	gclosed    bool
+	gwg        sync.WaitGroup
 
 	uncertainMu sync.Mutex
 	uncertain   uint64
@@ -147,7 +159,7 @@ func OpenReplica(dir string, opts Options) (*Replica, error) {
 	d := opts.Store.Defaults()
 	geo := geometry{segmentSize: d.SegmentSize, maxRecordSize: int32(d.MaxRecordSize), maxBodySize: int32(d.MaxBodySize)}
 	r := &Replica{dir: dir, opts: opts, store: s, logger: opts.Logger, fs: fs, st: st, persistedIdx: st.index, geo: geo,
-		incarnation: binary.BigEndian.Uint64(nonce[:]) | 1, waiters: map[uint64]chan applyResult{}, uncertainCh: make(chan struct{})}
+		incarnation: binary.BigEndian.Uint64(nonce[:]) | 1, waiters: map[uint64]func(applyResult){}, uncertainCh: make(chan struct{})}
 	r.applied.Store(st.index)
 	r.persisted.Store(st.index)
 	r.format.Store(int64(st.format))
@@ -204,11 +216,30 @@ func (r *Replica) stamp() int64 {
 // ErrNoQuorum (nothing committed within CommitTimeout; uncertain when
 // raft had taken the entry), ErrStopped, ctx's error (raft never took
 // the entry), and the store's own ErrInvalid or ErrTooLarge (the entry
-// is then skipped by every member).
+// is then skipped by every member). Concurrent Appends share entries
+// (batch.go); each one's messages stay one contiguous batch.
 func (r *Replica) Append(ctx context.Context, msgs ...*message.Message) (storage.AppendResult, error) {
 	if len(msgs) == 0 {
 		return storage.AppendResult{}, fmt.Errorf("%w: no messages", storage.ErrInvalid)
 	}
+	size, err := entrySize(msgs, r.maxRecord())
+	if err != nil {
+		return storage.AppendResult{}, fmt.Errorf("cluster: append: %w", err)
+	}
+	if r.closed.Load() || r.Failed() != nil {
+		return storage.AppendResult{}, ErrStopped
+	}
+	if r.raft.Load() == nil {
+		return storage.AppendResult{}, fmt.Errorf("%w: no raft node attached", ErrStopped)
+	}
+	if size > maxMergedEntry {
+		return r.appendAlone(ctx, msgs)
+	}
+	return r.appendQueued(ctx, msgs, size)
+}
+
+// appendAlone proposes msgs as an entry of their own.
+func (r *Replica) appendAlone(ctx context.Context, msgs []*message.Message) (storage.AppendResult, error) {
 	seq := r.seq.Add(1)
 	data, err := encodeAppend(&appendEntry{proposer: r.incarnation, seq: seq, storeTime: r.stamp(), geo: r.geo, storeHost: r.opts.StoreHost, msgs: msgs}, r.maxRecord())
 	if err != nil {
@@ -250,7 +281,12 @@ func (r *Replica) propose(ctx context.Context, seq uint64, data []byte) (storage
 	}
 	done := make(chan applyResult, 1)
 	r.mu.Lock()
-	r.waiters[seq] = done
+	r.waiters[seq] = func(res applyResult) {
+		select {
+		case done <- res:
+		default:
+		}
+	}
 	r.mu.Unlock()
 	defer func() {
 		r.mu.Lock()
@@ -366,11 +402,8 @@ func (r *Replica) LeadershipLost() {
 	r.leading.Store(false)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for seq, ch := range r.waiters {
-		select {
-		case ch <- applyResult{err: ErrLeadershipLost}:
-		default:
-		}
+	for seq, w := range r.waiters {
+		w(applyResult{err: ErrLeadershipLost})
 		delete(r.waiters, seq)
 	}
 }
@@ -508,8 +541,8 @@ func (r *Replica) answer(proposer, seq uint64, res applyResult) {
 		return
 	}
 	r.mu.Lock()
-	if ch, ok := r.waiters[seq]; ok {
-		ch <- res
+	if w, ok := r.waiters[seq]; ok {
+		w(res)
 		delete(r.waiters, seq)
 	}
 	r.mu.Unlock()
@@ -575,6 +608,7 @@ func (r *Replica) Close(ctx context.Context) error {
 	if !r.closed.CompareAndSwap(false, true) {
 		return nil
 	}
+	r.stopQueue()
 	r.LeadershipLost()
 	perr := r.Persist()
 	return errors.Join(perr, r.store.Close(ctx))
@@ -585,6 +619,7 @@ func (r *Replica) Close(ctx context.Context) error {
 // tests.
 func (r *Replica) Abandon() {
 	if r.closed.CompareAndSwap(false, true) {
+		r.stopQueue()
 		r.LeadershipLost()
 		r.store.Abandon()
 	}

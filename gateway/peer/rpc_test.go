@@ -291,7 +291,7 @@ func TestDialStatusAndTransfer(t *testing.T) {
 			t.Fatalf("status of %d: work %+v", m.id, w)
 		}
 		if m == l {
-			if st.State != "StateLeader" || len(st.Progress) != 3 || st.Progress[l.id].Match < 10 {
+			if st.State != "StateLeader" || len(st.Progress) != 3 || st.Progress[l.id].Match < st.Commit || st.Commit == 0 {
 				t.Fatalf("leader's status: %+v", st)
 			}
 		} else if st.State != "StateFollower" || st.Progress != nil {
@@ -414,7 +414,7 @@ func TestMemberStatusContactAndStartTransfer(t *testing.T) {
 		if err != nil {
 			t.Fatalf("status of %d asked by the leader: %v", m.id, err)
 		}
-		if st.ID != m.id || st.Leader != l.id || st.Applied < 10 {
+		if st.ID != m.id || st.Leader != l.id || st.Applied == 0 || st.Commit < st.Applied {
 			t.Fatalf("status of %d: %+v", m.id, st)
 		}
 	}
