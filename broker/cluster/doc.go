@@ -95,9 +95,10 @@
 //
 // # Applied position and crashes
 //
-// The raft log (etcd's WAL) is what survives; a member's store may run in
-// async mode and lose its tail, or hold entries applied after the last
-// position it recorded. Every PersistEvery applied entries (and on Close)
+// The raft log (etcd's WAL) is what survives; a member's store runs in
+// async mode whatever the node's flush policy (an fsync per applied entry
+// would repeat the raft log's, on the raft loop), so it may lose its tail,
+// or hold entries applied after the last position it recorded. Every PersistEvery applied entries (and on Close)
 // the replica fsyncs the commit log (Store.Sync) and then writes
 // dir/applied atomically (write, fsync, rename, fsync directory): the
 // index of the last applied entry, the log end after it and the last

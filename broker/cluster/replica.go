@@ -41,7 +41,9 @@ type Raft interface {
 // Options configure a Replica.
 type Options struct {
 	// Store configures the replica's store. Its SegmentSize and size
-	// limits must be the same on every member.
+	// limits must be the same on every member. Its FlushMode is not used:
+	// the store runs in async mode (doc.go, "Applied position and
+	// crashes").
 	Store storage.Options
 	// StoreHost is written into the records this node proposes.
 	StoreHost string
@@ -129,6 +131,11 @@ func OpenReplica(dir string, opts Options) (*Replica, error) {
 	opts.Logger = cmp.Or(opts.Logger, slog.Default())
 	opts.CommitTimeout = cmp.Or(opts.CommitTimeout, opts.Store.FlushTimeout, 5*time.Second)
 	opts.PersistEvery = cmp.Or(opts.PersistEvery, 4096)
+	// The raft logs are the durability point: an entry is answered once a
+	// majority has it fsynced there. A store in sync mode would fsync it
+	// again, on the raft loop, before the next entry applies; Persist
+	// fsyncs the store before it records the applied position instead.
+	opts.Store.FlushMode = storage.FlushAsync
 	fs := opts.Store.FS
 	if fs == nil {
 		fs = vfs.Default

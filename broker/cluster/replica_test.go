@@ -5,11 +5,13 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/mqgate/mqgate/storage"
 	"github.com/mqgate/mqgate/storage/message"
+	"github.com/mqgate/mqgate/storage/vfs"
 )
 
 func replicaOpts() Options {
@@ -231,5 +233,40 @@ func TestReplicaStopsOnSmallerLimits(t *testing.T) {
 	}
 	if r.Undecodable() != 0 || r.Applied() != 0 {
 		t.Fatalf("skipped as undecodable (%d) or applied (%d)", r.Undecodable(), r.Applied())
+	}
+}
+
+// A replica's store does not fsync what it applies, whatever flush mode
+// it is given: the raft logs hold every committed entry fsynced already,
+// and an fsync per entry would hold up the raft loop that applies it.
+// Here every fsync of the store fails, so an apply that waited for one
+// would fail too.
+func TestReplicaAppliesWithoutStoreFsync(t *testing.T) {
+	o := replicaOpts()
+	o.Store.FlushMode = storage.FlushSync
+	o.PersistEvery = 1 << 20
+	syncs := atomic.Int64{}
+	o.Store.FS = vfs.NewErrorFS(vfs.NewMem(), func(op vfs.Op, path string) error {
+		if op == vfs.OpSync && strings.Contains(path, "commitlog") {
+			syncs.Add(1)
+			return errors.New("fsync refused by the test")
+		}
+		return nil
+	})
+	r, err := OpenReplica("/replica", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Abandon()
+	for i, e := range entries(t, 5) {
+		if err := r.Apply(uint64(i+1), e); err != nil {
+			t.Fatalf("apply %d: %v", i+1, err)
+		}
+	}
+	if n := queueLen(r); n != 5 || r.Applied() != 5 {
+		t.Fatalf("%d messages, applied %d; want 5, 5", n, r.Applied())
+	}
+	if n := syncs.Load(); n != 0 {
+		t.Fatalf("the store fsynced its commit log %d times while applying", n)
 	}
 }
