@@ -119,6 +119,20 @@ bench: build ## mqgate bench (produce async+sync and batched, consume batched an
 	./mqgate bench e2e --rate 5000 --rounds 3
 	$(GO) test -run '^$$' -bench . -benchtime 2s $(PKGS)
 
+# Cluster capacity: real members, each in a cgroup of its own, driven by 16
+# official Go producers; configurations alternated round by round
+# (internal/e2e/capacity). Needs root and writable cgroups.
+BENCH_CONFIGS ?= single --flush sync;cluster
+BENCH_CPUS ?= 0
+BENCH_ROUNDS ?= 3
+BENCH_DURATION ?= 10s
+
+.PHONY: bench-cluster
+bench-cluster: ## cluster capacity: single node and cluster alternated (BENCH_CONFIGS, BENCH_CPUS=0.3 caps each member, BENCH_ROUNDS, BENCH_DURATION)
+	set -o pipefail; MQGATE_BENCH_CLUSTER=1 MQGATE_BENCH_CONFIGS='$(BENCH_CONFIGS)' MQGATE_BENCH_CPUS='$(BENCH_CPUS)' \
+	MQGATE_BENCH_ROUNDS='$(BENCH_ROUNDS)' MQGATE_BENCH_DURATION='$(BENCH_DURATION)' \
+	$(GO) test -count=1 -timeout 3h -run '^TestCapacity$$' -v ./internal/e2e/capacity/ | grep -v -e '^=== ' -e '^--- PASS' -e '^    --- PASS'
+
 .PHONY: bench-storage
 bench-storage: ## storage benchmarks with ratios against raw disk
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./storage/...
