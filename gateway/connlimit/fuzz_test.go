@@ -1,6 +1,7 @@
 package connlimit
 
 import (
+	"bufio"
 	"bytes"
 	"io"
 	"testing"
@@ -31,6 +32,23 @@ func FuzzFirstStream(f *testing.F) {
 		}
 		if ok && (stream == 0 || stream%2 == 0) {
 			t.Fatalf("stream %d", stream)
+		}
+	})
+}
+
+// FuzzReadRequestHead: whatever a client sends, the HTTP refusal reads at
+// most maxRequestHead bytes of it plus one buffer before it answers, and
+// answers a head that ends in a blank line. Seeds in
+// testdata/fuzz/FuzzReadRequestHead.
+func FuzzReadRequestHead(f *testing.F) {
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r := &countingReader{r: bytes.NewReader(data)}
+		ok := readRequestHead(bufio.NewReaderSize(r, 4096))
+		if r.n > maxRequestHead+4096 {
+			t.Fatalf("read %d bytes", r.n)
+		}
+		if end := bytes.Index(data, []byte("\n\r\n")); end >= 0 && end+3 <= maxRequestHead && !ok {
+			t.Fatalf("a complete head of %d bytes not answered", end+3)
 		}
 	})
 }

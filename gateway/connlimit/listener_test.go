@@ -216,6 +216,12 @@ func TestHTTPRefusal(t *testing.T) {
 	if resp, err := http.ReadResponse(bufio.NewReader(holder), nil); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("first connection: %v %v", resp, err)
 	}
+	// The refusal answers a request: nothing comes before one.
+	early := dialFrom(t, "127.0.0.1", l.Addr().String())
+	_ = early.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	if n, err := early.Read(make([]byte, 1)); n > 0 || !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("before any request the refused connection gave %d bytes, %v", n, err)
+	}
 	c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 	resp, err := c.Get("http://" + l.Addr().String() + "/")
 	if err != nil {

@@ -11,16 +11,26 @@ import (
 )
 
 // The refusals a listener writes to a connection over its limits, before
-// closing it. Each writes at once, without waiting for the client's
-// request, then half-closes the connection and reads what the client
-// sends until it closes too (or the refusal's deadline passes): closing
-// with unread bytes would reset the connection, and the client could lose
-// the answer.
+// closing it. Each answers the client's first request (an answer that came
+// before it would be taken for one to no request: Go's HTTP client drops
+// it and fails the request), then half-closes the connection and reads
+// what the client sends until it closes too (or the refusal's deadline
+// passes): closing with unread bytes would reset the connection, and the
+// client could lose the answer.
 
-// HTTPRefusal answers an HTTP/1.1 client with status, a Retry-After of one
-// second and the body body(why) of type contentType.
+// maxRequestHead bounds what HTTPRefusal reads of a request before it
+// answers.
+const maxRequestHead = 16 << 10
+
+// HTTPRefusal answers an HTTP/1.1 client's first request with status, a
+// Retry-After of one second and the body body(why) of type contentType.
+// It reads the request's head first (up to its blank line, at most
+// maxRequestHead bytes).
 func HTTPRefusal(status int, contentType string, body func(why string) []byte) func(net.Conn, string) {
 	return func(c net.Conn, why string) {
+		if !readRequestHead(bufio.NewReaderSize(c, 4096)) {
+			return
+		}
 		b := body(why)
 		head := "HTTP/1.1 " + strconv.Itoa(status) + " " + http.StatusText(status) + "\r\n" +
 			"Content-Type: " + contentType + "\r\n" +
@@ -31,6 +41,27 @@ func HTTPRefusal(status int, contentType string, body func(why string) []byte) f
 		}
 		drain(c)
 	}
+}
+
+// readRequestHead reads up to the blank line that ends an HTTP/1.1
+// request's head; false when the connection ends or errs first. A head
+// longer than maxRequestHead is answered anyway.
+func readRequestHead(r *bufio.Reader) bool {
+	n := 0
+	for n < maxRequestHead {
+		line, err := r.ReadSlice('\n')
+		n += len(line)
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		if err != nil {
+			return false
+		}
+		if len(line) <= 2 && (len(line) == 1 || line[0] == '\r') {
+			return true
+		}
+	}
+	return true
 }
 
 // HTTP/2 framing, as much as the refusal needs (RFC 9113).
