@@ -12,7 +12,7 @@ import (
 )
 
 // Decoders of request bodies and header strings: none may panic. FuzzHeartbeat's corpus holds heartbeats captured
-// from the classic Go client (internal/e2e/remoting TestCaptureSeedFrames).
+// from the classic Go client (internal/e2e/classic TestCaptureSeedFrames).
 
 func FuzzHeartbeat(f *testing.F) {
 	f.Add(heartbeatBody("192.0.2.2@16152", []string{"PG"}, map[string][]string{"CG": {"%RETRY%CG", "T1:a || b"}}))

@@ -9,7 +9,7 @@ import (
 // decoder: it must never panic, and whatever it accepts must re-encode
 // and decode to the same command. The corpus in testdata/fuzz/FuzzDecode
 // holds frames captured from the classic Go client v2.1.2 talking to
-// mqgate (internal/e2e/remoting TestCaptureSeedFrames) plus the
+// mqgate (internal/e2e/classic TestCaptureSeedFrames) plus the
 // worked examples of codec_test.go.
 func FuzzDecode(f *testing.F) {
 	f.Add(append([]byte{0, 0, 0, 0x65}, `{"code":105,"language":"GO","version":317,"opaque":2,"flag":0,"remark":"","extFields":{"topic":"T1"}}`...))

@@ -9,7 +9,7 @@ import (
 
 // The corpora under testdata/fuzz hold batch bodies and pull bodies
 // captured from the classic Go client talking to mqgate
-// (internal/e2e/remoting TestCaptureSeedFrames).
+// (internal/e2e/classic TestCaptureSeedFrames).
 
 func FuzzDecodeBatch(f *testing.F) {
 	b, _ := AppendBatch(nil, []BatchMessage{{Body: []byte("a"), Properties: "K\x01V\x02"}, {Body: []byte("bb")}})

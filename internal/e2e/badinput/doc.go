@@ -1,4 +1,4 @@
-// Package badinpute2e throws bad input at the real `mqgate serve` binary
+// Package badinput throws bad input at the real `mqgate serve` binary
 // on loopback: oversized, malformed, truncated, slow and unauthenticated
 // requests on the gRPC, REST and remoting listeners, and floods
 // (limits_test.go): silent connections on every listener under a low
@@ -16,4 +16,4 @@
 // that 750 calls share one request body) and remoting with mqgate's test
 // client; like internal/e2e
 // it must not import mqgate's gen/apache/rocketmq/v2.
-package badinpute2e
+package badinput

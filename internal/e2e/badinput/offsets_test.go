@@ -1,4 +1,4 @@
-package badinpute2e
+package badinput
 
 import (
 	"bytes"

@@ -1,5 +1,5 @@
 // Package e2eutil holds what the end-to-end test packages (internal/e2e,
-// internal/e2e/mesh, internal/e2e/remoting, internal/e2e/cluster) share: the run policy (skip
+// internal/e2e/mesh, internal/e2e/classic, internal/e2e/cluster) share: the run policy (skip
 // with -short and under -race, parallel), unique names, starting mqgate
 // and running its CLI, the official RocketMQ 5 Go client's setup (log
 // directory, config, started producers and simple consumers), running

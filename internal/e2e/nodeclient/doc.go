@@ -1,4 +1,4 @@
-// Package nodee2e holds mqgate's end-to-end tests driven by the official
+// Package nodeclient holds mqgate's end-to-end tests driven by the official
 // RocketMQ 5 Node.js client (npm rocketmq-client-nodejs 1.0.8, pinned in
 // package.json and package-lock.json): a second official client, on a
 // different gRPC stack (@grpc/grpc-js) and with its own message digest
@@ -20,4 +20,4 @@
 //
 // The package has no non-test code and imports only internal/testutil,
 // internal/e2e/e2eutil and the standard library.
-package nodee2e
+package nodeclient

@@ -1,4 +1,4 @@
-package nodee2e
+package nodeclient
 
 import (
 	"fmt"

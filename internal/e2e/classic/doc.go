@@ -1,4 +1,4 @@
-// Package remotinge2e holds mqgate's end-to-end tests of the classic
+// Package classic holds mqgate's end-to-end tests of the classic
 // remoting listener: each starts the real `mqgate serve` binary on free
 // loopback ports (internal/testutil) and drives its remoting port with
 // the classic RocketMQ Go client (github.com/apache/rocketmq-client-go/v2
@@ -11,4 +11,4 @@
 // clients live side by side. Both clients race internally: these tests
 // skip under -race unless MQGATE_E2E_RACE is set (make test runs
 // ./internal/e2e/... a second time without -race).
-package remotinge2e
+package classic

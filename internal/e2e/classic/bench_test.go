@@ -1,4 +1,4 @@
-package remotinge2e
+package classic
 
 import (
 	"context"
@@ -26,7 +26,7 @@ import (
 // op is one message; the metrics are messages per second per protocol and
 // their ratios to the gRPC baseline.
 //
-//	go test ./internal/e2e/remoting -run '^$' -bench Send1KiB -benchtime 20000x
+//	go test ./internal/e2e/classic -run '^$' -bench Send1KiB -benchtime 20000x
 func BenchmarkSend1KiB16Producers(b *testing.B) {
 	if testutil.RaceEnabled {
 		b.Skip("clients race internally")

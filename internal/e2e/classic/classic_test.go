@@ -1,4 +1,4 @@
-package remotinge2e
+package classic
 
 import (
 	"bytes"
