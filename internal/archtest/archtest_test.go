@@ -99,6 +99,30 @@ func TestEveryPackageHasDocGo(t *testing.T) {
 	}
 }
 
+// A package is named as its directory (commands and gen/'s versioned
+// packages aside), so that an import path says what a reader will find
+// in the code that uses it.
+func TestPackageNamedAsItsDirectory(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{.Name}}", Module+"/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	n := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		path, name, _ := strings.Cut(line, " ")
+		if r, _ := rel(path); name == "main" || under(r, "gen") {
+			continue
+		}
+		n++
+		if base := path[strings.LastIndex(path, "/")+1:]; base != name {
+			t.Errorf("%s is package %s: name it %s, or move it", path, name, base)
+		}
+	}
+	if n < 20 {
+		t.Fatalf("only %d packages checked", n)
+	}
+}
+
 // docFileLines is the size from which a file must be named in its
 // package's doc.go: a file that big owns something a reader of the
 // package needs to find.
