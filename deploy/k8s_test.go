@@ -167,6 +167,20 @@ func checkReferences(name string, o objects) []error {
 				}
 				defined[e.Name] = true
 			}
+			// A memory limit comes with Go's soft limit below it: without
+			// one, a flood of large requests leaves freed memory to pile up
+			// past the container's limit.
+			if lim, ok := c.Resources.Limits[corev1.ResourceMemory]; ok {
+				soft := ""
+				for _, e := range c.Env {
+					if e.Name == "GOMEMLIMIT" {
+						soft = e.Value
+					}
+				}
+				if b, ok := goMemLimit(soft); !ok || b >= lim.Value() {
+					fail("%s: container %s has a memory limit of %s and GOMEMLIMIT %q: set it below the limit", name, c.Name, lim.String(), soft)
+				}
+			}
 			// Every Service port of these pods targets a container port.
 			for svcName, svc := range o.services {
 				if !labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(pod.Labels)) || len(svc.Spec.Selector) == 0 {
@@ -478,4 +492,24 @@ func runServe(t *testing.T, env []string, args ...string) (string, error) {
 	cmd.Env = append(cleanEnv(), env...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
+}
+
+// goMemLimit reads a GOMEMLIMIT value (bytes, or a number with B, KiB,
+// MiB, GiB or TiB, as the Go runtime takes it).
+func goMemLimit(v string) (int64, bool) {
+	mult := int64(1)
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"B", 1}} {
+		if n, ok := strings.CutSuffix(v, u.suffix); ok {
+			v, mult = n, u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n <= 0 {
+		return 0, false
+	}
+	return n * mult, true
 }

@@ -446,10 +446,23 @@ func senders() int {
 // receive limit) at once, twice. A consume-only user's sends are refused
 // before they are read; a publisher's sends to a topic it may not publish
 // to are read within the 256 MiB request budget, of which one user may
-// hold half. The server's anonymous memory stays under the budget plus a
-// fixed overhead, and another user's send is answered meanwhile.
+// hold half. With Go's soft memory limit set, the server's anonymous
+// memory stays under the budget plus a fixed overhead, and another user's
+// send is answered meanwhile.
 func TestGRPCRequestFloodStaysWithinTheBudget(t *testing.T) {
-	s := startConfigured(t, floodUsers, testutil.StartOptions{})
+	const floodSoftLimit = 512 << 20
+	// Go's soft memory limit, as docs/operations.md and the Kubernetes
+	// manifests set it: without one, the garbage collector's headroom
+	// (freed request buffers not yet collected) grows with the rate of the
+	// flood, to 1.0-1.3 GiB here, however small the budget.
+	// MQGATE_TEST_FLOOD_SOFT_LIMIT=off measures without it (for
+	// docs/performance.md; the bound is then not checked).
+	soft := os.Getenv("MQGATE_TEST_FLOOD_SOFT_LIMIT") != "off"
+	var env []string
+	if soft {
+		env = []string{"GOMEMLIMIT=" + strconv.Itoa(floodSoftLimit>>20) + "MiB"}
+	}
+	s := startConfigured(t, floodUsers, testutil.StartOptions{Env: env})
 	s.good()
 	n := senders()
 	pid := s.p.Cmd.Process.Pid
@@ -558,12 +571,11 @@ func TestGRPCRequestFloodStaysWithinTheBudget(t *testing.T) {
 			t.Errorf("%s: no publisher send was read and refused: %v", phase.name, got)
 		}
 		// The budget (256 MiB) holds what reads and handlers hold; beside
-		// it, the garbage collector's headroom over what is live (as much
-		// again with GOGC=100), the buffers freed into the pool, the
-		// connections and the windows of waiting calls: at most 4× the
-		// budget however many senders.
-		if anon > 4*256 {
-			t.Errorf("%s: peak anonymous memory %d MiB: above 4× the request budget (256 MiB)", phase.name, anon)
+		// it, the connections, the windows of waiting calls and what the
+		// garbage collector has not collected yet, which the soft limit
+		// keeps near it: at most 3× the budget however many senders.
+		if soft && anon > 3*256 {
+			t.Errorf("%s: peak anonymous memory %d MiB: above 3× the request budget (256 MiB) with GOMEMLIMIT %d MiB", phase.name, anon, floodSoftLimit>>20)
 		}
 	}
 	s.good()
