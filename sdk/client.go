@@ -211,6 +211,9 @@ type member struct {
 	closeOnce sync.Once
 	closeErr  error
 	closed    chan struct{}
+	// drain, when set, runs first in close (with close's ctx): a producer
+	// sends what it holds.
+	drain func(context.Context) error
 }
 
 // join starts a session (see startSession) and makes it a member of c.
@@ -238,7 +241,11 @@ func (c *Client) join(ctx context.Context, kind string, settings *v2.Settings, h
 func (m *member) close(ctx context.Context) error {
 	m.closeOnce.Do(func() {
 		close(m.closed)
-		m.closeErr = m.sess.shutdown(ctx)
+		var derr error
+		if m.drain != nil {
+			derr = m.drain(ctx)
+		}
+		m.closeErr = closeErr([]error{derr, m.sess.shutdown(ctx)})
 		m.c.mu.Lock()
 		delete(m.c.members, m)
 		m.c.mu.Unlock()

@@ -32,6 +32,20 @@
 //     confirm the flush in time (MASTER_PERSISTENCE_TIMEOUT); the receipt
 //     is returned too.
 //
+// # Batching
+//
+// ProducerConfig.Linger makes a producer batch on its own, as Kafka's
+// linger.ms and batch.size do: Send and SendAsync put each message in a
+// batch of its topic and message group, sent as one SendMessage call once
+// it holds BatchMessages messages or BatchBytes bytes, or Linger after its
+// first message. Results and errors stay per message (a batch refused as a
+// whole is resent message by message; each message of a batch whose
+// outcome is unknown fails with ErrOutcomeUnknown), and the batches of one
+// message group are sent one after the other, so the group's order is
+// kept.
+// SendAsync keeps up to MaxBuffered messages in flight; Flush and Close
+// send what is gathered.
+//
 // # Consumers return errors
 //
 // Ack and ChangeInvisibleDuration return the server's verdict (for
@@ -50,7 +64,8 @@
 // returned *CloseError.
 //
 // Files: client.go (Dial, options, Close), producer.go (Producer: sends and
-// their one deadline), consumer.go (SimpleConsumer: receive, ack, change
+// their one deadline), batch.go (a lingering producer's batches,
+// SendAsync and Flush), consumer.go (SimpleConsumer: receive, ack, change
 // invisibility), telemetry.go (each producer's and consumer's session: its
 // Telemetry stream, settings and heartbeats), message.go (messages,
 // receipts, message ids), errors.go (outcome sentinels and status errors),

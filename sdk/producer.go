@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -26,14 +27,39 @@ type ProducerConfig struct {
 	// included (0: the server's policy, 3 with mqgate).
 	MaxAttempts int
 	// Timeout is the deadline of a send whose ctx has none (0:
-	// DefaultSendTimeout). All attempts share it.
+	// DefaultSendTimeout). All attempts share it. A message given to
+	// SendAsync, or batched, has this deadline from when it was given.
 	Timeout time.Duration
+
+	// Linger, when above zero, makes the producer batch what Send and
+	// SendAsync are given, as Kafka's linger.ms does: messages of one topic
+	// and message group are gathered and sent in one SendMessage call once
+	// BatchMessages or BatchBytes is reached, or Linger after the batch's
+	// first message. Each message still gets its own receipt or error, and
+	// the messages of a message group are stored in the order given (see
+	// SendAsync). 0: every Send is its own call.
+	Linger time.Duration
+	// BatchMessages is the most messages of one batch (0:
+	// DefaultBatchMessages).
+	BatchMessages int
+	// BatchBytes is the most body bytes of one batch, as Kafka's
+	// batch.size (0: DefaultBatchBytes); a message larger than it goes
+	// alone.
+	BatchBytes int
+	// MaxBuffered is the most messages a batching producer holds,
+	// gathering or in flight, before SendAsync and Send wait for room (0:
+	// DefaultMaxBuffered).
+	MaxBuffered int
 }
 
 // Producer sends messages. It is safe for concurrent use.
 type Producer struct {
 	*member
 	cfg ProducerConfig
+	// batch gathers messages when cfg.Linger is set.
+	batch *batcher
+	// async counts unbatched SendAsync sends in flight.
+	async sync.WaitGroup
 }
 
 // NewProducer starts a producer: it opens its Telemetry stream and waits
@@ -41,6 +67,18 @@ type Producer struct {
 func (c *Client) NewProducer(ctx context.Context, cfg ProducerConfig) (*Producer, error) {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultSendTimeout
+	}
+	if cfg.Linger < 0 || cfg.BatchMessages < 0 || cfg.BatchBytes < 0 || cfg.MaxBuffered < 0 {
+		return nil, errors.New("sdk: NewProducer: Linger, BatchMessages, BatchBytes and MaxBuffered must not be negative")
+	}
+	if cfg.BatchMessages == 0 {
+		cfg.BatchMessages = DefaultBatchMessages
+	}
+	if cfg.BatchBytes == 0 {
+		cfg.BatchBytes = DefaultBatchBytes
+	}
+	if cfg.MaxBuffered == 0 {
+		cfg.MaxBuffered = DefaultMaxBuffered
 	}
 	topics := make([]*v2.Resource, 0, len(cfg.Topics))
 	for _, t := range trimSpace(cfg.Topics) {
@@ -58,19 +96,35 @@ func (c *Client) NewProducer(ctx context.Context, cfg ProducerConfig) (*Producer
 	if err != nil {
 		return nil, err
 	}
-	return &Producer{member: m, cfg: cfg}, nil
+	p := &Producer{member: m, cfg: cfg}
+	if cfg.Linger > 0 {
+		p.batch = newBatcher(p)
+	}
+	// What was given before Close is sent (or fails) before the session
+	// ends, whoever closes the producer.
+	m.drain = p.stopBatching
+	return p, nil
 }
 
 // ClientID is the producer's client id (x-mq-client-id).
 func (p *Producer) ClientID() string { return p.sess.clientID }
 
-// Close notifies the server, ends the Telemetry stream and waits for the
-// producer's goroutines until ctx ends. Sends after Close fail with
-// ErrClosed.
+// Close refuses new sends, sends what a batching producer gathered and
+// waits for the sends in flight, then notifies the server, ends the
+// Telemetry stream and waits for the producer's goroutines, all until ctx
+// ends. Sends after Close fail with ErrClosed.
 func (p *Producer) Close(ctx context.Context) error { return p.close(ctx) }
 
 // Send sends one message. See SendBatch for the retry contract.
+//
+// With Linger set, m is batched with other messages (SendAsync's rules),
+// and Send waits for its outcome: when ctx ends before m's batch was
+// sent, m is withdrawn (ErrNotStored); after that, the outcome is
+// ErrOutcomeUnknown to this call.
 func (p *Producer) Send(ctx context.Context, m *Message) (SendReceipt, error) {
+	if p.batch != nil {
+		return p.sendBatched(ctx, m)
+	}
 	rs, err := p.SendBatch(ctx, []*Message{m})
 	if len(rs) == 1 {
 		return rs[0], err
@@ -155,16 +209,28 @@ func (p *Producer) SendBatch(ctx context.Context, msgs []*Message) ([]SendReceip
 		}
 		req.Messages[i] = toV2(m, ids[i], p.c.resource(topic), now)
 	}
-	fail := func(attempts int, out error, cause error) *SendError {
-		return &SendError{Topic: topic, MessageIDs: ids, Attempts: attempts, Outcome: out, Err: cause}
-	}
 	if p.isClosed() {
-		return nil, fail(0, ErrNotStored, fmt.Errorf("producer %w", ErrClosed))
+		return nil, &SendError{Topic: topic, MessageIDs: ids, Outcome: ErrNotStored, Err: fmt.Errorf("producer %w", ErrClosed)}
 	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, p.cfg.Timeout)
 		defer cancel()
+	}
+	resp, _, err := p.send(ctx, topic, ids, req)
+	if resp != nil {
+		return receipts(resp), err
+	}
+	return nil, err
+}
+
+// send makes the attempts of one SendMessage request under ctx's deadline
+// (see SendBatch) and returns the last response (nil when none is to be
+// reported: receipts come only from a response that stored something),
+// the attempts made and the *SendError of a failure.
+func (p *Producer) send(ctx context.Context, topic string, ids []string, req *v2.SendMessageRequest) (*v2.SendMessageResponse, int, error) {
+	fail := func(attempts int, out error, cause error) *SendError {
+		return &SendError{Topic: topic, MessageIDs: ids, Attempts: attempts, Outcome: out, Err: cause}
 	}
 	pol := p.policy()
 	maybe := false // an attempt may have stored the batch
@@ -178,41 +244,41 @@ func (p *Producer) SendBatch(ctx context.Context, msgs []*Message) ([]SendReceip
 		if err := ctx.Err(); err != nil {
 			// Only reachable before the first attempt: later ones check
 			// the time left before sleeping.
-			return nil, fail(n-1, notStored(), err)
+			return nil, n - 1, fail(n-1, notStored(), err)
 		}
 		resp, out, cause := p.attempt(ctx, req)
 		switch out {
 		case outStored:
-			return receipts(resp), nil
+			return resp, n, nil
 		case outMixed:
-			return receipts(resp), fail(n, mixedOutcome(resp), cause)
+			return resp, n, fail(n, mixedOutcome(resp), cause)
 		case outUnknown:
-			return nil, fail(n, ErrOutcomeUnknown, cause)
+			return nil, n, fail(n, ErrOutcomeUnknown, cause)
 		case outRejected:
 			if isNotDurable(cause) {
-				return receipts(resp), fail(n, ErrNotDurable, cause)
+				return resp, n, fail(n, ErrNotDurable, cause)
 			}
-			return nil, fail(n, ErrNotStored, cause)
+			return nil, n, fail(n, ErrNotStored, cause)
 		}
 		// outRetry: nothing stored; outRetryMaybe: perhaps stored, and
 		// tried again with the same message id.
 		maybe = maybe || out == outRetryMaybe
 		if n >= pol.attempts {
-			return nil, fail(n, notStored(), cause)
+			return nil, n, fail(n, notStored(), cause)
 		}
 		wait := time.Duration(0)
 		if errors.Is(cause, ErrTooManyRequests) || errors.Is(cause, ErrUnavailable) || out == outRetryMaybe {
 			wait = pol.backoff(n)
 		}
 		if dl, _ := ctx.Deadline(); time.Until(dl) <= wait {
-			return nil, fail(n, notStored(), fmt.Errorf("%w; no time left for another attempt before the deadline", cause))
+			return nil, n, fail(n, notStored(), fmt.Errorf("%w; no time left for another attempt before the deadline", cause))
 		}
 		if wait > 0 {
 			t := time.NewTimer(wait)
 			select {
 			case <-ctx.Done():
 				t.Stop()
-				return nil, fail(n, notStored(), fmt.Errorf("%w; deadline reached while backing off", cause))
+				return nil, n, fail(n, notStored(), fmt.Errorf("%w; deadline reached while backing off", cause))
 			case <-t.C:
 			}
 		}
