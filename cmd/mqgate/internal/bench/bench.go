@@ -57,6 +57,16 @@ data dir) so it can also measure the server's CPU per message.
 round with the median ratio with every round listed:
 this machine's noise moves a single run by ±10 % or more.
 
+produce and consume run two echoes (--echo both, the default): the v2 echo,
+which decodes each request and encodes each response as any v2 server must,
+and the plain echo, which answers with responses encoded once at start
+without decoding anything (the floor of a gRPC call). --echo v2|plain runs
+one of them.
+
+produce --sdk-linger D sends with mqgate's Go SDK instead, each producer
+batching on its own (ProducerConfig.Linger D, --sdk-batch messages at most)
+with up to --sdk-window messages in flight; against the v2 echo only.
+
 produce and consume also report calls per second and server CPU per call
 (consume's calls are its receives and acks), the echo making the same calls.
 
@@ -81,6 +91,15 @@ type benchOpts struct {
 	// ownNames: topic and group are the bench's random defaults, not the
 	// user's (who may have created them on a server without auto-create).
 	ownNames bool
+
+	// echo: which echoes run beside mqgate (v2, plain or both).
+	echo string
+	// sdkLinger, when set, makes produce send with the SDK's batching
+	// producer; sdkBatch and sdkWindow are its batch bound and the
+	// messages each producer keeps in flight.
+	sdkLinger time.Duration
+	sdkBatch  int
+	sdkWindow int
 
 	pipelineAcks bool
 	// batch is the messages per SendMessage (produce); ackBatch the
@@ -120,6 +139,10 @@ func Cmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.pipelineAcks, "pipeline-acks", true, "consume: ack a batch while receiving the next (one ack in flight per consumer)")
 	fs.IntVar(&o.batch, "batch", 1, "produce: messages per SendMessage call")
 	fs.IntVar(&o.ackBatch, "ack-batch", receiveBatchSize, "consume: receipt handles per AckMessage call, each call awaited before the next (at most the receive batch of 32 counts)")
+	fs.StringVar(&o.echo, "echo", "both", "produce|consume: the echoes run beside mqgate: v2 (decodes and encodes the v2 messages), plain (answers without decoding) or both")
+	fs.DurationVar(&o.sdkLinger, "sdk-linger", 0, "produce: send with the SDK's batching producer, lingering this long (0: plain SendMessage calls)")
+	fs.IntVar(&o.sdkBatch, "sdk-batch", 32, "produce --sdk-linger: most messages per batch")
+	fs.IntVar(&o.sdkWindow, "sdk-window", 1024, "produce --sdk-linger: messages each producer keeps in flight")
 	accessKey := fs.String("access-key", os.Getenv("MQGATE_ACCESS_KEY"), "produce|consume|e2e: sign every call as this user, for a --server running with --auth-file (env MQGATE_ACCESS_KEY; the secret comes from MQGATE_SECRET_KEY)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
@@ -142,6 +165,16 @@ func Cmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	o.ackBatch = min(o.ackBatch, receiveBatchSize)
+	switch o.echo {
+	case "v2", "plain", "both":
+	default:
+		fmt.Fprintf(stderr, "mqgate bench: --echo is v2, plain or both\n")
+		return 2
+	}
+	if o.sdkLinger < 0 || o.sdkLinger > 0 && (o.mode != "produce" || o.batch != 1) || o.sdkBatch < 1 || o.sdkWindow < 1 {
+		fmt.Fprintf(stderr, "mqgate bench: --sdk-linger is for produce without --batch, with --sdk-batch and --sdk-window of 1 or more\n")
+		return 2
+	}
 	if o.rounds < 1 || o.rounds > 1 && (o.mode == "http" || o.mode == "remoting") {
 		fmt.Fprintf(stderr, "mqgate bench: --rounds must be 1 or more, and 1 in %s mode\n", o.mode)
 		return 2
@@ -202,19 +235,45 @@ type Figures struct {
 // Ratio are those of the round with the median ratio (e2e: the median
 // p99) and Rounds holds every round in the order run.
 type Result struct {
-	Mode   string   `json:"mode"`
-	Flush  string   `json:"flush,omitempty"`
-	Echo   *Figures `json:"echo,omitempty"`
-	Mqgate Figures  `json:"mqgate"`
-	Ratio  float64  `json:"ratio_to_echo,omitempty"`
-	Rounds []Round  `json:"rounds,omitempty"`
+	Mode  string   `json:"mode"`
+	Flush string   `json:"flush,omitempty"`
+	Echo  *Figures `json:"echo,omitempty"`
+	// PlainEcho is the plain echo's run (--echo plain|both).
+	PlainEcho *Figures `json:"plain_echo,omitempty"`
+	Mqgate    Figures  `json:"mqgate"`
+	Ratio     float64  `json:"ratio_to_echo,omitempty"`
+	// PlainRatio is mqgate's msgs/s over the plain echo's; the CPU ratios
+	// are mqgate's server CPU per call (per message when calls are not
+	// counted) over each echo's.
+	PlainRatio    float64 `json:"ratio_to_plain_echo,omitempty"`
+	CPURatio      float64 `json:"cpu_ratio_to_echo,omitempty"`
+	PlainCPURatio float64 `json:"cpu_ratio_to_plain_echo,omitempty"`
+	Rounds        []Round `json:"rounds,omitempty"`
 }
 
-// Round is one echo run and the mqgate run right after it.
+// Round is one run of each echo and the mqgate run right after them.
 type Round struct {
-	Echo   *Figures `json:"echo,omitempty"`
-	Mqgate Figures  `json:"mqgate"`
-	Ratio  float64  `json:"ratio_to_echo,omitempty"`
+	Echo          *Figures `json:"echo,omitempty"`
+	PlainEcho     *Figures `json:"plain_echo,omitempty"`
+	Mqgate        Figures  `json:"mqgate"`
+	Ratio         float64  `json:"ratio_to_echo,omitempty"`
+	PlainRatio    float64  `json:"ratio_to_plain_echo,omitempty"`
+	CPURatio      float64  `json:"cpu_ratio_to_echo,omitempty"`
+	PlainCPURatio float64  `json:"cpu_ratio_to_plain_echo,omitempty"`
+}
+
+// cpuRatio is m's server CPU per call over base's (per message when
+// either counted no calls), 0 when either is unknown.
+func cpuRatio(m Figures, base *Figures) float64 {
+	switch {
+	case base == nil:
+		return 0
+	case m.CPUusPerCall > 0 && base.CPUusPerCall > 0:
+		return m.CPUusPerCall / base.CPUusPerCall
+	case m.CPUusPerMsg > 0 && base.CPUusPerMsg > 0:
+		return m.CPUusPerMsg / base.CPUusPerMsg
+	}
+	return 0
 }
 
 func printBench(w io.Writer, o benchOpts, r Result) {
@@ -236,7 +295,13 @@ func printBench(w io.Writer, o benchOpts, r Result) {
 	if r.Echo != nil {
 		row(*r.Echo)
 	}
+	if r.PlainEcho != nil {
+		row(*r.PlainEcho)
+	}
 	row(r.Mqgate)
+	if r.PlainEcho != nil && r.PlainRatio > 0 {
+		fmt.Fprintf(w, "ratio mqgate/plain-echo msgs/s: %.2f\n", r.PlainRatio)
+	}
 	if r.Echo != nil {
 		base := "echo"
 		if r.Mode == "http" || r.Mode == "remoting" {
@@ -248,8 +313,11 @@ func printBench(w io.Writer, o benchOpts, r Result) {
 			fmt.Fprintf(w, "ratio %s/%s msgs/s: %.2f\n", r.Mqgate.Target, base, r.Ratio)
 		}
 	}
-	if r.Mode == "produce" || r.Mode == "consume" {
+	if (r.Mode == "produce" || r.Mode == "consume") && r.Mqgate.Calls > 0 {
 		printCalls(w, r)
+	}
+	if r.CPURatio > 0 && r.Mqgate.Calls == 0 {
+		fmt.Fprintf(w, "ratio mqgate/echo srv CPU/msg: %.2f\n", r.CPURatio)
 	}
 	if r.Mqgate.RSSAnonMiB > 0 {
 		fmt.Fprintf(w, "mqgate anonymous (non-file-backed) memory after the run: %.1f MiB\n", r.Mqgate.RSSAnonMiB)
@@ -261,6 +329,9 @@ func printBench(w io.Writer, o benchOpts, r Result) {
 			if rd.Echo != nil {
 				fmt.Fprintf(w, " echo %.0f msgs/s %.1fµs/msg p99 %.0fµs,", rd.Echo.PerSecond, rd.Echo.CPUusPerMsg, rd.Echo.P99us)
 			}
+			if rd.PlainEcho != nil {
+				fmt.Fprintf(w, " plain-echo %.0f msgs/s %.1fµs/msg,", rd.PlainEcho.PerSecond, rd.PlainEcho.CPUusPerMsg)
+			}
 			fmt.Fprintf(w, " mqgate %.0f msgs/s %.1fµs/msg p99 %.0fµs", rd.Mqgate.PerSecond, rd.Mqgate.CPUusPerMsg, rd.Mqgate.P99us)
 			if rd.Echo != nil {
 				fmt.Fprintf(w, ", ratio %.2f", rd.Ratio)
@@ -271,6 +342,9 @@ func printBench(w io.Writer, o benchOpts, r Result) {
 					fmt.Fprintf(w, " echo %.1fµs,", rd.Echo.CPUusPerCall)
 				}
 				fmt.Fprintf(w, " mqgate %.1fµs", rd.Mqgate.CPUusPerCall)
+			}
+			if rd.CPURatio > 0 || rd.PlainCPURatio > 0 {
+				fmt.Fprintf(w, "; CPU ratio to echo %.2f, to plain-echo %.2f", rd.CPURatio, rd.PlainCPURatio)
 			}
 			fmt.Fprintln(w)
 		}
@@ -301,9 +375,15 @@ func printCalls(w io.Writer, r Result) {
 	if r.Echo != nil {
 		row(*r.Echo)
 	}
+	if r.PlainEcho != nil {
+		row(*r.PlainEcho)
+	}
 	row(r.Mqgate)
 	if r.Echo != nil && r.Echo.CPUusPerCall > 0 && r.Mqgate.CPUusPerCall > 0 {
 		fmt.Fprintf(w, "ratio mqgate/echo srv CPU/call: %.2f\n", r.Mqgate.CPUusPerCall/r.Echo.CPUusPerCall)
+	}
+	if r.PlainEcho != nil && r.PlainEcho.CPUusPerCall > 0 && r.Mqgate.CPUusPerCall > 0 {
+		fmt.Fprintf(w, "ratio mqgate/plain-echo srv CPU/call: %.2f\n", r.Mqgate.CPUusPerCall/r.PlainEcho.CPUusPerCall)
 	}
 }
 
@@ -339,14 +419,17 @@ func (c *child) stop() {
 	}
 }
 
-func startEcho(size int, relay bool) (*child, error) {
+func startEcho(o benchOpts, plain bool) (*child, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
-	args := []string{"bench", "echo-server", "--size", strconv.Itoa(size)}
-	if relay {
+	args := []string{"bench", "echo-server", "--size", strconv.Itoa(o.size)}
+	if o.mode == "e2e" {
 		args = append(args, "--relay")
+	}
+	if plain {
+		args = append(args, "--plain", "--batch", strconv.Itoa(max(o.batch, 1)), "--ack-batch", strconv.Itoa(max(o.ackBatch, 1)))
 	}
 	cmd := exec.Command(self, args...)
 	out, err := cmd.StdoutPipe()
@@ -458,11 +541,27 @@ func runBench(ctx context.Context, o benchOpts, log io.Writer) (Result, error) {
 		fmt.Fprintf(log, "bench: mqgate gRPC at %s\n", srv.addr)
 		return benchOtherProtocol(ctx, o, srv, log)
 	}
-	echo, err := startEcho(o.size, o.mode == "e2e")
-	if err != nil {
-		return res, err
+	// The v2 echo unless only the plain one is asked for; the plain one
+	// where it can answer the workload's calls (not e2e's relay, not the
+	// SDK's batches of any size).
+	var echo, plain *child
+	plainFits := (o.mode == "produce" || o.mode == "consume") && o.sdkLinger == 0
+	if o.echo != "plain" || !plainFits {
+		e, err := startEcho(o, false)
+		if err != nil {
+			return res, err
+		}
+		defer e.stop()
+		echo = e
 	}
-	defer echo.stop()
+	if o.echo != "v2" && plainFits {
+		e, err := startEcho(o, true)
+		if err != nil {
+			return res, err
+		}
+		defer e.stop()
+		plain = e
+	}
 	target, pid := o.server, o.serverPID
 	if target == "" {
 		srv, err := startMqgate(o.flush, false)
@@ -482,7 +581,7 @@ func runBench(ctx context.Context, o benchOpts, log io.Writer) (Result, error) {
 			ro.topic = fmt.Sprintf("%s-r%d", o.topic, i+1)
 			ro.group = fmt.Sprintf("%s-r%d", o.group, i+1)
 		}
-		rd, err := benchOneRound(ctx, ro, echo, target, pid, log)
+		rd, err := benchOneRound(ctx, ro, echo, plain, target, pid, log)
 		if err != nil {
 			return res, err
 		}
@@ -490,6 +589,7 @@ func runBench(ctx context.Context, o benchOpts, log io.Writer) (Result, error) {
 	}
 	m := medianRound(res.Rounds)
 	res.Echo, res.Mqgate, res.Ratio = m.Echo, m.Mqgate, m.Ratio
+	res.PlainEcho, res.PlainRatio, res.CPURatio, res.PlainCPURatio = m.PlainEcho, m.PlainRatio, m.CPURatio, m.PlainCPURatio
 	if len(res.Rounds) == 1 {
 		res.Rounds = nil
 	}
@@ -498,7 +598,7 @@ func runBench(ctx context.Context, o benchOpts, log io.Writer) (Result, error) {
 
 // benchOneRound runs the workload against the echo (when there is one),
 // then against mqgate.
-func benchOneRound(ctx context.Context, o benchOpts, echo *child, target string, pid int, log io.Writer) (Round, error) {
+func benchOneRound(ctx context.Context, o benchOpts, echo, plain *child, target string, pid int, log io.Writer) (Round, error) {
 	var rd Round
 	if echo != nil {
 		fmt.Fprintf(log, "bench: echo server at %s\n", echo.addr)
@@ -507,6 +607,14 @@ func benchOneRound(ctx context.Context, o benchOpts, echo *child, target string,
 			return rd, fmt.Errorf("echo run: %w", err)
 		}
 		rd.Echo = &f
+	}
+	if plain != nil {
+		fmt.Fprintf(log, "bench: plain echo server at %s\n", plain.addr)
+		f, err := runWorkload(ctx, o, "plain", plain.addr, plain.cmd.Process.Pid, log)
+		if err != nil {
+			return rd, fmt.Errorf("plain echo run: %w", err)
+		}
+		rd.PlainEcho = &f
 	}
 	fmt.Fprintf(log, "bench: mqgate at %s\n", target)
 	f, err := runWorkload(ctx, o, "mqgate", target, pid, log)
@@ -517,6 +625,14 @@ func benchOneRound(ctx context.Context, o benchOpts, echo *child, target string,
 		f.RSSAnonMiB = rssAnonMiB(pid)
 	}
 	rd.Mqgate = f
+	rd.CPURatio, rd.PlainCPURatio = cpuRatio(f, rd.Echo), cpuRatio(f, rd.PlainEcho)
+	if rd.PlainEcho != nil && rd.PlainEcho.PerSecond > 0 {
+		rd.PlainRatio = f.PerSecond / rd.PlainEcho.PerSecond
+	}
+	if rd.Echo == nil && rd.PlainEcho != nil {
+		// --echo plain: the plain echo is the ratio's base.
+		rd.Ratio = rd.PlainRatio
+	}
 	switch {
 	case rd.Echo == nil:
 	case o.mode == "e2e":
@@ -600,6 +716,9 @@ func payloadErr(st *v2.Status, err error) error {
 func runWorkload(ctx context.Context, o benchOpts, name, addr string, pid int, log io.Writer) (Figures, error) {
 	switch o.mode {
 	case "produce":
+		if o.sdkLinger > 0 {
+			return benchProduceSDK(ctx, o, name, addr, pid)
+		}
 		return benchProduce(ctx, o, name, addr, pid)
 	case "consume":
 		return benchConsume(ctx, o, name, addr, pid, log)
@@ -890,7 +1009,7 @@ func ackCalls(o benchOpts, n int) int {
 }
 
 func benchConsume(ctx context.Context, o benchOpts, name, addr string, pid int, log io.Writer) (Figures, error) {
-	if name != "echo" {
+	if name == "mqgate" {
 		if err := preload(ctx, o, addr, o.backlog, log); err != nil {
 			return Figures{}, err
 		}
@@ -936,7 +1055,7 @@ func benchConsume(ctx context.Context, o benchOpts, name, addr string, pid int, 
 				err = ackAll(ctx, c, o, msgs)
 			}
 			n.calls += n.acks
-			if name != "echo" && (received.Add(int64(len(msgs))) >= int64(o.backlog) || len(msgs) == 0 && err == nil) {
+			if name == "mqgate" && (received.Add(int64(len(msgs))) >= int64(o.backlog) || len(msgs) == 0 && err == nil) {
 				drainOnce.Do(func() { close(drained) })
 			}
 			return n, err

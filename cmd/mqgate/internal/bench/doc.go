@@ -7,8 +7,11 @@
 // the same transport options as `mqgate serve`.
 //
 // Files: bench.go (flags, rounds, the produce/consume/e2e workloads and
-// their figures), echo.go (the echo MessagingService), proto.go (produce
-// over REST and classic remoting for the http and remoting modes).
+// their figures), echo.go (the v2 echo MessagingService, which decodes and
+// encodes the v2 messages, and the plain echo, which answers with
+// responses encoded once, the floor of a gRPC call), sdkbench.go (produce
+// --sdk-linger: the SDK's batching producer), proto.go (produce over REST
+// and classic remoting for the http and remoting modes).
 //
 // bench may import gen/, sdk/, gateway/grpcserver (the server's transport
 // options) and gateway/remoting's client and codec; like the rest of cmd/

@@ -14,7 +14,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/experimental"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/mqgate/mqgate/gateway/grpcserver"
@@ -158,14 +160,144 @@ func (e *echoServer) QueryRoute(_ context.Context, req *v2.QueryRouteRequest) (*
 	return &v2.QueryRouteResponse{Status: okStatus}, nil
 }
 
+// Telemetry answers every Settings command with the same settings, the
+// least the SDK's producers (bench produce --sdk-linger) need to start.
+func (e *echoServer) Telemetry(stream grpc.BidiStreamingServer[v2.TelemetryCommand, v2.TelemetryCommand]) error {
+	for {
+		cmd, err := stream.Recv()
+		if err != nil {
+			return nil
+		}
+		if s := cmd.GetSettings(); s != nil {
+			if err := stream.Send(&v2.TelemetryCommand{Status: okStatus, Command: &v2.TelemetryCommand_Settings{Settings: s}}); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func (e *echoServer) Heartbeat(context.Context, *v2.HeartbeatRequest) (*v2.HeartbeatResponse, error) {
+	return &v2.HeartbeatResponse{Status: okStatus}, nil
+}
+
+func (e *echoServer) NotifyClientTermination(context.Context, *v2.NotifyClientTerminationRequest) (*v2.NotifyClientTerminationResponse, error) {
+	return &v2.NotifyClientTerminationResponse{Status: okStatus}, nil
+}
+
+// The plain echo (echo-server --plain) is the floor of a gRPC call on
+// this machine: a server with the same transport options that neither
+// decodes a request nor encodes a response. Its handlers take each request
+// as bytes they drop and answer with responses encoded once at start, of
+// the v2 echo's shapes and sizes: a send of --batch messages gets as many
+// entries, an ack of --ack-batch handles as many, a receive the status,
+// 32 messages and the delivery timestamp. What mqgate costs above it is
+// all of mqgate's own work, decoding and encoding included (the v2 echo
+// above does those).
+
+// rawFrame is a message the plain echo's codec neither decodes nor
+// encodes.
+type rawFrame struct{ b []byte }
+
+// rawCodec drops what it reads and writes a rawFrame's bytes as they are.
+type rawCodec struct{}
+
+func (rawCodec) Name() string { return "proto" }
+
+func (rawCodec) Marshal(v any) (mem.BufferSlice, error) {
+	f, ok := v.(*rawFrame)
+	if !ok {
+		return nil, fmt.Errorf("plain echo: cannot encode %T", v)
+	}
+	return mem.BufferSlice{mem.SliceBuffer(f.b)}, nil
+}
+
+func (rawCodec) Unmarshal(mem.BufferSlice, any) error { return nil }
+
+// plainEcho holds the encoded responses.
+type plainEcho struct {
+	send, ack, route *rawFrame
+	receive          []*rawFrame
+}
+
+func mustFrame(m proto.Message) *rawFrame {
+	b, err := proto.Marshal(m)
+	if err != nil {
+		panic(err)
+	}
+	return &rawFrame{b: b}
+}
+
+func newPlainEcho(size, batch, ackBatch int) *plainEcho {
+	e := newEchoServer(size)
+	p := &plainEcho{route: mustFrame(&v2.QueryRouteResponse{Status: okStatus})}
+	send := &v2.SendMessageResponse{Status: okStatus}
+	for i := range batch {
+		send.Entries = append(send.Entries, &v2.SendResultEntry{Status: okStatus, MessageId: fmt.Sprintf("01BENC%028X", i), Offset: int64(i)})
+	}
+	p.send = mustFrame(send)
+	ack := &v2.AckMessageResponse{Status: okStatus}
+	for _, m := range e.batch[:min(ackBatch, len(e.batch))] {
+		ack.Entries = append(ack.Entries, &v2.AckMessageResultEntry{MessageId: m.SystemProperties.MessageId, ReceiptHandle: m.SystemProperties.GetReceiptHandle(), Status: okStatus})
+	}
+	p.ack = mustFrame(ack)
+	p.receive = append(p.receive, mustFrame(&v2.ReceiveMessageResponse{Content: &v2.ReceiveMessageResponse_Status{Status: okStatus}}))
+	for _, m := range e.batch {
+		p.receive = append(p.receive, mustFrame(&v2.ReceiveMessageResponse{Content: &v2.ReceiveMessageResponse_Message{Message: m}}))
+	}
+	p.receive = append(p.receive, mustFrame(&v2.ReceiveMessageResponse{Content: &v2.ReceiveMessageResponse_DeliveryTimestamp{DeliveryTimestamp: timestamppb.Now()}}))
+	return p
+}
+
+func (p *plainEcho) unary(out *rawFrame) func(any, context.Context, func(any) error, grpc.UnaryServerInterceptor) (any, error) {
+	return func(_ any, _ context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+		if err := dec(&rawFrame{}); err != nil {
+			return nil, err
+		}
+		return out, nil
+	}
+}
+
+func (p *plainEcho) receiveMessage(_ any, stream grpc.ServerStream) error {
+	if err := stream.RecvMsg(&rawFrame{}); err != nil {
+		return err
+	}
+	for _, f := range p.receive {
+		if err := stream.SendMsg(f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p *plainEcho) desc() *grpc.ServiceDesc {
+	return &grpc.ServiceDesc{
+		ServiceName: "apache.rocketmq.v2.MessagingService",
+		HandlerType: (*any)(nil),
+		Methods: []grpc.MethodDesc{
+			{MethodName: "SendMessage", Handler: p.unary(p.send)},
+			{MethodName: "AckMessage", Handler: p.unary(p.ack)},
+			{MethodName: "QueryRoute", Handler: p.unary(p.route)},
+		},
+		Streams: []grpc.StreamDesc{{StreamName: "ReceiveMessage", Handler: p.receiveMessage, ServerStreams: true}},
+	}
+}
+
 // benchEchoServer runs the echo server until SIGTERM/SIGINT, printing its
 // address as the first stdout line (hidden subcommand used by `bench`).
 func benchEchoServer(args []string, stdout, stderr io.Writer) int {
-	addr, size, relay := "127.0.0.1:0", 1024, false
+	addr, size, relay, plain, batch, ackBatch := "127.0.0.1:0", 1024, false, false, 1, receiveBatchSize
 	for i := 0; i < len(args); i++ {
 		switch {
 		case args[i] == "--relay":
 			relay = true
+		case args[i] == "--plain":
+			plain = true
+		case args[i] == "--batch" && i+1 < len(args):
+			i++
+			fmt.Sscan(args[i], &batch)
+		case args[i] == "--ack-batch" && i+1 < len(args):
+			i++
+			fmt.Sscan(args[i], &ackBatch)
 		case args[i] == "--addr" && i+1 < len(args):
 			i++
 			addr = args[i]
@@ -181,13 +313,22 @@ func benchEchoServer(args []string, stdout, stderr io.Writer) int {
 	}
 	// The same transport options mqgate's server uses, so the difference
 	// measured is mqgate's work, not server tuning.
-	s := grpc.NewServer(grpc.MaxRecvMsgSize(grpcserver.MaxRecvMsgSize), grpc.NumStreamWorkers(grpcserver.StreamWorkers()),
-		experimental.BufferPool(grpcserver.BufferPool))
-	e := newEchoServer(size)
-	if relay {
-		e.relay = make(chan *v2.Message, relayCap)
+	sopts := []grpc.ServerOption{grpc.MaxRecvMsgSize(grpcserver.MaxRecvMsgSize), grpc.NumStreamWorkers(grpcserver.StreamWorkers()),
+		experimental.BufferPool(grpcserver.BufferPool)}
+	if plain {
+		sopts = append(sopts, grpc.ForceServerCodecV2(rawCodec{}))
 	}
-	v2.RegisterMessagingServiceServer(s, e)
+	s := grpc.NewServer(sopts...)
+	if plain {
+		p := newPlainEcho(size, batch, ackBatch)
+		s.RegisterService(p.desc(), p)
+	} else {
+		e := newEchoServer(size)
+		if relay {
+			e.relay = make(chan *v2.Message, relayCap)
+		}
+		v2.RegisterMessagingServiceServer(s, e)
+	}
 	fmt.Fprintln(stdout, lis.Addr().String())
 	if f, ok := stdout.(*os.File); ok {
 		_ = f.Sync()
