@@ -2,9 +2,11 @@ package grpcserver
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"testing"
 	"time"
 
@@ -24,6 +26,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
 
+	"github.com/mqgate/mqgate/internal/telemetry"
 	"github.com/mqgate/mqgate/internal/testutil"
 )
 
@@ -35,11 +38,20 @@ const (
 // telemetryServer serves health (New registers it) with the given
 // tracing mode. seen receives the span context each unary handler ran
 // with; a call whose metadata has fail=1 ends with INTERNAL.
-func telemetryServer(t *testing.T, tracing bool, tp trace.TracerProvider) (healthpb.HealthClient, *sdkmetric.ManualReader, <-chan trace.SpanContext) {
+//
+// With local, the call metric is kept by the server and exported through
+// Options.AddHistogram (what a node does), read by the same reader;
+// otherwise it is recorded through the MeterProvider.
+func telemetryServer(t *testing.T, tracing bool, tp trace.TracerProvider, local ...bool) (healthpb.HealthClient, *sdkmetric.ManualReader, <-chan trace.SpanContext) {
 	t.Helper()
 	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
-	reader := sdkmetric.NewManualReader()
+	ext := telemetry.NewExternal()
+	reader := sdkmetric.NewManualReader(sdkmetric.WithProducer(ext))
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	var add func(telemetry.HistogramSource) func()
+	if len(local) > 0 && local[0] {
+		add, mp = ext.Add, nil
+	}
 	seen := make(chan trace.SpanContext, 16)
 	probe := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 		seen <- trace.SpanContextFromContext(ctx)
@@ -51,6 +63,7 @@ func telemetryServer(t *testing.T, tracing bool, tp trace.TracerProvider) (healt
 	srv := New(Options{
 		Logger:                 slog.New(slog.NewTextHandler(io.Discard, nil)),
 		MeterProvider:          mp,
+		AddHistogram:           add,
 		TracerProvider:         tp,
 		Tracing:                tracing,
 		ExtraUnaryInterceptors: []grpc.UnaryServerInterceptor{probe},
@@ -120,7 +133,13 @@ func durations(t *testing.T, r *sdkmetric.ManualReader) map[string]uint64 {
 }
 
 func TestCallTelemetryWithoutTracing(t *testing.T) {
-	hc, reader, seen := telemetryServer(t, false, nil)
+	for _, local := range []bool{false, true} {
+		t.Run(fmt.Sprintf("local=%v", local), func(t *testing.T) { testCallTelemetryWithoutTracing(t, local) })
+	}
+}
+
+func testCallTelemetryWithoutTracing(t *testing.T, local bool) {
+	hc, reader, seen := telemetryServer(t, false, nil, local)
 	const check = "grpc.health.v1.Health/Check"
 
 	// The caller's trace context reaches the handler without a stats handler.
@@ -179,9 +198,15 @@ func TestCallTelemetryWithoutTracing(t *testing.T) {
 // With spans recorded, otelgrpc makes the server span (a child of the
 // caller's) and the metric is still recorded once per call.
 func TestCallTelemetryWithTracing(t *testing.T) {
+	for _, local := range []bool{false, true} {
+		t.Run(fmt.Sprintf("local=%v", local), func(t *testing.T) { testCallTelemetryWithTracing(t, local) })
+	}
+}
+
+func testCallTelemetryWithTracing(t *testing.T, local bool) {
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	hc, reader, seen := telemetryServer(t, true, tp)
+	hc, reader, seen := telemetryServer(t, true, tp, local)
 	if _, err := hc.Check(callCtx(t, "traceparent", "00-"+testTraceID+"-"+testSpanID+"-01"), &healthpb.HealthCheckRequest{}); err != nil {
 		t.Fatal(err)
 	}
@@ -196,5 +221,62 @@ func TestCallTelemetryWithTracing(t *testing.T) {
 	}
 	if got := durations(t, reader); len(got) != 1 || got["grpc.health.v1.Health/Check|OK|"] != 1 {
 		t.Fatalf("durations %v, want one OK Check", got)
+	}
+}
+
+// The call metric kept by the server (Options.AddHistogram) is exported
+// as the OpenTelemetry SDK exports it: the same scope and schema, name,
+// unit, description, buckets, attributes, counts and extremes.
+func TestLocalCallMetricMatchesTheSDKs(t *testing.T) {
+	collect := func(local bool) metricdata.ScopeMetrics {
+		hc, reader, seen := telemetryServer(t, false, nil, local)
+		for _, kv := range [][]string{nil, nil, {"fail", "1"}} {
+			_, _ = hc.Check(callCtx(t, kv...), &healthpb.HealthCheckRequest{})
+			<-seen
+		}
+		var rm metricdata.ResourceMetrics
+		if err := reader.Collect(context.Background(), &rm); err != nil {
+			t.Fatal(err)
+		}
+		for _, sm := range rm.ScopeMetrics {
+			if sm.Scope.Name == callMeterScope {
+				return sm
+			}
+		}
+		t.Fatalf("local=%v: no scope %s in %+v", local, callMeterScope, rm)
+		return metricdata.ScopeMetrics{}
+	}
+	sdk, local := collect(false), collect(true)
+	if sdk.Scope != local.Scope {
+		t.Errorf("scope %+v, the SDK's %+v", local.Scope, sdk.Scope)
+	}
+	if len(sdk.Metrics) != 1 || len(local.Metrics) != 1 {
+		t.Fatalf("metrics: SDK %d, local %d", len(sdk.Metrics), len(local.Metrics))
+	}
+	sm, lm := sdk.Metrics[0], local.Metrics[0]
+	if sm.Name != lm.Name || sm.Unit != lm.Unit || sm.Description != lm.Description {
+		t.Errorf("metric %q %q %q, the SDK's %q %q %q", lm.Name, lm.Unit, lm.Description, sm.Name, sm.Unit, sm.Description)
+	}
+	sh, lh := sm.Data.(metricdata.Histogram[float64]), lm.Data.(metricdata.Histogram[float64])
+	if sh.Temporality != lh.Temporality || len(sh.DataPoints) != 2 || len(lh.DataPoints) != 2 {
+		t.Fatalf("temporality %v/%v, points %d/%d", lh.Temporality, sh.Temporality, len(lh.DataPoints), len(sh.DataPoints))
+	}
+	byAttrs := map[attribute.Distinct]metricdata.HistogramDataPoint[float64]{}
+	for _, dp := range sh.DataPoints {
+		byAttrs[dp.Attributes.Equivalent()] = dp
+	}
+	for _, dp := range lh.DataPoints {
+		s, ok := byAttrs[dp.Attributes.Equivalent()]
+		if !ok {
+			t.Fatalf("attributes %v not among the SDK's", dp.Attributes)
+		}
+		if !slices.Equal(s.Bounds, dp.Bounds) || s.Count != dp.Count || len(s.BucketCounts) != len(dp.BucketCounts) {
+			t.Errorf("%v: bounds %v count %d buckets %d; the SDK's %v %d %d", dp.Attributes, dp.Bounds, dp.Count, len(dp.BucketCounts), s.Bounds, s.Count, len(s.BucketCounts))
+		}
+		_, sMin := s.Min.Value()
+		_, lMin := dp.Min.Value()
+		if sMin != lMin || dp.Sum <= 0 {
+			t.Errorf("%v: min defined %v (SDK %v), sum %v", dp.Attributes, lMin, sMin, dp.Sum)
+		}
 	}
 }

@@ -213,7 +213,10 @@ func Open(ctx context.Context, cfg Config, o Options) (*Node, error) {
 			StopFn: n.stopRelays})
 	}
 	n.add(o, lifecycle.Func{ComponentName: "grpc", StartFn: n.startGRPC,
-		StopFn: func(ctx context.Context) error { return n.grpc.Stop(ctx) }})
+		StopFn: func(ctx context.Context) error {
+			defer n.grpc.Close()
+			return n.grpc.Stop(ctx)
+		}})
 	if cfg.RemotingAddr != "" {
 		n.add(o, lifecycle.Func{ComponentName: "remoting", StartFn: n.startRemoting, StopFn: n.stopRemoting})
 	}
@@ -374,7 +377,7 @@ func (n *Node) startGRPC(ctx context.Context) error {
 		HandshakeTimeout:      n.cfg.HandshakeTimeout,
 		MaxInFlightBytes:      n.cfg.GRPCRequestBudget,
 		Logger:                n.log,
-		MeterProvider:         n.tel.Meters,
+		AddHistogram:          n.tel.AddHistogram,
 		TracerProvider:        n.tel.Tracers,
 		Tracing:               n.tel.Tracing,
 		Gate:                  n.gate,
