@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	v2 "github.com/mqgate/mqgate/gen/apache/rocketmq/v2"
 )
@@ -94,4 +95,36 @@ func TestBudgetDecodedCalls(t *testing.T) {
 		t.Fatal(err)
 	}
 	code(t, resp.(*v2.SendMessageResponse).GetStatus(), v2.Code_OK)
+}
+
+// With a sizer (Options.RequestSize), the budget holds the sizer's figure
+// for the requests it measures and proto.Size's for the others.
+func TestBudgetUsesTheSizer(t *testing.T) {
+	r := newReads(2<<20, RecvLimit(0), nil, nil)
+	r.sizer = func(m proto.Message) (int, bool) {
+		if _, ok := m.(*v2.SendMessageRequest); ok {
+			return 123456, true
+		}
+		return 0, false
+	}
+	ic := r.unary()
+	var held int64
+	hold := func(ctx context.Context, req any) (any, error) {
+		held = r.main.InUse()
+		return &v2.SendMessageResponse{Status: &v2.Status{Code: v2.Code_OK}}, nil
+	}
+	send := &grpc.UnaryServerInfo{FullMethod: v2.MessagingService_SendMessage_FullMethodName}
+	if _, err := ic(context.Background(), &v2.SendMessageRequest{Messages: []*v2.Message{newMsg("orders", "01A", "x")}}, send, hold); err != nil {
+		t.Fatal(err)
+	}
+	if held != 123456 {
+		t.Fatalf("a send held %d bytes, want the sizer's 123456", held)
+	}
+	ack := &v2.AckMessageRequest{Topic: &v2.Resource{Name: "orders"}}
+	if _, err := ic(context.Background(), ack, &grpc.UnaryServerInfo{FullMethod: v2.MessagingService_AckMessage_FullMethodName}, hold); err != nil {
+		t.Fatal(err)
+	}
+	if want := int64(proto.Size(ack)); held != want {
+		t.Fatalf("an ack held %d bytes, want proto.Size's %d", held, want)
+	}
 }

@@ -29,6 +29,7 @@ import (
 	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/mqgate/mqgate/gateway/admission"
 	"github.com/mqgate/mqgate/gateway/auth"
@@ -83,6 +84,10 @@ type Options struct {
 	// read or held by handlers at once (reads.go; 0:
 	// DefaultMaxInFlightBytes).
 	MaxInFlightBytes int64
+	// RequestSize, when set, is the request budget's measure of the
+	// requests it knows (ok false: proto.Size measures them): it must
+	// give proto.Size's figure, faster.
+	RequestSize func(proto.Message) (int, bool)
 	// Codec, when set, encodes and decodes every call's messages in place
 	// of grpc-go's proto codec (grpc.ForceServerCodecV2); it must write
 	// and read the same bytes as that codec.
@@ -166,6 +171,7 @@ func New(o Options) *Server {
 		inflight = DefaultMaxInFlightBytes
 	}
 	rd := newReads(inflight, RecvLimit(o.MaxBodySize), o.Auth, log)
+	rd.sizer = o.RequestSize
 	unary := []grpc.UnaryServerInterceptor{
 		tel.unary(),
 		callLogUnary(log),

@@ -386,6 +386,7 @@ func (n *Node) startGRPC(ctx context.Context) error {
 		AdminViews:            admin.OpenToUsers,
 		MaxBodySize:           n.broker.Limits().MaxBodySize,
 		Codec:                 v2service.ServerCodec(),
+		RequestSize:           v2service.RequestSize,
 	})
 	sc := v2service.ServiceConfig{AdvertiseAddr: n.cfg.AdvertiseAddr, Logger: n.log}
 	if n.raft != nil {

@@ -399,3 +399,53 @@ func appendMapEntry(b []byte, k, v string) []byte {
 	b = appendAlways(b, 1, k)
 	return appendAlways(b, 2, v)
 }
+
+// RequestSize is the encoded size of a SendMessageRequest, the same as
+// proto.Size's, from the sizes the encoder above uses
+// (grpcserver.Options.RequestSize: the in-flight budget reserves it for
+// every send). ok is false for other requests and for a request with
+// unknown fields anywhere, which proto.Size then measures.
+func RequestSize(m proto.Message) (int, bool) {
+	r, ok := m.(*v2.SendMessageRequest)
+	if !ok || !plain(r) {
+		return 0, false
+	}
+	n := 0
+	for _, msg := range r.Messages {
+		if msg == nil || !messageKnown(msg) {
+			return 0, false
+		}
+		spSize := 0
+		if msg.SystemProperties != nil {
+			spSize = systemPropertiesSize(msg.SystemProperties)
+		}
+		n += sizeSub(1, messageSize(msg, spSize))
+	}
+	return n, true
+}
+
+// messageKnown reports whether m and what it points to have no unknown
+// fields (what the sizes above leave out).
+func messageKnown(m *v2.Message) bool {
+	if !plain(m) || m.Topic != nil && !plain(m.Topic) {
+		return false
+	}
+	sp := m.SystemProperties
+	if sp == nil {
+		return true
+	}
+	if !plain(sp) || sp.BodyDigest != nil && !plain(sp.BodyDigest) || sp.DeadLetterQueue != nil && !plain(sp.DeadLetterQueue) {
+		return false
+	}
+	for _, t := range [...]*timestamppb.Timestamp{sp.BornTimestamp, sp.StoreTimestamp, sp.DeliveryTimestamp} {
+		if t != nil && !plain(t) {
+			return false
+		}
+	}
+	for _, d := range [...]*durationpb.Duration{sp.InvisibleDuration, sp.OrphanedTransactionRecoveryDuration} {
+		if d != nil && !plain(d) {
+			return false
+		}
+	}
+	return true
+}

@@ -146,6 +146,9 @@ func TestServerCodecUnknownFields(t *testing.T) {
 			t.Fatalf("case %d: unknown fields encoded by hand", i)
 		}
 		checkCodec(t, r)
+		if _, ok := RequestSize(&v2.SendMessageRequest{Messages: []*v2.Message{mk(), m}}); ok {
+			t.Fatalf("case %d: RequestSize measured unknown fields", i)
+		}
 	}
 	r := &v2.ReceiveMessageResponse{Content: &v2.ReceiveMessageResponse_Message{Message: mk()}}
 	r.ProtoReflect().SetUnknown(unknown)
@@ -289,6 +292,25 @@ func TestServerCodecRandomMessages(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for range 3000 {
 		checkCodec(t, &v2.ReceiveMessageResponse{Content: &v2.ReceiveMessageResponse_Message{Message: randomMessage(r)}})
+		checkRequestSize(t, r)
+	}
+}
+
+// checkRequestSize compares RequestSize with proto.Size for a send of a
+// few random messages.
+func checkRequestSize(t testing.TB, r *rand.Rand) {
+	t.Helper()
+	req := &v2.SendMessageRequest{}
+	for range r.IntN(4) {
+		req.Messages = append(req.Messages, randomMessage(r))
+	}
+	want := proto.Size(req)
+	got, ok := RequestSize(req)
+	if ok && got != want {
+		t.Fatalf("RequestSize %d, proto.Size %d, request %v", got, want, req)
+	}
+	if !ok {
+		t.Fatalf("RequestSize declined a request without unknown fields: %v", req)
 	}
 }
 
@@ -299,6 +321,7 @@ func FuzzServerCodec(f *testing.F) {
 	f.Fuzz(func(t *testing.T, a, b uint64) {
 		r := rand.New(rand.NewPCG(a, b))
 		checkCodec(t, &v2.ReceiveMessageResponse{Content: &v2.ReceiveMessageResponse_Message{Message: randomMessage(r)}})
+		checkRequestSize(t, r)
 	})
 }
 
