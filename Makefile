@@ -109,10 +109,11 @@ lint: $(BUF) ## buf lint + go vet + gofmt
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' | grep -v '^gen/'))" || (gofmt -l $$(git ls-files '*.go' | grep -v '^gen/'); exit 1)
 
 .PHONY: bench
-bench: build ## mqgate bench (produce async+sync and batched, consume batched and single acks, e2e) against the echo ceiling, then Go benchmarks
+bench: build ## mqgate bench (produce async+sync, batched and with the SDK's batching, consume batched and single acks, e2e) against the echo ceilings, then Go benchmarks
 	./mqgate bench produce --flush async --rounds 3
 	./mqgate bench produce --flush sync --rounds 3
 	./mqgate bench produce --batch 32 --duration 5s --rounds 3
+	./mqgate bench produce --sdk-linger 1ms --duration 5s --rounds 3
 	./mqgate bench consume --backlog 200000 --duration 5s --rounds 3
 	./mqgate bench consume --ack-batch 32 --pipeline-acks=false --backlog 200000 --duration 5s --rounds 3
 	./mqgate bench consume --ack-batch 1 --pipeline-acks=false --backlog 100000 --duration 5s --rounds 3

@@ -400,12 +400,15 @@ func appendMapEntry(b []byte, k, v string) []byte {
 	return appendAlways(b, 2, v)
 }
 
-// RequestSize is the encoded size of a SendMessageRequest, the same as
-// proto.Size's, from the sizes the encoder above uses
-// (grpcserver.Options.RequestSize: the in-flight budget reserves it for
-// every send). ok is false for other requests and for a request with
-// unknown fields anywhere, which proto.Size then measures.
+// RequestSize is the encoded size of a SendMessageRequest or an
+// AckMessageRequest, the same as proto.Size's, from the sizes the encoder
+// above uses (grpcserver.Options.RequestSize: the request budget keeps it
+// while the call's handler runs). ok is false for other requests and for
+// a request with unknown fields anywhere, which proto.Size then measures.
 func RequestSize(m proto.Message) (int, bool) {
+	if a, ok := m.(*v2.AckMessageRequest); ok {
+		return ackRequestSize(a)
+	}
 	r, ok := m.(*v2.SendMessageRequest)
 	if !ok || !plain(r) {
 		return 0, false
@@ -448,4 +451,25 @@ func messageKnown(m *v2.Message) bool {
 		}
 	}
 	return true
+}
+
+// ackRequestSize is RequestSize of an AckMessageRequest.
+func ackRequestSize(a *v2.AckMessageRequest) (int, bool) {
+	if !plain(a) || a.Group != nil && !plain(a.Group) || a.Topic != nil && !plain(a.Topic) {
+		return 0, false
+	}
+	n := 0
+	if a.Group != nil {
+		n += sizeSub(1, resourceSize(a.Group))
+	}
+	if a.Topic != nil {
+		n += sizeSub(2, resourceSize(a.Topic))
+	}
+	for _, e := range a.Entries {
+		if e == nil || !plain(e) {
+			return 0, false
+		}
+		n += sizeSub(3, sizeStr(1, e.MessageId)+sizeStr(2, e.ReceiptHandle)+sizeOptStr(3, e.LiteTopic))
+	}
+	return n, true
 }

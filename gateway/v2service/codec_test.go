@@ -312,6 +312,29 @@ func checkRequestSize(t testing.TB, r *rand.Rand) {
 	if !ok {
 		t.Fatalf("RequestSize declined a request without unknown fields: %v", req)
 	}
+	ack := &v2.AckMessageRequest{}
+	str := func() string { return strings.Repeat("é", r.IntN(3)) + strings.Repeat("h", r.IntN(200)) }
+	if r.IntN(2) == 0 {
+		ack.Group = &v2.Resource{ResourceNamespace: str(), Name: str()}
+	}
+	if r.IntN(2) == 0 {
+		ack.Topic = &v2.Resource{Name: str()}
+	}
+	for range r.IntN(40) {
+		e := &v2.AckMessageEntry{MessageId: str(), ReceiptHandle: str()}
+		if r.IntN(3) == 0 {
+			lt := str()
+			e.LiteTopic = &lt
+		}
+		ack.Entries = append(ack.Entries, e)
+	}
+	if got, ok := RequestSize(ack); !ok || got != proto.Size(ack) {
+		t.Fatalf("ack: RequestSize %d (%v), proto.Size %d", got, ok, proto.Size(ack))
+	}
+	ack.ProtoReflect().SetUnknown(protoreflect.RawFields{0x98, 0x06, 0x01})
+	if _, ok := RequestSize(ack); ok {
+		t.Fatal("ack: RequestSize measured unknown fields")
+	}
 }
 
 func FuzzServerCodec(f *testing.F) {
