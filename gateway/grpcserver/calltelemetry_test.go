@@ -280,3 +280,30 @@ func TestLocalCallMetricMatchesTheSDKs(t *testing.T) {
 		}
 	}
 }
+
+// The call metric's cost per call: recorded through the OpenTelemetry
+// SDK (sdk) or kept here and exported as an external histogram (local).
+func BenchmarkCallTelemetry(b *testing.B) {
+	for _, local := range []bool{false, true} {
+		b.Run(map[bool]string{false: "sdk", true: "local"}[local], func(b *testing.B) {
+			ext := telemetry.NewExternal()
+			mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader(sdkmetric.WithProducer(ext))))
+			var tel *callTelemetry
+			if local {
+				tel = newCallTelemetry(nil, ext.Add, true)
+			} else {
+				tel = newCallTelemetry(mp, nil, true)
+			}
+			ic := tel.unary()
+			info := &grpc.UnaryServerInfo{FullMethod: "/apache.rocketmq.v2.MessagingService/SendMessage"}
+			h := func(context.Context, any) (any, error) { return nil, nil }
+			ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("x-mq-client-id", "c"))
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					_, _ = ic(ctx, nil, info, h)
+				}
+			})
+		})
+	}
+}
