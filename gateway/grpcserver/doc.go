@@ -15,7 +15,8 @@
 // limit is reserved under its caller's share, an unsigned one is refused
 // unread), calltelemetry.go (the call metric and
 // trace-context interceptor; otelgrpc's stats handler only while spans are
-// exported), calllog.go (the call log), auth.go (request signatures and
+// exported; in a node the metric is kept in atomic counters and exported
+// through internal/telemetry's external histograms), calllog.go (the call log), auth.go (request signatures and
 // what a call touches), clientid.go (the client-id interceptors and the
 // status-only response of every MessagingService method, which the
 // interceptors answer with for CLIENT_ID_REQUIRED and UNAUTHORIZED),
