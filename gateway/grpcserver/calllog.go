@@ -33,8 +33,12 @@ func lastValue(ctx context.Context, key string) string {
 	return ""
 }
 
-// withCallInfo stores the call's client id in ctx.
+// withCallInfo returns the call's callInfo: callInfoTap's, or one made
+// here from ctx's metadata (a server without the tap: tests).
 func withCallInfo(ctx context.Context) (context.Context, *callInfo) {
+	if ci, ok := ctx.Value(callInfoKey{}).(*callInfo); ok && ci.tapped {
+		return ctx, ci
+	}
 	ci := &callInfo{clientID: lastValue(ctx, "x-mq-client-id")}
 	return context.WithValue(ctx, callInfoKey{}, ci), ci
 }

@@ -265,6 +265,9 @@ func (t *callTelemetry) continueTrace(ctx context.Context) context.Context {
 	if !t.extract {
 		return ctx
 	}
+	if ci, ok := ctx.Value(callInfoKey{}).(*callInfo); ok && ci.tapped && !ci.traceparent {
+		return ctx // callInfoTap saw the headers: none to continue
+	}
 	c := mdCarrier{ctx}
 	if c.Get("traceparent") == "" {
 		return ctx

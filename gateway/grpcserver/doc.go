@@ -7,17 +7,19 @@
 //
 // Files: server.go (options, interceptor order, drain admission, the
 // per-call client id and request id: ClientID, RequestID; callctx.go sets
-// them for direct calls; the handshake deadline, static flow-control
-// windows and streams per connection), limits.go (the receive limit, the
+// them for direct calls; callInfoTap, which reads the client id and
+// whether a trace context came from the headers the transport decoded,
+// once per call; the handshake deadline, static flow-control windows and
+// streams per connection), limits.go (the receive limit, the
 // auth tap that refuses unsigned sends, and sends from users who may
 // publish nowhere, before their messages are read), reads.go (the request
 // budget: a unary request is read by an interceptor once the receive
 // limit is reserved under its caller's share, an unsigned one is refused
-// unread), calltelemetry.go (the call metric and
-// trace-context interceptor; otelgrpc's stats handler only while spans are
-// exported; in a node the metric is kept in atomic counters and exported
-// through internal/telemetry's external histograms), calllog.go (the call log), auth.go (request signatures and
-// what a call touches), clientid.go (the client-id interceptors and the
+// unread), calltelemetry.go (the call metric and trace-context
+// interceptor; otelgrpc's stats handler only while spans are exported; in
+// a node the metric is kept in atomic counters and exported through
+// internal/telemetry's external histograms), calllog.go (the call log),
+// auth.go (request signatures and what a call touches), clientid.go (the client-id interceptors and the
 // status-only response of every MessagingService method, which the
 // interceptors answer with for CLIENT_ID_REQUIRED and UNAUTHORIZED),
 // inprocess.go (RegisterService and InProcess: unary calls from the node's

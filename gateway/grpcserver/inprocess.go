@@ -29,7 +29,8 @@ import (
 //   - the caller's outgoing metadata becomes the handler's incoming
 //     metadata, validated as grpc-go's client validates it (INTERNAL for
 //     a key or value it would refuse);
-//   - the auth tap (limits.go), when auth is on;
+//   - the taps: callInfoTap (server.go), then the auth tap (limits.go)
+//     when auth is on;
 //   - the stats handler, when spans are recorded (otelgrpc: TagRPC,
 //     InHeader, Begin, payloads, End);
 //   - the receive limit (RESOURCE_EXHAUSTED above RecvLimit);

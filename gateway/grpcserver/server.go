@@ -100,8 +100,9 @@ type Server struct {
 	Health *health.Server
 
 	// What in-process calls pass (inprocess.go): the methods registered
-	// through RegisterService, the unary interceptor chain, the auth tap
-	// and stats handler (nil when not installed) and the receive limit.
+	// through RegisterService, the unary interceptor chain, the tap
+	// (callInfoTap, then the auth tap when auth is on), the stats handler
+	// (nil when not installed) and the receive limit.
 	methods   map[string]inProcessMethod
 	services  map[string]bool
 	unary     grpc.UnaryServerInterceptor
@@ -218,10 +219,12 @@ func New(o Options) *Server {
 			otelgrpc.WithMeterProvider(metricnoop.NewMeterProvider()))
 		sopts = append(sopts, grpc.StatsHandler(srv.stats))
 	}
+	var auth tap.ServerInHandle
 	if o.Auth != nil {
-		srv.tap = authTap(o.Auth, log)
-		sopts = append(sopts, grpc.InTapHandle(srv.tap))
+		auth = authTap(o.Auth, log)
 	}
+	srv.tap = callInfoTap(auth)
+	sopts = append(sopts, grpc.InTapHandle(srv.tap))
 	if o.TLS != nil {
 		sopts = append(sopts, grpc.Creds(NewDualCredentials(o.TLS)))
 	}
@@ -300,6 +303,25 @@ type callInfo struct {
 	// clientID is the last x-mq-client-id value (headers repeat on client
 	// retries).
 	clientID string
+	// tapped: callInfoTap made it from the call's headers, and
+	// traceparent says whether they carry one.
+	tapped, traceparent bool
+}
+
+// callInfoTap reads what the interceptors need of a call's headers
+// straight from the header map the transport decoded (one lookup per key;
+// reading incoming metadata from the context copies each value, and an
+// absent key costs a scan of every header) and puts the call's callInfo
+// in its context, then runs next (the auth tap), if any.
+func callInfoTap(next tap.ServerInHandle) tap.ServerInHandle {
+	return func(ctx context.Context, info *tap.Info) (context.Context, error) {
+		ci := &callInfo{clientID: lastOf(info.Header, "x-mq-client-id"), tapped: true, traceparent: len(info.Header["traceparent"]) > 0}
+		ctx = context.WithValue(ctx, callInfoKey{}, ci)
+		if next != nil {
+			return next(ctx, info)
+		}
+		return ctx, nil
+	}
 }
 
 // RequestID returns the call's request id (see callInfo.id).
