@@ -12,7 +12,9 @@ export PATH := $(BIN):$(PATH)
 # The repository holds three modules (go.work ties them together): the
 # server at the root, the generated API code in gen/ and the Go SDK in
 # sdk/. `./...` at the root stops at a nested module, so every target that
-# means "all the code" names the three.
+# means "all the code" names the three. internal/peerbench/nats, a module
+# of its own that only bench-nats runs, is left out on purpose (see its
+# README).
 PKGS       := ./... ./gen/... ./sdk/...
 
 .PHONY: help
@@ -133,6 +135,10 @@ bench-cluster: ## cluster capacity: single node and cluster alternated (BENCH_CO
 	set -o pipefail; MQGATE_BENCH_CLUSTER=1 MQGATE_BENCH_CONFIGS='$(BENCH_CONFIGS)' MQGATE_BENCH_CPUS='$(BENCH_CPUS)' \
 	MQGATE_BENCH_ROUNDS='$(BENCH_ROUNDS)' MQGATE_BENCH_DURATION='$(BENCH_DURATION)' \
 	$(GO) test -count=1 -timeout 3h -run '^TestCapacity$$' -v ./internal/e2e/capacity/ | grep -v -e '^=== ' -e '^--- PASS' -e '^    --- PASS'
+
+.PHONY: bench-nats
+bench-nats: build ## NATS JetStream's pipelined async publish against mqgate bench produce --sdk-linger, alternated (its own module: internal/peerbench/nats)
+	cd internal/peerbench/nats && GOWORK=off $(GO) run . --mqgate $(CURDIR)/mqgate --rounds 3
 
 .PHONY: bench-storage
 bench-storage: ## storage benchmarks with ratios against raw disk
