@@ -38,10 +38,14 @@ import (
 
 // Batching defaults.
 const (
-	// DefaultBatchMessages is the most messages of one batch: mqgate's
-	// request limit leaves room for the envelopes of 32 messages.
-	DefaultBatchMessages = 32
-	// DefaultBatchBytes is the most body bytes of one batch.
+	// DefaultBatchMessages is the most messages of one batch. Larger
+	// batches spread a call's fixed cost over more messages, on the server
+	// and here; mqgate takes requests of up to its body limit plus 2 MiB.
+	DefaultBatchMessages = 128
+	// DefaultBatchBytes is the most bytes of bodies, properties and keys
+	// of one batch, well inside mqgate's request limit. A batch a server
+	// refuses as too large stores nothing, and is resent message by
+	// message.
 	DefaultBatchBytes = 1 << 20
 	// DefaultMaxBuffered is the most messages a batching producer holds
 	// (gathering or in flight) before SendAsync waits for room.
@@ -148,7 +152,18 @@ func (p *Producer) prepare(m *Message, now time.Time) (string, *v2.Message, erro
 	if p.isClosed() {
 		return id, nil, &SendError{Topic: m.Topic, MessageIDs: []string{id}, Outcome: ErrNotStored, Err: fmt.Errorf("producer %w", ErrClosed)}
 	}
-	return id, toV2(m, id, p.c.resource(m.Topic), now), nil
+	return id, toV2(m, id, p.topicResource(m.Topic), now), nil
+}
+
+// topicResource is topic's resource, shared by the messages sent to the
+// topic the producer sent to last (messages only read it).
+func (p *Producer) topicResource(topic string) *v2.Resource {
+	if r := p.lastTopic.Load(); r != nil && r.Name == topic {
+		return r
+	}
+	r := p.c.resource(topic)
+	p.lastTopic.Store(r)
+	return r
 }
 
 // sendOne sends one converted message under ctx's deadline.
@@ -204,7 +219,7 @@ func (b *batcher) add(ctx context.Context, m *Message, done func(SendReceipt, er
 	if err != nil {
 		return nil, err
 	}
-	pd := &pending{msg: v2m, id: id, size: len(m.Body), start: now, done: done}
+	pd := &pending{msg: v2m, id: id, size: messageBytes(m), start: now, done: done}
 	key := laneKey{topic: m.Topic, group: m.MessageGroup, delayed: !m.DeliveryTime.IsZero()}
 	b.mu.Lock()
 	for !b.closed && b.buffered >= b.p.cfg.MaxBuffered {
@@ -250,6 +265,19 @@ func (b *batcher) add(ctx context.Context, m *Message, done func(SendReceipt, er
 	}
 	b.mu.Unlock()
 	return pd, nil
+}
+
+// messageBytes is what m weighs against BatchBytes: its body, properties,
+// keys, tag and message group.
+func messageBytes(m *Message) int {
+	n := len(m.Body) + len(m.Tag) + len(m.MessageGroup)
+	for k, v := range m.Properties {
+		n += len(k) + len(v)
+	}
+	for _, k := range m.Keys {
+		n += len(k)
+	}
+	return n
 }
 
 // closeLocked closes l's gathering batch and sends it (a message group's

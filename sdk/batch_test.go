@@ -2,10 +2,13 @@ package sdk
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -387,5 +390,35 @@ func TestMaxBufferedWaitsForRoom(t *testing.T) {
 	r.wait(t)
 	if r.got["D"] != nil {
 		t.Fatalf("D: %v", r.got["D"])
+	}
+}
+
+// upperHex writes what strings.ToUpper(hex.EncodeToString(b)) does.
+func TestUpperHex(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 1000 {
+		var b [17]byte
+		for i := range b {
+			b[i] = byte(r.Uint32())
+		}
+		if got, want := upperHex(b), strings.ToUpper(hex.EncodeToString(b[:])); got != want {
+			t.Fatalf("upperHex(%x) = %s, want %s", b, got, want)
+		}
+	}
+}
+
+// Properties and keys weigh against BatchBytes as bodies do.
+func TestBatchBytesCountsProperties(t *testing.T) {
+	f := &fakeServer{}
+	_, p := fakeProducer(t, f, ProducerConfig{Linger: time.Hour, BatchBytes: 10})
+	r := newResults()
+	r.send(t, p, "A", &Message{Topic: "t", Body: []byte("a"), Properties: map[string]string{"kkkk": "vvvv"}}) // 9
+	r.send(t, p, "B", &Message{Topic: "t", Body: []byte("b"), Keys: []string{"xx"}})                          // 12 > 10: A goes
+	if err := p.Flush(testCtx(t, 5*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	r.wait(t)
+	if got := batchSizes(f); !slices.Equal(got, []int{1, 1}) {
+		t.Fatalf("batch sizes %v, want [1 1]", got)
 	}
 }

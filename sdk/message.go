@@ -191,7 +191,17 @@ func NewMessageID() string {
 	copy(b[:9], idPrefix[:])
 	binary.BigEndian.PutUint32(b[9:13], uint32(time.Since(idEpoch)/time.Second))
 	binary.BigEndian.PutUint32(b[13:17], idSeq.Add(1))
-	return strings.ToUpper(hex.EncodeToString(b[:]))
+	return upperHex(b)
+}
+
+// upperHex is b in upper-case hex, in one allocation.
+func upperHex(b [17]byte) string {
+	const digits = "0123456789ABCDEF"
+	var out [34]byte
+	for i, c := range b {
+		out[2*i], out[2*i+1] = digits[c>>4], digits[c&0x0f]
+	}
+	return string(out[:])
 }
 
 // checkDigest verifies body (as received, before decompression) against

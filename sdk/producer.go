@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -42,9 +43,9 @@ type ProducerConfig struct {
 	// BatchMessages is the most messages of one batch (0:
 	// DefaultBatchMessages).
 	BatchMessages int
-	// BatchBytes is the most body bytes of one batch, as Kafka's
-	// batch.size (0: DefaultBatchBytes); a message larger than it goes
-	// alone.
+	// BatchBytes is the most bytes of bodies, properties and keys of one
+	// batch, as Kafka's batch.size (0: DefaultBatchBytes); a message larger
+	// than it goes alone.
 	BatchBytes int
 	// MaxBuffered is the most messages a batching producer holds,
 	// gathering or in flight, before SendAsync and Send wait for room (0:
@@ -60,6 +61,8 @@ type Producer struct {
 	batch *batcher
 	// async counts unbatched SendAsync sends in flight.
 	async sync.WaitGroup
+	// lastTopic is the resource of the topic last sent to (prepare).
+	lastTopic atomic.Pointer[v2.Resource]
 }
 
 // NewProducer starts a producer: it opens its Telemetry stream and waits

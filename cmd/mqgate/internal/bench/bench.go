@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"sort"
 	"strconv"
@@ -141,7 +142,7 @@ func Cmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.ackBatch, "ack-batch", receiveBatchSize, "consume: receipt handles per AckMessage call, each call awaited before the next (at most the receive batch of 32 counts)")
 	fs.StringVar(&o.echo, "echo", "both", "produce|consume: the echoes run beside mqgate: v2 (decodes and encodes the v2 messages), plain (answers without decoding) or both")
 	fs.DurationVar(&o.sdkLinger, "sdk-linger", 0, "produce: send with the SDK's batching producer, lingering this long (0: plain SendMessage calls)")
-	fs.IntVar(&o.sdkBatch, "sdk-batch", 32, "produce --sdk-linger: most messages per batch")
+	fs.IntVar(&o.sdkBatch, "sdk-batch", sdk.DefaultBatchMessages, "produce --sdk-linger: most messages per batch")
 	fs.IntVar(&o.sdkWindow, "sdk-window", 256, "produce --sdk-linger: messages each producer keeps in flight")
 	accessKey := fs.String("access-key", os.Getenv("MQGATE_ACCESS_KEY"), "produce|consume|e2e: sign every call as this user, for a --server running with --auth-file (env MQGATE_ACCESS_KEY; the secret comes from MQGATE_SECRET_KEY)")
 	if err := fs.Parse(args[1:]); err != nil {
@@ -186,6 +187,12 @@ func Cmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if o.group == "" {
 		o.group = "bench-" + suffix
+	}
+	// The same diagnostic hook as serve's, for the load generator itself.
+	if path := os.Getenv("MQGATE_TEST_BENCH_CPUPROFILE"); path != "" {
+		if f, err := os.Create(path); err == nil && pprof.StartCPUProfile(f) == nil {
+			defer func() { pprof.StopCPUProfile(); f.Close() }()
+		}
 	}
 	res, err := runBench(ctx, o, stderr)
 	if err != nil {
