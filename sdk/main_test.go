@@ -75,7 +75,7 @@ func TestMain(m *testing.M) {
 }
 
 // setupExamples creates what auto-create cannot: the FIFO and DELAY
-// topics and the FIFO group of the examples.
+// topics and the FIFO groups of the examples and tests.
 func setupExamples() error {
 	conn, err := grpc.NewClient(endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -88,13 +88,18 @@ func setupExamples() error {
 	for _, t := range []*adminv1.CreateTopicRequest{
 		{Name: "payments", Type: "FIFO", Queues: 4},
 		{Name: "reminders", Type: "DELAY"},
+		{Name: "sdk-linger-fifo", Type: "FIFO", Queues: 4},
 	} {
 		if _, err := a.CreateTopic(ctx, t); err != nil {
 			return err
 		}
 	}
-	_, err = a.CreateGroup(ctx, &adminv1.CreateGroupRequest{Name: "ledger", Fifo: true})
-	return err
+	for _, g := range []string{"ledger", "sdk-linger-fifo-g"} {
+		if _, err := a.CreateGroup(ctx, &adminv1.CreateGroupRequest{Name: g, Fifo: true}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func needServer(t *testing.T) {

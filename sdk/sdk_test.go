@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -276,6 +277,91 @@ func TestSQLSubscription(t *testing.T) {
 	} {
 		if _, err := c.NewSimpleConsumer(ctx, cfg); err == nil {
 			t.Errorf("%s: no error", name)
+		}
+	}
+}
+
+// A lingering producer against mqgate: every message given to SendAsync
+// is stored with its own receipt; a message the server refuses (a tag
+// with '|') fails alone, its batch-mates are stored; FIFO messages of
+// two groups are received by a FIFO group in each group's send order.
+func TestLingeringProducerAgainstMqgate(t *testing.T) {
+	c := dial(t)
+	ctx := testContext(t, 60*time.Second)
+	p := newProducer(t, ctx, c, sdk.ProducerConfig{Linger: 5 * time.Millisecond, BatchMessages: 16})
+	type outcome struct {
+		r   sdk.SendReceipt
+		err error
+	}
+	var mu sync.Mutex
+	got := map[string]outcome{}
+	send := func(m *sdk.Message) {
+		p.SendAsync(ctx, m, func(r sdk.SendReceipt, err error) {
+			mu.Lock()
+			got[m.ID] = outcome{r, err}
+			mu.Unlock()
+		})
+	}
+	for i := range 100 {
+		m := &sdk.Message{Topic: "sdk-linger", Body: []byte(fmt.Sprint(i)), ID: sdk.NewMessageID()}
+		if i == 37 {
+			m.Tag = "a|b"
+		}
+		send(m)
+	}
+	// FIFO: two groups interleaved, each group's messages numbered.
+	for i := range 40 {
+		g := fmt.Sprintf("g%d", i%2)
+		send(&sdk.Message{Topic: "sdk-linger-fifo", Body: []byte(fmt.Sprintf("%s-%02d", g, i/2)), MessageGroup: g, ID: sdk.NewMessageID()})
+	}
+	if err := p.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	if len(got) != 140 {
+		t.Fatalf("%d outcomes, want 140", len(got))
+	}
+	failed := 0
+	for id, o := range got {
+		if o.err != nil {
+			failed++
+			if !errors.Is(o.err, sdk.ErrNotStored) || sdk.CodeOf(o.err) != sdk.Code(40004) {
+				t.Errorf("%s: %v, want ErrNotStored with ILLEGAL_MESSAGE_TAG (40004)", id, o.err)
+			}
+			continue
+		}
+		if o.r.MessageID != id {
+			t.Errorf("receipt %+v for message %s", o.r, id)
+		}
+	}
+	mu.Unlock()
+	if failed != 1 {
+		t.Fatalf("%d sends failed, want the bad tag's alone", failed)
+	}
+	cons, err := c.NewSimpleConsumer(ctx, sdk.ConsumerConfig{Group: "sdk-linger-fifo-g", Subscriptions: map[string]string{"sdk-linger-fifo": "*"}, Await: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := map[string]int{}
+	for n := 0; n < 40; {
+		ms, err := cons.Receive(ctx, 16, 30*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range ms {
+			var g string
+			var k int
+			if _, err := fmt.Sscanf(string(m.Body), "g%1s-%02d", &g, &k); err != nil {
+				t.Fatalf("body %q: %v", m.Body, err)
+			}
+			if k != next[g] {
+				t.Fatalf("group g%s: message %d received after %d, want %d", g, k, next[g]-1, next[g])
+			}
+			next[g]++
+			n++
+			if err := cons.Ack(ctx, m); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 }
