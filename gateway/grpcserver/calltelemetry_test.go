@@ -24,8 +24,11 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
 	"google.golang.org/grpc/test/bufconn"
+	"google.golang.org/protobuf/proto"
 
+	v2 "github.com/mqgate/mqgate/gen/apache/rocketmq/v2"
 	"github.com/mqgate/mqgate/internal/telemetry"
 	"github.com/mqgate/mqgate/internal/testutil"
 )
@@ -304,6 +307,41 @@ func BenchmarkCallTelemetry(b *testing.B) {
 					_, _ = ic(ctx, nil, info, h)
 				}
 			})
+		})
+	}
+}
+
+// The unary interceptor chain around a handler that does nothing, for a
+// SendMessage of one 1 KiB message: what every unary call pays on top of
+// its handler. tap: the context callInfoTap makes (as a served call has);
+// metadata: one with the headers only (the chain reads them itself).
+func BenchmarkUnaryChain(b *testing.B) {
+	for _, tapped := range []bool{false, true} {
+		b.Run(map[bool]string{false: "metadata", true: "tap"}[tapped], func(b *testing.B) {
+			ext := telemetry.NewExternal()
+			srv := New(Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), AddHistogram: ext.Add,
+				RequestSize: func(proto.Message) (int, bool) { return 1100, true }})
+			defer srv.Close()
+			md := metadata.Pairs("x-mq-client-id", "bench@1@1", "x-mq-language", "GO", "x-mq-protocol", "v2",
+				"x-mq-request-id", "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0", "user-agent", "grpc-go/1.85.0", "content-type", "application/grpc")
+			ctx := metadata.NewIncomingContext(context.Background(), md)
+			if tapped {
+				var err error
+				if ctx, err = srv.tap(ctx, &tap.Info{FullMethodName: v2.MessagingService_SendMessage_FullMethodName, Header: md}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			req := &v2.SendMessageRequest{Messages: []*v2.Message{{Topic: &v2.Resource{Name: "t"}, Body: make([]byte, 1024),
+				SystemProperties: &v2.SystemProperties{MessageId: "01ABCDEF0123456789ABCDEF0123456789"}}}}
+			info := &grpc.UnaryServerInfo{FullMethod: v2.MessagingService_SendMessage_FullMethodName}
+			resp := &v2.SendMessageResponse{Status: &v2.Status{Code: v2.Code_OK}}
+			h := func(context.Context, any) (any, error) { return resp, nil }
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := srv.unary(ctx, req, info, h); err != nil {
+					b.Fatal(err)
+				}
+			}
 		})
 	}
 }
