@@ -224,6 +224,10 @@ type Figures struct {
 	BenchCPUusPerMsg float64 `json:"bench_cpu_us_per_msg,omitempty"`
 	Errors           int64   `json:"errors"`
 	RSSAnonMiB       float64 `json:"server_rss_anon_mib,omitempty"`
+	// SendP50us and SendP99us (e2e) are the sends' own latencies, from
+	// the call to its answer; P50us and P99us are send to receive there.
+	SendP50us float64 `json:"send_p50_us,omitempty"`
+	SendP99us float64 `json:"send_p99_us,omitempty"`
 
 	// Calls counts the RPCs of the measured window (consume: receives
 	// and acks; AckCalls the acks among them), with their rate and the
@@ -315,6 +319,7 @@ func printBench(w io.Writer, o benchOpts, r Result) {
 			base = "grpc"
 		}
 		if r.Mode == "e2e" {
+			fmt.Fprintf(w, "sends' own latency p50/p99: echo %.0f/%.0fµs, mqgate %.0f/%.0fµs\n", r.Echo.SendP50us, r.Echo.SendP99us, r.Mqgate.SendP50us, r.Mqgate.SendP99us)
 			fmt.Fprintf(w, "ratio echo/mqgate p99: %.2f\n", r.Ratio)
 		} else {
 			fmt.Fprintf(w, "ratio %s/%s msgs/s: %.2f\n", r.Mqgate.Target, base, r.Ratio)
@@ -1143,11 +1148,14 @@ func benchE2E(ctx context.Context, o benchOpts, name, addr string, pid int) (Fig
 	interval := time.Second / time.Duration(max(o.rate, 1))
 	start := time.Now()
 	var sent atomic.Int64
+	sends := &sampler{}
 	for w := 0; w < 32; w++ {
 		prod := senders[w%len(senders)]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			var local []time.Duration
+			defer func() { sends.add(local) }()
 			for runCtx.Err() == nil {
 				k := sent.Add(1)
 				due := start.Add(time.Duration(k) * interval)
@@ -1156,10 +1164,16 @@ func benchE2E(ctx context.Context, o benchOpts, name, addr string, pid int) (Fig
 				}
 				m := newMessage(o.topic, body, benchSeq.Add(1), map[string]string{"bench_sent_ns": strconv.FormatInt(time.Now().UnixNano(), 10)})
 				cctx, cancel := prod.ctx(runCtx, 5*time.Second)
+				t0 := time.Now()
 				resp, err := prod.cli.SendMessage(cctx, &v2.SendMessageRequest{Messages: []*v2.Message{m}})
+				d := time.Since(t0)
 				cancel()
-				if payloadErr(resp.GetStatus(), err) != nil && runCtx.Err() == nil && s.on.Load() {
-					s.errs.Add(1)
+				if payloadErr(resp.GetStatus(), err) != nil {
+					if runCtx.Err() == nil && s.on.Load() {
+						s.errs.Add(1)
+					}
+				} else if s.on.Load() {
+					local = append(local, d)
 				}
 			}
 		}()
@@ -1167,5 +1181,8 @@ func benchE2E(ctx context.Context, o benchOpts, name, addr string, pid int) (Fig
 	secs, cpu := window(ctx, o, s, pid, nil)
 	stop()
 	wg.Wait()
-	return s.figures(name, secs, cpu), nil
+	f := s.figures(name, secs, cpu)
+	sf := sends.figures(name, secs, 0)
+	f.SendP50us, f.SendP99us = sf.P50us, sf.P99us
+	return f, nil
 }
