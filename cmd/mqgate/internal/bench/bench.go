@@ -355,8 +355,11 @@ func printBench(w io.Writer, o benchOpts, r Result) {
 				}
 				fmt.Fprintf(w, " mqgate %.1fµs", rd.Mqgate.CPUusPerCall)
 			}
-			if rd.CPURatio > 0 || rd.PlainCPURatio > 0 {
-				fmt.Fprintf(w, "; CPU ratio to echo %.2f, to plain-echo %.2f", rd.CPURatio, rd.PlainCPURatio)
+			if rd.CPURatio > 0 {
+				fmt.Fprintf(w, "; CPU ratio to echo %.2f", rd.CPURatio)
+			}
+			if rd.PlainCPURatio > 0 {
+				fmt.Fprintf(w, ", to plain-echo %.2f", rd.PlainCPURatio)
 			}
 			fmt.Fprintln(w)
 		}
