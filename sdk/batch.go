@@ -32,9 +32,10 @@ import (
 // no entries, and stores nothing) is sent again message by message, so a
 // bad message fails alone and the others are stored; entries that differ
 // give each message its own receipt or error. A batch whose outcome is
-// unknown (no answer, or a replica group's HA_NOT_AVAILABLE or
-// SLAVE_PERSISTENCE_TIMEOUT on every attempt) is never sent again message
-// by message: each of its messages fails with ErrOutcomeUnknown.
+// unknown (no answer, or an attempt answered with a replica group's
+// HA_NOT_AVAILABLE or SLAVE_PERSISTENCE_TIMEOUT and none OK) is never
+// sent again message by message: each of its messages fails with
+// ErrOutcomeUnknown.
 
 // Batching defaults.
 const (

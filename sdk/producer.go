@@ -184,13 +184,17 @@ const (
 // The retry contract: one deadline (ctx's, else ProducerConfig.Timeout)
 // covers every attempt, and each attempt runs with what remains of it; no
 // attempt starts once it has passed. An attempt is repeated, with the same
-// message ids, only if it certainly stored nothing: the server answered
+// message ids, if it certainly stored nothing: the server answered
 // TOO_MANY_REQUESTS (after the server's backoff, if it fits before the
-// deadline) or gRPC UNAVAILABLE, or the request never left this process.
-// A failure is a *SendError whose outcome is ErrNotStored,
-// ErrOutcomeUnknown (the request left and no answer came: it may be
-// stored) or ErrNotDurable (stored, flush not confirmed; receipts are
-// returned).
+// deadline) or gRPC UNAVAILABLE, or the request never left this process;
+// or if the server asks for it: HA_NOT_AVAILABLE or
+// SLAVE_PERSISTENCE_TIMEOUT (a replica group did not commit the messages
+// in time; they may still commit), after the backoff.
+// A failure is a *SendError whose outcome is ErrNotStored (no attempt
+// may have stored anything), ErrOutcomeUnknown (the request left and no
+// answer came, or an attempt was answered HA_NOT_AVAILABLE or
+// SLAVE_PERSISTENCE_TIMEOUT and none OK: it may be stored) or
+// ErrNotDurable (stored, flush not confirmed; receipts are returned).
 func (p *Producer) SendBatch(ctx context.Context, msgs []*Message) ([]SendReceipt, error) {
 	if len(msgs) == 0 {
 		return nil, errors.New("sdk: SendBatch: no messages")
@@ -261,7 +265,8 @@ func (p *Producer) send(ctx context.Context, topic string, ids []string, req *v2
 			if isNotDurable(cause) {
 				return resp, n, fail(n, ErrNotDurable, cause)
 			}
-			return nil, n, fail(n, ErrNotStored, cause)
+			// This attempt stored nothing; an earlier one may have.
+			return nil, n, fail(n, notStored(), cause)
 		}
 		// outRetry: nothing stored; outRetryMaybe: perhaps stored, and
 		// tried again with the same message id.
@@ -369,7 +374,7 @@ func mixedOutcome(resp *v2.SendMessageResponse) error {
 	for _, e := range resp.GetEntries() {
 		switch c := e.GetStatus().GetCode(); {
 		case c == v2.Code_OK:
-		case classifyCode(c) == outUnknown:
+		case classifyCode(c) == outUnknown || classifyCode(c) == outRetryMaybe:
 			return ErrOutcomeUnknown
 		case !isNotDurable(statusErr("", e.GetStatus())):
 			out = ErrNotStored // some entries were refused; receipts show which were stored

@@ -3,7 +3,9 @@ package sdk
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -296,5 +298,69 @@ func TestReplicationCodesRetried(t *testing.T) {
 		if _, err := p.Send(context.Background(), &Message{Topic: "t", Body: []byte("x")}); !errors.Is(err, ErrOutcomeUnknown) {
 			t.Fatalf("%v on every attempt: %v, want ErrOutcomeUnknown", code, err)
 		}
+	}
+}
+
+// An attempt a replica group did not commit may still be stored: a
+// refusal of the next attempt (the topic deleted meanwhile) does not make
+// the send "not stored". A lingering producer does not resend such a
+// batch message by message either: each message's outcome is unknown.
+func TestRefusalAfterReplicationRetryIsUnknown(t *testing.T) {
+	// Each request's first attempt: HA_NOT_AVAILABLE; the next ones:
+	// TOPIC_NOT_FOUND.
+	haThenGone := func() *fakeServer {
+		var mu sync.Mutex
+		seen := map[string]bool{}
+		return &fakeServer{send: func(_ context.Context, _ int, req *v2.SendMessageRequest) (*v2.SendMessageResponse, error) {
+			key := ""
+			for _, m := range req.GetMessages() {
+				key += m.GetSystemProperties().GetMessageId() + ","
+			}
+			mu.Lock()
+			again := seen[key]
+			seen[key] = true
+			mu.Unlock()
+			if !again {
+				return statusOnly(v2.Code_HA_NOT_AVAILABLE), nil
+			}
+			return statusOnly(v2.Code_TOPIC_NOT_FOUND), nil
+		}}
+	}
+	_, p := fakeProducer(t, haThenGone(), ProducerConfig{})
+	_, err := p.Send(context.Background(), &Message{Topic: "t", Body: []byte("x")})
+	if !errors.Is(err, ErrOutcomeUnknown) || CodeOf(err) != CodeTopicNotFound {
+		t.Fatalf("HA_NOT_AVAILABLE then TOPIC_NOT_FOUND: %v, want ErrOutcomeUnknown with TOPIC_NOT_FOUND", err)
+	}
+
+	f := haThenGone()
+	_, lp := fakeProducer(t, f, ProducerConfig{Linger: time.Hour, BatchMessages: 3})
+	r := newResults()
+	for _, id := range []string{"A", "B", "C"} {
+		r.send(t, lp, id, &Message{Topic: "t", Body: []byte("x")})
+	}
+	r.wait(t)
+	if got := batchSizes(f); !slices.Equal(got, []int{3, 3}) {
+		t.Fatalf("attempts %v, want the batch twice and nothing alone", got)
+	}
+	for _, id := range []string{"A", "B", "C"} {
+		if err := r.got[id]; !errors.Is(err, ErrOutcomeUnknown) {
+			t.Fatalf("%s: %v, want ErrOutcomeUnknown", id, err)
+		}
+	}
+}
+
+// Entries that differ, one of them a replica group's timeout: the batch's
+// outcome is unknown, not "some refused".
+func TestMixedEntryOfReplicationCodeIsUnknown(t *testing.T) {
+	f := &fakeServer{send: func(_ context.Context, _ int, req *v2.SendMessageRequest) (*v2.SendMessageResponse, error) {
+		resp := okSend(req)
+		resp.Status = &v2.Status{Code: v2.Code_MULTIPLE_RESULTS}
+		resp.Entries[1].Status = &v2.Status{Code: v2.Code_SLAVE_PERSISTENCE_TIMEOUT}
+		return resp, nil
+	}}
+	_, p := fakeProducer(t, f, ProducerConfig{})
+	rs, err := p.SendBatch(context.Background(), []*Message{{Topic: "t", Body: []byte("a")}, {Topic: "t", Body: []byte("b")}})
+	if !errors.Is(err, ErrOutcomeUnknown) || len(rs) != 2 || rs[0].MessageID == "" || rs[1].MessageID != "" {
+		t.Fatalf("receipts %+v, err %v; want ErrOutcomeUnknown, the first message's receipt only", rs, err)
 	}
 }
