@@ -40,12 +40,43 @@ func TestBenchRuns(t *testing.T) {
 			if r.Echo == nil || r.Echo.Messages == 0 || r.Echo.Errors != 0 || r.Ratio <= 0 {
 				t.Fatalf("no echo baseline: %+v", r)
 			}
+			// produce and consume run the plain echo beside the v2 one
+			// (--echo both, the default).
+			if plain := mode == "produce" || mode == "consume"; plain != (r.PlainEcho != nil) ||
+				plain && (r.PlainEcho.Messages == 0 || r.PlainEcho.Errors != 0 || r.PlainRatio <= 0) {
+				t.Fatalf("plain echo: %+v", r)
+			}
 			// The e2e echo relays what was sent: its latencies are real
 			// send→receive samples, not canned answers.
 			if mode == "e2e" && (r.Echo.P99us <= 0 || r.Echo.Messages > r.Mqgate.Messages*2+100) {
 				t.Fatalf("e2e echo figures %+v", r.Echo)
 			}
 		})
+	}
+}
+
+// produce --sdk-linger sends through the SDK's batching producer, to the
+// v2 echo and to mqgate.
+func TestBenchSDKLinger(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts servers")
+	}
+	out, err := exec.Command(testutil.Binary(t), "bench", "produce", "--sdk-linger", "1ms", "--sdk-window", "32", "--json",
+		"--duration", "400ms", "--warmup", "0s", "--producers", "2").Output()
+	if err != nil {
+		t.Fatalf("bench: %v\n%s", err, out)
+	}
+	var r bench.Result
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatalf("output: %v\n%s", err, out)
+	}
+	if r.Mqgate.Messages == 0 || r.Mqgate.Errors != 0 || r.Echo == nil || r.Echo.Messages == 0 || r.Echo.Errors != 0 || r.Ratio <= 0 {
+		t.Fatalf("result %+v", r)
+	}
+	// The plain echo's canned answers fit fixed batch sizes only, not the
+	// SDK's batches: it does not run beside --sdk-linger.
+	if r.PlainEcho != nil {
+		t.Fatalf("a plain echo ran beside --sdk-linger: %+v", r.PlainEcho)
 	}
 }
 
