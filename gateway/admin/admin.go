@@ -15,7 +15,7 @@ import (
 	"github.com/mqgate/mqgate/broker/model"
 	"github.com/mqgate/mqgate/broker/mqerr"
 	"github.com/mqgate/mqgate/gateway/auth"
-	"github.com/mqgate/mqgate/gateway/v2status"
+	"github.com/mqgate/mqgate/gateway/errcodes"
 	adminv1 "github.com/mqgate/mqgate/gen/mqgate/admin/v1"
 )
 
@@ -231,11 +231,11 @@ func groupToV1(g model.Group) *adminv1.Group {
 }
 
 // toStatus converts a broker error into a gRPC status whose message names
-// the resource (what, name). The code comes from gateway/v2status's table,
+// the resource (what, name). The code comes from gateway/errcodes's table,
 // the one every gRPC edge maps error kinds through.
 func toStatus(err error, what, name string) error {
 	code := codes.Internal
-	if m, ok := v2status.Of(mqerr.KindOf(err)); ok {
+	if m, ok := errcodes.Of(mqerr.KindOf(err)); ok {
 		code = m.GRPC
 	}
 	msg := mqerr.Message(err)

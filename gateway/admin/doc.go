@@ -13,7 +13,7 @@
 // WhoAmI. The `mqgate topic|group|message` commands, the web console and
 // the MCP server use them. Unlike the RocketMQ v2 services, errors are plain
 // gRPC status codes (InvalidArgument, NotFound, AlreadyExists, …), taken
-// from gateway/v2status's Kind → code table, whose messages name the
+// from gateway/errcodes's Kind → code table, whose messages name the
 // resource.
 //
 // Who may call what (access.go): the gRPC listener lets only admins call
@@ -23,6 +23,6 @@
 //
 // admin must not import another listener package (grpcserver, v2service, httpserver,
 // remoting), gateway/peer, storage/ or the apache.rocketmq.v2 protos (it
-// uses only v2status's gRPC codes); the cluster and the clients reach it
+// uses only errcodes's gRPC codes); the cluster and the clients reach it
 // as its own types.
 package admin

@@ -11,7 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 
-	"github.com/mqgate/mqgate/gateway/v2status"
+	"github.com/mqgate/mqgate/gateway/errcodes"
 	v2 "github.com/mqgate/mqgate/gen/apache/rocketmq/v2"
 	restv1 "github.com/mqgate/mqgate/gen/mqgate/rest/v1"
 )
@@ -29,7 +29,7 @@ import (
 // error's v2 code → 507 (the disk is full: nothing was stored, retry once
 // space is freed; with TOO_MANY_REQUESTS it stays 429). Errors without a v2 code
 // (grpc-gateway's own, the admin API's plain gRPC codes, the drain
-// interceptor) get the one gateway/v2status gives their gRPC code.
+// interceptor) get the one gateway/errcodes gives their gRPC code.
 
 // httpOverrides are the v2 codes whose class would mislead an HTTP client.
 var httpOverrides = map[v2.Code]int{
@@ -55,7 +55,7 @@ func httpStatusOf(gc codes.Code, vc v2.Code) int {
 		}
 	}
 	if vc < 40000 || vc >= 60000 {
-		vc = v2status.CodeOfGRPC(gc)
+		vc = errcodes.CodeOfGRPC(gc)
 	}
 	if s, ok := httpOverrides[vc]; ok {
 		return s
@@ -75,7 +75,7 @@ func errorBody(st *status.Status) *restv1.Status {
 			return s
 		}
 	}
-	return newStatus(v2status.CodeOfGRPC(st.Code()), st.Message())
+	return newStatus(errcodes.CodeOfGRPC(st.Code()), st.Message())
 }
 
 // writeError is grpc-gateway's error handler.

@@ -12,7 +12,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 
-	"github.com/mqgate/mqgate/gateway/v2status"
+	"github.com/mqgate/mqgate/gateway/errcodes"
 	v2 "github.com/mqgate/mqgate/gen/apache/rocketmq/v2"
 )
 
@@ -67,7 +67,7 @@ func TestHTTPStatusOf(t *testing.T) {
 	}
 	// And every gRPC error code, with the v2 code derived from it.
 	for c := codes.Canceled; c <= codes.Unauthenticated; c++ {
-		if s := httpStatusOf(c, v2status.CodeOfGRPC(c)); s < 400 || s > 599 {
+		if s := httpStatusOf(c, errcodes.CodeOfGRPC(c)); s < 400 || s > 599 {
 			t.Errorf("gRPC %v → HTTP %d", c, s)
 		}
 	}

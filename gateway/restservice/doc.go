@@ -5,7 +5,7 @@
 // REST/JSON. It is an edge like gateway/admin: it converts between
 // mqgate.rest.v1 messages and broker calls (convert.go is where the two
 // meet) and maps every error in one place (status.go), through
-// gateway/v2status's Kind → code table.
+// gateway/errcodes's Kind → code table.
 //
 // Errors are gRPC status errors carrying a mqgate.rest.v1.Status detail with
 // the RocketMQ v2 code; per-entry outcomes (send results, ack results) carry
@@ -16,7 +16,7 @@
 // invisibility).
 //
 // restservice may import broker/ (the facade, model, mqerr),
-// gateway/v2status, internal/ and gen/mqgate/rest/v1. It must not import
+// gateway/errcodes, internal/ and gen/mqgate/rest/v1. It must not import
 // storage/ or a listener package (gateway/grpcserver, gateway/v2service,
 // gateway/httpserver, gateway/remoting, gateway/admin): imports_test.go
 // enforces it.

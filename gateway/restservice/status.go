@@ -9,7 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/mqgate/mqgate/broker/mqerr"
-	"github.com/mqgate/mqgate/gateway/v2status"
+	"github.com/mqgate/mqgate/gateway/errcodes"
 	v2 "github.com/mqgate/mqgate/gen/apache/rocketmq/v2"
 	restv1 "github.com/mqgate/mqgate/gen/mqgate/rest/v1"
 )
@@ -22,7 +22,7 @@ func newStatus(c v2.Code, msg string) *restv1.Status {
 	return &restv1.Status{Code: int32(c), Name: c.String(), Message: msg}
 }
 
-// statusOf maps err through gateway/v2status's table: the Status to show
+// statusOf maps err through gateway/errcodes's table: the Status to show
 // and the gRPC code of a request-level failure. Unclassified and internal
 // errors are logged with the request id and answered with a generic
 // INTERNAL_ERROR, so internals never reach the client.
@@ -31,7 +31,7 @@ func (s *Service) statusOf(ctx context.Context, err error) (*restv1.Status, code
 		return statusOK, codes.OK
 	}
 	k := mqerr.KindOf(err)
-	m, ok := v2status.Of(k)
+	m, ok := errcodes.Of(k)
 	if !ok || k == mqerr.KindInternal {
 		rid := requestID(ctx)
 		s.log.ErrorContext(ctx, "internal error answered as INTERNAL_ERROR", "err", err.Error(), "kind", k.String(), "request_id", rid)

@@ -17,7 +17,7 @@
 // the NotifyUnsubscribeLiteCommand sent to a client whose lite topic
 // expired), unsupported.go (what an unserved RPC answers)
 // — validate.go (names, namespaces), convert.go (v2 ↔ domain) and
-// status.go (errors → v2 statuses and gRPC codes, through gateway/v2status,
+// status.go (errors → v2 statuses and gRPC codes, through gateway/errcodes,
 // the one mqerr.Kind → code table shared with gateway/restservice and
 // gateway/admin; that table stays its own package because those edges
 // must not import this one).

@@ -16,7 +16,7 @@ import (
 	"github.com/mqgate/mqgate/broker/model"
 	"github.com/mqgate/mqgate/broker/mqerr"
 	"github.com/mqgate/mqgate/broker/produce"
-	"github.com/mqgate/mqgate/gateway/v2status"
+	"github.com/mqgate/mqgate/gateway/errcodes"
 	v2 "github.com/mqgate/mqgate/gen/apache/rocketmq/v2"
 )
 
@@ -155,7 +155,7 @@ func TestSendValidationOrder(t *testing.T) {
 			t.Errorf("%s: accepted", c.name)
 			continue
 		}
-		m, _ := v2status.Of(mqerr.KindOf(err))
+		m, _ := errcodes.Of(mqerr.KindOf(err))
 		if m.V2 != c.want {
 			t.Errorf("%s: %s (%v), want %s", c.name, m.V2, err, c.want)
 		}

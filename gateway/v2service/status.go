@@ -7,12 +7,12 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/mqgate/mqgate/broker/mqerr"
+	"github.com/mqgate/mqgate/gateway/errcodes"
 	"github.com/mqgate/mqgate/gateway/grpcserver"
-	"github.com/mqgate/mqgate/gateway/v2status"
 	v2 "github.com/mqgate/mqgate/gen/apache/rocketmq/v2"
 )
 
-// Errors are mapped through THE Kind → code table, gateway/v2status (the
+// Errors are mapped through THE Kind → code table, gateway/errcodes (the
 // REST edge, gateway/restservice, maps the same way): the v2 Code goes in a
 // response's status payload (the normal case, gRPC status OK), the gRPC
 // code where a gRPC-level error is the contract (Telemetry's settings
@@ -38,7 +38,7 @@ func statusOf(ctx context.Context, log *slog.Logger, err error) *v2.Status {
 		return statusOK
 	}
 	k := mqerr.KindOf(err)
-	m, ok := v2status.Of(k)
+	m, ok := errcodes.Of(k)
 	if !ok || k == mqerr.KindInternal {
 		rid := grpcserver.RequestID(ctx)
 		if log != nil {
@@ -52,7 +52,7 @@ func statusOf(ctx context.Context, log *slog.Logger, err error) *v2.Status {
 // grpcCodeOf is the gRPC code for err where a gRPC-level error is the
 // contract.
 func grpcCodeOf(err error) codes.Code {
-	if m, ok := v2status.Of(mqerr.KindOf(err)); ok {
+	if m, ok := errcodes.Of(mqerr.KindOf(err)); ok {
 		return m.GRPC
 	}
 	return codes.Internal

@@ -1,4 +1,4 @@
-package v2status
+package errcodes
 
 import (
 	"google.golang.org/grpc/codes"

@@ -1,4 +1,4 @@
-package v2status
+package errcodes
 
 import (
 	"testing"
@@ -13,7 +13,7 @@ func TestTableCoversEveryKind(t *testing.T) {
 	for _, k := range mqerr.Kinds() {
 		m, ok := Of(k)
 		if !ok {
-			t.Errorf("mqerr.%s has no row in v2status's table", k)
+			t.Errorf("mqerr.%s has no row in errcodes's table", k)
 			continue
 		}
 		if m.V2 == v2.Code_OK || m.V2 == v2.Code_MULTIPLE_RESULTS || m.V2 < 40000 || m.V2 >= 60000 {

@@ -1,4 +1,4 @@
-// Package v2status owns THE table from broker error kinds (mqerr.Kind) to
+// Package errcodes owns THE table from broker error kinds (mqerr.Kind) to
 // the wire codes of mqgate's gRPC-based edges: the RocketMQ v2 code
 // (apache.rocketmq.v2.Code) and the gRPC status code. gateway/v2service
 // (apache.rocketmq.v2.MessagingService) and gateway/restservice
@@ -11,4 +11,4 @@
 // It imports only broker/mqerr, the generated v2 protos and grpc/codes; it
 // must not import a listener package (grpcserver, v2service, httpserver, restservice, remoting,
 // admin) or anything below broker/mqerr.
-package v2status
+package errcodes
