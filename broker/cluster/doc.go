@@ -93,6 +93,14 @@
 // the caller's context does: the waiting caller (a broker service about
 // to change its memory) must learn whether the change happened.
 //
+// A member that does not lead can still change the catalog of a cluster
+// of several data groups (topics, groups, a topic's queues dropped):
+// gateway/peer hands the change, encoded by EncodeChange, to the
+// leader, whose ProposeForwarded reads it (DecodeChange: catalog changes
+// only, ErrRefused otherwise), proposes it as its own and answers the
+// raft index it was applied at; WaitApplied then returns once this
+// member's replica has applied that index too.
+//
 // # Applied position and crashes
 //
 // The raft log (etcd's WAL) is what survives; a member's store runs in

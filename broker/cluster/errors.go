@@ -31,6 +31,11 @@ var (
 	// is room. From Persist: the applied position could not be recorded
 	// (it is recorded again later).
 	ErrNoSpace = errors.New("cluster: no space left on the data disk")
+	// ErrRefused: a change proposed through another member
+	// (ProposeForwarded) that the leader refused: not a change it takes
+	// from others, or one the store refuses for its content (a name not
+	// found, an invalid value), which every member refuses alike.
+	ErrRefused = errors.New("cluster: change refused")
 
 	errTooLarge = storage.ErrTooLarge
 )

@@ -176,15 +176,66 @@ func (r *Replica) ProposeMeta(ctx context.Context, op MetaOp) (storage.AppendRes
 	if err := op.check(); err != nil {
 		return storage.AppendResult{}, fmt.Errorf("%w: %w", storage.ErrInvalid, err)
 	}
+	res, err := r.proposeMetaIndexed(ctx, op)
+	return res.res, err
+}
+
+// ProposeForwarded proposes a catalog change that another member sent
+// this one, leading (a topic or a group put or deleted, a topic's queues
+// dropped: gateway/peer's Propose), as ProposeMeta does, and returns the
+// raft index it was applied at. change is the MetaOp in JSON, read as
+// strictly as an entry is; any other kind of change, and a change the
+// store refuses for its content, is refused (ErrRefused).
+func (r *Replica) ProposeForwarded(ctx context.Context, change []byte) (uint64, error) {
+	op, err := DecodeChange(change)
+	if err != nil {
+		return 0, err
+	}
+	res, err := r.proposeMetaIndexed(ctx, op)
+	if errors.Is(err, storage.ErrInvalid) || errors.Is(err, storage.ErrNotFound) {
+		return res.index, fmt.Errorf("%w: %w", ErrRefused, err)
+	}
+	return res.index, err
+}
+
+// EncodeChange is op as ProposeForwarded reads it.
+func EncodeChange(op MetaOp) ([]byte, error) { return json.Marshal(&op) }
+
+// DecodeChange reads a change EncodeChange wrote, as strictly as an
+// entry is read, and refuses (ErrRefused) any that is not a catalog
+// change with its fields.
+func DecodeChange(change []byte) (MetaOp, error) {
+	var op MetaOp
+	dec := json.NewDecoder(bytes.NewReader(change))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&op); err != nil {
+		return MetaOp{}, fmt.Errorf("%w: not a metadata change: %v", ErrRefused, err)
+	}
+	if dec.More() {
+		return MetaOp{}, fmt.Errorf("%w: trailing data after the change", ErrRefused)
+	}
+	switch op.Kind {
+	case MetaPutTopic, MetaDeleteTopic, MetaPutGroup, MetaDeleteGroup, MetaDropQueues:
+	default:
+		return MetaOp{}, fmt.Errorf("%w: %q is not a change other members propose", ErrRefused, op.Kind)
+	}
+	if err := op.check(); err != nil {
+		return MetaOp{}, fmt.Errorf("%w: %w", ErrRefused, err)
+	}
+	return op, nil
+}
+
+// proposeMetaIndexed is ProposeMeta answering the applied index too.
+func (r *Replica) proposeMetaIndexed(ctx context.Context, op MetaOp) (applyResult, error) {
 	if need := minFormat(&op); need > r.Format() {
-		return storage.AppendResult{}, fmt.Errorf("%w: %s needs format %d, the group is at %d", ErrFormat, op.Kind, need, r.Format())
+		return applyResult{}, fmt.Errorf("%w: %s needs format %d, the group is at %d", ErrFormat, op.Kind, need, r.Format())
 	}
 	seq := r.seq.Add(1)
 	data, err := encodeMeta(&metaEntry{proposer: r.incarnation, seq: seq, storeTime: r.stamp(), storeHost: r.opts.StoreHost, op: op})
 	if err != nil {
-		return storage.AppendResult{}, fmt.Errorf("cluster: %s: %w", op.Kind, err)
+		return applyResult{}, fmt.Errorf("cluster: %s: %w", op.Kind, err)
 	}
-	return r.propose(ctx, seq, data)
+	return r.proposeIndexed(ctx, seq, data)
 }
 
 // Bootstrap proposes the cluster's bootstrap (a new random receipt-handle

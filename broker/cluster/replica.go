@@ -117,11 +117,21 @@ type Replica struct {
 	// leading is set by MarkLeading and cleared by LeadershipLost: whether
 	// every record applied since the mark is this member's own.
 	leading atomic.Bool
+
+	// appliedWaiting counts the WaitApplied calls waiting.
+	appliedWaiting atomic.Int32
+
+	// appliedMu guards appliedCh, closed (and replaced) at the next Apply
+	// while some WaitApplied waits.
+	appliedMu sync.Mutex
+	appliedCh chan struct{}
 }
 
 type applyResult struct {
 	res storage.AppendResult
 	err error
+	// index is the raft index the entry was applied at.
+	index uint64
 }
 
 // OpenReplica opens the replica in dir (the store in dir/store, the
@@ -279,12 +289,19 @@ func AwaitOutcome(ctx context.Context) context.Context {
 // leading (ErrLeadershipLost) or ctx's deadline passes; the last leaves
 // the outcome uncertain (Uncertain).
 func (r *Replica) propose(ctx context.Context, seq uint64, data []byte) (storage.AppendResult, error) {
+	res, err := r.proposeIndexed(ctx, seq, data)
+	return res.res, err
+}
+
+// proposeIndexed is propose, answering the raft index the entry was
+// applied at too.
+func (r *Replica) proposeIndexed(ctx context.Context, seq uint64, data []byte) (applyResult, error) {
 	if r.closed.Load() || r.Failed() != nil {
-		return storage.AppendResult{}, ErrStopped
+		return applyResult{}, ErrStopped
 	}
 	rp := r.raft.Load()
 	if rp == nil {
-		return storage.AppendResult{}, fmt.Errorf("%w: no raft node attached", ErrStopped)
+		return applyResult{}, fmt.Errorf("%w: no raft node attached", ErrStopped)
 	}
 	done := make(chan applyResult, 1)
 	r.mu.Lock()
@@ -319,19 +336,19 @@ func (r *Replica) propose(ctx context.Context, seq uint64, data []byte) (storage
 	defer cancel()
 	if err := (*rp).Propose(cctx, func() []byte { return data }); err != nil {
 		if ctx.Err() == nil && cctx.Err() != nil {
-			return storage.AppendResult{}, fmt.Errorf("%w: %w", ErrNoQuorum, err)
+			return applyResult{}, fmt.Errorf("%w: %w", ErrNoQuorum, err)
 		}
-		return storage.AppendResult{}, err
+		return applyResult{}, err
 	}
 	select {
 	case res := <-done:
-		return res.res, res.err
+		return res, res.err
 	case <-giveUp:
 		if await {
 			r.markUncertain()
-			return storage.AppendResult{}, fmt.Errorf("%w: not committed in time (it may still be)", ErrNoQuorum)
+			return applyResult{}, fmt.Errorf("%w: not committed in time (it may still be)", ErrNoQuorum)
 		}
-		return storage.AppendResult{}, fmt.Errorf("%w: not committed within %v (it may still be)", ErrNoQuorum, r.opts.CommitTimeout)
+		return applyResult{}, fmt.Errorf("%w: not committed within %v (it may still be)", ErrNoQuorum, r.opts.CommitTimeout)
 	}
 }
 
@@ -447,6 +464,9 @@ func (r *Replica) Apply(index uint64, data []byte) error {
 	}
 	r.st.index = index
 	r.applied.Store(index)
+	if r.appliedWaiting.Load() > 0 {
+		r.notifyApplied()
+	}
 	if r.since++; r.since >= r.opts.PersistEvery {
 		if err := r.Persist(); err != nil && !errors.Is(err, ErrNoSpace) {
 			return err
@@ -477,7 +497,7 @@ func (r *Replica) applyData(index uint64, data []byte) error {
 		if err != nil {
 			return err
 		}
-		r.answer(e.proposer, e.seq, applyResult{res: res, err: opErr})
+		r.answer(e.proposer, e.seq, applyResult{res: res, err: opErr, index: index})
 		r.raiseStamp(e.storeTime)
 		return nil
 	default:
@@ -536,7 +556,7 @@ func (r *Replica) applyAppend(index uint64, data []byte) error {
 	default:
 		return err
 	}
-	r.answer(e.proposer, e.seq, applyResult{res: res, err: err})
+	r.answer(e.proposer, e.seq, applyResult{res: res, err: err, index: index})
 	r.raiseStamp(st.StoreTime)
 	return nil
 }
@@ -617,6 +637,7 @@ func (r *Replica) Close(ctx context.Context) error {
 	}
 	r.stopQueue()
 	r.LeadershipLost()
+	r.notifyApplied()
 	perr := r.Persist()
 	return errors.Join(perr, r.store.Close(ctx))
 }
@@ -629,5 +650,44 @@ func (r *Replica) Abandon() {
 		r.stopQueue()
 		r.LeadershipLost()
 		r.store.Abandon()
+	}
+}
+
+// notifyApplied wakes the WaitApplied calls waiting. Called by the raft
+// loop.
+func (r *Replica) notifyApplied() {
+	r.appliedMu.Lock()
+	if r.appliedCh != nil {
+		close(r.appliedCh)
+		r.appliedCh = nil
+	}
+	r.appliedMu.Unlock()
+}
+
+// WaitApplied returns once this member has applied the raft entry at
+// index (a change proposed through another member, whose leader answered
+// that index: gateway/peer's ProposeAtLeader and LeaderReadIndex), or
+// ctx ends, or the replica stops (ErrStopped).
+func (r *Replica) WaitApplied(ctx context.Context, index uint64) error {
+	r.appliedWaiting.Add(1)
+	defer r.appliedWaiting.Add(-1)
+	for {
+		r.appliedMu.Lock()
+		if r.appliedCh == nil {
+			r.appliedCh = make(chan struct{})
+		}
+		ch := r.appliedCh
+		r.appliedMu.Unlock()
+		if r.Applied() >= index {
+			return nil
+		}
+		if r.closed.Load() || r.Failed() != nil {
+			return ErrStopped
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("cluster: entry %d not applied here (applied %d): %w", index, r.Applied(), ctx.Err())
+		}
 	}
 }
