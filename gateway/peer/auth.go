@@ -60,8 +60,10 @@ const (
 	// listeners' request limits).
 	maxRaftMessage = 64 << 20
 	// maxControlRequest bounds every other request: a member id, an
-	// address, an index.
+	// address, an index; except Propose's, a change as large as a
+	// metadata entry (maxProposeRequest).
 	maxControlRequest = 4 << 10
+	maxProposeRequest = (1 << 20) + (4 << 10)
 )
 
 // refusals counts refused calls by reason.
@@ -89,7 +91,7 @@ func (r *refusals) snapshot() map[string]uint64 {
 // peerMethods are the methods admit lets through.
 var peerMethods = map[string]bool{
 	raftMethod: true, infoMethod: true, statusMethod: true, transferMethod: true,
-	copyMethod: true, addMethod: true, removeMethod: true,
+	copyMethod: true, addMethod: true, removeMethod: true, proposeMethod: true, readIdxMethod: true,
 }
 
 type fromKey struct{}
@@ -113,7 +115,7 @@ func (t *transport) admit(ctx context.Context, info *tap.Info) (context.Context,
 	if len(v) == 1 {
 		from, _ = strconv.ParseUint(v[0], 10, 64)
 	}
-	if from == 0 || from == t.cfg.NodeID || !t.svc.knows(from) {
+	if from == 0 || from == t.cfg.NodeID || !t.member().knows(from) {
 		t.refused.add(RefusedMember)
 		return ctx, status.Errorf(codes.PermissionDenied, "peer: raft messages from %v: not a member of this group", v)
 	}
@@ -162,15 +164,15 @@ func (c rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
 }
 
 // decodeControl receives a control request with recv and decodes it
-// into req, refusing one over maxControlRequest (ResourceExhausted).
-func (t *transport) decodeControl(recv func(any) error, req proto.Message) error {
+// into req, refusing one over limit bytes (ResourceExhausted).
+func (t *transport) decodeControl(recv func(any) error, req proto.Message, limit int) error {
 	var raw rawRequest
 	if err := recv(&raw); err != nil {
 		return err
 	}
-	if len(raw.b) > maxControlRequest {
+	if len(raw.b) > limit {
 		t.refused.add(RefusedSize)
-		return status.Errorf(codes.ResourceExhausted, "peer: a request of %d bytes exceeds the limit of %d", len(raw.b), maxControlRequest)
+		return status.Errorf(codes.ResourceExhausted, "peer: a request of %d bytes exceeds the limit of %d", len(raw.b), limit)
 	}
 	if err := proto.Unmarshal(raw.b, req); err != nil {
 		return status.Errorf(codes.InvalidArgument, "peer: request: %v", err)

@@ -99,7 +99,7 @@ func TestUnauthenticatedBodyNotRead(t *testing.T) {
 	defer conn.Close()
 	ctx := testCtx(t)
 	big := wrapperspb.Bytes(make([]byte, 8<<20))
-	for _, method := range []string{infoMethod, statusMethod, transferMethod, addMethod, removeMethod} {
+	for _, method := range []string{infoMethod, statusMethod, transferMethod, addMethod, removeMethod, proposeMethod, readIdxMethod} {
 		before := cl.read.Load()
 		md := metadata.Pairs(mdToken, "guess", mdClusterID, "single")
 		err := conn.Invoke(metadata.NewOutgoingContext(ctx, md), method, big, new(emptypb.Empty))
@@ -110,16 +110,21 @@ func TestUnauthenticatedBodyNotRead(t *testing.T) {
 			t.Fatalf("%s with another token: the member read %d bytes of an 8 MiB request", method, read)
 		}
 	}
-	if got := n.Refusals()[RefusedToken]; got != 5 {
-		t.Fatalf("%d refusals for the token, want 5", got)
+	if got := n.Refusals()[RefusedToken]; got != 7 {
+		t.Fatalf("%d refusals for the token, want 7", got)
 	}
 	md := metadata.Pairs(mdToken, testToken, mdClusterID, "single")
 	err = conn.Invoke(metadata.NewOutgoingContext(ctx, md), infoMethod, wrapperspb.Bytes(make([]byte, 100<<10)), new(wrapperspb.BytesValue))
 	if status.Code(err) != codes.ResourceExhausted {
 		t.Fatalf("Info of 100 KiB with the token: %v, want ResourceExhausted", err)
 	}
-	if got := n.Refusals()[RefusedSize]; got != 1 {
-		t.Fatalf("%d refusals for size, want 1", got)
+	// Propose takes a change as large as a metadata entry, and no more.
+	err = conn.Invoke(metadata.NewOutgoingContext(ctx, md), proposeMethod, wrapperspb.Bytes(make([]byte, 2<<20)), new(wrapperspb.BytesValue))
+	if status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("Propose of 2 MiB with the token: %v, want ResourceExhausted", err)
+	}
+	if got := n.Refusals()[RefusedSize]; got != 2 {
+		t.Fatalf("%d refusals for size, want 2", got)
 	}
 	if _, err := callInfo(WithToken(ctx, testToken), conn, "single"); err != nil {
 		t.Fatalf("Info with the token: %v", err)

@@ -619,7 +619,7 @@ func (c *testCluster) raftStream(to uint64, md metadata.MD, m *raftpb.Message) e
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	if err := s.Send(&clusterv1.RaftRequest{Messages: []*clusterv1.RaftMessage{{Group: group, Message: b}}}); err != nil && !errors.Is(err, io.EOF) {
+	if err := s.Send(&clusterv1.RaftRequest{Messages: []*clusterv1.RaftMessage{{Group: 0, Message: b}}}); err != nil && !errors.Is(err, io.EOF) {
 		return err
 	}
 	_, err = s.CloseAndRecv()

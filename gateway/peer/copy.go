@@ -89,7 +89,7 @@ func (n *Node) fetchCopy(ctx context.Context, from, least uint64) (uint64, error
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	s, err := clusterv1.NewPeerServiceClient(conn).CopyStore(outgoing(WithToken(ctx, n.cfg.Token), n.cfg.ClusterID),
-		&clusterv1.CopyStoreRequest{Least: least, Group: group}, grpc.MaxCallRecvMsgSize(maxCopyHeader))
+		&clusterv1.CopyStoreRequest{Least: least, Group: n.group}, grpc.MaxCallRecvMsgSize(maxCopyHeader))
 	if err != nil {
 		return 0, err
 	}

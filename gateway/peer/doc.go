@@ -16,6 +16,15 @@
 //	node.Handoff(ctx)                      // graceful shutdown: hand the leadership over
 //	node.Stop(); rep.Close(ctx)
 //
+// StartGroups starts a member hosting several raft groups (a cluster's
+// data groups): a Node per group, each with its own raft loop, WAL and
+// Applier, all sharing one transport (one raft stream per member pair
+// carries every group's messages, tagged with their group) and one peer
+// listener, which stops with the last of them. Every group is
+// bootstrapped with the same members; membership changes are refused
+// while a member hosts more than one group. Start is StartGroups of one
+// group.
+//
 // ParsePeers reads the members from "1=host:port,2=host:port,...".
 // AddMember and RemoveMember (on the leader; DialAddMember and
 // DialRemoveMember through any member) change the group one member at a
@@ -108,9 +117,17 @@
 //     leader (FailedPrecondition elsewhere, as above).
 //   - CopyStore: a Checkpoint as JSON, then the segments' bytes in 1 MiB
 //     chunks (copy.go).
+//   - Propose and ReadIndex (forward.go): a change proposed through a
+//     member that does not lead the group (ProposeAtLeader: the leader's
+//     Applier, a ForwardedProposer, applies it and answers its index),
+//     and a read index from the leader (LeaderReadIndex); with
+//     Replica.WaitApplied a member catches its own replica up with them.
 //
-// A member hosts one raft group today, group 0; a call or message for
-// another group is refused.
+// Info, AddMember and RemoveMember concern the member (its group 0);
+// Status, TransferLeadership, CopyStore, Propose and ReadIndex name their
+// group. A call or raft message for a group the member does not host is
+// refused (NotFound; a raft stream ends with InvalidArgument). Info
+// reports how many groups the member hosts.
 //
 // A member authenticates its peers: Start refuses a Config with neither
 // a Token nor TLS (ErrNoPeerAuth). Every call is admitted before its
@@ -118,7 +135,8 @@
 // constant time; Unauthenticated otherwise) and this member's cluster
 // id (PermissionDenied otherwise); a raft stream must name its sender, a
 // member this one knows, and carry only that sender's messages. Control
-// requests are bounded to a few KiB, raft messages to one entry.
+// requests are bounded to a few KiB (Propose's to a metadata entry),
+// raft messages to one entry.
 // Refusals are counted by reason (Refusals). WithToken adds the token to
 // the calls of DialStatus, DialTransfer, DialAddMember and
 // DialRemoveMember. IssueCerts (certs.go) writes a CA for a group and a
@@ -139,10 +157,11 @@
 // Without TLS, peer traffic (the token included) is not encrypted: the
 // peer address then belongs on a private network.
 //
-// Files: node.go (Node: the raft loop, proposals, the WAL and snapshots),
-// transport.go (the raft streams of mqgate.cluster.v1.PeerService between
-// members), rpc.go (the control calls a member makes: member info, clock
-// offsets), status.go (Status and each member's progress).
+// Files: node.go (Node: StartGroups, the raft loop, proposals, the WAL and
+// snapshots), transport.go (the raft streams of mqgate.cluster.v1.PeerService
+// between members), rpc.go (the control calls a member makes: member
+// info, clock offsets), forward.go (changes and reads through the
+// leader), status.go (Status and each member's progress).
 //
 // # Imports
 //

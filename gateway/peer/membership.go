@@ -132,6 +132,9 @@ func (n *Node) change(ctx context.Context, id uint64, want role, cc *raftpb.Conf
 // leader adds members (a *cluster.NotLeaderError otherwise). The new
 // member must be started with Config.Join.
 func (n *Node) AddMember(ctx context.Context, id uint64, addr string) error {
+	if err := n.oneGroup("add"); err != nil {
+		return err
+	}
 	if id == 0 || addr == "" {
 		return badRequest("peer: add member: id %d and address %q: both are required", id, addr)
 	}
@@ -257,6 +260,9 @@ func (n *Node) awaitCaughtUp(ctx context.Context, id uint64) error {
 // where the caller asks again. Removing a member that is not in the
 // group does nothing; the last voter cannot be removed.
 func (n *Node) RemoveMember(ctx context.Context, id uint64) error {
+	if err := n.oneGroup("remove"); err != nil {
+		return err
+	}
 	r, err := n.roleOf(ctx, id)
 	if err != nil {
 		return err
@@ -278,6 +284,15 @@ func (n *Node) RemoveMember(ctx context.Context, id uint64) error {
 		return err
 	}
 	n.logger.Info("peer: removed a member", "member", id)
+	return nil
+}
+
+// oneGroup refuses a membership change of a member hosting several
+// groups: every group's configuration would have to change with it.
+func (n *Node) oneGroup(what string) error {
+	if n.groups > 1 {
+		return badRequest("peer: %s member: membership changes are served with one data group only (this cluster has %d)", what, n.groups)
+	}
 	return nil
 }
 

@@ -107,7 +107,12 @@ const (
 // Node is this member of the raft group: a raft.RawNode driven by one
 // goroutine, the WAL, and the peer transport.
 type Node struct {
-	cfg    Config
+	cfg Config
+	// group is the raft group this node is of, among groups the member
+	// hosts (StartGroups); host is what they share.
+	group  uint64
+	groups int
+	host   *host
 	logger *slog.Logger
 	app    Applier
 	rn     *raft.RawNode
@@ -196,8 +201,31 @@ type proposal struct {
 
 // Start opens (or creates and bootstraps) the raft log in cfg.WALDir,
 // starts the transport and the raft loop, and resumes applying after
-// app.Applied().
+// app.Applied(): a member hosting one raft group (group 0).
 func Start(cfg Config, app Applier) (*Node, error) {
+	ns, err := StartGroups(cfg, []Group{{WALDir: cfg.WALDir, MembersFile: cfg.MembersFile, App: app}})
+	if err != nil {
+		return nil, err
+	}
+	return ns[0], nil
+}
+
+// Group is one raft group a member hosts: the directory of its raft log,
+// its address book (MembersFile; default "members.json" beside WALDir)
+// and its state machine.
+type Group struct {
+	WALDir, MembersFile string
+	App                 Applier
+}
+
+// StartGroups starts a member hosting len(groups) raft groups, group g
+// of groups[g]: each a Node of its own (its raft loop, its raft log, its
+// applier), all sharing one transport (one raft stream to each other
+// member, carrying every group's messages, and one peer listener), which
+// stops with the last of them. cfg.WALDir and cfg.MembersFile are not
+// used. Every group is bootstrapped with the same members (cfg.Peers);
+// membership changes are served only with one group.
+func StartGroups(cfg Config, groups []Group) ([]*Node, error) {
 	cfg.TickInterval = cmp.Or(cfg.TickInterval, 100*time.Millisecond)
 	cfg.ElectionTicks = cmp.Or(cfg.ElectionTicks, 10)
 	cfg.HeartbeatTicks = cmp.Or(cfg.HeartbeatTicks, 1)
@@ -207,11 +235,75 @@ func Start(cfg Config, app Applier) (*Node, error) {
 	if cfg.NodeID == 0 || cfg.Peers[cfg.NodeID] == "" || cfg.ClusterID == "" {
 		return nil, fmt.Errorf("peer: node id %d must be one of the peers %v, cluster id %q set", cfg.NodeID, cfg.Peers, cfg.ClusterID)
 	}
+	if len(groups) == 0 {
+		return nil, errors.New("peer: no group to host")
+	}
 	if err := checkAuthConfig(cfg); err != nil {
 		return nil, err
 	}
-	cfg.MembersFile = cmp.Or(cfg.MembersFile, filepath.Join(filepath.Dir(filepath.Clean(cfg.WALDir)), "members.json"))
-	n := &Node{cfg: cfg, logger: cfg.Logger.With("node", cfg.NodeID), app: app, ms: raft.NewMemoryStorage(),
+	nodes := make([]*Node, 0, len(groups))
+	closeAll := func() {
+		for _, n := range nodes {
+			n.w.Close()
+		}
+	}
+	for g, gc := range groups {
+		n, err := newNode(cfg, uint64(g), len(groups), gc)
+		if err != nil {
+			closeAll()
+			return nil, err
+		}
+		nodes = append(nodes, n)
+	}
+	svcs := make([]services, len(nodes))
+	for i, n := range nodes {
+		svcs[i] = n
+	}
+	tr, err := newTransport(cfg, cfg.Logger.With("node", cfg.NodeID), svcs)
+	if err != nil {
+		closeAll()
+		return nil, err
+	}
+	h := &host{tr: tr, running: len(nodes)}
+	for _, n := range nodes {
+		n.tr, n.host = tr, h
+	}
+	tr.setPeers(nodes[0].book.dialable(cfg.NodeID))
+	for _, n := range nodes {
+		n.startLoops()
+	}
+	return nodes, nil
+}
+
+// host is what the groups of one member share: the transport, closed
+// when the last group's node stops.
+type host struct {
+	tr *transport
+	// mu guards running: the nodes not stopped yet.
+	mu      sync.Mutex
+	running int
+}
+
+// release is called by each node as it stops.
+func (h *host) release() {
+	h.mu.Lock()
+	h.running--
+	last := h.running == 0
+	h.mu.Unlock()
+	if last {
+		h.tr.close()
+	}
+}
+
+// newNode opens group g's raft log and raft node (not started).
+func newNode(cfg Config, g uint64, groups int, gc Group) (*Node, error) {
+	cfg.WALDir = gc.WALDir
+	cfg.MembersFile = cmp.Or(gc.MembersFile, filepath.Join(filepath.Dir(filepath.Clean(cfg.WALDir)), "members.json"))
+	logger := cfg.Logger.With("node", cfg.NodeID)
+	if groups > 1 {
+		logger = logger.With("group", g)
+	}
+	n := &Node{cfg: cfg, group: g, groups: groups, logger: logger, app: gc.App, ms: raft.NewMemoryStorage(),
 		propc: make(chan proposal), calls: make(chan func()), recvc: make(chan *raftpb.Message, 4096), unreach: make(chan uint64, 64),
 		stopc: make(chan struct{}), done: make(chan struct{}), changed: make(chan struct{}), infos: map[uint64]cachedInfo{},
 		holds: map[uint64]hold{}, reads: map[uint64]*pendingRead{}, contact: map[uint64]int64{}}
@@ -264,11 +356,13 @@ func Start(cfg Config, app Applier) (*Node, error) {
 		}
 	}
 	n.setMembership(n.rn.Status().Config)
-	if n.tr, err = newTransport(cfg, n.logger, n, n.deliver, n.reportUnreachable); err != nil {
-		n.w.Close()
-		return nil, err
-	}
-	n.tr.setPeers(n.book.dialable(cfg.NodeID))
+	return n, nil
+}
+
+// startLoops starts the node's raft loop and WAL purger (its transport
+// set).
+func (n *Node) startLoops() {
+	cfg := n.cfg
 	// Old WAL files: the WAL unlocks those before its last snapshot
 	// record (maybeCompact); the purger removes unlocked ones beyond the
 	// newest maxWALFiles.
@@ -285,7 +379,6 @@ func Start(cfg Config, app Applier) (*Node, error) {
 	if cfg.Join && !n.Members().includes(cfg.NodeID) {
 		go n.awaitAdded()
 	}
-	return n, nil
 }
 
 // joinReminder is how often a member started with Join says again that
@@ -521,6 +614,12 @@ func (n *Node) notifyChange() {
 
 // ID is this node's id.
 func (n *Node) ID() uint64 { return n.cfg.NodeID }
+
+// Group is the raft group this node is of (0: a member's first).
+func (n *Node) Group() uint64 { return n.group }
+
+// DataGroups is how many raft groups this member hosts.
+func (n *Node) DataGroups() int { return n.groups }
 
 // Done is closed when the raft loop has stopped.
 func (n *Node) Done() <-chan struct{} { return n.done }
@@ -809,7 +908,7 @@ func (n *Node) sendAll(msgs []*raftpb.Message) {
 				n.holds[m.GetTo()] = hold{index: idx, since: time.Now()}
 			}
 		}
-		n.tr.send(m)
+		n.tr.send(n.group, m)
 	}
 }
 
@@ -844,7 +943,7 @@ func (n *Node) applyEntry(e *raftpb.Entry) error {
 	if err := n.snapshotAt(e.GetIndex(), n.cs); err != nil {
 		return err
 	}
-	if changed {
+	if changed && n.group == 0 {
 		n.tr.setPeers(n.book.dialable(n.cfg.NodeID))
 		n.logger.Info("peer: membership changed", "index", e.GetIndex(), "voters", n.cs.GetVoters(), "learners", n.cs.GetLearners())
 	}
@@ -978,7 +1077,7 @@ func (n *Node) Stop() error {
 		n.lifeCancel()
 		n.bg.Wait()
 		<-n.purged
-		n.tr.close()
+		n.host.release()
 		err = n.w.Close()
 	})
 	return err

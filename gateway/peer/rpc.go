@@ -53,7 +53,8 @@ type cachedInfo struct {
 }
 
 func (n *Node) info() *clusterv1.InfoResponse {
-	return &clusterv1.InfoResponse{Id: n.cfg.NodeID, Leader: n.lead.Load(), Info: n.cfg.Info.toProto(), NowUnixMs: wallClock.Now().UnixMilli()}
+	return &clusterv1.InfoResponse{Id: n.cfg.NodeID, Leader: n.lead.Load(), Info: n.cfg.Info.toProto(), NowUnixMs: wallClock.Now().UnixMilli(),
+		DataGroups: uint32(n.groups)}
 }
 
 // wallClock is the clock the members compare (ClockOffset): the one the
@@ -140,7 +141,7 @@ func rpcError(err error) error {
 	var nl *cluster.NotLeaderError
 	var bad *badRequestError
 	switch {
-	case errors.As(err, &bad):
+	case errors.As(err, &bad), errors.Is(err, cluster.ErrRefused):
 		return status.Error(codes.InvalidArgument, err.Error())
 	case errors.As(err, &nl) && nl.LeaderID == 0:
 		return status.Error(codes.FailedPrecondition, "peer: this member does not lead and knows no leader (an election may be under way)")
@@ -150,8 +151,10 @@ func rpcError(err error) error {
 		return status.Error(codes.DeadlineExceeded, err.Error())
 	case errors.Is(err, context.Canceled):
 		return status.Error(codes.Canceled, err.Error())
-	case errors.Is(err, cluster.ErrStopped):
+	case errors.Is(err, cluster.ErrStopped), errors.Is(err, cluster.ErrNoQuorum):
 		return status.Error(codes.Unavailable, err.Error())
+	case errors.Is(err, cluster.ErrLeadershipLost):
+		return status.Error(codes.Aborted, err.Error())
 	}
 	return status.Error(codes.Internal, err.Error())
 }
@@ -167,14 +170,19 @@ func dial(ctx context.Context, peerAddr string) (*grpc.ClientConn, error) {
 }
 
 // DialStatus asks the member at peerAddr (its peer address) for its
-// Status; clusterID must be the member's cluster id.
+// Status of group 0; clusterID must be the member's cluster id.
 func DialStatus(ctx context.Context, peerAddr, clusterID string) (Status, error) {
+	return DialGroupStatus(ctx, peerAddr, clusterID, 0)
+}
+
+// DialGroupStatus is DialStatus of raft group g.
+func DialGroupStatus(ctx context.Context, peerAddr, clusterID string, g uint64) (Status, error) {
 	conn, err := dial(ctx, peerAddr)
 	if err != nil {
 		return Status{}, err
 	}
 	defer conn.Close()
-	resp, err := clusterv1.NewPeerServiceClient(conn).Status(outgoing(ctx, clusterID), &clusterv1.StatusRequest{Group: group})
+	resp, err := clusterv1.NewPeerServiceClient(conn).Status(outgoing(ctx, clusterID), &clusterv1.StatusRequest{Group: g})
 	if err != nil {
 		return Status{}, fmt.Errorf("peer: status of %s: %w", peerAddr, err)
 	}
@@ -185,9 +193,14 @@ func DialStatus(ctx context.Context, peerAddr, clusterID string) (Status, error)
 // hand the leadership to member to, and returns when to leads (as the
 // leader saw it) or ctx ends. The request goes to the leader (atLeader).
 func DialTransfer(ctx context.Context, peerAddr, clusterID string, to uint64) error {
-	return atLeader(ctx, peerAddr, clusterID, func(addr string) error {
+	return DialGroupTransfer(ctx, peerAddr, clusterID, 0, to)
+}
+
+// DialGroupTransfer is DialTransfer of raft group g.
+func DialGroupTransfer(ctx context.Context, peerAddr, clusterID string, g, to uint64) error {
+	return atLeader(ctx, peerAddr, clusterID, g, func(addr string) error {
 		return invoke(ctx, addr, clusterID, func(c clusterv1.PeerServiceClient, ctx context.Context) error {
-			_, err := c.TransferLeadership(ctx, &clusterv1.TransferLeadershipRequest{To: to, Group: group})
+			_, err := c.TransferLeadership(ctx, &clusterv1.TransferLeadershipRequest{To: to, Group: g})
 			return err
 		}, "transfer leadership to %d", to)
 	})
@@ -198,7 +211,7 @@ func DialTransfer(ctx context.Context, peerAddr, clusterID string, to uint64) er
 // returns once id votes or ctx ends. The request goes to the leader
 // (atLeader).
 func DialAddMember(ctx context.Context, peerAddr, clusterID string, id uint64, addr string) error {
-	return atLeader(ctx, peerAddr, clusterID, func(at string) error {
+	return atLeader(ctx, peerAddr, clusterID, 0, func(at string) error {
 		return invoke(ctx, at, clusterID, func(c clusterv1.PeerServiceClient, ctx context.Context) error {
 			_, err := c.AddMember(ctx, &clusterv1.AddMemberRequest{Id: id, Peer: addr})
 			return err
@@ -211,7 +224,7 @@ func DialAddMember(ctx context.Context, peerAddr, clusterID string, id uint64, a
 // leader (atLeader); a leader asked to remove itself hands the
 // leadership over first, and the request follows it.
 func DialRemoveMember(ctx context.Context, peerAddr, clusterID string, id uint64) error {
-	return atLeader(ctx, peerAddr, clusterID, func(at string) error {
+	return atLeader(ctx, peerAddr, clusterID, 0, func(at string) error {
 		return invoke(ctx, at, clusterID, func(c clusterv1.PeerServiceClient, ctx context.Context) error {
 			_, err := c.RemoveMember(ctx, &clusterv1.RemoveMemberRequest{Id: id})
 			return err
@@ -220,16 +233,17 @@ func DialRemoveMember(ctx context.Context, peerAddr, clusterID string, id uint64
 }
 
 // atLeader runs call at peerAddr, then, while the member called answers
-// FailedPrecondition (it does not lead), at the leader that member
-// names (after its Status), a few times: leadership may move meanwhile.
-func atLeader(ctx context.Context, peerAddr, clusterID string, call func(addr string) error) error {
+// FailedPrecondition (it does not lead group g), at the leader that
+// member names (after its Status of g), a few times: leadership may move
+// meanwhile.
+func atLeader(ctx context.Context, peerAddr, clusterID string, g uint64, call func(addr string) error) error {
 	addr := peerAddr
 	for attempt := 0; ; attempt++ {
 		err := call(addr)
 		if status.Code(err) != codes.FailedPrecondition || attempt == 4 {
 			return err
 		}
-		leaderAddr, lerr := findLeader(ctx, clusterID, addr, peerAddr)
+		leaderAddr, lerr := findLeader(ctx, clusterID, g, addr, peerAddr)
 		if lerr != nil {
 			return fmt.Errorf("%w (and finding the leader failed: %w)", err, lerr)
 		}
@@ -237,15 +251,15 @@ func atLeader(ctx context.Context, peerAddr, clusterID string, call func(addr st
 	}
 }
 
-// findLeader asks the members at addrs, in turn, which member leads and
-// where; it waits (within ctx) while none knows one.
-func findLeader(ctx context.Context, clusterID string, addrs ...string) (string, error) {
+// findLeader asks the members at addrs, in turn, which member leads
+// group g and where; it waits (within ctx) while none knows one.
+func findLeader(ctx context.Context, clusterID string, g uint64, addrs ...string) (string, error) {
 	t := time.NewTicker(200 * time.Millisecond)
 	defer t.Stop()
 	for {
 		var errs []error
 		for _, a := range addrs {
-			st, err := DialStatus(ctx, a, clusterID)
+			st, err := DialGroupStatus(ctx, a, clusterID, g)
 			if err != nil {
 				errs = append(errs, err)
 				continue

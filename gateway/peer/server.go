@@ -23,22 +23,24 @@ func (s *peerServer) Raft(stream clusterv1.PeerService_RaftServer) error {
 }
 
 func (s *peerServer) Info(context.Context, *clusterv1.InfoRequest) (*clusterv1.InfoResponse, error) {
-	return s.t.svc.info(), nil
+	return s.t.member().info(), nil
 }
 
-// hosted refuses a call for a group this member does not host.
-func hosted(g uint64) error {
-	if g != group {
-		return status.Errorf(codes.NotFound, "peer: this member hosts no group %d", g)
+// hosted is the node of group g, or the error refusing a call for a
+// group this member does not host.
+func (s *peerServer) hosted(g uint64) (services, error) {
+	if svc := s.t.svc(g); svc != nil {
+		return svc, nil
 	}
-	return nil
+	return nil, status.Errorf(codes.NotFound, "peer: this member hosts no group %d (it hosts %d)", g, len(s.t.groups))
 }
 
 func (s *peerServer) Status(ctx context.Context, req *clusterv1.StatusRequest) (*clusterv1.StatusResponse, error) {
-	if err := hosted(req.GetGroup()); err != nil {
+	svc, err := s.hosted(req.GetGroup())
+	if err != nil {
 		return nil, err
 	}
-	st, err := s.t.svc.Status(ctx)
+	st, err := svc.Status(ctx)
 	if err != nil {
 		return nil, rpcError(err)
 	}
@@ -46,10 +48,11 @@ func (s *peerServer) Status(ctx context.Context, req *clusterv1.StatusRequest) (
 }
 
 func (s *peerServer) TransferLeadership(ctx context.Context, req *clusterv1.TransferLeadershipRequest) (*clusterv1.TransferLeadershipResponse, error) {
-	if err := hosted(req.GetGroup()); err != nil {
+	svc, err := s.hosted(req.GetGroup())
+	if err != nil {
 		return nil, err
 	}
-	if err := s.t.svc.TransferLeadership(ctx, req.GetTo()); err != nil {
+	if err := svc.TransferLeadership(ctx, req.GetTo()); err != nil {
 		return nil, rpcError(err)
 	}
 	return &clusterv1.TransferLeadershipResponse{}, nil
@@ -62,7 +65,7 @@ func (s *peerServer) AddMember(ctx context.Context, req *clusterv1.AddMemberRequ
 	if _, _, err := net.SplitHostPort(req.GetPeer()); err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "peer: add member %d: peer address %q: %v", req.GetId(), req.GetPeer(), err)
 	}
-	if err := s.t.svc.AddMember(ctx, req.GetId(), req.GetPeer()); err != nil {
+	if err := s.t.member().AddMember(ctx, req.GetId(), req.GetPeer()); err != nil {
 		return nil, rpcError(err)
 	}
 	return &clusterv1.AddMemberResponse{}, nil
@@ -72,17 +75,45 @@ func (s *peerServer) RemoveMember(ctx context.Context, req *clusterv1.RemoveMemb
 	if req.GetId() == 0 {
 		return nil, status.Error(codes.InvalidArgument, "peer: remove member: the id must be above 0")
 	}
-	if err := s.t.svc.RemoveMember(ctx, req.GetId()); err != nil {
+	if err := s.t.member().RemoveMember(ctx, req.GetId()); err != nil {
 		return nil, rpcError(err)
 	}
 	return &clusterv1.RemoveMemberResponse{}, nil
 }
 
 func (s *peerServer) CopyStore(req *clusterv1.CopyStoreRequest, stream clusterv1.PeerService_CopyStoreServer) error {
-	if err := hosted(req.GetGroup()); err != nil {
+	svc, err := s.hosted(req.GetGroup())
+	if err != nil {
 		return err
 	}
-	return s.t.svc.copyStore(stream.Context(), req.GetLeast(), func(b []byte) error {
+	return svc.copyStore(stream.Context(), req.GetLeast(), func(b []byte) error {
 		return stream.Send(&clusterv1.CopyStoreResponse{Chunk: b})
 	})
+}
+
+func (s *peerServer) Propose(ctx context.Context, req *clusterv1.ProposeRequest) (*clusterv1.ProposeResponse, error) {
+	svc, err := s.hosted(req.GetGroup())
+	if err != nil {
+		return nil, err
+	}
+	if len(req.GetChange()) == 0 {
+		return nil, status.Error(codes.InvalidArgument, "peer: propose: no change")
+	}
+	idx, err := svc.proposeForwarded(ctx, req.GetChange())
+	if err != nil {
+		return nil, rpcError(err)
+	}
+	return &clusterv1.ProposeResponse{Index: idx}, nil
+}
+
+func (s *peerServer) ReadIndex(ctx context.Context, req *clusterv1.ReadIndexRequest) (*clusterv1.ReadIndexResponse, error) {
+	svc, err := s.hosted(req.GetGroup())
+	if err != nil {
+		return nil, err
+	}
+	idx, err := svc.readIndexForwarded(ctx)
+	if err != nil {
+		return nil, rpcError(err)
+	}
+	return &clusterv1.ReadIndexResponse{Index: idx}, nil
 }

@@ -19,7 +19,9 @@ import (
 // Status is a member's view of the group (the Status method answers it
 // as JSON).
 type Status struct {
-	ID             uint64 `json:"id"`
+	ID uint64 `json:"id"`
+	// Group is the raft group (0: a member's first).
+	Group          uint64 `json:"group"`
 	Leader         uint64 `json:"leader"`
 	Term           uint64 `json:"term"`
 	Commit         uint64 `json:"commit"`
@@ -76,7 +78,7 @@ type Progress struct {
 
 func (st Status) toProto() *clusterv1.StatusResponse {
 	p := &clusterv1.StatusResponse{Id: st.ID, Leader: st.Leader, Term: st.Term, Commit: st.Commit, Applied: st.Applied, State: st.State,
-		LeadTransferee: st.LeadTransferee, Peers: st.Peers, Voters: st.Voters, Learners: st.Learners, Group: group,
+		LeadTransferee: st.LeadTransferee, Peers: st.Peers, Voters: st.Voters, Learners: st.Learners, Group: st.Group,
 		Work: &clusterv1.RaftWork{Rounds: st.Work.Rounds, LogWrites: st.Work.LogWrites, LogSyncs: st.Work.LogSyncs,
 			EntriesWritten: st.Work.EntriesWritten, EntriesApplied: st.Work.EntriesApplied, Proposals: st.Work.Proposals,
 			MessagesSent: st.Work.MessagesSent, MessagesReceived: st.Work.MessagesReceived}}
@@ -97,7 +99,7 @@ func (st Status) toProto() *clusterv1.StatusResponse {
 
 // statusOf is a Status answered by a member.
 func statusOf(p *clusterv1.StatusResponse) Status {
-	st := Status{ID: p.GetId(), Leader: p.GetLeader(), Term: p.GetTerm(), Commit: p.GetCommit(), Applied: p.GetApplied(), State: p.GetState(),
+	st := Status{ID: p.GetId(), Group: p.GetGroup(), Leader: p.GetLeader(), Term: p.GetTerm(), Commit: p.GetCommit(), Applied: p.GetApplied(), State: p.GetState(),
 		LeadTransferee: p.GetLeadTransferee(), Peers: p.GetPeers(), Voters: p.GetVoters(), Learners: p.GetLearners()}
 	if w := p.GetWork(); w != nil {
 		st.Work = Work{Rounds: w.GetRounds(), LogWrites: w.GetLogWrites(), LogSyncs: w.GetLogSyncs(), EntriesWritten: w.GetEntriesWritten(),
@@ -144,7 +146,7 @@ func (n *Node) Status(ctx context.Context) (Status, error) {
 	var st Status
 	err := n.do(ctx, func() {
 		s := n.rn.Status()
-		st = Status{ID: s.ID, Leader: s.Lead, Term: s.HardState.GetTerm(), Commit: s.HardState.GetCommit(),
+		st = Status{ID: s.ID, Group: n.group, Leader: s.Lead, Term: s.HardState.GetTerm(), Commit: s.HardState.GetCommit(),
 			Applied: s.Applied, State: s.RaftState.String(), LeadTransferee: s.LeadTransferee, Peers: map[uint64]string{}, Work: n.work}
 		m := n.Members()
 		st.Voters, st.Learners = m.Voters, m.Learners
@@ -177,7 +179,7 @@ func (n *Node) MemberStatus(ctx context.Context, id uint64) (Status, error) {
 	if conn == nil {
 		return Status{}, fmt.Errorf("peer: no member %d", id)
 	}
-	resp, err := clusterv1.NewPeerServiceClient(conn).Status(outgoing(WithToken(ctx, n.cfg.Token), n.cfg.ClusterID), &clusterv1.StatusRequest{Group: group})
+	resp, err := clusterv1.NewPeerServiceClient(conn).Status(outgoing(WithToken(ctx, n.cfg.Token), n.cfg.ClusterID), &clusterv1.StatusRequest{Group: n.group})
 	if err != nil {
 		return Status{}, fmt.Errorf("peer: status of member %d at %s: %w", id, n.book.addr(id), err)
 	}

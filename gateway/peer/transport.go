@@ -33,6 +33,8 @@ const (
 	copyMethod     = clusterv1.PeerService_CopyStore_FullMethodName
 	addMethod      = clusterv1.PeerService_AddMember_FullMethodName
 	removeMethod   = clusterv1.PeerService_RemoveMember_FullMethodName
+	proposeMethod  = clusterv1.PeerService_Propose_FullMethodName
+	readIdxMethod  = clusterv1.PeerService_ReadIndex_FullMethodName
 	mdClusterID    = "mqgate-cluster-id"
 	mdToken        = "mqgate-peer-token"
 	mdFromNode     = "mqgate-from-node"
@@ -52,9 +54,13 @@ var serviceDesc = func() grpc.ServiceDesc {
 	d.Methods = slices.Clone(d.Methods)
 	for i, m := range d.Methods {
 		h := m.Handler
+		limit := maxControlRequest
+		if "/"+d.ServiceName+"/"+m.MethodName == proposeMethod {
+			limit = maxProposeRequest
+		}
 		d.Methods[i].Handler = func(srv any, ctx context.Context, dec func(any) error, icpt grpc.UnaryServerInterceptor) (any, error) {
 			t := srv.(*peerServer).t
-			return h(srv, ctx, func(v any) error { return t.decodeControl(dec, v.(proto.Message)) }, icpt)
+			return h(srv, ctx, func(v any) error { return t.decodeControl(dec, v.(proto.Message), limit) }, icpt)
 		}
 	}
 	d.Streams = slices.Clone(d.Streams)
@@ -78,12 +84,18 @@ type boundedStream struct {
 }
 
 func (s boundedStream) RecvMsg(m any) error {
-	return s.t.decodeControl(s.ServerStream.RecvMsg, m.(proto.Message))
+	return s.t.decodeControl(s.ServerStream.RecvMsg, m.(proto.Message), maxControlRequest)
 }
 
-// services is what the control calls answer from (the Node).
+// services is what the raft streams and the control calls of one group
+// answer from (the group's Node). The member-wide calls (Info, the
+// membership changes, who may send) are answered by group 0's.
 type services interface {
 	info() *clusterv1.InfoResponse
+	// deliver takes a raft message of the group; reportUnreachable says
+	// a member could not be sent to.
+	deliver(m *raftpb.Message)
+	reportUnreachable(id uint64)
 	Status(ctx context.Context) (Status, error)
 	TransferLeadership(ctx context.Context, to uint64) error
 	AddMember(ctx context.Context, id uint64, addr string) error
@@ -100,23 +112,27 @@ type services interface {
 	// knows reports whether id is a member this one knows of (or one
 	// removed from the group): raft streams from others are refused.
 	knows(id uint64) bool
+	// proposeForwarded and readIndexForwarded answer Propose and
+	// ReadIndex.
+	proposeForwarded(ctx context.Context, change []byte) (uint64, error)
+	readIndexForwarded(ctx context.Context) (uint64, error)
 }
 
-// transport sends raft messages to the peers and hands received ones to
-// the node. Each peer has one sender goroutine owning its connection and
-// a bounded queue: when the queue is full, messages are dropped (raft
-// retransmits).
+// transport sends the raft messages of every group this member hosts to
+// the peers and hands received ones to their group's node. Each peer has
+// one sender goroutine owning its connection and a bounded queue: when
+// the queue is full, messages are dropped (raft retransmits).
 type transport struct {
-	cfg         Config
-	logger      *slog.Logger
-	deliver     func(*raftpb.Message)
-	unreachable func(uint64)
-	svc         services
-	srv         *grpc.Server
-	lis         net.Listener
-	wg          sync.WaitGroup
-	stop        chan struct{}
-	refused     refusals
+	cfg    Config
+	logger *slog.Logger
+	// groups are the groups' nodes by group id (set before the server
+	// starts, never changed): groups[0] answers the member-wide calls.
+	groups  []services
+	srv     *grpc.Server
+	lis     net.Listener
+	wg      sync.WaitGroup
+	stop    chan struct{}
+	refused refusals
 
 	mu    sync.RWMutex
 	peers map[uint64]*peerSender // setPeers
@@ -128,15 +144,35 @@ type peerSender struct {
 	// conn carries the raft stream and the unary calls to the member
 	// (nil when its address does not parse).
 	conn *grpc.ClientConn
-	q    chan *raftpb.Message
+	q    chan outMsg
 	stop chan struct{} // closed when the member is no longer dialled
 }
 
-// group is the raft group of the messages this transport carries (a
-// member's first: 0).
-const group = 0
+// outMsg is a raft message of a group, queued for its receiver.
+type outMsg struct {
+	group uint64
+	m     *raftpb.Message
+}
 
-func newTransport(cfg Config, logger *slog.Logger, svc services, deliver func(*raftpb.Message), unreachable func(uint64)) (*transport, error) {
+// svc is the node of group g, nil when this member does not host it.
+func (t *transport) svc(g uint64) services {
+	if g < uint64(len(t.groups)) {
+		return t.groups[g]
+	}
+	return nil
+}
+
+// member is the node answering the member-wide calls (group 0's).
+func (t *transport) member() services { return t.groups[0] }
+
+// unreachable tells every group that member id could not be sent to.
+func (t *transport) unreachable(id uint64) {
+	for _, g := range t.groups {
+		g.reportUnreachable(id)
+	}
+}
+
+func newTransport(cfg Config, logger *slog.Logger, groups []services) (*transport, error) {
 	if cfg.TLS != nil {
 		if err := cfg.TLS.CheckServer(); err != nil {
 			return nil, err
@@ -149,8 +185,7 @@ func newTransport(cfg Config, logger *slog.Logger, svc services, deliver func(*r
 			return nil, fmt.Errorf("peer: listen: %w", err)
 		}
 	}
-	t := &transport{cfg: cfg, logger: logger, svc: svc, deliver: deliver, unreachable: unreachable, lis: lis,
-		peers: map[uint64]*peerSender{}, stop: make(chan struct{})}
+	t := &transport{cfg: cfg, logger: logger, groups: groups, lis: lis, peers: map[uint64]*peerSender{}, stop: make(chan struct{})}
 	// A connection must finish its (TLS) handshake and HTTP/2 preface
 	// within HandshakeTimeout, or it is closed.
 	t.srv = grpc.NewServer(append(cfg.TLS.serverOption(), grpc.ConnectionTimeout(cmp.Or(cfg.HandshakeTimeout, peerHandshake)), grpc.InTapHandle(t.admit),
@@ -187,7 +222,7 @@ func (t *transport) setPeers(addrs map[uint64]string) {
 		if _, ok := t.peers[id]; ok || id == t.cfg.NodeID {
 			continue
 		}
-		p := &peerSender{id: id, addr: addr, q: make(chan *raftpb.Message, peerQueueLen), stop: make(chan struct{})}
+		p := &peerSender{id: id, addr: addr, q: make(chan outMsg, peerQueueLen), stop: make(chan struct{})}
 		t.peers[id] = p
 		conn, err := grpc.NewClient(addr, t.cfg.TLS.dialOption())
 		if err != nil {
@@ -210,8 +245,10 @@ func (t *transport) serveRaft(stream clusterv1.PeerService_RaftServer) error {
 			return err
 		}
 		for _, rm := range req.GetMessages() {
-			if rm.GetGroup() != group {
-				return status.Errorf(codes.InvalidArgument, "peer: a message for group %d, which this member does not host", rm.GetGroup())
+			svc := t.svc(rm.GetGroup())
+			if svc == nil {
+				return status.Errorf(codes.InvalidArgument, "peer: a message for group %d, which this member does not host "+
+					"(it hosts %d: were the members started with different --data-groups?)", rm.GetGroup(), len(t.groups))
 			}
 			m := new(raftpb.Message)
 			if err := proto.Unmarshal(rm.GetMessage(), m); err != nil {
@@ -224,37 +261,38 @@ func (t *transport) serveRaft(stream clusterv1.PeerService_RaftServer) error {
 			if m.GetTo() != t.cfg.NodeID {
 				return status.Errorf(codes.InvalidArgument, "peer: message for node %d reached node %d", m.GetTo(), t.cfg.NodeID)
 			}
-			if t.svc.isRemoved(m.GetFrom()) {
+			if t.member().isRemoved(m.GetFrom()) {
 				// The one answer Raft gives with this code: the sender
 				// learns it was removed (stream).
 				return status.Errorf(codes.FailedPrecondition, "peer: member %d was removed from the group", m.GetFrom())
 			}
-			t.deliver(m)
+			svc.deliver(m)
 		}
 	}
 }
 
-// send queues m for its receiver; never blocks.
-func (t *transport) send(m *raftpb.Message) {
+// send queues m, a message of group g, for its receiver; never blocks.
+func (t *transport) send(g uint64, m *raftpb.Message) {
+	om := outMsg{group: g, m: m}
 	t.mu.RLock()
 	p := t.peers[m.GetTo()]
 	t.mu.RUnlock()
 	if p == nil || p.conn == nil {
-		t.reportSnap(m, false)
+		t.reportSnap(om, false)
 		return
 	}
 	select {
-	case p.q <- m:
+	case p.q <- om:
 	default:
-		t.unreachable(p.id)
-		t.reportSnap(m, false)
+		t.svc(g).reportUnreachable(p.id)
+		t.reportSnap(om, false)
 	}
 }
 
-// reportSnap tells the node the fate of m when it is a snapshot.
-func (t *transport) reportSnap(m *raftpb.Message, ok bool) {
-	if m.GetType() == raftpb.MessageType_MsgSnap {
-		t.svc.snapshotSent(m.GetTo(), ok)
+// reportSnap tells the group's node the fate of m when it is a snapshot.
+func (t *transport) reportSnap(m outMsg, ok bool) {
+	if m.m.GetType() == raftpb.MessageType_MsgSnap {
+		t.svc(m.group).snapshotSent(m.m.GetTo(), ok)
 	}
 }
 
@@ -297,7 +335,7 @@ func (t *transport) stream(conn *grpc.ClientConn, p *peerSender) bool {
 	if t.cfg.Token != "" {
 		ctx = metadata.AppendToOutgoingContext(ctx, mdToken, t.cfg.Token)
 	}
-	var first *raftpb.Message
+	var first outMsg
 	select {
 	case first = <-p.q:
 	case <-t.stop:
@@ -311,7 +349,7 @@ func (t *transport) stream(conn *grpc.ClientConn, p *peerSender) bool {
 		return false
 	}
 	sent := false
-	batch := []*raftpb.Message{first}
+	batch := []outMsg{first}
 	for {
 		// What else is queued goes in the same request.
 	more:
@@ -325,13 +363,13 @@ func (t *transport) stream(conn *grpc.ClientConn, p *peerSender) bool {
 		}
 		req := &clusterv1.RaftRequest{Messages: make([]*clusterv1.RaftMessage, 0, len(batch))}
 		for _, m := range batch {
-			b, err := proto.Marshal(m)
+			b, err := proto.Marshal(m.m)
 			if err != nil {
 				t.logger.Error("peer: a raft message does not encode", "err", err)
 				t.reportSnap(m, false)
 				continue
 			}
-			req.Messages = append(req.Messages, &clusterv1.RaftMessage{Group: group, Message: b})
+			req.Messages = append(req.Messages, &clusterv1.RaftMessage{Group: m.group, Message: b})
 		}
 		if err := s.Send(req); err != nil {
 			for _, m := range batch {
@@ -340,7 +378,7 @@ func (t *transport) stream(conn *grpc.ClientConn, p *peerSender) bool {
 			// The stream ended: its status says why.
 			if _, err := s.CloseAndRecv(); status.Code(err) == codes.FailedPrecondition {
 				t.logger.Warn("peer: a member refuses this one's messages", "member", p.id, "err", err)
-				t.svc.removedByPeers(p.id)
+				t.member().removedByPeers(p.id)
 			}
 			return sent
 		}

@@ -303,7 +303,10 @@ type InfoResponse struct {
 	// Its client addresses.
 	Info *MemberInfo `protobuf:"bytes,3,opt,name=info,proto3" json:"info,omitempty"`
 	// Its wall clock when it answered, unix milliseconds.
-	NowUnixMs     int64 `protobuf:"varint,4,opt,name=now_unix_ms,json=nowUnixMs,proto3" json:"now_unix_ms,omitempty"`
+	NowUnixMs int64 `protobuf:"varint,4,opt,name=now_unix_ms,json=nowUnixMs,proto3" json:"now_unix_ms,omitempty"`
+	// The raft groups it hosts (its data groups; 0 from a member of a
+	// version with one group: 1).
+	DataGroups    uint32 `protobuf:"varint,5,opt,name=data_groups,json=dataGroups,proto3" json:"data_groups,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -362,6 +365,13 @@ func (x *InfoResponse) GetInfo() *MemberInfo {
 func (x *InfoResponse) GetNowUnixMs() int64 {
 	if x != nil {
 		return x.NowUnixMs
+	}
+	return 0
+}
+
+func (x *InfoResponse) GetDataGroups() uint32 {
+	if x != nil {
+		return x.DataGroups
 	}
 	return 0
 }
@@ -1128,6 +1138,200 @@ func (x *CopyStoreResponse) GetChunk() []byte {
 	return nil
 }
 
+// A change proposed through another member.
+type ProposeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The group.
+	Group uint64 `protobuf:"varint,1,opt,name=group,proto3" json:"group,omitempty"`
+	// The change, as the group's state machine reads it (a metadata change
+	// in JSON).
+	Change        []byte `protobuf:"bytes,2,opt,name=change,proto3" json:"change,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProposeRequest) Reset() {
+	*x = ProposeRequest{}
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProposeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProposeRequest) ProtoMessage() {}
+
+func (x *ProposeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProposeRequest.ProtoReflect.Descriptor instead.
+func (*ProposeRequest) Descriptor() ([]byte, []int) {
+	return file_mqgate_cluster_v1_peer_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ProposeRequest) GetGroup() uint64 {
+	if x != nil {
+		return x.Group
+	}
+	return 0
+}
+
+func (x *ProposeRequest) GetChange() []byte {
+	if x != nil {
+		return x.Change
+	}
+	return nil
+}
+
+// Propose's answer, once the change is applied on the leader.
+type ProposeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The raft index the change was applied at.
+	Index         uint64 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProposeResponse) Reset() {
+	*x = ProposeResponse{}
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProposeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProposeResponse) ProtoMessage() {}
+
+func (x *ProposeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProposeResponse.ProtoReflect.Descriptor instead.
+func (*ProposeResponse) Descriptor() ([]byte, []int) {
+	return file_mqgate_cluster_v1_peer_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *ProposeResponse) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+// Asks a group's leader for a read index.
+type ReadIndexRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The group.
+	Group         uint64 `protobuf:"varint,1,opt,name=group,proto3" json:"group,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadIndexRequest) Reset() {
+	*x = ReadIndexRequest{}
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadIndexRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadIndexRequest) ProtoMessage() {}
+
+func (x *ReadIndexRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadIndexRequest.ProtoReflect.Descriptor instead.
+func (*ReadIndexRequest) Descriptor() ([]byte, []int) {
+	return file_mqgate_cluster_v1_peer_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *ReadIndexRequest) GetGroup() uint64 {
+	if x != nil {
+		return x.Group
+	}
+	return 0
+}
+
+// ReadIndex's answer.
+type ReadIndexResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Every change committed before the call is at or below this index.
+	Index         uint64 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadIndexResponse) Reset() {
+	*x = ReadIndexResponse{}
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadIndexResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadIndexResponse) ProtoMessage() {}
+
+func (x *ReadIndexResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadIndexResponse.ProtoReflect.Descriptor instead.
+func (*ReadIndexResponse) Descriptor() ([]byte, []int) {
+	return file_mqgate_cluster_v1_peer_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *ReadIndexResponse) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
 var File_mqgate_cluster_v1_peer_proto protoreflect.FileDescriptor
 
 const file_mqgate_cluster_v1_peer_proto_rawDesc = "" +
@@ -1146,12 +1350,14 @@ const file_mqgate_cluster_v1_peer_proto_rawDesc = "" +
 	"\x04http\x18\x02 \x01(\tR\x04http\x12\x1a\n" +
 	"\bremoting\x18\x03 \x01(\tR\bremoting\x12+\n" +
 	"\x11remoting_greeting\x18\x04 \x01(\bR\x10remotingGreeting\x12\x16\n" +
-	"\x06format\x18\x05 \x01(\x05R\x06format\"\x89\x01\n" +
+	"\x06format\x18\x05 \x01(\x05R\x06format\"\xaa\x01\n" +
 	"\fInfoResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x16\n" +
 	"\x06leader\x18\x02 \x01(\x04R\x06leader\x121\n" +
 	"\x04info\x18\x03 \x01(\v2\x1d.mqgate.cluster.v1.MemberInfoR\x04info\x12\x1e\n" +
-	"\vnow_unix_ms\x18\x04 \x01(\x03R\tnowUnixMs\"%\n" +
+	"\vnow_unix_ms\x18\x04 \x01(\x03R\tnowUnixMs\x12\x1f\n" +
+	"\vdata_groups\x18\x05 \x01(\rR\n" +
+	"dataGroups\"%\n" +
 	"\rStatusRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\x04R\x05group\"o\n" +
 	"\bProgress\x12\x14\n" +
@@ -1210,7 +1416,16 @@ const file_mqgate_cluster_v1_peer_proto_rawDesc = "" +
 	"\x05least\x18\x01 \x01(\x04R\x05least\x12\x14\n" +
 	"\x05group\x18\x02 \x01(\x04R\x05group\")\n" +
 	"\x11CopyStoreResponse\x12\x14\n" +
-	"\x05chunk\x18\x01 \x01(\fR\x05chunk2\xf6\x04\n" +
+	"\x05chunk\x18\x01 \x01(\fR\x05chunk\">\n" +
+	"\x0eProposeRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\x04R\x05group\x12\x16\n" +
+	"\x06change\x18\x02 \x01(\fR\x06change\"'\n" +
+	"\x0fProposeResponse\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x04R\x05index\"(\n" +
+	"\x10ReadIndexRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\x04R\x05group\")\n" +
+	"\x11ReadIndexResponse\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x04R\x05index2\xa0\x06\n" +
 	"\vPeerService\x12I\n" +
 	"\x04Raft\x12\x1e.mqgate.cluster.v1.RaftRequest\x1a\x1f.mqgate.cluster.v1.RaftResponse(\x01\x12G\n" +
 	"\x04Info\x12\x1e.mqgate.cluster.v1.InfoRequest\x1a\x1f.mqgate.cluster.v1.InfoResponse\x12M\n" +
@@ -1218,7 +1433,9 @@ const file_mqgate_cluster_v1_peer_proto_rawDesc = "" +
 	"\x12TransferLeadership\x12,.mqgate.cluster.v1.TransferLeadershipRequest\x1a-.mqgate.cluster.v1.TransferLeadershipResponse\x12V\n" +
 	"\tAddMember\x12#.mqgate.cluster.v1.AddMemberRequest\x1a$.mqgate.cluster.v1.AddMemberResponse\x12_\n" +
 	"\fRemoveMember\x12&.mqgate.cluster.v1.RemoveMemberRequest\x1a'.mqgate.cluster.v1.RemoveMemberResponse\x12X\n" +
-	"\tCopyStore\x12#.mqgate.cluster.v1.CopyStoreRequest\x1a$.mqgate.cluster.v1.CopyStoreResponse0\x01B:Z8github.com/mqgate/mqgate/gen/mqgate/cluster/v1;clusterv1b\x06proto3"
+	"\tCopyStore\x12#.mqgate.cluster.v1.CopyStoreRequest\x1a$.mqgate.cluster.v1.CopyStoreResponse0\x01\x12P\n" +
+	"\aPropose\x12!.mqgate.cluster.v1.ProposeRequest\x1a\".mqgate.cluster.v1.ProposeResponse\x12V\n" +
+	"\tReadIndex\x12#.mqgate.cluster.v1.ReadIndexRequest\x1a$.mqgate.cluster.v1.ReadIndexResponseB:Z8github.com/mqgate/mqgate/gen/mqgate/cluster/v1;clusterv1b\x06proto3"
 
 var (
 	file_mqgate_cluster_v1_peer_proto_rawDescOnce sync.Once
@@ -1232,7 +1449,7 @@ func file_mqgate_cluster_v1_peer_proto_rawDescGZIP() []byte {
 	return file_mqgate_cluster_v1_peer_proto_rawDescData
 }
 
-var file_mqgate_cluster_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_mqgate_cluster_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_mqgate_cluster_v1_peer_proto_goTypes = []any{
 	(*RaftRequest)(nil),                // 0: mqgate.cluster.v1.RaftRequest
 	(*RaftMessage)(nil),                // 1: mqgate.cluster.v1.RaftMessage
@@ -1252,16 +1469,20 @@ var file_mqgate_cluster_v1_peer_proto_goTypes = []any{
 	(*RemoveMemberResponse)(nil),       // 15: mqgate.cluster.v1.RemoveMemberResponse
 	(*CopyStoreRequest)(nil),           // 16: mqgate.cluster.v1.CopyStoreRequest
 	(*CopyStoreResponse)(nil),          // 17: mqgate.cluster.v1.CopyStoreResponse
-	nil,                                // 18: mqgate.cluster.v1.StatusResponse.PeersEntry
-	nil,                                // 19: mqgate.cluster.v1.StatusResponse.ProgressEntry
-	nil,                                // 20: mqgate.cluster.v1.StatusResponse.LastContactUnixMsEntry
+	(*ProposeRequest)(nil),             // 18: mqgate.cluster.v1.ProposeRequest
+	(*ProposeResponse)(nil),            // 19: mqgate.cluster.v1.ProposeResponse
+	(*ReadIndexRequest)(nil),           // 20: mqgate.cluster.v1.ReadIndexRequest
+	(*ReadIndexResponse)(nil),          // 21: mqgate.cluster.v1.ReadIndexResponse
+	nil,                                // 22: mqgate.cluster.v1.StatusResponse.PeersEntry
+	nil,                                // 23: mqgate.cluster.v1.StatusResponse.ProgressEntry
+	nil,                                // 24: mqgate.cluster.v1.StatusResponse.LastContactUnixMsEntry
 }
 var file_mqgate_cluster_v1_peer_proto_depIdxs = []int32{
 	1,  // 0: mqgate.cluster.v1.RaftRequest.messages:type_name -> mqgate.cluster.v1.RaftMessage
 	4,  // 1: mqgate.cluster.v1.InfoResponse.info:type_name -> mqgate.cluster.v1.MemberInfo
-	18, // 2: mqgate.cluster.v1.StatusResponse.peers:type_name -> mqgate.cluster.v1.StatusResponse.PeersEntry
-	19, // 3: mqgate.cluster.v1.StatusResponse.progress:type_name -> mqgate.cluster.v1.StatusResponse.ProgressEntry
-	20, // 4: mqgate.cluster.v1.StatusResponse.last_contact_unix_ms:type_name -> mqgate.cluster.v1.StatusResponse.LastContactUnixMsEntry
+	22, // 2: mqgate.cluster.v1.StatusResponse.peers:type_name -> mqgate.cluster.v1.StatusResponse.PeersEntry
+	23, // 3: mqgate.cluster.v1.StatusResponse.progress:type_name -> mqgate.cluster.v1.StatusResponse.ProgressEntry
+	24, // 4: mqgate.cluster.v1.StatusResponse.last_contact_unix_ms:type_name -> mqgate.cluster.v1.StatusResponse.LastContactUnixMsEntry
 	9,  // 5: mqgate.cluster.v1.StatusResponse.work:type_name -> mqgate.cluster.v1.RaftWork
 	7,  // 6: mqgate.cluster.v1.StatusResponse.ProgressEntry.value:type_name -> mqgate.cluster.v1.Progress
 	0,  // 7: mqgate.cluster.v1.PeerService.Raft:input_type -> mqgate.cluster.v1.RaftRequest
@@ -1271,15 +1492,19 @@ var file_mqgate_cluster_v1_peer_proto_depIdxs = []int32{
 	12, // 11: mqgate.cluster.v1.PeerService.AddMember:input_type -> mqgate.cluster.v1.AddMemberRequest
 	14, // 12: mqgate.cluster.v1.PeerService.RemoveMember:input_type -> mqgate.cluster.v1.RemoveMemberRequest
 	16, // 13: mqgate.cluster.v1.PeerService.CopyStore:input_type -> mqgate.cluster.v1.CopyStoreRequest
-	2,  // 14: mqgate.cluster.v1.PeerService.Raft:output_type -> mqgate.cluster.v1.RaftResponse
-	5,  // 15: mqgate.cluster.v1.PeerService.Info:output_type -> mqgate.cluster.v1.InfoResponse
-	8,  // 16: mqgate.cluster.v1.PeerService.Status:output_type -> mqgate.cluster.v1.StatusResponse
-	11, // 17: mqgate.cluster.v1.PeerService.TransferLeadership:output_type -> mqgate.cluster.v1.TransferLeadershipResponse
-	13, // 18: mqgate.cluster.v1.PeerService.AddMember:output_type -> mqgate.cluster.v1.AddMemberResponse
-	15, // 19: mqgate.cluster.v1.PeerService.RemoveMember:output_type -> mqgate.cluster.v1.RemoveMemberResponse
-	17, // 20: mqgate.cluster.v1.PeerService.CopyStore:output_type -> mqgate.cluster.v1.CopyStoreResponse
-	14, // [14:21] is the sub-list for method output_type
-	7,  // [7:14] is the sub-list for method input_type
+	18, // 14: mqgate.cluster.v1.PeerService.Propose:input_type -> mqgate.cluster.v1.ProposeRequest
+	20, // 15: mqgate.cluster.v1.PeerService.ReadIndex:input_type -> mqgate.cluster.v1.ReadIndexRequest
+	2,  // 16: mqgate.cluster.v1.PeerService.Raft:output_type -> mqgate.cluster.v1.RaftResponse
+	5,  // 17: mqgate.cluster.v1.PeerService.Info:output_type -> mqgate.cluster.v1.InfoResponse
+	8,  // 18: mqgate.cluster.v1.PeerService.Status:output_type -> mqgate.cluster.v1.StatusResponse
+	11, // 19: mqgate.cluster.v1.PeerService.TransferLeadership:output_type -> mqgate.cluster.v1.TransferLeadershipResponse
+	13, // 20: mqgate.cluster.v1.PeerService.AddMember:output_type -> mqgate.cluster.v1.AddMemberResponse
+	15, // 21: mqgate.cluster.v1.PeerService.RemoveMember:output_type -> mqgate.cluster.v1.RemoveMemberResponse
+	17, // 22: mqgate.cluster.v1.PeerService.CopyStore:output_type -> mqgate.cluster.v1.CopyStoreResponse
+	19, // 23: mqgate.cluster.v1.PeerService.Propose:output_type -> mqgate.cluster.v1.ProposeResponse
+	21, // 24: mqgate.cluster.v1.PeerService.ReadIndex:output_type -> mqgate.cluster.v1.ReadIndexResponse
+	16, // [16:25] is the sub-list for method output_type
+	7,  // [7:16] is the sub-list for method input_type
 	7,  // [7:7] is the sub-list for extension type_name
 	7,  // [7:7] is the sub-list for extension extendee
 	0,  // [0:7] is the sub-list for field type_name
@@ -1296,7 +1521,7 @@ func file_mqgate_cluster_v1_peer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mqgate_cluster_v1_peer_proto_rawDesc), len(file_mqgate_cluster_v1_peer_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   21,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

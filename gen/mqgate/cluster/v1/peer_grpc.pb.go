@@ -39,6 +39,8 @@ const (
 	PeerService_AddMember_FullMethodName          = "/mqgate.cluster.v1.PeerService/AddMember"
 	PeerService_RemoveMember_FullMethodName       = "/mqgate.cluster.v1.PeerService/RemoveMember"
 	PeerService_CopyStore_FullMethodName          = "/mqgate.cluster.v1.PeerService/CopyStore"
+	PeerService_Propose_FullMethodName            = "/mqgate.cluster.v1.PeerService/Propose"
+	PeerService_ReadIndex_FullMethodName          = "/mqgate.cluster.v1.PeerService/ReadIndex"
 )
 
 // PeerServiceClient is the client API for PeerService service.
@@ -71,6 +73,17 @@ type PeerServiceClient interface {
 	// behind the entries the others keep: a header, then the segments' bytes
 	// in chunks.
 	CopyStore(ctx context.Context, in *CopyStoreRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[CopyStoreResponse], error)
+	// Propose hands a group's leader a replicated change proposed through
+	// another member (a catalog change: a topic, a consumer group, or a
+	// topic's queues dropped), and answers once the change is applied on the
+	// leader, with the raft index it was applied at; a member that does not
+	// lead the group answers FAILED_PRECONDITION naming the leader.
+	Propose(ctx context.Context, in *ProposeRequest, opts ...grpc.CallOption) (*ProposeResponse, error)
+	// ReadIndex answers, from a group's leader, an index such that every
+	// change committed in the group before the call is at or below it; a
+	// member that does not lead answers FAILED_PRECONDITION naming the
+	// leader.
+	ReadIndex(ctx context.Context, in *ReadIndexRequest, opts ...grpc.CallOption) (*ReadIndexResponse, error)
 }
 
 type peerServiceClient struct {
@@ -163,6 +176,26 @@ func (c *peerServiceClient) CopyStore(ctx context.Context, in *CopyStoreRequest,
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type PeerService_CopyStoreClient = grpc.ServerStreamingClient[CopyStoreResponse]
 
+func (c *peerServiceClient) Propose(ctx context.Context, in *ProposeRequest, opts ...grpc.CallOption) (*ProposeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ProposeResponse)
+	err := c.cc.Invoke(ctx, PeerService_Propose_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *peerServiceClient) ReadIndex(ctx context.Context, in *ReadIndexRequest, opts ...grpc.CallOption) (*ReadIndexResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReadIndexResponse)
+	err := c.cc.Invoke(ctx, PeerService_ReadIndex_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // PeerServiceServer is the server API for PeerService service.
 // All implementations must embed UnimplementedPeerServiceServer
 // for forward compatibility.
@@ -193,6 +226,17 @@ type PeerServiceServer interface {
 	// behind the entries the others keep: a header, then the segments' bytes
 	// in chunks.
 	CopyStore(*CopyStoreRequest, grpc.ServerStreamingServer[CopyStoreResponse]) error
+	// Propose hands a group's leader a replicated change proposed through
+	// another member (a catalog change: a topic, a consumer group, or a
+	// topic's queues dropped), and answers once the change is applied on the
+	// leader, with the raft index it was applied at; a member that does not
+	// lead the group answers FAILED_PRECONDITION naming the leader.
+	Propose(context.Context, *ProposeRequest) (*ProposeResponse, error)
+	// ReadIndex answers, from a group's leader, an index such that every
+	// change committed in the group before the call is at or below it; a
+	// member that does not lead answers FAILED_PRECONDITION naming the
+	// leader.
+	ReadIndex(context.Context, *ReadIndexRequest) (*ReadIndexResponse, error)
 	mustEmbedUnimplementedPeerServiceServer()
 }
 
@@ -223,6 +267,12 @@ func (UnimplementedPeerServiceServer) RemoveMember(context.Context, *RemoveMembe
 }
 func (UnimplementedPeerServiceServer) CopyStore(*CopyStoreRequest, grpc.ServerStreamingServer[CopyStoreResponse]) error {
 	return status.Error(codes.Unimplemented, "method CopyStore not implemented")
+}
+func (UnimplementedPeerServiceServer) Propose(context.Context, *ProposeRequest) (*ProposeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Propose not implemented")
+}
+func (UnimplementedPeerServiceServer) ReadIndex(context.Context, *ReadIndexRequest) (*ReadIndexResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReadIndex not implemented")
 }
 func (UnimplementedPeerServiceServer) mustEmbedUnimplementedPeerServiceServer() {}
 func (UnimplementedPeerServiceServer) testEmbeddedByValue()                     {}
@@ -353,6 +403,42 @@ func _PeerService_CopyStore_Handler(srv interface{}, stream grpc.ServerStream) e
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type PeerService_CopyStoreServer = grpc.ServerStreamingServer[CopyStoreResponse]
 
+func _PeerService_Propose_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ProposeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PeerServiceServer).Propose(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PeerService_Propose_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PeerServiceServer).Propose(ctx, req.(*ProposeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _PeerService_ReadIndex_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReadIndexRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PeerServiceServer).ReadIndex(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PeerService_ReadIndex_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PeerServiceServer).ReadIndex(ctx, req.(*ReadIndexRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // PeerService_ServiceDesc is the grpc.ServiceDesc for PeerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -379,6 +465,14 @@ var PeerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RemoveMember",
 			Handler:    _PeerService_RemoveMember_Handler,
+		},
+		{
+			MethodName: "Propose",
+			Handler:    _PeerService_Propose_Handler,
+		},
+		{
+			MethodName: "ReadIndex",
+			Handler:    _PeerService_ReadIndex_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

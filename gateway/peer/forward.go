@@ -1,0 +1,144 @@
+package peer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/mqgate/mqgate/broker/cluster"
+	clusterv1 "github.com/mqgate/mqgate/gen/mqgate/cluster/v1"
+)
+
+// Changes proposed through a member that does not lead, and reads that
+// must see every change committed: a member hosting several groups
+// writes the catalog (group 0) wherever its leader is (Propose), and
+// catches its own replica up with the leader's before it trusts a miss
+// (ReadIndex).
+
+// ForwardedProposer is an Applier that takes the changes other members
+// propose through its leader (Propose): ProposeForwarded proposes change
+// as this member's own, while it leads, and returns once it is applied
+// here, with the raft index it was applied at. change is what the
+// proposing member sent: it is checked like any input.
+type ForwardedProposer interface {
+	ProposeForwarded(ctx context.Context, change []byte) (uint64, error)
+}
+
+// proposeForwarded answers Propose.
+func (n *Node) proposeForwarded(ctx context.Context, change []byte) (uint64, error) {
+	fp, ok := n.app.(ForwardedProposer)
+	if !ok {
+		return 0, badRequest("peer: group %d takes no changes proposed through other members", n.group)
+	}
+	if !n.isLeader.Load() {
+		return 0, n.notLeader()
+	}
+	return fp.ProposeForwarded(ctx, change)
+}
+
+// readIndexForwarded answers ReadIndex: once this member, leading, has
+// applied every entry committed before the call, its applied index.
+func (n *Node) readIndexForwarded(ctx context.Context) (uint64, error) {
+	if err := n.ReadIndex(ctx); err != nil {
+		return 0, err
+	}
+	return n.app.Applied(), nil
+}
+
+// ProposeAtLeader hands change to the group's leader (its Applier a
+// ForwardedProposer; this member's own when it leads) and returns the
+// raft index it was applied at there. It waits for a leader within ctx,
+// and follows the leadership when it moves while asking. Errors: ctx's,
+// *cluster.NotLeaderError (no leader took it), cluster.ErrNoQuorum (the
+// leader did not answer, or answered that it could not commit it in
+// time: the change may still be applied), cluster.ErrLeadershipLost (the
+// leader lost its leadership before the change committed; it may still
+// commit), or the leader's refusal of the change.
+func (n *Node) ProposeAtLeader(ctx context.Context, change []byte) (uint64, error) {
+	return n.atLeader(ctx, func() (uint64, error) { return n.proposeForwarded(ctx, change) },
+		func(c clusterv1.PeerServiceClient, cctx context.Context) (uint64, error) {
+			resp, err := c.Propose(cctx, &clusterv1.ProposeRequest{Group: n.group, Change: change})
+			return resp.GetIndex(), err
+		})
+}
+
+// LeaderReadIndex asks the group's leader (this member, when it leads)
+// for an index at or past every entry committed before the call: once
+// this member has applied it, its replica misses no change committed
+// before. Errors as ProposeAtLeader's.
+func (n *Node) LeaderReadIndex(ctx context.Context) (uint64, error) {
+	return n.atLeader(ctx, func() (uint64, error) { return n.readIndexForwarded(ctx) },
+		func(c clusterv1.PeerServiceClient, cctx context.Context) (uint64, error) {
+			resp, err := c.ReadIndex(cctx, &clusterv1.ReadIndexRequest{Group: n.group})
+			return resp.GetIndex(), err
+		})
+}
+
+// atLeader calls local when this member leads the group, remote on the
+// leader otherwise, again (a few times) when the member asked no longer
+// leads.
+func (n *Node) atLeader(ctx context.Context, local func() (uint64, error),
+	remote func(clusterv1.PeerServiceClient, context.Context) (uint64, error)) (uint64, error) {
+	var last error
+	for attempt := 0; attempt < 5; attempt++ {
+		if attempt > 0 {
+			t := time.NewTimer(n.cfg.TickInterval)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return 0, fmt.Errorf("%w (last: %w)", ctx.Err(), last)
+			}
+		}
+		if err := n.waitLeader(ctx); err != nil {
+			return 0, err
+		}
+		lead := n.lead.Load()
+		var idx uint64
+		var err error
+		if lead == n.cfg.NodeID {
+			idx, err = local()
+		} else if conn := n.tr.conn(lead); conn == nil {
+			err = fmt.Errorf("peer: no connection to member %d", lead)
+		} else {
+			idx, err = remote(clusterv1.NewPeerServiceClient(conn), outgoing(WithToken(ctx, n.cfg.Token), n.cfg.ClusterID))
+			err = fromRPC(lead, err)
+		}
+		if err == nil {
+			return idx, nil
+		}
+		var nl *cluster.NotLeaderError
+		if !errors.As(err, &nl) {
+			return 0, err
+		}
+		last = err
+	}
+	return 0, last
+}
+
+// fromRPC gives a peer call's error (rpcError's codes) the cluster error
+// it stands for.
+func fromRPC(member uint64, err error) error {
+	if err == nil {
+		return nil
+	}
+	st, _ := status.FromError(err)
+	msg := fmt.Sprintf("member %d: %s", member, st.Message())
+	switch st.Code() {
+	case codes.FailedPrecondition:
+		return &cluster.NotLeaderError{}
+	case codes.Aborted:
+		return fmt.Errorf("%w: %s", cluster.ErrLeadershipLost, msg)
+	case codes.Unavailable, codes.DeadlineExceeded:
+		return fmt.Errorf("%w: %s", cluster.ErrNoQuorum, msg)
+	case codes.Canceled:
+		return fmt.Errorf("%w: %s", context.Canceled, msg)
+	case codes.InvalidArgument:
+		return fmt.Errorf("%w: %s", cluster.ErrRefused, msg)
+	}
+	return errors.New(msg)
+}

@@ -1,0 +1,308 @@
+package peer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/mqgate/mqgate/broker/cluster"
+	clusterv1 "github.com/mqgate/mqgate/gen/mqgate/cluster/v1"
+	"github.com/mqgate/mqgate/storage/meta"
+)
+
+// groupsCluster is a group of in-process members, each hosting the same
+// raft groups (StartGroups).
+type groupsCluster struct {
+	t       *testing.T
+	id      string
+	groups  int
+	addrs   map[uint64]string
+	members map[uint64]*groupsMember
+}
+
+type groupsMember struct {
+	id    uint64
+	dir   string
+	reps  []*cluster.Replica
+	nodes []*Node
+}
+
+func newGroupsCluster(t *testing.T, members, groups int) *groupsCluster {
+	t.Helper()
+	c := &groupsCluster{t: t, id: "groups-" + t.Name(), groups: groups, addrs: map[uint64]string{}, members: map[uint64]*groupsMember{}}
+	lis := map[uint64]net.Listener{}
+	for i := range members {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := uint64(i + 1)
+		lis[id], c.addrs[id] = l, l.Addr().String()
+	}
+	root := t.TempDir()
+	for id, l := range lis {
+		c.start(id, filepath.Join(root, fmt.Sprint(id)), l)
+	}
+	t.Cleanup(func() {
+		for _, m := range c.members {
+			c.stop(m)
+		}
+	})
+	return c
+}
+
+func (c *groupsCluster) start(id uint64, dir string, l net.Listener) *groupsMember {
+	c.t.Helper()
+	m := &groupsMember{id: id, dir: dir}
+	var gs []Group
+	for g := range c.groups {
+		gdir := filepath.Join(dir, fmt.Sprint(g))
+		rep, err := cluster.OpenReplica(filepath.Join(gdir, "replica"), cluster.Options{
+			Store: storeOpts(), StoreHost: "cluster:8081", CommitTimeout: 3 * time.Second, PersistEvery: 8, Logger: quiet})
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		m.reps = append(m.reps, rep)
+		gs = append(gs, Group{WALDir: filepath.Join(gdir, "wal"), App: rep})
+	}
+	nodes, err := StartGroups(Config{ClusterID: c.id, NodeID: id, Peers: maps.Clone(c.addrs), Listener: l,
+		TickInterval: 20 * time.Millisecond, ElectionTicks: 10, Info: testInfo(id), Token: testToken, Logger: quiet}, gs)
+	if err != nil {
+		for _, r := range m.reps {
+			r.Close(context.Background())
+		}
+		c.t.Fatal(err)
+	}
+	for g, n := range nodes {
+		m.reps[g].Attach(n)
+	}
+	m.nodes = nodes
+	c.members[id] = m
+	return m
+}
+
+func (c *groupsCluster) stop(m *groupsMember) {
+	if m.nodes == nil {
+		return
+	}
+	for g, n := range m.nodes {
+		if err := n.Stop(); err != nil {
+			c.t.Errorf("stop member %d group %d: %v", m.id, g, err)
+		}
+		if err := m.reps[g].Close(context.Background()); err != nil {
+			c.t.Errorf("close member %d group %d: %v", m.id, g, err)
+		}
+	}
+	m.nodes = nil
+}
+
+// leader waits for a leader of group g that all members agree on.
+func (c *groupsCluster) leader(g int) *groupsMember {
+	c.t.Helper()
+	var l *groupsMember
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		l = nil
+		agreed := true
+		for _, m := range c.members {
+			if m.nodes[g].IsLeader() {
+				l = m
+			}
+		}
+		for _, m := range c.members {
+			if l == nil || m.nodes[g].Leader() != l.id {
+				agreed = false
+			}
+		}
+		if agreed {
+			return l
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("no leader of group %d", g)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// The groups a member hosts share its transport and keep their logs
+// apart: each group's appends reach that group's replicas on every
+// member, and no other group's; each group reports its own status; the
+// leadership of one group moves without touching another's.
+func TestGroupsShareTransportKeepLogsApart(t *testing.T) {
+	const groups = 3
+	c := newGroupsCluster(t, 3, groups)
+	want := make([]map[string]bool, groups)
+	for g := range groups {
+		l := c.leader(g)
+		ids := appendN(t, &member{id: l.id, rep: l.reps[g]}, 100*g, 100*g+24)
+		want[g] = map[string]bool{}
+		for _, id := range ids {
+			want[g][id] = true
+		}
+	}
+	for g := range groups {
+		var top uint64
+		for _, m := range c.members {
+			top = max(top, m.reps[g].Applied())
+		}
+		for _, m := range c.members {
+			if err := m.reps[g].WaitApplied(testCtx(t), top); err != nil {
+				t.Fatal(err)
+			}
+			got := contents(t, &member{id: m.id, rep: m.reps[g]})
+			if !maps.Equal(got, want[g]) {
+				t.Fatalf("member %d, group %d holds %d messages, want the %d appended to that group", m.id, g, len(got), len(want[g]))
+			}
+		}
+	}
+	ctx := testCtx(t)
+	for g := range groups {
+		for _, m := range c.members {
+			st, err := m.nodes[0].MemberStatus(ctx, (m.id%3)+1)
+			if err != nil || st.Group != 0 {
+				t.Fatalf("group 0's status of member %d through member %d: %+v, %v", (m.id%3)+1, m.id, st, err)
+			}
+			st, err = m.nodes[g].MemberStatus(ctx, (m.id%3)+1)
+			if err != nil || st.Group != uint64(g) {
+				t.Fatalf("group %d's status of member %d: group %d, %v", g, (m.id%3)+1, st.Group, err)
+			}
+		}
+	}
+	l0, l1 := c.leader(0), c.leader(1)
+	to := l1.id%3 + 1
+	st0, err := l0.nodes[0].Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l1.nodes[1].TransferLeadership(ctx, to); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.leader(1); got.id != to {
+		t.Fatalf("group 1 led by %d after the transfer to %d", got.id, to)
+	}
+	after, err := c.leader(0).nodes[0].Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Leader != st0.Leader || after.Term != st0.Term {
+		t.Fatalf("group 0 went from leader %d term %d to %d term %d with group 1's transfer", st0.Leader, st0.Term, after.Leader, after.Term)
+	}
+	info, err := callInfo(ctx, c.members[1].nodes[0].tr.conn(2), c.id)
+	if err != nil || info.GetDataGroups() != groups {
+		t.Fatalf("info of member 2: %d groups, %v", info.GetDataGroups(), err)
+	}
+}
+
+// A change proposed through a member that does not lead reaches the
+// leader, is applied there and then here; a read index asked through a
+// follower covers it; a change of a kind others may not propose is
+// refused.
+func TestProposeAtLeader(t *testing.T) {
+	c := newGroupsCluster(t, 3, 2)
+	ctx := testCtx(t)
+	l := c.leader(0)
+	var f *groupsMember
+	for _, m := range c.members {
+		if m != l {
+			f = m
+		}
+	}
+	for _, through := range []*groupsMember{f, l} {
+		name := fmt.Sprintf("topic-via-%d", through.id)
+		change, err := cluster.EncodeChange(cluster.MetaOp{Kind: cluster.MetaPutTopic, Topic: &meta.Topic{Name: name, QueueCount: 4}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		idx, err := through.nodes[0].ProposeAtLeader(ctx, change)
+		if err != nil {
+			t.Fatalf("propose through member %d: %v", through.id, err)
+		}
+		if err := through.reps[0].WaitApplied(ctx, idx); err != nil {
+			t.Fatal(err)
+		}
+		if tp, ok := through.reps[0].Store().Meta().Topic(name); !ok || tp.QueueCount != 4 {
+			t.Fatalf("member %d after the change at %d: topic %+v, %v", through.id, idx, tp, ok)
+		}
+		if _, ok := through.reps[1].Store().Meta().Topic(name); ok {
+			t.Fatalf("the change of group 0 reached group 1")
+		}
+		ri, err := f.nodes[0].LeaderReadIndex(ctx)
+		if err != nil || ri < idx {
+			t.Fatalf("read index through member %d: %d, %v; the change was applied at %d", f.id, ri, err, idx)
+		}
+	}
+	change, err := cluster.EncodeChange(cluster.MetaOp{Kind: cluster.MetaBarrier})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.nodes[0].ProposeAtLeader(ctx, change); !errors.Is(err, cluster.ErrRefused) {
+		t.Fatalf("a barrier proposed through a follower: %v, want ErrRefused", err)
+	}
+	if _, err := f.nodes[0].ProposeAtLeader(ctx, []byte(`{"kind":"put-topic"}`)); !errors.Is(err, cluster.ErrRefused) {
+		t.Fatalf("a topic change without its topic: %v, want ErrRefused", err)
+	}
+}
+
+// A member hosting several groups refuses membership changes: the other
+// groups' configurations would not follow.
+func TestGroupsRefuseMembershipChanges(t *testing.T) {
+	c := newGroupsCluster(t, 3, 2)
+	l := c.leader(0)
+	ctx := testCtx(t)
+	var bad *badRequestError
+	if err := l.nodes[0].AddMember(ctx, 9, "127.0.0.1:1"); !errors.As(err, &bad) {
+		t.Fatalf("add member: %v, want a refusal", err)
+	}
+	if err := l.nodes[0].RemoveMember(ctx, l.id%3+1); !errors.As(err, &bad) {
+		t.Fatalf("remove member: %v, want a refusal", err)
+	}
+}
+
+// A raft message for a group a member does not host ends the stream with
+// an error naming the likely cause; a call for such a group is NotFound.
+func TestRaftMessageOfUnhostedGroup(t *testing.T) {
+	c := newGroupsCluster(t, 2, 1)
+	c.leader(0)
+	conn, err := grpc.NewClient(c.addrs[1], grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx := testCtx(t)
+	md := metadata.Pairs(mdToken, testToken, mdClusterID, c.id, mdFromNode, "2")
+	s, err := clusterv1.NewPeerServiceClient(conn).Raft(metadata.NewOutgoingContext(ctx, md))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := proto.Marshal(&raftpb.Message{Type: raftpb.MessageType_MsgHeartbeat.Enum(), From: new(uint64(2)), To: new(uint64(1))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Send(&clusterv1.RaftRequest{Messages: []*clusterv1.RaftMessage{{Group: 1, Message: b}}}); err != nil && !errors.Is(err, io.EOF) {
+		t.Fatal(err)
+	}
+	_, err = s.CloseAndRecv()
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "--data-groups") {
+		t.Fatalf("a message for group 1 on a member hosting one group: %v, want InvalidArgument naming --data-groups", err)
+	}
+	md = metadata.Pairs(mdToken, testToken, mdClusterID, c.id)
+	_, err = clusterv1.NewPeerServiceClient(conn).Status(metadata.NewOutgoingContext(ctx, md), &clusterv1.StatusRequest{Group: 1})
+	if status.Code(err) != codes.NotFound {
+		t.Fatalf("status of group 1 on a member hosting one group: %v, want NotFound", err)
+	}
+}
