@@ -19,6 +19,7 @@ import (
 	"github.com/mqgate/mqgate/broker/model"
 	"github.com/mqgate/mqgate/broker/mqerr"
 	"github.com/mqgate/mqgate/broker/offset"
+	"github.com/mqgate/mqgate/broker/placement"
 	"github.com/mqgate/mqgate/broker/pop"
 	"github.com/mqgate/mqgate/broker/produce"
 	"github.com/mqgate/mqgate/broker/txn"
@@ -52,6 +53,16 @@ type Config struct {
 	// Replicated, when set, is the replica group every write goes
 	// through (cluster mode); the broker then opens in standby.
 	Replicated Replicator
+	// Placement is the queues this broker's store holds: zero (every
+	// queue of every topic) but in a cluster of several data groups,
+	// where it is the broker's group's (broker/placement). Sends, due
+	// delayed messages, committed transactions and dead letters go to
+	// the queues it holds; its transaction ids and recall handles name
+	// its group (deferred.GroupPrefix).
+	Placement placement.Of
+	// Catalog, when set, is where topics and groups live instead of the
+	// broker's own store (a data group other than group 0: see Catalog).
+	Catalog Catalog
 	// Tracers and Meters receive the broker's spans and metrics
 	// (observe.go); nil turns either off. Pass a nil Tracers when spans
 	// are not exported: then no span is even started.
@@ -125,7 +136,7 @@ func Open(ctx context.Context, cfg Config, st *storage.Store) (*Broker, error) {
 		cfg.Logger = slog.Default()
 	}
 	b := &Broker{cfg: cfg, log: cfg.Logger, store: st, obs: newObserver(cfg.Tracers, cfg.Meters), started: cfg.Clock.Now(),
-		limits: cfg.Limits.WithDefaults(), w: newWrites(st, cfg.Replicated, cfg.Logger)}
+		limits: cfg.Limits.WithDefaults(), w: newWrites(st, cfg.Replicated, cfg.Catalog)}
 	if cfg.Replicated == nil {
 		if err := b.Activate(ctx); err != nil {
 			return nil, err
@@ -160,9 +171,9 @@ func (b *Broker) Activate(ctx context.Context) error {
 	// answers out at once rather than lingering for more.
 	st.SetReadersWaiting(func() bool { return hub.Parked() > 0 })
 	hub.SetOnPark(st.Hurry)
-	s.meta = metadata.New(metadata.Config{AutoCreate: cfg.AutoCreate, DefaultQueues: cfg.DefaultQueues, Clock: cfg.Clock, Logger: cfg.Logger}, b.w.meta, b.w.store)
+	s.meta = metadata.New(b.metaConfig(), b.w.meta, b.w.drop)
 	p, err := pop.Open(ctx, pop.Config{Clock: cfg.Clock, Logger: cfg.Logger, Hub: s.hub, SnapshotInterval: cfg.PopSnapshotInterval,
-		InheritedGrace: cfg.InheritedGrace, SnapshotOK: cfg.SnapshotOK},
+		InheritedGrace: cfg.InheritedGrace, SnapshotOK: cfg.SnapshotOK, Placement: cfg.Placement},
 		b.obs.popStore(b.w.store), st.Meta(), s.meta)
 	if err != nil {
 		return err
@@ -170,13 +181,13 @@ func (b *Broker) Activate(ctx context.Context) error {
 	s.pop = p
 	s.meta.OnTopicDeleted(p.DropTopic)
 	s.meta.OnGroupDeleted(p.DropGroup)
-	s.delay, err = delay.Open(ctx, delay.Config{Clock: cfg.Clock, Logger: cfg.Logger}, b.w.store, st.Meta(), s.meta)
+	s.delay, err = delay.Open(ctx, delay.Config{Clock: cfg.Clock, Logger: cfg.Logger, Placement: cfg.Placement}, b.w.store, st.Meta(), s.meta)
 	if err != nil {
 		_ = p.Close(ctx)
 		return err
 	}
 	tc := cfg.Txn
-	tc.Clock, tc.Logger = cfg.Clock, cfg.Logger
+	tc.Clock, tc.Logger, tc.Placement = cfg.Clock, cfg.Logger, cfg.Placement
 	s.txn, err = txn.Open(ctx, tc, b.w.store, st.Meta(), s.meta)
 	if err != nil {
 		_ = errors.Join(p.Close(ctx), s.delay.Close(ctx))
@@ -194,10 +205,18 @@ func (b *Broker) Activate(ctx context.Context) error {
 	s.meta.OnTopicDeleted(s.lite.DropTopic)
 	s.offs = offset.New(st, b.w.offsets, s.hub, cfg.Clock)
 	s.prod = produce.New(produce.Config{Limits: cfg.Limits, Clock: cfg.Clock, Delay: s.delay, Txn: s.txn, Lite: s.lite,
-		LiteAppender: b.obs.appender(b.w.store), Space: st}, b.obs.appender(b.w.sends), s.meta)
+		LiteAppender: b.obs.appender(b.w.store), Space: st, Placement: cfg.Placement}, b.obs.appender(b.w.sends), s.meta)
 	b.svc.Store(s)
 	b.active.Store(true)
 	return nil
+}
+
+// metaConfig is the metadata service's configuration: a cluster of
+// several data groups gives each its own queue of a dead-letter topic.
+func (b *Broker) metaConfig() metadata.Config {
+	cfg := b.cfg
+	return metadata.Config{AutoCreate: cfg.AutoCreate, DefaultQueues: cfg.DefaultQueues, Clock: cfg.Clock, Logger: cfg.Logger,
+		DLQQueues: int32(max(cfg.Placement.Groups, 1))}
 }
 
 // Active reports whether the services are live.

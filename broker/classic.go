@@ -189,7 +189,7 @@ func (c *Classic) sendRecords(ctx context.Context, req ClassicSend) (ClassicSent
 	case q >= t.Queues:
 		return ClassicSent{}, mqerr.Errorf(mqerr.KindBadRequest, "topic %q has queues 0..%d, not %d", t.Name, t.Queues-1, q)
 	case q < 0:
-		q = produce.PickQueue(t, "", &c.rr)
+		q, _ = produce.PickQueue(t, "", &c.rr, c.b.cfg.Placement)
 	}
 	now := c.clk.Now()
 	limits := c.b.s().prod.Limits()

@@ -21,13 +21,23 @@
 // Spans (produce.Send → store.Append, pop.Receive, pop.Ack) and metrics
 // are observe.go's; they use the OpenTelemetry API only, never its SDK.
 //
+// Data groups: in a cluster of several (gateway/node), each group's
+// broker holds the queues broker/placement gives its group
+// (Config.Placement): its sends, due delayed messages, committed
+// transactions and dead letters go there, and the transaction ids and
+// recall handles it mints name its group. Topics and groups live in the
+// catalog (Config.Catalog, group 0's replica) instead of its own store.
+// groups.go reads the queue a receipt handle names and the group a token
+// names, for the listeners to route by.
+//
 // Files: broker.go (Config, the Broker facade: Open wires the services onto
 // the store, and the v2 and REST paths of send, receive, ack and
 // change-invisibility), classic.go (Classic, the classic remoting protocol's
 // view: pulls, offsets, send-back, transaction ends, POP codes and the views
 // mqadmin asks for), replicated.go (the Replicator interface of a clustered
 // broker and what it changes: every write goes through the replica group,
-// reads stay local), api.go and checkback.go (request types and the
+// reads stay local; the Catalog of a data group), groups.go (what names a
+// request's data group), api.go and checkback.go (request types and the
 // check-back fan-out over listeners).
 //
 // broker must not import gen/, grpc, protobuf or any gateway package; it

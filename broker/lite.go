@@ -24,6 +24,7 @@ func (b *Broker) openLite(ctx context.Context, st *storage.Store, meta *metadata
 	}
 	cfg := b.cfg.Lite
 	cfg.Clock, cfg.Logger, cfg.Key, cfg.DeadLetters = b.cfg.Clock, b.log, data[4:], meta.EnsureDLQ
+	cfg.DLQQueue = func(t model.Topic) int32 { return pop.DLQQueue(t, b.cfg.Placement) }
 	cfg.OnUnsubscribed = func(n lite.Unsubscribed) {
 		if f := b.liteNotice.Load(); f != nil {
 			(*f)(n)

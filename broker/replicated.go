@@ -3,7 +3,6 @@ package broker
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"time"
 
 	"github.com/mqgate/mqgate/broker/cluster"
@@ -36,9 +35,12 @@ type writes struct {
 	// transactions, metadata): settledStore. sends is for plain message
 	// batches, which change no memory: a send given up half way is
 	// answered as such ("may still be stored") and a retry deduplicates.
-	store   storeWriter
-	sends   storeWriter
-	meta    metadata.Store
+	store storeWriter
+	sends storeWriter
+	meta  metadata.Store
+	// drop removes a deleted topic's queues: the store's, or every data
+	// group's (Catalog).
+	drop    metadata.QueueDropper
 	offsets offsetWriter
 	// current returns once the local store holds every write answered
 	// before the call (nil on a single node, whose store is the only
@@ -72,14 +74,94 @@ type offsetWriter interface {
 	Flush() error
 }
 
-func newWrites(st *storage.Store, r Replicator, log *slog.Logger) writes {
+func newWrites(st *storage.Store, r Replicator, cat Catalog) writes {
 	if r == nil {
-		return writes{store: settledStore{st}, sends: st, meta: st.Meta(), offsets: localOffsets{st.Meta()}}
+		return writes{store: settledStore{st}, sends: st, meta: st.Meta(), drop: st, offsets: localOffsets{st.Meta()}}
 	}
 	rs := replStore{Store: st, r: r}
-	return writes{store: settledStore{rs}, sends: rs, meta: replMeta{Store: st.Meta(), r: r}, offsets: replOffsets{Store: st.Meta(), r: r},
+	w := writes{store: settledStore{rs}, sends: rs, meta: replMeta{Store: st.Meta(), r: r}, drop: rs, offsets: replOffsets{Store: st.Meta(), r: r},
 		current: r.ReadBarrier}
+	if cat != nil {
+		w.meta, w.drop = catalogMeta{c: cat}, catalogDrop{c: cat}
+	}
+	return w
 }
+
+// Catalog is where topics and consumer groups live in a cluster of
+// several data groups: group 0's replica (the catalog), written through
+// its leader wherever that is (gateway/node). A broker given one reads
+// topics and groups from Meta, this member's replica of the catalog, and
+// writes them with ProposeMeta, which answers once the change is applied
+// to Meta; a deletion (a topic's or a group's, a topic's queues) is made
+// in every data group. Sync returns once Meta holds every change
+// committed before the call: asked before a name is taken for missing,
+// so a topic created through one member is found through every other.
+type Catalog interface {
+	Meta() *meta.Store
+	ProposeMeta(ctx context.Context, op cluster.MetaOp) (storage.AppendResult, error)
+	Sync(ctx context.Context) error
+}
+
+// catalogSync bounds the catch-up of a lookup that missed.
+const catalogSync = 2 * time.Second
+
+// catalogMeta is a Catalog as the metadata service's store (and queue
+// dropper).
+type catalogMeta struct{ c Catalog }
+
+func (m catalogMeta) propose(ctx context.Context, op cluster.MetaOp) error {
+	_, err := m.c.ProposeMeta(ctx, op)
+	return replicationError(err)
+}
+
+func (m catalogMeta) PutTopic(t meta.Topic) error {
+	return m.propose(context.Background(), cluster.MetaOp{Kind: cluster.MetaPutTopic, Topic: &t})
+}
+
+func (m catalogMeta) DeleteTopic(name string) error {
+	return m.propose(context.Background(), cluster.MetaOp{Kind: cluster.MetaDeleteTopic, Name: name})
+}
+
+func (m catalogMeta) PutGroup(g meta.Group) error {
+	return m.propose(context.Background(), cluster.MetaOp{Kind: cluster.MetaPutGroup, Group: &g})
+}
+
+func (m catalogMeta) DeleteGroup(name string) error {
+	return m.propose(context.Background(), cluster.MetaOp{Kind: cluster.MetaDeleteGroup, Name: name})
+}
+
+// catalogDrop drops a deleted topic's queues in every data group.
+type catalogDrop struct{ c Catalog }
+
+func (d catalogDrop) DeleteTopic(ctx context.Context, topic string) error {
+	return catalogMeta(d).propose(ctx, cluster.MetaOp{Kind: cluster.MetaDropQueues, Name: topic})
+}
+
+// sync catches the catalog up before a miss is answered.
+func (m catalogMeta) sync() {
+	ctx, cancel := context.WithTimeout(context.Background(), catalogSync)
+	defer cancel()
+	_ = m.c.Sync(ctx) // a catalog that cannot catch up answers what it holds
+}
+
+func (m catalogMeta) Topic(name string) (meta.Topic, bool) {
+	if t, ok := m.c.Meta().Topic(name); ok {
+		return t, true
+	}
+	m.sync()
+	return m.c.Meta().Topic(name)
+}
+
+func (m catalogMeta) Group(name string) (meta.Group, bool) {
+	if g, ok := m.c.Meta().Group(name); ok {
+		return g, true
+	}
+	m.sync()
+	return m.c.Meta().Group(name)
+}
+
+func (m catalogMeta) Topics() []meta.Topic { return m.c.Meta().Topics() }
+func (m catalogMeta) Groups() []meta.Group { return m.c.Meta().Groups() }
 
 // settleTimeout bounds an append that its caller no longer waits for.
 const settleTimeout = time.Minute

@@ -9,7 +9,10 @@
 // is known to be resolved.
 //
 // Files: deferred.go holds the whole stage: staged messages, their
-// resolution ops and the persisted low-water time.
+// resolution ops and the persisted low-water time; handle.go the tokens
+// that name a staged message to clients (transaction ids, recall
+// handles), their key rings, and the data group a token's prefix names
+// (GroupPrefix, TokenGroup).
 //
 // deferred must not import gen/, gateway/ or other broker services.
 package deferred

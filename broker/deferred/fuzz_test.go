@@ -52,6 +52,12 @@ func FuzzTokenDecode(f *testing.F) {
 	f.Add("t1.", "T", int64(5), int64(6), uint8(0), byte('='))
 	f.Add("t1."+string(bytes.Repeat([]byte{'A'}, 43)), "T", int64(5), int64(6), uint8(40), byte('\n'))
 	f.Fuzz(func(t *testing.T, s, topic string, off, due int64, i uint8, c byte) {
+		if g := TokenGroup(s); g < 0 {
+			t.Fatalf("%q reads as group %d", s, g)
+		}
+		if g := int(i); TokenGroup(GroupPrefix("t1.", g)+s) != g {
+			t.Fatalf("a token of group %d prefixed to %q reads as group %d", g, s, TokenGroup(GroupPrefix("t1.", g)+s))
+		}
 		if o, d, err := tk.Decode(s, topic); err == nil && tk.Encode(o, d, topic) != s {
 			t.Fatalf("%q accepted as %d %d, which mints %q", s, o, d, tk.Encode(o, d, topic))
 		}

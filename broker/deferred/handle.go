@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -75,6 +76,36 @@ func LoadRing(blobs Blobs, name string, create bool) (keyring.Ring, error) {
 		return nil, fmt.Errorf("%s is damaged (%d bytes)", name, len(b))
 	}
 	return keyring.Ring{{Secret: b}}, nil
+}
+
+// GroupPrefix is the prefix of the tokens a data group mints: base (such
+// as "t1.") for group 0, so that a cluster of one group mints what it
+// always did, and base with "g" and the group before its dot ("t1g2.")
+// for another; TokenGroup reads it back. The prefix is part of what a
+// token's MAC covers.
+func GroupPrefix(base string, group int) string {
+	if group <= 0 {
+		return base
+	}
+	return strings.TrimSuffix(base, ".") + "g" + strconv.Itoa(group) + "."
+}
+
+// TokenGroup is the data group that minted token s (GroupPrefix): 0 for
+// a token without a group mark, or one that is not a token at all.
+func TokenGroup(s string) int {
+	head, _, ok := strings.Cut(s, ".")
+	if !ok {
+		return 0
+	}
+	i := strings.LastIndexByte(head, 'g')
+	if i < 0 || i == len(head)-1 {
+		return 0
+	}
+	g, err := strconv.Atoi(head[i+1:])
+	if err != nil || g < 0 || strconv.Itoa(g) != head[i+1:] {
+		return 0
+	}
+	return g
 }
 
 // SetRing replaces the token's ring (after a rotation).

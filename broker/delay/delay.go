@@ -11,6 +11,7 @@ import (
 	"github.com/mqgate/mqgate/broker/deferred"
 	"github.com/mqgate/mqgate/broker/model"
 	"github.com/mqgate/mqgate/broker/mqerr"
+	"github.com/mqgate/mqgate/broker/placement"
 	"github.com/mqgate/mqgate/broker/produce"
 	"github.com/mqgate/mqgate/broker/record"
 	"github.com/mqgate/mqgate/internal/clock"
@@ -34,6 +35,10 @@ type Topics interface {
 type Config struct {
 	Clock  clock.Clock
 	Logger *slog.Logger
+	// Placement is the queues a due message may go to (see
+	// produce.PickQueue); its group marks the recall handles minted
+	// (deferred.GroupPrefix).
+	Placement placement.Of
 }
 
 // Service is the delay service.
@@ -62,7 +67,7 @@ func Open(ctx context.Context, cfg Config, st deferred.Store, blobs deferred.Blo
 	if err != nil {
 		return nil, err
 	}
-	tok, err := deferred.LoadToken(blobs, deferred.RecallKeyBlob, "d1.")
+	tok, err := deferred.LoadToken(blobs, deferred.RecallKeyBlob, deferred.GroupPrefix("d1.", cfg.Placement.Group))
 	if err != nil {
 		return nil, err
 	}
@@ -180,7 +185,9 @@ func (s *Service) publish(ctx context.Context, p deferred.Pending) error {
 	out := *rec
 	out.Properties = append([]message.Property(nil), rec.Properties...)
 	out.Topic = topic.Name
-	out.QueueID = s.queueOf(topic, rec)
+	if out.QueueID, err = s.queueOf(topic, rec); err != nil {
+		return err
+	}
 	for _, k := range []string{record.PropRealTopic, record.PropRealQueue, record.PropDelayLevel, record.PropDueMS} {
 		out.Del(k)
 	}
@@ -192,15 +199,21 @@ func (s *Service) publish(ctx context.Context, p deferred.Pending) error {
 
 // queueOf is the queue a due record goes to: the one it names (REAL_QID,
 // classic records) while the topic still has it, else one picked as for a
-// send (by message group).
-func (s *Service) queueOf(t model.Topic, rec *message.Message) int32 {
+// send (by message group) among the queues this service's data group
+// holds.
+func (s *Service) queueOf(t model.Topic, rec *message.Message) (int32, error) {
+	p := s.cfg.Placement
 	if v, ok := rec.Get(record.PropRealQueue); ok {
-		if q, err := strconv.Atoi(v); err == nil && q >= 0 && q < int(t.Queues) {
-			return int32(q)
+		if q, err := strconv.Atoi(v); err == nil && q >= 0 && q < int(t.Queues) && p.Holds(t.Name, t.Type == model.TopicLite, int32(q)) {
+			return int32(q), nil
 		}
 	}
 	group, _ := rec.Get(record.PropShardingKey)
-	return produce.PickQueue(t, group, &s.rr)
+	q, ok := produce.PickQueue(t, group, &s.rr, p)
+	if !ok {
+		return 0, fmt.Errorf("no queue of topic %q (%d queues) is in this data group (%d)", t.Name, t.Queues, p.Group)
+	}
+	return q, nil
 }
 
 // ReloadKeys takes the token key ring from the blobs again (after a

@@ -44,7 +44,11 @@ func FuzzHandleDecode(f *testing.F) {
 	f.Add("l1.AAAA", int32(0), int64(0), uint32(0), "")
 	f.Add("r1.something", int32(-1), int64(-1), uint32(7), "conv")
 	f.Fuzz(func(t *testing.T, s string, q int32, off int64, gen uint32, lite string) {
+		hq, read := HandleQueue(s) // never panics, authenticated or not
 		if h, err := c.decode(s); err == nil {
+			if !read || hq != h.queue {
+				t.Fatalf("%q decodes with queue %d, HandleQueue reads %d, %v", s, h.queue, hq, read)
+			}
 			if c.encode(h) != s {
 				t.Fatalf("%q accepted as %+v, which encodes to %q", s, h, c.encode(h))
 			}

@@ -111,3 +111,19 @@ func (c *codec) decode(s string) (handle, error) {
 	h.lite = string(b[handleFixed : handleFixed+n])
 	return h, nil
 }
+
+// HandleQueue reads the parent queue a lite receipt handle names,
+// without authenticating it (the group holding the queue does when the
+// handle reaches it): where a listener of a cluster of several data
+// groups sends an ack. ok is false for what is not a lite handle.
+func HandleQueue(s string) (q int32, ok bool) {
+	rest, ok := strings.CutPrefix(s, handlePrefix)
+	if !ok || len(rest) > 4*(handleFixed+255+handleMAC)/3+4 {
+		return 0, false
+	}
+	b, err := strictRawURL.DecodeString(rest)
+	if err != nil || len(b) < handleFixed+handleMAC || b[0] != handleVersion {
+		return 0, false
+	}
+	return int32(binary.BigEndian.Uint32(b[1:])), true
+}

@@ -53,6 +53,9 @@ const (
 type Config struct {
 	Clock  clock.Clock
 	Logger *slog.Logger
+	// DLQQueue is the queue of a dead-letter topic dead letters go to
+	// (nil: 0).
+	DLQQueue func(t model.Topic) int32
 	// Key authenticates receipt handles (the receipt-handle key).
 	Key []byte
 	// TopicQuota caps the lite topics of one parent (a send that would
@@ -735,6 +738,9 @@ func (s *Service) deadLetter(ctx context.Context, group string, t model.Topic, l
 		}
 		cp := *m
 		cp.Topic, cp.QueueID = dlq.Name, 0
+		if s.cfg.DLQQueue != nil {
+			cp.QueueID = s.cfg.DLQQueue(dlq)
+		}
 		cp.Properties = append([]message.Property(nil), m.Properties...)
 		cp.Set(record.PropDLQOriginTopic, t.Name)
 		cp.Set(record.PropDLQOriginID, m.UniqKey())

@@ -33,6 +33,11 @@ type Config struct {
 	// Logger is told, at warn level, of each topic and group auto-create
 	// creates: a name nobody created is often a typo. Nil: slog.Default.
 	Logger *slog.Logger
+	// DLQQueues is how many queues a dead-letter topic has at least
+	// (default 1): a cluster of several data groups gives each group one
+	// (broker/placement), so that each dead-letters into a queue of its
+	// own.
+	DLQQueues int32
 }
 
 // Store is the part of storage/meta the service uses.
@@ -291,11 +296,25 @@ func (s *Service) ensureNormal(name string, queues int32) (t model.Topic, create
 	return t, err == nil, err
 }
 
-// EnsureDLQ returns the group's dead-letter topic, creating it (one queue,
-// NORMAL) on first use.
+// EnsureDLQ returns the group's dead-letter topic, creating it (NORMAL,
+// one queue, or Config.DLQQueues) on first use, and giving it
+// Config.DLQQueues if it has fewer.
 func (s *Service) EnsureDLQ(ctx context.Context, group string) (model.Topic, error) {
-	t, _, err := s.ensureNormal(DLQTopic(group), 1)
-	return t, err
+	want := max(s.cfg.DLQQueues, 1)
+	t, _, err := s.ensureNormal(DLQTopic(group), want)
+	if err != nil || t.Queues >= want {
+		return t, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if cur, ok := s.store.Topic(t.Name); ok && cur.QueueCount < want {
+		cur.QueueCount = want
+		if err := s.store.PutTopic(cur); err != nil {
+			return model.Topic{}, storeErr(err, "topic "+t.Name)
+		}
+		return toModelTopic(cur), nil
+	}
+	return t, nil
 }
 
 // ListTopics returns every topic sorted by name.

@@ -16,6 +16,7 @@ import (
 	"github.com/mqgate/mqgate/broker/longpoll"
 	"github.com/mqgate/mqgate/broker/model"
 	"github.com/mqgate/mqgate/broker/mqerr"
+	"github.com/mqgate/mqgate/broker/placement"
 	"github.com/mqgate/mqgate/broker/record"
 	"github.com/mqgate/mqgate/internal/clock"
 	"github.com/mqgate/mqgate/internal/lifecycle"
@@ -71,6 +72,10 @@ type Config struct {
 	// consumer's window ended (cluster mode: the members' maximum clock
 	// skew; 0 on a single node).
 	InheritedGrace time.Duration
+	// Placement is the queues of the store this service's data group
+	// holds (zero: every queue): a dead letter goes to the first queue of
+	// the dead-letter topic it holds.
+	Placement placement.Of
 }
 
 // Service is the POP engine. Its locks nest snapMu → mu → sub.mu →
@@ -725,6 +730,16 @@ func storeError(err error) error {
 	return mqerr.Wrap(mqerr.KindStoreUnavailable, err, "recording consumption state")
 }
 
+// DLQQueue is the queue of dead-letter topic t a data group of place p
+// dead-letters into: the first it holds (0 with one group, or when it
+// holds none).
+func DLQQueue(t model.Topic, p placement.Of) int32 {
+	if p.Count(t.Name, false, t.Queues) > 0 {
+		return p.Nth(t.Name, false, 0)
+	}
+	return 0
+}
+
 // moveToDLQ appends a copy of the message to %DLQ%<group> and records the
 // flight as done, in one atomic append, then forgets the flight.
 func (s *Service) moveToDLQ(ctx context.Context, sb *sub, f *flight, m *message.Message, why string) error {
@@ -734,7 +749,7 @@ func (s *Service) moveToDLQ(ctx context.Context, sb *sub, f *flight, m *message.
 	}
 	cp := *m
 	cp.Topic = t.Name
-	cp.QueueID = 0
+	cp.QueueID = DLQQueue(t, s.cfg.Placement)
 	cp.Properties = append([]message.Property(nil), m.Properties...)
 	if _, ok := cp.Get(record.PropDLQOriginTopic); !ok {
 		cp.Set(record.PropDLQOriginTopic, sb.topic)

@@ -217,3 +217,19 @@ func (c *HandleCodec) Decode(s string) (Handle, error) {
 func (h Handle) Deadline() time.Time {
 	return time.UnixMilli(h.Retrieved + int64(h.Invisible))
 }
+
+// HandleQueue reads the queue a receipt handle names, without
+// authenticating it (the data group holding the queue does when the
+// handle reaches it): where a listener of a cluster of several data
+// groups sends an ack. ok is false for what is not a receipt handle.
+func HandleQueue(s string) (q int32, ok bool) {
+	enc, ok := strings.CutPrefix(s, handlePrefix)
+	if !ok || base64.RawURLEncoding.DecodedLen(len(enc)) != handleLen {
+		return 0, false
+	}
+	var b [handleLen]byte
+	if n, err := strictRawURL.Decode(b[:], []byte(enc)); err != nil || n != handleLen || b[0] != handleVersion {
+		return 0, false
+	}
+	return int32(binary.BigEndian.Uint32(b[2:])), true
+}

@@ -74,9 +74,13 @@ func FuzzHandleDecode(f *testing.F) {
 	f.Add("r1.")
 	f.Add("")
 	f.Fuzz(func(t *testing.T, s string) {
+		q, read := HandleQueue(s) // never panics, authenticated or not
 		h, err := c.Decode(s)
 		if err != nil {
 			return
+		}
+		if !read || q != h.Queue {
+			t.Fatalf("%q decodes with queue %d, HandleQueue reads %d, %v", s, h.Queue, q, read)
 		}
 		// Anything that authenticates must re-encode to itself.
 		if c.Encode(h) != s {

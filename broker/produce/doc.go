@@ -2,7 +2,8 @@
 // (names, sizes, properties, tags, keys, message group, delivery time,
 // message type against the topic's type), picks the queue (hash of the
 // message group for FIFO, round robin otherwise; a batch stays in one
-// queue) and appends through the store, mapping the receipt honestly: a
+// queue; in a cluster of several data groups, among the queues its group
+// holds: Config.Placement) and appends through the store, mapping the receipt honestly: a
 // flush timeout is reported per message, never as OK. While the store's
 // disk is below its reserve (Space, storage's CheckSpace) it refuses a
 // send as a whole, before anything of it is stored (KindDiskFull).

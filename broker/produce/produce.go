@@ -12,6 +12,7 @@ import (
 	"github.com/mqgate/mqgate/broker/lite"
 	"github.com/mqgate/mqgate/broker/model"
 	"github.com/mqgate/mqgate/broker/mqerr"
+	"github.com/mqgate/mqgate/broker/placement"
 	"github.com/mqgate/mqgate/broker/record"
 	"github.com/mqgate/mqgate/internal/clock"
 	"github.com/mqgate/mqgate/storage"
@@ -67,6 +68,13 @@ type Config struct {
 	// Space, when set, is asked before anything of a send is stored: a
 	// store below its disk reserve refuses the whole send (KindDiskFull).
 	Space Space
+	// Placement is the queues this service stores into: the zero value
+	// (one group) every queue of a topic; a data group of a cluster with
+	// several, the queues it holds (broker/placement). A send is stored in
+	// one of them; a send whose message group or lite topic names a queue
+	// of another group is refused (KindReplicationLost: the listener
+	// routes such a send to the group holding the queue).
+	Placement placement.Of
 }
 
 // Service stores sent messages.
@@ -180,7 +188,10 @@ func diskFull(err error) error {
 
 // appendNormal stores validated messages straight into one queue of topic.
 func (s *Service) appendNormal(ctx context.Context, topic model.Topic, msgs []*model.Message) ([]model.SendResult, error) {
-	q := s.pickQueue(topic, msgs[0])
+	q, err := s.pickQueue(topic, msgs[0])
+	if err != nil {
+		return nil, err
+	}
 	recs := make([]*message.Message, len(msgs))
 	for i, m := range msgs {
 		recs[i] = record.ToRecord(m, topic.Name, q)
@@ -264,30 +275,77 @@ func AppendError(err error) error {
 	return mqerr.Wrap(mqerr.KindStoreUnavailable, err, "storing the message")
 }
 
-// PickQueue chooses a queue: the message group's hash for FIFO messages,
-// round robin otherwise.
-func (s *Service) pickQueue(t model.Topic, m *model.Message) int32 {
-	if m.LiteTopic != "" {
-		return lite.QueueOf(m.LiteTopic, t.Queues)
+// pickQueue chooses m's queue: its lite topic's or message group's, which
+// this service must hold (Config.Placement), or one it holds, round
+// robin.
+func (s *Service) pickQueue(t model.Topic, m *model.Message) (int32, error) {
+	p := s.cfg.Placement
+	lite := t.Type == model.TopicLite
+	var q int32
+	switch {
+	case m.LiteTopic != "":
+		q = QueueOfLite(t, m.LiteTopic)
+	case m.MessageGroup != "":
+		q = HashQueue(t, m.MessageGroup)
+	default:
+		q, ok := PickQueue(t, "", &s.rr, p)
+		if !ok {
+			return 0, notHeld(t, p)
+		}
+		return q, nil
 	}
-	return PickQueue(t, m.MessageGroup, &s.rr)
+	if !p.Holds(t.Name, lite, q) {
+		return 0, mqerr.Errorf(mqerr.KindReplicationLost, "queue %d of topic %q is in data group %d, not this one (%d): retry, the route names the member serving it",
+			q, t.Name, placement.GroupOf(t.Name, lite, q, p.Groups), p.Group)
+	}
+	return q, nil
+}
+
+// notHeld is the refusal of a send to a topic none of whose queues p
+// holds.
+func notHeld(t model.Topic, p placement.Of) error {
+	return mqerr.Errorf(mqerr.KindReplicationLost, "no queue of topic %q (%d queues) is in data group %d: retry, the route names the members serving it",
+		t.Name, t.Queues, p.Group)
+}
+
+// QueueOfLite is the parent queue of lite topic name's messages.
+func QueueOfLite(t model.Topic, name string) int32 { return lite.QueueOf(name, t.Queues) }
+
+// HashQueue is the queue a message group's messages go to.
+func HashQueue(t model.Topic, messageGroup string) int32 {
+	if t.Queues <= 1 {
+		return 0
+	}
+	h := fnv.New32a()
+	h.Write([]byte(messageGroup))
+	return int32(h.Sum32() % uint32(t.Queues))
 }
 
 // PickQueue is shared with the delay and transaction services so a
-// message lands in the queue a direct send would pick.
-func PickQueue(t model.Topic, messageGroup string, rr *sync.Map) int32 {
-	n := t.Queues
-	if n <= 1 {
-		return 0
-	}
-	if messageGroup != "" {
+// message lands in the queue a direct send would pick: one of the queues
+// p holds (every queue with one group), the message group's (HashQueue)
+// when p holds it and otherwise the one of p's that its hash picks, and
+// round robin without a message group. ok is false when p holds no queue
+// of t.
+func PickQueue(t model.Topic, messageGroup string, rr *sync.Map, p placement.Of) (q int32, ok bool) {
+	lite := t.Type == model.TopicLite
+	n := p.Count(t.Name, lite, t.Queues)
+	switch {
+	case n <= 0:
+		return 0, t.Queues <= 0 && p.All()
+	case messageGroup != "":
+		if q := HashQueue(t, messageGroup); p.Holds(t.Name, lite, q) {
+			return q, true
+		}
 		h := fnv.New32a()
 		h.Write([]byte(messageGroup))
-		return int32(h.Sum32() % uint32(n))
+		return p.Nth(t.Name, lite, int32(h.Sum32()%uint32(n))), true
+	case n == 1:
+		return p.Nth(t.Name, lite, 0), true
 	}
 	v, ok := rr.Load(t.Name)
 	if !ok {
 		v, _ = rr.LoadOrStore(t.Name, new(atomic.Uint32))
 	}
-	return int32(v.(*atomic.Uint32).Add(1) % uint32(n))
+	return p.Nth(t.Name, lite, int32(v.(*atomic.Uint32).Add(1)%uint32(n))), true
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/mqgate/mqgate/broker/model"
 	"github.com/mqgate/mqgate/broker/mqerr"
+	"github.com/mqgate/mqgate/broker/placement"
 	"github.com/mqgate/mqgate/internal/clock"
 	"github.com/mqgate/mqgate/storage"
 	"github.com/mqgate/mqgate/storage/message"
@@ -155,15 +156,22 @@ func TestSendFlushTimeoutIsPerMessage(t *testing.T) {
 func TestPickQueue(t *testing.T) {
 	var rr sync.Map
 	four := model.Topic{Name: "t4", Queues: 4}
-	first := PickQueue(four, "g-7", &rr)
+	pick := func(t model.Topic, g string) int32 {
+		q, ok := PickQueue(t, g, &rr, placement.Of{})
+		if !ok {
+			panic("one group holds every queue")
+		}
+		return q
+	}
+	first := pick(four, "g-7")
 	for range 10 {
-		if q := PickQueue(four, "g-7", &rr); q != first {
+		if q := pick(four, "g-7"); q != first {
 			t.Fatalf("message group g-7 moved from queue %d to %d", first, q)
 		}
 	}
 	seen := map[int32]int{}
 	for range 8 {
-		seen[PickQueue(four, "", &rr)]++
+		seen[pick(four, "")]++
 	}
 	for q := range int32(4) {
 		if seen[q] != 2 {
@@ -171,9 +179,70 @@ func TestPickQueue(t *testing.T) {
 		}
 	}
 	for _, g := range []string{"", "g"} {
-		if q := PickQueue(model.Topic{Name: "t1", Queues: 1}, g, &rr); q != 0 {
+		if q := pick(model.Topic{Name: "t1", Queues: 1}, g); q != 0 {
 			t.Fatalf("one-queue topic, group %q: queue %d", g, q)
 		}
+	}
+}
+
+// A data group of several picks only queues it holds: round robin over
+// them, a message group's own queue when it holds it; a send naming a
+// message group whose queue another group holds is refused as
+// retryable, and so is a send to a topic none of whose queues it holds.
+func TestPickQueuePlacement(t *testing.T) {
+	eight := model.Topic{Name: "orders", Type: model.TopicFIFO, Queues: 8}
+	for g := range 3 {
+		p := placement.Of{Group: g, Groups: 3}
+		var rr sync.Map
+		seen := map[int32]int{}
+		n := int(p.Count(eight.Name, false, eight.Queues))
+		for range 3 * n {
+			q, ok := PickQueue(eight, "", &rr, p)
+			if !ok || !p.Holds(eight.Name, false, q) {
+				t.Fatalf("group %d picked queue %d (ok %v), which it does not hold", g, q, ok)
+			}
+			seen[q]++
+		}
+		if len(seen) != n {
+			t.Fatalf("group %d: round robin reached %d of its %d queues", g, len(seen), n)
+		}
+		for i := range 50 {
+			mg := fmt.Sprintf("mg-%d", i)
+			q, ok := PickQueue(eight, mg, &rr, p)
+			if !ok || !p.Holds(eight.Name, false, q) {
+				t.Fatalf("group %d, message group %s: queue %d", g, mg, q)
+			}
+			if hq := HashQueue(eight, mg); p.Holds(eight.Name, false, hq) && q != hq {
+				t.Fatalf("group %d holds %s's queue %d but picked %d", g, mg, hq, q)
+			}
+		}
+	}
+	// A send through produce: a message group of another group's queue is
+	// refused, nothing stored.
+	var other string
+	p := placement.Of{Group: 0, Groups: 3}
+	for i := 0; other == ""; i++ {
+		if mg := fmt.Sprintf("mg-%d", i); !p.Holds(eight.Name, false, HashQueue(eight, mg)) {
+			other = mg
+		}
+	}
+	app := &fakeAppender{}
+	s := New(Config{Placement: p}, app, fakeTopics{"orders": eight})
+	_, err := s.Send(context.Background(), "orders", []*model.Message{{Topic: "orders", ID: "a", MessageGroup: other, Type: model.MessageFIFO, Body: []byte("x")}}, model.Producer{})
+	if mqerr.KindOf(err) != mqerr.KindReplicationLost || len(app.got) != 0 {
+		t.Fatalf("message group %s of another group's queue: %v, %d stored", other, err, len(app.got))
+	}
+	one := model.Topic{Name: "single", Type: model.TopicNormal, Queues: 1}
+	var none placement.Of
+	for g := range 3 {
+		if pl := (placement.Of{Group: g, Groups: 3}); !pl.Holds(one.Name, false, 0) {
+			none = pl
+		}
+	}
+	s = New(Config{Placement: none}, app, fakeTopics{"single": one})
+	_, err = s.Send(context.Background(), "single", []*model.Message{{Topic: "single", ID: "b", Body: []byte("x")}}, model.Producer{})
+	if mqerr.KindOf(err) != mqerr.KindReplicationLost || len(app.got) != 0 {
+		t.Fatalf("a topic whose one queue is in another group: %v, %d stored", err, len(app.got))
 	}
 }
 

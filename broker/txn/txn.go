@@ -12,6 +12,7 @@ import (
 	"github.com/mqgate/mqgate/broker/deferred"
 	"github.com/mqgate/mqgate/broker/model"
 	"github.com/mqgate/mqgate/broker/mqerr"
+	"github.com/mqgate/mqgate/broker/placement"
 	"github.com/mqgate/mqgate/broker/produce"
 	"github.com/mqgate/mqgate/broker/record"
 	"github.com/mqgate/mqgate/internal/clock"
@@ -57,6 +58,10 @@ type Config struct {
 	CheckInterval time.Duration
 	// MaxChecks answered-by-silence checks before discarding; default 15.
 	MaxChecks int
+	// Placement is the queues a committed message may go to (see
+	// produce.PickQueue); its group marks the transaction ids minted
+	// (deferred.GroupPrefix).
+	Placement placement.Of
 }
 
 // Service is the transaction service.
@@ -106,7 +111,7 @@ func Open(ctx context.Context, cfg Config, st deferred.Store, blobs deferred.Blo
 	if err != nil {
 		return nil, err
 	}
-	tok, err := deferred.LoadToken(blobs, deferred.TxnKeyBlob, "t1.")
+	tok, err := deferred.LoadToken(blobs, deferred.TxnKeyBlob, deferred.GroupPrefix("t1.", cfg.Placement.Group))
 	if err != nil {
 		return nil, err
 	}
@@ -194,7 +199,11 @@ func (s *Service) End(ctx context.Context, topic, messageID, transactionID strin
 		out := *rec
 		out.Properties = append([]message.Property(nil), rec.Properties...)
 		out.Topic = t.Name
-		out.QueueID = produce.PickQueue(t, d.MessageGroup, &s.rr)
+		q, ok := produce.PickQueue(t, d.MessageGroup, &s.rr, s.cfg.Placement)
+		if !ok {
+			return mqerr.Errorf(mqerr.KindReplicationLost, "no queue of topic %q is in this data group (%d) to commit the message to", t.Name, s.cfg.Placement.Group)
+		}
+		out.QueueID = q
 		out.Flags &^= record.FlagTransactionPrepared
 		out.Del(record.PropRealTopic)
 		publish = append(publish, &out)
