@@ -26,7 +26,14 @@ import (
 // SIMPLE_CONSUMER and its recovery heartbeat is empty, so the request's
 // client type is not checked and an unknown client is simply recorded;
 // only a malformed non-empty group name is refused.
+//
+// With several data groups, a heartbeat on a channel meant for another
+// member is answered UNAVAILABLE, which makes the Go client connect the
+// channel anew (misplaced).
 func (s *MessagingService) Heartbeat(ctx context.Context, req *v2.HeartbeatRequest) (*v2.HeartbeatResponse, error) {
+	if s.misplaced(ctx) {
+		return nil, s.steer()
+	}
 	if g := req.GetGroup(); g != nil && g.GetName() != "" {
 		if _, err := checkGroup(g); err != nil {
 			return &v2.HeartbeatResponse{Status: statusOf(ctx, s.log, err)}, nil
@@ -220,7 +227,7 @@ func (s *MessagingService) settingsReply(ctx context.Context, in *v2.Settings) (
 			}
 			subs[key] = session.FilterExpression{Type: filterTypeToSession(e.GetExpression().GetType()), Expression: e.GetExpression().GetExpression()}
 		}
-		g, err := s.b.Group(ctx, groupKey)
+		g, err := s.group(ctx, groupKey)
 		switch {
 		case err == nil:
 		case mqerr.KindOf(err) == mqerr.KindGroupNotFound:

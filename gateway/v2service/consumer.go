@@ -27,9 +27,18 @@ func (s *MessagingService) ReceiveMessage(req *v2.ReceiveMessageRequest, stream 
 	if err != nil {
 		return sendReceiveStatus(stream, statusOf(ctx, s.log, err))
 	}
+	t, err := s.at(ctx, s.queueGroup(ctx, rr.Topic, req.GetMessageQueue().GetId()))
+	if err != nil {
+		return sendReceiveStatus(stream, statusOf(ctx, s.log, err))
+	}
+	if t.conn != nil {
+		return forwardStream[v2.ReceiveMessageResponse](ctx, t, v2.MessagingService_ReceiveMessage_FullMethodName, req, stream.Send, func(err error) error {
+			return sendReceiveStatus(stream, statusOf(ctx, s.log, err))
+		})
+	}
 	// A drain wakes a parked poll inside the broker (Broker.Drain), which
 	// then answers "no message" like any empty poll.
-	msgs, err := s.b.Receive(ctx, rr)
+	msgs, err := t.b.Receive(ctx, rr)
 	switch {
 	case err != nil && mqerr.KindOf(err) != mqerr.KindMessageNotFound:
 		return sendReceiveStatus(stream, statusOf(ctx, s.log, err))
@@ -37,7 +46,7 @@ func (s *MessagingService) ReceiveMessage(req *v2.ReceiveMessageRequest, stream 
 		return sendReceiveStatus(stream, statusNoMessage)
 	}
 	if err := stream.Send(&v2.ReceiveMessageResponse{Content: &v2.ReceiveMessageResponse_Status{Status: statusOK}}); err != nil {
-		s.releaseUnsent(ctx, rr.Group, rr.Topic, msgs, err)
+		s.releaseUnsent(ctx, t.b, rr.Group, rr.Topic, msgs, err)
 		return err
 	}
 	dk := digestFor(ctx)
@@ -46,7 +55,7 @@ func (s *MessagingService) ReceiveMessage(req *v2.ReceiveMessageRequest, stream 
 		f.content.Message = f.msg.fill(d, topic, dk)
 		f.resp.Content = &f.content
 		if err := stream.Send(&f.resp); err != nil {
-			s.releaseUnsent(ctx, rr.Group, rr.Topic, msgs[i:], err)
+			s.releaseUnsent(ctx, t.b, rr.Group, rr.Topic, msgs[i:], err)
 			return err
 		}
 	}
@@ -191,7 +200,7 @@ func pollTime(remaining time.Duration, hasDeadline bool, requested *durationpb.D
 
 // releaseUnsent makes deliveries the client never got visible again at
 // once, without counting the attempt: the stream broke mid-batch.
-func (s *MessagingService) releaseUnsent(ctx context.Context, group, topic string, ds []*model.Delivered, cause error) {
+func (s *MessagingService) releaseUnsent(ctx context.Context, b Broker, group, topic string, ds []*model.Delivered, cause error) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
 	handles := make([]string, 0, len(ds))
@@ -201,7 +210,7 @@ func (s *MessagingService) releaseUnsent(ctx context.Context, group, topic strin
 		}
 	}
 	failed := 0
-	for _, err := range s.b.Release(rctx, group, topic, handles) {
+	for _, err := range b.Release(rctx, group, topic, handles) {
 		if err != nil {
 			failed++
 		}
@@ -232,7 +241,9 @@ func (s *MessagingService) AckMessage(ctx context.Context, req *v2.AckMessageReq
 		handles = append(handles, e.GetReceiptHandle())
 		idx = append(idx, i)
 	}
-	if len(handles) > 0 {
+	if len(handles) > 0 && s.groups != nil {
+		s.ackByGroup(ctx, req, group, topic, handles, idx, sts)
+	} else if len(handles) > 0 {
 		errs := s.b.Ack(ctx, group, topic, handles)
 		if len(errs) != len(handles) {
 			s.log.ErrorContext(ctx, "broker returned a wrong number of ack results", "want", len(handles), "got", len(errs))
@@ -275,11 +286,22 @@ func (s *MessagingService) ChangeInvisibleDuration(ctx context.Context, req *v2.
 	if old == "" {
 		return &v2.ChangeInvisibleDurationResponse{Status: statusNoHandle}, nil
 	}
+	t, err := s.at(ctx, s.handleGroup(ctx, topic, old))
+	if err != nil {
+		return fail(err)
+	}
+	if t.conn != nil {
+		resp := new(v2.ChangeInvisibleDurationResponse)
+		if err := t.invoke(ctx, v2.MessagingService_ChangeInvisibleDuration_FullMethodName, req, resp); err != nil {
+			return fail(err)
+		}
+		return resp, nil
+	}
 	var h string
-	if lb, ok := s.b.(LiteBroker); ok && req.GetSuspend() {
+	if lb, ok := t.b.(LiteBroker); ok && req.GetSuspend() {
 		h, err = lb.ChangeInvisibleSuspend(ctx, group, topic, old, dur, true)
 	} else {
-		h, err = s.b.ChangeInvisible(ctx, group, topic, old, dur)
+		h, err = t.b.ChangeInvisible(ctx, group, topic, old, dur)
 	}
 	if err != nil {
 		return fail(err)
@@ -300,6 +322,17 @@ func (s *MessagingService) ForwardMessageToDeadLetterQueue(ctx context.Context, 
 	if req.GetReceiptHandle() == "" {
 		return &v2.ForwardMessageToDeadLetterQueueResponse{Status: statusNoHandle}, nil
 	}
-	err = s.b.ForwardToDLQ(ctx, group, topic, req.GetReceiptHandle())
+	t, err := s.at(ctx, s.handleGroup(ctx, topic, req.GetReceiptHandle()))
+	if err != nil {
+		return &v2.ForwardMessageToDeadLetterQueueResponse{Status: statusOf(ctx, s.log, err)}, nil
+	}
+	if t.conn != nil {
+		resp := new(v2.ForwardMessageToDeadLetterQueueResponse)
+		if err := t.invoke(ctx, v2.MessagingService_ForwardMessageToDeadLetterQueue_FullMethodName, req, resp); err != nil {
+			return &v2.ForwardMessageToDeadLetterQueueResponse{Status: statusOf(ctx, s.log, err)}, nil
+		}
+		return resp, nil
+	}
+	err = t.b.ForwardToDLQ(ctx, group, topic, req.GetReceiptHandle())
 	return &v2.ForwardMessageToDeadLetterQueueResponse{Status: statusOf(ctx, s.log, err)}, nil
 }

@@ -15,7 +15,11 @@
 // Telemetry streams), offset.go (PullMessage, UpdateOffset, GetOffset,
 // QueryOffset), lite.go (SyncLiteSubscription, its LiteBroker port, and
 // the NotifyUnsubscribeLiteCommand sent to a client whose lite topic
-// expired), unsupported.go (what an unserved RPC answers)
+// expired), groups.go (a cluster of several data groups: the Groups port,
+// the group each request concerns, forwarding to the member serving it,
+// the routes naming each queue at its group's leader, and the steering
+// of the Go client's channels to the leaders), unsupported.go (what an
+// unserved RPC answers)
 // — validate.go (names, namespaces), convert.go (v2 ↔ domain) and
 // status.go (errors → v2 statuses and gRPC codes, through gateway/errcodes,
 // the one mqerr.Kind → code table shared with gateway/restservice and
@@ -24,8 +28,10 @@
 //
 // Business outcomes travel as the response's status with gRPC OK, as
 // upstream answers them; gRPC errors are used only for draining (UNAVAILABLE), Telemetry
-// settings validation (INVALID_ARGUMENT / INTERNAL) and transport
-// failures. Resources are keyed "ns%name" inside mqgate when a namespace
+// settings validation (INVALID_ARGUMENT / INTERNAL), transport
+// failures, and the UNAVAILABLE that steers a Go client's channel that
+// reached the wrong member of a cluster of several data groups (nothing
+// done: it reconnects and tries again). Resources are keyed "ns%name" inside mqgate when a namespace
 // is set; outgoing Resources carry the bare name and the namespace.
 //
 // Clients are tracked in gateway/session's registry: every call marks its

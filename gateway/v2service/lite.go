@@ -32,8 +32,7 @@ var _ LiteBroker = (*broker.Broker)(nil)
 // COMPLETE_REMOVE drops it. offset_option places the lite topics it adds.
 // Checked in order: topic, group, client id, lite topic names, quota.
 func (s *MessagingService) SyncLiteSubscription(ctx context.Context, req *v2.SyncLiteSubscriptionRequest) (*v2.SyncLiteSubscriptionResponse, error) {
-	lb, ok := s.b.(LiteBroker)
-	if !ok {
+	if _, ok := s.b.(LiteBroker); !ok {
 		return &v2.SyncLiteSubscriptionResponse{Status: statusNotYet}, nil
 	}
 	fail := func(err error) (*v2.SyncLiteSubscriptionResponse, error) {
@@ -42,6 +41,21 @@ func (s *MessagingService) SyncLiteSubscription(ctx context.Context, req *v2.Syn
 	topic, group, err := checkTopicGroup(req.GetTopic(), req.GetGroup())
 	if err != nil {
 		return fail(err)
+	}
+	t, err := s.at(ctx, s.queueGroup(ctx, topic, -1))
+	if err != nil {
+		return fail(err)
+	}
+	if t.conn != nil {
+		resp := new(v2.SyncLiteSubscriptionResponse)
+		if err := t.invoke(ctx, v2.MessagingService_SyncLiteSubscription_FullMethodName, req, resp); err != nil {
+			return fail(err)
+		}
+		return resp, nil
+	}
+	lb, ok := t.b.(LiteBroker)
+	if !ok {
+		return &v2.SyncLiteSubscriptionResponse{Status: statusNotYet}, nil
 	}
 	id := grpcserver.ClientID(ctx)
 	if id == "" {

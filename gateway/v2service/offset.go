@@ -45,8 +45,17 @@ func (s *MessagingService) PullMessage(req *v2.PullMessageRequest, stream grpc.S
 	if err != nil {
 		return sendStatus(statusOf(ctx, s.log, err))
 	}
+	t, err := s.at(ctx, s.queueGroup(ctx, topic, mq.GetId()))
+	if err != nil {
+		return sendStatus(statusOf(ctx, s.log, err))
+	}
+	if t.conn != nil {
+		return forwardStream[v2.PullMessageResponse](ctx, t, v2.MessagingService_PullMessage_FullMethodName, req, stream.Send, func(err error) error {
+			return sendStatus(statusOf(ctx, s.log, err))
+		})
+	}
 	wait := s.pollWait(ctx, grpcserver.ClientID(ctx), req.GetLongPollingTimeout())
-	res, err := s.b.Pull(ctx, group, topic, mq.GetId(), req.GetOffset(), batchOf(req.GetBatchSize()), filter, wait)
+	res, err := t.b.Pull(ctx, group, topic, mq.GetId(), req.GetOffset(), batchOf(req.GetBatchSize()), filter, wait)
 	switch {
 	case err == nil:
 	case mqerr.KindOf(err) == mqerr.KindMessageNotFound:
@@ -55,7 +64,7 @@ func (s *MessagingService) PullMessage(req *v2.PullMessageRequest, stream grpc.S
 		}
 		return sendNext(max(res.Next, req.GetOffset()))
 	case mqerr.KindOf(err) == mqerr.KindIllegalOffset:
-		next, qerr := s.nearestOffset(ctx, topic, mq.GetId(), req.GetOffset())
+		next, qerr := nearestOffset(ctx, t.b, topic, mq.GetId(), req.GetOffset())
 		if err := sendStatus(statusOf(ctx, s.log, err)); err != nil || qerr != nil {
 			return err
 		}
@@ -78,12 +87,12 @@ func (s *MessagingService) PullMessage(req *v2.PullMessageRequest, stream grpc.S
 }
 
 // nearestOffset clamps off into the queue's retained range [first, end].
-func (s *MessagingService) nearestOffset(ctx context.Context, topic string, queue int32, off int64) (int64, error) {
-	lo, err := s.b.QueryOffset(ctx, topic, queue, offset.Beginning, time.Time{})
+func nearestOffset(ctx context.Context, b Broker, topic string, queue int32, off int64) (int64, error) {
+	lo, err := b.QueryOffset(ctx, topic, queue, offset.Beginning, time.Time{})
 	if err != nil {
 		return 0, err
 	}
-	hi, err := s.b.QueryOffset(ctx, topic, queue, offset.End, time.Time{})
+	hi, err := b.QueryOffset(ctx, topic, queue, offset.End, time.Time{})
 	if err != nil {
 		return 0, err
 	}
@@ -98,7 +107,18 @@ func (s *MessagingService) UpdateOffset(ctx context.Context, req *v2.UpdateOffse
 	if err != nil {
 		return &v2.UpdateOffsetResponse{Status: statusOf(ctx, s.log, err)}, nil
 	}
-	err = s.b.UpdateOffset(ctx, group, topic, mq.GetId(), req.GetOffset())
+	t, err := s.at(ctx, s.queueGroup(ctx, topic, mq.GetId()))
+	if err != nil {
+		return &v2.UpdateOffsetResponse{Status: statusOf(ctx, s.log, err)}, nil
+	}
+	if t.conn != nil {
+		resp := new(v2.UpdateOffsetResponse)
+		if err := t.invoke(ctx, v2.MessagingService_UpdateOffset_FullMethodName, req, resp); err != nil {
+			return &v2.UpdateOffsetResponse{Status: statusOf(ctx, s.log, err)}, nil
+		}
+		return resp, nil
+	}
+	err = t.b.UpdateOffset(ctx, group, topic, mq.GetId(), req.GetOffset())
 	return &v2.UpdateOffsetResponse{Status: statusOf(ctx, s.log, err)}, nil
 }
 
@@ -110,7 +130,18 @@ func (s *MessagingService) GetOffset(ctx context.Context, req *v2.GetOffsetReque
 	if err != nil {
 		return &v2.GetOffsetResponse{Status: statusOf(ctx, s.log, err)}, nil
 	}
-	off, err := s.b.GetOffset(ctx, group, topic, mq.GetId())
+	t, err := s.at(ctx, s.queueGroup(ctx, topic, mq.GetId()))
+	if err != nil {
+		return &v2.GetOffsetResponse{Status: statusOf(ctx, s.log, err)}, nil
+	}
+	if t.conn != nil {
+		resp := new(v2.GetOffsetResponse)
+		if err := t.invoke(ctx, v2.MessagingService_GetOffset_FullMethodName, req, resp); err != nil {
+			return &v2.GetOffsetResponse{Status: statusOf(ctx, s.log, err)}, nil
+		}
+		return resp, nil
+	}
+	off, err := t.b.GetOffset(ctx, group, topic, mq.GetId())
 	if err != nil {
 		return &v2.GetOffsetResponse{Status: statusOf(ctx, s.log, err)}, nil
 	}
@@ -131,7 +162,18 @@ func (s *MessagingService) QueryOffset(ctx context.Context, req *v2.QueryOffsetR
 	if err != nil {
 		return &v2.QueryOffsetResponse{Status: statusOf(ctx, s.log, err)}, nil
 	}
-	off, err := s.b.QueryOffset(ctx, topic, mq.GetId(), p, at)
+	t, err := s.at(ctx, s.queueGroup(ctx, topic, mq.GetId()))
+	if err != nil {
+		return &v2.QueryOffsetResponse{Status: statusOf(ctx, s.log, err)}, nil
+	}
+	if t.conn != nil {
+		resp := new(v2.QueryOffsetResponse)
+		if err := t.invoke(ctx, v2.MessagingService_QueryOffset_FullMethodName, req, resp); err != nil {
+			return &v2.QueryOffsetResponse{Status: statusOf(ctx, s.log, err)}, nil
+		}
+		return resp, nil
+	}
+	off, err := t.b.QueryOffset(ctx, topic, mq.GetId(), p, at)
 	if err != nil {
 		return &v2.QueryOffsetResponse{Status: statusOf(ctx, s.log, err)}, nil
 	}

@@ -33,7 +33,21 @@ func (s *MessagingService) SendMessage(ctx context.Context, req *v2.SendMessageR
 			break
 		}
 	}
-	results, err := s.b.Send(ctx, topic, msgs, p)
+	if s.steerSend(ctx, msgs) {
+		return nil, s.steer()
+	}
+	t, err := s.at(ctx, s.sendGroup(ctx, topic, msgs))
+	if err != nil {
+		return &v2.SendMessageResponse{Status: statusOf(ctx, s.log, err)}, nil
+	}
+	if t.conn != nil {
+		resp := new(v2.SendMessageResponse)
+		if err := t.invoke(ctx, v2.MessagingService_SendMessage_FullMethodName, req, resp); err != nil {
+			return &v2.SendMessageResponse{Status: statusOf(ctx, s.log, err)}, nil
+		}
+		return resp, nil
+	}
+	results, err := t.b.Send(ctx, topic, msgs, p)
 	if err != nil {
 		return &v2.SendMessageResponse{Status: statusOf(ctx, s.log, err)}, nil
 	}
@@ -67,7 +81,18 @@ func (s *MessagingService) RecallMessage(ctx context.Context, req *v2.RecallMess
 	if err != nil {
 		return &v2.RecallMessageResponse{Status: statusOf(ctx, s.log, err)}, nil
 	}
-	id, err := s.b.Recall(ctx, topic, req.GetRecallHandle())
+	t, err := s.at(ctx, s.tokenGroup(req.GetRecallHandle()))
+	if err != nil {
+		return &v2.RecallMessageResponse{Status: statusOf(ctx, s.log, err)}, nil
+	}
+	if t.conn != nil {
+		resp := new(v2.RecallMessageResponse)
+		if err := t.invoke(ctx, v2.MessagingService_RecallMessage_FullMethodName, req, resp); err != nil {
+			return &v2.RecallMessageResponse{Status: statusOf(ctx, s.log, err)}, nil
+		}
+		return resp, nil
+	}
+	id, err := t.b.Recall(ctx, topic, req.GetRecallHandle())
 	if err != nil {
 		return &v2.RecallMessageResponse{Status: statusOf(ctx, s.log, err)}, nil
 	}

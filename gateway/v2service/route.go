@@ -9,6 +9,7 @@ import (
 
 	"github.com/mqgate/mqgate/broker/model"
 	"github.com/mqgate/mqgate/broker/mqerr"
+	"github.com/mqgate/mqgate/broker/placement"
 	v2 "github.com/mqgate/mqgate/gen/apache/rocketmq/v2"
 )
 
@@ -17,16 +18,23 @@ import (
 // in a replica group). The answer is identical on every call for the same
 // topic, access point and group membership: the Go client rebuilds its
 // load balancers whenever a route differs.
+//
+// With several data groups, each queue is on the broker of the member
+// leading its group (groupRoutes): clients send and receive straight at
+// the member that serves it.
 func (s *MessagingService) QueryRoute(ctx context.Context, req *v2.QueryRouteRequest) (*v2.QueryRouteResponse, error) {
 	key, err := checkTopic(req.GetTopic())
 	if err != nil {
 		return &v2.QueryRouteResponse{Status: statusOf(ctx, s.log, err)}, nil
 	}
+	if s.groups != nil {
+		return s.groupRoute(ctx, req, key)
+	}
 	brs := s.routeBrokers(ctx, req.GetEndpoints())
 	if brs == nil {
 		return &v2.QueryRouteResponse{Status: statusNoEndpoint}, nil
 	}
-	t, err := s.b.Topic(ctx, key)
+	t, err := s.topic(ctx, key)
 	if err != nil {
 		return &v2.QueryRouteResponse{Status: statusOf(ctx, s.log, err)}, nil
 	}
@@ -50,22 +58,30 @@ func (s *MessagingService) QueryRoute(ctx context.Context, req *v2.QueryRouteReq
 // route with queue id −1 ("any queue of this broker"); for a FIFO group
 // one per readable queue id 0..N-1, spread over the route's brokers
 // (ReceiveMessage then honours the id). No readable queue ⇒ FORBIDDEN.
+//
+// With several data groups a non-FIFO group gets one assignment per data
+// group holding queues of the topic, at the member leading it, with queue
+// id −1 − group (any queue of that group: assignmentQueue); a FIFO group
+// each queue at the member leading its group.
 func (s *MessagingService) QueryAssignment(ctx context.Context, req *v2.QueryAssignmentRequest) (*v2.QueryAssignmentResponse, error) {
 	topicKey, groupKey, err := checkTopicGroup(req.GetTopic(), req.GetGroup())
 	if err != nil {
 		return &v2.QueryAssignmentResponse{Status: statusOf(ctx, s.log, err)}, nil
 	}
-	t, err := s.b.Topic(ctx, topicKey)
+	t, err := s.topic(ctx, topicKey)
 	if err != nil {
 		return &v2.QueryAssignmentResponse{Status: statusOf(ctx, s.log, err)}, nil
 	}
-	g, err := s.b.Group(ctx, groupKey)
+	g, err := s.group(ctx, groupKey)
 	if err != nil {
 		return &v2.QueryAssignmentResponse{Status: statusOf(ctx, s.log, err)}, nil
 	}
 	if !t.Perm.Readable() || t.Queues <= 0 {
 		return &v2.QueryAssignmentResponse{Status: statusOf(ctx, s.log,
 			mqerr.Errorf(mqerr.KindForbidden, "topic %q has no readable queue", req.GetTopic().GetName()))}, nil
+	}
+	if s.groups != nil {
+		return s.groupAssignment(ctx, req, t, g)
 	}
 	brs := s.routeBrokers(ctx, req.GetEndpoints())
 	if brs == nil {
@@ -83,6 +99,54 @@ func (s *MessagingService) QueryAssignment(ctx context.Context, req *v2.QueryAss
 	as := make([]*v2.Assignment, t.Queues)
 	for i := range as {
 		as[i] = &v2.Assignment{MessageQueue: &v2.MessageQueue{Topic: topic, Id: int32(i), Permission: perm, Broker: brs[i%len(brs)]}}
+	}
+	return &v2.QueryAssignmentResponse{Status: statusOK, Assignments: as}, nil
+}
+
+// groupRoute is QueryRoute with several data groups.
+func (s *MessagingService) groupRoute(ctx context.Context, req *v2.QueryRouteRequest, key string) (*v2.QueryRouteResponse, error) {
+	t, err := s.topic(ctx, key)
+	if err != nil {
+		return &v2.QueryRouteResponse{Status: statusOf(ctx, s.log, err)}, nil
+	}
+	brs, err := s.groupRoutes(ctx)
+	if err != nil {
+		return &v2.QueryRouteResponse{Status: statusOf(ctx, s.log, err)}, nil
+	}
+	perm := permissionOf(t.Perm)
+	accept := acceptTypes(t.Type)
+	topic := &v2.Resource{ResourceNamespace: req.GetTopic().GetResourceNamespace(), Name: req.GetTopic().GetName()}
+	lite := t.Type == model.TopicLite
+	qs := make([]*v2.MessageQueue, 0, int(t.Queues))
+	for i := range t.Queues {
+		br := brs[placement.GroupOf(t.Name, lite, i, len(brs))]
+		qs = append(qs, &v2.MessageQueue{Topic: topic, Id: i, Permission: perm, Broker: br, AcceptMessageTypes: accept})
+	}
+	return &v2.QueryRouteResponse{Status: statusOK, MessageQueues: qs}, nil
+}
+
+// groupAssignment is QueryAssignment with several data groups.
+func (s *MessagingService) groupAssignment(ctx context.Context, req *v2.QueryAssignmentRequest, t model.Topic, g model.Group) (*v2.QueryAssignmentResponse, error) {
+	brs, err := s.groupRoutes(ctx)
+	if err != nil {
+		return &v2.QueryAssignmentResponse{Status: statusOf(ctx, s.log, err)}, nil
+	}
+	perm := permissionOf(t.Perm)
+	topic := &v2.Resource{ResourceNamespace: req.GetTopic().GetResourceNamespace(), Name: req.GetTopic().GetName()}
+	lite := t.Type == model.TopicLite
+	var as []*v2.Assignment
+	if g.FIFO {
+		for i := range t.Queues {
+			br := brs[placement.GroupOf(t.Name, lite, i, len(brs))]
+			as = append(as, &v2.Assignment{MessageQueue: &v2.MessageQueue{Topic: topic, Id: i, Permission: perm, Broker: br}})
+		}
+		return &v2.QueryAssignmentResponse{Status: statusOK, Assignments: as}, nil
+	}
+	for grp, br := range brs {
+		if (placement.Of{Group: grp, Groups: len(brs)}).Count(t.Name, lite, t.Queues) == 0 {
+			continue
+		}
+		as = append(as, &v2.Assignment{MessageQueue: &v2.MessageQueue{Topic: topic, Id: assignmentQueue(grp), Permission: perm, Broker: br}})
 	}
 	return &v2.QueryAssignmentResponse{Status: statusOK, Assignments: as}, nil
 }

@@ -71,8 +71,12 @@ type ServiceConfig struct {
 	// how); when it returns none, AdvertiseAddr and the rules after it
 	// apply.
 	RouteMembers func(ctx context.Context) []RouteMember
-	Clock        clock.Clock
-	Logger       *slog.Logger
+	// Groups, when set, is the cluster's data groups the requests are
+	// routed over (groups.go); the Broker then serves only what concerns
+	// no group (limits, lite settings).
+	Groups Groups
+	Clock  clock.Clock
+	Logger *slog.Logger
 }
 
 // MessagingService answers apache.rocketmq.v2.MessagingService. It embeds
@@ -90,12 +94,15 @@ type MessagingService struct {
 	brokerName   string
 	advertised   *v2.Endpoints // nil: derive per call
 	routeMembers func(ctx context.Context) []RouteMember
+	groups       Groups
+	steered      steered
 }
 
 // NewMessagingService builds the service. Register it on a grpc.Server
 // created with Options.Sessions set to the same registry.
 func NewMessagingService(cfg ServiceConfig, b Broker, sessions *session.Registry, gate *admission.Gate) (*MessagingService, error) {
-	s := &MessagingService{b: b, sess: sessions, gate: gate, clock: cfg.Clock, log: cfg.Logger, brokerName: cfg.BrokerName, routeMembers: cfg.RouteMembers}
+	s := &MessagingService{b: b, sess: sessions, gate: gate, clock: cfg.Clock, log: cfg.Logger, brokerName: cfg.BrokerName, routeMembers: cfg.RouteMembers,
+		groups: cfg.Groups}
 	if s.clock == nil {
 		s.clock = clock.Real{}
 	}
@@ -108,8 +115,14 @@ func NewMessagingService(cfg ServiceConfig, b Broker, sessions *session.Registry
 	if s.gate == nil {
 		s.gate = admission.NewGate()
 	}
-	if lb, ok := b.(LiteBroker); ok {
-		lb.SetLiteNotifier(s.notifyUnsubscribeLite)
+	brokers := []Broker{b}
+	if s.groups != nil {
+		brokers = s.groups.Brokers()
+	}
+	for _, b := range brokers {
+		if lb, ok := b.(LiteBroker); ok {
+			lb.SetLiteNotifier(s.notifyUnsubscribeLite)
+		}
 	}
 	if s.sess == nil {
 		s.sess = session.New(session.Config{Clock: s.clock, Logger: s.log})

@@ -26,7 +26,18 @@ func (s *MessagingService) EndTransaction(ctx context.Context, req *v2.EndTransa
 	if err != nil {
 		return &v2.EndTransactionResponse{Status: statusOf(ctx, s.log, err)}, nil
 	}
-	err = s.b.EndTransaction(ctx, topic, req.GetMessageId(), req.GetTransactionId(), r)
+	t, err := s.at(ctx, s.tokenGroup(req.GetTransactionId()))
+	if err != nil {
+		return &v2.EndTransactionResponse{Status: statusOf(ctx, s.log, err)}, nil
+	}
+	if t.conn != nil {
+		resp := new(v2.EndTransactionResponse)
+		if err := t.invoke(ctx, v2.MessagingService_EndTransaction_FullMethodName, req, resp); err != nil {
+			return &v2.EndTransactionResponse{Status: statusOf(ctx, s.log, err)}, nil
+		}
+		return resp, nil
+	}
+	err = t.b.EndTransaction(ctx, topic, req.GetMessageId(), req.GetTransactionId(), r)
 	if err == nil {
 		s.log.DebugContext(ctx, "transaction ended", "topic", topic, "message_id", req.GetMessageId(),
 			"resolution", req.GetResolution().String(), "source", req.GetSource().String())
