@@ -3,12 +3,14 @@ package broker
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"time"
 
 	"github.com/mqgate/mqgate/broker/cluster"
 	"github.com/mqgate/mqgate/broker/deferred"
 	"github.com/mqgate/mqgate/broker/metadata"
 	"github.com/mqgate/mqgate/broker/mqerr"
+	"github.com/mqgate/mqgate/internal/clock"
 	"github.com/mqgate/mqgate/storage"
 	"github.com/mqgate/mqgate/storage/message"
 	"github.com/mqgate/mqgate/storage/meta"
@@ -271,4 +273,47 @@ func replicationError(err error) error {
 		return mqerr.Wrap(mqerr.KindNoQuorum, err, "this member stopped replicating; nothing was stored: retry")
 	}
 	return err
+}
+
+// CatalogService is the metadata service of a cluster of several data
+// groups as a whole (its topics and groups in c), for the listeners'
+// lookups and the admin API's changes while no broker of this member is
+// active: auto-create as cfg says, and dead-letter topics with a queue
+// per group of cfg.Placement.
+func CatalogService(cfg Config, c Catalog) *metadata.Service {
+	b := &Broker{cfg: cfg}
+	if b.cfg.Clock == nil {
+		b.cfg.Clock = clock.Real{}
+	}
+	if b.cfg.Logger == nil {
+		b.cfg.Logger = slog.Default()
+	}
+	return metadata.New(b.metaConfig(), catalogMeta{c: c}, catalogDrop{c: c})
+}
+
+// ForgetTopic drops what the live services keep in memory of a deleted
+// topic (its POP subscriptions, its lite topics), when the deletion was
+// made through another group's broker (a cluster of several data groups
+// applies it to every group; see Catalog). A broker in standby keeps
+// nothing.
+func (b *Broker) ForgetTopic(topic string) {
+	b.actMu.Lock()
+	defer b.actMu.Unlock()
+	if !b.active.Load() {
+		return
+	}
+	s := b.s()
+	s.pop.DropTopic(topic)
+	s.lite.DropTopic(topic)
+}
+
+// ForgetGroup drops what the live services keep in memory of a deleted
+// consumer group (see ForgetTopic).
+func (b *Broker) ForgetGroup(group string) {
+	b.actMu.Lock()
+	defer b.actMu.Unlock()
+	if !b.active.Load() {
+		return
+	}
+	b.s().pop.DropGroup(group)
 }

@@ -118,8 +118,10 @@ type Replica struct {
 	// every record applied since the mark is this member's own.
 	leading atomic.Bool
 
-	// appliedWaiting counts the WaitApplied calls waiting.
+	// appliedWaiting counts the WaitApplied calls waiting; onMeta is told
+	// of each metadata change applied (OnMetaApplied).
 	appliedWaiting atomic.Int32
+	onMeta         atomic.Pointer[func(MetaOp)]
 
 	// appliedMu guards appliedCh, closed (and replaced) at the next Apply
 	// while some WaitApplied waits.
@@ -497,6 +499,9 @@ func (r *Replica) applyData(index uint64, data []byte) error {
 		if err != nil {
 			return err
 		}
+		if f := r.onMeta.Load(); f != nil {
+			(*f)(e.op)
+		}
 		r.answer(e.proposer, e.seq, applyResult{res: res, err: opErr, index: index})
 		r.raiseStamp(e.storeTime)
 		return nil
@@ -652,6 +657,12 @@ func (r *Replica) Abandon() {
 		r.store.Abandon()
 	}
 }
+
+// OnMetaApplied has f told of every metadata change this replica
+// applies (whatever its outcome), in log order, on the raft loop: f must
+// not block (a broker that forgets a deleted topic's state is told so
+// through a queue of its own).
+func (r *Replica) OnMetaApplied(f func(MetaOp)) { r.onMeta.Store(&f) }
 
 // notifyApplied wakes the WaitApplied calls waiting. Called by the raft
 // loop.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -176,6 +177,9 @@ func (c Config) validateCluster() []error {
 		if c.NodeID != 0 || c.Peers != "" || c.Join {
 			errs = append(errs, errors.New("node-id, peers and join: set only in cluster mode, with cluster-id"))
 		}
+		if c.DataGroups > 1 {
+			errs = append(errs, errors.New("data-groups: set only in cluster mode, with cluster-id"))
+		}
 		return errs
 	}
 	peers, err := peer.ParsePeers(c.Peers)
@@ -192,6 +196,11 @@ func (c Config) validateCluster() []error {
 	}
 	if c.LeaderWait <= 0 {
 		errs = append(errs, fmt.Errorf("leader-wait: must be positive, got %s", c.LeaderWait))
+	}
+	if c.DataGroups < 0 || c.DataGroups > maxDataGroups {
+		errs = append(errs, fmt.Errorf("data-groups: must be between 1 and %d, got %d", maxDataGroups, c.DataGroups))
+	} else if c.dataGroups() > 1 && c.Join {
+		errs = append(errs, errors.New("join: membership changes are served with one data group only (--data-groups 1)"))
 	}
 	return errs
 }
@@ -443,38 +452,9 @@ func (n *Node) followLeader(ctx context.Context) {
 // current activation (followLeader's).
 func (n *Node) reconcile(ctx context.Context, l leadership, act *activation) bool {
 	if term := l.raft.LeaderTerm(); term != 0 {
-		want := activation{term: term, uncertain: l.rep.Uncertain()}
-		if l.broker.Active() && *act == want {
-			n.routeLocal()
-			return true
-		}
-		// Nothing is piped to the previous leader any more, and nothing
-		// is served from services built in another term or before an
-		// outcome this member could not learn; new connections wait
-		// until this member serves.
-		n.routeNowhere()
-		if l.broker.Active() {
-			if err := l.broker.Deactivate(ctx); err != nil {
-				n.log.Warn("deactivating the broker", "err", err)
-			}
-			n.log.Info("the broker's state may be stale: building it again", "term", term, "built_in_term", act.term,
-				"uncertain_outcomes", want.uncertain-act.uncertain)
-		}
-		if err := n.activate(ctx, l, want); err != nil {
-			n.log.Warn("leading, but not serving yet", "err", err)
-			if errors.Is(err, errClockSkew) {
-				hctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-				if err := l.raft.Handoff(hctx); err != nil {
-					n.log.Warn("handing the leadership to a member with a sound clock failed", "err", err)
-				}
-				cancel()
-			}
-			return false
-		}
-		*act = want
-		n.routeLocal()
-		n.log.Info("this member leads: serving", "node_id", n.cfg.NodeID, "term", term, "applied", l.rep.Applied())
-		return true
+		// Until it serves, nothing is piped to the previous leader any
+		// more, and new connections wait.
+		return n.lead(ctx, l, act, term, n.log, n.routeLocal, n.routeNowhere)
 	}
 	if l.broker.Active() {
 		n.routeNowhere() // close local connections first
@@ -515,6 +495,44 @@ func (n *Node) reconcile(ctx context.Context, l leadership, act *activation) boo
 	}
 	n.route(false, info)
 	n.routedTo = lead
+	return true
+}
+
+// lead is reconcile while this member leads in term: the broker's
+// services are built again unless they were built in this term with no
+// outcome uncertain since (act), then serve is called; hold is called
+// first whenever they are not current (nothing must be served from
+// services built in another term or before an outcome this member could
+// not learn). log is the group's logger. False asks to be called again
+// soon.
+func (n *Node) lead(ctx context.Context, l leadership, act *activation, term uint64, log *slog.Logger, serve, hold func()) bool {
+	want := activation{term: term, uncertain: l.rep.Uncertain()}
+	if l.broker.Active() && *act == want {
+		serve()
+		return true
+	}
+	hold()
+	if l.broker.Active() {
+		if err := l.broker.Deactivate(ctx); err != nil {
+			log.Warn("deactivating the broker", "err", err)
+		}
+		log.Info("the broker's state may be stale: building it again", "term", term, "built_in_term", act.term,
+			"uncertain_outcomes", want.uncertain-act.uncertain)
+	}
+	if err := n.activate(ctx, l, want); err != nil {
+		log.Warn("leading, but not serving yet", "err", err)
+		if errors.Is(err, errClockSkew) {
+			hctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			if err := l.raft.Handoff(hctx); err != nil {
+				log.Warn("handing the leadership to a member with a sound clock failed", "err", err)
+			}
+			cancel()
+		}
+		return false
+	}
+	*act = want
+	serve()
+	log.Info("this member leads: serving", "node_id", n.cfg.NodeID, "term", term, "applied", l.rep.Applied())
 	return true
 }
 
@@ -826,6 +844,9 @@ func (n *Node) remotingMembers(ctx context.Context) []remoting.RouteMember {
 // handoff moves leadership away before this member stops (SIGTERM), so
 // the group keeps serving without waiting for an election timeout.
 func (n *Node) handoff(ctx context.Context) error {
+	if n.multiGroup() {
+		return n.handoffGroups(ctx)
+	}
 	if n.raft == nil || !n.raft.IsLeader() {
 		return nil
 	}

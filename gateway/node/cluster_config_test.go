@@ -28,6 +28,12 @@ func TestValidateCluster(t *testing.T) {
 		{"node id not a member", func(c *Config) { c.Peers, c.NodeID = "2=127.0.0.1:7002,3=127.0.0.1:7003", 1 }, "node-id"},
 		{"peers without cluster id", func(c *Config) { c.ClusterID, c.Peers = "", "1=127.0.0.1:7001" }, "cluster-id"},
 		{"tiny raft log", func(c *Config) { c.Peers, c.RaftLogKeep = "1=127.0.0.1:7001", 4 }, "raft-log-keep"},
+		{"three data groups", func(c *Config) { c.Peers, c.DataGroups = "1=127.0.0.1:7001", 3 }, ""},
+		{"data groups left out", func(c *Config) { c.Peers, c.DataGroups = "1=127.0.0.1:7001", 0 }, ""},
+		{"negative data groups", func(c *Config) { c.Peers, c.DataGroups = "1=127.0.0.1:7001", -1 }, "data-groups"},
+		{"too many data groups", func(c *Config) { c.Peers, c.DataGroups = "1=127.0.0.1:7001", maxDataGroups+1 }, "data-groups"},
+		{"data groups and join", func(c *Config) { c.Peers, c.DataGroups, c.Join = "1=127.0.0.1:7001", 3, true }, "join"},
+		{"data groups of a single node", func(c *Config) { c.ClusterID, c.NodeID, c.DataGroups = "", 0, 3 }, "data-groups"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

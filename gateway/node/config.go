@@ -171,6 +171,12 @@ type Config struct {
 	// position its store has made durable; a member further behind than
 	// that catches up from a copy of another member's store instead.
 	RaftLogKeep int
+	// DataGroups is how many raft groups a cluster spreads its queues
+	// over (groups.go; 1: one group, the cluster as it always was). It is
+	// fixed when the cluster is created: every member must be started
+	// with the same value, and a member restarted with another refuses to
+	// start.
+	DataGroups int
 	// LiteTopicQuota caps the lite topics of one LITE topic;
 	// LiteSubscriptionQuota the lite topics of one lite consumer's
 	// subscription; LiteExpiryInterval is how often idle lite topics
@@ -216,6 +222,7 @@ func Defaults() Config {
 		LogFormat:                 "json",
 		LeaderWait:                5 * time.Second,
 		RaftLogKeep:               8192,
+		DataGroups:                1,
 		LiteTopicQuota:            lite.DefaultTopicQuota,
 		LiteSubscriptionQuota:     lite.DefaultSubscriptionQuota,
 		LiteExpiryInterval:        lite.DefaultExpiryInterval,

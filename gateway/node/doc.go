@@ -6,7 +6,12 @@
 // Files: node.go (Options, Node, Open and Shutdown, the order of
 // components), config.go (Config, Defaults and validation), cluster.go
 // (cluster mode: the replica, the raft member, relays, leadership handoff
-// and restart after a store copy), metrics.go (the metrics listener:
+// and restart after a store copy), groups.go (cluster mode with several
+// data groups: a replica, raft group and broker per group, each group
+// followed as cluster.go follows one, the catalog in group 0, leadership
+// balance), groupsview.go (the v2 listener's view of the groups: which
+// member serves each, forwarding connections), groupsadmin.go (the admin
+// and REST APIs' brokers with several groups), metrics.go (the metrics listener:
 // /metrics, and this member's own /healthz and /readyz through
 // httpserver.MountHealth), health.go (the gRPC health service following the
 // store), observe.go (store, admission and auth metrics read at collection),

@@ -46,6 +46,9 @@ func (n *Node) memberReady() (string, error) {
 	if n.raft == nil {
 		return "single node", nil
 	}
+	if n.multiGroup() {
+		return n.groupsReady()
+	}
 	select {
 	case <-n.raft.Done():
 		return "", fmt.Errorf("the raft member stopped: %v", n.raft.Err())

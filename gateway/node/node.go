@@ -18,6 +18,7 @@ import (
 	"github.com/mqgate/mqgate/broker"
 	"github.com/mqgate/mqgate/broker/cluster"
 	"github.com/mqgate/mqgate/broker/lite"
+	"github.com/mqgate/mqgate/broker/metadata"
 	"github.com/mqgate/mqgate/broker/txn"
 	"github.com/mqgate/mqgate/gateway/admin"
 	"github.com/mqgate/mqgate/gateway/admission"
@@ -79,6 +80,15 @@ type Node struct {
 	rep    *cluster.Replica
 	raft   *peer.Node
 	relays map[string]*relay.Relay
+	// groups are the data groups of a cluster of several (groups.go; rep
+	// and raft are group 0's, broker and store too); catalog is the
+	// metadata service over group 0's topics and groups; balanceKick
+	// wakes balanceLeaders; fwd holds the connections requests are
+	// forwarded on.
+	groups      []*dataGroup
+	catalog     *metadata.Service
+	balanceKick chan struct{}
+	fwd         forwarder
 	// routedTo is the leader the relays pipe to (0: none, or this
 	// member serves); followLeader's goroutine only.
 	routedTo uint64
@@ -138,6 +148,11 @@ func Open(ctx context.Context, cfg Config, o Options) (*Node, error) {
 	if log == nil {
 		log = slog.Default()
 	}
+	if cfg.Clustered() && cfg.dataGroups() > 1 && cfg.RemotingAddr != "" {
+		log.Warn("classic remoting is served with one data group only: the remoting listener is not started (set --remoting-addr '' to silence this)",
+			"data_groups", cfg.dataGroups(), "remoting_addr", cfg.RemotingAddr)
+		cfg.RemotingAddr = ""
+	}
 	n := &Node{cfg: cfg, log: log, owner: lifecycle.NewOwner(log), gate: admission.NewGate(), storeFS: o.StoreFS, version: o.Build.Version, restart: make(chan struct{}), removed: make(chan struct{})}
 	if cfg.AuthFile != "" {
 		users, err := auth.Load(cfg.AuthFile)
@@ -191,7 +206,10 @@ func Open(ctx context.Context, cfg Config, o Options) (*Node, error) {
 	})
 	n.add(o, lifecycle.Func{ComponentName: "storage", StartFn: n.startStorage,
 		StopFn: func(ctx context.Context) error {
-			if n.rep != nil {
+			switch {
+			case n.multiGroup():
+				return n.closeGroups(ctx)
+			case n.rep != nil:
 				return n.closeReplica(ctx)
 			}
 			return n.store.Close(ctx)
@@ -199,16 +217,23 @@ func Open(ctx context.Context, cfg Config, o Options) (*Node, error) {
 	n.add(o, lifecycle.Func{ComponentName: "broker", StartFn: n.startBroker,
 		StopFn: func(ctx context.Context) error {
 			n.unobserve()
+			if n.multiGroup() {
+				return n.closeBrokers(ctx)
+			}
 			return n.broker.Close(ctx)
 		}})
 	n.add(o, lifecycle.Func{ComponentName: "session",
 		StartFn: func(ctx context.Context) error {
-			n.sess = session.New(session.Config{OnGone: n.broker.ReleaseClient, Logger: n.log})
+			n.sess = session.New(session.Config{OnGone: n.releaseClient, Logger: n.log})
 			return n.sess.Start(ctx)
 		},
 		StopFn: func(ctx context.Context) error { return n.sess.Stop(ctx) }})
 	n.add(o, lifecycle.Func{ComponentName: "connection-limits", StartFn: n.sizePool})
-	if cfg.Clustered() {
+	switch {
+	case cfg.Clustered() && cfg.dataGroups() > 1:
+		n.add(o, lifecycle.Func{ComponentName: "data-groups", StartFn: func(context.Context) error { return n.startGroups() },
+			StopFn: n.stopGroups})
+	case cfg.Clustered():
 		n.add(o, lifecycle.Func{ComponentName: "relays", StartFn: func(context.Context) error { return n.startRelays() },
 			StopFn: n.stopRelays})
 	}
@@ -306,7 +331,14 @@ func (n *Node) startStorage(ctx context.Context) error {
 		FS:                 n.storeFS,
 		Logger:             n.log,
 	}
-	if n.cfg.Clustered() {
+	if n.cfg.Clustered() && n.cfg.dataGroups() > 1 {
+		if err := n.openGroups(opts); err != nil {
+			return err
+		}
+	} else if n.cfg.Clustered() {
+		if err := checkDataGroups(n.cfg.DataDir, 1); err != nil {
+			return err
+		}
 		if err := n.openReplica(opts); err != nil {
 			return err
 		}
@@ -335,14 +367,25 @@ func (n *Node) startBroker(ctx context.Context) error {
 		bc.InheritedGrace = maxClockSkew
 		bc.SnapshotOK = n.rep.Leading
 	}
-	b, err := broker.Open(ctx, bc, n.store)
-	if err != nil {
-		return err
+	if n.multiGroup() {
+		if err := n.startGroupBrokers(ctx, bc); err != nil {
+			return err
+		}
+	} else {
+		b, err := broker.Open(ctx, bc, n.store)
+		if err != nil {
+			return err
+		}
+		n.broker = b
 	}
-	n.broker = b
+	var err error
 	n.unobserve, err = n.observe()
 	if err != nil {
-		return errors.Join(fmt.Errorf("store metrics: %w", err), b.Close(ctx))
+		err = fmt.Errorf("store metrics: %w", err)
+		if n.multiGroup() {
+			return errors.Join(err, n.closeBrokers(ctx))
+		}
+		return errors.Join(err, n.broker.Close(ctx))
 	}
 	return nil
 }
@@ -389,7 +432,13 @@ func (n *Node) startGRPC(ctx context.Context) error {
 		RequestSize:           v2service.RequestSize,
 	})
 	sc := v2service.ServiceConfig{AdvertiseAddr: n.cfg.AdvertiseAddr, Logger: n.log}
-	if n.raft != nil {
+	var adm admin.Broker = n.broker
+	var rest restservice.Broker = n.broker
+	switch {
+	case n.multiGroup():
+		sc.Groups = groupsView{n}
+		adm, rest = groupsAdmin{n}, groupsREST{n}
+	case n.raft != nil:
 		sc.RouteMembers = n.routeMembers
 	}
 	svc, err := v2service.NewMessagingService(sc,
@@ -399,8 +448,8 @@ func (n *Node) startGRPC(ctx context.Context) error {
 	}
 	n.addCheckBack(svc.CheckBackSender())
 	svc.Register(n.grpc)
-	admin.New(n.broker, admin.Options{Auth: n.auth, Clients: n.clients, Cluster: clusterView{n}}).Register(n.grpc)
-	restservice.New(restservice.Config{Logger: n.log, Auth: n.auth}, n.broker).Register(n.grpc)
+	admin.New(adm, admin.Options{Auth: n.auth, Clients: n.clients, Cluster: clusterView{n}}).Register(n.grpc)
+	restservice.New(restservice.Config{Logger: n.log, Auth: n.auth}, rest).Register(n.grpc)
 	lis := n.lis["grpc-addr"]
 	n.addrs.GRPC = lis.Addr().String()
 	return n.group.Go("grpc-serve", func(context.Context) {
@@ -453,7 +502,7 @@ func (n *Node) stopRemoting(ctx context.Context) error {
 // broker asks them in the order added (gRPC first, then remoting).
 func (n *Node) addCheckBack(s txn.CheckBackSender) {
 	n.checkBacks = append(n.checkBacks, s)
-	n.broker.SetCheckBackSender(n.checkBacks)
+	n.eachBroker(func(b *broker.Broker) { b.SetCheckBackSender(n.checkBacks) })
 }
 
 func (n *Node) startHTTP(ctx context.Context) (err error) {
@@ -560,7 +609,7 @@ func (n *Node) Shutdown(ctx context.Context) lifecycle.Report {
 	n.grpc.SetServing(false)
 	n.healthMu.Unlock()
 	n.gate.StartDrain()
-	n.broker.Drain()
+	n.eachBroker((*broker.Broker).Drain)
 	return n.owner.Shutdown(ctx)
 }
 

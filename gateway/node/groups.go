@@ -1,0 +1,710 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mqgate/mqgate/broker"
+	"github.com/mqgate/mqgate/broker/cluster"
+	"github.com/mqgate/mqgate/broker/metadata"
+	"github.com/mqgate/mqgate/gateway/peer"
+	"github.com/mqgate/mqgate/storage"
+	"github.com/mqgate/mqgate/storage/meta"
+)
+
+// Data groups (docs/architecture.md, "Data groups"). With
+// Config.DataGroups G > 1 a member hosts G raft groups (peer.StartGroups),
+// each with its own replica and broker; the catalog (topics, consumer
+// groups) lives in group 0. There are no relays: every member serves
+// clients itself, each group's broker while this member leads the group
+// (followGroup, the same activation as one group's), and the listeners
+// route each request to the group it concerns (groupsView), forwarding
+// what another member serves. balanceLeaders spreads the leaderships.
+
+// maxDataGroups bounds Config.DataGroups.
+const maxDataGroups = 64
+
+// dataGroups is c's DataGroups (0 is 1).
+func (c Config) dataGroups() int { return max(c.DataGroups, 1) }
+
+// dataGroup is one data group on this member.
+type dataGroup struct {
+	id     int
+	rep    *cluster.Replica
+	raft   *peer.Node
+	broker *broker.Broker
+	log    *slog.Logger
+
+	// serving: the broker is active for this member's current
+	// leadership of the group (followGroup's).
+	serving atomic.Bool
+	// forgetted wakes forgetDeleted.
+	forgetted chan struct{}
+
+	// mu guards changed, closed at each change of serving.
+	mu      sync.Mutex
+	changed chan struct{}
+
+	// forgetMu guards forget: the deletions applied to the group, for its
+	// broker to drop what it keeps of them (forgetDeleted).
+	forgetMu sync.Mutex
+	forget   []cluster.MetaOp
+}
+
+func newDataGroup(id int, rep *cluster.Replica, raft *peer.Node, log *slog.Logger) *dataGroup {
+	dg := &dataGroup{id: id, rep: rep, raft: raft, log: log, changed: make(chan struct{}), forgetted: make(chan struct{}, 1)}
+	rep.OnMetaApplied(dg.applied)
+	return dg
+}
+
+// changes returns a channel closed at the next change of serving.
+func (dg *dataGroup) changes() <-chan struct{} {
+	dg.mu.Lock()
+	defer dg.mu.Unlock()
+	return dg.changed
+}
+
+func (dg *dataGroup) setServing(v bool) {
+	if dg.serving.Swap(v) == v {
+		return
+	}
+	dg.mu.Lock()
+	close(dg.changed)
+	dg.changed = make(chan struct{})
+	dg.mu.Unlock()
+}
+
+// applied is the replica's OnMetaApplied: deletions are queued for the
+// broker (forgetDeleted); it never blocks the raft loop.
+func (dg *dataGroup) applied(op cluster.MetaOp) {
+	switch op.Kind {
+	case cluster.MetaDropQueues, cluster.MetaDeleteGroup:
+	default:
+		return
+	}
+	dg.forgetMu.Lock()
+	dg.forget = append(dg.forget, op)
+	dg.forgetMu.Unlock()
+	select {
+	case dg.forgetted <- struct{}{}:
+	default:
+	}
+}
+
+// forgetDeleted has the group's broker drop what it keeps in memory of
+// the topics and consumer groups deleted (through whichever group's
+// broker or member the deletion came), until ctx ends.
+func (dg *dataGroup) forgetDeleted(ctx context.Context) {
+	for {
+		select {
+		case <-dg.forgetted:
+		case <-ctx.Done():
+			return
+		}
+		dg.forgetMu.Lock()
+		ops := dg.forget
+		dg.forget = nil
+		dg.forgetMu.Unlock()
+		for _, op := range ops {
+			if op.Kind == cluster.MetaDropQueues {
+				dg.broker.ForgetTopic(op.Name)
+			} else {
+				dg.broker.ForgetGroup(op.Name)
+			}
+		}
+	}
+}
+
+// groupDir is where group g keeps its raft log, replica and address
+// book: group 0 where a cluster of one group keeps them, so that its
+// data opens as group 0.
+func groupDir(dataDir string, g int) string {
+	if g == 0 {
+		return dataDir
+	}
+	return filepath.Join(dataDir, "groups", strconv.Itoa(g))
+}
+
+// dataGroupsFile records, in a member's data directory, how many data
+// groups its cluster was created with.
+const dataGroupsFile = "data-groups"
+
+// checkDataGroups refuses to open a member's data directory with another
+// number of data groups than the cluster was created with (recorded in
+// dataGroupsFile; a directory holding a raft log but no record belongs
+// to a cluster of one group), and records the number on the first start
+// of a cluster of several.
+func checkDataGroups(dataDir string, groups int) error {
+	path := filepath.Join(dataDir, dataGroupsFile)
+	b, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		created, perr := strconv.Atoi(strings.TrimSpace(string(b)))
+		if perr != nil || created < 1 {
+			return fmt.Errorf("data-groups: %s is damaged (%q): it records how many data groups the cluster was created with", path, b)
+		}
+		if created != groups {
+			return fmt.Errorf("data-groups: this member's cluster was created with %d data groups and cannot change: restart it with --data-groups %d (%s)", created, created, path)
+		}
+		return nil
+	case !errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("data-groups: %w", err)
+	}
+	if _, err := os.Stat(filepath.Join(dataDir, "raft")); err == nil {
+		if groups != 1 {
+			return fmt.Errorf("data-groups: this member's cluster was created with 1 data group and cannot change: restart it with --data-groups 1 (its raft log is in %s)", filepath.Join(dataDir, "raft"))
+		}
+		return nil
+	}
+	if groups == 1 {
+		return nil // a cluster of one group keeps its data directory as it always did
+	}
+	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+		return fmt.Errorf("data-groups: %w", err)
+	}
+	if err := writeFileSync(path, []byte(strconv.Itoa(groups)+"\n")); err != nil {
+		return fmt.Errorf("data-groups: recording them: %w", err)
+	}
+	return nil
+}
+
+// writeFileSync writes path through a temporary file, fsyncs it and
+// renames it into place, then fsyncs the directory.
+func writeFileSync(path string, b []byte) error {
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	if err := errors.Join(f.Sync(), f.Close()); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	d, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	return errors.Join(d.Sync(), d.Close())
+}
+
+// openGroups opens every data group's replica and starts their raft
+// groups on one transport (a cluster of several data groups).
+func (n *Node) openGroups(opts storage.Options) error {
+	groups := n.cfg.dataGroups()
+	if err := checkDataGroups(n.cfg.DataDir, groups); err != nil {
+		return err
+	}
+	peers, err := peer.ParsePeers(n.cfg.Peers)
+	if err != nil {
+		return err
+	}
+	var reps []*cluster.Replica
+	closeAll := func() error {
+		var errs []error
+		for _, r := range reps {
+			errs = append(errs, r.Close(context.Background()))
+		}
+		return errors.Join(errs...)
+	}
+	var pgs []peer.Group
+	for g := range groups {
+		dir := groupDir(n.cfg.DataDir, g)
+		rep, err := cluster.OpenReplica(filepath.Join(dir, "replica"), cluster.Options{
+			Store: opts, StoreHost: n.storeHost(), ClusterID: n.cfg.ClusterID, CommitTimeout: n.cfg.FlushTimeout, Logger: n.log.With("group", g),
+			PersistEvery: uint64(min(4096, max(1, n.cfg.RaftLogKeep/2)))})
+		if err != nil {
+			return errors.Join(fmt.Errorf("data group %d: %w", g, err), closeAll())
+		}
+		reps = append(reps, rep)
+		pgs = append(pgs, peer.Group{WALDir: filepath.Join(dir, "raft"), MembersFile: filepath.Join(dir, "members.json"), App: rep})
+	}
+	var tlsCfg *peer.TLS
+	if n.cfg.PeerTLS() {
+		if tlsCfg, err = peer.LoadTLS(n.cfg.PeerTLSFiles(), n.log); err != nil {
+			return errors.Join(fmt.Errorf("peer-tls-cert: %w", err), closeAll())
+		}
+	}
+	nodes, err := peer.StartGroups(peer.Config{ClusterID: n.cfg.ClusterID, NodeID: uint64(n.cfg.NodeID), Peers: peers,
+		Token: n.cfg.PeerToken, TLS: tlsCfg, Listener: n.lis["peers"], Info: n.memberInfo(), Logger: n.log,
+		SnapshotEvery: uint64(n.cfg.RaftLogKeep), KeepEntries: uint64(n.cfg.RaftLogKeep)}, pgs)
+	if err != nil {
+		return errors.Join(err, closeAll())
+	}
+	for g, rn := range nodes {
+		reps[g].Attach(rn)
+		n.groups = append(n.groups, newDataGroup(g, reps[g], rn, n.log.With("group", g)))
+	}
+	n.rep, n.raft, n.store = reps[0], nodes[0], reps[0].Store()
+	n.log.Info("cluster member started", "cluster_id", n.cfg.ClusterID, "node_id", n.cfg.NodeID, "peers", n.cfg.Peers,
+		"peer_tls", n.cfg.PeerTLS(), "data_groups", groups)
+	return nil
+}
+
+// closeGroups stops every group's raft member, then the replicas.
+func (n *Node) closeGroups(ctx context.Context) error {
+	var errs []error
+	for _, dg := range n.groups {
+		errs = append(errs, dg.raft.Stop())
+	}
+	for _, dg := range n.groups {
+		errs = append(errs, dg.rep.Close(ctx))
+	}
+	return errors.Join(errs...)
+}
+
+// multiGroup reports whether this node is a member of a cluster of
+// several data groups.
+func (n *Node) multiGroup() bool { return len(n.groups) > 1 }
+
+// startGroupBrokers opens a broker per data group (in standby), each
+// holding the queues placement gives its group and reading topics and
+// groups from the catalog.
+func (n *Node) startGroupBrokers(ctx context.Context, bc broker.Config) error {
+	cat := &catalog{n: n}
+	for _, dg := range n.groups {
+		c := bc
+		c.Replicated = dg.rep
+		c.SnapshotOK = dg.rep.Leading
+		c.Placement.Group, c.Placement.Groups = dg.id, len(n.groups)
+		c.Catalog = cat
+		c.Logger = dg.log
+		b, err := broker.Open(ctx, c, dg.rep.Store())
+		if err != nil {
+			return errors.Join(fmt.Errorf("data group %d: %w", dg.id, err), n.closeBrokers(ctx))
+		}
+		dg.broker = b
+	}
+	bc.Placement.Groups = len(n.groups)
+	n.catalog = broker.CatalogService(bc, cat)
+	n.broker = n.groups[0].broker
+	return nil
+}
+
+// closeBrokers closes every data group's broker opened.
+func (n *Node) closeBrokers(ctx context.Context) error {
+	var errs []error
+	for _, dg := range n.groups {
+		if dg.broker != nil {
+			errs = append(errs, dg.broker.Close(ctx))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// eachBroker calls f with every data group's broker (the one broker
+// outside a cluster of several).
+func (n *Node) eachBroker(f func(b *broker.Broker)) {
+	if !n.multiGroup() {
+		f(n.broker)
+		return
+	}
+	for _, dg := range n.groups {
+		f(dg.broker)
+	}
+}
+
+// releaseClient is the session registry's OnGone: every active broker
+// stops renewing the client's deliveries.
+func (n *Node) releaseClient(clientID string) {
+	n.eachBroker(func(b *broker.Broker) {
+		if b.Active() {
+			b.ReleaseClient(clientID)
+		}
+	})
+}
+
+// startGroups starts, for a cluster of several data groups, each
+// group's follower and deletion queue and the leadership balance.
+func (n *Node) startGroups() error {
+	n.balanceKick = make(chan struct{}, 1)
+	for _, dg := range n.groups {
+		if err := n.group.Go(fmt.Sprintf("follow-group-%d", dg.id), func(ctx context.Context) { n.followGroup(ctx, dg) }); err != nil {
+			return err
+		}
+		if err := n.group.Go(fmt.Sprintf("forget-deleted-%d", dg.id), dg.forgetDeleted); err != nil {
+			return err
+		}
+	}
+	return n.group.Go("balance-leaders", n.balanceLeaders)
+}
+
+// stopGroups closes the connections requests were forwarded on.
+func (n *Node) stopGroups(context.Context) error {
+	n.fwd.close()
+	return nil
+}
+
+// followGroup keeps the group's broker in step with this member's
+// leadership of the group, as followLeader does for a cluster of one
+// group, without relays: while the broker serves, dg.serving is set and
+// the listeners route the group's requests to it.
+func (n *Node) followGroup(ctx context.Context, dg *dataGroup) {
+	retry := time.NewTimer(time.Hour)
+	retry.Stop()
+	defer retry.Stop()
+	var act activation
+	l := leadership{raft: dg.raft, rep: dg.rep, broker: dg.broker}
+	rotate := time.NewTicker(time.Hour)
+	defer rotate.Stop()
+	unseen := time.NewTimer(time.Hour)
+	unseen.Stop()
+	defer unseen.Stop()
+	for {
+		changes, uncertain := dg.raft.Changes(), dg.rep.UncertainChanges()
+		was := act
+		if !n.reconcileGroup(ctx, dg, l, &act) {
+			retry.Reset(200 * time.Millisecond)
+		}
+		if act != was && l.broker.Active() {
+			unseen.Reset(clientGrace)
+		}
+		select {
+		case <-changes:
+			n.kickBalance()
+		case <-uncertain:
+		case <-unseen.C:
+			n.releaseUnseen(ctx, l)
+		case <-rotate.C:
+			n.rotateKeys(ctx, l)
+		case <-retry.C:
+		case <-ctx.Done():
+			return
+		case <-dg.raft.Done():
+			err := dg.raft.Err()
+			switch {
+			case errors.Is(err, cluster.ErrCopyStaged):
+				dg.log.Info("a copy of another member's store is staged: restarting to install it")
+				n.restartOnce.Do(func() { close(n.restart) })
+			case err != nil:
+				dg.log.Error("cluster member stopped: this data group no longer serves here", "err", err)
+			}
+			dg.setServing(false)
+			if err := dg.broker.Deactivate(context.WithoutCancel(ctx)); err != nil {
+				dg.log.Warn("deactivating the broker", "err", err)
+			}
+			return
+		}
+	}
+}
+
+// reconcileGroup is reconcile for one data group: leading, the broker is
+// activated as for one group and the group served; otherwise it is
+// deactivated and the group's requests go to its leader.
+func (n *Node) reconcileGroup(ctx context.Context, dg *dataGroup, l leadership, act *activation) bool {
+	if term := l.raft.LeaderTerm(); term != 0 {
+		return n.lead(ctx, l, act, term, dg.log, func() { dg.setServing(true) }, func() { dg.setServing(false) })
+	}
+	dg.setServing(false)
+	if l.broker.Active() {
+		if err := l.broker.Deactivate(ctx); err != nil {
+			dg.log.Warn("deactivating the broker", "err", err)
+		}
+		dg.log.Info("this member no longer leads the data group: its requests go to the leader", "leader", l.raft.Leader())
+	}
+	return true
+}
+
+// kickBalance asks balanceLeaders to look again now.
+func (n *Node) kickBalance() {
+	select {
+	case n.balanceKick <- struct{}{}:
+	default:
+	}
+}
+
+// balanceEvery is how often the leadership balance is looked at besides
+// the leadership changes.
+const balanceEvery = 2 * time.Second
+
+// balanceLeaders hands over the leadership of the groups this member
+// leads beyond its share (leaderShare), one at a time, to the members
+// leading fewer, until ctx ends.
+func (n *Node) balanceLeaders(ctx context.Context) {
+	t := time.NewTicker(balanceEvery)
+	defer t.Stop()
+	var pending transfer
+	for {
+		select {
+		case <-t.C:
+		case <-n.balanceKick:
+		case <-ctx.Done():
+			return
+		}
+		pending = n.balanceOnce(ctx, pending)
+	}
+}
+
+// transfer is a leadership transfer balanceLeaders started.
+type transfer struct {
+	group int
+	to    uint64
+	at    time.Time
+}
+
+// leaderShare is ⌈groups/voters⌉: the most groups one member should
+// lead.
+func leaderShare(groups, voters int) int {
+	if voters <= 0 {
+		return groups
+	}
+	return (groups + voters - 1) / voters
+}
+
+// balanceOnce starts at most one leadership transfer: of a group this
+// member leads while it leads more than its share, to the voter leading
+// fewest below the share among those caught up with the group (heard
+// from within an election timeout, replicating, at most a few entries
+// behind the commit). While the last transfer it started is under way
+// (the group still led here, within a few election timeouts) it waits.
+// Nothing moves while some group has no leader. It returns the transfer
+// under way.
+func (n *Node) balanceOnce(ctx context.Context, pending transfer) transfer {
+	self := uint64(n.cfg.NodeID)
+	if pending.to != 0 {
+		dg := n.groups[pending.group]
+		if dg.raft.IsLeader() && time.Since(pending.at) < 3*dg.raft.ElectionTimeout() {
+			return pending
+		}
+		pending = transfer{}
+	}
+	leaders := make([]uint64, len(n.groups))
+	for i, dg := range n.groups {
+		if leaders[i] = dg.raft.Leader(); leaders[i] == 0 {
+			return pending
+		}
+	}
+	voters := n.groups[0].raft.Members().Voters
+	plan := planTransfer(leaders, voters, self)
+	if plan == nil {
+		return pending
+	}
+	for _, g := range plan.groups {
+		dg := n.groups[g]
+		sctx, cancel := context.WithTimeout(ctx, time.Second)
+		st, err := dg.raft.Status(sctx)
+		cancel()
+		if err != nil || st.Progress == nil {
+			continue
+		}
+		for _, to := range plan.to {
+			pr, ok := st.Progress[to]
+			if !ok || !pr.RecentActive || pr.State != "StateReplicate" || st.Commit > pr.Match+balanceLag {
+				continue
+			}
+			tctx, cancel := context.WithTimeout(ctx, time.Second)
+			err := dg.raft.StartTransfer(tctx, to)
+			cancel()
+			if err != nil {
+				dg.log.Warn("handing the leadership over for balance failed", "to", to, "err", err)
+				return pending
+			}
+			dg.log.Info("handing the leadership over: this member leads more data groups than its share", "to", to,
+				"leads", plan.leads, "share", plan.share)
+			return transfer{group: g, to: to, at: time.Now()}
+		}
+	}
+	return pending
+}
+
+// balanceLag is how far behind the commit a member may be to be handed
+// a group's leadership by balanceOnce.
+const balanceLag = 64
+
+// balancePlan is what planTransfer proposes: hand one of groups (led by
+// self) to the first of to that can take it.
+type balancePlan struct {
+	groups      []int
+	to          []uint64
+	leads       int
+	share       int
+	leadsByPeer map[uint64]int
+}
+
+// planTransfer decides, from each group's leader and the voters, whether
+// self leads more than its share (leaderShare) and then which of its
+// groups may go (highest first) and to whom (the voters leading fewer
+// than the share, fewest first, then by id); nil when nothing should
+// move.
+func planTransfer(leaders, voters []uint64, self uint64) *balancePlan {
+	share := leaderShare(len(leaders), len(voters))
+	leads := map[uint64]int{}
+	for _, v := range voters {
+		leads[v] = 0
+	}
+	var mine []int
+	for g, l := range leaders {
+		leads[l]++
+		if l == self {
+			mine = append(mine, g)
+		}
+	}
+	if len(mine) <= share {
+		return nil
+	}
+	var to []uint64
+	for _, v := range voters {
+		if v != self && leads[v] < share {
+			to = append(to, v)
+		}
+	}
+	if len(to) == 0 {
+		return nil
+	}
+	slices.SortFunc(to, func(a, b uint64) int {
+		if leads[a] != leads[b] {
+			return leads[a] - leads[b]
+		}
+		return int(a) - int(b)
+	})
+	slices.Reverse(mine)
+	return &balancePlan{groups: mine, to: to, leads: len(mine), share: share, leadsByPeer: leads}
+}
+
+// handoffGroups hands the leadership of every group this member leads
+// to another member before it stops (SIGTERM).
+func (n *Node) handoffGroups(ctx context.Context) error {
+	var wg sync.WaitGroup
+	for _, dg := range n.groups {
+		if !dg.raft.IsLeader() {
+			continue
+		}
+		wg.Go(func() {
+			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			if err := dg.raft.Handoff(cctx); err != nil {
+				dg.log.Warn("leadership handoff before stopping failed; the others elect a leader after the election timeout", "err", err)
+			}
+		})
+	}
+	wg.Wait()
+	return nil
+}
+
+// catalog is broker.Catalog for this member: group 0's replica, written
+// through group 0's leader; deletions are made in every data group.
+type catalog struct{ n *Node }
+
+func (c *catalog) Meta() *meta.Store { return c.n.groups[0].rep.Store().Meta() }
+
+func (c *catalog) ProposeMeta(ctx context.Context, op cluster.MetaOp) (storage.AppendResult, error) {
+	switch op.Kind {
+	case cluster.MetaDeleteTopic, cluster.MetaDeleteGroup, cluster.MetaDropQueues:
+		// Every group, group 0 (the catalog) last: a name is gone from
+		// the catalog only once no group holds anything of it. A group
+		// other than 0 holds no topic or group, only their offsets and
+		// queues: "not found" there is expected.
+		var res storage.AppendResult
+		for g := len(c.n.groups) - 1; g >= 0; g-- {
+			r, err := c.propose(ctx, g, op)
+			if g > 0 && (errors.Is(err, storage.ErrNotFound) || errors.Is(err, cluster.ErrRefused)) {
+				continue
+			}
+			if err != nil {
+				return r, err
+			}
+			res = r
+		}
+		return res, nil
+	}
+	return c.propose(ctx, 0, op)
+}
+
+// propose proposes op to group g: on this member when it leads g, else
+// through g's leader, then waits until this member has applied it.
+func (c *catalog) propose(ctx context.Context, g int, op cluster.MetaOp) (storage.AppendResult, error) {
+	dg := c.n.groups[g]
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, catalogTimeout)
+		defer cancel()
+	}
+	if dg.raft.IsLeader() {
+		res, err := dg.rep.ProposeMeta(ctx, op)
+		if !errors.Is(err, cluster.ErrNotLeader) {
+			return res, err
+		}
+	}
+	change, err := cluster.EncodeChange(op)
+	if err != nil {
+		return storage.AppendResult{}, err
+	}
+	idx, err := dg.raft.ProposeAtLeader(ctx, change)
+	if err != nil {
+		return storage.AppendResult{}, err
+	}
+	if err := dg.rep.WaitApplied(ctx, idx); err != nil {
+		return storage.AppendResult{}, fmt.Errorf("%w: the change is applied at the leader, not yet here: %w", cluster.ErrNoQuorum, err)
+	}
+	return storage.AppendResult{Status: storage.StatusOK, Durability: storage.DurabilityLocal}, nil
+}
+
+// catalogTimeout bounds a catalog change proposed without a deadline.
+const catalogTimeout = 10 * time.Second
+
+func (c *catalog) Sync(ctx context.Context) error {
+	dg := c.n.groups[0]
+	idx, err := dg.raft.LeaderReadIndex(ctx)
+	if err != nil {
+		return err
+	}
+	return dg.rep.WaitApplied(ctx, idx)
+}
+
+var _ broker.Catalog = (*catalog)(nil)
+
+// groupLeaders is each data group's leader as this member knows it (0:
+// none known).
+func (n *Node) groupLeaders() []uint64 {
+	out := make([]uint64, len(n.groups))
+	for i, dg := range n.groups {
+		out[i] = dg.raft.Leader()
+	}
+	return out
+}
+
+// catalogService is the metadata service over the catalog (nil outside a
+// cluster of several data groups).
+func (n *Node) catalogService() *metadata.Service { return n.catalog }
+
+// groupsReady is memberReady for a member of several data groups: every
+// group's raft member runs and knows a leader; the role names the groups
+// this member leads.
+func (n *Node) groupsReady() (string, error) {
+	var led []string
+	for _, dg := range n.groups {
+		select {
+		case <-dg.raft.Done():
+			return "", fmt.Errorf("the raft member of data group %d stopped: %v", dg.id, dg.raft.Err())
+		default:
+		}
+		if err := dg.raft.Stalled(); err != nil {
+			return "", fmt.Errorf("the raft member of data group %d waits for room on the data disk: %v", dg.id, err)
+		}
+		switch {
+		case dg.raft.IsLeader():
+			led = append(led, strconv.Itoa(dg.id))
+		case dg.raft.Leader() == 0:
+			return "", fmt.Errorf("data group %d knows no leader (an election is under way, or a majority of the members is unreachable)", dg.id)
+		}
+	}
+	if len(led) == 0 {
+		return "member of data groups leading none", nil
+	}
+	return "leader of data groups " + strings.Join(led, ", "), nil
+}

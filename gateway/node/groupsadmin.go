@@ -1,0 +1,182 @@
+package node
+
+import (
+	"context"
+	"time"
+
+	"github.com/mqgate/mqgate/broker"
+	"github.com/mqgate/mqgate/broker/model"
+	"github.com/mqgate/mqgate/broker/mqerr"
+	"github.com/mqgate/mqgate/broker/placement"
+	"github.com/mqgate/mqgate/gateway/admin"
+	"github.com/mqgate/mqgate/gateway/restservice"
+)
+
+// The admin API and the REST messaging API of a cluster of several data
+// groups: topics and consumer groups are the catalog's, served by every
+// member; what reads or moves the messages of one group's queues through
+// those APIs is served with one data group only (a v2 client reaches
+// them), and answers so.
+
+// oneGroupOnly is the refusal of what a cluster of several data groups
+// does not serve.
+func oneGroupOnly(what string) error {
+	return mqerr.Errorf(mqerr.KindUnsupported, "%s is served with one data group only; this cluster spreads its queues over several (--data-groups): use a RocketMQ 5 (gRPC) client", what)
+}
+
+// groupsAdmin is admin.Broker over the catalog and the data groups.
+type groupsAdmin struct{ n *Node }
+
+var _ admin.Broker = groupsAdmin{}
+
+func (a groupsAdmin) CreateTopic(ctx context.Context, t model.Topic) (model.Topic, error) {
+	return a.n.catalog.CreateTopic(ctx, t)
+}
+
+func (a groupsAdmin) GetTopic(ctx context.Context, name string) (model.Topic, error) {
+	return a.n.catalog.GetTopic(ctx, name)
+}
+
+func (a groupsAdmin) ListTopics(ctx context.Context) ([]model.Topic, error) {
+	return a.n.catalog.ListTopics(ctx)
+}
+
+func (a groupsAdmin) DeleteTopic(ctx context.Context, name string) error {
+	return a.n.catalog.DeleteTopic(ctx, name)
+}
+
+func (a groupsAdmin) CreateGroup(ctx context.Context, g model.Group) (model.Group, error) {
+	return a.n.catalog.CreateGroup(ctx, g)
+}
+
+func (a groupsAdmin) GetGroup(ctx context.Context, name string) (model.Group, error) {
+	return a.n.catalog.GetGroup(ctx, name)
+}
+
+func (a groupsAdmin) ListGroups(ctx context.Context) ([]model.Group, error) {
+	return a.n.catalog.ListGroups(ctx)
+}
+
+func (a groupsAdmin) DeleteGroup(ctx context.Context, name string) error {
+	return a.n.catalog.DeleteGroup(ctx, name)
+}
+
+func (a groupsAdmin) ResetOffset(context.Context, broker.ResetOffsetRequest) ([]broker.QueueReset, error) {
+	return nil, oneGroupOnly("resetting offsets through the admin API")
+}
+
+func (a groupsAdmin) DeadLetters(context.Context, string, int) (broker.DeadLetterPage, error) {
+	return broker.DeadLetterPage{}, oneGroupOnly("listing dead letters")
+}
+
+func (a groupsAdmin) RedriveDeadLetters(context.Context, string, int) (broker.RedriveResult, error) {
+	return broker.RedriveResult{}, oneGroupOnly("redriving dead letters")
+}
+
+func (a groupsAdmin) DescribeTopic(context.Context, string) (broker.TopicDescription, error) {
+	return broker.TopicDescription{}, oneGroupOnly("describing a topic")
+}
+
+func (a groupsAdmin) DescribeGroup(context.Context, string) (broker.GroupDescription, error) {
+	return broker.GroupDescription{}, oneGroupOnly("describing a group")
+}
+
+func (a groupsAdmin) LookupMessage(context.Context, broker.LookupRequest) ([]broker.FoundMessage, error) {
+	return nil, oneGroupOnly("looking a message up")
+}
+
+func (a groupsAdmin) BrowseQueue(context.Context, broker.BrowseRequest) (broker.BrowsePage, error) {
+	return broker.BrowsePage{}, oneGroupOnly("browsing a queue")
+}
+
+func (a groupsAdmin) OldestInFlight(context.Context, string, string) (broker.InFlightMessage, bool, error) {
+	return broker.InFlightMessage{}, false, oneGroupOnly("the oldest message in flight")
+}
+
+// TopicTraffic sums what every data group's broker counted here.
+func (a groupsAdmin) TopicTraffic() []broker.TopicTraffic {
+	sum := map[string]broker.TopicTraffic{}
+	var order []string
+	for _, dg := range a.n.groups {
+		for _, t := range dg.broker.TopicTraffic() {
+			s, ok := sum[t.Topic]
+			if !ok {
+				order = append(order, t.Topic)
+			}
+			s.Topic, s.Messages, s.Bytes = t.Topic, s.Messages+t.Messages, s.Bytes+t.Bytes
+			sum[t.Topic] = s
+		}
+	}
+	out := make([]broker.TopicTraffic, 0, len(order))
+	for _, name := range order {
+		out = append(out, sum[name])
+	}
+	return out
+}
+
+// DeliveredCounts sums what every data group's broker counted here.
+func (a groupsAdmin) DeliveredCounts() map[broker.GroupTopic]int64 {
+	out := map[broker.GroupTopic]int64{}
+	for _, dg := range a.n.groups {
+		for k, v := range dg.broker.DeliveredCounts() {
+			out[k] += v
+		}
+	}
+	return out
+}
+
+// StoredMessages sums each queue of topic in this member's replica of
+// the group holding it.
+func (a groupsAdmin) StoredMessages(ctx context.Context, topic string) (int64, error) {
+	t, err := a.n.catalog.GetTopic(ctx, topic)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for q := range t.Queues {
+		g := placement.GroupOf(t.Name, t.Type == model.TopicLite, q, len(a.n.groups))
+		lo, hi := a.n.groups[g].rep.Store().QueueRange(t.Name, q)
+		n += hi - lo
+	}
+	return n, nil
+}
+
+func (a groupsAdmin) Started() time.Time { return a.n.broker.Started() }
+
+// groupsREST is restservice.Broker of a cluster of several data groups:
+// lookups from the catalog, messaging refused.
+type groupsREST struct{ n *Node }
+
+var _ restservice.Broker = groupsREST{}
+
+func (r groupsREST) GetTopic(ctx context.Context, name string) (model.Topic, error) {
+	return r.n.catalog.GetTopic(ctx, name)
+}
+
+func (r groupsREST) GetGroup(ctx context.Context, name string) (model.Group, error) {
+	return r.n.catalog.GetGroup(ctx, name)
+}
+
+func (r groupsREST) Send(context.Context, string, []*model.Message, model.Producer) ([]model.SendResult, error) {
+	return nil, oneGroupOnly("the REST messaging API")
+}
+
+func (r groupsREST) Receive(context.Context, broker.ReceiveRequest) ([]*model.Delivered, error) {
+	return nil, oneGroupOnly("the REST messaging API")
+}
+
+func (r groupsREST) Ack(_ context.Context, _, _ string, handles []string) []error {
+	errs := make([]error, len(handles))
+	for i := range errs {
+		errs[i] = oneGroupOnly("the REST messaging API")
+	}
+	return errs
+}
+
+func (r groupsREST) ChangeInvisible(context.Context, string, string, string, time.Duration) (string, error) {
+	return "", oneGroupOnly("the REST messaging API")
+}
+
+func (r groupsREST) Release(ctx context.Context, group, topic string, handles []string) []error {
+	return r.Ack(ctx, group, topic, handles)
+}

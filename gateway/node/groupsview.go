@@ -1,0 +1,186 @@
+package node
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
+	"github.com/mqgate/mqgate/broker/model"
+	"github.com/mqgate/mqgate/broker/mqerr"
+	"github.com/mqgate/mqgate/gateway/v2service"
+)
+
+// groupsView is v2service.Groups over this member's data groups.
+type groupsView struct{ n *Node }
+
+var _ v2service.Groups = groupsView{}
+
+func (v groupsView) Count() int { return len(v.n.groups) }
+
+func (v groupsView) LookupTopic(ctx context.Context, name string) (model.Topic, bool) {
+	t, err := v.n.catalog.GetTopic(ctx, name)
+	return t, err == nil
+}
+
+func (v groupsView) Topic(ctx context.Context, name string) (model.Topic, error) {
+	return v.n.catalog.Topic(ctx, name)
+}
+
+func (v groupsView) Group(ctx context.Context, name string) (model.Group, error) {
+	return v.n.catalog.Group(ctx, name)
+}
+
+// Serve waits, up to --leader-wait, while the group has no leader or
+// this member leads it without serving it yet (activating).
+func (v groupsView) Serve(ctx context.Context, g int) (v2service.Broker, v2service.RouteMember, error) {
+	dg := v.n.groups[g]
+	self := uint64(v.n.cfg.NodeID)
+	wait := time.NewTimer(v.n.cfg.LeaderWait)
+	defer wait.Stop()
+	for {
+		leads, serves := dg.raft.Changes(), dg.changes()
+		if dg.serving.Load() {
+			return dg.broker, v2service.RouteMember{}, nil
+		}
+		if lead := dg.raft.Leader(); lead != 0 && lead != self {
+			ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			info, err := dg.raft.MemberInfo(ictx, lead)
+			cancel()
+			if err == nil && info.GRPC != "" {
+				return nil, v2service.RouteMember{ID: lead, Addr: info.GRPC}, nil
+			}
+		}
+		select {
+		case <-leads:
+		case <-serves:
+		case <-wait.C:
+			return nil, v2service.RouteMember{}, mqerr.Errorf(mqerr.KindNoQuorum,
+				"data group %d has no leader serving within %v (an election is under way, or a majority of the members is unreachable): retry", g, v.n.cfg.LeaderWait)
+		case <-ctx.Done():
+			return nil, v2service.RouteMember{}, mqerr.Wrap(mqerr.KindRequestTimeout, ctx.Err(), fmt.Sprintf("waiting for data group %d's leader", g))
+		}
+	}
+}
+
+func (v groupsView) Served() []int {
+	var out []int
+	for _, dg := range v.n.groups {
+		if dg.serving.Load() {
+			out = append(out, dg.id)
+		}
+	}
+	return out
+}
+
+// Leaders names, for a group without a known leader (or whose leader's
+// address is not known), this member: it forwards what it does not
+// serve, waiting for an election.
+func (v groupsView) Leaders(ctx context.Context) []v2service.RouteMember {
+	self := v.Self()
+	out := make([]v2service.RouteMember, len(v.n.groups))
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	for g, dg := range v.n.groups {
+		out[g] = self
+		lead := dg.raft.Leader()
+		if lead == 0 || lead == self.ID {
+			continue
+		}
+		if info, err := dg.raft.MemberInfo(cctx, lead); err == nil && info.GRPC != "" {
+			out[g] = v2service.RouteMember{ID: lead, Addr: info.GRPC}
+		}
+	}
+	return out
+}
+
+func (v groupsView) Self() v2service.RouteMember {
+	return v2service.RouteMember{ID: uint64(v.n.cfg.NodeID), Addr: v.n.memberInfo().GRPC}
+}
+
+// Members asks the voters' addresses at once (each answer kept 10 s by
+// the raft member), within a bound: a member down costs the wait once.
+func (v groupsView) Members(ctx context.Context) []v2service.RouteMember {
+	raft := v.n.groups[0].raft
+	voters := slices.Clone(raft.Members().Voters)
+	slices.Sort(voters)
+	cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	all := make([]v2service.RouteMember, len(voters))
+	var wg sync.WaitGroup
+	for i, id := range voters {
+		wg.Go(func() {
+			if info, err := raft.MemberInfo(cctx, id); err == nil {
+				all[i] = v2service.RouteMember{ID: id, Addr: info.GRPC}
+			}
+		})
+	}
+	wg.Wait()
+	return slices.DeleteFunc(all, func(m v2service.RouteMember) bool { return m.Addr == "" })
+}
+
+func (v groupsView) Conn(m v2service.RouteMember) (grpc.ClientConnInterface, error) {
+	return v.n.fwd.conn(m.Addr)
+}
+
+func (v groupsView) Brokers() []v2service.Broker {
+	out := make([]v2service.Broker, len(v.n.groups))
+	for i, dg := range v.n.groups {
+		out[i] = dg.broker
+	}
+	return out
+}
+
+// forwarder keeps a connection to each member's gRPC listener that
+// requests were forwarded to. It dials with TLS (the listeners take TLS
+// and plaintext on one port) without verifying the certificate, as the
+// official clients do: the client data it carries is then encrypted on
+// the wire, and the member serving a request authenticates the client
+// again from the metadata forwarded.
+type forwarder struct {
+	// mu guards the connections by address, and whether they are closed.
+	mu     sync.Mutex
+	conns  map[string]*grpc.ClientConn
+	closed bool
+}
+
+// maxForwarded bounds a request or answer forwarded (the listeners'
+// own limits apply at both ends).
+const maxForwarded = 256 << 20
+
+func (f *forwarder) conn(addr string) (*grpc.ClientConn, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return nil, mqerr.Errorf(mqerr.KindUnavailable, "the member is stopping")
+	}
+	if c := f.conns[addr]; c != nil {
+		return c, nil
+	}
+	creds := credentials.NewTLS(&tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}}) //nolint:gosec // see forwarder
+	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxForwarded), grpc.MaxCallSendMsgSize(maxForwarded)))
+	if err != nil {
+		return nil, err
+	}
+	if f.conns == nil {
+		f.conns = map[string]*grpc.ClientConn{}
+	}
+	f.conns[addr] = c
+	return c, nil
+}
+
+func (f *forwarder) close() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.closed = true
+	for _, c := range f.conns {
+		_ = c.Close()
+	}
+	f.conns = nil
+}
