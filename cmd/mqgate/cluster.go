@@ -22,8 +22,8 @@ import (
 )
 
 const clusterUsage = `Usage:
-  mqgate cluster status --peer HOST:PORT --cluster-id ID [--json]
-  mqgate cluster transfer-leader --peer HOST:PORT --cluster-id ID --to N
+  mqgate cluster status --peer HOST:PORT --cluster-id ID [--group G] [--json]
+  mqgate cluster transfer-leader --peer HOST:PORT --cluster-id ID --to N [--group G]
   mqgate cluster add-node --peer HOST:PORT --cluster-id ID --node-id N --node-peer HOST:PORT
   mqgate cluster remove-node --peer HOST:PORT --cluster-id ID --node-id N
   mqgate cluster init-certs DIR [--node-ids 1,2,3] [--valid DURATION]
@@ -74,6 +74,8 @@ Flags:
                        none (env MQGATE_PEER_TLS_CERT, MQGATE_PEER_TLS_KEY,
                        MQGATE_PEER_TLS_CA)
   --to N               (transfer-leader) the member to hand the leadership to
+  --group G            (status, transfer-leader) the data group of a cluster
+                       of several (--data-groups); default 0, the first
   --node-id N          (add-node, remove-node) the member to add or remove
   --node-peer HOST:PORT
                        (add-node) the new member's peer address, as the
@@ -98,6 +100,7 @@ type clusterCommand struct {
 	token     string
 	tls       peer.TLSFiles
 	to        uint64 // transfer-leader: --to; add-node, remove-node: --node-id
+	group     uint64 // status, transfer-leader: --group
 	nodePeer  string
 	json      bool
 	timeout   time.Duration
@@ -122,8 +125,10 @@ func parseClusterArgs(args []string) (clusterCommand, error) {
 	switch cc.sub {
 	case "status":
 		fs.BoolVar(&cc.json, "json", false, "print JSON")
+		fs.Uint64Var(&cc.group, "group", 0, "the data group (a cluster of several)")
 	case "transfer-leader":
 		fs.StringVar(&to, "to", "", "the member to hand the leadership to")
+		fs.Uint64Var(&cc.group, "group", 0, "the data group (a cluster of several)")
 	case "add-node":
 		toFlag, timeout = "node-id", 10*time.Minute
 		fs.StringVar(&to, "node-id", "", "the member to add")
@@ -195,7 +200,7 @@ func clusterCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	case "status":
 		err = clusterStatus(ctx, cc, stdout)
 	case "transfer-leader":
-		if err = peer.DialTransfer(ctx, cc.peer, cc.clusterID, cc.to); err == nil {
+		if err = peer.DialGroupTransfer(ctx, cc.peer, cc.clusterID, cc.group, cc.to); err == nil {
 			fmt.Fprintf(stdout, "member %d leads\n", cc.to)
 		}
 	case "add-node":
@@ -219,14 +224,14 @@ func clusterCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 // progress comes from the leader it names (left out if that one does
 // not answer).
 func clusterStatus(ctx context.Context, cc clusterCommand, w io.Writer) error {
-	st, err := peer.DialStatus(ctx, cc.peer, cc.clusterID)
+	st, err := peer.DialGroupStatus(ctx, cc.peer, cc.clusterID, cc.group)
 	if err != nil {
 		return err
 	}
 	var progressErr error
 	if st.Progress == nil && st.Leader != 0 && st.Leader != st.ID {
 		if addr := st.Peers[st.Leader]; addr != "" {
-			ls, err := peer.DialStatus(ctx, addr, cc.clusterID)
+			ls, err := peer.DialGroupStatus(ctx, addr, cc.clusterID, cc.group)
 			switch {
 			case err != nil:
 				progressErr = err
@@ -244,6 +249,9 @@ func clusterStatus(ctx context.Context, cc clusterCommand, w io.Writer) error {
 		}
 		_, err = fmt.Fprintf(w, "%s\n", b)
 		return err
+	}
+	if st.Group != 0 {
+		fmt.Fprintf(w, "data group %d\n", st.Group)
 	}
 	fmt.Fprintf(w, "member %d (%s), term %d\n", st.ID, strings.TrimPrefix(st.State, "State"), st.Term)
 	switch {

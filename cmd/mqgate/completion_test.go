@@ -92,7 +92,7 @@ func TestBashCompletionInBash(t *testing.T) {
 		{[]string{"mqgate", "c"}, []string{"cluster", "completion"}},
 		{[]string{"mqgate", "topic", "cr"}, []string{"create"}},
 		{[]string{"mqgate", "group", "re"}, []string{"redrive", "reset-offset"}},
-		{[]string{"mqgate", "serve", "--data"}, []string{"--data-dir"}},
+		{[]string{"mqgate", "serve", "--data"}, []string{"--data-dir", "--data-groups"}},
 		{[]string{"mqgate", "serve", "--peer-tls"}, []string{"--peer-tls-ca", "--peer-tls-cert", "--peer-tls-key"}},
 		{[]string{"mqgate", "cluster", "add-node", "--node-p"}, []string{"--node-peer"}},
 		{[]string{"mqgate", "help", "gr"}, []string{"group"}},
