@@ -1,0 +1,326 @@
+package cluster
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/binary"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	rmq "github.com/apache/rocketmq-clients/golang/v5"
+	pb "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/mqgate/mqgate/internal/e2e/e2eutil"
+)
+
+// Data groups (--data-groups 3): three raft groups over the three
+// members, leaders spread one per member, each queue of a topic in the
+// group placement names (docs/architecture.md, "Data groups"), clients
+// routed to each queue's leader.
+
+// placeGroup is the data group holding queue q of a (non-LITE) topic
+// among groups: (fnv32a(topic) + q) mod groups, the documented rule.
+func placeGroup(topic string, q int32, groups int) int {
+	h := uint32(2166136261)
+	for i := 0; i < len(topic); i++ {
+		h ^= uint32(topic[i])
+		h *= 16777619
+	}
+	return int((uint64(h) + uint64(q)) % uint64(groups))
+}
+
+// groupLeaders asks member m's peer port for each data group's leader
+// (0: none known).
+func (g *group) groupLeaders(m *member, groups int) []int {
+	out := make([]int, groups)
+	for gid := range groups {
+		s, err := g.cli("cluster", "status", "--peer", m.peer, "--cluster-id", g.id, "--group", strconv.Itoa(gid), "--json")
+		if err == nil {
+			out[gid] = leaderOf(s)
+		}
+	}
+	return out
+}
+
+// balanced waits until every member agrees that each of groups has a
+// leader, one member leads each (groups = members), and each leader
+// serves its group; it returns the leader of each group.
+func (g *group) balanced(groups int, timeout time.Duration) []int {
+	g.t.Helper()
+	deadline := time.Now().Add(timeout)
+	var last []int
+	for time.Now().Before(deadline) {
+		var ref []int
+		agreed := true
+		for _, m := range g.members {
+			if m.proc == nil || !alive(m.proc) {
+				agreed = false
+				break
+			}
+			ls := g.groupLeaders(m, groups)
+			if ref == nil {
+				ref = ls
+			} else if fmt.Sprint(ls) != fmt.Sprint(ref) {
+				agreed = false
+			}
+		}
+		last = ref
+		if agreed && distinctLeaders(ref) && g.serving(ref) {
+			return ref
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	g.t.Fatalf("leaders not spread one per member within %v (last seen %v)", timeout, last)
+	return nil
+}
+
+func distinctLeaders(ls []int) bool {
+	seen := map[int]bool{}
+	for _, l := range ls {
+		if l == 0 || seen[l] {
+			return false
+		}
+		seen[l] = true
+	}
+	return true
+}
+
+// serving reports whether the leader of each group (by group) logged
+// that it serves the group.
+func (g *group) serving(leaders []int) bool {
+	for gid, id := range leaders {
+		m := g.byID(id)
+		if m == nil || m.proc == nil {
+			return false
+		}
+		if _, ok := m.proc.WaitLog(0, func(l map[string]any) bool {
+			grp, _ := l["group"].(float64)
+			return l["msg"] == "this member leads: serving" && int(grp) == gid
+		}); !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// route asks member i for topic's route over the v2 API as a client of
+// language lang.
+func (a *acker) route(ctx context.Context, i int, topic, lang string) ([]*pb.MessageQueue, error) {
+	ctx = metadata.AppendToOutgoingContext(ctx, "x-mq-client-id", a.id, "x-mq-language", lang, "x-mq-protocol", "v2")
+	resp, err := a.conns[i].QueryRoute(ctx, &pb.QueryRouteRequest{Topic: &pb.Resource{Name: topic}})
+	if err != nil {
+		return nil, err
+	}
+	if resp.GetStatus().GetCode() != pb.Code_OK {
+		return nil, fmt.Errorf("%v: %s", resp.GetStatus().GetCode(), resp.GetStatus().GetMessage())
+	}
+	return resp.GetMessageQueues(), nil
+}
+
+// queueEnd is queue q's end offset, asked through member i.
+func (a *acker) queueEnd(ctx context.Context, i int, topic string, q int32) (int64, error) {
+	ctx = metadata.AppendToOutgoingContext(ctx, "x-mq-client-id", a.id, "x-mq-language", "GO", "x-mq-protocol", "v2")
+	resp, err := a.conns[i].QueryOffset(ctx, &pb.QueryOffsetRequest{MessageQueue: &pb.MessageQueue{Topic: &pb.Resource{Name: topic}, Id: q},
+		QueryOffsetPolicy: pb.QueryOffsetPolicy_END})
+	if err != nil {
+		return 0, err
+	}
+	if resp.GetStatus().GetCode() != pb.Code_OK {
+		return 0, fmt.Errorf("%v: %s", resp.GetStatus().GetCode(), resp.GetStatus().GetMessage())
+	}
+	return resp.GetOffset(), nil
+}
+
+// TestClusterDataGroups: with --data-groups 3 each member leads one
+// group; a topic's queues are spread over the groups and every route
+// names each queue at its group's leader; the official client's sends
+// land in every group and are all received; an ack sent through a member
+// that does not serve the message's group reaches the group (answered
+// OK, and the delivery is gone: acknowledging it again is refused).
+func TestClusterDataGroups(t *testing.T) {
+	e2eutil.Begin(t)
+	const groups = 3
+	g := newGroup(t, "--data-groups", strconv.Itoa(groups), "--remoting-addr", "")
+	leaders := g.balanced(groups, 60*time.Second)
+	t.Logf("leaders by data group: %v", leaders)
+
+	topic, cg := e2eutil.Uniq("dg"), e2eutil.Uniq("dgc")
+	const queues = 6
+	e2eutil.CLI(t, g.members[0].grpc, "topic", "create", topic, "--queues", strconv.Itoa(queues))
+	e2eutil.CLI(t, g.members[1].grpc, "group", "create", cg)
+
+	a := g.acker()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	// Every member answers the same route: each queue at its group's
+	// leader, the one address of its broker (every other client) or the
+	// first of two, the member after it second (the Go client).
+	for i := range g.members {
+		for _, lang := range []string{"JAVA", "GO"} {
+			mqs, err := a.route(ctx, i, topic, lang)
+			if err != nil {
+				t.Fatalf("route through member %d: %v", i+1, err)
+			}
+			if len(mqs) != queues {
+				t.Fatalf("route through member %d: %d queues, want %d", i+1, len(mqs), queues)
+			}
+			named := map[string]bool{}
+			for _, mq := range mqs {
+				want := g.byID(leaders[placeGroup(topic, mq.GetId(), groups)])
+				addrs := mq.GetBroker().GetEndpoints().GetAddresses()
+				n := 1
+				if lang == "GO" {
+					n = 2 // the leader and the member after it
+				}
+				if len(addrs) != n || net.JoinHostPort(addrs[0].GetHost(), strconv.Itoa(int(addrs[0].GetPort()))) != want.grpc {
+					t.Fatalf("%s route through member %d: queue %d at %v, want member %d at %s first of %d addresses", lang, i+1, mq.GetId(), addrs, want.id, want.grpc, n)
+				}
+				named[want.grpc] = true
+			}
+			if len(named) != groups {
+				t.Fatalf("route through member %d names %d members, want %d", i+1, len(named), groups)
+			}
+		}
+	}
+
+	pr := e2eutil.StartProducer(t, config(g, ""), rmq.WithTopics(topic))
+	sent := map[string]string{}
+	for i := range 60 {
+		body := fmt.Sprintf("dg-%d", i)
+		sent[sendOK(t, pr, &rmq.Message{Topic: topic, Body: []byte(body)}, 30*time.Second)] = body
+	}
+	// The sends went to every group's queues.
+	perGroup := make([]int64, groups)
+	var total int64
+	for q := range int32(queues) {
+		end, err := a.queueEnd(ctx, int(q)%groups, topic, q)
+		if err != nil {
+			t.Fatalf("end of queue %d: %v", q, err)
+		}
+		perGroup[placeGroup(topic, q, groups)] += end
+		total += end
+	}
+	if total != int64(len(sent)) {
+		t.Fatalf("the queues hold %d messages, %d were sent", total, len(sent))
+	}
+	for gid, n := range perGroup {
+		if n == 0 {
+			t.Fatalf("no message landed in data group %d (per group: %v)", gid, perGroup)
+		}
+	}
+
+	c := e2eutil.StartSimpleConsumer(t, config(g, cg), rmq.WithSimpleAwaitDuration(2*time.Second),
+		rmq.WithSimpleSubscriptionExpressions(map[string]*rmq.FilterExpression{topic: rmq.SUB_ALL}))
+	got := map[string]string{}
+	viaOther := 0
+	deadline := time.Now().Add(60 * time.Second)
+	for len(got) < len(sent) && time.Now().Before(deadline) {
+		rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
+		mvs, err := c.Receive(rctx, 16, 30*time.Second)
+		rcancel()
+		if err != nil {
+			continue
+		}
+		for _, mv := range mvs {
+			got[mv.GetMessageId()] = string(mv.GetBody())
+			// Half of the acks go through a member that does not lead the
+			// message's group: the member forwards it to the leader.
+			q, ok := handleQueue(mv.GetReceiptHandle())
+			if !ok {
+				t.Fatalf("receipt handle %q names no queue", mv.GetReceiptHandle())
+			}
+			if viaOther >= 20 {
+				mustAckClient(t, c, mv)
+				continue
+			}
+			owner := leaders[placeGroup(topic, q, groups)]
+			other := owner % groups // another member's index
+			actx, acancel := context.WithTimeout(context.Background(), 10*time.Second)
+			err := a.ackOnce(actx, other, cg, topic, mv.GetReceiptHandle())
+			if err != nil {
+				acancel()
+				t.Fatalf("ack of a message of queue %d (group led by member %d) through member %d: %v", q, owner, other+1, err)
+			}
+			if err := a.ackOnce(actx, other, cg, topic, mv.GetReceiptHandle()); err == nil {
+				acancel()
+				t.Fatalf("a second ack of the same delivery through member %d answered OK", other+1)
+			}
+			acancel()
+			viaOther++
+		}
+	}
+	for id, body := range sent {
+		if got[id] != body {
+			t.Fatalf("message %s: received %q, sent %q (%d of %d received)", id, got[id], body, len(got), len(sent))
+		}
+	}
+
+	if viaOther == 0 {
+		t.Fatal("no ack went through another member")
+	}
+}
+
+// handleQueue reads the queue a POP receipt handle names: "r1." and
+// base64url of version (1 byte), flags (1), queue (4, big-endian), ...
+func handleQueue(h string) (int32, bool) {
+	enc, ok := strings.CutPrefix(h, "r1.")
+	if !ok {
+		return 0, false
+	}
+	b, err := base64.RawURLEncoding.DecodeString(enc)
+	if err != nil || len(b) < 6 {
+		return 0, false
+	}
+	return int32(binary.BigEndian.Uint32(b[2:6])), true
+}
+
+// mustAckClient acknowledges mv with the official client.
+func mustAckClient(t *testing.T, c rmq.SimpleConsumer, mv *rmq.MessageView) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.Ack(ctx, mv); err != nil {
+		t.Fatalf("ack: %v", err)
+	}
+}
+
+// TestClusterDataGroupsKill9: under sync sends, the member leading a
+// data group is killed with kill -9 and restarted: every send answered
+// OK is received afterwards, and once the member is back the leaders
+// spread one per member again.
+func TestClusterDataGroupsKill9(t *testing.T) {
+	e2eutil.Begin(t)
+	const groups = 3
+	g := newGroup(t, "--data-groups", strconv.Itoa(groups), "--remoting-addr", "", "--flush", "sync")
+	leaders := g.balanced(groups, 60*time.Second)
+	topic, cg := e2eutil.Uniq("dgkill"), e2eutil.Uniq("dgk")
+	e2eutil.CLI(t, g.members[0].grpc, "topic", "create", topic, "--queues", "6")
+	pr := e2eutil.StartProducer(t, config(g, ""), rmq.WithTopics(topic))
+
+	load := startLoad(pr, topic, 4)
+	defer load.stop()
+	for round := range 2 {
+		load.waitFor(t, load.count()+100, 60*time.Second, "before the kill")
+		victim := g.byID(leaders[1+round%2])
+		victim.proc.Kill9()
+		t.Logf("round %d: killed member %d, which led data group %d", round, victim.id, 1+round%2)
+		load.waitFor(t, load.count()+100, 60*time.Second, fmt.Sprintf("round %d: after killing member %d", round, victim.id))
+		g.start(victim)
+		leaders = g.balanced(groups, 60*time.Second)
+		load.waitFor(t, load.count()+100, 60*time.Second, fmt.Sprintf("round %d: after member %d came back", round, victim.id))
+	}
+	acked := load.stop()
+
+	c := e2eutil.StartSimpleConsumer(t, config(g, cg), rmq.WithSimpleAwaitDuration(2*time.Second),
+		rmq.WithSimpleSubscriptionExpressions(map[string]*rmq.FilterExpression{topic: rmq.SUB_ALL}))
+	got := receiveAcked(c, acked, 120*time.Second, true)
+	if n := missingOf(acked, got); n > 0 {
+		t.Fatalf("%d of %d acknowledged sends are missing after leader kills", n, len(acked))
+	}
+	t.Logf("%d sends answered OK, all received", len(acked))
+}
