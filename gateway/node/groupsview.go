@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -17,29 +18,50 @@ import (
 )
 
 // groupsView is v2service.Groups over this member's data groups.
-type groupsView struct{ n *Node }
+type groupsView struct {
+	n *Node
+	// self is this member; members the members whose gRPC address is
+	// known, kept a second (membersTTL).
+	self    v2service.RouteMember
+	members atomic.Pointer[knownMembers]
+}
 
-var _ v2service.Groups = groupsView{}
+type knownMembers struct {
+	at time.Time
+	ms []v2service.RouteMember
+}
 
-func (v groupsView) Count() int { return len(v.n.groups) }
+// membersTTL is how long groupsView keeps the members' addresses.
+const membersTTL = time.Second
 
-func (v groupsView) LookupTopic(ctx context.Context, name string) (model.Topic, bool) {
+func newGroupsView(n *Node) *groupsView {
+	return &groupsView{n: n, self: v2service.RouteMember{ID: uint64(n.cfg.NodeID), Addr: n.memberInfo().GRPC}}
+}
+
+var _ v2service.Groups = (*groupsView)(nil)
+
+func (v *groupsView) Count() int { return len(v.n.groups) }
+
+func (v *groupsView) LookupTopic(ctx context.Context, name string) (model.Topic, bool) {
 	t, err := v.n.catalog.GetTopic(ctx, name)
 	return t, err == nil
 }
 
-func (v groupsView) Topic(ctx context.Context, name string) (model.Topic, error) {
+func (v *groupsView) Topic(ctx context.Context, name string) (model.Topic, error) {
 	return v.n.catalog.Topic(ctx, name)
 }
 
-func (v groupsView) Group(ctx context.Context, name string) (model.Group, error) {
+func (v *groupsView) Group(ctx context.Context, name string) (model.Group, error) {
 	return v.n.catalog.Group(ctx, name)
 }
 
 // Serve waits, up to --leader-wait, while the group has no leader or
 // this member leads it without serving it yet (activating).
-func (v groupsView) Serve(ctx context.Context, g int) (v2service.Broker, v2service.RouteMember, error) {
+func (v *groupsView) Serve(ctx context.Context, g int) (v2service.Broker, v2service.RouteMember, error) {
 	dg := v.n.groups[g]
+	if dg.serving.Load() {
+		return dg.broker, v2service.RouteMember{}, nil
+	}
 	self := uint64(v.n.cfg.NodeID)
 	wait := time.NewTimer(v.n.cfg.LeaderWait)
 	defer wait.Stop()
@@ -68,7 +90,7 @@ func (v groupsView) Serve(ctx context.Context, g int) (v2service.Broker, v2servi
 	}
 }
 
-func (v groupsView) Served() []int {
+func (v *groupsView) Served() []int {
 	var out []int
 	for _, dg := range v.n.groups {
 		if dg.serving.Load() {
@@ -81,7 +103,7 @@ func (v groupsView) Served() []int {
 // Leaders names, for a group without a known leader (or whose leader's
 // address is not known), this member: it forwards what it does not
 // serve, waiting for an election.
-func (v groupsView) Leaders(ctx context.Context) []v2service.RouteMember {
+func (v *groupsView) Leaders(ctx context.Context) []v2service.RouteMember {
 	self := v.Self()
 	out := make([]v2service.RouteMember, len(v.n.groups))
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -99,13 +121,30 @@ func (v groupsView) Leaders(ctx context.Context) []v2service.RouteMember {
 	return out
 }
 
-func (v groupsView) Self() v2service.RouteMember {
-	return v2service.RouteMember{ID: uint64(v.n.cfg.NodeID), Addr: v.n.memberInfo().GRPC}
+func (v *groupsView) Self() v2service.RouteMember { return v.self }
+
+func (v *groupsView) Leads(id uint64) bool {
+	for _, dg := range v.n.groups {
+		if dg.raft.Leader() == id {
+			return true
+		}
+	}
+	return false
 }
 
 // Members asks the voters' addresses at once (each answer kept 10 s by
-// the raft member), within a bound: a member down costs the wait once.
-func (v groupsView) Members(ctx context.Context) []v2service.RouteMember {
+// the raft member), within a bound: a member down costs the wait once;
+// the answer is kept membersTTL.
+func (v *groupsView) Members(ctx context.Context) []v2service.RouteMember {
+	if k := v.members.Load(); k != nil && time.Since(k.at) < membersTTL {
+		return k.ms
+	}
+	ms := v.askMembers(ctx)
+	v.members.Store(&knownMembers{at: time.Now(), ms: ms})
+	return ms
+}
+
+func (v *groupsView) askMembers(ctx context.Context) []v2service.RouteMember {
 	raft := v.n.groups[0].raft
 	voters := slices.Clone(raft.Members().Voters)
 	slices.Sort(voters)
@@ -124,11 +163,11 @@ func (v groupsView) Members(ctx context.Context) []v2service.RouteMember {
 	return slices.DeleteFunc(all, func(m v2service.RouteMember) bool { return m.Addr == "" })
 }
 
-func (v groupsView) Conn(m v2service.RouteMember) (grpc.ClientConnInterface, error) {
+func (v *groupsView) Conn(m v2service.RouteMember) (grpc.ClientConnInterface, error) {
 	return v.n.fwd.conn(m.Addr)
 }
 
-func (v groupsView) Brokers() []v2service.Broker {
+func (v *groupsView) Brokers() []v2service.Broker {
 	out := make([]v2service.Broker, len(v.n.groups))
 	for i, dg := range v.n.groups {
 		out[i] = dg.broker

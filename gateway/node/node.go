@@ -436,7 +436,7 @@ func (n *Node) startGRPC(ctx context.Context) error {
 	var rest restservice.Broker = n.broker
 	switch {
 	case n.multiGroup():
-		sc.Groups = groupsView{n}
+		sc.Groups = newGroupsView(n)
 		adm, rest = groupsAdmin{n}, groupsREST{n}
 	case n.raft != nil:
 		sc.RouteMembers = n.routeMembers

@@ -54,10 +54,12 @@ type Groups interface {
 	// Leaders is each group's leader as routes name it: its id and gRPC
 	// address (this member's when no leader is known).
 	Leaders(ctx context.Context) []RouteMember
-	// Members are the members whose gRPC address is known, in id order,
-	// and Self is this member.
+	// Members are the members whose gRPC address is known, in id order
+	// (asked every call of a steered channel: keep it cheap), Self is
+	// this member, and Leads reports whether member id leads a group.
 	Members(ctx context.Context) []RouteMember
 	Self() RouteMember
+	Leads(id uint64) bool
 	// Conn is a connection to member m's gRPC listener.
 	Conn(m RouteMember) (grpc.ClientConnInterface, error)
 	// Brokers is every group's broker.
@@ -364,12 +366,7 @@ func (s *MessagingService) misplaced(ctx context.Context) bool {
 	if next, ok := successor(members, o.ID); !ok || next.ID != self.ID {
 		return false // the pair names this member as its leader, or is none of the routes'
 	}
-	for _, l := range s.groups.Leaders(ctx) {
-		if l.ID == o.ID {
-			return true
-		}
-	}
-	return false
+	return s.groups.Leads(o.ID)
 }
 
 // steer is the answer to a call on a misplaced channel that must make

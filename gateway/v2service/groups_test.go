@@ -93,6 +93,8 @@ func (f *groupsFake) Members(ctx context.Context) []RouteMember {
 	return append(f.Leaders(ctx), RouteMember{ID: 3, Addr: "m3:8081"})
 }
 
+func (f *groupsFake) Leads(id uint64) bool { return id == 1 || id == 2 }
+
 func (f *groupsFake) Self() RouteMember {
 	m := f.members[f.self]
 	return RouteMember{ID: m.id, Addr: m.addr}
