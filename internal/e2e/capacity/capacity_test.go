@@ -303,6 +303,10 @@ func runTarget(t *testing.T, o options, acct *accounting, tg Target, round int) 
 		leader = func() int { return waitLeader(t, ms, clusterID, token) }
 	}
 	lead0 := leader()
+	if groups := dataGroups(tg.Args); tg.Cluster && groups > 1 {
+		// Every data group serving, their leaders spread, before the load.
+		waitSpread(t, ms, clusterID, token, groups)
+	}
 
 	topic := e2eutil.Uniq("capacity")
 	cfg := e2eutil.Config(strings.Join(endpoints, ";"), "")
@@ -463,6 +467,56 @@ func waitLeader(t *testing.T, ms []*member, clusterID, token string) int {
 	}
 	t.Fatalf("no leader serving within 60s")
 	return 0
+}
+
+// dataGroups is the --data-groups of a configuration's flags (1 when
+// not set).
+func dataGroups(args []string) int {
+	for i, a := range args {
+		v, ok := strings.CutPrefix(a, "--data-groups=")
+		if a == "--data-groups" && i+1 < len(args) {
+			v, ok = args[i+1], true
+		}
+		if n, err := strconv.Atoi(v); ok && err == nil {
+			return n
+		}
+	}
+	return 1
+}
+
+// waitSpread waits until each of a cluster's data groups has a leader
+// that serves it and no member leads more than its share of them
+// (⌈groups/members⌉), as the members balance them after a start.
+func waitSpread(t *testing.T, ms []*member, clusterID, token string, groups int) {
+	t.Helper()
+	share := (groups + len(ms) - 1) / len(ms)
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		leads := map[int]int{}
+		ok := true
+		for g := 0; g < groups && ok; g++ {
+			out, err := e2eutil.CLIResultArgs(t, "cluster", "status", "--peer", ms[0].peer, "--cluster-id", clusterID, "--peer-token", token,
+				"--group", strconv.Itoa(g), "--json")
+			var st struct {
+				Leader int `json:"leader"`
+			}
+			if err != nil || json.Unmarshal([]byte(out), &st) != nil || st.Leader < 1 || st.Leader > len(ms) {
+				ok = false
+				break
+			}
+			leads[st.Leader]++
+			_, serving := ms[st.Leader-1].proc.WaitLog(0, func(l map[string]any) bool {
+				grp, _ := l["group"].(float64)
+				return l["msg"] == "this member leads: serving" && int(grp) == g
+			})
+			ok = serving && leads[st.Leader] <= share
+		}
+		if ok {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("the leaders of %d data groups did not spread over the members within 60s", groups)
 }
 
 // memberWork is the "work" counters of m's `mqgate cluster status

@@ -42,3 +42,21 @@ func TestParseTargetsRefuses(t *testing.T) {
 		t.Fatalf("%+v, %v", got, err)
 	}
 }
+
+// A configuration's data groups are read from its flags, in both forms.
+func TestDataGroupsFlag(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want int
+	}{
+		{nil, 1},
+		{[]string{"--flush", "sync"}, 1},
+		{[]string{"--data-groups", "3"}, 3},
+		{[]string{"--flush", "sync", "--data-groups=4"}, 4},
+		{[]string{"--data-groups"}, 1},
+	} {
+		if got := dataGroups(c.args); got != c.want {
+			t.Fatalf("%q: %d data groups, want %d", c.args, got, c.want)
+		}
+	}
+}
