@@ -407,6 +407,17 @@ func (n *Node) followGroup(ctx context.Context, dg *dataGroup) {
 // activated as for one group and the group served; otherwise it is
 // deactivated and the group's requests go to its leader.
 func (n *Node) reconcileGroup(ctx context.Context, dg *dataGroup, l leadership, act *activation) bool {
+	if term := l.raft.LeaderTerm(); term != 0 && n.stopping.Load() {
+		// Handed the leadership while stopping (by another member's
+		// balance): it goes on at once.
+		dg.setServing(false)
+		hctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		if err := l.raft.Handoff(hctx); err != nil {
+			dg.log.Warn("handing over a leadership received while stopping failed", "err", err)
+		}
+		return true
+	}
 	if term := l.raft.LeaderTerm(); term != 0 {
 		return n.lead(ctx, l, act, term, dg.log, func() { dg.setServing(true) }, func() { dg.setServing(false) })
 	}
@@ -475,6 +486,9 @@ func leaderShare(groups, voters int) int {
 // Nothing moves while some group has no leader. It returns the transfer
 // under way.
 func (n *Node) balanceOnce(ctx context.Context, pending transfer) transfer {
+	if n.stopping.Load() {
+		return transfer{}
+	}
 	self := uint64(n.cfg.NodeID)
 	if pending.to != 0 {
 		dg := n.groups[pending.group]

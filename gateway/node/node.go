@@ -589,6 +589,11 @@ func (n *Node) Ready() error {
 	if err := n.store.Writable(); err != nil {
 		return fmt.Errorf("the store cannot write: %w", err)
 	}
+	for _, dg := range n.groups[min(1, len(n.groups)):] {
+		if err := dg.rep.Store().Writable(); err != nil {
+			return fmt.Errorf("the store of data group %d cannot write: %w", dg.id, err)
+		}
+	}
 	return nil
 }
 

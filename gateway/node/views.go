@@ -67,7 +67,8 @@ func (n *Node) boundAddr(name string) string {
 }
 
 // clusterView is the node as gateway/admin's Cluster: a single node, or
-// a member of a cluster with one raft group.
+// a member of a cluster with one raft group ("broker") or several data
+// groups ("data-0", "data-1", ...).
 type clusterView struct{ n *Node }
 
 // raftGroupName names the one raft group, which replicates the whole
@@ -87,9 +88,46 @@ func (v clusterView) Status(ctx context.Context) (admin.ClusterStatus, error) {
 		}
 		return admin.ClusterStatus{Members: []admin.ClusterMember{m}}, nil
 	}
-	st, err := n.raft.Status(ctx)
+	rafts := []*peer.Node{n.raft}
+	if n.multiGroup() {
+		rafts = rafts[:0]
+		for _, dg := range n.groups {
+			rafts = append(rafts, dg.raft)
+		}
+	}
+	out := admin.ClusterStatus{Clustered: true, ClusterID: n.cfg.ClusterID}
+	for gi, raft := range rafts {
+		g, members, err := groupView(ctx, raft, raftGroupName)
+		if err != nil {
+			return admin.ClusterStatus{}, err
+		}
+		if len(rafts) > 1 {
+			g.Name = dataGroupName(gi)
+		}
+		if gi == 0 {
+			out.NodeID, out.Members = raft.ID(), members
+		} else {
+			// A member is a leader when it leads any group.
+			for i := range out.Members {
+				if i < len(members) && members[i].Role == "LEADER" {
+					out.Members[i].Role = "LEADER"
+				}
+			}
+		}
+		out.Groups = append(out.Groups, g)
+	}
+	return out, nil
+}
+
+// dataGroupName names data group g for operators ("data-<g>").
+func dataGroupName(g int) string { return "data-" + strconv.Itoa(g) }
+
+// groupView is the view of raft's group (named name): its members'
+// health, roles and client addresses, and each one's replica.
+func groupView(ctx context.Context, raft *peer.Node, name string) (admin.RaftGroup, []admin.ClusterMember, error) {
+	st, err := raft.Status(ctx)
 	if err != nil {
-		return admin.ClusterStatus{}, err
+		return admin.RaftGroup{}, nil, err
 	}
 	ids := append(slices.Clone(st.Voters), st.Learners...)
 	slices.Sort(ids)
@@ -108,14 +146,14 @@ func (v clusterView) Status(ctx context.Context) (admin.ClusterStatus, error) {
 			actx, cancel := context.WithTimeout(ctx, memberAsk)
 			defer cancel()
 			a := &answers[i]
-			if a.st, a.err = n.raft.MemberStatus(actx, id); a.err == nil {
-				a.info, _ = n.raft.MemberInfo(actx, id)
+			if a.st, a.err = raft.MemberStatus(actx, id); a.err == nil {
+				a.info, _ = raft.MemberInfo(actx, id)
 			}
 		}()
 	}
 	wg.Wait()
-	out := admin.ClusterStatus{Clustered: true, ClusterID: n.cfg.ClusterID, NodeID: st.ID}
-	g := admin.RaftGroup{Name: raftGroupName, Leader: st.Leader, Term: st.Term, Commit: st.Commit, Transferee: st.LeadTransferee}
+	g := admin.RaftGroup{Name: name, Leader: st.Leader, Term: st.Term, Commit: st.Commit, Transferee: st.LeadTransferee}
+	var members []admin.ClusterMember
 	for i, id := range ids {
 		a := answers[i]
 		voter := slices.Contains(st.Voters, id)
@@ -140,11 +178,10 @@ func (v clusterView) Status(ctx context.Context) (admin.ClusterStatus, error) {
 		if id == st.ID {
 			r.LastContact = time.Time{}
 		}
-		out.Members = append(out.Members, m)
+		members = append(members, m)
 		g.Replicas = append(g.Replicas, r)
 	}
-	out.Groups = []admin.RaftGroup{g}
-	return out, nil
+	return g, members, nil
 }
 
 // roleOf names a member's raft state for operators.
@@ -173,20 +210,34 @@ func shortError(err error) string {
 
 func (v clusterView) StartTransfer(ctx context.Context, group string, to uint64) (uint64, error) {
 	n := v.n
-	if n.raft == nil || group != raftGroupName {
-		return 0, fmt.Errorf("%w (the groups: %s)", admin.ErrNoGroup, raftGroupName)
+	raft, names := n.raft, raftGroupName
+	if n.multiGroup() {
+		raft = nil
+		var all []string
+		for _, dg := range n.groups {
+			all = append(all, dataGroupName(dg.id))
+			if group == dataGroupName(dg.id) {
+				raft = dg.raft
+			}
+		}
+		names = strings.Join(all, ", ")
+	} else if group != raftGroupName {
+		raft = nil
 	}
-	if !slices.Contains(n.raft.Members().Voters, to) {
+	if raft == nil {
+		return 0, fmt.Errorf("%w (the groups: %s)", admin.ErrNoGroup, names)
+	}
+	if !slices.Contains(raft.Members().Voters, to) {
 		return 0, admin.ErrNotVoter
 	}
-	from := n.raft.ID()
-	if !n.raft.IsLeader() {
+	from := raft.ID()
+	if !raft.IsLeader() {
 		return 0, admin.ErrNotLead
 	}
 	if to == from {
 		return from, nil
 	}
-	if err := n.raft.StartTransfer(ctx, to); err != nil {
+	if err := raft.StartTransfer(ctx, to); err != nil {
 		return 0, fmt.Errorf("%w: %v", admin.ErrNotLead, err)
 	}
 	return from, nil
