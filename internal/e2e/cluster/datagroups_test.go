@@ -263,6 +263,26 @@ func TestClusterDataGroups(t *testing.T) {
 	if viaOther == 0 {
 		t.Fatal("no ack went through another member")
 	}
+
+	// Deleted through one member and created again through another, the
+	// topic starts empty in every group, and what is sent to it then is
+	// received (the groups' brokers forgot the consumer's positions).
+	e2eutil.CLI(t, g.members[1].grpc, "topic", "delete", topic)
+	e2eutil.CLI(t, g.members[2].grpc, "topic", "create", topic, "--queues", strconv.Itoa(queues))
+	again := map[string]string{}
+	for i := range 9 {
+		body := fmt.Sprintf("again-%d", i)
+		again[sendOK(t, pr, &rmq.Message{Topic: topic, Body: []byte(body)}, 30*time.Second)] = body
+	}
+	got = receiveAcked(c, again, 60*time.Second, true)
+	if n := missingOf(again, got); n > 0 {
+		t.Fatalf("%d of %d messages sent after the topic was made again were not received", n, len(again))
+	}
+	for id := range got {
+		if _, ok := again[id]; !ok {
+			t.Fatalf("message %s of the deleted topic delivered again", id)
+		}
+	}
 }
 
 // handleQueue reads the queue a POP receipt handle names: "r1." and
