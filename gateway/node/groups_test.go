@@ -1,11 +1,18 @@
 package node
 
 import (
+	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/mqgate/mqgate/broker/model"
+	"github.com/mqgate/mqgate/internal/testutil"
 )
 
 // A member hands over the groups it leads beyond ⌈G/N⌉, highest first,
@@ -93,4 +100,111 @@ func TestCheckDataGroups(t *testing.T) {
 	if err := checkDataGroups(dir, 3); err == nil || !strings.Contains(err.Error(), "damaged") {
 		t.Fatalf("a damaged record: %v", err)
 	}
+}
+
+// openGroupsCluster opens three members of a cluster of groups data
+// groups, in process, on loopback.
+func openGroupsCluster(t *testing.T, groups int) []*Node {
+	t.Helper()
+	var peers []string
+	for i := 1; i <= 3; i++ {
+		peers = append(peers, fmt.Sprintf("%d=%s", i, testutil.UnusedAddr(t)))
+	}
+	nodes := make([]*Node, 3)
+	var wg sync.WaitGroup
+	errs := make([]error, 3)
+	for i := range nodes {
+		cfg := testConfig(t)
+		cfg.ClusterID, cfg.NodeID, cfg.Peers, cfg.PeerToken = "groups", i+1, strings.Join(peers, ","), "0123456789abcdef-groups"
+		cfg.DataGroups, cfg.AutoCreate = groups, true
+		wg.Go(func() { nodes[i], errs[i] = Open(context.Background(), cfg, Options{Logger: quietLogger()}) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("member %d: %v", i+1, err)
+		}
+	}
+	t.Cleanup(func() {
+		var wg sync.WaitGroup
+		for _, n := range nodes {
+			wg.Go(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				n.Shutdown(ctx)
+			})
+		}
+		wg.Wait()
+	})
+	return nodes
+}
+
+// waitGroups polls cond every few milliseconds until it holds, failing
+// the test after d.
+func waitGroups(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, d)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// spread reports whether every member agrees on each group's leader,
+// each member leads one group, and each leader serves it.
+func spread(nodes []*Node) bool {
+	leads := map[uint64]int{}
+	for g := range nodes[0].groups {
+		l := nodes[0].groups[g].raft.Leader()
+		if l == 0 {
+			return false
+		}
+		for _, n := range nodes {
+			if n.groups[g].raft.Leader() != l {
+				return false
+			}
+		}
+		if !nodes[l-1].groups[g].serving.Load() {
+			return false
+		}
+		leads[l]++
+	}
+	return len(leads) == len(nodes)
+}
+
+// Three members of three data groups spread the leaderships one each,
+// and every member's catalog takes a topic created through any member;
+// once a member hands its leadership over (as before it stops), the
+// others lead its group, and when it is back the leaderships spread
+// again.
+func TestGroupsClusterInProcess(t *testing.T) {
+	nodes := openGroupsCluster(t, 3)
+	waitGroups(t, 30*time.Second, "leaders spread one per member", func() bool { return spread(nodes) })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for i, n := range nodes {
+		name := fmt.Sprintf("topic-%d", i)
+		if _, err := n.catalog.CreateTopic(ctx, model.Topic{Name: name, Queues: 6}); err != nil {
+			t.Fatalf("create %s through member %d: %v", name, i+1, err)
+		}
+		for j, o := range nodes {
+			if tp, err := o.catalog.GetTopic(ctx, name); err != nil || tp.Queues != 6 {
+				t.Fatalf("%s through member %d: %+v, %v", name, j+1, tp, err)
+			}
+		}
+	}
+	// Member 1 hands over what it leads; the group goes to another
+	// member, and comes back to member 1 once the balance runs.
+	var led *dataGroup
+	for _, dg := range nodes[0].groups {
+		if dg.raft.IsLeader() {
+			led = dg
+		}
+	}
+	if err := led.raft.Handoff(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitGroups(t, 30*time.Second, "the leaders spread again", func() bool { return spread(nodes) })
 }
