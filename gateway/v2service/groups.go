@@ -385,8 +385,13 @@ type steered struct {
 	swept time.Time
 }
 
-// steerKeep is how long a refused send is remembered.
-const steerKeep = time.Minute
+// steerKeep is how long a refused send is remembered; past steerMax
+// sends remembered, none is refused (sends that keep reaching the wrong
+// member, a client that cannot reach the leader, are forwarded).
+const (
+	steerKeep = time.Minute
+	steerMax  = 1 << 16
+)
 
 // once reports whether message id was not refused here within steerKeep,
 // and remembers it.
@@ -404,7 +409,7 @@ func (st *steered) once(id string, now time.Time) bool {
 		}
 		st.swept = now
 	}
-	if _, ok := st.ids[id]; ok {
+	if _, ok := st.ids[id]; ok || len(st.ids) >= steerMax {
 		return false
 	}
 	st.ids[id] = now

@@ -397,3 +397,22 @@ func clientWithAuthority(t *testing.T, m *groupsMember, a string) v2.MessagingSe
 	t.Cleanup(func() { conn.Close() })
 	return v2.NewMessagingServiceClient(conn)
 }
+
+// A send is refused to steer its channel once per message id, and no
+// more once many are remembered.
+func TestSteeredOnce(t *testing.T) {
+	var st steered
+	now := time.Now()
+	if !st.once("a", now) || st.once("a", now) {
+		t.Fatal("a message id is refused once, then served")
+	}
+	if !st.once("a", now.Add(steerKeep+time.Second)) {
+		t.Fatal("a message id is forgotten after steerKeep")
+	}
+	for i := range steerMax {
+		st.once(strconv.Itoa(i), now.Add(steerKeep+time.Second))
+	}
+	if st.once("new", now.Add(steerKeep+time.Second)) {
+		t.Fatal("refused past steerMax remembered")
+	}
+}
