@@ -20,7 +20,7 @@ import (
 	"github.com/mqgate/mqgate/internal/clock"
 	"github.com/mqgate/mqgate/storage"
 	"github.com/mqgate/mqgate/storage/message"
-	"github.com/mqgate/mqgate/storage/meta"
+	"github.com/mqgate/mqgate/storage/metastore"
 )
 
 // Classic is the part of the broker that only the classic remoting
@@ -554,7 +554,7 @@ func (c *Classic) RecordAt(topic string, queue int32, offset int64) (*message.Me
 // CommittedOffset returns a group's committed offset for a queue: the
 // same value gRPC's GetOffset reads.
 func (c *Classic) CommittedOffset(group, topic string, queue int32) (int64, bool) {
-	return c.b.store.Meta().Offset(meta.OffsetKey{Group: group, Topic: topic, QueueID: queue})
+	return c.b.store.Meta().Offset(metastore.OffsetKey{Group: group, Topic: topic, QueueID: queue})
 }
 
 // CommitOffset stores a group's offset for a queue (classic consumers may
@@ -566,7 +566,7 @@ func (c *Classic) CommitOffset(group, topic string, queue int32, offset int64) {
 		c.b.log.Debug("classic offset commit held back after a reset", "group", group, "topic", topic, "queue", queue, "offset", offset)
 		return
 	}
-	if _, err := c.b.w.offsets.CommitOffset(meta.OffsetKey{Group: group, Topic: topic, QueueID: queue}, offset); err != nil {
+	if _, err := c.b.w.offsets.CommitOffset(metastore.OffsetKey{Group: group, Topic: topic, QueueID: queue}, offset); err != nil {
 		// Classic commits are advisory (pulls carry them and get no
 		// answer about them): the next commit repeats the position.
 		c.b.log.Warn("classic offset commit not recorded", "group", group, "topic", topic, "queue", queue, "offset", offset, "err", err)

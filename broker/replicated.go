@@ -13,7 +13,7 @@ import (
 	"github.com/mqgate/mqgate/internal/clock"
 	"github.com/mqgate/mqgate/storage"
 	"github.com/mqgate/mqgate/storage/message"
-	"github.com/mqgate/mqgate/storage/meta"
+	"github.com/mqgate/mqgate/storage/metastore"
 )
 
 // Replicator is the replica group a clustered broker writes through
@@ -71,8 +71,8 @@ type storeWriter interface {
 
 // offsetWriter is the committed-offset store.
 type offsetWriter interface {
-	CommitOffset(k meta.OffsetKey, offset int64) (meta.Durability, error)
-	Offset(k meta.OffsetKey) (int64, bool)
+	CommitOffset(k metastore.OffsetKey, offset int64) (metastore.Durability, error)
+	Offset(k metastore.OffsetKey) (int64, bool)
 	Flush() error
 }
 
@@ -99,7 +99,7 @@ func newWrites(st *storage.Store, r Replicator, cat Catalog) writes {
 // committed before the call: asked before a name is taken for missing,
 // so a topic created through one member is found through every other.
 type Catalog interface {
-	Meta() *meta.Store
+	Meta() *metastore.Store
 	ProposeMeta(ctx context.Context, op cluster.MetaOp) (storage.AppendResult, error)
 	Sync(ctx context.Context) error
 }
@@ -116,7 +116,7 @@ func (m catalogMeta) propose(ctx context.Context, op cluster.MetaOp) error {
 	return replicationError(err)
 }
 
-func (m catalogMeta) PutTopic(t meta.Topic) error {
+func (m catalogMeta) PutTopic(t metastore.Topic) error {
 	return m.propose(context.Background(), cluster.MetaOp{Kind: cluster.MetaPutTopic, Topic: &t})
 }
 
@@ -124,7 +124,7 @@ func (m catalogMeta) DeleteTopic(name string) error {
 	return m.propose(context.Background(), cluster.MetaOp{Kind: cluster.MetaDeleteTopic, Name: name})
 }
 
-func (m catalogMeta) PutGroup(g meta.Group) error {
+func (m catalogMeta) PutGroup(g metastore.Group) error {
 	return m.propose(context.Background(), cluster.MetaOp{Kind: cluster.MetaPutGroup, Group: &g})
 }
 
@@ -146,7 +146,7 @@ func (m catalogMeta) sync() {
 	_ = m.c.Sync(ctx) // a catalog that cannot catch up answers what it holds
 }
 
-func (m catalogMeta) Topic(name string) (meta.Topic, bool) {
+func (m catalogMeta) Topic(name string) (metastore.Topic, bool) {
 	if t, ok := m.c.Meta().Topic(name); ok {
 		return t, true
 	}
@@ -154,7 +154,7 @@ func (m catalogMeta) Topic(name string) (meta.Topic, bool) {
 	return m.c.Meta().Topic(name)
 }
 
-func (m catalogMeta) Group(name string) (meta.Group, bool) {
+func (m catalogMeta) Group(name string) (metastore.Group, bool) {
 	if g, ok := m.c.Meta().Group(name); ok {
 		return g, true
 	}
@@ -162,8 +162,8 @@ func (m catalogMeta) Group(name string) (meta.Group, bool) {
 	return m.c.Meta().Group(name)
 }
 
-func (m catalogMeta) Topics() []meta.Topic { return m.c.Meta().Topics() }
-func (m catalogMeta) Groups() []meta.Group { return m.c.Meta().Groups() }
+func (m catalogMeta) Topics() []metastore.Topic { return m.c.Meta().Topics() }
+func (m catalogMeta) Groups() []metastore.Group { return m.c.Meta().Groups() }
 
 // settleTimeout bounds an append that its caller no longer waits for.
 const settleTimeout = time.Minute
@@ -187,9 +187,9 @@ func (s settledStore) Append(ctx context.Context, msgs ...*message.Message) (sto
 
 // localOffsets is the metadata store's offsets, which cannot fail to
 // record in memory.
-type localOffsets struct{ *meta.Store }
+type localOffsets struct{ *metastore.Store }
 
-func (o localOffsets) CommitOffset(k meta.OffsetKey, offset int64) (meta.Durability, error) {
+func (o localOffsets) CommitOffset(k metastore.OffsetKey, offset int64) (metastore.Durability, error) {
 	return o.Store.CommitOffset(k, offset), nil
 }
 
@@ -213,7 +213,7 @@ func (s replStore) DeleteTopic(ctx context.Context, topic string) error {
 // metadata store's interface has no context, so each change is bounded by
 // the replica's commit timeout alone.
 type replMeta struct {
-	*meta.Store
+	*metastore.Store
 	r Replicator
 }
 
@@ -222,7 +222,7 @@ func (m replMeta) propose(op cluster.MetaOp) error {
 	return replicationError(err)
 }
 
-func (m replMeta) PutTopic(t meta.Topic) error {
+func (m replMeta) PutTopic(t metastore.Topic) error {
 	return m.propose(cluster.MetaOp{Kind: cluster.MetaPutTopic, Topic: &t})
 }
 
@@ -230,7 +230,7 @@ func (m replMeta) DeleteTopic(name string) error {
 	return m.propose(cluster.MetaOp{Kind: cluster.MetaDeleteTopic, Name: name})
 }
 
-func (m replMeta) PutGroup(g meta.Group) error {
+func (m replMeta) PutGroup(g metastore.Group) error {
 	return m.propose(cluster.MetaOp{Kind: cluster.MetaPutGroup, Group: &g})
 }
 
@@ -241,15 +241,15 @@ func (m replMeta) DeleteGroup(name string) error {
 // replOffsets commits offsets through the replica group: committed
 // there, an offset is in a majority of the members' fsynced raft logs.
 type replOffsets struct {
-	*meta.Store
+	*metastore.Store
 	r Replicator
 }
 
-func (o replOffsets) CommitOffset(k meta.OffsetKey, offset int64) (meta.Durability, error) {
+func (o replOffsets) CommitOffset(k metastore.OffsetKey, offset int64) (metastore.Durability, error) {
 	if _, err := o.r.ProposeMeta(context.Background(), cluster.MetaOp{Kind: cluster.MetaCommitOffset, OffsetKey: &k, Offset: offset}); err != nil {
-		return meta.DurabilityMemory, replicationError(err)
+		return metastore.DurabilityMemory, replicationError(err)
 	}
-	return meta.DurabilityLocal, nil
+	return metastore.DurabilityLocal, nil
 }
 
 // replicationError classifies the replica group's refusals; other errors

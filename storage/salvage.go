@@ -13,7 +13,7 @@ import (
 
 	"github.com/mqgate/mqgate/storage/commitlog"
 	"github.com/mqgate/mqgate/storage/message"
-	"github.com/mqgate/mqgate/storage/meta"
+	"github.com/mqgate/mqgate/storage/metastore"
 	"github.com/mqgate/mqgate/storage/vfs"
 )
 
@@ -489,7 +489,7 @@ func (s *Store) salvage(ctx context.Context, g salvageGroup, recs []salvageRecor
 		}
 	}
 	for _, m := range moves {
-		k := meta.OffsetKey{Group: m.Group, Topic: m.Topic, QueueID: m.Queue}
+		k := metastore.OffsetKey{Group: m.Group, Topic: m.Topic, QueueID: m.Queue}
 		if cur, ok := s.meta.Offset(k); ok && cur == m.From {
 			s.meta.CommitOffset(k, m.To)
 			sr.Offsets++

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/mqgate/mqgate/storage/message"
-	"github.com/mqgate/mqgate/storage/meta"
+	"github.com/mqgate/mqgate/storage/metastore"
 	"github.com/mqgate/mqgate/storage/vfs"
 )
 
@@ -70,11 +70,11 @@ func writeSalvageFixture(t *testing.T, fs *vfs.MemFS, n, bad int) *salvageFixtur
 	// G consumed T/1 up to a record before the damage, T/0 (the queue of
 	// the damaged record) and T/2 up to one well after it, T/3 to the
 	// queue's end.
-	md.CommitOffset(meta.OffsetKey{Group: "G", Topic: "T", QueueID: 1}, f.ents[bad-40].QueueOffset)
-	md.CommitOffset(meta.OffsetKey{Group: "G", Topic: "T", QueueID: 0}, f.queueOffsetOf(0, bad+40))
-	md.CommitOffset(meta.OffsetKey{Group: "G", Topic: "T", QueueID: 2}, f.queueOffsetOf(2, bad+40))
+	md.CommitOffset(metastore.OffsetKey{Group: "G", Topic: "T", QueueID: 1}, f.ents[bad-40].QueueOffset)
+	md.CommitOffset(metastore.OffsetKey{Group: "G", Topic: "T", QueueID: 0}, f.queueOffsetOf(0, bad+40))
+	md.CommitOffset(metastore.OffsetKey{Group: "G", Topic: "T", QueueID: 2}, f.queueOffsetOf(2, bad+40))
 	_, end3 := s.QueueRange("T", 3)
-	md.CommitOffset(meta.OffsetKey{Group: "G", Topic: "T", QueueID: 3}, end3)
+	md.CommitOffset(metastore.OffsetKey{Group: "G", Topic: "T", QueueID: 3}, end3)
 	mustClose(t, s)
 	e := f.ents[bad]
 	flipByte(t, fs, e.PhysOffset+int64(e.Size)-7)
@@ -152,17 +152,17 @@ func (f *salvageFixture) check(t *testing.T, s *Store) {
 	// damaged record) and T/2 point at the copy of the first record G had
 	// not consumed; T/3 at the queue's end.
 	md := s.Meta()
-	if off, _ := md.Offset(meta.OffsetKey{Group: "G", Topic: "T", QueueID: 1}); off != f.ents[f.bad-40].QueueOffset {
+	if off, _ := md.Offset(metastore.OffsetKey{Group: "G", Topic: "T", QueueID: 1}); off != f.ents[f.bad-40].QueueOffset {
 		t.Fatalf("G's T/1 offset moved to %d", off)
 	}
 	for _, q := range []int32{0, 2} {
-		off, _ := md.Offset(meta.OffsetKey{Group: "G", Topic: "T", QueueID: q})
+		off, _ := md.Offset(metastore.OffsetKey{Group: "G", Topic: "T", QueueID: q})
 		ms, _, err := s.ReadMessages("T", q, off, 1)
 		if want := f.indexAt(q, f.bad+40); err != nil || len(ms) != 1 || ms[0].UniqKey() != f.msgs[want].UniqKey() {
 			t.Fatalf("G's T/%d offset %d reads %v %v, want message %d", q, off, ms, err, want)
 		}
 	}
-	off3, _ := md.Offset(meta.OffsetKey{Group: "G", Topic: "T", QueueID: 3})
+	off3, _ := md.Offset(metastore.OffsetKey{Group: "G", Topic: "T", QueueID: 3})
 	if _, end := s.QueueRange("T", 3); off3 != end {
 		t.Fatalf("G's T/3 offset %d, want the queue's end %d", off3, end)
 	}

@@ -17,7 +17,7 @@ import (
 	"github.com/mqgate/mqgate/storage/index"
 	"github.com/mqgate/mqgate/storage/internal/serr"
 	"github.com/mqgate/mqgate/storage/message"
-	"github.com/mqgate/mqgate/storage/meta"
+	"github.com/mqgate/mqgate/storage/metastore"
 	"github.com/mqgate/mqgate/storage/vfs"
 )
 
@@ -109,7 +109,7 @@ type Store struct {
 	log  *commitlog.Log
 	cqs  *consumequeue.Set
 	idx  *index.Index
-	meta *meta.Store
+	meta *metastore.Store
 	disp *dispatcher
 	feed *feed // the writer's records for the dispatcher; nil when off
 
@@ -275,7 +275,7 @@ func (s *Store) open(cutAt int64) error {
 		Capacity: o.IndexCapacity, Logger: o.Logger, LogMin: res.Min, LogEnd: res.End, OnSeal: s.checkpointSoon}); err != nil {
 		return fmt.Errorf("storage: index: %w", err)
 	}
-	if s.meta, err = meta.Open(fs, filepath.Join(dir, "meta"), meta.Options{Logger: o.Logger}); err != nil {
+	if s.meta, err = metastore.Open(fs, filepath.Join(dir, "meta"), metastore.Options{Logger: o.Logger}); err != nil {
 		return fmt.Errorf("storage: metadata: %w", err)
 	}
 	s.cqs.All(func(q *consumequeue.Queue) { q.TrimBelow(res.Min) })
@@ -355,7 +355,7 @@ func (s *Store) DiskUsage() (vfs.DiskUsage, error) { return s.fs.Usage(s.dir) }
 func (s *Store) Recovery() RecoveryInfo { return s.recovery }
 
 // Meta is the metadata store (topics, groups, offsets, blobs).
-func (s *Store) Meta() *meta.Store { return s.meta }
+func (s *Store) Meta() *metastore.Store { return s.meta }
 
 // encoded is one append call's records and the buffers that hold their
 // bytes. The whole of it, buffers included, is reused (s.encodedPool)

@@ -11,7 +11,7 @@ import (
 
 	"github.com/mqgate/mqgate/broker/pop"
 	"github.com/mqgate/mqgate/storage"
-	"github.com/mqgate/mqgate/storage/meta"
+	"github.com/mqgate/mqgate/storage/metastore"
 )
 
 // MetaKind names a replicated change other than a message batch.
@@ -47,13 +47,13 @@ const (
 // MetaOp is one replicated metadata change. Only the fields its Kind
 // names are set.
 type MetaOp struct {
-	Kind      MetaKind        `json:"kind"`
-	Topic     *meta.Topic     `json:"topic,omitempty"`
-	Group     *meta.Group     `json:"group,omitempty"`
-	Name      string          `json:"name,omitempty"`
-	OffsetKey *meta.OffsetKey `json:"offset_key,omitempty"`
-	Offset    int64           `json:"offset,omitempty"`
-	Bootstrap *Bootstrap      `json:"bootstrap,omitempty"`
+	Kind      MetaKind             `json:"kind"`
+	Topic     *metastore.Topic     `json:"topic,omitempty"`
+	Group     *metastore.Group     `json:"group,omitempty"`
+	Name      string               `json:"name,omitempty"`
+	OffsetKey *metastore.OffsetKey `json:"offset_key,omitempty"`
+	Offset    int64                `json:"offset,omitempty"`
+	Bootstrap *Bootstrap           `json:"bootstrap,omitempty"`
 	// Format: MetaSetFormat (group format 2 on).
 	Format int `json:"format,omitempty"`
 	// Keys: MetaPutKeys, key ring blobs by name (group format 2 on).

@@ -8,7 +8,7 @@ import (
 
 	"github.com/mqgate/mqgate/broker/pop"
 	"github.com/mqgate/mqgate/storage"
-	"github.com/mqgate/mqgate/storage/meta"
+	"github.com/mqgate/mqgate/storage/metastore"
 )
 
 func metaEntryBytes(t testing.TB, seq uint64, op MetaOp) []byte {
@@ -33,10 +33,10 @@ func TestReplicaAppliesMetaChanges(t *testing.T) {
 	ops := []MetaOp{
 		{Kind: MetaBootstrap, Bootstrap: &Bootstrap{ClusterID: "c1", HandleKey: key}},
 		{Kind: MetaBootstrap, Bootstrap: &Bootstrap{ClusterID: "c1", HandleKey: bytes.Repeat([]byte{8}, 36)}}, // later ones change nothing
-		{Kind: MetaPutTopic, Topic: &meta.Topic{Name: "t", QueueCount: 2}},
-		{Kind: MetaPutTopic, Topic: &meta.Topic{Name: "bad", QueueCount: 0}}, // refused by the store: skipped
-		{Kind: MetaPutGroup, Group: &meta.Group{Name: "g"}},
-		{Kind: MetaCommitOffset, OffsetKey: &meta.OffsetKey{Group: "g", Topic: "t", QueueID: 1}, Offset: 5},
+		{Kind: MetaPutTopic, Topic: &metastore.Topic{Name: "t", QueueCount: 2}},
+		{Kind: MetaPutTopic, Topic: &metastore.Topic{Name: "bad", QueueCount: 0}}, // refused by the store: skipped
+		{Kind: MetaPutGroup, Group: &metastore.Group{Name: "g"}},
+		{Kind: MetaCommitOffset, OffsetKey: &metastore.OffsetKey{Group: "g", Topic: "t", QueueID: 1}, Offset: 5},
 		{Kind: MetaBarrier},
 		{Kind: MetaDeleteGroup, Name: "nobody"}, // not found: skipped
 		{Kind: MetaDropQueues, Name: "t"},
@@ -59,7 +59,7 @@ func TestReplicaAppliesMetaChanges(t *testing.T) {
 	if _, ok := m.Topic("bad"); ok {
 		t.Fatal("an invalid topic was stored")
 	}
-	if off, ok := m.Offset(meta.OffsetKey{Group: "g", Topic: "t", QueueID: 1}); !ok || off != 5 {
+	if off, ok := m.Offset(metastore.OffsetKey{Group: "g", Topic: "t", QueueID: 1}); !ok || off != 5 {
 		t.Fatalf("offset %d %v", off, ok)
 	}
 	if _, end := r.Store().LogRange(); end == 0 {
@@ -100,7 +100,7 @@ func TestProposeMetaChecksFields(t *testing.T) {
 }
 
 func FuzzDecodeMeta(f *testing.F) {
-	f.Add(metaEntryBytes(f, 1, MetaOp{Kind: MetaPutTopic, Topic: &meta.Topic{Name: "t", QueueCount: 2}}))
+	f.Add(metaEntryBytes(f, 1, MetaOp{Kind: MetaPutTopic, Topic: &metastore.Topic{Name: "t", QueueCount: 2}}))
 	f.Add(metaEntryBytes(f, 2, MetaOp{Kind: MetaBarrier}))
 	f.Add(metaEntryBytes(f, 3, MetaOp{Kind: MetaBootstrap, Bootstrap: &Bootstrap{ClusterID: "c", HandleKey: make([]byte, 20)}}))
 	f.Add([]byte{1, 2})
@@ -133,7 +133,7 @@ func FuzzDecodeMeta(f *testing.F) {
 // refused as ErrRefused.
 func FuzzDecodeChange(f *testing.F) {
 	for _, op := range []MetaOp{
-		{Kind: MetaPutTopic, Topic: &meta.Topic{Name: "t", QueueCount: 2}},
+		{Kind: MetaPutTopic, Topic: &metastore.Topic{Name: "t", QueueCount: 2}},
 		{Kind: MetaDeleteGroup, Name: "g"},
 		{Kind: MetaDropQueues, Name: "t"},
 		{Kind: MetaBarrier},

@@ -6,7 +6,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/mqgate/mqgate/storage/meta"
+	"github.com/mqgate/mqgate/storage/metastore"
 	"github.com/mqgate/mqgate/storage/vfs"
 )
 
@@ -59,7 +59,7 @@ func TestReplicaWaitsForSpace(t *testing.T) {
 	if n := queueLen(r); n != 3 {
 		t.Fatalf("%d messages stored after the entry that waited, want 3", n)
 	}
-	waitFor(4, metaEntryBytes(t, 1, MetaOp{Kind: MetaPutTopic, Topic: &meta.Topic{Name: "t2", QueueCount: 2}}), "meta")
+	waitFor(4, metaEntryBytes(t, 1, MetaOp{Kind: MetaPutTopic, Topic: &metastore.Topic{Name: "t2", QueueCount: 2}}), "meta")
 	if _, ok := r.Store().Meta().Topic("t2"); !ok {
 		t.Fatal("the topic applied once there was room is missing")
 	}

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/mqgate/mqgate/storage/meta"
+	"github.com/mqgate/mqgate/storage/metastore"
 	"github.com/mqgate/mqgate/storage/vfs"
 )
 
@@ -17,7 +17,7 @@ import (
 // explicitly, dead-letter and retry topics are not.
 func TestAutoCreateWarnsOncePerName(t *testing.T) {
 	ctx := context.Background()
-	st, err := meta.Open(vfs.NewMem(), "/meta", meta.Options{})
+	st, err := metastore.Open(vfs.NewMem(), "/meta", metastore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,8 +1,8 @@
 // Package metadata owns topics and consumer groups: name validation,
 // creation (explicit or, when enabled, on first use), lookup and deletion,
-// persisted through storage/meta. It also knows the derived names: the
+// persisted through storage/metastore. It also knows the derived names: the
 // dead-letter topic %DLQ%<group>, created on first use with one queue.
-// A creation, change or deletion that storage/meta cannot persist fails
+// A creation, change or deletion that storage/metastore cannot persist fails
 // with KindStoreUnavailable and changes nothing (meta publishes a change
 // only once its snapshot is durable), so nothing is accepted for a topic
 // or group that a restart would not know.

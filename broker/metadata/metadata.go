@@ -13,7 +13,7 @@ import (
 	"github.com/mqgate/mqgate/broker/mqerr"
 	"github.com/mqgate/mqgate/internal/clock"
 	"github.com/mqgate/mqgate/storage"
-	"github.com/mqgate/mqgate/storage/meta"
+	"github.com/mqgate/mqgate/storage/metastore"
 )
 
 // Limits on created resources.
@@ -40,16 +40,16 @@ type Config struct {
 	DLQQueues int32
 }
 
-// Store is the part of storage/meta the service uses.
+// Store is the part of storage/metastore the service uses.
 type Store interface {
-	PutTopic(t meta.Topic) error
+	PutTopic(t metastore.Topic) error
 	DeleteTopic(name string) error
-	Topic(name string) (meta.Topic, bool)
-	Topics() []meta.Topic
-	PutGroup(g meta.Group) error
+	Topic(name string) (metastore.Topic, bool)
+	Topics() []metastore.Topic
+	PutGroup(g metastore.Group) error
 	DeleteGroup(name string) error
-	Group(name string) (meta.Group, bool)
-	Groups() []meta.Group
+	Group(name string) (metastore.Group, bool)
+	Groups() []metastore.Group
 }
 
 // QueueDropper removes a deleted topic's queues from the store.
@@ -106,18 +106,18 @@ func storeErr(err error, what string) error {
 	return mqerr.Wrap(mqerr.KindStoreUnavailable, err, "persisting "+what)
 }
 
-func toModelTopic(t meta.Topic) model.Topic {
+func toModelTopic(t metastore.Topic) model.Topic {
 	mt := model.Topic{Name: t.Name, Queues: t.QueueCount, CreateTime: time.UnixMilli(t.CreateTime)}
 	switch t.Type {
-	case meta.TopicFIFO:
+	case metastore.TopicFIFO:
 		mt.Type = model.TopicFIFO
-	case meta.TopicDelay:
+	case metastore.TopicDelay:
 		mt.Type = model.TopicDelay
-	case meta.TopicTransaction:
+	case metastore.TopicTransaction:
 		mt.Type = model.TopicTransaction
-	case meta.TopicMixed:
+	case metastore.TopicMixed:
 		mt.Type = model.TopicMixed
-	case meta.TopicLite:
+	case metastore.TopicLite:
 		mt.Type = model.TopicLite
 		if v, ok := t.Attributes[AttrLiteTTL]; ok {
 			if d, err := time.ParseDuration(v); err == nil {
@@ -128,9 +128,9 @@ func toModelTopic(t meta.Topic) model.Topic {
 		mt.Type = model.TopicNormal
 	}
 	switch t.Perm {
-	case meta.PermRead:
+	case metastore.PermRead:
 		mt.Perm = model.PermRead
-	case meta.PermWrite:
+	case metastore.PermWrite:
 		mt.Perm = model.PermWrite
 	case 0:
 		mt.Perm = model.PermNone
@@ -140,39 +140,39 @@ func toModelTopic(t meta.Topic) model.Topic {
 	return mt
 }
 
-func toMetaTopic(t model.Topic) meta.Topic {
-	mt := meta.Topic{Name: t.Name, QueueCount: t.Queues, CreateTime: t.CreateTime.UnixMilli()}
+func toMetaTopic(t model.Topic) metastore.Topic {
+	mt := metastore.Topic{Name: t.Name, QueueCount: t.Queues, CreateTime: t.CreateTime.UnixMilli()}
 	switch t.Type {
 	case model.TopicFIFO:
-		mt.Type = meta.TopicFIFO
+		mt.Type = metastore.TopicFIFO
 	case model.TopicDelay:
-		mt.Type = meta.TopicDelay
+		mt.Type = metastore.TopicDelay
 	case model.TopicTransaction:
-		mt.Type = meta.TopicTransaction
+		mt.Type = metastore.TopicTransaction
 	case model.TopicMixed:
-		mt.Type = meta.TopicMixed
+		mt.Type = metastore.TopicMixed
 	case model.TopicLite:
-		mt.Type = meta.TopicLite
+		mt.Type = metastore.TopicLite
 		if t.LiteTTL != 0 {
 			mt.Attributes = map[string]string{AttrLiteTTL: t.LiteTTL.String()}
 		}
 	default:
-		mt.Type = meta.TopicNormal
+		mt.Type = metastore.TopicNormal
 	}
 	switch t.Perm {
 	case model.PermRead:
-		mt.Perm = meta.PermRead
+		mt.Perm = metastore.PermRead
 	case model.PermWrite:
-		mt.Perm = meta.PermWrite
+		mt.Perm = metastore.PermWrite
 	case model.PermNone:
 		mt.Perm = 0
 	default:
-		mt.Perm = meta.PermReadWrite
+		mt.Perm = metastore.PermReadWrite
 	}
 	return mt
 }
 
-func toModelGroup(g meta.Group) model.Group {
+func toModelGroup(g metastore.Group) model.Group {
 	mg := model.Group{Name: g.Name, FIFO: g.FIFO, MaxDeliveryAttempts: g.MaxDeliveryAttempts, CreateTime: time.UnixMilli(g.CreateTime)}
 	if mg.MaxDeliveryAttempts <= 0 {
 		mg.MaxDeliveryAttempts = model.DefaultMaxDeliveryAttempts
@@ -189,16 +189,16 @@ func toModelGroup(g meta.Group) model.Group {
 	return mg
 }
 
-func toMetaGroup(g model.Group) meta.Group {
-	mg := meta.Group{Name: g.Name, FIFO: g.FIFO, MaxDeliveryAttempts: g.MaxDeliveryAttempts, CreateTime: g.CreateTime.UnixMilli()}
+func toMetaGroup(g model.Group) metastore.Group {
+	mg := metastore.Group{Name: g.Name, FIFO: g.FIFO, MaxDeliveryAttempts: g.MaxDeliveryAttempts, CreateTime: g.CreateTime.UnixMilli()}
 	if g.Retry.Kind == model.RetryExponential {
-		mg.RetryPolicy = meta.RetryPolicy{Initial: g.Retry.Initial, Max: g.Retry.Max, Multiplier: g.Retry.Multiplier}
+		mg.RetryPolicy = metastore.RetryPolicy{Initial: g.Retry.Initial, Max: g.Retry.Max, Multiplier: g.Retry.Multiplier}
 	} else {
 		steps := g.Retry.Steps
 		if len(steps) == 0 {
 			steps = model.DefaultCustomizedSteps
 		}
-		mg.RetryPolicy = meta.RetryPolicy{Customized: append([]time.Duration(nil), steps...)}
+		mg.RetryPolicy = metastore.RetryPolicy{Customized: append([]time.Duration(nil), steps...)}
 	}
 	return mg
 }

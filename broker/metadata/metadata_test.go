@@ -9,7 +9,7 @@ import (
 
 	"github.com/mqgate/mqgate/broker/model"
 	"github.com/mqgate/mqgate/broker/mqerr"
-	"github.com/mqgate/mqgate/storage/meta"
+	"github.com/mqgate/mqgate/storage/metastore"
 	"github.com/mqgate/mqgate/storage/vfs"
 )
 
@@ -22,7 +22,7 @@ func TestUnpersistedMetadataIsNotUsed(t *testing.T) {
 	ctx := context.Background()
 	mem := vfs.NewMem()
 	efs := vfs.NewErrorFS(mem, nil)
-	st, err := meta.Open(efs, "/meta", meta.Options{})
+	st, err := metastore.Open(efs, "/meta", metastore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +78,7 @@ func TestUnpersistedMetadataIsNotUsed(t *testing.T) {
 	if _, err := s.Topic(ctx, "auto"); err != nil {
 		t.Fatalf("auto-create once writes work again: %v", err)
 	}
-	r, err := meta.Open(mem.CrashClone(nil), "/meta", meta.Options{})
+	r, err := metastore.Open(mem.CrashClone(nil), "/meta", metastore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/mqgate/mqgate/internal/clock"
 	"github.com/mqgate/mqgate/storage"
 	"github.com/mqgate/mqgate/storage/message"
-	"github.com/mqgate/mqgate/storage/meta"
+	"github.com/mqgate/mqgate/storage/metastore"
 )
 
 // Store is what the service reads.
@@ -27,8 +27,8 @@ type Store interface {
 type Offsets interface {
 	// CommitOffset records offset; DurabilityLocal when it is on disk
 	// (or in a majority of a replica group's logs) already.
-	CommitOffset(k meta.OffsetKey, offset int64) (meta.Durability, error)
-	Offset(k meta.OffsetKey) (int64, bool)
+	CommitOffset(k metastore.OffsetKey, offset int64) (metastore.Durability, error)
+	Offset(k metastore.OffsetKey) (int64, bool)
 	// Flush persists committed offsets now (fsynced when it returns nil).
 	Flush() error
 }
@@ -183,7 +183,7 @@ func (s *Service) read(t model.Topic, q int32, offset int64, max int, f model.Fi
 // With durable set it returns only once the offset is on disk (a consumer
 // managing its own progress is told OK only for what survives a crash);
 // otherwise it is persisted by the next periodic metadata flush.
-func (s *Service) Update(t model.Topic, group string, q int32, offset int64, durable bool) (meta.Durability, error) {
+func (s *Service) Update(t model.Topic, group string, q int32, offset int64, durable bool) (metastore.Durability, error) {
 	lo, hi, err := s.Range(t, q)
 	if err != nil {
 		return 0, err
@@ -191,18 +191,18 @@ func (s *Service) Update(t model.Topic, group string, q int32, offset int64, dur
 	if offset < lo || offset > hi {
 		return 0, mqerr.Errorf(mqerr.KindIllegalOffset, "offset %d is outside [%d, %d] of %s/%d", offset, lo, hi, t.Name, q)
 	}
-	d, err := s.offsets.CommitOffset(meta.OffsetKey{Group: group, Topic: t.Name, QueueID: q}, offset)
+	d, err := s.offsets.CommitOffset(metastore.OffsetKey{Group: group, Topic: t.Name, QueueID: q}, offset)
 	if err != nil {
 		if mqerr.Classified(err) {
 			return d, err
 		}
 		return d, mqerr.Wrap(mqerr.KindStoreUnavailable, err, "recording the committed offset")
 	}
-	if durable && d != meta.DurabilityLocal {
+	if durable && d != metastore.DurabilityLocal {
 		if err := s.offsets.Flush(); err != nil {
 			return d, mqerr.Wrap(mqerr.KindStoreUnavailable, err, "persisting the committed offset")
 		}
-		d = meta.DurabilityLocal
+		d = metastore.DurabilityLocal
 	}
 	return d, nil
 }
@@ -212,7 +212,7 @@ func (s *Service) Get(t model.Topic, group string, q int32) (int64, error) {
 	if err := checkQueue(t, q); err != nil {
 		return 0, err
 	}
-	off, ok := s.offsets.Offset(meta.OffsetKey{Group: group, Topic: t.Name, QueueID: q})
+	off, ok := s.offsets.Offset(metastore.OffsetKey{Group: group, Topic: t.Name, QueueID: q})
 	if !ok {
 		return 0, mqerr.Errorf(mqerr.KindOffsetNotFound, "group %q has no committed offset for %s/%d", group, t.Name, q)
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/mqgate/mqgate/internal/clock"
 	"github.com/mqgate/mqgate/storage"
 	"github.com/mqgate/mqgate/storage/message"
-	"github.com/mqgate/mqgate/storage/meta"
+	"github.com/mqgate/mqgate/storage/metastore"
 )
 
 // fakeStore holds one queue, offsets [lo, lo+len(tags)), message i
@@ -50,25 +50,25 @@ func (f *fakeStore) OffsetForTime(_ string, _ int32, ms int64) (int64, error) {
 }
 
 type fakeOffsets struct {
-	m       map[meta.OffsetKey]int64
+	m       map[metastore.OffsetKey]int64
 	flushed int
 	err     error
 }
 
-func (f *fakeOffsets) CommitOffset(k meta.OffsetKey, off int64) (meta.Durability, error) {
+func (f *fakeOffsets) CommitOffset(k metastore.OffsetKey, off int64) (metastore.Durability, error) {
 	if f.err != nil {
 		return 0, f.err
 	}
 	f.m[k] = off
-	return meta.DurabilityMemory, nil
+	return metastore.DurabilityMemory, nil
 }
-func (f *fakeOffsets) Offset(k meta.OffsetKey) (int64, bool) { o, ok := f.m[k]; return o, ok }
-func (f *fakeOffsets) Flush() error                          { f.flushed++; return nil }
+func (f *fakeOffsets) Offset(k metastore.OffsetKey) (int64, bool) { o, ok := f.m[k]; return o, ok }
+func (f *fakeOffsets) Flush() error                               { f.flushed++; return nil }
 
 var topic = model.Topic{Name: "orders", Type: model.TopicNormal, Queues: 2}
 
 func newService(st *fakeStore) (*Service, *fakeOffsets) {
-	offs := &fakeOffsets{m: map[meta.OffsetKey]int64{}}
+	offs := &fakeOffsets{m: map[metastore.OffsetKey]int64{}}
 	return New(st, offs, longpoll.New(0), clock.NewFake(time.Unix(1767323045, 0))), offs
 }
 
@@ -142,11 +142,11 @@ func TestUpdateAndGetRules(t *testing.T) {
 		durable bool
 		kind    mqerr.Kind // 0: committed
 		flushed int
-		dur     meta.Durability
+		dur     metastore.Durability
 	}{
-		{"within the range", 0, 12, false, 0, 0, meta.DurabilityMemory},
-		{"at the end (nothing left to consume)", 0, 13, false, 0, 0, meta.DurabilityMemory},
-		{"durable: flushed before the answer", 1, 11, true, 0, 1, meta.DurabilityLocal},
+		{"within the range", 0, 12, false, 0, 0, metastore.DurabilityMemory},
+		{"at the end (nothing left to consume)", 0, 13, false, 0, 0, metastore.DurabilityMemory},
+		{"durable: flushed before the answer", 1, 11, true, 0, 1, metastore.DurabilityLocal},
 		{"before the start", 0, 9, false, mqerr.KindIllegalOffset, 0, 0},
 		{"past the end", 0, 14, false, mqerr.KindIllegalOffset, 0, 0},
 		{"a queue the topic does not have", -1, 10, false, mqerr.KindBadRequest, 0, 0},

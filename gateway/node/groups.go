@@ -19,7 +19,7 @@ import (
 	"github.com/mqgate/mqgate/broker/metadata"
 	"github.com/mqgate/mqgate/gateway/peer"
 	"github.com/mqgate/mqgate/storage"
-	"github.com/mqgate/mqgate/storage/meta"
+	"github.com/mqgate/mqgate/storage/metastore"
 )
 
 // Data groups (docs/architecture.md, "Data groups"). With
@@ -614,7 +614,7 @@ func (n *Node) handoffGroups(ctx context.Context) error {
 // through group 0's leader; deletions are made in every data group.
 type catalog struct{ n *Node }
 
-func (c *catalog) Meta() *meta.Store { return c.n.groups[0].rep.Store().Meta() }
+func (c *catalog) Meta() *metastore.Store { return c.n.groups[0].rep.Store().Meta() }
 
 func (c *catalog) ProposeMeta(ctx context.Context, op cluster.MetaOp) (storage.AppendResult, error) {
 	switch op.Kind {

@@ -22,7 +22,7 @@ import (
 
 	"github.com/mqgate/mqgate/broker/cluster"
 	clusterv1 "github.com/mqgate/mqgate/gen/mqgate/cluster/v1"
-	"github.com/mqgate/mqgate/storage/meta"
+	"github.com/mqgate/mqgate/storage/metastore"
 )
 
 // groupsCluster is a group of in-process members, each hosting the same
@@ -224,7 +224,7 @@ func TestProposeAtLeader(t *testing.T) {
 	}
 	for _, through := range []*groupsMember{f, l} {
 		name := fmt.Sprintf("topic-via-%d", through.id)
-		change, err := cluster.EncodeChange(cluster.MetaOp{Kind: cluster.MetaPutTopic, Topic: &meta.Topic{Name: name, QueueCount: 4}})
+		change, err := cluster.EncodeChange(cluster.MetaOp{Kind: cluster.MetaPutTopic, Topic: &metastore.Topic{Name: name, QueueCount: 4}})
 		if err != nil {
 			t.Fatal(err)
 		}

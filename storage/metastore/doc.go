@@ -1,4 +1,4 @@
-// Package meta owns the store's metadata: topics, consumer groups,
+// Package metastore owns the store's metadata: topics, consumer groups,
 // consumer offsets and named blobs of broker state (POP revive progress,
 // the receipt-handle MAC key, ...).
 //
@@ -31,7 +31,7 @@
 // Options.FallbackToPrevious makes Open use it instead. A crash
 // between the two renames is recovered from the fsynced temp file.
 //
-// Files: meta.go holds the metadata types and their persistence.
+// Files: metastore.go holds the metadata types and their persistence.
 //
-// meta imports storage/vfs, storage/internal/serr and the standard library.
-package meta
+// metastore imports storage/vfs, storage/internal/serr and the standard library.
+package metastore
