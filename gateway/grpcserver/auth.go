@@ -50,7 +50,7 @@ func denied(fullMethod string, err error, code codes.Code) (any, error) {
 
 // authUnary authenticates every unary call but health checks, requires an
 // admin for the admin API but its views (views; nil: none), and checks what a MessagingService call touches
-// (v2Access). REST's service checks its own calls (restservice).
+// (v2Access). REST's service checks its own calls (restmessaging).
 func authUnary(a *auth.Authenticator, views func(string) bool, log *slog.Logger) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 		if authExempt(info.FullMethod) {

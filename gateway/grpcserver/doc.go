@@ -1,7 +1,7 @@
 // Package grpcserver is mqgate's gRPC transport: the one grpc.Server every
 // gRPC service of the node is registered on (apache.rocketmq.v2
 // MessagingService from gateway/v2service, mqgate.rest.v1 from
-// gateway/restservice, mqgate.admin.v1 from gateway/admin), its options (TLS
+// gateway/restmessaging, mqgate.admin.v1 from gateway/admin), its options (TLS
 // and plaintext on one port, keepalive, message sizes, stream workers),
 // the interceptor chain, health and reflection.
 //
@@ -34,7 +34,7 @@
 // a request over the receive limit gets RESOURCE_EXHAUSTED); the
 // handlers and their Kind → status mapping live in gateway/v2service,
 // which imports this package for ClientID and RequestID. grpcserver must
-// not import a service or listener package (v2service, restservice, admin,
+// not import a service or listener package (v2service, restmessaging, admin,
 // httpserver, remoting), broker/ or storage/; client state lives in
 // gateway/session.
 package grpcserver

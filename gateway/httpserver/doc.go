@@ -26,7 +26,7 @@
 //
 // It talks to the broker only through gRPC, so it must not import broker/,
 // storage/, another listener package (grpcserver, v2service, remoting,
-// admin) or gateway/restservice (the service it calls); it imports the generated
+// admin) or gateway/restmessaging (the service it calls); it imports the generated
 // clients and gateway handlers in gen/, and gateway/errcodes for the v2
 // code of errors that carry only a gRPC code.
 package httpserver

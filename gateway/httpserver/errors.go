@@ -67,7 +67,7 @@ func newStatus(c v2.Code, msg string) *restv1.Status {
 	return &restv1.Status{Code: int32(c), Name: c.String(), Message: msg}
 }
 
-// errorBody is the Status an error carries (restservice attaches one), else
+// errorBody is the Status an error carries (restmessaging attaches one), else
 // one derived from its gRPC code.
 func errorBody(st *status.Status) *restv1.Status {
 	for _, d := range st.Details() {

@@ -26,7 +26,7 @@ import (
 	restv1 "github.com/mqgate/mqgate/gen/mqgate/rest/v1"
 )
 
-// bodyFormatHeader asks mqgate.rest.v1 for text bodies (restservice reads it);
+// bodyFormatHeader asks mqgate.rest.v1 for text bodies (restmessaging reads it);
 // ?body=text sets it.
 const bodyFormatHeader = "x-mq-body-format"
 

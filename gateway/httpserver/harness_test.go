@@ -31,7 +31,7 @@ import (
 	"github.com/mqgate/mqgate/gateway/admission"
 	"github.com/mqgate/mqgate/gateway/auth"
 	"github.com/mqgate/mqgate/gateway/grpcserver"
-	"github.com/mqgate/mqgate/gateway/restservice"
+	"github.com/mqgate/mqgate/gateway/restmessaging"
 	"github.com/mqgate/mqgate/gateway/session"
 	"github.com/mqgate/mqgate/gateway/v2service"
 	v2 "github.com/mqgate/mqgate/gen/apache/rocketmq/v2"
@@ -130,7 +130,7 @@ func newHarness(t testing.TB, opts ...harnessOpts) *harness {
 	h.grpc = grpcserver.New(gopts)
 	svc.Register(h.grpc)
 	admin.New(b, admin.Options{Auth: o.auth}).Register(h.grpc)
-	restservice.New(restservice.Config{Clock: clk, Logger: log, Auth: o.auth}, b).Register(h.grpc)
+	restmessaging.New(restmessaging.Config{Clock: clk, Logger: log, Auth: o.auth}, b).Register(h.grpc)
 	blis := bufconn.Listen(1 << 20)
 	h.v2conn, err = grpc.NewClient("passthrough:///harness",
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return blis.DialContext(ctx) }),

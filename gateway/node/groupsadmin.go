@@ -9,7 +9,7 @@ import (
 	"github.com/mqgate/mqgate/broker/mqerr"
 	"github.com/mqgate/mqgate/broker/placement"
 	"github.com/mqgate/mqgate/gateway/admin"
-	"github.com/mqgate/mqgate/gateway/restservice"
+	"github.com/mqgate/mqgate/gateway/restmessaging"
 )
 
 // The admin API and the REST messaging API of a cluster of several data
@@ -143,11 +143,11 @@ func (a groupsAdmin) StoredMessages(ctx context.Context, topic string) (int64, e
 
 func (a groupsAdmin) Started() time.Time { return a.n.broker.Started() }
 
-// groupsREST is restservice.Broker of a cluster of several data groups:
+// groupsREST is restmessaging.Broker of a cluster of several data groups:
 // lookups from the catalog, messaging refused.
 type groupsREST struct{ n *Node }
 
-var _ restservice.Broker = groupsREST{}
+var _ restmessaging.Broker = groupsREST{}
 
 func (r groupsREST) GetTopic(ctx context.Context, name string) (model.Topic, error) {
 	return r.n.catalog.GetTopic(ctx, name)

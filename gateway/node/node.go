@@ -31,7 +31,7 @@ import (
 	"github.com/mqgate/mqgate/gateway/peer"
 	"github.com/mqgate/mqgate/gateway/relay"
 	"github.com/mqgate/mqgate/gateway/remoting"
-	"github.com/mqgate/mqgate/gateway/restservice"
+	"github.com/mqgate/mqgate/gateway/restmessaging"
 	"github.com/mqgate/mqgate/gateway/session"
 	"github.com/mqgate/mqgate/gateway/v2service"
 	"github.com/mqgate/mqgate/internal/buildinfo"
@@ -433,7 +433,7 @@ func (n *Node) startGRPC(ctx context.Context) error {
 	})
 	sc := v2service.ServiceConfig{AdvertiseAddr: n.cfg.AdvertiseAddr, Logger: n.log}
 	var adm admin.Broker = n.broker
-	var rest restservice.Broker = n.broker
+	var rest restmessaging.Broker = n.broker
 	switch {
 	case n.multiGroup():
 		sc.Groups = newGroupsView(n)
@@ -449,7 +449,7 @@ func (n *Node) startGRPC(ctx context.Context) error {
 	n.addCheckBack(svc.CheckBackSender())
 	svc.Register(n.grpc)
 	admin.New(adm, admin.Options{Auth: n.auth, Clients: n.clients, Cluster: clusterView{n}}).Register(n.grpc)
-	restservice.New(restservice.Config{Logger: n.log, Auth: n.auth}, rest).Register(n.grpc)
+	restmessaging.New(restmessaging.Config{Logger: n.log, Auth: n.auth}, rest).Register(n.grpc)
 	lis := n.lis["grpc-addr"]
 	n.addrs.GRPC = lis.Addr().String()
 	return n.group.Go("grpc-serve", func(context.Context) {

@@ -22,7 +22,7 @@
 // unserved RPC answers)
 // — validate.go (names, namespaces), convert.go (v2 ↔ domain) and
 // status.go (errors → v2 statuses and gRPC codes, through gateway/errcodes,
-// the one mqerr.Kind → code table shared with gateway/restservice and
+// the one mqerr.Kind → code table shared with gateway/restmessaging and
 // gateway/admin; that table stays its own package because those edges
 // must not import this one).
 //
@@ -50,5 +50,5 @@
 // The v2 and domain types meet only in this package's convert files, and
 // every error leaving a handler is mapped in status.go. It may import
 // gateway/grpcserver (the transport); it must not import storage/ or
-// another listener package (httpserver, restservice, remoting, admin).
+// another listener package (httpserver, restmessaging, remoting, admin).
 package v2service

@@ -13,7 +13,7 @@ import (
 )
 
 // Errors are mapped through THE Kind → code table, gateway/errcodes (the
-// REST edge, gateway/restservice, maps the same way): the v2 Code goes in a
+// REST edge, gateway/restmessaging, maps the same way): the v2 Code goes in a
 // response's status payload (the normal case, gRPC status OK), the gRPC
 // code where a gRPC-level error is the contract (Telemetry's settings
 // validation).

@@ -1,4 +1,4 @@
-package restservice
+package restmessaging
 
 import (
 	"crypto/rand"

@@ -1,4 +1,4 @@
-// Package restservice implements mqgate.rest.v1.MessagingService, a gRPC
+// Package restmessaging implements mqgate.rest.v1.MessagingService, a gRPC
 // service registered on gateway/grpcserver's server: the HTTP-friendly
 // messaging API (send, POP receive as a long poll answering an array, ack,
 // change invisibility, route) that gateway/httpserver transcodes to
@@ -15,9 +15,9 @@
 // Files: messaging.go holds the message calls (send, receive, ack, change
 // invisibility).
 //
-// restservice may import broker/ (the facade, model, mqerr),
+// restmessaging may import broker/ (the facade, model, mqerr),
 // gateway/errcodes, internal/ and gen/mqgate/rest/v1. It must not import
 // storage/ or a listener package (gateway/grpcserver, gateway/v2service,
 // gateway/httpserver, gateway/remoting, gateway/admin): imports_test.go
 // enforces it.
-package restservice
+package restmessaging

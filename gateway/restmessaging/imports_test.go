@@ -1,4 +1,4 @@
-package restservice
+package restmessaging
 
 import (
 	"os/exec"
@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// TestImportBoundary: restservice is an edge like gateway/admin. It never
+// TestImportBoundary: restmessaging is an edge like gateway/admin. It never
 // imports storage/ or another listener package (internal/archtest checks
 // the whole module; this keeps the rule next to the package).
 func TestImportBoundary(t *testing.T) {
@@ -26,7 +26,7 @@ func TestImportBoundary(t *testing.T) {
 		}
 		for _, banned := range []string{"storage", "gateway/grpcserver", "gateway/v2service", "gateway/httpserver", "gateway/remoting", "gateway/admin", "gateway/node", "cmd"} {
 			if rel == banned || strings.HasPrefix(rel, banned+"/") {
-				t.Errorf("restservice imports %s", p)
+				t.Errorf("restmessaging imports %s", p)
 			}
 		}
 	}
