@@ -5,8 +5,8 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/mqgate/mqgate/broker/cluster"
 	"github.com/mqgate/mqgate/broker/mqerr"
+	"github.com/mqgate/mqgate/broker/raftstore"
 )
 
 // A refusal that memory decides (an unknown handle or transaction id) is
@@ -19,7 +19,7 @@ func TestRefusalsConfirmedByLeadership(t *testing.T) {
 	invalid := mqerr.Errorf(mqerr.KindInvalidReceiptHandle, "superseded")
 	other := mqerr.Errorf(mqerr.KindBadRequest, "bad")
 	asks := 0
-	deposed := &Broker{w: writes{current: func(context.Context) error { asks++; return &cluster.NotLeaderError{LeaderID: 2} }}}
+	deposed := &Broker{w: writes{current: func(context.Context) error { asks++; return &raftstore.NotLeaderError{LeaderID: 2} }}}
 	if err := deposed.confirmRefusal(ctx, invalid); mqerr.KindOf(err) == mqerr.KindInvalidReceiptHandle {
 		t.Fatalf("a deposed member's refusal: %v, want a replication error", err)
 	}

@@ -6,10 +6,10 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/mqgate/mqgate/broker/cluster"
 	"github.com/mqgate/mqgate/broker/deferred"
 	"github.com/mqgate/mqgate/broker/metadata"
 	"github.com/mqgate/mqgate/broker/mqerr"
+	"github.com/mqgate/mqgate/broker/raftstore"
 	"github.com/mqgate/mqgate/internal/clock"
 	"github.com/mqgate/mqgate/storage"
 	"github.com/mqgate/mqgate/storage/message"
@@ -17,16 +17,16 @@ import (
 )
 
 // Replicator is the replica group a clustered broker writes through
-// (broker/cluster's Replica): message batches as entries, and metadata
+// (broker/raftstore's Replica): message batches as entries, and metadata
 // changes (topics, groups, committed offsets, topic deletions) as
 // entries too, so that every member's store and metadata hold the same.
 // Reads go to the local store, which only the replica's apply step
 // writes.
 type Replicator interface {
 	Append(ctx context.Context, msgs ...*message.Message) (storage.AppendResult, error)
-	ProposeMeta(ctx context.Context, op cluster.MetaOp) (storage.AppendResult, error)
+	ProposeMeta(ctx context.Context, op raftstore.MetaOp) (storage.AppendResult, error)
 	// ReadBarrier returns once this member (leading) has applied every
-	// entry committed before the call (cluster.Replica.ReadBarrier).
+	// entry committed before the call (raftstore.Replica.ReadBarrier).
 	ReadBarrier(ctx context.Context) error
 }
 
@@ -100,7 +100,7 @@ func newWrites(st *storage.Store, r Replicator, cat Catalog) writes {
 // so a topic created through one member is found through every other.
 type Catalog interface {
 	Meta() *metastore.Store
-	ProposeMeta(ctx context.Context, op cluster.MetaOp) (storage.AppendResult, error)
+	ProposeMeta(ctx context.Context, op raftstore.MetaOp) (storage.AppendResult, error)
 	Sync(ctx context.Context) error
 }
 
@@ -111,32 +111,32 @@ const catalogSync = 2 * time.Second
 // dropper).
 type catalogMeta struct{ c Catalog }
 
-func (m catalogMeta) propose(ctx context.Context, op cluster.MetaOp) error {
+func (m catalogMeta) propose(ctx context.Context, op raftstore.MetaOp) error {
 	_, err := m.c.ProposeMeta(ctx, op)
 	return replicationError(err)
 }
 
 func (m catalogMeta) PutTopic(t metastore.Topic) error {
-	return m.propose(context.Background(), cluster.MetaOp{Kind: cluster.MetaPutTopic, Topic: &t})
+	return m.propose(context.Background(), raftstore.MetaOp{Kind: raftstore.MetaPutTopic, Topic: &t})
 }
 
 func (m catalogMeta) DeleteTopic(name string) error {
-	return m.propose(context.Background(), cluster.MetaOp{Kind: cluster.MetaDeleteTopic, Name: name})
+	return m.propose(context.Background(), raftstore.MetaOp{Kind: raftstore.MetaDeleteTopic, Name: name})
 }
 
 func (m catalogMeta) PutGroup(g metastore.Group) error {
-	return m.propose(context.Background(), cluster.MetaOp{Kind: cluster.MetaPutGroup, Group: &g})
+	return m.propose(context.Background(), raftstore.MetaOp{Kind: raftstore.MetaPutGroup, Group: &g})
 }
 
 func (m catalogMeta) DeleteGroup(name string) error {
-	return m.propose(context.Background(), cluster.MetaOp{Kind: cluster.MetaDeleteGroup, Name: name})
+	return m.propose(context.Background(), raftstore.MetaOp{Kind: raftstore.MetaDeleteGroup, Name: name})
 }
 
 // catalogDrop drops a deleted topic's queues in every data group.
 type catalogDrop struct{ c Catalog }
 
 func (d catalogDrop) DeleteTopic(ctx context.Context, topic string) error {
-	return catalogMeta(d).propose(ctx, cluster.MetaOp{Kind: cluster.MetaDropQueues, Name: topic})
+	return catalogMeta(d).propose(ctx, raftstore.MetaOp{Kind: raftstore.MetaDropQueues, Name: topic})
 }
 
 // sync catches the catalog up before a miss is answered.
@@ -173,14 +173,14 @@ const settleTimeout = time.Minute
 // caller's context does (within settleTimeout; a single node's flush
 // timeout comes first), and a replica group's append waits for its
 // entry to commit or for this member to stop leading, past the commit
-// timeout (cluster.AwaitOutcome). A service changes its memory (a
+// timeout (raftstore.AwaitOutcome). A service changes its memory (a
 // delivery's generation, a delayed message's timer) only when the append
 // says the record was written; an append given up half way could have
 // written it all the same, leaving memory behind the store.
 type settledStore struct{ storeWriter }
 
 func (s settledStore) Append(ctx context.Context, msgs ...*message.Message) (storage.AppendResult, error) {
-	ctx, cancel := context.WithTimeout(cluster.AwaitOutcome(context.WithoutCancel(ctx)), settleTimeout)
+	ctx, cancel := context.WithTimeout(raftstore.AwaitOutcome(context.WithoutCancel(ctx)), settleTimeout)
 	defer cancel()
 	return s.storeWriter.Append(ctx, msgs...)
 }
@@ -205,7 +205,7 @@ func (s replStore) Append(ctx context.Context, msgs ...*message.Message) (storag
 }
 
 func (s replStore) DeleteTopic(ctx context.Context, topic string) error {
-	_, err := s.r.ProposeMeta(ctx, cluster.MetaOp{Kind: cluster.MetaDropQueues, Name: topic})
+	_, err := s.r.ProposeMeta(ctx, raftstore.MetaOp{Kind: raftstore.MetaDropQueues, Name: topic})
 	return replicationError(err)
 }
 
@@ -217,25 +217,25 @@ type replMeta struct {
 	r Replicator
 }
 
-func (m replMeta) propose(op cluster.MetaOp) error {
+func (m replMeta) propose(op raftstore.MetaOp) error {
 	_, err := m.r.ProposeMeta(context.Background(), op)
 	return replicationError(err)
 }
 
 func (m replMeta) PutTopic(t metastore.Topic) error {
-	return m.propose(cluster.MetaOp{Kind: cluster.MetaPutTopic, Topic: &t})
+	return m.propose(raftstore.MetaOp{Kind: raftstore.MetaPutTopic, Topic: &t})
 }
 
 func (m replMeta) DeleteTopic(name string) error {
-	return m.propose(cluster.MetaOp{Kind: cluster.MetaDeleteTopic, Name: name})
+	return m.propose(raftstore.MetaOp{Kind: raftstore.MetaDeleteTopic, Name: name})
 }
 
 func (m replMeta) PutGroup(g metastore.Group) error {
-	return m.propose(cluster.MetaOp{Kind: cluster.MetaPutGroup, Group: &g})
+	return m.propose(raftstore.MetaOp{Kind: raftstore.MetaPutGroup, Group: &g})
 }
 
 func (m replMeta) DeleteGroup(name string) error {
-	return m.propose(cluster.MetaOp{Kind: cluster.MetaDeleteGroup, Name: name})
+	return m.propose(raftstore.MetaOp{Kind: raftstore.MetaDeleteGroup, Name: name})
 }
 
 // replOffsets commits offsets through the replica group: committed
@@ -246,7 +246,7 @@ type replOffsets struct {
 }
 
 func (o replOffsets) CommitOffset(k metastore.OffsetKey, offset int64) (metastore.Durability, error) {
-	if _, err := o.r.ProposeMeta(context.Background(), cluster.MetaOp{Kind: cluster.MetaCommitOffset, OffsetKey: &k, Offset: offset}); err != nil {
+	if _, err := o.r.ProposeMeta(context.Background(), raftstore.MetaOp{Kind: raftstore.MetaCommitOffset, OffsetKey: &k, Offset: offset}); err != nil {
 		return metastore.DurabilityMemory, replicationError(err)
 	}
 	return metastore.DurabilityLocal, nil
@@ -258,18 +258,18 @@ func replicationError(err error) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, cluster.ErrLeadershipLost):
+	case errors.Is(err, raftstore.ErrLeadershipLost):
 		return mqerr.Wrap(mqerr.KindReplicationLost, err, "this member stopped leading its replica group before the write committed; retry")
-	case errors.Is(err, cluster.ErrNoQuorum):
+	case errors.Is(err, raftstore.ErrNoQuorum):
 		return mqerr.Wrap(mqerr.KindNoQuorum, err, "no majority of the replica group stored the write in time; it may still be stored once a majority is back (the message id identifies it if retried)")
-	case errors.Is(err, cluster.ErrNotLeader):
+	case errors.Is(err, raftstore.ErrNotLeader):
 		// A deposed leader that has not closed its connections yet (it
 		// learns it was deposed, or resumes after a freeze): nothing was
 		// proposed. The leader changed meanwhile, as for
 		// ErrLeadershipLost: clients retry, and reconnect through a
 		// relay to the new leader.
 		return mqerr.Wrap(mqerr.KindReplicationLost, err, "this member no longer leads its replica group; nothing was stored: retry")
-	case errors.Is(err, cluster.ErrStopped):
+	case errors.Is(err, raftstore.ErrStopped):
 		return mqerr.Wrap(mqerr.KindNoQuorum, err, "this member stopped replicating; nothing was stored: retry")
 	}
 	return err

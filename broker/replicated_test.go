@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/mqgate/mqgate/broker/cluster"
 	"github.com/mqgate/mqgate/broker/mqerr"
+	"github.com/mqgate/mqgate/broker/raftstore"
 )
 
 // A write the replica group refused was not stored: it must be classified
@@ -19,11 +19,11 @@ func TestReplicationErrorKinds(t *testing.T) {
 		err  error
 		want mqerr.Kind
 	}{
-		{&cluster.NotLeaderError{LeaderID: 2, LeaderAddr: "127.0.0.1:7002"}, mqerr.KindReplicationLost},
-		{&cluster.NotLeaderError{}, mqerr.KindReplicationLost},
-		{fmt.Errorf("append: %w", cluster.ErrLeadershipLost), mqerr.KindReplicationLost},
-		{fmt.Errorf("%w: not committed within 3s", cluster.ErrNoQuorum), mqerr.KindNoQuorum},
-		{cluster.ErrStopped, mqerr.KindNoQuorum},
+		{&raftstore.NotLeaderError{LeaderID: 2, LeaderAddr: "127.0.0.1:7002"}, mqerr.KindReplicationLost},
+		{&raftstore.NotLeaderError{}, mqerr.KindReplicationLost},
+		{fmt.Errorf("append: %w", raftstore.ErrLeadershipLost), mqerr.KindReplicationLost},
+		{fmt.Errorf("%w: not committed within 3s", raftstore.ErrNoQuorum), mqerr.KindNoQuorum},
+		{raftstore.ErrStopped, mqerr.KindNoQuorum},
 	} {
 		got := replicationError(tc.err)
 		if k := mqerr.KindOf(got); k != tc.want {

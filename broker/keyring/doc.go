@@ -9,7 +9,7 @@
 //	"MQKR" | version u8 (1) | count u8 | per key, newest first:
 //	  id u32 | created unix ms i64 | length u8 | secret
 //
-// Rings are what a cluster replicates (broker/cluster), so every member
+// Rings are what a cluster replicates (broker/raftstore), so every member
 // verifies what any leader signed; a single node keeps its own.
 //
 // keyring imports only the standard library.

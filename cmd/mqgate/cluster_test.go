@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mqgate/mqgate/broker/cluster"
+	"github.com/mqgate/mqgate/broker/raftstore"
 	"github.com/mqgate/mqgate/gateway/peer"
 	"github.com/mqgate/mqgate/storage"
 )
@@ -43,7 +43,7 @@ func peerGroupTLS(t *testing.T, id string, tlsOf func(i uint64) *peer.TLS) (map[
 	root := t.TempDir()
 	for i, l := range lis {
 		dir := filepath.Join(root, fmt.Sprint(i))
-		rep, err := cluster.OpenReplica(filepath.Join(dir, "replica"), cluster.Options{
+		rep, err := raftstore.OpenReplica(filepath.Join(dir, "replica"), raftstore.Options{
 			Store: storage.Options{SegmentSize: 64 << 10, MaxBodySize: 8 << 10, MaxRecordSize: 10 << 10,
 				StagingDir: "off", Logger: quiet, FlushMode: storage.FlushAsync},
 			StoreHost: "cluster:8081", Logger: quiet})

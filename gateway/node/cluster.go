@@ -15,7 +15,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/mqgate/mqgate/broker/cluster"
+	"github.com/mqgate/mqgate/broker/raftstore"
 	"github.com/mqgate/mqgate/gateway/peer"
 	"github.com/mqgate/mqgate/gateway/relay"
 	"github.com/mqgate/mqgate/gateway/remoting"
@@ -23,7 +23,7 @@ import (
 	"github.com/mqgate/mqgate/storage"
 )
 
-// Cluster mode. The node's store is a cluster.Replica's (written only by
+// Cluster mode. The node's store is a raftstore.Replica's (written only by
 // applying committed raft entries), its raft member is a peer.Node, and
 // its client listeners (gRPC, HTTP, remoting) are relays: while this
 // member leads, the broker is active and the relays hand connections to
@@ -211,7 +211,7 @@ func (n *Node) openReplica(opts storage.Options) error {
 	if err != nil {
 		return err
 	}
-	rep, err := cluster.OpenReplica(filepath.Join(n.cfg.DataDir, "replica"), cluster.Options{
+	rep, err := raftstore.OpenReplica(filepath.Join(n.cfg.DataDir, "replica"), raftstore.Options{
 		Store: opts, StoreHost: n.storeHost(), ClusterID: n.cfg.ClusterID, CommitTimeout: n.cfg.FlushTimeout, Logger: n.log,
 		// The raft log is compacted up to the durable position only: it
 		// must advance well within what the log keeps.
@@ -277,7 +277,7 @@ func (n *Node) memberInfo() peer.MemberInfo {
 	// The remoting server reads the greeting of the others' relays
 	// (remoting.Greeting).
 	info.RemotingGreeting = info.Remoting != ""
-	info.Format = cluster.FormatVersion
+	info.Format = raftstore.FormatVersion
 	if n.cfg.AdvertiseAddr != "" {
 		info.GRPC = n.cfg.AdvertiseAddr
 	}
@@ -429,7 +429,7 @@ func (n *Node) followLeader(ctx context.Context) {
 		case <-n.raft.Done():
 			err := n.raft.Err()
 			switch {
-			case errors.Is(err, cluster.ErrCopyStaged):
+			case errors.Is(err, raftstore.ErrCopyStaged):
 				n.log.Info("a copy of another member's store is staged: restarting to install it")
 				n.restartOnce.Do(func() { close(n.restart) })
 			case errors.Is(err, peer.ErrRemoved):
@@ -635,7 +635,7 @@ func (n *Node) checkClock(ctx context.Context, l leadership) error {
 const probeTimeout = 500 * time.Millisecond
 
 // keyRotation is how often a leader puts a new key at the head of the
-// token key rings (broker/cluster's keys.go).
+// token key rings (broker/raftstore's keys.go).
 const keyRotation = 30 * 24 * time.Hour
 
 // raiseFormat raises the group's entry format to this version's when
@@ -643,7 +643,7 @@ const keyRotation = 30 * 24 * time.Hour
 // nothing, read as format 1); otherwise the group stays where it is,
 // which is logged, and the leader proposes only what it allows.
 func (n *Node) raiseFormat(ctx context.Context, l leadership) {
-	if l.rep.Format() >= cluster.FormatVersion {
+	if l.rep.Format() >= raftstore.FormatVersion {
 		return
 	}
 	m := l.raft.Members()
@@ -661,14 +661,14 @@ func (n *Node) raiseFormat(ctx context.Context, l leadership) {
 	}
 	wg.Wait()
 	for i, id := range ids {
-		if errs[i] != nil || reads[i] < cluster.FormatVersion {
+		if errs[i] != nil || reads[i] < raftstore.FormatVersion {
 			n.log.Info("the group's entry format stays until every member reads the newer one", "format", l.rep.Format(),
-				"newer", cluster.FormatVersion, "member", id, "member_reads", reads[i], "err", errs[i])
+				"newer", raftstore.FormatVersion, "member", id, "member_reads", reads[i], "err", errs[i])
 			return
 		}
 	}
 	if err := l.rep.RaiseFormat(ctx); err != nil {
-		n.log.Warn("raising the group's entry format", "format", cluster.FormatVersion, "err", err)
+		n.log.Warn("raising the group's entry format", "format", raftstore.FormatVersion, "err", err)
 	}
 }
 

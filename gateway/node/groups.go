@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/mqgate/mqgate/broker"
-	"github.com/mqgate/mqgate/broker/cluster"
 	"github.com/mqgate/mqgate/broker/metadata"
+	"github.com/mqgate/mqgate/broker/raftstore"
 	"github.com/mqgate/mqgate/gateway/peer"
 	"github.com/mqgate/mqgate/storage"
 	"github.com/mqgate/mqgate/storage/metastore"
@@ -40,7 +40,7 @@ func (c Config) dataGroups() int { return max(c.DataGroups, 1) }
 // dataGroup is one data group on this member.
 type dataGroup struct {
 	id     int
-	rep    *cluster.Replica
+	rep    *raftstore.Replica
 	raft   *peer.Node
 	broker *broker.Broker
 	log    *slog.Logger
@@ -58,10 +58,10 @@ type dataGroup struct {
 	// forgetMu guards forget: the deletions applied to the group, for its
 	// broker to drop what it keeps of them (forgetDeleted).
 	forgetMu sync.Mutex
-	forget   []cluster.MetaOp
+	forget   []raftstore.MetaOp
 }
 
-func newDataGroup(id int, rep *cluster.Replica, raft *peer.Node, log *slog.Logger) *dataGroup {
+func newDataGroup(id int, rep *raftstore.Replica, raft *peer.Node, log *slog.Logger) *dataGroup {
 	dg := &dataGroup{id: id, rep: rep, raft: raft, log: log, changed: make(chan struct{}), forgetted: make(chan struct{}, 1)}
 	rep.OnMetaApplied(dg.applied)
 	return dg
@@ -86,9 +86,9 @@ func (dg *dataGroup) setServing(v bool) {
 
 // applied is the replica's OnMetaApplied: deletions are queued for the
 // broker (forgetDeleted); it never blocks the raft loop.
-func (dg *dataGroup) applied(op cluster.MetaOp) {
+func (dg *dataGroup) applied(op raftstore.MetaOp) {
 	switch op.Kind {
-	case cluster.MetaDropQueues, cluster.MetaDeleteGroup:
+	case raftstore.MetaDropQueues, raftstore.MetaDeleteGroup:
 	default:
 		return
 	}
@@ -116,7 +116,7 @@ func (dg *dataGroup) forgetDeleted(ctx context.Context) {
 		dg.forget = nil
 		dg.forgetMu.Unlock()
 		for _, op := range ops {
-			if op.Kind == cluster.MetaDropQueues {
+			if op.Kind == raftstore.MetaDropQueues {
 				dg.broker.ForgetTopic(op.Name)
 			} else {
 				dg.broker.ForgetGroup(op.Name)
@@ -214,7 +214,7 @@ func (n *Node) openGroups(opts storage.Options) error {
 	if err != nil {
 		return err
 	}
-	var reps []*cluster.Replica
+	var reps []*raftstore.Replica
 	closeAll := func() error {
 		var errs []error
 		for _, r := range reps {
@@ -225,7 +225,7 @@ func (n *Node) openGroups(opts storage.Options) error {
 	var pgs []peer.Group
 	for g := range groups {
 		dir := groupDir(n.cfg.DataDir, g)
-		rep, err := cluster.OpenReplica(filepath.Join(dir, "replica"), cluster.Options{
+		rep, err := raftstore.OpenReplica(filepath.Join(dir, "replica"), raftstore.Options{
 			Store: opts, StoreHost: n.storeHost(), ClusterID: n.cfg.ClusterID, CommitTimeout: n.cfg.FlushTimeout, Logger: n.log.With("group", g),
 			PersistEvery: uint64(min(4096, max(1, n.cfg.RaftLogKeep/2)))})
 		if err != nil {
@@ -388,7 +388,7 @@ func (n *Node) followGroup(ctx context.Context, dg *dataGroup) {
 		case <-dg.raft.Done():
 			err := dg.raft.Err()
 			switch {
-			case errors.Is(err, cluster.ErrCopyStaged):
+			case errors.Is(err, raftstore.ErrCopyStaged):
 				dg.log.Info("a copy of another member's store is staged: restarting to install it")
 				n.restartOnce.Do(func() { close(n.restart) })
 			case err != nil:
@@ -616,9 +616,9 @@ type catalog struct{ n *Node }
 
 func (c *catalog) Meta() *metastore.Store { return c.n.groups[0].rep.Store().Meta() }
 
-func (c *catalog) ProposeMeta(ctx context.Context, op cluster.MetaOp) (storage.AppendResult, error) {
+func (c *catalog) ProposeMeta(ctx context.Context, op raftstore.MetaOp) (storage.AppendResult, error) {
 	switch op.Kind {
-	case cluster.MetaDeleteTopic, cluster.MetaDeleteGroup, cluster.MetaDropQueues:
+	case raftstore.MetaDeleteTopic, raftstore.MetaDeleteGroup, raftstore.MetaDropQueues:
 		// Every group, group 0 (the catalog) last: a name is gone from
 		// the catalog only once no group holds anything of it. A group
 		// other than 0 holds no topic or group, only their offsets and
@@ -626,7 +626,7 @@ func (c *catalog) ProposeMeta(ctx context.Context, op cluster.MetaOp) (storage.A
 		var res storage.AppendResult
 		for g := len(c.n.groups) - 1; g >= 0; g-- {
 			r, err := c.propose(ctx, g, op)
-			if g > 0 && (errors.Is(err, storage.ErrNotFound) || errors.Is(err, cluster.ErrRefused)) {
+			if g > 0 && (errors.Is(err, storage.ErrNotFound) || errors.Is(err, raftstore.ErrRefused)) {
 				continue
 			}
 			if err != nil {
@@ -641,7 +641,7 @@ func (c *catalog) ProposeMeta(ctx context.Context, op cluster.MetaOp) (storage.A
 
 // propose proposes op to group g: on this member when it leads g, else
 // through g's leader, then waits until this member has applied it.
-func (c *catalog) propose(ctx context.Context, g int, op cluster.MetaOp) (storage.AppendResult, error) {
+func (c *catalog) propose(ctx context.Context, g int, op raftstore.MetaOp) (storage.AppendResult, error) {
 	dg := c.n.groups[g]
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
@@ -650,11 +650,11 @@ func (c *catalog) propose(ctx context.Context, g int, op cluster.MetaOp) (storag
 	}
 	if dg.raft.IsLeader() {
 		res, err := dg.rep.ProposeMeta(ctx, op)
-		if !errors.Is(err, cluster.ErrNotLeader) {
+		if !errors.Is(err, raftstore.ErrNotLeader) {
 			return res, err
 		}
 	}
-	change, err := cluster.EncodeChange(op)
+	change, err := raftstore.EncodeChange(op)
 	if err != nil {
 		return storage.AppendResult{}, err
 	}
@@ -663,7 +663,7 @@ func (c *catalog) propose(ctx context.Context, g int, op cluster.MetaOp) (storag
 		return storage.AppendResult{}, err
 	}
 	if err := dg.rep.WaitApplied(ctx, idx); err != nil {
-		return storage.AppendResult{}, fmt.Errorf("%w: the change is applied at the leader, not yet here: %w", cluster.ErrNoQuorum, err)
+		return storage.AppendResult{}, fmt.Errorf("%w: the change is applied at the leader, not yet here: %w", raftstore.ErrNoQuorum, err)
 	}
 	return storage.AppendResult{Status: storage.StatusOK, Durability: storage.DurabilityLocal}, nil
 }

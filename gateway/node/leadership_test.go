@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mqgate/mqgate/broker/cluster"
+	"github.com/mqgate/mqgate/broker/raftstore"
 	"github.com/mqgate/mqgate/gateway/peer"
 )
 
@@ -54,7 +54,7 @@ func (f *fakeLeadership) Members() peer.Membership {
 }
 func (f *fakeLeadership) Format() int { return max(f.format, 1) }
 func (f *fakeLeadership) RaiseFormat(context.Context) error {
-	f.format = cluster.FormatVersion
+	f.format = raftstore.FormatVersion
 	return nil
 }
 func (f *fakeLeadership) EnsureKeys(context.Context, time.Time) error { f.keys++; return nil }
@@ -143,16 +143,16 @@ func (f *failingBarrier) Barrier(context.Context) error { return errors.New("no 
 // keeps the group where it is.
 func TestRaiseFormatWhenEveryMemberReadsIt(t *testing.T) {
 	n := &Node{log: quietLogger()}
-	f := &fakeLeadership{term: 2, leader: 1, formats: map[uint64]int{1: cluster.FormatVersion, 2: cluster.FormatVersion, 3: 0}}
+	f := &fakeLeadership{term: 2, leader: 1, formats: map[uint64]int{1: raftstore.FormatVersion, 2: raftstore.FormatVersion, 3: 0}}
 	l := leadership{raft: f, rep: f, broker: f}
 	n.raiseFormat(context.Background(), l)
 	if f.Format() != 1 {
 		t.Fatalf("format %d with a member of an older version, want 1", f.Format())
 	}
-	f.formats[3] = cluster.FormatVersion
+	f.formats[3] = raftstore.FormatVersion
 	n.raiseFormat(context.Background(), l)
-	if f.Format() != cluster.FormatVersion {
-		t.Fatalf("format %d with every member reading %d", f.Format(), cluster.FormatVersion)
+	if f.Format() != raftstore.FormatVersion {
+		t.Fatalf("format %d with every member reading %d", f.Format(), raftstore.FormatVersion)
 	}
 }
 

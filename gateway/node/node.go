@@ -16,9 +16,9 @@ import (
 	"time"
 
 	"github.com/mqgate/mqgate/broker"
-	"github.com/mqgate/mqgate/broker/cluster"
 	"github.com/mqgate/mqgate/broker/lite"
 	"github.com/mqgate/mqgate/broker/metadata"
+	"github.com/mqgate/mqgate/broker/raftstore"
 	"github.com/mqgate/mqgate/broker/txn"
 	"github.com/mqgate/mqgate/gateway/admin"
 	"github.com/mqgate/mqgate/gateway/admission"
@@ -77,7 +77,7 @@ type Node struct {
 	version string // Options.Build.Version
 	// Cluster mode (cluster.go): the replica owning the store, the raft
 	// member, and the relays in front of the client listeners.
-	rep    *cluster.Replica
+	rep    *raftstore.Replica
 	raft   *peer.Node
 	relays map[string]*relay.Relay
 	// groups are the data groups of a cluster of several (groups.go; rep

@@ -17,7 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/mqgate/mqgate/broker/cluster"
+	"github.com/mqgate/mqgate/broker/raftstore"
 )
 
 // countingListener counts the bytes read from the connections it
@@ -55,7 +55,7 @@ func startSingle(t *testing.T, token string) (*Node, *countingListener) {
 	}
 	cl := &countingListener{Listener: l}
 	dir := t.TempDir()
-	rep, err := cluster.OpenReplica(filepath.Join(dir, "replica"), cluster.Options{Store: storeOpts(), StoreHost: "single:8081", Logger: quiet})
+	rep, err := raftstore.OpenReplica(filepath.Join(dir, "replica"), raftstore.Options{Store: storeOpts(), StoreHost: "single:8081", Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func startSingle(t *testing.T, token string) (*Node, *countingListener) {
 
 // A member without peer authentication does not start.
 func TestStartNeedsPeerAuth(t *testing.T) {
-	rep, err := cluster.OpenReplica(filepath.Join(t.TempDir(), "replica"), cluster.Options{Store: storeOpts(), StoreHost: "x:1", Logger: quiet})
+	rep, err := raftstore.OpenReplica(filepath.Join(t.TempDir(), "replica"), raftstore.Options{Store: storeOpts(), StoreHost: "x:1", Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +189,7 @@ func TestSilentPeerConnectionClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	rep, err := cluster.OpenReplica(filepath.Join(dir, "replica"), cluster.Options{Store: storeOpts(), StoreHost: "x:1", Logger: quiet})
+	rep, err := raftstore.OpenReplica(filepath.Join(dir, "replica"), raftstore.Options{Store: storeOpts(), StoreHost: "x:1", Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,7 +25,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"github.com/mqgate/mqgate/broker/cluster"
+	"github.com/mqgate/mqgate/broker/raftstore"
 	clusterv1 "github.com/mqgate/mqgate/gen/mqgate/cluster/v1"
 	"github.com/mqgate/mqgate/storage"
 	"github.com/mqgate/mqgate/storage/message"
@@ -54,7 +54,7 @@ type testCluster struct {
 type member struct {
 	id   uint64
 	dir  string
-	rep  *cluster.Replica
+	rep  *raftstore.Replica
 	node *Node
 }
 
@@ -130,7 +130,7 @@ func (c *testCluster) start(id uint64, dir string, l net.Listener) *member {
 	if c.fs != nil {
 		so.FS = c.fs(id)
 	}
-	rep, err := cluster.OpenReplica(filepath.Join(dir, "replica"), cluster.Options{
+	rep, err := raftstore.OpenReplica(filepath.Join(dir, "replica"), raftstore.Options{
 		Store: so, StoreHost: "cluster:8081", CommitTimeout: c.timeout, PersistEvery: c.persist, Logger: quiet})
 	if err != nil {
 		c.t.Fatal(err)
@@ -399,8 +399,8 @@ func TestFollowerAppendNotLeader(t *testing.T) {
 			continue
 		}
 		_, err := m.rep.Append(context.Background(), testMsg(1))
-		var nl *cluster.NotLeaderError
-		if !errors.Is(err, cluster.ErrNotLeader) || !errors.As(err, &nl) {
+		var nl *raftstore.NotLeaderError
+		if !errors.Is(err, raftstore.ErrNotLeader) || !errors.As(err, &nl) {
 			t.Fatalf("follower append: %v, want not-leader", err)
 		}
 		if nl.LeaderID != l.id || nl.LeaderAddr != c.addrs[l.id] {
@@ -474,7 +474,7 @@ func TestNoQuorumNeverOK(t *testing.T) {
 		if err == nil {
 			t.Fatal("append without a quorum answered OK")
 		}
-		if !errors.Is(err, cluster.ErrNoQuorum) && !errors.Is(err, cluster.ErrLeadershipLost) && !errors.Is(err, context.DeadlineExceeded) {
+		if !errors.Is(err, raftstore.ErrNoQuorum) && !errors.Is(err, raftstore.ErrLeadershipLost) && !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("append without a quorum: %v", err)
 		}
 		if d := time.Since(t0); d > 2*time.Second {
@@ -484,7 +484,7 @@ func TestNoQuorumNeverOK(t *testing.T) {
 	c.waitFor("the leader to step down", func() bool { return !l.node.IsLeader() })
 	t0 := time.Now()
 	_, err := l.rep.Append(context.Background(), testMsg(200))
-	if !errors.Is(err, cluster.ErrNoQuorum) {
+	if !errors.Is(err, raftstore.ErrNoQuorum) {
 		t.Fatalf("append with no leader: %v, want ErrNoQuorum", err)
 	}
 	if d := time.Since(t0); d < c.timeout/2 || d > c.timeout+time.Second {

@@ -16,14 +16,14 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/mqgate/mqgate/broker/cluster"
+	"github.com/mqgate/mqgate/broker/raftstore"
 	clusterv1 "github.com/mqgate/mqgate/gen/mqgate/cluster/v1"
 )
 
 // Copying a store to a member that fell behind (raft snapshots; see
-// broker/cluster's snapshot.go). CopyStore is a server stream: the
+// broker/raftstore's snapshot.go). CopyStore is a server stream: the
 // request names the least applied index the copy must reach; the first
-// chunk is the JSON of a cluster.Checkpoint, then come the segments'
+// chunk is the JSON of a raftstore.Checkpoint, then come the segments'
 // bytes in order, in chunks of copyChunk.
 
 const (
@@ -36,7 +36,7 @@ const (
 // copyStore checkpoints this member's replica (on the raft loop) and
 // sends it.
 func (n *Node) copyStore(ctx context.Context, least uint64, send func([]byte) error) error {
-	var cp cluster.Checkpoint
+	var cp raftstore.Checkpoint
 	var cerr error
 	if err := n.do(ctx, func() { cp, cerr = n.app.Checkpoint() }); err != nil {
 		return status.Errorf(codes.Unavailable, "peer: %v", err)
@@ -79,7 +79,7 @@ func (n *Node) copyStore(ctx context.Context, least uint64, send func([]byte) er
 }
 
 // fetchCopy asks member from for a copy of its store at index least or
-// later and stages it (cluster.Replica.StageCopy); it returns the copy's
+// later and stages it (raftstore.Replica.StageCopy); it returns the copy's
 // index.
 func (n *Node) fetchCopy(ctx context.Context, from, least uint64) (uint64, error) {
 	conn := n.tr.conn(from)
@@ -97,7 +97,7 @@ func (n *Node) fetchCopy(ctx context.Context, from, least uint64) (uint64, error
 	if err != nil {
 		return 0, err
 	}
-	var cp cluster.Checkpoint
+	var cp raftstore.Checkpoint
 	if err := json.Unmarshal(head.GetChunk(), &cp); err != nil {
 		return 0, fmt.Errorf("peer: copy header: %w", err)
 	}
@@ -105,7 +105,7 @@ func (n *Node) fetchCopy(ctx context.Context, from, least uint64) (uint64, error
 		return 0, fmt.Errorf("peer: member %d sent a copy at %d, below %d", from, cp.Index, least)
 	}
 	var pending []byte
-	fill := func(sp cluster.SegmentPart, w io.Writer) error {
+	fill := func(sp raftstore.SegmentPart, w io.Writer) error {
 		for left := sp.Length; left > 0; {
 			if len(pending) == 0 {
 				chunk, err := s.Recv()
@@ -145,7 +145,7 @@ func (n *Node) fetchCopy(ctx context.Context, from, least uint64) (uint64, error
 // that from another member, while the raft loop goes on (heartbeats
 // answered, no election started). Then the message is stepped; raft's
 // Ready carries the snapshot, installSnapshot records it in the WAL with
-// the hard state, and the node stops with cluster.ErrCopyStaged: the
+// the hard state, and the node stops with raftstore.ErrCopyStaged: the
 // member must be restarted, and its replica then installs the copy and
 // applies the entries after it. The copy is staged before the WAL names
 // the snapshot, so a crash in between leaves a member whose store (the
@@ -225,7 +225,7 @@ func (n *Node) runCopy(job *copyJob) {
 }
 
 // installSnapshot records a raft snapshot whose copy is staged (haveCopy)
-// in the WAL, with the hard state, and returns cluster.ErrCopyStaged:
+// in the WAL, with the hard state, and returns raftstore.ErrCopyStaged:
 // the member must be restarted to install the copy. Called by the raft
 // loop.
 func (n *Node) installSnapshot(rd raft.Ready) error {
@@ -258,7 +258,7 @@ func (n *Node) installSnapshot(rd raft.Ready) error {
 	if err := n.w.Save(hs, rd.Entries); err != nil {
 		return fmt.Errorf("peer: record the snapshot's state: %w", err)
 	}
-	return cluster.ErrCopyStaged
+	return raftstore.ErrCopyStaged
 }
 
 // recordSnapshot takes a raft snapshot at or below what this member's

@@ -15,7 +15,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"github.com/mqgate/mqgate/broker/cluster"
+	"github.com/mqgate/mqgate/broker/raftstore"
 	"github.com/mqgate/mqgate/internal/testutil"
 )
 
@@ -62,7 +62,7 @@ func testLaggingCatchUp(t *testing.T, o testCluster) {
 			return false
 		}
 	})
-	if err := m.node.Err(); !errors.Is(err, cluster.ErrCopyStaged) {
+	if err := m.node.Err(); !errors.Is(err, raftstore.ErrCopyStaged) {
 		t.Fatalf("the lagging member stopped with %v, want ErrCopyStaged", err)
 	}
 	_ = m.node.Stop() // its error is the one above
@@ -135,16 +135,16 @@ func TestSnapshotTheStoreHolds(t *testing.T) {
 
 	// Stage, on f's replica, a copy of the leader's store, as a fetch
 	// interrupted before the raft log named it leaves it.
-	var cp cluster.Checkpoint
+	var cp raftstore.Checkpoint
 	var cerr error
 	if err := l.node.do(testCtx(t), func() { cp, cerr = l.rep.Checkpoint() }); err != nil || cerr != nil {
 		t.Fatal(err, cerr)
 	}
-	rep, err := cluster.OpenReplica(filepath.Join(f.dir, "replica"), cluster.Options{Store: storeOpts(), StoreHost: "cluster:8081", Logger: quiet})
+	rep, err := raftstore.OpenReplica(filepath.Join(f.dir, "replica"), raftstore.Options{Store: storeOpts(), StoreHost: "cluster:8081", Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = rep.StageCopy(cp, func(sp cluster.SegmentPart, w io.Writer) error {
+	err = rep.StageCopy(cp, func(sp raftstore.SegmentPart, w io.Writer) error {
 		ra, cl, err := l.rep.OpenSegment(sp.Name)
 		if err != nil {
 			return err

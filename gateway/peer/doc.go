@@ -1,11 +1,11 @@
 // Package peer is a broker-set member's raft node and the transport
 // between members. It runs go.etcd.io/raft/v3 (a RawNode, pre-vote and
 // check-quorum on) with etcd's WAL (server/v3/storage/wal) as the raft
-// log, and feeds committed entries to an Applier (broker/cluster's
+// log, and feeds committed entries to an Applier (broker/raftstore's
 // Replica), which owns the state machine, the entry format and the
-// answers Append gets (see broker/cluster's doc.go).
+// answers Append gets (see broker/raftstore's doc.go).
 //
-//	rep, _ := cluster.OpenReplica(dir+"/replica", cluster.Options{...})
+//	rep, _ := raftstore.OpenReplica(dir+"/replica", raftstore.Options{...})
 //	node, _ := peer.Start(peer.Config{ClusterID, NodeID, Peers, WALDir: dir + "/wal"}, rep)
 //	rep.Attach(node)
 //	res, err := rep.Append(ctx, msgs...)   // on the leader
@@ -165,7 +165,7 @@
 //
 // # Imports
 //
-// peer may import broker/cluster (its Applier and errors), gen's
+// peer may import broker/raftstore (its Applier and errors), gen's
 // mqgate/cluster/v1 (its protocol), internal/clock, raft, etcd's
 // WAL, grpc and protobuf; never storage/ (it reaches the store through
 // the Applier) nor other gateway listeners.

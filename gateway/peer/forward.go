@@ -9,7 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/mqgate/mqgate/broker/cluster"
+	"github.com/mqgate/mqgate/broker/raftstore"
 	clusterv1 "github.com/mqgate/mqgate/gen/mqgate/cluster/v1"
 )
 
@@ -53,9 +53,9 @@ func (n *Node) readIndexForwarded(ctx context.Context) (uint64, error) {
 // ForwardedProposer; this member's own when it leads) and returns the
 // raft index it was applied at there. It waits for a leader within ctx,
 // and follows the leadership when it moves while asking. Errors: ctx's,
-// *cluster.NotLeaderError (no leader took it), cluster.ErrNoQuorum (the
+// *raftstore.NotLeaderError (no leader took it), raftstore.ErrNoQuorum (the
 // leader did not answer, or answered that it could not commit it in
-// time: the change may still be applied), cluster.ErrLeadershipLost (the
+// time: the change may still be applied), raftstore.ErrLeadershipLost (the
 // leader lost its leadership before the change committed; it may still
 // commit), or the leader's refusal of the change.
 func (n *Node) ProposeAtLeader(ctx context.Context, change []byte) (uint64, error) {
@@ -111,7 +111,7 @@ func (n *Node) atLeader(ctx context.Context, local func() (uint64, error),
 		if err == nil {
 			return idx, nil
 		}
-		var nl *cluster.NotLeaderError
+		var nl *raftstore.NotLeaderError
 		if !errors.As(err, &nl) {
 			return 0, err
 		}
@@ -130,15 +130,15 @@ func fromRPC(member uint64, err error) error {
 	msg := fmt.Sprintf("member %d: %s", member, st.Message())
 	switch st.Code() {
 	case codes.FailedPrecondition:
-		return &cluster.NotLeaderError{}
+		return &raftstore.NotLeaderError{}
 	case codes.Aborted:
-		return fmt.Errorf("%w: %s", cluster.ErrLeadershipLost, msg)
+		return fmt.Errorf("%w: %s", raftstore.ErrLeadershipLost, msg)
 	case codes.Unavailable, codes.DeadlineExceeded:
-		return fmt.Errorf("%w: %s", cluster.ErrNoQuorum, msg)
+		return fmt.Errorf("%w: %s", raftstore.ErrNoQuorum, msg)
 	case codes.Canceled:
 		return fmt.Errorf("%w: %s", context.Canceled, msg)
 	case codes.InvalidArgument:
-		return fmt.Errorf("%w: %s", cluster.ErrRefused, msg)
+		return fmt.Errorf("%w: %s", raftstore.ErrRefused, msg)
 	}
 	return errors.New(msg)
 }

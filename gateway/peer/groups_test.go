@@ -20,7 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/mqgate/mqgate/broker/cluster"
+	"github.com/mqgate/mqgate/broker/raftstore"
 	clusterv1 "github.com/mqgate/mqgate/gen/mqgate/cluster/v1"
 	"github.com/mqgate/mqgate/storage/metastore"
 )
@@ -38,7 +38,7 @@ type groupsCluster struct {
 type groupsMember struct {
 	id    uint64
 	dir   string
-	reps  []*cluster.Replica
+	reps  []*raftstore.Replica
 	nodes []*Node
 }
 
@@ -72,7 +72,7 @@ func (c *groupsCluster) start(id uint64, dir string, l net.Listener) *groupsMemb
 	var gs []Group
 	for g := range c.groups {
 		gdir := filepath.Join(dir, fmt.Sprint(g))
-		rep, err := cluster.OpenReplica(filepath.Join(gdir, "replica"), cluster.Options{
+		rep, err := raftstore.OpenReplica(filepath.Join(gdir, "replica"), raftstore.Options{
 			Store: storeOpts(), StoreHost: "cluster:8081", CommitTimeout: 3 * time.Second, PersistEvery: 8, Logger: quiet})
 		if err != nil {
 			c.t.Fatal(err)
@@ -224,7 +224,7 @@ func TestProposeAtLeader(t *testing.T) {
 	}
 	for _, through := range []*groupsMember{f, l} {
 		name := fmt.Sprintf("topic-via-%d", through.id)
-		change, err := cluster.EncodeChange(cluster.MetaOp{Kind: cluster.MetaPutTopic, Topic: &metastore.Topic{Name: name, QueueCount: 4}})
+		change, err := raftstore.EncodeChange(raftstore.MetaOp{Kind: raftstore.MetaPutTopic, Topic: &metastore.Topic{Name: name, QueueCount: 4}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -246,14 +246,14 @@ func TestProposeAtLeader(t *testing.T) {
 			t.Fatalf("read index through member %d: %d, %v; the change was applied at %d", f.id, ri, err, idx)
 		}
 	}
-	change, err := cluster.EncodeChange(cluster.MetaOp{Kind: cluster.MetaBarrier})
+	change, err := raftstore.EncodeChange(raftstore.MetaOp{Kind: raftstore.MetaBarrier})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.nodes[0].ProposeAtLeader(ctx, change); !errors.Is(err, cluster.ErrRefused) {
+	if _, err := f.nodes[0].ProposeAtLeader(ctx, change); !errors.Is(err, raftstore.ErrRefused) {
 		t.Fatalf("a barrier proposed through a follower: %v, want ErrRefused", err)
 	}
-	if _, err := f.nodes[0].ProposeAtLeader(ctx, []byte(`{"kind":"put-topic"}`)); !errors.Is(err, cluster.ErrRefused) {
+	if _, err := f.nodes[0].ProposeAtLeader(ctx, []byte(`{"kind":"put-topic"}`)); !errors.Is(err, raftstore.ErrRefused) {
 		t.Fatalf("a topic change without its topic: %v, want ErrRefused", err)
 	}
 }

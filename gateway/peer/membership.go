@@ -66,7 +66,7 @@ const (
 )
 
 // roleOf reads member id's role on the raft loop; only the leader
-// answers (a *cluster.NotLeaderError otherwise).
+// answers (a *raftstore.NotLeaderError otherwise).
 func (n *Node) roleOf(ctx context.Context, id uint64) (role, error) {
 	var r role
 	var err error
@@ -129,7 +129,7 @@ func (n *Node) change(ctx context.Context, id uint64, want role, cc *raftpb.Conf
 // group: as a learner first, promoted to voter once its log matches the
 // leader's as of when it was added. It returns once id votes, at most
 // until ctx ends (calling it again resumes where it stopped). Only the
-// leader adds members (a *cluster.NotLeaderError otherwise). The new
+// leader adds members (a *raftstore.NotLeaderError otherwise). The new
 // member must be started with Config.Join.
 func (n *Node) AddMember(ctx context.Context, id uint64, addr string) error {
 	if err := n.oneGroup("add"); err != nil {
@@ -254,9 +254,9 @@ func (n *Node) awaitCaughtUp(ctx context.Context, id uint64) error {
 }
 
 // RemoveMember removes member id from the group, at most until ctx
-// ends. Only the leader removes members (a *cluster.NotLeaderError
+// ends. Only the leader removes members (a *raftstore.NotLeaderError
 // otherwise); asked to remove itself, it hands the leadership to another
-// voter first and answers a *cluster.NotLeaderError naming that one,
+// voter first and answers a *raftstore.NotLeaderError naming that one,
 // where the caller asks again. Removing a member that is not in the
 // group does nothing; the last voter cannot be removed.
 func (n *Node) RemoveMember(ctx context.Context, id uint64) error {

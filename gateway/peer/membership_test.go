@@ -16,7 +16,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/mqgate/mqgate/broker/cluster"
+	"github.com/mqgate/mqgate/broker/raftstore"
 	"github.com/mqgate/mqgate/internal/testutil"
 )
 
@@ -92,7 +92,7 @@ func TestAddRemoveMemberUnderLoad(t *testing.T) {
 				added <- l.node.AddMember(ctx, 4, c.addrs[4])
 			}()
 			if tc.copy {
-				if err := c.stopped(4); !errors.Is(err, cluster.ErrCopyStaged) {
+				if err := c.stopped(4); !errors.Is(err, raftstore.ErrCopyStaged) {
 					t.Fatalf("the new member stopped with %v, want ErrCopyStaged", err)
 				}
 				_ = m4.node.Stop()
@@ -114,7 +114,7 @@ func TestAddRemoveMemberUnderLoad(t *testing.T) {
 			// the new one.
 			old := l.id
 			err := l.node.RemoveMember(context.Background(), old)
-			var nl *cluster.NotLeaderError
+			var nl *raftstore.NotLeaderError
 			if !errors.As(err, &nl) || nl.LeaderID == old {
 				t.Fatalf("removing the leader itself: %v, want NotLeaderError naming another member", err)
 			}
@@ -182,7 +182,7 @@ func TestRemovedWhileDownStops(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l2.Close()
-	rep, err := cluster.OpenReplica(filepath.Join(m.dir, "replica"), cluster.Options{Store: storeOpts(), StoreHost: "cluster:8081", Logger: quiet})
+	rep, err := raftstore.OpenReplica(filepath.Join(m.dir, "replica"), raftstore.Options{Store: storeOpts(), StoreHost: "cluster:8081", Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,17 +24,17 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/mqgate/mqgate/broker/cluster"
+	"github.com/mqgate/mqgate/broker/raftstore"
 )
 
 // Applier is the state machine the node feeds committed entries to
-// (*cluster.Replica).
+// (*raftstore.Replica).
 type Applier interface {
 	// Applied is the last applied index (the node resumes after it).
 	Applied() uint64
 	// Apply applies the committed entry at index; data is nil for
 	// entries without a payload. An error stops the node, except one
-	// wrapping cluster.ErrNoSpace: nothing of the entry was applied, and
+	// wrapping raftstore.ErrNoSpace: nothing of the entry was applied, and
 	// the node applies it again once there is room (awaitSpace).
 	Apply(index uint64, data []byte) error
 	// Persisted is the applied index whose effects are durable: the raft
@@ -45,9 +45,9 @@ type Applier interface {
 	// Checkpoint, OpenSegment and StageCopy copy a store to a member that
 	// fell behind (copy.go): Checkpoint is called by the raft loop only,
 	// StageCopy by one goroutine at a time.
-	Checkpoint() (cluster.Checkpoint, error)
+	Checkpoint() (raftstore.Checkpoint, error)
 	OpenSegment(name string) (io.ReaderAt, io.Closer, error)
-	StageCopy(cp cluster.Checkpoint, fill func(cluster.SegmentPart, io.Writer) error) error
+	StageCopy(cp raftstore.Checkpoint, fill func(raftstore.SegmentPart, io.Writer) error) error
 }
 
 // Config configures a Node.
@@ -195,7 +195,7 @@ type hold struct {
 }
 
 type proposal struct {
-	build func() []byte // the entry's bytes (cluster.Raft.Propose)
+	build func() []byte // the entry's bytes (raftstore.Raft.Propose)
 	errc  chan error
 }
 
@@ -490,7 +490,7 @@ func readWAL(lg *zap.Logger, dir string, snap *walpb.Snapshot) (*wal.WAL, []byte
 	return w, md, hs, ents, nil
 }
 
-// Propose implements cluster.Raft: nil means the entry build returned
+// Propose implements raftstore.Raft: nil means the entry build returned
 // is in this leader's raft log (or build returned nil); an error, that it
 // is not (ctx is heeded only until the raft loop has the proposal). The
 // raft loop calls build as it takes the proposal.
@@ -526,14 +526,14 @@ func (n *Node) Propose(ctx context.Context, build func() []byte) error {
 
 func (n *Node) notLeader() error {
 	id := n.lead.Load()
-	return &cluster.NotLeaderError{LeaderID: id, LeaderAddr: n.book.addr(id)}
+	return &raftstore.NotLeaderError{LeaderID: id, LeaderAddr: n.book.addr(id)}
 }
 
 func (n *Node) stoppedErr() error {
 	if p := n.failed.Load(); p != nil {
-		return fmt.Errorf("%w: %w", cluster.ErrStopped, *p)
+		return fmt.Errorf("%w: %w", raftstore.ErrStopped, *p)
 	}
-	return cluster.ErrStopped
+	return raftstore.ErrStopped
 }
 
 // waitLeader waits until some leader is known.
@@ -700,7 +700,7 @@ func (n *Node) run() {
 func (n *Node) stopLoop(err error) {
 	n.failed.CompareAndSwap(nil, &err)
 	switch {
-	case errors.Is(err, cluster.ErrCopyStaged):
+	case errors.Is(err, raftstore.ErrCopyStaged):
 		n.logger.Info("peer: raft loop stopped to install a copy of the store", "err", err)
 	case errors.Is(err, ErrRemoved):
 		n.logger.Warn("peer: this member was removed from the group: raft loop stopped")
@@ -751,7 +751,7 @@ func (n *Node) propose(props []proposal) []proposal {
 		}
 		if len(ents) > 0 {
 			if serr := n.rn.Step(&raftpb.Message{Type: raftpb.MsgProp.Enum(), From: new(n.cfg.NodeID), Entries: ents}); serr != nil {
-				err = fmt.Errorf("%w: %w", cluster.ErrLeadershipLost, serr)
+				err = fmt.Errorf("%w: %w", raftstore.ErrLeadershipLost, serr)
 			} else {
 				n.work.Proposals += uint64(len(ents))
 			}
@@ -831,7 +831,7 @@ func (n *Node) ready() error {
 		}
 		for _, e := range rd.CommittedEntries {
 			if err := n.applyEntry(e); err != nil {
-				if !errors.Is(err, cluster.ErrNoSpace) || e.GetType() != raftpb.EntryNormal {
+				if !errors.Is(err, raftstore.ErrNoSpace) || e.GetType() != raftpb.EntryNormal {
 					return err
 				}
 				if err := n.awaitSpace(e, err); err != nil {
@@ -882,7 +882,7 @@ func (n *Node) awaitSpace(e *raftpb.Entry, err error) error {
 		case err == nil:
 			n.logger.Info("peer: applying committed entries again: the data disk has room", "index", e.GetIndex())
 			return nil
-		case !errors.Is(err, cluster.ErrNoSpace):
+		case !errors.Is(err, raftstore.ErrNoSpace):
 			return err
 		}
 	}
@@ -1095,8 +1095,8 @@ type pendingRead struct {
 // every write any leader answered OK before it (linearizable). It uses
 // raft's ReadIndex: one round of heartbeats that a majority answers at
 // this member's term. A member that does not lead
-// answers *cluster.NotLeaderError; one that stops leading meanwhile,
-// cluster.ErrLeadershipLost.
+// answers *raftstore.NotLeaderError; one that stops leading meanwhile,
+// raftstore.ErrLeadershipLost.
 func (n *Node) ReadIndex(ctx context.Context) error {
 	if !n.isLeader.Load() {
 		return n.notLeader()
@@ -1155,7 +1155,7 @@ func (n *Node) answerReads(states []raft.ReadState) {
 // failReads answers every waiting read when this member stops leading.
 func (n *Node) failReads() {
 	for id, p := range n.reads {
-		p.done <- cluster.ErrLeadershipLost
+		p.done <- raftstore.ErrLeadershipLost
 		delete(n.reads, id)
 	}
 }

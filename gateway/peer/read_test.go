@@ -6,7 +6,7 @@ import (
 
 	"go.etcd.io/raft/v3/raftpb"
 
-	"github.com/mqgate/mqgate/broker/cluster"
+	"github.com/mqgate/mqgate/broker/raftstore"
 )
 
 // ReadIndex on the leader returns once it has applied what was committed
@@ -28,7 +28,7 @@ func TestReadIndex(t *testing.T) {
 		t.Fatalf("applied %d after the read, commit was %d", got, st.Commit)
 	}
 	f := c.follower(l)
-	var nl *cluster.NotLeaderError
+	var nl *raftstore.NotLeaderError
 	if err := f.node.ReadIndex(testCtx(t)); !errors.As(err, &nl) || nl.LeaderID != l.id {
 		t.Fatalf("read index on a follower: %v, want NotLeader naming %d", err, l.id)
 	}

@@ -11,7 +11,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"github.com/mqgate/mqgate/broker/cluster"
+	"github.com/mqgate/mqgate/broker/raftstore"
 	clusterv1 "github.com/mqgate/mqgate/gen/mqgate/cluster/v1"
 	"github.com/mqgate/mqgate/internal/clock"
 )
@@ -29,7 +29,7 @@ type MemberInfo struct {
 	// greeting would be a malformed frame.
 	RemotingGreeting bool `json:"remoting_greeting,omitempty"`
 	// Format is the newest raft entry format the member reads (its
-	// cluster.FormatVersion; absent, 0, from a version without formats:
+	// raftstore.FormatVersion; absent, 0, from a version without formats:
 	// 1). A leader raises the group's format only when every member
 	// reads it.
 	Format int `json:"format,omitempty"`
@@ -138,10 +138,10 @@ func outgoing(ctx context.Context, clusterID string) context.Context {
 // rpcError gives a node's error its gRPC code: not leading is
 // FailedPrecondition naming the leader id.
 func rpcError(err error) error {
-	var nl *cluster.NotLeaderError
+	var nl *raftstore.NotLeaderError
 	var bad *badRequestError
 	switch {
-	case errors.As(err, &bad), errors.Is(err, cluster.ErrRefused):
+	case errors.As(err, &bad), errors.Is(err, raftstore.ErrRefused):
 		return status.Error(codes.InvalidArgument, err.Error())
 	case errors.As(err, &nl) && nl.LeaderID == 0:
 		return status.Error(codes.FailedPrecondition, "peer: this member does not lead and knows no leader (an election may be under way)")
@@ -151,9 +151,9 @@ func rpcError(err error) error {
 		return status.Error(codes.DeadlineExceeded, err.Error())
 	case errors.Is(err, context.Canceled):
 		return status.Error(codes.Canceled, err.Error())
-	case errors.Is(err, cluster.ErrStopped), errors.Is(err, cluster.ErrNoQuorum):
+	case errors.Is(err, raftstore.ErrStopped), errors.Is(err, raftstore.ErrNoQuorum):
 		return status.Error(codes.Unavailable, err.Error())
-	case errors.Is(err, cluster.ErrLeadershipLost):
+	case errors.Is(err, raftstore.ErrLeadershipLost):
 		return status.Error(codes.Aborted, err.Error())
 	}
 	return status.Error(codes.Internal, err.Error())

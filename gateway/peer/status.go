@@ -12,7 +12,7 @@ import (
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/tracker"
 
-	"github.com/mqgate/mqgate/broker/cluster"
+	"github.com/mqgate/mqgate/broker/raftstore"
 	clusterv1 "github.com/mqgate/mqgate/gen/mqgate/cluster/v1"
 )
 
@@ -194,7 +194,7 @@ func (n *Node) MemberStatus(ctx context.Context, id uint64) (Status, error) {
 // returns at once, without waiting for to to lead (TransferLeadership
 // waits): for callers whose connection goes when this member stops
 // leading. Only the leader can transfer; another member gets a
-// *cluster.NotLeaderError.
+// *raftstore.NotLeaderError.
 func (n *Node) StartTransfer(ctx context.Context, to uint64) error {
 	if !slices.Contains(n.Members().Voters, to) {
 		return badRequest("peer: member %d is not a voter of the group", to)
@@ -214,9 +214,9 @@ func (n *Node) StartTransfer(ctx context.Context, to uint64) error {
 
 // TransferLeadership hands the leadership to member to and waits until
 // to leads (as this member sees it), at most until ctx ends. Only the
-// leader can transfer; another member gets a *cluster.NotLeaderError.
+// leader can transfer; another member gets a *raftstore.NotLeaderError.
 // While the transfer runs the leader drops proposals: appends fail with
-// cluster.ErrLeadershipLost, nothing of them proposed.
+// raftstore.ErrLeadershipLost, nothing of them proposed.
 func (n *Node) TransferLeadership(ctx context.Context, to uint64) error {
 	if err := n.StartTransfer(ctx, to); err != nil || to == n.cfg.NodeID {
 		return err
@@ -261,7 +261,7 @@ func (n *Node) TransferLeadership(ctx context.Context, to uint64) error {
 // reachable voter (recently heard from, its log being replicated) whose
 // log matches the leader's to its last entry, the most caught-up one if
 // none does within an election timeout (raft brings it up to date before
-// handing over; proposals fail with cluster.ErrLeadershipLost
+// handing over; proposals fail with raftstore.ErrLeadershipLost
 // meanwhile). A transfer raft gives up on (the member did not take over
 // within an election timeout) is tried again, with whichever member fits
 // then. Handoff fails when ctx ends first, or when no other voter has
@@ -354,7 +354,7 @@ func ParsePeers(s string) (map[uint64]string, error) {
 	return out, nil
 }
 
-var _ cluster.Raft = (*Node)(nil)
+var _ raftstore.Raft = (*Node)(nil)
 
 // Refusals counts the peer calls this member refused since it started,
 // by reason (the Refused* constants; auth.go): calls that did not

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mqgate/mqgate/broker/cluster"
+	"github.com/mqgate/mqgate/broker/raftstore"
 )
 
 func TestStatusAndTransferLeadership(t *testing.T) {
@@ -33,7 +33,7 @@ func TestStatusAndTransferLeadership(t *testing.T) {
 			if fs.Leader != l.id || fs.State != "StateFollower" || fs.Progress != nil {
 				t.Fatalf("follower status %+v", fs)
 			}
-			if err := m.node.TransferLeadership(ctx, m.id); !errors.Is(err, cluster.ErrNotLeader) {
+			if err := m.node.TransferLeadership(ctx, m.id); !errors.Is(err, raftstore.ErrNotLeader) {
 				t.Fatalf("transfer by a follower: %v", err)
 			}
 		}

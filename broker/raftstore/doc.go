@@ -1,4 +1,4 @@
-// Package cluster is the replicated store of a broker set: three (or
+// Package raftstore is the replicated store of a broker set: three (or
 // more) members, one raft group, one commit log that every member holds
 // byte for byte. It owns the state-machine side: the raft entry format,
 // the Replica (a storage.Store written only by applying committed
@@ -141,4 +141,4 @@
 //
 // cluster imports broker/, storage/ and internal/ only: never gen/,
 // gateway/, grpc or protobuf (raft's types included).
-package cluster
+package raftstore
