@@ -72,7 +72,7 @@
 // member's store over the CopyStore stream (the Applier's Checkpoint,
 // OpenSegment and StageCopy) while the raft loop goes on; then the
 // member steps the message, records the snapshot and hard state in its
-// WAL, and stops with cluster.ErrCopyStaged; reopened, its replica
+// WAL, and stops with raftstore.ErrCopyStaged; reopened, its replica
 // installs the copy. A snapshot message no member can send a copy for is
 // dropped; one at or below what the store already holds is recorded
 // without a copy. A snapshot records the configuration in force at its
@@ -86,8 +86,8 @@
 //
 // An error the loop cannot get past (WAL write, an Applier error) stops
 // the node: Done is closed, Err says why, appends fail with
-// cluster.ErrStopped. An entry the Applier could not apply for lack of
-// disk space (cluster.ErrNoSpace: nothing of it applied) is not such an
+// raftstore.ErrStopped. An entry the Applier could not apply for lack of
+// disk space (raftstore.ErrNoSpace: nothing of it applied) is not such an
 // error: the loop applies it again every second until it fits (Stalled
 // says so meanwhile), doing nothing else, so the others see a member
 // that is down until it has room; then it goes on from that entry.
