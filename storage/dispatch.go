@@ -327,7 +327,15 @@ func (d *dispatcher) apply(r *record, keys []uint64) error {
 		if err := d.flush(); err != nil {
 			return err
 		}
-		return d.s.cqs.DeleteTopic(r.topic)
+		if err := d.s.cqs.DeleteTopic(r.topic); err != nil {
+			return err
+		}
+		if r.phys >= d.indexed {
+			d.ikeys = append(d.ikeys, index.Key{Hash: deletionKey(r.topic), Phys: r.phys, Size: r.size, StoreTime: r.store})
+			d.indexed = r.phys + int64(r.size)
+		}
+		d.s.dels.note(r.topic, r.phys)
+		return nil
 	}
 	pq, err := d.pendingFor(r.topic, r.queue)
 	if err != nil {
@@ -371,9 +379,13 @@ func indexKey[T string | []byte](kind string, topic, key T) uint64 {
 }
 
 const (
-	keyKindID  = "I"
-	keyKindKey = "K"
+	keyKindID       = "I"
+	keyKindKey      = "K"
+	keyKindDeletion = "D" // a topic's deletion record: the topic, no key
 )
+
+// deletionKey is the index key of topic's deletion records.
+func deletionKey(topic string) uint64 { return indexKey(keyKindDeletion, topic, "") }
 
 // index queues r's keys for the index; flushIndex adds them.
 func (d *dispatcher) index(r *record, keys []uint64) {

@@ -23,6 +23,7 @@
 //	ms, err := s.LookupByID(topic, uniqKey, max)
 //	ms, err := s.LookupByKey(topic, key, beginMs, endMs, max)
 //	err := s.DeleteTopic(ctx, topic)
+//	pos, err := s.LastDeletion(topic)         // log position of its newest deletion record, -1 if none
 //	md := s.Meta()                            // topics, groups, offsets, blobs
 //	st := s.Stats()                           // counters, latency histograms, lags
 //	err := s.CheckSpace()                     // ErrDiskFull below the disk reserve (space.go)
@@ -195,8 +196,9 @@
 //
 // Files: store.go (Store: Open, recovery, append, reads, close), options.go
 // (Options and their defaults), dispatch.go (the dispatcher that feeds
-// consume queues and the index from the log), verify.go (Verify and Repair
-// of a stopped store).
+// consume queues and the index from the log), deletions.go (LastDeletion:
+// where a topic was last deleted), verify.go (Verify and Repair of a
+// stopped store).
 //
 // # Imports
 //

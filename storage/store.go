@@ -132,6 +132,8 @@ type Store struct {
 
 	recovery RecoveryInfo
 	epoch    time.Time // monotonic origin of append latencies and store times
+
+	dels deletions // LastDeletion's answers and the deletions dispatched since Open
 }
 
 // now is Options.Now, or the system clock.

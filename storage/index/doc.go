@@ -1,7 +1,8 @@
 // Package index owns the key index: lookup of commit-log records by a
-// 64-bit key hash (the store hashes "topic + message id" and
-// "topic + key") within a store-time range. It is a view rebuilt from the
-// commit log: missing or damaged files are dropped and re-indexed.
+// 64-bit key hash (the store hashes "topic + message id", "topic + key"
+// and, for a topic's deletion records, the topic) within a store-time
+// range. It is a view rebuilt from the commit log: missing or damaged
+// files are dropped and re-indexed.
 //
 // # Design and memory bound
 //
