@@ -62,11 +62,14 @@ func (w writes) readCurrent(ctx context.Context) error {
 
 // storeWriter is the store with its writes: what pop, delay, txn,
 // produce, offset and metadata need of it (deferred.Store is the widest
-// of their views), and the deletion of a topic's queues.
+// of their views, with pop's look-ups of deletion records), and the
+// deletion of a topic's queues.
 type storeWriter interface {
 	deferred.Store
 	DeleteTopic(ctx context.Context, topic string) error
 	ReadEntries(ents []storage.QueueEntry, msgs []*message.Message, errs []error)
+	DispatchedUpTo() int64
+	LastDeletion(topic string) (int64, error)
 }
 
 // offsetWriter is the committed-offset store.

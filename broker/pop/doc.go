@@ -14,6 +14,16 @@
 // are authenticated with a key kept in the data dir, so they need no
 // lookup table and survive restarts.
 //
+// A topic's deletion is a record in the same log (storage.DeleteTopic;
+// replicated like any other in cluster mode), and it is what recovery
+// honours: for each topic it asks the store where its last deletion
+// record is (Store.LastDeletion), drops the snapshot's subscriptions of
+// the topic if the snapshot predates it, and skips the journal records
+// below it, so a topic deleted and made again starts as a new topic
+// whatever the crash point. A snapshot leaves out the subscriptions made
+// before their topic's last deletion (the deletion is in the log before
+// the service drops them from memory).
+//
 // Receives, acks and ChangeInvisible reserve their flights under the
 // subscription's lock (marked pending: no other operation hands out,
 // redelivers or changes them), append their record with no lock held, and

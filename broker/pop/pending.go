@@ -91,12 +91,15 @@ func (s *Service) endRecord(id uint64) {
 
 // snapshotFloor returns the positions a snapshot started now reflects
 // everything before: the log end and the journal's next offset, or the
-// positions of the oldest record still being settled.
+// positions of the oldest record still being settled. The log position
+// is at most what the store has dispatched, so every topic deletion below
+// it is known to LastDeletion (undeletedSubs); what is replayed again
+// because of it changes nothing.
 func (s *Service) snapshotFloor() (logPos, jnext int64) {
 	s.fence.mu.Lock()
 	defer s.fence.mu.Unlock()
 	_, jnext = s.store.QueueRange(JournalTopic, 0)
-	_, logPos = s.store.LogRange()
+	logPos = s.store.DispatchedUpTo()
 	for _, p := range s.fence.open {
 		logPos = min(logPos, p.log)
 		jnext = min(jnext, p.journal)

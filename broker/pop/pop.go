@@ -35,6 +35,13 @@ type Store interface {
 	QueueRange(topic string, queueID int32) (min, max int64)
 	LogRange() (min, written int64)
 	WaitDispatched(ctx context.Context, pos int64) error
+	// DispatchedUpTo is the log position below which every record is in
+	// its queue (a topic deletion: applied, and known to LastDeletion).
+	DispatchedUpTo() int64
+	// LastDeletion is the log position of the topic's newest deletion
+	// record dispatched so far, -1 if none: journal records below it are
+	// about the deleted topic, not about one of the same name made since.
+	LastDeletion(topic string) (int64, error)
 }
 
 // Blobs persists the snapshot and the handle key.
@@ -198,6 +205,7 @@ func (s *Service) getSub(group, topic string, create bool) *sub {
 	sb := s.subs[k]
 	if sb == nil && create {
 		sb = newSub(group, topic)
+		_, sb.since = s.store.LogRange()
 		s.subs[k] = sb
 	}
 	return sb

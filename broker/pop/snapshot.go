@@ -69,7 +69,10 @@ func LoadKeyRing(b Blobs, create bool) (keyring.Ring, error) {
 // logPos is the log position read when the snapshot started, lowered to
 // the start of any record whose change was not yet settled in memory (see
 // pending.go): every journal record below it is reflected; records at or
-// above it are replayed.
+// above it are replayed. Subscriptions made before their topic's last
+// deletion record are left out (undeletedSubs), and recovery drops those
+// of a topic deleted at or past logPos, and the journal records below a
+// topic's last deletion (recover).
 var snapMagic = []byte("MQPS")
 
 const snapVersion = 1
@@ -101,7 +104,34 @@ func (s *Service) snapshot() error {
 		// applied none of another leader's records below them.
 		return nil
 	}
-	return s.blobs.SaveBlob(snapshotBlob, encodeSnapshot(logPos, jnext, s.allSubs()))
+	subs, err := s.undeletedSubs()
+	if err != nil {
+		return err
+	}
+	return s.blobs.SaveBlob(snapshotBlob, encodeSnapshot(logPos, jnext, subs))
+}
+
+// undeletedSubs returns the subscriptions a snapshot at logPos may write:
+// not those whose topic was deleted after they were made. A deletion is
+// in the log before the subscriptions are dropped from memory, so one
+// below logPos may not have dropped them yet; logPos is at most the
+// store's dispatched position (snapshotFloor), so LastDeletion knows
+// every deletion below it, and every sub that predates its topic's last
+// deletion is left out. Deletions at or past logPos are recovery's to
+// honour.
+func (s *Service) undeletedSubs() ([]*sub, error) {
+	all := s.allSubs()
+	out := all[:0]
+	for _, sb := range all {
+		del, err := s.store.LastDeletion(sb.topic)
+		if err != nil {
+			return nil, fmt.Errorf("looking up deletions of topic %s: %w", sb.topic, err)
+		}
+		if del < sb.since {
+			out = append(out, sb)
+		}
+	}
+	return out, nil
 }
 
 // encodeSnapshot writes the state decodeSnapshot reads; it takes each
@@ -203,6 +233,7 @@ func decodeSnapshot(b []byte) (snapshotState, error) {
 func (s *Service) recover(ctx context.Context) error {
 	t0 := time.Now()
 	var from, logPos int64
+	var snap []*sub
 	data, ok, err := s.blobs.LoadBlob(snapshotBlob)
 	if err != nil {
 		return fmt.Errorf("pop state snapshot: %w", err)
@@ -212,14 +243,38 @@ func (s *Service) recover(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("pop state snapshot: %w", err)
 		}
-		for _, sb := range st.subs {
-			s.subs[subKey{sb.group, sb.topic}] = sb
-		}
+		snap = st.subs
 		from, logPos = st.journalOffset, st.logPos
 	}
 	_, written := s.store.LogRange()
 	if err := s.store.WaitDispatched(ctx, written); err != nil {
 		return fmt.Errorf("waiting for the store to dispatch its log: %w", err)
+	}
+	// A topic deleted (and maybe made again) since: what the snapshot and
+	// the journal say of it before its last deletion record is dropped.
+	dels := map[string]int64{}
+	deleted := func(topic string) (int64, error) {
+		if d, ok := dels[topic]; ok {
+			return d, nil
+		}
+		d, err := s.store.LastDeletion(topic)
+		if err != nil {
+			return 0, fmt.Errorf("looking up deletions of topic %s: %w", topic, err)
+		}
+		dels[topic] = d
+		return d, nil
+	}
+	dropped := 0
+	for _, sb := range snap {
+		d, err := deleted(sb.topic)
+		if err != nil {
+			return err
+		}
+		if d >= logPos {
+			dropped++
+			continue
+		}
+		s.subs[subKey{sb.group, sb.topic}] = sb
 	}
 	if min, _ := s.store.QueueRange(JournalTopic, 0); from < min {
 		if ok {
@@ -255,12 +310,22 @@ func (s *Service) recover(ctx context.Context) error {
 				s.log.Warn("pop: skipping an undecodable journal record", "offset", e.QueueOffset, "err", err)
 				continue
 			}
+			d, err := deleted(rec.topic)
+			if err != nil {
+				return err
+			}
+			if e.PhysOffset < d {
+				dropped++
+				continue
+			}
+			rec.dropDeleted(d)
 			s.apply(&rec)
 			replayed++
 		}
 	}
 	now := s.now()
 	for _, sb := range s.subs {
+		sb.since = written
 		sb.mu.Lock()
 		for g, list := range sb.held {
 			if sb.active[g] == 0 && len(list) > 0 {
@@ -270,8 +335,29 @@ func (s *Service) recover(ctx context.Context) error {
 		s.scheduleLocked(sb)
 		sb.mu.Unlock()
 	}
-	s.log.Info("pop: state recovered", "snapshot", ok, "replayed_records", replayed, "subscriptions", len(s.subs), "elapsed", time.Since(t0))
+	s.log.Info("pop: state recovered", "snapshot", ok, "replayed_records", replayed, "subscriptions", len(s.subs),
+		"dropped_deleted", dropped, "elapsed", time.Since(t0))
 	return nil
+}
+
+// dropDeleted takes out of a delivery record recorded after its topic's
+// deletion record at d the messages it read below d (of the deleted topic:
+// a receive that raced the deletion), and then its positions too, which
+// are the deleted topic's.
+func (r *jrecord) dropDeleted(d int64) {
+	if r.op != opDeliver || d < 0 {
+		return
+	}
+	kept := r.entries[:0]
+	for _, e := range r.entries {
+		if e.phys >= d {
+			kept = append(kept, e)
+		}
+	}
+	if len(kept) < len(r.entries) {
+		r.nexts = nil
+	}
+	r.entries = kept
 }
 
 // detach removes f from every structure without FIFO follow-up (replay).

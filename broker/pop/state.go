@@ -72,6 +72,10 @@ type sub struct {
 	key   string // long-poll key
 	gh    uint32 // NameHash(group)
 	th    uint32 // NameHash(topic)
+	// since (memory only) is the log end when the sub was made (or
+	// recovered): a deletion record of its topic at or past it is one
+	// this sub predates, and a snapshot leaves the sub out (snapshot.go).
+	since int64
 
 	// mu guards everything below it, the flights included, but the
 	// scheduler's fields at the end.
