@@ -89,6 +89,53 @@ func TestKill9MidConsumption(t *testing.T) {
 	}
 }
 
+// A topic whose messages a group received and acked is deleted and
+// created again, two messages are sent to it, and the process is killed
+// (within the POP snapshot interval of the deletion): after the restart
+// the group gets the two new messages, as it would from a new topic, and
+// nothing of the deleted one.
+func TestKill9AfterTopicRecreated(t *testing.T) {
+	e2e(t)
+	dir := t.TempDir()
+	p := start(t, testutil.StartOptions{DataDir: dir})
+	topic, group := uniq("recreated"), uniq("g")
+	cli(t, p, "topic", "create", topic, "--queues", "1")
+	cli(t, p, "group", "create", group)
+	sendBodies(t, newProducer(t, p, topic), topic, 3, "old")
+	c1 := newConsumer(t, p, group, 0, all(topic))
+	r1 := dialRaw(t, p)
+	for _, mv := range collect(t, c1, 3, minInvisible, 60*time.Second, nil) {
+		wantCode(t, "ack before the deletion", r1.ack(group, topic, mv.GetReceiptHandle()), pb.Code_OK)
+	}
+	cli(t, p, "topic", "delete", topic)
+	cli(t, p, "topic", "create", topic, "--queues", "1")
+	sent := sendBodies(t, newProducer(t, p, topic), topic, 2, "new")
+
+	p.Kill9()
+	p2 := start(t, testutil.StartOptions{DataDir: dir})
+	c2 := newConsumer(t, p2, group, 0, all(topic))
+	got := map[string]bool{}
+	collect(t, c2, 2, minInvisible, 60*time.Second, func(mv *rmq.MessageView) {
+		id := mv.GetMessageId()
+		if sent[id] == "" || string(mv.GetBody()) != sent[id] {
+			t.Fatalf("after the restart got %s %q, not a message sent to the new topic", id, mv.GetBody())
+		}
+		if mv.GetDeliveryAttempt() != 1 {
+			t.Fatalf("message %s delivered as attempt %d, want 1", id, mv.GetDeliveryAttempt())
+		}
+		got[id] = true
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = c2.Ack(ctx, mv)
+	})
+	if len(got) != 2 {
+		t.Fatalf("after the restart got %d of the 2 new messages", len(got))
+	}
+	if extra := receive(t, c2, 32, minInvisible); len(extra) != 0 {
+		t.Fatalf("more deliveries after both were acked: %v", ids(extra))
+	}
+}
+
 func missing(sent map[string]string, acked map[string]bool, after map[string]*rmq.MessageView) []string {
 	var out []string
 	for _, id := range slices.Sorted(maps.Keys(sent)) {
