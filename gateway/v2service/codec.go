@@ -96,6 +96,22 @@ func marshalReceived(r *v2.ReceiveMessageResponse, inline int) (mem.BufferSlice,
 // plain reports a message with no unknown fields.
 func plain(m proto.Message) bool { return len(m.ProtoReflect().GetUnknown()) == 0 }
 
+// timesKnown reports whether sp's timestamps and durations have no
+// unknown fields.
+func timesKnown(sp *v2.SystemProperties) bool {
+	for _, t := range [...]*timestamppb.Timestamp{sp.BornTimestamp, sp.StoreTimestamp, sp.DeliveryTimestamp} {
+		if t != nil && !plain(t) {
+			return false
+		}
+	}
+	for _, d := range [...]*durationpb.Duration{sp.InvisibleDuration, sp.OrphanedTransactionRecoveryDuration} {
+		if d != nil && !plain(d) {
+			return false
+		}
+	}
+	return true
+}
+
 // messageEncodable reports whether m and what it points to hold only what
 // the encoder writes: no unknown fields, every string valid UTF-8.
 func messageEncodable(m *v2.Message) bool {
@@ -130,17 +146,7 @@ func messageEncodable(m *v2.Message) bool {
 	if q := sp.DeadLetterQueue; q != nil && (!plain(q) || !utf8.ValidString(q.Topic) || !utf8.ValidString(q.MessageId)) {
 		return false
 	}
-	for _, t := range [...]*timestamppb.Timestamp{sp.BornTimestamp, sp.StoreTimestamp, sp.DeliveryTimestamp} {
-		if t != nil && !plain(t) {
-			return false
-		}
-	}
-	for _, d := range [...]*durationpb.Duration{sp.InvisibleDuration, sp.OrphanedTransactionRecoveryDuration} {
-		if d != nil && !plain(d) {
-			return false
-		}
-	}
-	return true
+	return timesKnown(sp)
 }
 
 func validOpt(s *string) bool { return s == nil || utf8.ValidString(*s) }
@@ -440,17 +446,7 @@ func messageKnown(m *v2.Message) bool {
 	if !plain(sp) || sp.BodyDigest != nil && !plain(sp.BodyDigest) || sp.DeadLetterQueue != nil && !plain(sp.DeadLetterQueue) {
 		return false
 	}
-	for _, t := range [...]*timestamppb.Timestamp{sp.BornTimestamp, sp.StoreTimestamp, sp.DeliveryTimestamp} {
-		if t != nil && !plain(t) {
-			return false
-		}
-	}
-	for _, d := range [...]*durationpb.Duration{sp.InvisibleDuration, sp.OrphanedTransactionRecoveryDuration} {
-		if d != nil && !plain(d) {
-			return false
-		}
-	}
-	return true
+	return timesKnown(sp)
 }
 
 // ackRequestSize is RequestSize of an AckMessageRequest.
