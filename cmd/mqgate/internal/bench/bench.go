@@ -246,23 +246,18 @@ type Figures struct {
 // Ratio are those of the round with the median ratio (e2e: the median
 // p99) and Rounds holds every round in the order run.
 type Result struct {
-	Mode  string   `json:"mode"`
-	Flush string   `json:"flush,omitempty"`
-	Echo  *Figures `json:"echo,omitempty"`
-	// PlainEcho is the plain echo's run (--echo plain|both).
-	PlainEcho *Figures `json:"plain_echo,omitempty"`
-	Mqgate    Figures  `json:"mqgate"`
-	Ratio     float64  `json:"ratio_to_echo,omitempty"`
-	// PlainRatio is mqgate's msgs/s over the plain echo's; the CPU ratios
-	// are mqgate's server CPU per call (per message when calls are not
-	// counted) over each echo's.
-	PlainRatio    float64 `json:"ratio_to_plain_echo,omitempty"`
-	CPURatio      float64 `json:"cpu_ratio_to_echo,omitempty"`
-	PlainCPURatio float64 `json:"cpu_ratio_to_plain_echo,omitempty"`
-	Rounds        []Round `json:"rounds,omitempty"`
+	Mode  string `json:"mode"`
+	Flush string `json:"flush,omitempty"`
+	// Round holds the figures (its fields are the result's own in JSON).
+	Round
+	Rounds []Round `json:"rounds,omitempty"`
 }
 
 // Round is one run of each echo and the mqgate run right after them.
+// PlainEcho is the plain echo's run (--echo plain|both); PlainRatio is
+// mqgate's msgs/s over the plain echo's; the CPU ratios are mqgate's
+// server CPU per call (per message when calls are not counted) over each
+// echo's.
 type Round struct {
 	Echo          *Figures `json:"echo,omitempty"`
 	PlainEcho     *Figures `json:"plain_echo,omitempty"`
@@ -603,8 +598,7 @@ func runBench(ctx context.Context, o benchOpts, log io.Writer) (Result, error) {
 		res.Rounds = append(res.Rounds, rd)
 	}
 	m := medianRound(res.Rounds)
-	res.Echo, res.Mqgate, res.Ratio = m.Echo, m.Mqgate, m.Ratio
-	res.PlainEcho, res.PlainRatio, res.CPURatio, res.PlainCPURatio = m.PlainEcho, m.PlainRatio, m.CPURatio, m.PlainCPURatio
+	res.Round = m
 	if len(res.Rounds) == 1 {
 		res.Rounds = nil
 	}
