@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/mqgate/mqgate/storage/internal/serr"
 	"github.com/mqgate/mqgate/storage/message"
 	"github.com/mqgate/mqgate/storage/vfs"
 )
@@ -348,4 +350,33 @@ func TestDurableRoundsByLeader(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.Close()
+}
+
+// TestAppendDurableAfterAFailedRound: an append written just after an
+// fsync round failed (the log fails between the append's own check and
+// the parking of its request) is answered with the failure at once, not
+// left waiting for a round that will never cover it.
+func TestAppendDurableAfterAFailedRound(t *testing.T) {
+	var l *Log
+	var fail atomic.Bool
+	opts := Options{FS: vfs.NewMem(), Dir: "/log", SegmentSize: 1 << 20, MaxRecordSize: 4 << 10, SyncMode: true,
+		OnWrite: func([]Record, []Entry) {
+			if fail.Load() {
+				l.setFailed(errors.New("injected fsync failure"))
+			}
+		}}
+	l, _ = openLog(t, opts, Recovery{From: -1, CleanEnd: -1})
+	l.Start()
+	defer l.Close()
+	d, crc, _ := message.Encode(nil, &message.Message{Topic: "T", Body: []byte("m")})
+	if _, _, durable, err := l.AppendDurable(context.Background(), []Record{{Data: d, CRC: crc, Topic: "T"}}, time.Time{}); err != nil || !durable {
+		t.Fatalf("first append: durable %v, %v", durable, err)
+	}
+	fail.Store(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, _, durable, err := l.AppendDurable(ctx, []Record{{Data: d, CRC: crc, Topic: "T"}}, time.Time{})
+	if durable || !errors.Is(err, serr.ErrNotWritable) {
+		t.Fatalf("append after the log failed: durable %v, %v", durable, err)
+	}
 }

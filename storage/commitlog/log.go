@@ -1310,6 +1310,9 @@ func (l *Log) Sync() error {
 	l.syncMu.Lock()
 	defer l.syncMu.Unlock()
 	if err := l.Failed(); err != nil {
+		// Requests parked after the round that failed the log (written
+		// between their append's check and the failure) get it too.
+		l.finishDurable(-1, err)
 		return err
 	}
 	if err := l.flushStaged(); err != nil {
