@@ -340,7 +340,7 @@ func (n *Node) route(local bool, info peer.MemberInfo) {
 	}
 }
 
-// leadership is what followLeader works with: the raft member, the
+// leadership is what follow works with: the raft member, the
 // replica and the broker (interfaces, so that a test can drive it).
 type leadership struct {
 	raft interface {
@@ -353,6 +353,9 @@ type leadership struct {
 		ForgetMemberInfo(id uint64)
 		ClockOffset(ctx context.Context, id uint64) (offset, uncertainty time.Duration, err error)
 		Handoff(ctx context.Context) error
+		Changes() <-chan struct{}
+		Done() <-chan struct{}
+		Err() error
 	}
 	rep interface {
 		MarkLeading()
@@ -363,6 +366,7 @@ type leadership struct {
 		EnsureKeys(ctx context.Context, now time.Time) error
 		RotateKeys(ctx context.Context, now time.Time, every time.Duration) (bool, error)
 		Uncertain() uint64
+		UncertainChanges() <-chan struct{}
 		Applied() uint64
 	}
 	broker interface {
@@ -388,17 +392,55 @@ type activation struct {
 
 // followLeader keeps the broker and the relays in step with leadership
 // (see the comment at the top of this file) until ctx ends or the raft
-// member stops. It owns act.
+// member stops.
 func (n *Node) followLeader(ctx context.Context) {
-	retry := time.NewTimer(time.Hour)
-	retry.Stop()
-	defer retry.Stop()
 	// While following, the leader's silence is looked at a few times per
 	// election timeout (reconcile).
 	watch := time.NewTicker(n.raft.ElectionTimeout() / 4)
 	defer watch.Stop()
+	n.follow(ctx, follower{
+		l:   leadership{raft: n.raft, rep: n.rep, broker: n.broker},
+		log: n.log, watch: watch.C,
+		reconcile: n.reconcile,
+		hold:      n.routeNowhere,
+		stopped: func(err error) {
+			switch {
+			case errors.Is(err, peer.ErrRemoved):
+				n.log.Warn("this member was removed from the cluster: it no longer serves")
+				n.removedOnce.Do(func() { close(n.removed) })
+			case err != nil:
+				n.log.Error("cluster member stopped: this node no longer serves", "err", err)
+			}
+		},
+	})
+}
+
+// follower is one raft group's side of follow: what it reconciles, and
+// what it does when it must stop serving or its raft member stops.
+type follower struct {
+	l   leadership
+	log *slog.Logger
+	// reconcile applies the current leadership to act (the broker's
+	// activation, follow's); false asks to be called again soon.
+	reconcile func(ctx context.Context, l leadership, act *activation) bool
+	// changed, if set, is called after each leadership change.
+	changed func()
+	// watch, if set, wakes the loop besides the changes.
+	watch <-chan time.Time
+	// hold stops serving (before the broker is deactivated).
+	hold func()
+	// stopped says why the raft member stopped (a staged copy aside,
+	// which restarts the node).
+	stopped func(err error)
+}
+
+// follow keeps f's broker in step with f's leadership until ctx ends or
+// the raft member stops. It owns the activation.
+func (n *Node) follow(ctx context.Context, f follower) {
+	retry := time.NewTimer(time.Hour)
+	retry.Stop()
+	defer retry.Stop()
 	var act activation
-	l := leadership{raft: n.raft, rep: n.rep, broker: n.broker}
 	rotate := time.NewTicker(time.Hour)
 	defer rotate.Stop()
 	// unseen fires clientGrace after an activation (releaseUnseen).
@@ -406,41 +448,38 @@ func (n *Node) followLeader(ctx context.Context) {
 	unseen.Stop()
 	defer unseen.Stop()
 	for {
-		changes, uncertain := n.raft.Changes(), n.rep.UncertainChanges()
+		changes, uncertain := f.l.raft.Changes(), f.l.rep.UncertainChanges()
 		was := act
-		ok := n.reconcile(ctx, l, &act)
-		if !ok {
+		if !f.reconcile(ctx, f.l, &act) {
 			retry.Reset(200 * time.Millisecond)
 		}
-		if act != was && l.broker.Active() {
+		if act != was && f.l.broker.Active() {
 			unseen.Reset(clientGrace)
 		}
 		select {
 		case <-changes:
+			if f.changed != nil {
+				f.changed()
+			}
 		case <-uncertain:
 		case <-unseen.C:
-			n.releaseUnseen(ctx, l)
+			n.releaseUnseen(ctx, f.l)
 		case <-rotate.C:
-			n.rotateKeys(ctx, l)
+			n.rotateKeys(ctx, f.l)
 		case <-retry.C:
-		case <-watch.C:
+		case <-f.watch:
 		case <-ctx.Done():
 			return
-		case <-n.raft.Done():
-			err := n.raft.Err()
-			switch {
-			case errors.Is(err, raftstore.ErrCopyStaged):
-				n.log.Info("a copy of another member's store is staged: restarting to install it")
+		case <-f.l.raft.Done():
+			if err := f.l.raft.Err(); errors.Is(err, raftstore.ErrCopyStaged) {
+				f.log.Info("a copy of another member's store is staged: restarting to install it")
 				n.restartOnce.Do(func() { close(n.restart) })
-			case errors.Is(err, peer.ErrRemoved):
-				n.log.Warn("this member was removed from the cluster: it no longer serves")
-				n.removedOnce.Do(func() { close(n.removed) })
-			case err != nil:
-				n.log.Error("cluster member stopped: this node no longer serves", "err", err)
+			} else {
+				f.stopped(err)
 			}
-			n.routeNowhere()
-			if err := n.broker.Deactivate(context.WithoutCancel(ctx)); err != nil {
-				n.log.Warn("deactivating the broker", "err", err)
+			f.hold()
+			if err := f.l.broker.Deactivate(context.WithoutCancel(ctx)); err != nil {
+				f.log.Warn("deactivating the broker", "err", err)
 			}
 			return
 		}

@@ -355,52 +355,20 @@ func (n *Node) stopGroups(context.Context) error {
 // group, without relays: while the broker serves, dg.serving is set and
 // the listeners route the group's requests to it.
 func (n *Node) followGroup(ctx context.Context, dg *dataGroup) {
-	retry := time.NewTimer(time.Hour)
-	retry.Stop()
-	defer retry.Stop()
-	var act activation
-	l := leadership{raft: dg.raft, rep: dg.rep, broker: dg.broker}
-	rotate := time.NewTicker(time.Hour)
-	defer rotate.Stop()
-	unseen := time.NewTimer(time.Hour)
-	unseen.Stop()
-	defer unseen.Stop()
-	for {
-		changes, uncertain := dg.raft.Changes(), dg.rep.UncertainChanges()
-		was := act
-		if !n.reconcileGroup(ctx, dg, l, &act) {
-			retry.Reset(200 * time.Millisecond)
-		}
-		if act != was && l.broker.Active() {
-			unseen.Reset(clientGrace)
-		}
-		select {
-		case <-changes:
-			n.kickBalance()
-		case <-uncertain:
-		case <-unseen.C:
-			n.releaseUnseen(ctx, l)
-		case <-rotate.C:
-			n.rotateKeys(ctx, l)
-		case <-retry.C:
-		case <-ctx.Done():
-			return
-		case <-dg.raft.Done():
-			err := dg.raft.Err()
-			switch {
-			case errors.Is(err, raftstore.ErrCopyStaged):
-				dg.log.Info("a copy of another member's store is staged: restarting to install it")
-				n.restartOnce.Do(func() { close(n.restart) })
-			case err != nil:
+	n.follow(ctx, follower{
+		l:   leadership{raft: dg.raft, rep: dg.rep, broker: dg.broker},
+		log: dg.log,
+		reconcile: func(ctx context.Context, l leadership, act *activation) bool {
+			return n.reconcileGroup(ctx, dg, l, act)
+		},
+		changed: n.kickBalance,
+		hold:    func() { dg.setServing(false) },
+		stopped: func(err error) {
+			if err != nil {
 				dg.log.Error("cluster member stopped: this data group no longer serves here", "err", err)
 			}
-			dg.setServing(false)
-			if err := dg.broker.Deactivate(context.WithoutCancel(ctx)); err != nil {
-				dg.log.Warn("deactivating the broker", "err", err)
-			}
-			return
-		}
-	}
+		},
+	})
 }
 
 // reconcileGroup is reconcile for one data group: leading, the broker is

@@ -67,6 +67,10 @@ func (f *fakeLeadership) MarkLeading()                            {}
 func (f *fakeLeadership) Barrier(context.Context) error           { f.barriers++; return nil }
 func (f *fakeLeadership) Bootstrap(context.Context, string) error { return nil }
 func (f *fakeLeadership) Uncertain() uint64                       { return f.uncertain }
+func (f *fakeLeadership) UncertainChanges() <-chan struct{}       { return nil }
+func (f *fakeLeadership) Changes() <-chan struct{}                { return nil }
+func (f *fakeLeadership) Done() <-chan struct{}                   { return nil }
+func (f *fakeLeadership) Err() error                              { return nil }
 func (f *fakeLeadership) Applied() uint64                         { return f.applied }
 func (f *fakeLeadership) Active() bool                            { return f.active }
 func (f *fakeLeadership) Deactivate(context.Context) error        { f.active = false; return nil }
