@@ -135,7 +135,7 @@ func Open(ctx context.Context, cfg Config, st *storage.Store) (*Broker, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	b := &Broker{cfg: cfg, log: cfg.Logger, store: st, obs: newObserver(cfg.Tracers, cfg.Meters), started: cfg.Clock.Now(),
+	b := &Broker{cfg: cfg, log: cfg.Logger, store: st, obs: newObserver(cfg.Tracers, cfg.Meters, cfg.Placement), started: cfg.Clock.Now(),
 		limits: cfg.Limits.WithDefaults(), w: newWrites(st, cfg.Replicated, cfg.Catalog)}
 	if cfg.Replicated == nil {
 		if err := b.Activate(ctx); err != nil {

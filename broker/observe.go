@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,6 +16,7 @@ import (
 	"github.com/mqgate/mqgate/broker/metadata"
 	"github.com/mqgate/mqgate/broker/model"
 	"github.com/mqgate/mqgate/broker/mqerr"
+	"github.com/mqgate/mqgate/broker/placement"
 	"github.com/mqgate/mqgate/broker/pop"
 	"github.com/mqgate/mqgate/broker/produce"
 	"github.com/mqgate/mqgate/broker/record"
@@ -67,6 +69,14 @@ type observer struct {
 
 	topics sync.Map // topic → *attrCache
 	subs   sync.Map // subKey → *attrCache
+
+	// base starts every series' attributes: the messaging system, and
+	// with data groups the broker's group (mqgate.group), so that the
+	// brokers of one member, each holding some of a topic's queues,
+	// report series of their own instead of one hiding the others.
+	base []attribute.KeyValue
+	// gauges is base as a measurement option, for the unlabelled gauges.
+	gauges metric.MeasurementOption
 }
 
 type subKey struct{ group, topic string }
@@ -138,8 +148,12 @@ func observeNonZero(ob metric.Observer, inst metric.Int64Observable, v int64, se
 	}
 }
 
-func newObserver(tp trace.TracerProvider, mp metric.MeterProvider) *observer {
-	o := &observer{counting: mp != nil}
+func newObserver(tp trace.TracerProvider, mp metric.MeterProvider, pl placement.Of) *observer {
+	o := &observer{counting: mp != nil, base: []attribute.KeyValue{attrSystem}}
+	if pl.Groups > 1 {
+		o.base = append(o.base, attribute.Int("mqgate.group", pl.Group))
+	}
+	o.gauges = metric.WithAttributeSet(attribute.NewSet(o.base[1:]...))
 	if tp != nil {
 		o.tracer = tp.Tracer(scopeName)
 	}
@@ -205,8 +219,8 @@ func (o *observer) observe(mp metric.MeterProvider, b *Broker) {
 		if !b.Active() || sv == nil {
 			return nil // a standby member: its services do not run
 		}
-		ob.ObserveInt64(parked, sv.hub.Parked())
-		ob.ObserveInt64(woken, sv.hub.Woken())
+		ob.ObserveInt64(parked, sv.hub.Parked(), o.gauges)
+		ob.ObserveInt64(woken, sv.hub.Woken(), o.gauges)
 		for _, st := range sv.pop.Stats() {
 			t, err := sv.meta.GetTopic(ctx, st.Topic)
 			if err != nil {
@@ -237,7 +251,7 @@ func (o *observer) topic(name string) *attrCache {
 	if v, ok := o.topics.Load(name); ok {
 		return v.(*attrCache)
 	}
-	v, _ := o.topics.LoadOrStore(name, newAttrCache(attrSystem, semconv.MessagingDestinationName(name)))
+	v, _ := o.topics.LoadOrStore(name, newAttrCache(append(slices.Clip(o.base), semconv.MessagingDestinationName(name))...))
 	return v.(*attrCache)
 }
 
@@ -246,7 +260,7 @@ func (o *observer) sub(group, topic string) *attrCache {
 	if v, ok := o.subs.Load(k); ok {
 		return v.(*attrCache)
 	}
-	v, _ := o.subs.LoadOrStore(k, newAttrCache(attrSystem, semconv.MessagingDestinationName(topic), semconv.MessagingConsumerGroupName(group)))
+	v, _ := o.subs.LoadOrStore(k, newAttrCache(append(slices.Clip(o.base), semconv.MessagingDestinationName(topic), semconv.MessagingConsumerGroupName(group))...))
 	return v.(*attrCache)
 }
 

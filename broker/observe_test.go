@@ -14,6 +14,7 @@ import (
 
 	"github.com/mqgate/mqgate/broker/model"
 	"github.com/mqgate/mqgate/broker/mqerr"
+	"github.com/mqgate/mqgate/broker/placement"
 	"github.com/mqgate/mqgate/broker/pop"
 	"github.com/mqgate/mqgate/internal/clock"
 	"github.com/mqgate/mqgate/storage"
@@ -364,6 +365,57 @@ func TestObserveClassicSendAndPulls(t *testing.T) {
 	} {
 		if got := sum(t, m[c.metric], c.attrs...); got != c.want {
 			t.Errorf("%s %v = %d, want %d", c.metric, c.attrs, got, c.want)
+		}
+	}
+}
+
+// TestObserverSeriesPerDataGroup: the brokers of a member's data groups
+// share one meter provider and each holds some of a topic's queues; each
+// reports its sends under its own mqgate.group, so the member's series
+// add up to every send instead of one broker's hiding the others'. A
+// broker of a single group adds no mqgate.group.
+func TestObserverSeriesPerDataGroup(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	var obs []*observer
+	for g := range 2 {
+		o := newObserver(nil, mp, placement.Of{Group: g, Groups: 2})
+		o.observe(mp, &Broker{})
+		defer o.close()
+		o.topic("T").msgs.Add(int64(10 + g))
+		obs = append(obs, o)
+	}
+	single := newObserver(nil, mp, placement.Of{})
+	single.observe(mp, &Broker{})
+	defer single.close()
+	single.topic("U").msgs.Add(5)
+
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	var in metricdata.Aggregation
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name == "mqgate.messages.in" {
+				in = m.Data
+			}
+		}
+	}
+	topic := attribute.String("messaging.destination.name", "T")
+	for g := range 2 {
+		if n := sum(t, in, topic, attribute.Int("mqgate.group", g)); n != int64(10+g) {
+			t.Errorf("group %d: %d messages in, want %d", g, n, 10+g)
+		}
+	}
+	if n := sum(t, in, topic); n != 21 {
+		t.Errorf("topic T: %d messages in over the groups, want 21", n)
+	}
+	for _, p := range in.(metricdata.Sum[int64]).DataPoints {
+		if v, _ := p.Attributes.Value("messaging.destination.name"); v.AsString() == "U" {
+			if _, ok := p.Attributes.Value("mqgate.group"); ok || p.Value != 5 {
+				t.Errorf("a single group's series: %v = %d, want no mqgate.group and 5", p.Attributes.ToSlice(), p.Value)
+			}
 		}
 	}
 }

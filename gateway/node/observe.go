@@ -3,12 +3,14 @@ package node
 import (
 	"context"
 	"errors"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mqgate/mqgate/gateway/connlimit"
+	"github.com/mqgate/mqgate/gateway/peer"
 	"github.com/mqgate/mqgate/internal/telemetry"
 	"github.com/mqgate/mqgate/storage"
 )
@@ -41,7 +43,7 @@ func (n *Node) brokerTracers() trace.TracerProvider {
 // raft member's (observeCluster); the returned function
 // removes them (called before the broker and the store close).
 func (n *Node) observe() (remove func(), err error) {
-	st, b, tel := n.store, n.broker, n.tel
+	stores, b, tel := n.groupStores(), n.broker, n.tel
 	m := tel.Meter(storeScope)
 	var errs []error
 	gauge := func(name, unit, desc string) metric.Int64ObservableGauge {
@@ -84,24 +86,25 @@ func (n *Node) observe() (remove func(), err error) {
 	draining := metric.WithAttributeSet(attribute.NewSet(attribute.String("mqgate.reason", "draining")))
 	pollingFull := metric.WithAttributeSet(attribute.NewSet(attribute.String("mqgate.reason", "polling_full")))
 	diskFull := metric.WithAttributeSet(attribute.NewSet(attribute.String("mqgate.reason", "disk_full")))
-	fromFeed := metric.WithAttributeSet(attribute.NewSet(attribute.String("mqgate.source", "feed")))
-	fromLog := metric.WithAttributeSet(attribute.NewSet(attribute.String("mqgate.source", "log")))
+	fromFeed, fromLog := attribute.String("mqgate.source", "feed"), attribute.String("mqgate.source", "log")
 	reg, err := m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
-		s := st.Stats()
-		o.ObserveInt64(flushLag, s.FlushLag)
-		o.ObserveInt64(dispatchLag, s.DispatchLag)
-		o.ObserveInt64(segments, int64(s.Segments))
-		o.ObserveInt64(appends, int64(s.Appends))
-		o.ObserveInt64(appendBytes, int64(s.AppendBytes))
-		o.ObserveInt64(appendErrors, int64(s.AppendErrors))
-		o.ObserveInt64(flushTimeouts, int64(s.FlushTimeouts))
-		o.ObserveInt64(fsyncErrors, int64(s.FsyncErrors))
-		o.ObserveInt64(dispatched, int64(s.DispatchFed), fromFeed)
-		o.ObserveInt64(dispatched, int64(s.DispatchRead), fromLog)
-		if sp := st.Space(); sp.Err == nil {
-			o.ObserveInt64(diskFree, int64(sp.Free))
-			o.ObserveInt64(diskReserve, int64(sp.Reserve))
-			o.ObserveInt64(diskTotal, int64(sp.Total))
+		for _, gs := range stores {
+			s, at := gs.st.Stats(), metric.WithAttributeSet(gs.attrs)
+			o.ObserveInt64(flushLag, s.FlushLag, at)
+			o.ObserveInt64(dispatchLag, s.DispatchLag, at)
+			o.ObserveInt64(segments, int64(s.Segments), at)
+			o.ObserveInt64(appends, int64(s.Appends), at)
+			o.ObserveInt64(appendBytes, int64(s.AppendBytes), at)
+			o.ObserveInt64(appendErrors, int64(s.AppendErrors), at)
+			o.ObserveInt64(flushTimeouts, int64(s.FlushTimeouts), at)
+			o.ObserveInt64(fsyncErrors, int64(s.FsyncErrors), at)
+			o.ObserveInt64(dispatched, int64(s.DispatchFed), metric.WithAttributeSet(gs.with(fromFeed)))
+			o.ObserveInt64(dispatched, int64(s.DispatchRead), metric.WithAttributeSet(gs.with(fromLog)))
+			if sp := gs.st.Space(); sp.Err == nil {
+				o.ObserveInt64(diskFree, int64(sp.Free), at)
+				o.ObserveInt64(diskReserve, int64(sp.Reserve), at)
+				o.ObserveInt64(diskTotal, int64(sp.Total), at)
+			}
 		}
 		return nil
 	}, flushLag, dispatchLag, segments, appends, appendBytes, appendErrors, flushTimeouts, fsyncErrors, dispatched, diskFree, diskReserve, diskTotal)
@@ -111,7 +114,11 @@ func (n *Node) observe() (remove func(), err error) {
 	regAdm, err := tel.Meter(admissionScope).RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		o.ObserveInt64(rejections, n.gate.Rejected(), draining)
 		o.ObserveInt64(rejections, b.PollingFullRejections(), pollingFull)
-		o.ObserveInt64(rejections, int64(st.Space().Refused), diskFull)
+		refused := uint64(0)
+		for _, gs := range stores {
+			refused += gs.st.Space().Refused
+		}
+		o.ObserveInt64(rejections, int64(refused), diskFull)
 		return nil
 	}, rejections)
 	if err != nil {
@@ -163,12 +170,12 @@ func (n *Node) observe() (remove func(), err error) {
 	removeAppend := tel.AddHistogram(telemetry.HistogramSource{
 		Scope: storeScope, Name: "mqgate.store.append.duration", Unit: "s",
 		Description: "Store Append calls, from the call to the answer (including the fsync wait with --flush sync)",
-		Snapshot:    func() telemetry.Histogram { return histogramOf(st.Stats().AppendLatency) },
+		Points:      stores.histograms(func(s storage.Stats) storage.Histogram { return s.AppendLatency }),
 	})
 	removeFsync := tel.AddHistogram(telemetry.HistogramSource{
 		Scope: storeScope, Name: "mqgate.store.fsync.duration", Unit: "s",
 		Description: "Commit-log fsyncs",
-		Snapshot:    func() telemetry.Histogram { return histogramOf(st.Stats().FsyncLatency) },
+		Points:      stores.histograms(func(s storage.Stats) storage.Histogram { return s.FsyncLatency }),
 	})
 	return func() {
 		_ = reg.Unregister()
@@ -185,6 +192,47 @@ func (n *Node) observe() (remove func(), err error) {
 	}, nil
 }
 
+// groupStore is a store this node observes, with the attributes its
+// series carry: none on a single node or a cluster of one group,
+// mqgate.group with data groups (each group has a store of its own).
+type groupStore struct {
+	st    *storage.Store
+	attrs attribute.Set
+}
+
+// with is the store's attributes and kv.
+func (gs groupStore) with(kv attribute.KeyValue) attribute.Set {
+	return attribute.NewSet(append(gs.attrs.ToSlice(), kv)...)
+}
+
+type groupStores []groupStore
+
+// groupStores is every store this node holds.
+func (n *Node) groupStores() groupStores {
+	if !n.multiGroup() {
+		return groupStores{{st: n.store}}
+	}
+	out := make(groupStores, 0, len(n.groups))
+	for _, dg := range n.groups {
+		out = append(out, groupStore{st: dg.rep.Store(), attrs: attribute.NewSet(groupAttr(dg.id))})
+	}
+	return out
+}
+
+// groupAttr names data group g in a series.
+func groupAttr(g int) attribute.KeyValue { return attribute.Int("mqgate.group", g) }
+
+// histograms is a Points function: the histogram of of each store.
+func (gss groupStores) histograms(of func(storage.Stats) storage.Histogram) func() []telemetry.HistogramPoint {
+	return func() []telemetry.HistogramPoint {
+		out := make([]telemetry.HistogramPoint, 0, len(gss))
+		for _, gs := range gss {
+			out = append(out, telemetry.HistogramPoint{Attributes: gs.attrs, Histogram: histogramOf(of(gs.st.Stats()))})
+		}
+		return out
+	}
+}
+
 // histogramOf converts the store's power-of-two microsecond histogram to
 // seconds.
 func histogramOf(h storage.Histogram) telemetry.Histogram {
@@ -196,30 +244,97 @@ func histogramOf(h storage.Histogram) telemetry.Histogram {
 }
 
 // observeCluster registers the cluster member's metrics (none for a
-// single node): the peer calls refused, by reason, and the committed
-// entries applied as no-ops because they did not decode.
+// single node): the peer calls refused, by reason; the committed entries
+// applied as no-ops because they did not decode; and for each raft group
+// (mqgate.group), read from its status at each collection, who leads,
+// the term, how far this member's apply trails the commit, on the leader
+// how far each follower's log trails it (mqgate.peer), on a follower
+// how long the leader has been silent, and the raft loop's work.
 func (n *Node) observeCluster() (metric.Registration, error) {
 	if n.raft == nil {
 		return nil, nil
 	}
 	m := n.tel.Meter(clusterScope)
-	refusals, err := m.Int64ObservableCounter("mqgate.cluster.peer.refusals", metric.WithUnit("{call}"),
-		metric.WithDescription("Calls to the peer address refused, by mqgate.reason: token (no or another peer token), cluster_id (another cluster), "+
-			"member (raft messages from no member of the group), certificate (peer TLS: no certificate of the peer CA), size (a request over its limit), method (no such method)"))
-	if err != nil {
+	var errs []error
+	gauge := func(name, unit, desc string) metric.Int64ObservableGauge {
+		g, err := m.Int64ObservableGauge(name, metric.WithUnit(unit), metric.WithDescription(desc))
+		errs = append(errs, err)
+		return g
+	}
+	counter := func(name, unit, desc string) metric.Int64ObservableCounter {
+		c, err := m.Int64ObservableCounter(name, metric.WithUnit(unit), metric.WithDescription(desc))
+		errs = append(errs, err)
+		return c
+	}
+	refusals := counter("mqgate.cluster.peer.refusals", "{call}",
+		"Calls to the peer address refused, by mqgate.reason: token (no or another peer token), cluster_id (another cluster), "+
+			"member (raft messages from no member of the group), certificate (peer TLS: no certificate of the peer CA), size (a request over its limit), method (no such method)")
+	undecodable := counter("mqgate.cluster.entries.undecodable", "{entry}", "Committed raft entries that did not decode, applied as no-ops by every member")
+	leading := gauge("mqgate.cluster.leading", "", "1 while this member leads the raft group (mqgate.group), else 0")
+	leader := gauge("mqgate.cluster.leader", "{member}", "The member id of the raft group's leader as this member knows it (0: none known: an election is under way, or this member is cut off)")
+	term := gauge("mqgate.cluster.term", "{term}", "The raft group's term on this member")
+	applyLag := gauge("mqgate.cluster.apply.lag", "{entry}", "Entries of the raft group committed but not yet applied on this member")
+	replLag := gauge("mqgate.cluster.replication.lag", "{entry}", "On the leader: committed entries of the raft group the follower mqgate.peer does not hold yet")
+	silence := gauge("mqgate.cluster.leader.silence", "ms", "On a follower: time since it last heard from the raft group's leader")
+	rounds := counter("mqgate.cluster.raft.rounds", "{round}", "Rounds of the raft group's loop (each handles what raft has ready)")
+	syncs := counter("mqgate.cluster.raft.log.syncs", "{fsync}", "Fsyncs of the raft group's log")
+	applied := counter("mqgate.cluster.raft.entries.applied", "{entry}", "Committed entries the raft group handed to its state machine on this member")
+	proposals := counter("mqgate.cluster.raft.proposals", "{entry}", "Entries this member proposed to the raft group as its leader")
+	messages := counter("mqgate.cluster.raft.messages", "{message}", "Raft messages of the group, by mqgate.direction: sent or received")
+	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	undecodable, err := m.Int64ObservableCounter("mqgate.cluster.entries.undecodable", metric.WithUnit("{entry}"),
-		metric.WithDescription("Committed raft entries that did not decode, applied as no-ops by every member"))
-	if err != nil {
-		return nil, err
-	}
-	raft, rep := n.raft, n.rep
-	return m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+	raft, rep, groups := n.raft, n.rep, n.raftGroups()
+	sent, received := attribute.String("mqgate.direction", "sent"), attribute.String("mqgate.direction", "received")
+	return m.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
 		for reason, c := range raft.Refusals() {
 			o.ObserveInt64(refusals, int64(c), metric.WithAttributes(attribute.String("mqgate.reason", reason)))
 		}
 		o.ObserveInt64(undecodable, int64(rep.Undecodable()))
+		for g, rn := range groups {
+			sctx, cancel := context.WithTimeout(ctx, time.Second)
+			st, err := rn.Status(sctx)
+			cancel()
+			if err != nil {
+				continue // stopped, or its loop is busy: no figure rather than a stale one
+			}
+			ga := groupAttr(g)
+			at := metric.WithAttributes(ga)
+			lead := int64(0)
+			if st.Leader == st.ID {
+				lead = 1
+			}
+			o.ObserveInt64(leading, lead, at)
+			o.ObserveInt64(leader, int64(st.Leader), at)
+			o.ObserveInt64(term, int64(st.Term), at)
+			o.ObserveInt64(applyLag, int64(st.Commit-min(st.Applied, st.Commit)), at)
+			for id, pr := range st.Progress {
+				if id != st.ID {
+					o.ObserveInt64(replLag, int64(st.Commit-min(pr.Match, st.Commit)), metric.WithAttributes(ga, attribute.Int64("mqgate.peer", int64(id))))
+				}
+			}
+			if heard, ok := st.LastContact[st.Leader]; ok && st.Leader != st.ID {
+				o.ObserveInt64(silence, time.Since(heard).Milliseconds(), at)
+			}
+			o.ObserveInt64(rounds, int64(st.Work.Rounds), at)
+			o.ObserveInt64(syncs, int64(st.Work.LogSyncs), at)
+			o.ObserveInt64(applied, int64(st.Work.EntriesApplied), at)
+			o.ObserveInt64(proposals, int64(st.Work.Proposals), at)
+			o.ObserveInt64(messages, int64(st.Work.MessagesSent), metric.WithAttributes(ga, sent))
+			o.ObserveInt64(messages, int64(st.Work.MessagesReceived), metric.WithAttributes(ga, received))
+		}
 		return nil
-	}, refusals, undecodable)
+	}, refusals, undecodable, leading, leader, term, applyLag, replLag, silence, rounds, syncs, applied, proposals, messages)
+}
+
+// raftGroups is this member's raft member of each group, by group.
+func (n *Node) raftGroups() []*peer.Node {
+	if !n.multiGroup() {
+		return []*peer.Node{n.raft}
+	}
+	out := make([]*peer.Node, len(n.groups))
+	for i, dg := range n.groups {
+		out[i] = dg.raft
+	}
+	return out
 }
