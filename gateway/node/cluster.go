@@ -281,6 +281,9 @@ func (n *Node) memberInfo() peer.MemberInfo {
 	if n.cfg.AdvertiseAddr != "" {
 		info.GRPC = n.cfg.AdvertiseAddr
 	}
+	if cert, err := n.grpcCertificate(); err == nil && len(cert.Certificate) > 0 {
+		info.GRPCCertSHA256 = peer.CertFingerprint(cert.Certificate[0])
+	}
 	return info
 }
 

@@ -87,11 +87,16 @@ func TestRemotingRelayGreetsOnlyALeaderThatReadsIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := &Node{lis: map[string]net.Listener{"remoting-addr": lis}}
-	if info := n.memberInfo(); !info.RemotingGreeting || info.Remoting != lis.Addr().String() {
+	n := &Node{cfg: Config{DataDir: t.TempDir()}, lis: map[string]net.Listener{"remoting-addr": lis}}
+	info := n.memberInfo()
+	if !info.RemotingGreeting || info.Remoting != lis.Addr().String() {
 		t.Fatalf("this member's info: %+v, want its remoting address and RemotingGreeting", info)
 	}
-	if info := (&Node{lis: map[string]net.Listener{}}).memberInfo(); info.RemotingGreeting {
+	// It names the certificate its gRPC listener presents.
+	if cert, err := n.grpcCertificate(); err != nil || info.GRPCCertSHA256 != peer.CertFingerprint(cert.Certificate[0]) {
+		t.Fatalf("this member's info names certificate %q (%v)", info.GRPCCertSHA256, err)
+	}
+	if info := (&Node{cfg: Config{DataDir: t.TempDir()}, lis: map[string]net.Listener{}}).memberInfo(); info.RemotingGreeting {
 		t.Fatalf("info of a member without a remoting listener: %+v", info)
 	}
 

@@ -399,6 +399,29 @@ func (n *Node) reconcileGroup(ctx context.Context, dg *dataGroup, l leadership, 
 	return true
 }
 
+// checkElsewhere is the transaction checks' RemoteChecker with data
+// groups: it asks the other members, one after the other, to pass the
+// check on to a producer of topic whose control stream they hold.
+func (n *Node) checkElsewhere(ctx context.Context, topic, txID string, msg []byte) (string, bool) {
+	raft := n.groups[0].raft
+	for _, id := range raft.Members().Voters {
+		if id == uint64(n.cfg.NodeID) {
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		client, sent, err := raft.CheckTransactionAt(cctx, id, topic, txID, msg)
+		cancel()
+		if err != nil {
+			n.log.Debug("passing a transaction check on to another member failed", "member", id, "topic", topic, "err", err)
+			continue
+		}
+		if sent {
+			return client, true
+		}
+	}
+	return "", false
+}
+
 // kickBalance asks balanceLeaders to look again now.
 func (n *Node) kickBalance() {
 	select {

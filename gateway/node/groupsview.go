@@ -14,6 +14,7 @@ import (
 
 	"github.com/mqgate/mqgate/broker/model"
 	"github.com/mqgate/mqgate/broker/mqerr"
+	"github.com/mqgate/mqgate/gateway/peer"
 	"github.com/mqgate/mqgate/gateway/v2service"
 )
 
@@ -164,7 +165,15 @@ func (v *groupsView) askMembers(ctx context.Context) []v2service.RouteMember {
 }
 
 func (v *groupsView) Conn(m v2service.RouteMember) (grpc.ClientConnInterface, error) {
-	return v.n.fwd.conn(m.Addr)
+	// The certificate m's listener must present, as m announced it over
+	// the authenticated peer transport (cached there).
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	info, err := v.n.groups[0].raft.MemberInfo(ctx, m.ID)
+	if err != nil {
+		return nil, mqerr.Wrap(mqerr.KindUnavailable, err, fmt.Sprintf("learning member %d's certificate", m.ID))
+	}
+	return v.n.fwd.conn(m.Addr, info.GRPCCertSHA256)
 }
 
 func (v *groupsView) Brokers() []v2service.Broker {
@@ -177,40 +186,65 @@ func (v *groupsView) Brokers() []v2service.Broker {
 
 // forwarder keeps a connection to each member's gRPC listener that
 // requests were forwarded to. It dials with TLS (the listeners take TLS
-// and plaintext on one port) without verifying the certificate, as the
-// official clients do: the client data it carries is then encrypted on
-// the wire, and the member serving a request authenticates the client
-// again from the metadata forwarded.
+// and plaintext on one port) and accepts only the certificate the member
+// announced over the peer transport (MemberInfo.GRPCCertSHA256), which
+// authenticates the members to each other: whatever listens at the
+// address, only that member reads the client data forwarded. (The
+// member serving a request authenticates the client again from the
+// metadata forwarded.) A member of a version that announces no
+// certificate is dialled with TLS unverified, as the official clients
+// dial.
 type forwarder struct {
 	// mu guards the connections by address, and whether they are closed.
 	mu     sync.Mutex
-	conns  map[string]*grpc.ClientConn
+	conns  map[string]forwardConn
 	closed bool
+}
+
+// forwardConn is a connection and the certificate fingerprint it checks.
+type forwardConn struct {
+	*grpc.ClientConn
+	pin string
 }
 
 // maxForwarded bounds a request or answer forwarded (the listeners'
 // own limits apply at both ends).
 const maxForwarded = 256 << 20
 
-func (f *forwarder) conn(addr string) (*grpc.ClientConn, error) {
+// conn is the connection to addr, whose listener must present the
+// certificate of SHA-256 pin (lowercase hex; empty: any).
+func (f *forwarder) conn(addr, pin string) (*grpc.ClientConn, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed {
 		return nil, mqerr.Errorf(mqerr.KindUnavailable, "the member is stopping")
 	}
-	if c := f.conns[addr]; c != nil {
-		return c, nil
+	if c, ok := f.conns[addr]; ok {
+		if c.pin == pin {
+			return c.ClientConn, nil
+		}
+		_ = c.Close() // the member restarted with another certificate
 	}
-	creds := credentials.NewTLS(&tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}}) //nolint:gosec // see forwarder
-	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds),
+	// Verification is by pin, not by names and a CA: members' listeners
+	// often have self-signed certificates (mqgate's default).
+	cfg := &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}} //nolint:gosec // verified by pin below
+	if pin != "" {
+		cfg.VerifyConnection = func(cs tls.ConnectionState) error {
+			if len(cs.PeerCertificates) == 0 || peer.CertFingerprint(cs.PeerCertificates[0].Raw) != pin {
+				return fmt.Errorf("forwarding to %s: the listener there does not present the certificate its member announced", addr)
+			}
+			return nil
+		}
+	}
+	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(cfg)),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxForwarded), grpc.MaxCallSendMsgSize(maxForwarded)))
 	if err != nil {
 		return nil, err
 	}
 	if f.conns == nil {
-		f.conns = map[string]*grpc.ClientConn{}
+		f.conns = map[string]forwardConn{}
 	}
-	f.conns[addr] = c
+	f.conns[addr] = forwardConn{ClientConn: c, pin: pin}
 	return c, nil
 }
 

@@ -74,7 +74,11 @@ type Node struct {
 
 	store   *storage.Store
 	storeFS vfs.FS // Options.StoreFS
-	version string // Options.Build.Version
+	// grpcCert is the gRPC listener's certificate (grpcCertificate).
+	grpcCert     tls.Certificate
+	grpcCertErr  error
+	grpcCertOnce sync.Once
+	version      string // Options.Build.Version
 	// Cluster mode (cluster.go): the replica owning the store, the raft
 	// member, and the relays in front of the client listeners.
 	rep    *raftstore.Replica
@@ -407,8 +411,18 @@ func (n *Node) storeHost() string {
 	return net.JoinHostPort(host, port)
 }
 
+// grpcCertificate is the certificate the gRPC listener presents, loaded
+// (or made, self-signed) once: a cluster member announces its
+// fingerprint before the listener starts (memberInfo).
+func (n *Node) grpcCertificate() (tls.Certificate, error) {
+	n.grpcCertOnce.Do(func() {
+		n.grpcCert, n.grpcCertErr = grpcserver.LoadOrCreateCertificate(n.cfg.DataDir, n.cfg.TLSCert, n.cfg.TLSKey)
+	})
+	return n.grpcCert, n.grpcCertErr
+}
+
 func (n *Node) startGRPC(ctx context.Context) error {
-	cert, err := grpcserver.LoadOrCreateCertificate(n.cfg.DataDir, n.cfg.TLSCert, n.cfg.TLSKey)
+	cert, err := n.grpcCertificate()
 	if err != nil {
 		return err
 	}
@@ -446,7 +460,14 @@ func (n *Node) startGRPC(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	n.addCheckBack(svc.CheckBackSender())
+	var remote v2service.RemoteChecker
+	if n.multiGroup() {
+		// A producer's control streams may be held by other members than
+		// the one storing its half messages.
+		remote = n.checkElsewhere
+		n.groups[0].raft.SetTransactionChecker(svc.CheckTransactionForwarded)
+	}
+	n.addCheckBack(svc.CheckBackSender(remote))
 	svc.Register(n.grpc)
 	admin.New(adm, admin.Options{Auth: n.auth, Clients: n.clients, Cluster: clusterView{n}}).Register(n.grpc)
 	restmessaging.New(restmessaging.Config{Logger: n.log, Auth: n.auth}, rest).Register(n.grpc)

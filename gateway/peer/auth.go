@@ -61,9 +61,12 @@ const (
 	maxRaftMessage = 64 << 20
 	// maxControlRequest bounds every other request: a member id, an
 	// address, an index; except Propose's, a change as large as a
-	// metadata entry (maxProposeRequest).
+	// metadata entry (maxProposeRequest), and CheckTransaction's, a half
+	// message (maxCheckRequest: the largest body a send takes, 64 MiB
+	// at most, and its properties).
 	maxControlRequest = 4 << 10
 	maxProposeRequest = (1 << 20) + (4 << 10)
+	maxCheckRequest   = (64 << 20) + (1 << 20)
 )
 
 // refusals counts refused calls by reason.
@@ -92,6 +95,7 @@ func (r *refusals) snapshot() map[string]uint64 {
 var peerMethods = map[string]bool{
 	raftMethod: true, infoMethod: true, statusMethod: true, transferMethod: true,
 	copyMethod: true, addMethod: true, removeMethod: true, proposeMethod: true, readIdxMethod: true,
+	checkTxMethod: true,
 }
 
 type fromKey struct{}

@@ -99,7 +99,7 @@ func TestUnauthenticatedBodyNotRead(t *testing.T) {
 	defer conn.Close()
 	ctx := testCtx(t)
 	big := wrapperspb.Bytes(make([]byte, 8<<20))
-	for _, method := range []string{infoMethod, statusMethod, transferMethod, addMethod, removeMethod, proposeMethod, readIdxMethod} {
+	for _, method := range []string{infoMethod, statusMethod, transferMethod, addMethod, removeMethod, proposeMethod, readIdxMethod, checkTxMethod} {
 		before := cl.read.Load()
 		md := metadata.Pairs(mdToken, "guess", mdClusterID, "single")
 		err := conn.Invoke(metadata.NewOutgoingContext(ctx, md), method, big, new(emptypb.Empty))
@@ -110,8 +110,8 @@ func TestUnauthenticatedBodyNotRead(t *testing.T) {
 			t.Fatalf("%s with another token: the member read %d bytes of an 8 MiB request", method, read)
 		}
 	}
-	if got := n.Refusals()[RefusedToken]; got != 7 {
-		t.Fatalf("%d refusals for the token, want 7", got)
+	if got := n.Refusals()[RefusedToken]; got != 8 {
+		t.Fatalf("%d refusals for the token, want 8", got)
 	}
 	md := metadata.Pairs(mdToken, testToken, mdClusterID, "single")
 	err = conn.Invoke(metadata.NewOutgoingContext(ctx, md), infoMethod, wrapperspb.Bytes(make([]byte, 100<<10)), new(wrapperspb.BytesValue))

@@ -122,8 +122,13 @@
 //     Applier, a ForwardedProposer, applies it and answers its index),
 //     and a read index from the leader (LeaderReadIndex); with
 //     Replica.WaitApplied a member catches its own replica up with them.
+//   - CheckTransaction (forward.go): a transaction check passed on to a
+//     member that may hold a control stream of a producer of the topic
+//     (CheckTransactionAt; answered by the TransactionChecker installed
+//     with SetTransactionChecker, not sent without one).
 //
-// Info, AddMember and RemoveMember concern the member (its group 0);
+// Info, AddMember, RemoveMember and CheckTransaction concern the member
+// (its group 0);
 // Status, TransferLeadership, CopyStore, Propose and ReadIndex name their
 // group. A call or raft message for a group the member does not host is
 // refused (NotFound; a raft stream ends with InvalidArgument). Info
@@ -135,8 +140,8 @@
 // constant time; Unauthenticated otherwise) and this member's cluster
 // id (PermissionDenied otherwise); a raft stream must name its sender, a
 // member this one knows, and carry only that sender's messages. Control
-// requests are bounded to a few KiB (Propose's to a metadata entry),
-// raft messages to one entry.
+// requests are bounded to a few KiB (Propose's to a metadata entry,
+// CheckTransaction's to a half message), raft messages to one entry.
 // Refusals are counted by reason (Refusals). WithToken adds the token to
 // the calls of DialStatus, DialTransfer, DialAddMember and
 // DialRemoveMember. IssueCerts (certs.go) writes a CA for a group and a

@@ -142,3 +142,49 @@ func fromRPC(member uint64, err error) error {
 	}
 	return errors.New(msg)
 }
+
+// TransactionChecker passes a transaction check on to a producer whose
+// control stream this member holds (CheckTransactionAt's far end): msg
+// is the half message as another member encoded it, checked like any
+// input. It reports the producer's client id, or sent false when this
+// member holds no stream of a producer of topic.
+type TransactionChecker func(ctx context.Context, topic, txID string, msg []byte) (clientID string, sent bool, err error)
+
+// SetTransactionChecker installs the checker CheckTransaction calls
+// answer with (nil: none; the calls are then answered not sent).
+func (n *Node) SetTransactionChecker(f TransactionChecker) {
+	if f == nil {
+		n.txChecker.Store(nil)
+		return
+	}
+	n.txChecker.Store(&f)
+}
+
+func (n *Node) checkTransactionForwarded(ctx context.Context, topic, txID string, msg []byte) (string, bool, error) {
+	f := n.txChecker.Load()
+	if f == nil {
+		return "", false, nil
+	}
+	id, sent, err := (*f)(ctx, topic, txID, msg)
+	if err != nil {
+		// The checker fails only on what it was sent.
+		return "", false, badRequest("peer: check transaction: %v", err)
+	}
+	return id, sent, nil
+}
+
+// CheckTransactionAt asks member id to pass a transaction check on to a
+// producer of topic whose control stream it holds (its
+// TransactionChecker); sent false when it holds none.
+func (n *Node) CheckTransactionAt(ctx context.Context, id uint64, topic, txID string, msg []byte) (string, bool, error) {
+	conn := n.tr.conn(id)
+	if conn == nil {
+		return "", false, fmt.Errorf("peer: no connection to member %d", id)
+	}
+	resp, err := clusterv1.NewPeerServiceClient(conn).CheckTransaction(outgoing(WithToken(ctx, n.cfg.Token), n.cfg.ClusterID),
+		&clusterv1.CheckTransactionRequest{Topic: topic, TransactionId: txID, Message: msg})
+	if err != nil {
+		return "", false, fromRPC(id, err)
+	}
+	return resp.GetClientId(), resp.GetSent(), nil
+}

@@ -143,6 +143,8 @@ type Node struct {
 	// raft abandoned them (TransferLeadership).
 	transferAsks atomic.Int64
 	isLeader     atomic.Bool
+	// txChecker answers CheckTransaction (SetTransactionChecker).
+	txChecker atomic.Pointer[TransactionChecker]
 	// leaderTerm is the term this node leads in (0: it does not lead);
 	// set with isLeader.
 	leaderTerm atomic.Uint64

@@ -2,6 +2,8 @@ package peer
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -33,14 +35,27 @@ type MemberInfo struct {
 	// 1). A leader raises the group's format only when every member
 	// reads it.
 	Format int `json:"format,omitempty"`
+	// GRPCCertSHA256 is the SHA-256 of the certificate the gRPC listener
+	// presents, in lowercase hex (CertFingerprint): a member forwarding a
+	// client's request there checks it (empty from a version without
+	// it).
+	GRPCCertSHA256 string `json:"grpc_cert_sha256,omitempty"`
+}
+
+// CertFingerprint is MemberInfo.GRPCCertSHA256 of a certificate (DER).
+func CertFingerprint(der []byte) string {
+	sum := sha256.Sum256(der)
+	return hex.EncodeToString(sum[:])
 }
 
 func (m MemberInfo) toProto() *clusterv1.MemberInfo {
-	return &clusterv1.MemberInfo{Grpc: m.GRPC, Http: m.HTTP, Remoting: m.Remoting, RemotingGreeting: m.RemotingGreeting, Format: int32(m.Format)}
+	return &clusterv1.MemberInfo{Grpc: m.GRPC, Http: m.HTTP, Remoting: m.Remoting, RemotingGreeting: m.RemotingGreeting, Format: int32(m.Format),
+		GrpcCertSha256: m.GRPCCertSHA256}
 }
 
 func memberInfoOf(p *clusterv1.MemberInfo) MemberInfo {
-	return MemberInfo{GRPC: p.GetGrpc(), HTTP: p.GetHttp(), Remoting: p.GetRemoting(), RemotingGreeting: p.GetRemotingGreeting(), Format: int(p.GetFormat())}
+	return MemberInfo{GRPC: p.GetGrpc(), HTTP: p.GetHttp(), Remoting: p.GetRemoting(), RemotingGreeting: p.GetRemotingGreeting(), Format: int(p.GetFormat()),
+		GRPCCertSHA256: p.GetGrpcCertSha256()}
 }
 
 // memberInfoTTL is how long a member's answer to Info is used before it

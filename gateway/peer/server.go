@@ -106,6 +106,17 @@ func (s *peerServer) Propose(ctx context.Context, req *clusterv1.ProposeRequest)
 	return &clusterv1.ProposeResponse{Index: idx}, nil
 }
 
+func (s *peerServer) CheckTransaction(ctx context.Context, req *clusterv1.CheckTransactionRequest) (*clusterv1.CheckTransactionResponse, error) {
+	if req.GetTopic() == "" || req.GetTransactionId() == "" || len(req.GetMessage()) == 0 {
+		return nil, status.Error(codes.InvalidArgument, "peer: check transaction: a topic, a transaction id and a message are needed")
+	}
+	id, sent, err := s.t.member().checkTransactionForwarded(ctx, req.GetTopic(), req.GetTransactionId(), req.GetMessage())
+	if err != nil {
+		return nil, rpcError(err)
+	}
+	return &clusterv1.CheckTransactionResponse{Sent: sent, ClientId: id}, nil
+}
+
 func (s *peerServer) ReadIndex(ctx context.Context, req *clusterv1.ReadIndexRequest) (*clusterv1.ReadIndexResponse, error) {
 	svc, err := s.hosted(req.GetGroup())
 	if err != nil {

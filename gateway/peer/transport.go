@@ -35,6 +35,7 @@ const (
 	removeMethod   = clusterv1.PeerService_RemoveMember_FullMethodName
 	proposeMethod  = clusterv1.PeerService_Propose_FullMethodName
 	readIdxMethod  = clusterv1.PeerService_ReadIndex_FullMethodName
+	checkTxMethod  = clusterv1.PeerService_CheckTransaction_FullMethodName
 	mdClusterID    = "mqgate-cluster-id"
 	mdToken        = "mqgate-peer-token"
 	mdFromNode     = "mqgate-from-node"
@@ -55,8 +56,11 @@ var serviceDesc = func() grpc.ServiceDesc {
 	for i, m := range d.Methods {
 		h := m.Handler
 		limit := maxControlRequest
-		if "/"+d.ServiceName+"/"+m.MethodName == proposeMethod {
+		switch "/" + d.ServiceName + "/" + m.MethodName {
+		case proposeMethod:
 			limit = maxProposeRequest
+		case checkTxMethod:
+			limit = maxCheckRequest
 		}
 		d.Methods[i].Handler = func(srv any, ctx context.Context, dec func(any) error, icpt grpc.UnaryServerInterceptor) (any, error) {
 			t := srv.(*peerServer).t
@@ -116,6 +120,9 @@ type services interface {
 	// ReadIndex.
 	proposeForwarded(ctx context.Context, change []byte) (uint64, error)
 	readIndexForwarded(ctx context.Context) (uint64, error)
+	// checkTransactionForwarded answers CheckTransaction (a member-wide
+	// call).
+	checkTransactionForwarded(ctx context.Context, topic, txID string, msg []byte) (clientID string, sent bool, err error)
 }
 
 // transport sends the raft messages of every group this member hosts to

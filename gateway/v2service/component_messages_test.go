@@ -7,6 +7,7 @@ package v2service
 // on an in-memory store, a fake clock.
 
 import (
+	"context"
 	"errors"
 	"io"
 	"slices"
@@ -654,5 +655,67 @@ func TestComponentPushConsumerSettings(t *testing.T) {
 			bp.GetCustomizedBackoff().GetNext()[0].AsDuration() != time.Second):
 			t.Fatalf("%s: backoff %v, want the customized schedule only", c.group, bp)
 		}
+	}
+}
+
+// TestComponentTransactionCheckBackThroughAnotherMember: the member
+// storing a half message holds no control stream of a producer of its
+// topic (with data groups a producer's streams go to the members it was
+// routed to); the check is passed on (RemoteChecker) to a member that
+// holds one, which sends it named as its producer names the topic, and
+// the producer's answer commits the message.
+func TestComponentTransactionCheckBackThroughAnotherMember(t *testing.T) {
+	stores, holds := newHarness(t), newHarness(t)
+	stores.topic("tenant%tx", model.TopicTransaction, 1)
+	stores.group(model.Group{Name: "tenant%g"})
+	holds.topic("tenant%tx", model.TopicTransaction, 1)
+	ns := func(name string) *v2.Resource { return &v2.Resource{ResourceNamespace: "tenant", Name: name} }
+	var asked []string
+	stores.b.SetCheckBackSender(stores.svc.CheckBackSender(func(ctx context.Context, topic, txID string, msg []byte) (string, bool) {
+		asked = append(asked, topic)
+		id, sent, err := holds.svc.CheckTransactionForwarded(ctx, topic, txID, msg)
+		if err != nil {
+			t.Errorf("passing the check on: %v", err)
+		}
+		return id, sent
+	}))
+	checker := telemetryProducer(t, holds, "checker", ns("tx"))
+	sent := stores.sendOne("sender", txMsg(ns("tx"), "ELSEWHERE"))
+	stores.clk.Advance(6 * time.Second)
+
+	cmd := recvCommand(t, checker, 10*time.Second)
+	rc := cmd.GetRecoverOrphanedTransactionCommand()
+	if rc.GetTransactionId() != sent.TransactionId || !proto.Equal(rc.GetMessage().GetTopic(), ns("tx")) ||
+		rc.GetMessage().GetSystemProperties().GetMessageId() != "ELSEWHERE" || string(rc.GetMessage().GetBody()) != "tx-ELSEWHERE" ||
+		rc.GetMessage().GetSystemProperties().ReceiptHandle != nil {
+		t.Fatalf("check passed on: %v", cmd)
+	}
+	if len(asked) != 1 || asked[0] != "tenant%tx" {
+		t.Fatalf("the other member was asked for %v", asked)
+	}
+	// The producer's answer reaches the member storing the message (the
+	// client sends it there, as routed) and commits it.
+	code(t, stores.endTx(&v2.EndTransactionRequest{Topic: ns("tx"), MessageId: "ELSEWHERE", TransactionId: rc.TransactionId,
+		Resolution: v2.TransactionResolution_COMMIT, Source: v2.TransactionSource_SOURCE_SERVER_CHECK}), v2.Code_OK)
+	stores.dispatched()
+	req := recvReq("g", "tx", 32, 30*time.Second, "*")
+	req.Group, req.MessageQueue.Topic = ns("g"), ns("tx")
+	r := stores.receive(req, 5*time.Second)
+	code(t, r.status, v2.Code_OK)
+	if len(r.msgs) != 1 || r.msgs[0].SystemProperties.MessageId != "ELSEWHERE" {
+		t.Fatalf("after the commit: %v", r.msgs)
+	}
+
+	// A member holding no producer of the topic answers not sent; one sent
+	// what is not a message answers an error.
+	if _, ok, err := stores.svc.CheckTransactionForwarded(context.Background(), "tenant%tx", "x", []byte{0x0a, 0x00}); ok || err == nil {
+		t.Fatalf("a check without a message: sent %v, %v", ok, err)
+	}
+	b, _ := proto.Marshal(&v2.Message{Topic: &v2.Resource{Name: "tenant%tx"}, SystemProperties: &v2.SystemProperties{MessageId: "M"}})
+	if _, ok, err := stores.svc.CheckTransactionForwarded(context.Background(), "tenant%tx", "x", b); ok || err != nil {
+		t.Fatalf("a check where no producer is: sent %v, %v", ok, err)
+	}
+	if _, ok, err := holds.svc.CheckTransactionForwarded(context.Background(), "tenant%other", "x", b); ok || err == nil {
+		t.Fatalf("a check whose message names another topic: sent %v, %v", ok, err)
 	}
 }

@@ -88,7 +88,7 @@ func newHarness(t *testing.T, opts ...harnessOpts) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.SetCheckBackSender(h.svc.CheckBackSender()) // as gateway/node wires it
+	b.SetCheckBackSender(h.svc.CheckBackSender(nil)) // as gateway/node wires it (one data group)
 	h.srv = grpcserver.New(grpcserver.Options{Gate: h.gate, Sessions: h.sess, Logger: log, Auth: o.auth, MaxInFlightBytes: o.inflight})
 	h.svc.Register(h.srv.GRPC)
 	if o.register != nil {

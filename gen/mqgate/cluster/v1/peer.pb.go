@@ -223,9 +223,13 @@ type MemberInfo struct {
 	// piped connection's frames.
 	RemotingGreeting bool `protobuf:"varint,4,opt,name=remoting_greeting,json=remotingGreeting,proto3" json:"remoting_greeting,omitempty"`
 	// The newest raft entry format the member reads.
-	Format        int32 `protobuf:"varint,5,opt,name=format,proto3" json:"format,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Format int32 `protobuf:"varint,5,opt,name=format,proto3" json:"format,omitempty"`
+	// SHA-256 of the certificate its gRPC listener presents (DER), in
+	// lowercase hex: the others check it when they forward a client's
+	// request there (empty from a member of a version without it).
+	GrpcCertSha256 string `protobuf:"bytes,6,opt,name=grpc_cert_sha256,json=grpcCertSha256,proto3" json:"grpc_cert_sha256,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *MemberInfo) Reset() {
@@ -291,6 +295,13 @@ func (x *MemberInfo) GetFormat() int32 {
 		return x.Format
 	}
 	return 0
+}
+
+func (x *MemberInfo) GetGrpcCertSha256() string {
+	if x != nil {
+		return x.GrpcCertSha256
+	}
+	return ""
 }
 
 // A member's Info.
@@ -1332,6 +1343,126 @@ func (x *ReadIndexResponse) GetIndex() uint64 {
 	return 0
 }
 
+// A transaction check to pass on to a producer.
+type CheckTransactionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The topic, namespaced as the member stores it.
+	Topic string `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	// The transaction the check asks about.
+	TransactionId string `protobuf:"bytes,2,opt,name=transaction_id,json=transactionId,proto3" json:"transaction_id,omitempty"`
+	// The half message as the check carries it: an encoded
+	// apache.rocketmq.v2.Message, its topic named as stored; the member
+	// names it as the producer it picks does.
+	Message       []byte `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckTransactionRequest) Reset() {
+	*x = CheckTransactionRequest{}
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckTransactionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckTransactionRequest) ProtoMessage() {}
+
+func (x *CheckTransactionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckTransactionRequest.ProtoReflect.Descriptor instead.
+func (*CheckTransactionRequest) Descriptor() ([]byte, []int) {
+	return file_mqgate_cluster_v1_peer_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *CheckTransactionRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *CheckTransactionRequest) GetTransactionId() string {
+	if x != nil {
+		return x.TransactionId
+	}
+	return ""
+}
+
+func (x *CheckTransactionRequest) GetMessage() []byte {
+	if x != nil {
+		return x.Message
+	}
+	return nil
+}
+
+type CheckTransactionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Whether a producer was sent the check.
+	Sent bool `protobuf:"varint,1,opt,name=sent,proto3" json:"sent,omitempty"`
+	// The client id of the producer sent it.
+	ClientId      string `protobuf:"bytes,2,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckTransactionResponse) Reset() {
+	*x = CheckTransactionResponse{}
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckTransactionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckTransactionResponse) ProtoMessage() {}
+
+func (x *CheckTransactionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckTransactionResponse.ProtoReflect.Descriptor instead.
+func (*CheckTransactionResponse) Descriptor() ([]byte, []int) {
+	return file_mqgate_cluster_v1_peer_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *CheckTransactionResponse) GetSent() bool {
+	if x != nil {
+		return x.Sent
+	}
+	return false
+}
+
+func (x *CheckTransactionResponse) GetClientId() string {
+	if x != nil {
+		return x.ClientId
+	}
+	return ""
+}
+
 var File_mqgate_cluster_v1_peer_proto protoreflect.FileDescriptor
 
 const file_mqgate_cluster_v1_peer_proto_rawDesc = "" +
@@ -1343,14 +1474,15 @@ const file_mqgate_cluster_v1_peer_proto_rawDesc = "" +
 	"\x05group\x18\x01 \x01(\x04R\x05group\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\fR\amessage\"\x0e\n" +
 	"\fRaftResponse\"\r\n" +
-	"\vInfoRequest\"\x95\x01\n" +
+	"\vInfoRequest\"\xbf\x01\n" +
 	"\n" +
 	"MemberInfo\x12\x12\n" +
 	"\x04grpc\x18\x01 \x01(\tR\x04grpc\x12\x12\n" +
 	"\x04http\x18\x02 \x01(\tR\x04http\x12\x1a\n" +
 	"\bremoting\x18\x03 \x01(\tR\bremoting\x12+\n" +
 	"\x11remoting_greeting\x18\x04 \x01(\bR\x10remotingGreeting\x12\x16\n" +
-	"\x06format\x18\x05 \x01(\x05R\x06format\"\xaa\x01\n" +
+	"\x06format\x18\x05 \x01(\x05R\x06format\x12(\n" +
+	"\x10grpc_cert_sha256\x18\x06 \x01(\tR\x0egrpcCertSha256\"\xaa\x01\n" +
 	"\fInfoResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x16\n" +
 	"\x06leader\x18\x02 \x01(\x04R\x06leader\x121\n" +
@@ -1425,7 +1557,14 @@ const file_mqgate_cluster_v1_peer_proto_rawDesc = "" +
 	"\x10ReadIndexRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\x04R\x05group\")\n" +
 	"\x11ReadIndexResponse\x12\x14\n" +
-	"\x05index\x18\x01 \x01(\x04R\x05index2\xa0\x06\n" +
+	"\x05index\x18\x01 \x01(\x04R\x05index\"p\n" +
+	"\x17CheckTransactionRequest\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12%\n" +
+	"\x0etransaction_id\x18\x02 \x01(\tR\rtransactionId\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\fR\amessage\"K\n" +
+	"\x18CheckTransactionResponse\x12\x12\n" +
+	"\x04sent\x18\x01 \x01(\bR\x04sent\x12\x1b\n" +
+	"\tclient_id\x18\x02 \x01(\tR\bclientId2\x8d\a\n" +
 	"\vPeerService\x12I\n" +
 	"\x04Raft\x12\x1e.mqgate.cluster.v1.RaftRequest\x1a\x1f.mqgate.cluster.v1.RaftResponse(\x01\x12G\n" +
 	"\x04Info\x12\x1e.mqgate.cluster.v1.InfoRequest\x1a\x1f.mqgate.cluster.v1.InfoResponse\x12M\n" +
@@ -1435,7 +1574,8 @@ const file_mqgate_cluster_v1_peer_proto_rawDesc = "" +
 	"\fRemoveMember\x12&.mqgate.cluster.v1.RemoveMemberRequest\x1a'.mqgate.cluster.v1.RemoveMemberResponse\x12X\n" +
 	"\tCopyStore\x12#.mqgate.cluster.v1.CopyStoreRequest\x1a$.mqgate.cluster.v1.CopyStoreResponse0\x01\x12P\n" +
 	"\aPropose\x12!.mqgate.cluster.v1.ProposeRequest\x1a\".mqgate.cluster.v1.ProposeResponse\x12V\n" +
-	"\tReadIndex\x12#.mqgate.cluster.v1.ReadIndexRequest\x1a$.mqgate.cluster.v1.ReadIndexResponseB:Z8github.com/mqgate/mqgate/gen/mqgate/cluster/v1;clusterv1b\x06proto3"
+	"\tReadIndex\x12#.mqgate.cluster.v1.ReadIndexRequest\x1a$.mqgate.cluster.v1.ReadIndexResponse\x12k\n" +
+	"\x10CheckTransaction\x12*.mqgate.cluster.v1.CheckTransactionRequest\x1a+.mqgate.cluster.v1.CheckTransactionResponseB:Z8github.com/mqgate/mqgate/gen/mqgate/cluster/v1;clusterv1b\x06proto3"
 
 var (
 	file_mqgate_cluster_v1_peer_proto_rawDescOnce sync.Once
@@ -1449,7 +1589,7 @@ func file_mqgate_cluster_v1_peer_proto_rawDescGZIP() []byte {
 	return file_mqgate_cluster_v1_peer_proto_rawDescData
 }
 
-var file_mqgate_cluster_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_mqgate_cluster_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_mqgate_cluster_v1_peer_proto_goTypes = []any{
 	(*RaftRequest)(nil),                // 0: mqgate.cluster.v1.RaftRequest
 	(*RaftMessage)(nil),                // 1: mqgate.cluster.v1.RaftMessage
@@ -1473,16 +1613,18 @@ var file_mqgate_cluster_v1_peer_proto_goTypes = []any{
 	(*ProposeResponse)(nil),            // 19: mqgate.cluster.v1.ProposeResponse
 	(*ReadIndexRequest)(nil),           // 20: mqgate.cluster.v1.ReadIndexRequest
 	(*ReadIndexResponse)(nil),          // 21: mqgate.cluster.v1.ReadIndexResponse
-	nil,                                // 22: mqgate.cluster.v1.StatusResponse.PeersEntry
-	nil,                                // 23: mqgate.cluster.v1.StatusResponse.ProgressEntry
-	nil,                                // 24: mqgate.cluster.v1.StatusResponse.LastContactUnixMsEntry
+	(*CheckTransactionRequest)(nil),    // 22: mqgate.cluster.v1.CheckTransactionRequest
+	(*CheckTransactionResponse)(nil),   // 23: mqgate.cluster.v1.CheckTransactionResponse
+	nil,                                // 24: mqgate.cluster.v1.StatusResponse.PeersEntry
+	nil,                                // 25: mqgate.cluster.v1.StatusResponse.ProgressEntry
+	nil,                                // 26: mqgate.cluster.v1.StatusResponse.LastContactUnixMsEntry
 }
 var file_mqgate_cluster_v1_peer_proto_depIdxs = []int32{
 	1,  // 0: mqgate.cluster.v1.RaftRequest.messages:type_name -> mqgate.cluster.v1.RaftMessage
 	4,  // 1: mqgate.cluster.v1.InfoResponse.info:type_name -> mqgate.cluster.v1.MemberInfo
-	22, // 2: mqgate.cluster.v1.StatusResponse.peers:type_name -> mqgate.cluster.v1.StatusResponse.PeersEntry
-	23, // 3: mqgate.cluster.v1.StatusResponse.progress:type_name -> mqgate.cluster.v1.StatusResponse.ProgressEntry
-	24, // 4: mqgate.cluster.v1.StatusResponse.last_contact_unix_ms:type_name -> mqgate.cluster.v1.StatusResponse.LastContactUnixMsEntry
+	24, // 2: mqgate.cluster.v1.StatusResponse.peers:type_name -> mqgate.cluster.v1.StatusResponse.PeersEntry
+	25, // 3: mqgate.cluster.v1.StatusResponse.progress:type_name -> mqgate.cluster.v1.StatusResponse.ProgressEntry
+	26, // 4: mqgate.cluster.v1.StatusResponse.last_contact_unix_ms:type_name -> mqgate.cluster.v1.StatusResponse.LastContactUnixMsEntry
 	9,  // 5: mqgate.cluster.v1.StatusResponse.work:type_name -> mqgate.cluster.v1.RaftWork
 	7,  // 6: mqgate.cluster.v1.StatusResponse.ProgressEntry.value:type_name -> mqgate.cluster.v1.Progress
 	0,  // 7: mqgate.cluster.v1.PeerService.Raft:input_type -> mqgate.cluster.v1.RaftRequest
@@ -1494,17 +1636,19 @@ var file_mqgate_cluster_v1_peer_proto_depIdxs = []int32{
 	16, // 13: mqgate.cluster.v1.PeerService.CopyStore:input_type -> mqgate.cluster.v1.CopyStoreRequest
 	18, // 14: mqgate.cluster.v1.PeerService.Propose:input_type -> mqgate.cluster.v1.ProposeRequest
 	20, // 15: mqgate.cluster.v1.PeerService.ReadIndex:input_type -> mqgate.cluster.v1.ReadIndexRequest
-	2,  // 16: mqgate.cluster.v1.PeerService.Raft:output_type -> mqgate.cluster.v1.RaftResponse
-	5,  // 17: mqgate.cluster.v1.PeerService.Info:output_type -> mqgate.cluster.v1.InfoResponse
-	8,  // 18: mqgate.cluster.v1.PeerService.Status:output_type -> mqgate.cluster.v1.StatusResponse
-	11, // 19: mqgate.cluster.v1.PeerService.TransferLeadership:output_type -> mqgate.cluster.v1.TransferLeadershipResponse
-	13, // 20: mqgate.cluster.v1.PeerService.AddMember:output_type -> mqgate.cluster.v1.AddMemberResponse
-	15, // 21: mqgate.cluster.v1.PeerService.RemoveMember:output_type -> mqgate.cluster.v1.RemoveMemberResponse
-	17, // 22: mqgate.cluster.v1.PeerService.CopyStore:output_type -> mqgate.cluster.v1.CopyStoreResponse
-	19, // 23: mqgate.cluster.v1.PeerService.Propose:output_type -> mqgate.cluster.v1.ProposeResponse
-	21, // 24: mqgate.cluster.v1.PeerService.ReadIndex:output_type -> mqgate.cluster.v1.ReadIndexResponse
-	16, // [16:25] is the sub-list for method output_type
-	7,  // [7:16] is the sub-list for method input_type
+	22, // 16: mqgate.cluster.v1.PeerService.CheckTransaction:input_type -> mqgate.cluster.v1.CheckTransactionRequest
+	2,  // 17: mqgate.cluster.v1.PeerService.Raft:output_type -> mqgate.cluster.v1.RaftResponse
+	5,  // 18: mqgate.cluster.v1.PeerService.Info:output_type -> mqgate.cluster.v1.InfoResponse
+	8,  // 19: mqgate.cluster.v1.PeerService.Status:output_type -> mqgate.cluster.v1.StatusResponse
+	11, // 20: mqgate.cluster.v1.PeerService.TransferLeadership:output_type -> mqgate.cluster.v1.TransferLeadershipResponse
+	13, // 21: mqgate.cluster.v1.PeerService.AddMember:output_type -> mqgate.cluster.v1.AddMemberResponse
+	15, // 22: mqgate.cluster.v1.PeerService.RemoveMember:output_type -> mqgate.cluster.v1.RemoveMemberResponse
+	17, // 23: mqgate.cluster.v1.PeerService.CopyStore:output_type -> mqgate.cluster.v1.CopyStoreResponse
+	19, // 24: mqgate.cluster.v1.PeerService.Propose:output_type -> mqgate.cluster.v1.ProposeResponse
+	21, // 25: mqgate.cluster.v1.PeerService.ReadIndex:output_type -> mqgate.cluster.v1.ReadIndexResponse
+	23, // 26: mqgate.cluster.v1.PeerService.CheckTransaction:output_type -> mqgate.cluster.v1.CheckTransactionResponse
+	17, // [17:27] is the sub-list for method output_type
+	7,  // [7:17] is the sub-list for method input_type
 	7,  // [7:7] is the sub-list for extension type_name
 	7,  // [7:7] is the sub-list for extension extendee
 	0,  // [0:7] is the sub-list for field type_name
@@ -1521,7 +1665,7 @@ func file_mqgate_cluster_v1_peer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mqgate_cluster_v1_peer_proto_rawDesc), len(file_mqgate_cluster_v1_peer_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   25,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

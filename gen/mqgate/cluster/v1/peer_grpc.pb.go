@@ -41,6 +41,7 @@ const (
 	PeerService_CopyStore_FullMethodName          = "/mqgate.cluster.v1.PeerService/CopyStore"
 	PeerService_Propose_FullMethodName            = "/mqgate.cluster.v1.PeerService/Propose"
 	PeerService_ReadIndex_FullMethodName          = "/mqgate.cluster.v1.PeerService/ReadIndex"
+	PeerService_CheckTransaction_FullMethodName   = "/mqgate.cluster.v1.PeerService/CheckTransaction"
 )
 
 // PeerServiceClient is the client API for PeerService service.
@@ -84,6 +85,12 @@ type PeerServiceClient interface {
 	// member that does not lead answers FAILED_PRECONDITION naming the
 	// leader.
 	ReadIndex(ctx context.Context, in *ReadIndexRequest, opts ...grpc.CallOption) (*ReadIndexResponse, error)
+	// CheckTransaction asks the member to send a transaction check to a
+	// producer of the topic whose control stream it holds: the member that
+	// stores a half message may hold no such stream, since a client's
+	// streams go to the members it was routed to. Answered with sent =
+	// false when the member holds none.
+	CheckTransaction(ctx context.Context, in *CheckTransactionRequest, opts ...grpc.CallOption) (*CheckTransactionResponse, error)
 }
 
 type peerServiceClient struct {
@@ -196,6 +203,16 @@ func (c *peerServiceClient) ReadIndex(ctx context.Context, in *ReadIndexRequest,
 	return out, nil
 }
 
+func (c *peerServiceClient) CheckTransaction(ctx context.Context, in *CheckTransactionRequest, opts ...grpc.CallOption) (*CheckTransactionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CheckTransactionResponse)
+	err := c.cc.Invoke(ctx, PeerService_CheckTransaction_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // PeerServiceServer is the server API for PeerService service.
 // All implementations must embed UnimplementedPeerServiceServer
 // for forward compatibility.
@@ -237,6 +254,12 @@ type PeerServiceServer interface {
 	// member that does not lead answers FAILED_PRECONDITION naming the
 	// leader.
 	ReadIndex(context.Context, *ReadIndexRequest) (*ReadIndexResponse, error)
+	// CheckTransaction asks the member to send a transaction check to a
+	// producer of the topic whose control stream it holds: the member that
+	// stores a half message may hold no such stream, since a client's
+	// streams go to the members it was routed to. Answered with sent =
+	// false when the member holds none.
+	CheckTransaction(context.Context, *CheckTransactionRequest) (*CheckTransactionResponse, error)
 	mustEmbedUnimplementedPeerServiceServer()
 }
 
@@ -273,6 +296,9 @@ func (UnimplementedPeerServiceServer) Propose(context.Context, *ProposeRequest) 
 }
 func (UnimplementedPeerServiceServer) ReadIndex(context.Context, *ReadIndexRequest) (*ReadIndexResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ReadIndex not implemented")
+}
+func (UnimplementedPeerServiceServer) CheckTransaction(context.Context, *CheckTransactionRequest) (*CheckTransactionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CheckTransaction not implemented")
 }
 func (UnimplementedPeerServiceServer) mustEmbedUnimplementedPeerServiceServer() {}
 func (UnimplementedPeerServiceServer) testEmbeddedByValue()                     {}
@@ -439,6 +465,24 @@ func _PeerService_ReadIndex_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _PeerService_CheckTransaction_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CheckTransactionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PeerServiceServer).CheckTransaction(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PeerService_CheckTransaction_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PeerServiceServer).CheckTransaction(ctx, req.(*CheckTransactionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // PeerService_ServiceDesc is the grpc.ServiceDesc for PeerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -473,6 +517,10 @@ var PeerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ReadIndex",
 			Handler:    _PeerService_ReadIndex_Handler,
+		},
+		{
+			MethodName: "CheckTransaction",
+			Handler:    _PeerService_CheckTransaction_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
