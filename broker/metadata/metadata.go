@@ -64,6 +64,10 @@ type Service struct {
 	drop  QueueDropper
 	// mu serialises creations so two auto-creates of one name agree.
 	mu sync.Mutex
+	// deleting holds the topics a DeleteTopic is removing (name →
+	// struct{}): between the drop of their queues and their removal they
+	// are not found, so no send lands in queues already dropped.
+	deleting sync.Map
 	// OnTopicDeleted and OnGroupDeleted let other services drop state.
 	onTopicDeleted []func(string)
 	onGroupDeleted []func(string)
@@ -252,7 +256,7 @@ func (s *Service) GetTopic(ctx context.Context, name string) (model.Topic, error
 	if err := ValidateTopicName(name); err != nil {
 		return model.Topic{}, err
 	}
-	if t, ok := s.store.Topic(name); ok {
+	if t, ok := s.lookup(name); ok {
 		return toModelTopic(t), nil
 	}
 	if g, ok := strings.CutPrefix(name, DLQPrefix); ok {
@@ -261,6 +265,14 @@ func (s *Service) GetTopic(ctx context.Context, name string) (model.Topic, error
 		}
 	}
 	return model.Topic{}, mqerr.Errorf(mqerr.KindTopicNotFound, "topic %q does not exist (create it with `mqgate topic create %s`)", name, name)
+}
+
+// lookup is the stored topic name, unless it is being deleted.
+func (s *Service) lookup(name string) (metastore.Topic, bool) {
+	if _, ok := s.deleting.Load(name); ok {
+		return metastore.Topic{}, false
+	}
+	return s.store.Topic(name)
 }
 
 // Topic returns a topic, creating a NORMAL one when auto-create is on.
@@ -284,12 +296,12 @@ func (s *Service) Topic(ctx context.Context, name string) (model.Topic, error) {
 // queues queues if it does not exist (checked again under the lock, so
 // concurrent callers create it once); created says this call created it.
 func (s *Service) ensureNormal(name string, queues int32) (t model.Topic, created bool, err error) {
-	if t, ok := s.store.Topic(name); ok {
+	if t, ok := s.lookup(name); ok {
 		return toModelTopic(t), false, nil
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if t, ok := s.store.Topic(name); ok {
+	if t, ok := s.lookup(name); ok {
 		return toModelTopic(t), false, nil
 	}
 	t, err = s.putTopicLocked(model.Topic{Name: name, Type: model.TopicNormal, Queues: queues})
@@ -338,13 +350,20 @@ func (s *Service) DeleteTopic(ctx context.Context, name string) error {
 	if _, ok := s.store.Topic(name); !ok {
 		return mqerr.Errorf(mqerr.KindTopicNotFound, "topic %q does not exist", name)
 	}
-	if err := s.store.DeleteTopic(name); err != nil {
-		return storeErr(err, "topic deletion "+name)
-	}
+	// The queues are dropped before the topic is removed: a crash (or an
+	// error) between the two leaves the topic there with empty queues,
+	// and deleting it again finishes. The other order would leave queues
+	// without a topic, whose messages a topic created again under the
+	// name would deliver.
+	s.deleting.Store(name, struct{}{})
+	defer s.deleting.Delete(name)
 	if s.drop != nil {
 		if err := s.drop.DeleteTopic(ctx, name); err != nil {
 			return storeErr(err, "queues of topic "+name)
 		}
+	}
+	if err := s.store.DeleteTopic(name); err != nil {
+		return storeErr(err, "topic deletion "+name)
 	}
 	for _, f := range s.onTopicDeleted {
 		f(name)

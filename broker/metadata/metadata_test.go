@@ -86,3 +86,51 @@ func TestUnpersistedMetadataIsNotUsed(t *testing.T) {
 		t.Fatalf("topics after a restart: %+v", ts)
 	}
 }
+
+// dropFunc is a QueueDropper.
+type dropFunc func(ctx context.Context, topic string) error
+
+func (f dropFunc) DeleteTopic(ctx context.Context, topic string) error { return f(ctx, topic) }
+
+// TestDeletedTopicNotFoundWhileItsQueuesDrop: a topic's queues are
+// dropped before it is removed, and meanwhile it is not found (a send
+// must not land in queues already dropped), not even to auto-create;
+// when the drop fails the topic stays, and is found again.
+func TestDeletedTopicNotFoundWhileItsQueuesDrop(t *testing.T) {
+	ctx := context.Background()
+	st, err := metastore.Open(vfs.NewMem(), "/meta", metastore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s *Service
+	fail := false
+	s = New(Config{AutoCreate: true}, st, dropFunc(func(ctx context.Context, topic string) error {
+		if _, ok := st.Topic(topic); !ok {
+			t.Errorf("topic %s removed before its queues were dropped", topic)
+		}
+		if _, err := s.GetTopic(ctx, topic); mqerr.KindOf(err) != mqerr.KindTopicNotFound {
+			t.Errorf("topic %s found while its queues drop: %v", topic, err)
+		}
+		if fail {
+			return syscall.EIO
+		}
+		return nil
+	}))
+	if _, err := s.CreateTopic(ctx, model.Topic{Name: "t", Type: model.TopicNormal, Queues: 2}); err != nil {
+		t.Fatal(err)
+	}
+	fail = true
+	if err := s.DeleteTopic(ctx, "t"); err == nil {
+		t.Fatal("a deletion whose drop failed answered OK")
+	}
+	if _, err := s.GetTopic(ctx, "t"); err != nil {
+		t.Fatalf("after a failed deletion: %v", err)
+	}
+	fail = false
+	if err := s.DeleteTopic(ctx, "t"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetTopic(ctx, "t"); mqerr.KindOf(err) != mqerr.KindTopicNotFound {
+		t.Fatalf("after the deletion: %v", err)
+	}
+}
