@@ -40,11 +40,12 @@ test: ## run every test (unit, race, fuzz seeds, end to end); installs what the 
 
 NEMESIS_DURATION ?= 10m
 NEMESIS_SEED     ?=
+NEMESIS_GROUPS   ?=
 NEMESIS_TIMEOUT  ?= 60m
 
 .PHONY: nemesis
-nemesis: ## the cluster nemesis test with NEMESIS_DURATION of faults (default 10m; make test runs it for 40s); NEMESIS_SEED=N replays a run
-	MQGATE_NEMESIS_DURATION=$(NEMESIS_DURATION) MQGATE_NEMESIS_SEED=$(NEMESIS_SEED) \
+nemesis: ## the cluster nemesis test with NEMESIS_DURATION of faults (default 10m; make test runs it for 40s, once with one data group and once with three); NEMESIS_SEED=N replays a run; NEMESIS_GROUPS=G creates the cluster with G data groups
+	MQGATE_NEMESIS_DURATION=$(NEMESIS_DURATION) MQGATE_NEMESIS_SEED=$(NEMESIS_SEED) MQGATE_NEMESIS_GROUPS=$(NEMESIS_GROUPS) \
 		$(GO) test -count=1 -v -run '^TestNemesis$$' -timeout $(NEMESIS_TIMEOUT) ./internal/e2e/cluster/
 
 .PHONY: test-short

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -229,8 +230,11 @@ type memberStatus struct {
 }
 
 // status asks m for its raft status, at its own peer listener.
-func (g *group) status(m *member) (memberStatus, error) {
-	out, err := g.cli("cluster", "status", "--peer", m.peer, "--cluster-id", g.id, "--json")
+func (g *group) status(m *member) (memberStatus, error) { return g.groupStatus(m, 0) }
+
+// groupStatus is status for data group grp.
+func (g *group) groupStatus(m *member, grp int) (memberStatus, error) {
+	out, err := g.cli("cluster", "status", "--peer", m.peer, "--cluster-id", g.id, "--group", strconv.Itoa(grp), "--json")
 	if err != nil {
 		return memberStatus{}, fmt.Errorf("member %d: %w: %s", m.id, err, out)
 	}

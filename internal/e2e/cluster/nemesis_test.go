@@ -58,6 +58,9 @@ const (
 	// envArgs adds flags to every member's command line (space-separated,
 	// e.g. "--raft-log-keep 64" to make members catch up from copies).
 	envArgs = "MQGATE_NEMESIS_ARGS"
+	// envGroups is the number of data groups the cluster is created
+	// with (default 1; TestNemesisDataGroups runs with 3).
+	envGroups = "MQGATE_NEMESIS_GROUPS"
 	// envOut is where a failed run leaves the members' logs and the
 	// history (history.jsonl); default a new directory in the system's
 	// temporary directory, removed when the run passes.
@@ -76,12 +79,13 @@ type nemesisConfig struct {
 	seed                         uint64
 	duration, skew, slack, drain time.Duration
 	kinds                        []nemesis.FaultKind
+	groups                       int // data groups
 }
 
 func readNemesisConfig(t *testing.T) nemesisConfig {
 	t.Helper()
 	c := nemesisConfig{seed: rand.Uint64() % 1_000_000_000, duration: 40 * time.Second, skew: 500 * time.Millisecond,
-		slack: 100 * time.Millisecond, drain: 90 * time.Second}
+		slack: 100 * time.Millisecond, drain: 90 * time.Second, groups: 1}
 	if s := os.Getenv(envSeed); s != "" {
 		n, err := strconv.ParseUint(s, 10, 64)
 		if err != nil {
@@ -97,6 +101,13 @@ func readNemesisConfig(t *testing.T) nemesisConfig {
 			}
 			*d = v
 		}
+	}
+	if s := os.Getenv(envGroups); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			t.Fatalf("%s=%q: want a number of data groups", envGroups, s)
+		}
+		c.groups = n
 	}
 	if s := os.Getenv(envFaults); s != "" {
 		k, err := nemesis.ParseKinds(s)
@@ -154,11 +165,41 @@ func readNemesisConfig(t *testing.T) nemesisConfig {
 // above.
 func TestNemesis(t *testing.T) {
 	e2eutil.Begin(t)
-	cfg := readNemesisConfig(t)
-	plan := nemesis.NewPlan(cfg.seed, nemesis.PlanOptions{Duration: cfg.duration, Kinds: cfg.kinds, MaxSkew: cfg.skew})
-	t.Logf("nemesis plan (replay: %s=%d):\n%s", envSeed, cfg.seed, plan)
+	runNemesis(t, readNemesisConfig(t))
+}
 
-	g := planGroup(t, append([]string{"--peer-token", nemesisToken}, strings.Fields(os.Getenv(envArgs))...))
+// TestNemesisDataGroups is TestNemesis on a cluster of three data groups
+// (unless MQGATE_NEMESIS_GROUPS says otherwise): faults aimed at a
+// leader aim at a group's, transfers move a group's leadership, and the
+// members must converge, and their commit logs agree, in every group.
+func TestNemesisDataGroups(t *testing.T) {
+	e2eutil.Begin(t)
+	cfg := readNemesisConfig(t)
+	if os.Getenv(envGroups) == "" {
+		cfg.groups = 3
+	}
+	if os.Getenv(envDrain) == "" {
+		// The official Go client opens a Telemetry stream only when it
+		// first routes to a broker and at its settings sync, every 5
+		// minutes from its start; a stream that ends (its member killed,
+		// or its channel steered onto a group's leader) stays closed
+		// until then, and transaction checks cannot reach the producer
+		// meanwhile. Steering happens in every run with data groups, so
+		// the drain lasts until past the producers' first sync.
+		cfg.drain = 6 * time.Minute
+	}
+	runNemesis(t, cfg)
+}
+
+func runNemesis(t *testing.T, cfg nemesisConfig) {
+	plan := nemesis.NewPlan(cfg.seed, nemesis.PlanOptions{Duration: cfg.duration, Kinds: cfg.kinds, MaxSkew: cfg.skew})
+	t.Logf("nemesis plan over %d data group(s) (replay: %s=%d):\n%s", cfg.groups, envSeed, cfg.seed, plan)
+
+	args := []string{"--peer-token", nemesisToken}
+	if cfg.groups > 1 {
+		args = append(args, "--data-groups", strconv.Itoa(cfg.groups))
+	}
+	g := planGroup(t, append(args, strings.Fields(os.Getenv(envArgs))...))
 	g.bin = testutil.BinaryWithTags(t, "mqgate_testhooks")
 	g.logDir = nemesisOut(t, cfg.seed)
 	g.proxy()
@@ -357,16 +398,17 @@ func (r *nemesisRun) kill(m *member) {
 // hold lets a fault last d: the time passing is the fault.
 func hold(d time.Duration) { time.Sleep(d) }
 
-// leader asks the members the nemesis has not stopped who leads, until
-// one names a leader that is up, or timeout passes (nil).
-func (r *nemesisRun) leader(timeout time.Duration) *member {
+// leaderOf asks the members the nemesis has not stopped who leads data
+// group grp, until one names a leader that is up, or timeout passes
+// (nil).
+func (r *nemesisRun) leaderOf(grp int, timeout time.Duration) *member {
 	deadline := time.Now().Add(timeout)
 	for {
 		for _, m := range r.g.members {
 			if r.down[m.id] || r.paused[m.id] {
 				continue
 			}
-			out, err := r.g.cli("cluster", "status", "--peer", m.peer, "--cluster-id", r.g.id, "--json", "--timeout", "2s")
+			out, err := r.g.cli("cluster", "status", "--peer", m.peer, "--cluster-id", r.g.id, "--group", strconv.Itoa(grp), "--json", "--timeout", "2s")
 			if err != nil {
 				continue
 			}
@@ -381,32 +423,41 @@ func (r *nemesisRun) leader(timeout time.Duration) *member {
 	}
 }
 
-// target is the member fault f aims at.
+// target is the member fault f aims at. With data groups, a fault
+// aimed at a leader aims at the leader of the group f.Member picks.
 func (r *nemesisRun) target(f nemesis.Fault) (*member, string) {
 	if !f.AtLeader {
 		return r.g.byID(f.Member), fmt.Sprintf("member %d", f.Member)
 	}
-	if l := r.leader(10 * time.Second); l != nil {
+	grp := r.faultGroup(f)
+	if l := r.leaderOf(grp, 10*time.Second); l != nil {
+		if r.cfg.groups > 1 {
+			return l, fmt.Sprintf("member %d (the leader of data group %d)", l.id, grp)
+		}
 		return l, fmt.Sprintf("member %d (the leader)", l.id)
 	}
 	m := r.g.members[0]
 	return m, fmt.Sprintf("member %d (no leader known)", m.id)
 }
 
-// transfer hands the leadership to m, asking again for up to 10 s (a
-// member just restarted is not known as a voter at once).
-func (r *nemesisRun) transfer(m *member) {
+// faultGroup is the data group a fault aimed at a leader, or a
+// transfer, concerns (0 without data groups).
+func (r *nemesisRun) faultGroup(f nemesis.Fault) int { return f.Member % r.cfg.groups }
+
+// transfer hands the leadership of data group grp to m, asking again for
+// up to 10 s (a member just restarted is not known as a voter at once).
+func (r *nemesisRun) transfer(m *member, grp int) {
 	var out string
 	var err error
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		via := m
-		if l := r.leader(5 * time.Second); l != nil {
+		if l := r.leaderOf(grp, 5*time.Second); l != nil {
 			via = l
 		}
-		out, err = r.g.cli("cluster", "transfer-leader", "--peer", via.peer, "--cluster-id", r.g.id, "--to", strconv.Itoa(m.id))
+		out, err = r.g.cli("cluster", "transfer-leader", "--peer", via.peer, "--cluster-id", r.g.id, "--group", strconv.Itoa(grp), "--to", strconv.Itoa(m.id))
 		if err == nil {
-			r.note("member %d leads (transferred)", m.id)
+			r.note("member %d leads data group %d (transferred)", m.id, grp)
 			return
 		}
 		if time.Now().After(deadline) {
@@ -414,7 +465,7 @@ func (r *nemesisRun) transfer(m *member) {
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-	r.note("transfer of the leadership to member %d failed: %v: %s", m.id, err, strings.TrimSpace(out))
+	r.note("transfer of the leadership of data group %d to member %d failed: %v: %s", grp, m.id, err, strings.TrimSpace(out))
 }
 
 // apply injects fault n, lets it last, heals it, and waits until the
@@ -446,24 +497,26 @@ func (r *nemesisRun) apply(n int, f nemesis.Fault, w *workload) {
 		r.g.heal(m)
 		r.note("fault %d: partition of member %d healed", n, m.id)
 	case nemesis.Transfer:
-		m := r.g.byID(f.Member)
-		if l := r.leader(10 * time.Second); l == m {
+		m, grp := r.g.byID(f.Member), r.faultGroup(f)
+		if l := r.leaderOf(grp, 10*time.Second); l == m {
 			m = r.g.byID(f.Member%len(r.g.members) + 1)
 		}
-		r.note("fault %d: transfer the leadership to member %d", n, m.id)
-		r.transfer(m)
+		r.note("fault %d: transfer the leadership of data group %d to member %d", n, grp, m.id)
+		r.transfer(m, grp)
 	case nemesis.Skew:
 		m := r.g.byID(f.Member)
 		r.note("fault %d: restart member %d with its clock offset by %v, then hand it the leadership", n, m.id, f.Offset)
 		r.kill(m)
 		r.setOffset(m, f.Offset)
 		r.start(m)
-		r.transfer(m)
+		r.transfer(m, 0)
 	}
-	// Recovered: a leader serves, and sends are answered OK again.
-	if l := r.leader(30 * time.Second); l == nil {
-		r.finding("fault %d (%s): no leader within 30 s after it was healed", n, f.Kind)
-		return
+	// Recovered: every group has a leader, and sends are answered OK again.
+	for grp := range r.cfg.groups {
+		if l := r.leaderOf(grp, 30*time.Second); l == nil {
+			r.finding("fault %d (%s): data group %d has no leader within 30 s after it was healed", n, f.Kind, grp)
+			return
+		}
 	}
 	if !w.progress(30 * time.Second) {
 		r.finding("fault %d (%s): no send answered OK within 30 s after it was healed", n, f.Kind)
@@ -485,11 +538,17 @@ func (r *nemesisRun) healAll() {
 // converge waits until every member has applied all the leader
 // committed.
 func (r *nemesisRun) converge(timeout time.Duration) {
+	for grp := range r.cfg.groups {
+		r.convergeGroup(grp, timeout)
+	}
+}
+
+func (r *nemesisRun) convergeGroup(grp int, timeout time.Duration) {
 	var last string
 	if waitFor(timeout, func() bool {
 		var sts []memberStatus
 		for _, m := range r.g.members {
-			st, err := r.g.status(m)
+			st, err := r.g.groupStatus(m, grp)
 			if err != nil {
 				last = err.Error()
 				return false
@@ -504,18 +563,28 @@ func (r *nemesisRun) converge(timeout time.Duration) {
 		}
 		return true
 	}) {
-		r.note("members converged: %s", last)
+		r.note("members converged in data group %d: %s", grp, last)
 		return
 	}
-	r.finding("the members did not converge within %v: %s", timeout, last)
+	r.finding("the members did not converge in data group %d within %v: %s", grp, timeout, last)
 }
 
 // sameLogs compares the stopped members' commit logs byte for byte
-// (their preallocated zero tails aside).
+// (their preallocated zero tails aside), in every data group.
 func (r *nemesisRun) sameLogs() error {
+	for grp := range r.cfg.groups {
+		if err := r.sameGroupLogs(grp); err != nil {
+			return err
+		}
+	}
+	r.note("commit logs byte-identical on all members")
+	return nil
+}
+
+func (r *nemesisRun) sameGroupLogs(grp int) error {
 	read := func(m *member) (map[string][]byte, error) {
 		out := map[string][]byte{}
-		dir := filepath.Join(m.dir, "replica", "store", "commitlog")
+		dir := filepath.Join(memberGroupDir(m, grp), "replica", "store", "commitlog")
 		err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 			if err != nil || d.IsDir() || !strings.HasSuffix(p, ".log") {
 				return err
@@ -531,7 +600,7 @@ func (r *nemesisRun) sameLogs() error {
 		return err
 	}
 	if len(first) == 0 {
-		return fmt.Errorf("member 1 has no commit log")
+		return fmt.Errorf("member 1 has no commit log in data group %d", grp)
 	}
 	for _, m := range r.g.members[1:] {
 		other, err := read(m)
@@ -559,12 +628,20 @@ func (r *nemesisRun) sameLogs() error {
 			for at < len(a) && at < len(b) && a[at] == b[at] {
 				at++
 			}
-			return fmt.Errorf("replicas differ: commit log segment %s of member 1 (%d bytes) and member %d (%d bytes) differ from byte %d on",
-				n, len(a), m.id, len(b), at)
+			return fmt.Errorf("replicas differ: commit log segment %s of data group %d of member 1 (%d bytes) and member %d (%d bytes) differ from byte %d on",
+				n, grp, len(a), m.id, len(b), at)
 		}
 	}
-	r.note("commit logs byte-identical on all members")
 	return nil
+}
+
+// memberGroupDir is where m keeps data group grp (the member's data
+// directory for group 0, as a cluster of one group keeps it).
+func memberGroupDir(m *member, grp int) string {
+	if grp == 0 {
+		return m.dir
+	}
+	return filepath.Join(m.dir, "groups", strconv.Itoa(grp))
 }
 
 // buildTimeline adds the leadership changes the members logged to the
@@ -674,8 +751,17 @@ type workload struct {
 func (r *nemesisRun) startWorkload(seed uint64) *workload {
 	t, g := r.t, r.g
 	t.Helper()
-	w := &workload{t: t, g: g, raw: newRawClient(t, g), normal: e2eutil.Uniq("nem-normal"), delayed: e2eutil.Uniq("nem-delay"),
-		txTopic: e2eutil.Uniq("nem-tx"), group: e2eutil.Uniq("nem-g")}
+	// With data groups, each topic in a group of its own (as far as there
+	// are groups), so that every group carries traffic and faults.
+	name := func(prefix string, grp int) string {
+		for {
+			if n := e2eutil.Uniq(prefix); placeGroup(n, 0, r.cfg.groups) == grp%r.cfg.groups {
+				return n
+			}
+		}
+	}
+	w := &workload{t: t, g: g, raw: newRawClient(t, g), normal: name("nem-normal", 0), delayed: name("nem-delay", 1),
+		txTopic: name("nem-tx", 2), group: e2eutil.Uniq("nem-g")}
 	// One queue per topic: a message id and a queue offset then name one
 	// stored copy (a send the client retried may be stored twice).
 	for topic, typ := range map[string]string{w.normal: "NORMAL", w.delayed: "DELAY", w.txTopic: "TRANSACTION"} {
