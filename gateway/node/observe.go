@@ -45,17 +45,8 @@ func (n *Node) brokerTracers() trace.TracerProvider {
 func (n *Node) observe() (remove func(), err error) {
 	stores, b, tel := n.groupStores(), n.broker, n.tel
 	m := tel.Meter(storeScope)
-	var errs []error
-	gauge := func(name, unit, desc string) metric.Int64ObservableGauge {
-		g, err := m.Int64ObservableGauge(name, metric.WithUnit(unit), metric.WithDescription(desc))
-		errs = append(errs, err)
-		return g
-	}
-	counter := func(name, unit, desc string) metric.Int64ObservableCounter {
-		c, err := m.Int64ObservableCounter(name, metric.WithUnit(unit), metric.WithDescription(desc))
-		errs = append(errs, err)
-		return c
-	}
+	in := &instruments{m: m}
+	gauge, counter := in.gauge, in.counter
 	flushLag := gauge("mqgate.store.flush.lag", "By", "Bytes written to the commit log but not yet fsynced (written − durable)")
 	dispatchLag := gauge("mqgate.store.dispatch.lag", "By", "Bytes written to the commit log but not yet visible in consume queues")
 	segments := gauge("mqgate.store.segments", "{segment}", "Commit-log segment files")
@@ -70,17 +61,17 @@ func (n *Node) observe() (remove func(), err error) {
 	dispatched := counter("mqgate.store.dispatched", "{record}", "Records the dispatcher put into consume queues and the index, by mqgate.source: feed (described by the writer as it wrote them) or log (read back from the commit log: replay after a restart, or while the writer's feed was full)")
 	rejections, err := tel.Meter(admissionScope).Int64ObservableCounter("mqgate.admission.rejections", metric.WithUnit("{request}"),
 		metric.WithDescription("Requests refused by admission, by mqgate.reason: draining (shutting down: nothing was done), polling_full (too many parked receives) or disk_full (a send while the data disk is below its reserve: nothing was stored)"))
-	errs = append(errs, err)
+	in.errs = append(in.errs, err)
 	authRefusals, err := tel.Meter(authScope).Int64ObservableCounter("mqgate.auth.refusals", metric.WithUnit("{request}"),
 		metric.WithDescription("Calls refused by auth (--auth-file), by mqgate.listener (grpc, REST included, or remoting) and mqgate.reason: authentication (unknown key, bad signature, no credentials) or authorization (not allowed to touch a topic or group)"))
-	errs = append(errs, err)
+	in.errs = append(in.errs, err)
 	connsOpen, err := tel.Meter(connScope).Int64ObservableGauge("mqgate.connections", metric.WithUnit("{connection}"),
 		metric.WithDescription("Open connections, by mqgate.listener (grpc, http, remoting, metrics, peer)"))
-	errs = append(errs, err)
+	in.errs = append(in.errs, err)
 	connsRefused, err := tel.Meter(connScope).Int64ObservableCounter("mqgate.connections.refused", metric.WithUnit("{connection}"),
 		metric.WithDescription("Connections refused over a limit, by mqgate.listener and mqgate.reason: listener_cap (the listener's cap), address_share (the client address's share of it) or descriptors (the connections the descriptor limit leaves once the reserve is kept)"))
-	errs = append(errs, err)
-	if err := errors.Join(errs...); err != nil {
+	in.errs = append(in.errs, err)
+	if err := errors.Join(in.errs...); err != nil {
 		return nil, err
 	}
 	draining := metric.WithAttributeSet(attribute.NewSet(attribute.String("mqgate.reason", "draining")))
@@ -255,17 +246,8 @@ func (n *Node) observeCluster() (metric.Registration, error) {
 		return nil, nil
 	}
 	m := n.tel.Meter(clusterScope)
-	var errs []error
-	gauge := func(name, unit, desc string) metric.Int64ObservableGauge {
-		g, err := m.Int64ObservableGauge(name, metric.WithUnit(unit), metric.WithDescription(desc))
-		errs = append(errs, err)
-		return g
-	}
-	counter := func(name, unit, desc string) metric.Int64ObservableCounter {
-		c, err := m.Int64ObservableCounter(name, metric.WithUnit(unit), metric.WithDescription(desc))
-		errs = append(errs, err)
-		return c
-	}
+	in := &instruments{m: m}
+	gauge, counter := in.gauge, in.counter
 	refusals := counter("mqgate.cluster.peer.refusals", "{call}",
 		"Calls to the peer address refused, by mqgate.reason: token (no or another peer token), cluster_id (another cluster), "+
 			"member (raft messages from no member of the group), certificate (peer TLS: no certificate of the peer CA), size (a request over its limit), method (no such method)")
@@ -281,7 +263,7 @@ func (n *Node) observeCluster() (metric.Registration, error) {
 	applied := counter("mqgate.cluster.raft.entries.applied", "{entry}", "Committed entries the raft group handed to its state machine on this member")
 	proposals := counter("mqgate.cluster.raft.proposals", "{entry}", "Entries this member proposed to the raft group as its leader")
 	messages := counter("mqgate.cluster.raft.messages", "{message}", "Raft messages of the group, by mqgate.direction: sent or received")
-	if err := errors.Join(errs...); err != nil {
+	if err := errors.Join(in.errs...); err != nil {
 		return nil, err
 	}
 	raft, rep, groups := n.raft, n.rep, n.raftGroups()
@@ -337,4 +319,23 @@ func (n *Node) raftGroups() []*peer.Node {
 		out[i] = dg.raft
 	}
 	return out
+}
+
+// instruments makes the observable instruments of one meter, keeping
+// their errors (invalid names) for the caller to check once.
+type instruments struct {
+	m    metric.Meter
+	errs []error
+}
+
+func (in *instruments) gauge(name, unit, desc string) metric.Int64ObservableGauge {
+	g, err := in.m.Int64ObservableGauge(name, metric.WithUnit(unit), metric.WithDescription(desc))
+	in.errs = append(in.errs, err)
+	return g
+}
+
+func (in *instruments) counter(name, unit, desc string) metric.Int64ObservableCounter {
+	c, err := in.m.Int64ObservableCounter(name, metric.WithUnit(unit), metric.WithDescription(desc))
+	in.errs = append(in.errs, err)
+	return c
 }

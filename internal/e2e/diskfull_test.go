@@ -24,12 +24,7 @@ import (
 // (mqgate_store_append_size_bytes_total).
 func appendedBytes(t *testing.T, p *testutil.Proc) int64 {
 	t.Helper()
-	resp, err := http.Get("http://" + p.Metrics + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	b := []byte(e2eutil.ScrapeMetrics(t, p))
 	m := regexp.MustCompile(`(?m)^mqgate_store_append_size_bytes_total\{[^}]*\} (\S+)$`).FindSubmatch(b)
 	if m == nil {
 		t.Fatalf("no mqgate_store_append_size_bytes_total in /metrics")

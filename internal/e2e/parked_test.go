@@ -3,14 +3,13 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"regexp"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/mqgate/mqgate/internal/e2e/e2eutil"
 	"github.com/mqgate/mqgate/internal/testutil"
 )
 
@@ -18,15 +17,7 @@ import (
 // /metrics (the first series of that name); -1 when absent.
 func metric(t *testing.T, p *testutil.Proc, name string) int64 {
 	t.Helper()
-	resp, err := http.Get("http://" + p.Metrics + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	body := []byte(e2eutil.ScrapeMetrics(t, p))
 	m := regexp.MustCompile(`(?m)^` + name + `(?:\{[^}]*\})? (\d+)`).FindSubmatch(body)
 	if m == nil {
 		return -1

@@ -5,9 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"strconv"
 	"strings"
 	"testing"
@@ -218,21 +216,21 @@ func TestClusterDataGroups(t *testing.T) {
 	// Each member's /metrics tells the groups apart: the one leading a
 	// group says so, and its store of that group holds the group's sends.
 	for _, m := range g.members {
-		body := scrapeMetrics(t, m)
+		body := e2eutil.ScrapeMetrics(t, m.proc)
 		for gid := range groups {
 			grp := map[string]string{"mqgate_group": strconv.Itoa(gid)}
-			leading, ok := metricValue(body, "mqgate_cluster_leading", grp)
+			leading, ok := e2eutil.MetricValue(body, "mqgate_cluster_leading", grp)
 			if !ok {
 				t.Fatalf("member %d's /metrics has no mqgate_cluster_leading of group %d:\n%s", m.id, gid, grepLines(body, "mqgate_cluster_lead"))
 			}
 			if (leading == 1) != (leaders[gid] == m.id) {
 				t.Fatalf("member %d's /metrics says mqgate_cluster_leading %v for group %d, led by member %d", m.id, leading, gid, leaders[gid])
 			}
-			if leader, _ := metricValue(body, "mqgate_cluster_leader", grp); int(leader) != leaders[gid] {
+			if leader, _ := e2eutil.MetricValue(body, "mqgate_cluster_leader", grp); int(leader) != leaders[gid] {
 				t.Fatalf("member %d's /metrics names member %v leader of group %d, led by member %d", m.id, leader, gid, leaders[gid])
 			}
 			if leaders[gid] == m.id {
-				if n, _ := metricValue(body, "mqgate_store_appends_total", grp); int64(n) < perGroup[gid] {
+				if n, _ := e2eutil.MetricValue(body, "mqgate_store_appends_total", grp); int64(n) < perGroup[gid] {
 					t.Fatalf("member %d leads group %d and its /metrics counts %v appends to the group's store, %d messages were sent there", m.id, gid, n, perGroup[gid])
 				}
 			}
@@ -368,47 +366,4 @@ func TestClusterDataGroupsKill9(t *testing.T) {
 		t.Fatalf("%d of %d acknowledged sends are missing after leader kills", n, len(acked))
 	}
 	t.Logf("%d sends answered OK, all received", len(acked))
-}
-
-// scrapeMetrics reads m's /metrics.
-func scrapeMetrics(t *testing.T, m *member) string {
-	t.Helper()
-	resp, err := http.Get("http://" + m.proc.Metrics + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(body)
-}
-
-// metricValue is the value of the first series of name in a Prometheus
-// text body whose labels include every one of labels.
-func metricValue(body, name string, labels map[string]string) (float64, bool) {
-	for _, line := range strings.Split(body, "\n") {
-		rest, ok := strings.CutPrefix(line, name+"{")
-		if !ok {
-			continue
-		}
-		set, value, ok := strings.Cut(rest, "} ")
-		if !ok {
-			continue
-		}
-		match := true
-		for k, v := range labels {
-			if !strings.Contains(","+set+",", ","+k+"=\""+v+"\",") {
-				match = false
-				break
-			}
-		}
-		if !match {
-			continue
-		}
-		f, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
-		return f, err == nil
-	}
-	return 0, false
 }

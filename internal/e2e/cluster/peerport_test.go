@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net/http"
 	"regexp"
 	"strconv"
 	"strings"
@@ -101,12 +100,7 @@ func TestClusterPeerPortRefusesStrangers(t *testing.T) {
 	pr := e2eutil.StartProducer(t, config(g, ""), rmq.WithTopics(topic))
 	sendOK(t, pr, &rmq.Message{Topic: topic, Body: []byte("still serving")}, 20*time.Second)
 
-	resp, err := http.Get("http://" + l.proc.Metrics + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
+	body := []byte(e2eutil.ScrapeMetrics(t, l.proc))
 	m := regexp.MustCompile(`mqgate_cluster_peer_refusals_total\{[^}]*mqgate_reason="token"[^}]*\} (\d+)`).FindSubmatch(body)
 	if m == nil {
 		t.Fatalf("/metrics has no token refusals:\n%s", grepLines(string(body), "mqgate_cluster"))
