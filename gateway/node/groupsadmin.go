@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/mqgate/mqgate/broker"
@@ -10,13 +11,14 @@ import (
 	"github.com/mqgate/mqgate/broker/placement"
 	"github.com/mqgate/mqgate/gateway/admin"
 	"github.com/mqgate/mqgate/gateway/restmessaging"
+	"github.com/mqgate/mqgate/gateway/v2service"
 )
 
 // The admin API and the REST messaging API of a cluster of several data
 // groups: topics and consumer groups are the catalog's, served by every
-// member; what reads or moves the messages of one group's queues through
-// those APIs is served with one data group only (a v2 client reaches
-// them), and answers so.
+// member; the REST messaging calls are routed over the groups
+// (restGroups); what reads or moves stored messages through the admin
+// API is served with one data group only, and answers so.
 
 // oneGroupOnly is the refusal of what a cluster of several data groups
 // does not serve.
@@ -144,7 +146,8 @@ func (a groupsAdmin) StoredMessages(ctx context.Context, topic string) (int64, e
 func (a groupsAdmin) Started() time.Time { return a.n.broker.Started() }
 
 // groupsREST is restmessaging.Broker of a cluster of several data groups:
-// lookups from the catalog, messaging refused.
+// topics and consumer groups from the catalog. Its messaging calls are
+// routed over the groups (restGroups) and never reach it.
 type groupsREST struct{ n *Node }
 
 var _ restmessaging.Broker = groupsREST{}
@@ -157,26 +160,111 @@ func (r groupsREST) GetGroup(ctx context.Context, name string) (model.Group, err
 	return r.n.catalog.GetGroup(ctx, name)
 }
 
+// errRoutedByGroups answers a messaging call that reached groupsREST
+// instead of a group's broker (a wiring mistake).
+var errRoutedByGroups = mqerr.Errorf(mqerr.KindInternal, "REST messaging with data groups goes to the groups' brokers")
+
 func (r groupsREST) Send(context.Context, string, []*model.Message, model.Producer) ([]model.SendResult, error) {
-	return nil, oneGroupOnly("the REST messaging API")
+	return nil, errRoutedByGroups
 }
 
 func (r groupsREST) Receive(context.Context, broker.ReceiveRequest) ([]*model.Delivered, error) {
-	return nil, oneGroupOnly("the REST messaging API")
+	return nil, errRoutedByGroups
 }
 
 func (r groupsREST) Ack(_ context.Context, _, _ string, handles []string) []error {
 	errs := make([]error, len(handles))
 	for i := range errs {
-		errs[i] = oneGroupOnly("the REST messaging API")
+		errs[i] = errRoutedByGroups
 	}
 	return errs
 }
 
 func (r groupsREST) ChangeInvisible(context.Context, string, string, string, time.Duration) (string, error) {
-	return "", oneGroupOnly("the REST messaging API")
+	return "", errRoutedByGroups
 }
 
 func (r groupsREST) Release(ctx context.Context, group, topic string, handles []string) []error {
 	return r.Ack(ctx, group, topic, handles)
+}
+
+// restGroups routes the REST messaging calls over the data groups
+// (restmessaging.Groups), as the v2 service routes its calls: to the
+// group's broker where this member serves the group, else to the member
+// leading it.
+type restGroups struct{ v *groupsView }
+
+var _ restmessaging.Groups = restGroups{}
+
+func (r restGroups) Send(ctx context.Context, topic string, msgs []*model.Message) (restmessaging.Target, error) {
+	t, err := r.v.Topic(ctx, topic)
+	if err != nil {
+		return restmessaging.Target{}, err
+	}
+	return r.target(ctx, v2service.SendGroup(r.v, t, true, msgs))
+}
+
+// Receive lists the groups holding queues of topic that this member
+// serves, then (unless the request was forwarded) one target per member
+// leading others; groups without a known leader are left out (an
+// election is under way: their messages are found at a later receive).
+func (r restGroups) Receive(ctx context.Context, topic string) ([]restmessaging.Target, error) {
+	t, err := r.v.n.catalog.GetTopic(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	n, lite := len(r.v.n.groups), t.Type == model.TopicLite
+	var local, remote []restmessaging.Target
+	members := map[uint64]bool{}
+	self := uint64(r.v.n.cfg.NodeID)
+	for _, dg := range r.v.n.groups {
+		if (placement.Of{Group: dg.id, Groups: n}).Count(t.Name, lite, t.Queues) == 0 {
+			continue
+		}
+		if dg.serving.Load() {
+			local = append(local, restmessaging.Target{B: dg.broker})
+			continue
+		}
+		lead := dg.raft.Leader()
+		if restmessaging.Forwarded(ctx) || lead == 0 || lead == self || members[lead] {
+			continue
+		}
+		if tg, err := r.target(ctx, dg.id); err == nil && tg.B == nil {
+			members[lead] = true
+			remote = append(remote, tg)
+		}
+	}
+	return append(local, remote...), nil
+}
+
+func (r restGroups) Handle(ctx context.Context, topic, h string) (restmessaging.Target, error) {
+	q, ok := broker.HandleQueue(h)
+	if !ok {
+		return restmessaging.Target{}, mqerr.Errorf(mqerr.KindInvalidReceiptHandle, "receipt handle %q is not one this cluster issued", h)
+	}
+	lite := false
+	if t, ok := r.v.LookupTopic(ctx, topic); ok {
+		lite = t.Type == model.TopicLite
+	}
+	return r.target(ctx, placement.GroupOf(topic, lite, q, len(r.v.n.groups)))
+}
+
+// target is where a call of group g goes: its broker when this member
+// serves g, else the member leading it (never for a forwarded call).
+func (r restGroups) target(ctx context.Context, g int) (restmessaging.Target, error) {
+	b, m, err := r.v.Serve(ctx, g)
+	if err != nil {
+		return restmessaging.Target{}, err
+	}
+	if b != nil {
+		return restmessaging.Target{B: r.v.n.groups[g].broker}, nil
+	}
+	if restmessaging.Forwarded(ctx) {
+		return restmessaging.Target{}, mqerr.Errorf(mqerr.KindReplicationLost, "this member no longer serves data group %d (member %d leads it now): retry", g, m.ID)
+	}
+	conn, err := r.v.Conn(m)
+	if err != nil {
+		return restmessaging.Target{}, mqerr.Wrap(mqerr.KindReplicationLost, err, fmt.Sprintf("data group %d's leader cannot be reached: retry", g))
+	}
+	return restmessaging.Target{Conn: conn, Member: m.ID}, nil
 }

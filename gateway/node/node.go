@@ -448,10 +448,12 @@ func (n *Node) startGRPC(ctx context.Context) error {
 	sc := v2service.ServiceConfig{AdvertiseAddr: n.cfg.AdvertiseAddr, Logger: n.log}
 	var adm admin.Broker = n.broker
 	var rest restmessaging.Broker = n.broker
+	var restRoutes restmessaging.Groups
 	switch {
 	case n.multiGroup():
-		sc.Groups = newGroupsView(n)
-		adm, rest = groupsAdmin{n}, groupsREST{n}
+		view := newGroupsView(n)
+		sc.Groups = view
+		adm, rest, restRoutes = groupsAdmin{n}, groupsREST{n}, restGroups{view}
 	case n.raft != nil:
 		sc.RouteMembers = n.routeMembers
 	}
@@ -470,7 +472,7 @@ func (n *Node) startGRPC(ctx context.Context) error {
 	n.addCheckBack(svc.CheckBackSender(remote))
 	svc.Register(n.grpc)
 	admin.New(adm, admin.Options{Auth: n.auth, Clients: n.clients, Cluster: clusterView{n}}).Register(n.grpc)
-	restmessaging.New(restmessaging.Config{Logger: n.log, Auth: n.auth}, rest).Register(n.grpc)
+	restmessaging.New(restmessaging.Config{Logger: n.log, Auth: n.auth, Groups: restRoutes}, rest).Register(n.grpc)
 	lis := n.lis["grpc-addr"]
 	n.addrs.GRPC = lis.Addr().String()
 	return n.group.Go("grpc-serve", func(context.Context) {

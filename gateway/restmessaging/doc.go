@@ -13,11 +13,13 @@
 // this API and apache.rocketmq.v2.MessagingService.
 //
 // Files: messaging.go holds the message calls (send, receive, ack, change
-// invisibility).
+// invisibility); groups.go routes them over a cluster's data groups
+// (Config.Groups: a group's broker on this member, or the member leading
+// the group, forwarded through gateway/forwarding).
 //
 // restmessaging may import broker/ (the facade, model, mqerr),
-// gateway/errcodes, internal/ and gen/mqgate/rest/v1. It must not import
-// storage/ or a listener package (gateway/grpcserver, gateway/v2service,
-// gateway/httpserver, gateway/remoting, gateway/admin): imports_test.go
-// enforces it.
+// gateway/errcodes, gateway/forwarding, internal/ and gen/mqgate/rest/v1.
+// It must not import storage/ or a listener package
+// (gateway/grpcserver, gateway/v2service, gateway/httpserver,
+// gateway/remoting, gateway/admin): imports_test.go enforces it.
 package restmessaging

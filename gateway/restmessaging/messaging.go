@@ -39,7 +39,19 @@ func (s *Service) SendMessages(ctx context.Context, req *restv1.SendMessagesRequ
 		}
 		msgs[i] = mm
 	}
-	results, err := s.b.Send(ctx, req.GetTopic(), msgs, model.Producer{ClientID: lastMD(ctx, "x-mq-client-id"), Host: host})
+	b := s.b
+	if s.groups != nil {
+		t, err := s.groups.Send(ctx, req.GetTopic(), msgs)
+		if err != nil {
+			return nil, s.errorOf(ctx, err)
+		}
+		if t.B == nil {
+			resp, err := forward[restv1.SendMessagesResponse](ctx, t, restv1.MessagingService_SendMessages_FullMethodName, req)
+			return resp, s.forwardError(ctx, err)
+		}
+		b = t.B
+	}
+	results, err := b.Send(ctx, req.GetTopic(), msgs, model.Producer{ClientID: lastMD(ctx, "x-mq-client-id"), Host: host})
 	if err != nil {
 		return nil, s.errorOf(ctx, err)
 	}
@@ -66,14 +78,22 @@ func (s *Service) ReceiveMessages(ctx context.Context, req *restv1.ReceiveMessag
 	if err != nil {
 		return nil, s.errorOf(ctx, err)
 	}
-	msgs, err := s.b.Receive(ctx, rr)
+	if s.groups != nil {
+		return s.receiveFromGroups(ctx, req, rr)
+	}
+	return s.receiveLocal(ctx, s.b, rr)
+}
+
+// receiveLocal is ReceiveMessages at broker b.
+func (s *Service) receiveLocal(ctx context.Context, b Broker, rr broker.ReceiveRequest) (*restv1.ReceiveMessagesResponse, error) {
+	msgs, err := b.Receive(ctx, rr)
 	if err != nil && mqerr.KindOf(err) != mqerr.KindMessageNotFound {
 		return nil, s.errorOf(ctx, err)
 	}
 	if len(msgs) > 0 && ctx.Err() != nil {
 		// The caller is gone: make the messages visible again at once,
 		// without counting the attempt.
-		s.release(ctx, rr, msgs)
+		s.release(ctx, b, rr, msgs)
 		return nil, s.errorOf(ctx, ctx.Err())
 	}
 	now := s.clock.Now()
@@ -140,7 +160,7 @@ func durationOr(d *durationpb.Duration, def time.Duration, field string, k mqerr
 	return d.AsDuration(), nil
 }
 
-func (s *Service) release(ctx context.Context, rr broker.ReceiveRequest, msgs []*model.Delivered) {
+func (s *Service) release(ctx context.Context, b Broker, rr broker.ReceiveRequest, msgs []*model.Delivered) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
 	handles := make([]string, 0, len(msgs))
@@ -148,7 +168,7 @@ func (s *Service) release(ctx context.Context, rr broker.ReceiveRequest, msgs []
 		handles = append(handles, d.ReceiptHandle)
 	}
 	failed := 0
-	for _, err := range s.b.Release(rctx, rr.Group, rr.Topic, handles) {
+	for _, err := range b.Release(rctx, rr.Group, rr.Topic, handles) {
 		if err != nil {
 			failed++
 		}
@@ -182,7 +202,11 @@ func (s *Service) AckMessages(ctx context.Context, req *restv1.AckMessagesReques
 		handles = append(handles, h)
 		idx = append(idx, i)
 	}
-	if len(handles) > 0 {
+	if len(handles) > 0 && s.groups != nil {
+		for j, st := range s.ackInGroups(ctx, req, handles) {
+			out[idx[j]].Status = st
+		}
+	} else if len(handles) > 0 {
 		errs := s.b.Ack(ctx, req.GetGroup(), req.GetTopic(), handles)
 		if len(errs) != len(handles) {
 			return nil, s.errorOf(ctx, mqerr.Errorf(mqerr.KindInternal, "broker returned %d ack results for %d handles", len(errs), len(handles)))
@@ -216,7 +240,19 @@ func (s *Service) ChangeInvisibleDuration(ctx context.Context, req *restv1.Chang
 	if err := s.exists(ctx, req.GetGroup(), req.GetTopic()); err != nil {
 		return nil, s.errorOf(ctx, err)
 	}
-	h, err := s.b.ChangeInvisible(ctx, req.GetGroup(), req.GetTopic(), req.GetReceiptHandle(), d)
+	b := s.b
+	if s.groups != nil {
+		t, err := s.groups.Handle(ctx, req.GetTopic(), req.GetReceiptHandle())
+		if err != nil {
+			return nil, s.errorOf(ctx, err)
+		}
+		if t.B == nil {
+			resp, err := forward[restv1.ChangeInvisibleDurationResponse](ctx, t, restv1.MessagingService_ChangeInvisibleDuration_FullMethodName, req)
+			return resp, s.forwardError(ctx, err)
+		}
+		b = t.B
+	}
+	h, err := b.ChangeInvisible(ctx, req.GetGroup(), req.GetTopic(), req.GetReceiptHandle(), d)
 	if err != nil {
 		return nil, s.errorOf(ctx, err)
 	}

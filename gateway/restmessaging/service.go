@@ -46,6 +46,9 @@ type Config struct {
 	// Auth, when set, checks what each call touches against the user the
 	// gRPC server's interceptor authenticated (nil: auth off).
 	Auth *auth.Authenticator
+	// Groups routes the messaging calls over a cluster's data groups
+	// (groups.go); nil: the Broker serves them.
+	Groups Groups
 }
 
 // Service implements restv1.MessagingServiceServer. It embeds the Unsafe
@@ -54,16 +57,17 @@ type Config struct {
 type Service struct {
 	restv1.UnsafeMessagingServiceServer
 
-	b     Broker
-	clock clock.Clock
-	log   *slog.Logger
-	ids   *idSource
-	auth  *auth.Authenticator
+	b      Broker
+	clock  clock.Clock
+	log    *slog.Logger
+	ids    *idSource
+	auth   *auth.Authenticator
+	groups Groups
 }
 
 // New returns the service.
 func New(cfg Config, b Broker) *Service {
-	s := &Service{b: b, clock: cfg.Clock, log: cfg.Logger, ids: newIDSource(), auth: cfg.Auth}
+	s := &Service{b: b, clock: cfg.Clock, log: cfg.Logger, ids: newIDSource(), auth: cfg.Auth, groups: cfg.Groups}
 	if s.clock == nil {
 		s.clock = clock.Real{}
 	}

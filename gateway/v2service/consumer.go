@@ -27,10 +27,19 @@ func (s *MessagingService) ReceiveMessage(req *v2.ReceiveMessageRequest, stream 
 	if err != nil {
 		return sendReceiveStatus(stream, statusOf(ctx, s.log, err))
 	}
+	if s.anyGroup(req) {
+		return s.receiveAnyGroup(ctx, req, rr, topic, stream)
+	}
 	t, err := s.at(ctx, s.queueGroup(ctx, rr.Topic, req.GetMessageQueue().GetId()))
 	if err != nil {
 		return sendReceiveStatus(stream, statusOf(ctx, s.log, err))
 	}
+	return s.receiveAt(ctx, req, rr, topic, t, stream)
+}
+
+// receiveAt serves a receive at t: its broker's, or forwarded.
+func (s *MessagingService) receiveAt(ctx context.Context, req *v2.ReceiveMessageRequest, rr broker.ReceiveRequest, topic *v2.Resource, t target,
+	stream grpc.ServerStreamingServer[v2.ReceiveMessageResponse]) error {
 	if t.conn != nil {
 		return forwardStream[v2.ReceiveMessageResponse](ctx, t, v2.MessagingService_ReceiveMessage_FullMethodName, req, stream.Send, func(err error) error {
 			return sendReceiveStatus(stream, statusOf(ctx, s.log, err))
@@ -45,6 +54,12 @@ func (s *MessagingService) ReceiveMessage(req *v2.ReceiveMessageRequest, stream 
 	case err != nil || len(msgs) == 0:
 		return sendReceiveStatus(stream, statusNoMessage)
 	}
+	return s.sendReceived(ctx, t, rr, topic, msgs, stream)
+}
+
+// sendReceived streams the messages t's broker delivered.
+func (s *MessagingService) sendReceived(ctx context.Context, t target, rr broker.ReceiveRequest, topic *v2.Resource, msgs []*model.Delivered,
+	stream grpc.ServerStreamingServer[v2.ReceiveMessageResponse]) error {
 	if err := stream.Send(&v2.ReceiveMessageResponse{Content: &v2.ReceiveMessageResponse_Status{Status: statusOK}}); err != nil {
 		s.releaseUnsent(ctx, t.b, rr.Group, rr.Topic, msgs, err)
 		return err

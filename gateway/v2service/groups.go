@@ -20,6 +20,7 @@ import (
 	"github.com/mqgate/mqgate/broker/mqerr"
 	"github.com/mqgate/mqgate/broker/placement"
 	"github.com/mqgate/mqgate/broker/produce"
+	"github.com/mqgate/mqgate/gateway/forwarding"
 	v2 "github.com/mqgate/mqgate/gen/apache/rocketmq/v2"
 )
 
@@ -67,11 +68,11 @@ type Groups interface {
 }
 
 // forwardedKey marks a request one member forwarded to another.
-const forwardedKey = "x-mqgate-forwarded"
+const forwardedKey = forwarding.Key
 
 // forwarded reports whether ctx's request was forwarded by a member.
 func forwarded(ctx context.Context) bool {
-	return len(metadata.ValueFromIncomingContext(ctx, forwardedKey)) > 0
+	return forwarding.Forwarded(ctx)
 }
 
 // target is where a request goes: b, a broker this member serves, or the
@@ -108,21 +109,8 @@ func (s *MessagingService) at(ctx context.Context, g int) (target, error) {
 	return target{conn: conn, g: g, to: m}, nil
 }
 
-// forwardContext is ctx for a call forwarding its request: the client's
-// metadata (authentication, client id, language) and the mark.
-func forwardContext(ctx context.Context) context.Context {
-	in, _ := metadata.FromIncomingContext(ctx)
-	out := make(metadata.MD, len(in)+1)
-	for k, v := range in {
-		switch {
-		case strings.HasPrefix(k, ":"), strings.HasPrefix(k, "grpc-"), k == "content-type", k == "user-agent", k == "te":
-		default:
-			out[k] = v
-		}
-	}
-	out.Set(forwardedKey, "1")
-	return metadata.NewOutgoingContext(ctx, out)
-}
+// forwardContext is ctx for a call forwarding its request.
+func forwardContext(ctx context.Context) context.Context { return forwarding.Context(ctx) }
 
 // invoke forwards a unary request to t's member.
 func (t target) invoke(ctx context.Context, method string, req, resp any) error {
@@ -171,11 +159,15 @@ var rr atomic.Uint32
 // of t (any of them when t is unknown), round robin; ok is false when
 // none does.
 func (s *MessagingService) servedGroup(t model.Topic, known bool) (int, bool) {
-	served := s.groups.Served()
+	return servedGroupOf(s.groups, t, known)
+}
+
+func servedGroupOf(groups Groups, t model.Topic, known bool) (int, bool) {
+	served := groups.Served()
 	if known {
 		lite := t.Type == model.TopicLite
 		served = slicesFilter(served, func(g int) bool {
-			return (placement.Of{Group: g, Groups: s.groups.Count()}).Count(t.Name, lite, t.Queues) > 0
+			return (placement.Of{Group: g, Groups: groups.Count()}).Count(t.Name, lite, t.Queues) > 0
 		})
 	}
 	if len(served) == 0 {
@@ -204,11 +196,17 @@ func (s *MessagingService) sendGroup(ctx context.Context, topic string, msgs []*
 		return 0
 	}
 	t, ok := s.lookupTopic(ctx, topic)
-	if !ok {
-		g, _ := s.servedGroup(t, false)
+	return SendGroup(s.groups, t, ok, msgs)
+}
+
+// SendGroup is sendGroup for topic t over groups (known: t is in the
+// catalog), for the other edges that route sends over data groups.
+func SendGroup(groups Groups, t model.Topic, known bool, msgs []*model.Message) int {
+	if !known {
+		g, _ := servedGroupOf(groups, t, false)
 		return g
 	}
-	n := s.groups.Count()
+	n := groups.Count()
 	lite := t.Type == model.TopicLite
 	switch m := msgs[0]; {
 	case lite:
@@ -216,7 +214,7 @@ func (s *MessagingService) sendGroup(ctx context.Context, topic string, msgs []*
 	case m.MessageGroup != "":
 		return placement.GroupOf(t.Name, false, produce.HashQueue(t, m.MessageGroup), n)
 	}
-	if g, ok := s.servedGroup(t, true); ok {
+	if g, ok := servedGroupOf(groups, t, true); ok {
 		return g
 	}
 	if t.Queues <= 0 {
@@ -524,4 +522,119 @@ func (s *MessagingService) ackByGroup(ctx context.Context, req *v2.AckMessageReq
 		})
 	}
 	wg.Wait()
+}
+
+// anyGroup reports whether req is a receive from any queue of its topic
+// over data groups: queue −1 on no broker, as mqgate's SDK asks (the
+// official clients name a queue of a route, or a push assignment's
+// broker and group).
+func (s *MessagingService) anyGroup(req *v2.ReceiveMessageRequest) bool {
+	mq := req.GetMessageQueue()
+	return s.groups != nil && mq.GetId() == -1 && mq.GetBroker().GetName() == ""
+}
+
+// receiveAnyGroup is a receive from any group holding queues of the
+// topic: the groups this member serves first, then (unless the request
+// was forwarded) one member leading others, each asked without waiting;
+// finding nothing, it waits on the first up to the receive's wait.
+func (s *MessagingService) receiveAnyGroup(ctx context.Context, req *v2.ReceiveMessageRequest, rr broker.ReceiveRequest, topic *v2.Resource,
+	stream grpc.ServerStreamingServer[v2.ReceiveMessageResponse]) error {
+	targets := s.anyGroupTargets(ctx, rr.Topic)
+	if len(targets) == 0 {
+		t, err := s.at(ctx, s.queueGroup(ctx, rr.Topic, req.GetMessageQueue().GetId()))
+		if err != nil {
+			return sendReceiveStatus(stream, statusOf(ctx, s.log, err))
+		}
+		targets = []target{t}
+	}
+	if len(targets) > 1 {
+		start := time.Now()
+		now := rr
+		now.Wait = 0
+		for _, t := range targets {
+			if done, err := s.receiveNow(ctx, req, now, topic, t, stream); done {
+				return err
+			}
+		}
+		rr.Wait = max(rr.Wait-time.Since(start), 0) // the wait asked for, not more
+	}
+	return s.receiveAt(ctx, req, rr, topic, targets[0], stream)
+}
+
+// anyGroupTargets are the groups this member serves that hold queues of
+// topic, then one target per member leading others (none for a forwarded
+// request; groups without a known leader are left out: an election is
+// under way, and their messages are found at a later receive).
+func (s *MessagingService) anyGroupTargets(ctx context.Context, topic string) []target {
+	t, ok := s.lookupTopic(ctx, topic)
+	if !ok {
+		return nil
+	}
+	n, lite := s.groups.Count(), t.Type == model.TopicLite
+	holds := func(g int) bool { return (placement.Of{Group: g, Groups: n}).Count(t.Name, lite, t.Queues) > 0 }
+	var out []target
+	served := map[int]bool{}
+	for _, g := range s.groups.Served() {
+		if !holds(g) {
+			continue
+		}
+		if b, _, err := s.groups.Serve(ctx, g); err == nil && b != nil {
+			out = append(out, target{b: b, g: g})
+			served[g] = true
+		}
+	}
+	if forwarded(ctx) {
+		return out
+	}
+	self := s.groups.Self().ID
+	asked := map[uint64]bool{}
+	for g, m := range s.groups.Leaders(ctx) {
+		if served[g] || !holds(g) || m.ID == self || asked[m.ID] {
+			continue
+		}
+		conn, err := s.groups.Conn(m)
+		if err != nil {
+			continue
+		}
+		asked[m.ID] = true
+		out = append(out, target{conn: conn, g: g, to: m})
+	}
+	return out
+}
+
+// probeWait bounds how long a member asked for messages without waiting
+// (receiveNow) may take: it answers within its poll reserve of the
+// deadline this leaves it.
+const probeWait = PollReserve + 100*time.Millisecond
+
+// receiveNow asks t for messages without waiting: done reports that it
+// answered the client (with messages or an error), false that t had none
+// or could not be reached.
+func (s *MessagingService) receiveNow(ctx context.Context, req *v2.ReceiveMessageRequest, rr broker.ReceiveRequest, topic *v2.Resource, t target,
+	stream grpc.ServerStreamingServer[v2.ReceiveMessageResponse]) (bool, error) {
+	if t.b != nil {
+		msgs, err := t.b.Receive(ctx, rr)
+		switch {
+		case err != nil && mqerr.KindOf(err) != mqerr.KindMessageNotFound:
+			return true, sendReceiveStatus(stream, statusOf(ctx, s.log, err))
+		case err != nil || len(msgs) == 0:
+			return false, nil
+		}
+		return true, s.sendReceived(ctx, t, rr, topic, msgs, stream)
+	}
+	pctx, cancel := context.WithTimeout(ctx, probeWait)
+	defer cancel()
+	var frames []*v2.ReceiveMessageResponse
+	err := forwardStream[v2.ReceiveMessageResponse](pctx, t, v2.MessagingService_ReceiveMessage_FullMethodName, req,
+		func(m *v2.ReceiveMessageResponse) error { frames = append(frames, m); return nil },
+		func(err error) error { return err })
+	if err != nil || len(frames) == 0 || frames[0].GetStatus().GetCode() != v2.Code_OK {
+		return false, nil // nothing there (or not now): the next target
+	}
+	for _, f := range frames {
+		if err := stream.Send(f); err != nil {
+			return true, err
+		}
+	}
+	return true, nil
 }

@@ -416,3 +416,53 @@ func TestSteeredOnce(t *testing.T) {
 		t.Fatal("refused past steerMax remembered")
 	}
 }
+
+// A receive naming no queue and no broker (mqgate's SDK and CLI) takes
+// messages from any group: the one this member serves, else the other's
+// through its leader. A push consumer's assignment (queue −1 on a named
+// broker) still names group 0.
+func TestGroupsReceiveFromAnyGroup(t *testing.T) {
+	ms := newGroupsPair(t)
+	topic := model.Topic{Name: "orders", Type: model.TopicMixed, Queues: 8}
+	createEverywhere(t, ms, topic, model.Group{Name: "cg", MaxDeliveryAttempts: 16})
+	a, b := ms[0], ms[1]
+	anyQueue := func() *v2.ReceiveMessageRequest {
+		req := recvReq("cg", "orders", 4, 30*time.Second, "*")
+		req.MessageQueue = &v2.MessageQueue{Topic: res("orders"), Id: -1, Broker: &v2.Broker{}}
+		return req
+	}
+	send := func(m *groupsMember, id string) {
+		t.Helper()
+		resp, err := m.c.SendMessage(callCtx(t), &v2.SendMessageRequest{Messages: []*v2.Message{newMsg("orders", id, "", id)}})
+		if err != nil || resp.GetStatus().GetCode() != v2.Code_OK {
+			t.Fatalf("send %s: %v %v", id, resp.GetStatus(), err)
+		}
+	}
+	send(b, "01INGROUP1") // member 2 serves group 1: stored there
+	if got := receiveFrom(t, a, anyQueue()); len(got) != 1 || string(got[0].GetBody()) != "01INGROUP1" {
+		t.Fatalf("a receive of any queue through member 1 (serving group 0, empty) got %d messages, want group 1's", len(got))
+	}
+	send(a, "01INGROUP0")
+	if got := receiveFrom(t, a, anyQueue()); len(got) != 1 || string(got[0].GetBody()) != "01INGROUP0" {
+		t.Fatalf("a receive of any queue through member 1 got %d messages, want its own group's", len(got))
+	}
+
+	send(b, "01PUSH")
+	push := anyQueue()
+	push.MessageQueue.Broker.Name = "mqgate-1"
+	ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), "x-mq-client-id", "client-1"), time.Second)
+	defer cancel()
+	stream, err := a.c.ReceiveMessage(ctx, push)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		f, err := stream.Recv()
+		if err != nil {
+			break
+		}
+		if f.GetMessage() != nil {
+			t.Fatalf("a push assignment of group 0 received %s, a message of group 1", f.GetMessage().GetBody())
+		}
+	}
+}

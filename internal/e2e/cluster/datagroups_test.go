@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
 	"strconv"
 	"strings"
 	"testing"
@@ -26,12 +28,7 @@ import (
 // placeGroup is the data group holding queue q of a (non-LITE) topic
 // among groups: (fnv32a(topic) + q) mod groups, the documented rule.
 func placeGroup(topic string, q int32, groups int) int {
-	h := uint32(2166136261)
-	for i := 0; i < len(topic); i++ {
-		h ^= uint32(topic[i])
-		h *= 16777619
-	}
-	return int((uint64(h) + uint64(q)) % uint64(groups))
+	return int((uint64(fnvHash(topic)) + uint64(q)) % uint64(groups))
 }
 
 // groupLeaders asks member m's peer port for each data group's leader
@@ -366,4 +363,157 @@ func TestClusterDataGroupsKill9(t *testing.T) {
 		t.Fatalf("%d of %d acknowledged sends are missing after leader kills", n, len(acked))
 	}
 	t.Logf("%d sends answered OK, all received", len(acked))
+}
+
+// TestClusterDataGroupsCLI: with data groups, mqgate's own CLI (the REST
+// messaging service over gRPC) sends through one member, receives and
+// acknowledges through another: FIFO messages go to the group their
+// message group names (forwarded to its leader when another member
+// leads it), a receive takes messages from every group, and the acks
+// reach each message's group.
+func TestClusterDataGroupsCLI(t *testing.T) {
+	e2eutil.Begin(t)
+	const groups = 3
+	g := newGroup(t, "--data-groups", strconv.Itoa(groups), "--remoting-addr", "")
+	leaders := g.balanced(groups, 60*time.Second)
+
+	topic, cg := e2eutil.Uniq("dgcli"), e2eutil.Uniq("dgclic")
+	const queues = 6
+	e2eutil.CLI(t, g.members[0].grpc, "topic", "create", topic, "--type", "FIFO", "--queues", strconv.Itoa(queues))
+	e2eutil.CLI(t, g.members[0].grpc, "group", "create", cg, "--fifo")
+	sent := map[string]bool{}
+	inGroup := map[int]int{}
+	for i := range 18 {
+		body, mg := fmt.Sprintf("cli-%d", i), fmt.Sprintf("mg-%d", i%9)
+		e2eutil.CLI(t, g.members[0].grpc, "send", "--topic", topic, "--group", mg, body)
+		sent[body] = true
+		q := int32(fnvHash(mg) % queues)
+		inGroup[placeGroup(topic, q, groups)]++
+	}
+	if len(inGroup) < 2 {
+		t.Fatalf("the message groups all hash to one data group (%v): the test would not forward", inGroup)
+	}
+	t.Logf("leaders %v; messages by data group %v", leaders, inGroup)
+
+	got := map[string]bool{}
+	deadline := time.Now().Add(60 * time.Second)
+	for len(got) < len(sent) && time.Now().Before(deadline) {
+		out := e2eutil.CLI(t, g.members[1].grpc, "receive", "--group", cg, "--topic", topic, "--max", "32", "--wait", "1s")
+		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+			var m struct {
+				Body string `json:"body"`
+			}
+			if line == "" || json.Unmarshal([]byte(line), &m) != nil {
+				continue
+			}
+			if got[m.Body] {
+				t.Fatalf("%q received twice (its ack through member 2 did not reach its group)", m.Body)
+			}
+			got[m.Body] = true
+		}
+	}
+	for body := range sent {
+		if !got[body] {
+			t.Fatalf("%q was not received through member 2 (%d of %d)", body, len(got), len(sent))
+		}
+	}
+	if out := e2eutil.CLI(t, g.members[2].grpc, "receive", "--group", cg, "--topic", topic, "--wait", "1s"); !strings.Contains(out, "no message") {
+		t.Fatalf("after every message was acknowledged a receive through member 3 got:\n%s", out)
+	}
+}
+
+// fnvHash is the 32-bit FNV-1a of s.
+func fnvHash(s string) uint32 {
+	h := uint32(2166136261)
+	for i := 0; i < len(s); i++ {
+		h ^= uint32(s[i])
+		h *= 16777619
+	}
+	return h
+}
+
+// TestClusterDataGroupsREST: with data groups, the REST API sends
+// through one member (FIFO messages forwarded to the leader of the group
+// their message group names), receives through another from every group,
+// and acknowledges through a third (each handle's ack forwarded to its
+// group's leader).
+func TestClusterDataGroupsREST(t *testing.T) {
+	e2eutil.Begin(t)
+	const groups = 3
+	g := newGroup(t, "--data-groups", strconv.Itoa(groups), "--remoting-addr", "")
+	g.balanced(groups, 60*time.Second)
+	topic, cg := e2eutil.Uniq("dgrest"), e2eutil.Uniq("dgrestc")
+	e2eutil.CLI(t, g.members[0].grpc, "topic", "create", topic, "--type", "FIFO", "--queues", "6")
+	e2eutil.CLI(t, g.members[0].grpc, "group", "create", cg, "--fifo")
+
+	post := func(m *member, path, body string) map[string]any {
+		t.Helper()
+		resp, err := http.Post("http://"+m.http+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("POST %s on member %d: HTTP %d %v (%v)", path, m.id, resp.StatusCode, out, err)
+		}
+		return out
+	}
+	items := func(m map[string]any, key string) []map[string]any {
+		raw, _ := m[key].([]any)
+		out := make([]map[string]any, 0, len(raw))
+		for _, x := range raw {
+			v, _ := x.(map[string]any)
+			out = append(out, v)
+		}
+		return out
+	}
+
+	var msgs []string
+	sent := map[string]bool{}
+	for i := range 18 {
+		body := fmt.Sprintf("rest-%d", i)
+		msgs = append(msgs, fmt.Sprintf(`{"text":%q,"messageGroup":"mg-%d"}`, body, i%9))
+		sent[body] = true
+	}
+	res := items(post(g.members[0], "/v1/topics/"+topic+"/messages", `{"messages":[`+strings.Join(msgs[:9], ",")+`]}`), "results")
+	res = append(res, items(post(g.members[0], "/v1/topics/"+topic+"/messages", `{"messages":[`+strings.Join(msgs[9:], ",")+`]}`), "results")...)
+	for _, r := range res {
+		if st, _ := r["status"].(map[string]any); st["code"] != "OK" && st["code"] != float64(20000) {
+			t.Fatalf("a REST send through member 1 answered %v", r)
+		}
+	}
+
+	got := map[string]bool{}
+	deadline := time.Now().Add(60 * time.Second)
+	for len(got) < len(sent) && time.Now().Before(deadline) {
+		recv := items(post(g.members[1], "/v1/groups/"+cg+"/topics/"+topic+":receive?body=text", `{"maxMessages":32,"waitDuration":"1s"}`), "messages")
+		var handles []string
+		for _, m := range recv {
+			body, _ := m["text"].(string)
+			if got[body] {
+				t.Fatalf("%q received twice through member 2", body)
+			}
+			got[body] = true
+			h, _ := m["receiptHandle"].(string)
+			handles = append(handles, fmt.Sprintf("%q", h))
+		}
+		if len(handles) == 0 {
+			continue
+		}
+		acks := items(post(g.members[2], "/v1/groups/"+cg+"/topics/"+topic+":ack", `{"receiptHandles":[`+strings.Join(handles, ",")+`]}`), "results")
+		for _, a := range acks {
+			if st, _ := a["status"].(map[string]any); st["code"] != "OK" && st["code"] != float64(20000) {
+				t.Fatalf("a REST ack through member 3 answered %v", a)
+			}
+		}
+	}
+	for body := range sent {
+		if !got[body] {
+			t.Fatalf("%q was not received through member 2 (%d of %d)", body, len(got), len(sent))
+		}
+	}
+	if again := items(post(g.members[1], "/v1/groups/"+cg+"/topics/"+topic+":receive", `{"waitDuration":"1s"}`), "messages"); len(again) > 0 {
+		t.Fatalf("after every message was acknowledged a receive got %v", again)
+	}
 }

@@ -1,0 +1,32 @@
+package forwarding
+
+import (
+	"context"
+	"strings"
+
+	"google.golang.org/grpc/metadata"
+)
+
+// Key marks a request one member forwarded to another.
+const Key = "x-mqgate-forwarded"
+
+// Forwarded reports whether ctx's request was forwarded by a member.
+func Forwarded(ctx context.Context) bool {
+	return len(metadata.ValueFromIncomingContext(ctx, Key)) > 0
+}
+
+// Context is ctx for a call forwarding its request: the caller's
+// metadata, less what describes the transport, and the mark.
+func Context(ctx context.Context) context.Context {
+	in, _ := metadata.FromIncomingContext(ctx)
+	out := make(metadata.MD, len(in)+1)
+	for k, v := range in {
+		switch {
+		case strings.HasPrefix(k, ":"), strings.HasPrefix(k, "grpc-"), k == "content-type", k == "user-agent", k == "te":
+		default:
+			out[k] = v
+		}
+	}
+	out.Set(Key, "1")
+	return metadata.NewOutgoingContext(ctx, out)
+}
