@@ -67,6 +67,9 @@ type Options struct {
 	// Cluster reports and moves the cluster's leadership
 	// (GetClusterStatus, TransferLeadership); nil: a single node.
 	Cluster Cluster
+	// Groups routes message lookups and browsing over a cluster's data
+	// groups (groups.go); nil: the Broker holds every queue.
+	Groups Groups
 }
 
 // Service implements adminv1.AdminServiceServer. It embeds the Unsafe

@@ -10,7 +10,9 @@
 // Options.Clients, which the node joins from the gRPC session registry
 // and the remoting listener), GetClusterStatus and TransferLeadership
 // (Options.Cluster, the node's raft member; a single node without it) and
-// WhoAmI. The `mqgate topic|group|message` commands, the web console and
+// WhoAmI. Over a cluster's data groups, lookups and browsing are routed
+// to the groups' leaders (Options.Groups, groups.go, forwarding through
+// gateway/forwarding). The `mqgate topic|group|message` commands, the web console and
 // the MCP server use them. Unlike the RocketMQ v2 services, errors are plain
 // gRPC status codes (InvalidArgument, NotFound, AlreadyExists, …), taken
 // from gateway/errcodes's Kind → code table, whose messages name the

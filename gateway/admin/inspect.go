@@ -87,13 +87,13 @@ func (s *Service) LookupMessage(ctx context.Context, req *adminv1.LookupMessageR
 			return nil, err
 		}
 	}
-	found, err := s.b.LookupMessage(ctx, broker.LookupRequest{Topic: req.GetTopic(), ID: req.GetMessageId(), Key: req.GetKey(), Max: int(req.GetMax())})
+	br := broker.LookupRequest{Topic: req.GetTopic(), ID: req.GetMessageId(), Key: req.GetKey(), Max: int(req.GetMax())}
+	if s.opts.Groups != nil {
+		return s.lookupInGroups(ctx, req, br)
+	}
+	found, err := s.b.LookupMessage(ctx, br)
 	if err != nil {
-		what, name := "message lookup", ""
-		if req.GetTopic() != "" {
-			what, name = "topic", req.GetTopic()
-		}
-		return nil, toStatus(err, what, name)
+		return nil, lookupStatus(err, req)
 	}
 	out := &adminv1.LookupMessageResponse{Messages: make([]*adminv1.StoredMessage, 0, len(found))}
 	for _, f := range found {
@@ -102,6 +102,15 @@ func (s *Service) LookupMessage(ctx context.Context, req *adminv1.LookupMessageR
 		}
 	}
 	return out, nil
+}
+
+// lookupStatus is the status of a failed lookup.
+func lookupStatus(err error, req *adminv1.LookupMessageRequest) error {
+	what, name := "message lookup", ""
+	if req.GetTopic() != "" {
+		what, name = "topic", req.GetTopic()
+	}
+	return toStatus(err, what, name)
 }
 
 func progressToV1(p broker.GroupTopicProgress) *adminv1.GroupTopicProgress {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/mqgate/mqgate/broker"
 	"github.com/mqgate/mqgate/gateway/auth"
+	"github.com/mqgate/mqgate/gateway/forwarding"
 	adminv1 "github.com/mqgate/mqgate/gen/mqgate/admin/v1"
 )
 
@@ -42,7 +43,22 @@ func (s *Service) BrowseMessages(ctx context.Context, req *adminv1.BrowseMessage
 		}
 		br.Time = ts.AsTime()
 	}
-	page, err := s.b.BrowseQueue(ctx, br)
+	var b Inspector = s.b
+	if s.opts.Groups != nil {
+		local, conn, err := s.opts.Groups.Queue(ctx, topic, req.GetQueueId())
+		if err != nil {
+			return nil, toStatus(err, "topic", topic)
+		}
+		if local == nil {
+			resp := new(adminv1.BrowseMessagesResponse)
+			if err := conn.Invoke(forwarding.Context(ctx), adminv1.AdminService_BrowseMessages_FullMethodName, req, resp); err != nil {
+				return nil, forwardedStatus(err)
+			}
+			return resp, nil
+		}
+		b = local
+	}
+	page, err := b.BrowseQueue(ctx, br)
 	if err != nil {
 		return nil, toStatus(err, "topic", topic)
 	}

@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/mqgate/mqgate/broker"
 	"github.com/mqgate/mqgate/broker/model"
 	"github.com/mqgate/mqgate/broker/mqerr"
 	"github.com/mqgate/mqgate/broker/placement"
 	"github.com/mqgate/mqgate/gateway/admin"
+	"github.com/mqgate/mqgate/gateway/forwarding"
 	"github.com/mqgate/mqgate/gateway/restmessaging"
 	"github.com/mqgate/mqgate/gateway/v2service"
 )
@@ -226,7 +229,7 @@ func (r restGroups) Receive(ctx context.Context, topic string) ([]restmessaging.
 			continue
 		}
 		lead := dg.raft.Leader()
-		if restmessaging.Forwarded(ctx) || lead == 0 || lead == self || members[lead] {
+		if forwarding.Forwarded(ctx) || lead == 0 || lead == self || members[lead] {
 			continue
 		}
 		if tg, err := r.target(ctx, dg.id); err == nil && tg.B == nil {
@@ -252,19 +255,83 @@ func (r restGroups) Handle(ctx context.Context, topic, h string) (restmessaging.
 // target is where a call of group g goes: its broker when this member
 // serves g, else the member leading it (never for a forwarded call).
 func (r restGroups) target(ctx context.Context, g int) (restmessaging.Target, error) {
-	b, m, err := r.v.Serve(ctx, g)
-	if err != nil {
-		return restmessaging.Target{}, err
+	b, conn, m, err := r.v.route(ctx, g)
+	if err != nil || b != nil {
+		return restmessaging.Target{B: b}, err
 	}
+	return restmessaging.Target{Conn: conn, Member: m}, nil
+}
+
+// route is where a call of group g goes: b, its broker, when this member
+// serves g, else a connection to member m leading it (never for a
+// forwarded call: that one is answered retry).
+func (v *groupsView) route(ctx context.Context, g int) (b *broker.Broker, conn grpc.ClientConnInterface, m uint64, err error) {
+	served, lead, err := v.Serve(ctx, g)
+	switch {
+	case err != nil:
+		return nil, nil, 0, err
+	case served != nil:
+		return v.n.groups[g].broker, nil, 0, nil
+	case forwarding.Forwarded(ctx):
+		return nil, nil, 0, mqerr.Errorf(mqerr.KindReplicationLost, "this member no longer serves data group %d (member %d leads it now): retry", g, lead.ID)
+	}
+	conn, err = v.Conn(lead)
+	if err != nil {
+		return nil, nil, 0, mqerr.Wrap(mqerr.KindReplicationLost, err, fmt.Sprintf("data group %d's leader cannot be reached: retry", g))
+	}
+	return nil, conn, lead.ID, nil
+}
+
+// adminGroups routes the admin API's message lookups and browsing over
+// the data groups (admin.Groups).
+type adminGroups struct{ v *groupsView }
+
+var _ admin.Groups = adminGroups{}
+
+func (a adminGroups) Local() []admin.Inspector {
+	var out []admin.Inspector
+	for _, dg := range a.v.n.groups {
+		if dg.serving.Load() {
+			out = append(out, dg.broker)
+		}
+	}
+	return out
+}
+
+// Remote is one connection per other member leading groups this member
+// does not serve; a group without a known leader is left out (an
+// election is under way).
+func (a adminGroups) Remote(ctx context.Context) []grpc.ClientConnInterface {
+	if forwarding.Forwarded(ctx) {
+		return nil
+	}
+	self := uint64(a.v.n.cfg.NodeID)
+	asked := map[uint64]bool{}
+	var out []grpc.ClientConnInterface
+	for _, dg := range a.v.n.groups {
+		lead := dg.raft.Leader()
+		if dg.serving.Load() || lead == 0 || lead == self || asked[lead] {
+			continue
+		}
+		if _, conn, m, err := a.v.route(ctx, dg.id); err == nil && conn != nil {
+			asked[m] = true
+			out = append(out, conn)
+		}
+	}
+	return out
+}
+
+func (a adminGroups) Queue(ctx context.Context, topic string, q int32) (admin.Inspector, grpc.ClientConnInterface, error) {
+	t, err := a.v.n.catalog.GetTopic(ctx, topic)
+	if err != nil {
+		return nil, nil, err
+	}
+	if q < 0 || q >= t.Queues {
+		return nil, nil, mqerr.Errorf(mqerr.KindBadRequest, "topic %q has queues 0 to %d, not %d", t.Name, t.Queues-1, q)
+	}
+	b, conn, _, err := a.v.route(ctx, placement.GroupOf(t.Name, t.Type == model.TopicLite, q, len(a.v.n.groups)))
 	if b != nil {
-		return restmessaging.Target{B: r.v.n.groups[g].broker}, nil
+		return b, nil, err
 	}
-	if restmessaging.Forwarded(ctx) {
-		return restmessaging.Target{}, mqerr.Errorf(mqerr.KindReplicationLost, "this member no longer serves data group %d (member %d leads it now): retry", g, m.ID)
-	}
-	conn, err := r.v.Conn(m)
-	if err != nil {
-		return restmessaging.Target{}, mqerr.Wrap(mqerr.KindReplicationLost, err, fmt.Sprintf("data group %d's leader cannot be reached: retry", g))
-	}
-	return restmessaging.Target{Conn: conn, Member: m.ID}, nil
+	return nil, conn, err
 }

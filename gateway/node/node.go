@@ -449,11 +449,12 @@ func (n *Node) startGRPC(ctx context.Context) error {
 	var adm admin.Broker = n.broker
 	var rest restmessaging.Broker = n.broker
 	var restRoutes restmessaging.Groups
+	var adminRoutes admin.Groups
 	switch {
 	case n.multiGroup():
 		view := newGroupsView(n)
 		sc.Groups = view
-		adm, rest, restRoutes = groupsAdmin{n}, groupsREST{n}, restGroups{view}
+		adm, rest, restRoutes, adminRoutes = groupsAdmin{n}, groupsREST{n}, restGroups{view}, adminGroups{view}
 	case n.raft != nil:
 		sc.RouteMembers = n.routeMembers
 	}
@@ -471,7 +472,7 @@ func (n *Node) startGRPC(ctx context.Context) error {
 	}
 	n.addCheckBack(svc.CheckBackSender(remote))
 	svc.Register(n.grpc)
-	admin.New(adm, admin.Options{Auth: n.auth, Clients: n.clients, Cluster: clusterView{n}}).Register(n.grpc)
+	admin.New(adm, admin.Options{Auth: n.auth, Clients: n.clients, Cluster: clusterView{n}, Groups: adminRoutes}).Register(n.grpc)
 	restmessaging.New(restmessaging.Config{Logger: n.log, Auth: n.auth, Groups: restRoutes}, rest).Register(n.grpc)
 	lis := n.lis["grpc-addr"]
 	n.addrs.GRPC = lis.Addr().String()

@@ -27,7 +27,7 @@ import (
 // forwarded, as it came (the caller's metadata too, so the member serving
 // it authenticates it again), to the REST service of the member leading
 // the group. A member never forwards a forwarded request again: its
-// Groups answer only with the groups it serves (Forwarded).
+// Groups answer only with the groups it serves (forwarding.Forwarded).
 type Groups interface {
 	// Send is where a send of msgs to topic goes.
 	Send(ctx context.Context, topic string, msgs []*model.Message) (Target, error)
@@ -45,9 +45,6 @@ type Target struct {
 	Conn   grpc.ClientConnInterface
 	Member uint64
 }
-
-// Forwarded reports whether ctx's request was forwarded by a member.
-func Forwarded(ctx context.Context) bool { return forwarding.Forwarded(ctx) }
 
 // forward calls method on t's member with req as it came, under the
 // caller's metadata and the forwarded mark.

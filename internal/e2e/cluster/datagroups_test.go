@@ -15,8 +15,11 @@ import (
 
 	rmq "github.com/apache/rocketmq-clients/golang/v5"
 	pb "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
+	adminv1 "github.com/mqgate/mqgate/gen/mqgate/admin/v1"
 	"github.com/mqgate/mqgate/internal/e2e/e2eutil"
 )
 
@@ -385,7 +388,7 @@ func TestClusterDataGroupsCLI(t *testing.T) {
 	inGroup := map[int]int{}
 	for i := range 18 {
 		body, mg := fmt.Sprintf("cli-%d", i), fmt.Sprintf("mg-%d", i%9)
-		e2eutil.CLI(t, g.members[0].grpc, "send", "--topic", topic, "--group", mg, body)
+		e2eutil.CLI(t, g.members[0].grpc, "send", "--topic", topic, "--group", mg, "--key", "key-"+body, body)
 		sent[body] = true
 		q := int32(fnvHash(mg) % queues)
 		inGroup[placeGroup(topic, q, groups)]++
@@ -394,6 +397,33 @@ func TestClusterDataGroupsCLI(t *testing.T) {
 		t.Fatalf("the message groups all hash to one data group (%v): the test would not forward", inGroup)
 	}
 	t.Logf("leaders %v; messages by data group %v", leaders, inGroup)
+
+	// The admin API finds every message by key through any member, and
+	// browses any queue: each group's answers, forwarded to its leader.
+	for body := range sent {
+		out := e2eutil.CLI(t, g.members[2].grpc, "message", "show", "key-"+body, "--topic", topic, "--json")
+		if !strings.Contains(out, body) {
+			t.Fatalf("mqgate message show key-%s through member 3 did not find it:\n%s", body, out)
+		}
+	}
+	conn, err := grpc.NewClient(g.members[2].grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	browsed := 0
+	for q := range int32(queues) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		page, err := adminv1.NewAdminServiceClient(conn).BrowseMessages(ctx, &adminv1.BrowseMessagesRequest{Topic: topic, QueueId: q, Max: 32})
+		cancel()
+		if err != nil {
+			t.Fatalf("browsing queue %d (data group %d) through member 3: %v", q, placeGroup(topic, q, groups), err)
+		}
+		browsed += len(page.GetMessages())
+	}
+	if browsed != len(sent) {
+		t.Fatalf("browsing every queue through member 3 found %d messages, %d were sent", browsed, len(sent))
+	}
 
 	got := map[string]bool{}
 	deadline := time.Now().Add(60 * time.Second)
