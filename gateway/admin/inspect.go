@@ -26,7 +26,15 @@ func (s *Service) DescribeTopic(ctx context.Context, req *adminv1.DescribeTopicR
 	if err := s.check(ctx, auth.Access{Route: req.GetName()}); err != nil {
 		return nil, err
 	}
-	d, err := s.b.DescribeTopic(ctx, req.GetName())
+	if s.opts.Groups != nil {
+		return inGroups(ctx, s, req, adminv1.AdminService_DescribeTopic_FullMethodName, s.describeTopicAt, mergeTopicDescriptions)
+	}
+	return s.describeTopicAt(ctx, s.b, req)
+}
+
+// describeTopicAt is DescribeTopic at broker b.
+func (s *Service) describeTopicAt(ctx context.Context, b Inspector, req *adminv1.DescribeTopicRequest) (*adminv1.DescribeTopicResponse, error) {
+	d, err := b.DescribeTopic(ctx, req.GetName())
 	if err != nil {
 		return nil, toStatus(err, "topic", req.GetName())
 	}
@@ -49,7 +57,15 @@ func (s *Service) DescribeGroup(ctx context.Context, req *adminv1.DescribeGroupR
 	if err := s.check(ctx, auth.Access{Group: req.GetName()}); err != nil {
 		return nil, err
 	}
-	d, err := s.b.DescribeGroup(ctx, req.GetName())
+	if s.opts.Groups != nil {
+		return inGroups(ctx, s, req, adminv1.AdminService_DescribeGroup_FullMethodName, s.describeGroupAt, mergeGroupDescriptions)
+	}
+	return s.describeGroupAt(ctx, s.b, req)
+}
+
+// describeGroupAt is DescribeGroup at broker b.
+func (s *Service) describeGroupAt(ctx context.Context, b Inspector, req *adminv1.DescribeGroupRequest) (*adminv1.DescribeGroupResponse, error) {
+	d, err := b.DescribeGroup(ctx, req.GetName())
 	if err != nil {
 		return nil, toStatus(err, "consumer group", req.GetName())
 	}
@@ -61,7 +77,7 @@ func (s *Service) DescribeGroup(ctx context.Context, req *adminv1.DescribeGroupR
 		}
 		pv := progressToV1(p)
 		if req.GetOldestInFlight() && p.InFlight+p.Held > 0 {
-			m, ok, err := s.b.OldestInFlight(ctx, d.Group.Name, p.Topic)
+			m, ok, err := b.OldestInFlight(ctx, d.Group.Name, p.Topic)
 			if err != nil {
 				return nil, toStatus(err, "topic", p.Topic)
 			}

@@ -424,6 +424,26 @@ func TestClusterDataGroupsCLI(t *testing.T) {
 	if browsed != len(sent) {
 		t.Fatalf("browsing every queue through member 3 found %d messages, %d were sent", browsed, len(sent))
 	}
+	adm := adminv1.NewAdminServiceClient(conn)
+	describe := func() *adminv1.DescribeTopicResponse {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		d, err := adm.DescribeTopic(ctx, &adminv1.DescribeTopicRequest{Name: topic})
+		if err != nil {
+			t.Fatalf("describing the topic through member 3: %v", err)
+		}
+		return d
+	}
+	d := describe()
+	var held int64
+	for _, q := range d.GetQueues() {
+		held += q.GetMaxOffset() - q.GetMinOffset()
+	}
+	if d.GetMessages() != int64(len(sent)) || len(d.GetQueues()) != queues || held != int64(len(sent)) {
+		t.Fatalf("the topic described through member 3: %d messages over %d queues (%d by their offsets), want %d over %d",
+			d.GetMessages(), len(d.GetQueues()), held, len(sent), queues)
+	}
 
 	got := map[string]bool{}
 	deadline := time.Now().Add(60 * time.Second)
@@ -450,6 +470,29 @@ func TestClusterDataGroupsCLI(t *testing.T) {
 	if out := e2eutil.CLI(t, g.members[2].grpc, "receive", "--group", cg, "--topic", topic, "--wait", "1s"); !strings.Contains(out, "no message") {
 		t.Fatalf("after every message was acknowledged a receive through member 3 got:\n%s", out)
 	}
+	// Described through member 3, the group has read every queue of
+	// every group to its end.
+	for _, p := range describe().GetGroups() {
+		if p.GetGroup() != cg {
+			continue
+		}
+		if p.GetBacklog() != 0 || len(p.GetQueues()) != queues {
+			t.Fatalf("the group's progress described through member 3: backlog %d over %d queues, want 0 over %d", p.GetBacklog(), len(p.GetQueues()), queues)
+		}
+		for _, q := range p.GetQueues() {
+			if q.GetConsumedOffset() != q.GetMaxOffset() {
+				t.Fatalf("the group's progress in queue %d described through member 3: consumed %d of %d", q.GetQueueId(), q.GetConsumedOffset(), q.GetMaxOffset())
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		gd, err := adm.DescribeGroup(ctx, &adminv1.DescribeGroupRequest{Name: cg})
+		cancel()
+		if err != nil || len(gd.GetTopics()) != 1 || gd.GetTopics()[0].GetBacklog() != 0 {
+			t.Fatalf("the group described through member 3: %v (%v)", gd, err)
+		}
+		return
+	}
+	t.Fatalf("the topic described through member 3 has no progress of group %s", cg)
 }
 
 // fnvHash is the 32-bit FNV-1a of s.
