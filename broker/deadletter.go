@@ -8,6 +8,7 @@ import (
 	"github.com/mqgate/mqgate/broker/metadata"
 	"github.com/mqgate/mqgate/broker/model"
 	"github.com/mqgate/mqgate/broker/mqerr"
+	"github.com/mqgate/mqgate/broker/pop"
 )
 
 // This file is the dead-letter side of the facade for operators: listing a
@@ -38,11 +39,11 @@ func (b *Broker) DeadLetters(ctx context.Context, group string, max int) (DeadLe
 		max = 32
 	}
 	max = min(max, MaxDeadLetters)
-	t, from, page, err := b.deadLetterStart(ctx, group)
+	t, q, from, page, err := b.deadLetterStart(ctx, group)
 	if err != nil || page.Pending == 0 {
 		return page, err
 	}
-	res, err := b.s().offs.Pull(ctx, t, 0, from, max, model.Filter{}, 0)
+	res, err := b.s().offs.Pull(ctx, t, q, from, max, model.Filter{}, 0)
 	if err != nil && mqerr.KindOf(err) != mqerr.KindMessageNotFound {
 		return page, err
 	}
@@ -50,32 +51,34 @@ func (b *Broker) DeadLetters(ctx context.Context, group string, max int) (DeadLe
 	return page, nil
 }
 
-// deadLetterStart resolves a group's dead-letter topic and the offset its
-// pending dead letters start at.
-func (b *Broker) deadLetterStart(ctx context.Context, group string) (model.Topic, int64, DeadLetterPage, error) {
+// deadLetterStart resolves a group's dead-letter topic, the queue this
+// broker dead-letters into (its data group's: pop.DLQQueue) and the
+// offset its pending dead letters start at.
+func (b *Broker) deadLetterStart(ctx context.Context, group string) (model.Topic, int32, int64, DeadLetterPage, error) {
 	if err := metadata.ValidateGroupName(group); err != nil {
-		return model.Topic{}, 0, DeadLetterPage{}, err
+		return model.Topic{}, 0, 0, DeadLetterPage{}, err
 	}
 	if _, err := b.s().meta.GetGroup(ctx, group); err != nil {
-		return model.Topic{}, 0, DeadLetterPage{}, err
+		return model.Topic{}, 0, 0, DeadLetterPage{}, err
 	}
 	page := DeadLetterPage{Topic: metadata.DLQTopic(group)}
 	t, err := b.s().meta.GetTopic(ctx, page.Topic) // exists with the group
 	if err != nil {
-		return t, 0, page, err
+		return t, 0, 0, page, err
 	}
-	lo, hi, err := b.s().offs.Range(t, 0)
+	q := pop.DLQQueue(t, b.cfg.Placement)
+	lo, hi, err := b.s().offs.Range(t, q)
 	if err != nil {
-		return t, 0, page, err
+		return t, q, 0, page, err
 	}
 	from := lo
-	if off, err := b.s().offs.Get(t, group, 0); err == nil {
+	if off, err := b.s().offs.Get(t, group, q); err == nil {
 		from = max(off, lo)
 	} else if mqerr.KindOf(err) != mqerr.KindOffsetNotFound {
-		return t, 0, page, err
+		return t, q, 0, page, err
 	}
 	page.Pending = max(hi-from, 0)
-	return t, from, page, nil
+	return t, q, from, page, nil
 }
 
 // RedriveResult is what RedriveDeadLetters did.
@@ -143,7 +146,7 @@ func (b *Broker) RedriveDeadLetters(ctx context.Context, group string, max int) 
 		next = d.QueueOffset + 1
 	}
 	if next >= 0 {
-		if _, err := b.s().offs.Update(t, group, 0, next, true); err != nil {
+		if _, err := b.s().offs.Update(t, group, pop.DLQQueue(t, b.cfg.Placement), next, true); err != nil {
 			return out, errors.Join(sendErr, err)
 		}
 		out.Pending -= int64(len(out.Redriven))

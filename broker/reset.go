@@ -10,6 +10,7 @@ import (
 	"github.com/mqgate/mqgate/broker/model"
 	"github.com/mqgate/mqgate/broker/mqerr"
 	"github.com/mqgate/mqgate/broker/offset"
+	"github.com/mqgate/mqgate/broker/placement"
 )
 
 // ResetTo says where ResetOffset moves a group.
@@ -101,10 +102,17 @@ func (b *Broker) ResetOffset(ctx context.Context, req ResetOffsetRequest) ([]Que
 		if q := *req.Queue; q < 0 || q >= t.Queues {
 			return nil, mqerr.Errorf(mqerr.KindBadRequest, "queue %d: topic %q has queues 0 to %d", q, t.Name, t.Queues-1)
 		}
+		if !b.cfg.Placement.Holds(t.Name, t.Type == model.TopicLite, *req.Queue) {
+			return nil, mqerr.Errorf(mqerr.KindBadRequest, "queue %d of topic %q is in data group %d, not this broker's (%d)",
+				*req.Queue, t.Name, placement.GroupOf(t.Name, t.Type == model.TopicLite, *req.Queue, b.cfg.Placement.Groups), b.cfg.Placement.Group)
+		}
 		queues = append(queues, *req.Queue)
 	} else {
+		// With data groups, the queues of this broker's group only.
 		for q := int32(0); q < t.Queues; q++ {
-			queues = append(queues, q)
+			if b.cfg.Placement.Holds(t.Name, t.Type == model.TopicLite, q) {
+				queues = append(queues, q)
+			}
 		}
 	}
 	targets := make(map[int32]int64, len(queues))

@@ -10,6 +10,7 @@ import (
 
 	"github.com/mqgate/mqgate/broker"
 	"github.com/mqgate/mqgate/gateway/auth"
+	"github.com/mqgate/mqgate/gateway/forwarding"
 	adminv1 "github.com/mqgate/mqgate/gen/mqgate/admin/v1"
 )
 
@@ -23,7 +24,20 @@ func (s *Service) ListDeadLetters(ctx context.Context, req *adminv1.ListDeadLett
 	if err := s.check(ctx, auth.Access{Group: group}); err != nil {
 		return nil, err
 	}
-	page, err := s.b.DeadLetters(ctx, group, int(req.GetMax()))
+	if s.opts.Groups != nil {
+		max := int(req.GetMax())
+		if max <= 0 {
+			max = 32
+		}
+		return inGroups(ctx, s, req, adminv1.AdminService_ListDeadLetters_FullMethodName, deadLettersAt, mergeDeadLetters(max))
+	}
+	return deadLettersAt(ctx, s.b, req)
+}
+
+// deadLettersAt is ListDeadLetters at broker b.
+func deadLettersAt(ctx context.Context, b Broker, req *adminv1.ListDeadLettersRequest) (*adminv1.ListDeadLettersResponse, error) {
+	group := req.GetGroup()
+	page, err := b.DeadLetters(ctx, group, int(req.GetMax()))
 	if err != nil {
 		return nil, toStatus(err, "consumer group", group)
 	}
@@ -39,11 +53,69 @@ func (s *Service) ListDeadLetters(ctx context.Context, req *adminv1.ListDeadLett
 // failed send after sending some answers with those: they are stored and
 // marked redriven, and the next call meets the failure again first.
 func (s *Service) RedriveDeadLetters(ctx context.Context, req *adminv1.RedriveDeadLettersRequest) (*adminv1.RedriveDeadLettersResponse, error) {
-	group, err := deadLetterArgs(req.GetGroup(), req.GetMax())
-	if err != nil {
+	if _, err := deadLetterArgs(req.GetGroup(), req.GetMax()); err != nil {
 		return nil, err
 	}
-	res, err := s.b.RedriveDeadLetters(ctx, group, int(req.GetMax()))
+	if s.opts.Groups != nil {
+		return s.redriveInGroups(ctx, req)
+	}
+	return redriveAt(ctx, s.b, req)
+}
+
+// redriveInGroups redrives each data group's dead letters (each group
+// dead-letters into a queue of its own), one group after the other, until
+// max are sent back.
+func (s *Service) redriveInGroups(ctx context.Context, req *adminv1.RedriveDeadLettersRequest) (*adminv1.RedriveDeadLettersResponse, error) {
+	left := int(req.GetMax())
+	if left <= 0 {
+		left = 32
+	}
+	out := &adminv1.RedriveDeadLettersResponse{}
+	add := func(r *adminv1.RedriveDeadLettersResponse) {
+		out.Pending += r.GetPending()
+		out.Redriven = append(out.Redriven, r.GetRedriven()...)
+		left -= len(r.GetRedriven())
+	}
+	for _, b := range s.opts.Groups.Local() {
+		if left <= 0 {
+			// Asked for nothing more: the pending count of the rest.
+			r, err := deadLettersAt(ctx, b, &adminv1.ListDeadLettersRequest{Group: req.GetGroup(), Max: 1})
+			if err != nil {
+				return nil, err
+			}
+			out.Pending += r.GetPending()
+			continue
+		}
+		r, err := redriveAt(ctx, b, &adminv1.RedriveDeadLettersRequest{Group: req.GetGroup(), Max: int32(left)})
+		if err != nil {
+			return nil, err
+		}
+		add(r)
+	}
+	for _, conn := range s.opts.Groups.Remote(ctx) {
+		if left <= 0 {
+			r := new(adminv1.ListDeadLettersResponse)
+			if err := conn.Invoke(forwarding.Context(ctx), adminv1.AdminService_ListDeadLetters_FullMethodName,
+				&adminv1.ListDeadLettersRequest{Group: req.GetGroup(), Max: 1}, r); err != nil {
+				return nil, forwardedStatus(err)
+			}
+			out.Pending += r.GetPending()
+			continue
+		}
+		rr := new(adminv1.RedriveDeadLettersResponse)
+		if err := conn.Invoke(forwarding.Context(ctx), adminv1.AdminService_RedriveDeadLetters_FullMethodName,
+			&adminv1.RedriveDeadLettersRequest{Group: req.GetGroup(), Max: int32(left)}, rr); err != nil {
+			return nil, forwardedStatus(err)
+		}
+		add(rr)
+	}
+	return out, nil
+}
+
+// redriveAt is RedriveDeadLetters at broker b.
+func redriveAt(ctx context.Context, b Broker, req *adminv1.RedriveDeadLettersRequest) (*adminv1.RedriveDeadLettersResponse, error) {
+	group := req.GetGroup()
+	res, err := b.RedriveDeadLetters(ctx, group, int(req.GetMax()))
 	if err != nil && len(res.Redriven) == 0 {
 		return nil, toStatus(err, "consumer group", group)
 	}

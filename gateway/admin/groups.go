@@ -24,13 +24,13 @@ import (
 // merged; a browse goes to the group holding its queue.
 type Groups interface {
 	// Local is the brokers of the groups this member serves.
-	Local() []Inspector
+	Local() []Broker
 	// Remote is a connection to each other member leading groups this
 	// member does not serve (none for a forwarded call: forwarding).
 	Remote(ctx context.Context) []grpc.ClientConnInterface
 	// Queue is where queue q of topic is served: a broker here, or a
 	// connection to the member leading its group.
-	Queue(ctx context.Context, topic string, q int32) (Inspector, grpc.ClientConnInterface, error)
+	Queue(ctx context.Context, topic string, q int32) (Broker, grpc.ClientConnInterface, error)
 }
 
 // lookupInGroups is LookupMessage over data groups: every group's
@@ -86,7 +86,7 @@ func forwardedStatus(err error) error {
 // member serves (local) and at each other member leading groups
 // (forwarded as it came), merged by merge.
 func inGroups[Req, Resp proto.Message](ctx context.Context, s *Service, req Req, method string,
-	local func(context.Context, Inspector, Req) (Resp, error), merge func([]Resp) Resp) (Resp, error) {
+	local func(context.Context, Broker, Req) (Resp, error), merge func([]Resp) Resp) (Resp, error) {
 	var parts []Resp
 	var zero Resp
 	for _, b := range s.opts.Groups.Local() {
@@ -202,4 +202,45 @@ func sortedValues[V any](m map[int32]V, id func(V) int32) []V {
 	}
 	slices.SortFunc(out, func(a, b V) int { return int(id(a)) - int(id(b)) })
 	return out
+}
+
+// mergeResets joins each group's moved queues, in queue order.
+func mergeResets(parts []*adminv1.ResetOffsetResponse) *adminv1.ResetOffsetResponse {
+	out := &adminv1.ResetOffsetResponse{}
+	for _, p := range parts {
+		out.Queues = append(out.Queues, p.GetQueues()...)
+	}
+	slices.SortFunc(out.Queues, func(a, b *adminv1.QueueReset) int { return int(a.GetQueueId()) - int(b.GetQueueId()) })
+	return out
+}
+
+// mergeDeadLetters joins each group's pending dead letters (each group
+// dead-letters into a queue of its own), oldest first, at most max.
+func mergeDeadLetters(max int) func([]*adminv1.ListDeadLettersResponse) *adminv1.ListDeadLettersResponse {
+	return func(parts []*adminv1.ListDeadLettersResponse) *adminv1.ListDeadLettersResponse {
+		out := &adminv1.ListDeadLettersResponse{Topic: parts[0].GetTopic()}
+		for _, p := range parts {
+			out.Pending += p.GetPending()
+			out.Messages = append(out.Messages, p.GetMessages()...)
+		}
+		slices.SortStableFunc(out.Messages, func(a, b *adminv1.StoredMessage) int {
+			return a.GetStoreTime().AsTime().Compare(b.GetStoreTime().AsTime())
+		})
+		if len(out.Messages) > max {
+			out.Messages = out.Messages[:max]
+		}
+		return out
+	}
+}
+
+// forwardTo calls method on the member behind conn with req as it came.
+func forwardTo[Resp any, PResp interface {
+	*Resp
+	proto.Message
+}](ctx context.Context, conn grpc.ClientConnInterface, method string, req proto.Message) (PResp, error) {
+	resp := PResp(new(Resp))
+	if err := conn.Invoke(forwarding.Context(ctx), method, req, resp); err != nil {
+		return nil, forwardedStatus(err)
+	}
+	return resp, nil
 }

@@ -33,7 +33,7 @@ func (s *Service) DescribeTopic(ctx context.Context, req *adminv1.DescribeTopicR
 }
 
 // describeTopicAt is DescribeTopic at broker b.
-func (s *Service) describeTopicAt(ctx context.Context, b Inspector, req *adminv1.DescribeTopicRequest) (*adminv1.DescribeTopicResponse, error) {
+func (s *Service) describeTopicAt(ctx context.Context, b Broker, req *adminv1.DescribeTopicRequest) (*adminv1.DescribeTopicResponse, error) {
 	d, err := b.DescribeTopic(ctx, req.GetName())
 	if err != nil {
 		return nil, toStatus(err, "topic", req.GetName())
@@ -64,7 +64,7 @@ func (s *Service) DescribeGroup(ctx context.Context, req *adminv1.DescribeGroupR
 }
 
 // describeGroupAt is DescribeGroup at broker b.
-func (s *Service) describeGroupAt(ctx context.Context, b Inspector, req *adminv1.DescribeGroupRequest) (*adminv1.DescribeGroupResponse, error) {
+func (s *Service) describeGroupAt(ctx context.Context, b Broker, req *adminv1.DescribeGroupRequest) (*adminv1.DescribeGroupResponse, error) {
 	d, err := b.DescribeGroup(ctx, req.GetName())
 	if err != nil {
 		return nil, toStatus(err, "consumer group", req.GetName())

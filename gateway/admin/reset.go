@@ -57,7 +57,29 @@ func (s *Service) ResetOffset(ctx context.Context, req *adminv1.ResetOffsetReque
 		return nil, status.Errorf(codes.InvalidArgument, "consumer group %q in topic %q: where to reset is required: a time, a position (%s or %s), or an offset with queue_id",
 			group, topic, adminv1.ResetPosition_RESET_POSITION_EARLIEST, adminv1.ResetPosition_RESET_POSITION_LATEST)
 	}
-	moved, err := s.b.ResetOffset(ctx, r)
+	if s.opts.Groups != nil {
+		if req.QueueId != nil {
+			b, conn, err := s.opts.Groups.Queue(ctx, topic, req.GetQueueId())
+			if err != nil {
+				return nil, toStatus(err, "topic", topic)
+			}
+			if b == nil {
+				return forwardTo[adminv1.ResetOffsetResponse](ctx, conn, adminv1.AdminService_ResetOffset_FullMethodName, req)
+			}
+			return resetAt(ctx, b, r)
+		}
+		return inGroups(ctx, s, req, adminv1.AdminService_ResetOffset_FullMethodName,
+			func(ctx context.Context, b Broker, _ *adminv1.ResetOffsetRequest) (*adminv1.ResetOffsetResponse, error) {
+				return resetAt(ctx, b, r)
+			}, mergeResets)
+	}
+	return resetAt(ctx, s.b, r)
+}
+
+// resetAt is ResetOffset at broker b.
+func resetAt(ctx context.Context, b Broker, r broker.ResetOffsetRequest) (*adminv1.ResetOffsetResponse, error) {
+	group, topic := r.Group, r.Topic
+	moved, err := b.ResetOffset(ctx, r)
 	if err != nil {
 		// Name what the error is about: the topic when it is the one
 		// missing, else the group (whose position it is).

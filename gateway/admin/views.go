@@ -13,7 +13,6 @@ import (
 
 	"github.com/mqgate/mqgate/broker"
 	"github.com/mqgate/mqgate/gateway/auth"
-	"github.com/mqgate/mqgate/gateway/forwarding"
 	adminv1 "github.com/mqgate/mqgate/gen/mqgate/admin/v1"
 )
 
@@ -43,18 +42,14 @@ func (s *Service) BrowseMessages(ctx context.Context, req *adminv1.BrowseMessage
 		}
 		br.Time = ts.AsTime()
 	}
-	var b Inspector = s.b
+	var b Broker = s.b
 	if s.opts.Groups != nil {
 		local, conn, err := s.opts.Groups.Queue(ctx, topic, req.GetQueueId())
 		if err != nil {
 			return nil, toStatus(err, "topic", topic)
 		}
 		if local == nil {
-			resp := new(adminv1.BrowseMessagesResponse)
-			if err := conn.Invoke(forwarding.Context(ctx), adminv1.AdminService_BrowseMessages_FullMethodName, req, resp); err != nil {
-				return nil, forwardedStatus(err)
-			}
-			return resp, nil
+			return forwardTo[adminv1.BrowseMessagesResponse](ctx, conn, adminv1.AdminService_BrowseMessages_FullMethodName, req)
 		}
 		b = local
 	}

@@ -19,14 +19,15 @@ import (
 
 // The admin API and the REST messaging API of a cluster of several data
 // groups: topics and consumer groups are the catalog's, served by every
-// member; the REST messaging calls are routed over the groups
-// (restGroups); what reads or moves stored messages through the admin
-// API is served with one data group only, and answers so.
+// member; the REST messaging calls (restGroups) and what the admin API
+// reads or moves of stored messages (adminGroups) are routed over the
+// groups, to their brokers here or to the members leading them.
 
-// oneGroupOnly is the refusal of what a cluster of several data groups
-// does not serve.
-func oneGroupOnly(what string) error {
-	return mqerr.Errorf(mqerr.KindUnsupported, "%s is served with one data group only; this cluster spreads its queues over several (--data-groups): use a RocketMQ 5 (gRPC) client", what)
+// routedByGroups answers a call that reached the catalog's facade
+// instead of a group's broker (a wiring mistake: the services route
+// those calls over the groups).
+func routedByGroups(what string) error {
+	return mqerr.Errorf(mqerr.KindInternal, "%s with data groups goes to the groups' brokers", what)
 }
 
 // groupsAdmin is admin.Broker over the catalog and the data groups.
@@ -67,35 +68,35 @@ func (a groupsAdmin) DeleteGroup(ctx context.Context, name string) error {
 }
 
 func (a groupsAdmin) ResetOffset(context.Context, broker.ResetOffsetRequest) ([]broker.QueueReset, error) {
-	return nil, oneGroupOnly("resetting offsets through the admin API")
+	return nil, routedByGroups("resetting offsets through the admin API")
 }
 
 func (a groupsAdmin) DeadLetters(context.Context, string, int) (broker.DeadLetterPage, error) {
-	return broker.DeadLetterPage{}, oneGroupOnly("listing dead letters")
+	return broker.DeadLetterPage{}, routedByGroups("listing dead letters")
 }
 
 func (a groupsAdmin) RedriveDeadLetters(context.Context, string, int) (broker.RedriveResult, error) {
-	return broker.RedriveResult{}, oneGroupOnly("redriving dead letters")
+	return broker.RedriveResult{}, routedByGroups("redriving dead letters")
 }
 
 func (a groupsAdmin) DescribeTopic(context.Context, string) (broker.TopicDescription, error) {
-	return broker.TopicDescription{}, oneGroupOnly("describing a topic")
+	return broker.TopicDescription{}, routedByGroups("describing a topic")
 }
 
 func (a groupsAdmin) DescribeGroup(context.Context, string) (broker.GroupDescription, error) {
-	return broker.GroupDescription{}, oneGroupOnly("describing a group")
+	return broker.GroupDescription{}, routedByGroups("describing a group")
 }
 
 func (a groupsAdmin) LookupMessage(context.Context, broker.LookupRequest) ([]broker.FoundMessage, error) {
-	return nil, oneGroupOnly("looking a message up")
+	return nil, routedByGroups("looking a message up")
 }
 
 func (a groupsAdmin) BrowseQueue(context.Context, broker.BrowseRequest) (broker.BrowsePage, error) {
-	return broker.BrowsePage{}, oneGroupOnly("browsing a queue")
+	return broker.BrowsePage{}, routedByGroups("browsing a queue")
 }
 
 func (a groupsAdmin) OldestInFlight(context.Context, string, string) (broker.InFlightMessage, bool, error) {
-	return broker.InFlightMessage{}, false, oneGroupOnly("the oldest message in flight")
+	return broker.InFlightMessage{}, false, routedByGroups("the oldest message in flight")
 }
 
 // TopicTraffic sums what every data group's broker counted here.
@@ -164,8 +165,8 @@ func (r groupsREST) GetGroup(ctx context.Context, name string) (model.Group, err
 }
 
 // errRoutedByGroups answers a messaging call that reached groupsREST
-// instead of a group's broker (a wiring mistake).
-var errRoutedByGroups = mqerr.Errorf(mqerr.KindInternal, "REST messaging with data groups goes to the groups' brokers")
+// instead of a group's broker.
+var errRoutedByGroups = routedByGroups("REST messaging")
 
 func (r groupsREST) Send(context.Context, string, []*model.Message, model.Producer) ([]model.SendResult, error) {
 	return nil, errRoutedByGroups
@@ -288,8 +289,8 @@ type adminGroups struct{ v *groupsView }
 
 var _ admin.Groups = adminGroups{}
 
-func (a adminGroups) Local() []admin.Inspector {
-	var out []admin.Inspector
+func (a adminGroups) Local() []admin.Broker {
+	var out []admin.Broker
 	for _, dg := range a.v.n.groups {
 		if dg.serving.Load() {
 			out = append(out, dg.broker)
@@ -321,7 +322,7 @@ func (a adminGroups) Remote(ctx context.Context) []grpc.ClientConnInterface {
 	return out
 }
 
-func (a adminGroups) Queue(ctx context.Context, topic string, q int32) (admin.Inspector, grpc.ClientConnInterface, error) {
+func (a adminGroups) Queue(ctx context.Context, topic string, q int32) (admin.Broker, grpc.ClientConnInterface, error) {
 	t, err := a.v.n.catalog.GetTopic(ctx, topic)
 	if err != nil {
 		return nil, nil, err

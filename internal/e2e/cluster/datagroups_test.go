@@ -448,18 +448,11 @@ func TestClusterDataGroupsCLI(t *testing.T) {
 	got := map[string]bool{}
 	deadline := time.Now().Add(60 * time.Second)
 	for len(got) < len(sent) && time.Now().Before(deadline) {
-		out := e2eutil.CLI(t, g.members[1].grpc, "receive", "--group", cg, "--topic", topic, "--max", "32", "--wait", "1s")
-		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-			var m struct {
-				Body string `json:"body"`
+		for _, body := range cliReceive(t, g.members[1], cg, topic) {
+			if got[body] {
+				t.Fatalf("%q received twice (its ack through member 2 did not reach its group)", body)
 			}
-			if line == "" || json.Unmarshal([]byte(line), &m) != nil {
-				continue
-			}
-			if got[m.Body] {
-				t.Fatalf("%q received twice (its ack through member 2 did not reach its group)", m.Body)
-			}
-			got[m.Body] = true
+			got[body] = true
 		}
 	}
 	for body := range sent {
@@ -490,9 +483,39 @@ func TestClusterDataGroupsCLI(t *testing.T) {
 		if err != nil || len(gd.GetTopics()) != 1 || gd.GetTopics()[0].GetBacklog() != 0 {
 			t.Fatalf("the group described through member 3: %v (%v)", gd, err)
 		}
+		// Reset to the earliest through member 3: every group's queues
+		// move, and the messages come back through member 1.
+		e2eutil.CLI(t, g.members[2].grpc, "group", "reset-offset", cg, "--topic", topic, "--to", "earliest")
+		again := map[string]bool{}
+		deadline := time.Now().Add(60 * time.Second)
+		for len(again) < len(sent) && time.Now().Before(deadline) {
+			for _, body := range cliReceive(t, g.members[0], cg, topic) {
+				again[body] = true
+			}
+		}
+		if len(again) != len(sent) {
+			t.Fatalf("after a reset to the earliest through member 3, %d of %d messages came back", len(again), len(sent))
+		}
 		return
 	}
 	t.Fatalf("the topic described through member 3 has no progress of group %s", cg)
+}
+
+// cliReceive receives (and acknowledges) once with `mqgate receive`
+// through m, and returns the bodies.
+func cliReceive(t *testing.T, m *member, cg, topic string) []string {
+	t.Helper()
+	out := e2eutil.CLI(t, m.grpc, "receive", "--group", cg, "--topic", topic, "--max", "32", "--wait", "1s")
+	var bodies []string
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		var r struct {
+			Body string `json:"body"`
+		}
+		if json.Unmarshal([]byte(line), &r) == nil && r.Body != "" {
+			bodies = append(bodies, r.Body)
+		}
+	}
+	return bodies
 }
 
 // fnvHash is the 32-bit FNV-1a of s.
@@ -588,5 +611,86 @@ func TestClusterDataGroupsREST(t *testing.T) {
 	}
 	if again := items(post(g.members[1], "/v1/groups/"+cg+"/topics/"+topic+":receive", `{"waitDuration":"1s"}`), "messages"); len(again) > 0 {
 		t.Fatalf("after every message was acknowledged a receive got %v", again)
+	}
+}
+
+// TestClusterDataGroupsDeadLetters: with data groups each group
+// dead-letters into a queue of its own; the admin API lists a consumer
+// group's dead letters of every group through any member, describes
+// them, and redrives them all, at most as many as asked per call.
+func TestClusterDataGroupsDeadLetters(t *testing.T) {
+	e2eutil.Begin(t)
+	const groups = 3
+	g := newGroup(t, "--data-groups", strconv.Itoa(groups), "--remoting-addr", "")
+	g.balanced(groups, 60*time.Second)
+	topic, cg := e2eutil.Uniq("dgdlq"), e2eutil.Uniq("dgdlqc")
+	e2eutil.CLI(t, g.members[0].grpc, "topic", "create", topic, "--queues", "6")
+	e2eutil.CLI(t, g.members[0].grpc, "group", "create", cg)
+	pr := e2eutil.StartProducer(t, config(g, ""), rmq.WithTopics(topic))
+	const n = 12
+	for i := range n {
+		sendOK(t, pr, &rmq.Message{Topic: topic, Body: []byte(fmt.Sprintf("dlq-%d", i))}, 30*time.Second)
+	}
+
+	// Received through member 1 without acking, every message is sent to
+	// the dead-letter queue through member 1 (each forwarded to its
+	// group's leader).
+	a := g.acker()
+	dead := 0
+	deadline := time.Now().Add(60 * time.Second)
+	for dead < n && time.Now().Before(deadline) {
+		out := e2eutil.CLI(t, g.members[0].grpc, "receive", "--group", cg, "--topic", topic, "--max", "32", "--wait", "1s", "--no-ack")
+		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+			var m struct {
+				ID     string `json:"message_id"`
+				Handle string `json:"receipt_handle"`
+			}
+			if json.Unmarshal([]byte(line), &m) != nil || m.Handle == "" {
+				continue
+			}
+			ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), "x-mq-client-id", a.id), 10*time.Second)
+			resp, err := a.conns[0].ForwardMessageToDeadLetterQueue(ctx, &pb.ForwardMessageToDeadLetterQueueRequest{
+				Group: &pb.Resource{Name: cg}, Topic: &pb.Resource{Name: topic}, ReceiptHandle: m.Handle, MessageId: m.ID,
+				DeliveryAttempt: 1, MaxDeliveryAttempts: 16})
+			cancel()
+			if err != nil || resp.GetStatus().GetCode() != pb.Code_OK {
+				t.Fatalf("dead-lettering %s through member 1: %v %v", m.ID, resp.GetStatus(), err)
+			}
+			dead++
+		}
+	}
+	if dead != n {
+		t.Fatalf("%d of %d messages dead-lettered", dead, n)
+	}
+
+	conn, err := grpc.NewClient(g.members[2].grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	adm := adminv1.NewAdminServiceClient(conn)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var page *adminv1.ListDeadLettersResponse
+	if !waitFor(20*time.Second, func() bool {
+		page, err = adm.ListDeadLetters(ctx, &adminv1.ListDeadLettersRequest{Group: cg, Max: 32})
+		return err == nil && page.GetPending() == n
+	}) {
+		t.Fatalf("dead letters listed through member 3: %v (%v), want %d pending", page, err, n)
+	}
+	if len(page.GetMessages()) != n {
+		t.Fatalf("dead letters listed through member 3: %d messages, want %d", len(page.GetMessages()), n)
+	}
+	gd, err := adm.DescribeGroup(ctx, &adminv1.DescribeGroupRequest{Name: cg})
+	if err != nil || gd.GetDeadLetterQueue().GetMessages() != n {
+		t.Fatalf("the group described through member 3: %v (%v), want %d dead letters", gd.GetDeadLetterQueue(), err, n)
+	}
+	first, err := adm.RedriveDeadLetters(ctx, &adminv1.RedriveDeadLettersRequest{Group: cg, Max: 5})
+	if err != nil || len(first.GetRedriven()) != 5 || first.GetPending() != n-5 {
+		t.Fatalf("a redrive of 5 through member 3: %d redriven, %d pending (%v)", len(first.GetRedriven()), first.GetPending(), err)
+	}
+	rest, err := adm.RedriveDeadLetters(ctx, &adminv1.RedriveDeadLettersRequest{Group: cg, Max: 32})
+	if err != nil || len(rest.GetRedriven()) != n-5 || rest.GetPending() != 0 {
+		t.Fatalf("the redrive of the rest through member 3: %d redriven, %d pending (%v)", len(rest.GetRedriven()), rest.GetPending(), err)
 	}
 }
