@@ -170,6 +170,9 @@ func (s *MessagingService) pollWait(ctx context.Context, clientID string, reques
 	if s.gate.IsDraining() {
 		return 0
 	}
+	if forwarded(ctx) && requested != nil && requested.AsDuration() == 0 {
+		return 0 // another member's look for messages (receiveNow), not a client's long poll
+	}
 	rt, lpt := s.settingsOf(clientID)
 	deadline, hasDeadline := ctx.Deadline()
 	return pollTime(time.Until(deadline), hasDeadline, requested, lpt, rt)

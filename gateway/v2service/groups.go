@@ -14,6 +14,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/mqgate/mqgate/broker"
 	"github.com/mqgate/mqgate/broker/model"
@@ -603,8 +605,8 @@ func (s *MessagingService) anyGroupTargets(ctx context.Context, topic string) []
 }
 
 // probeWait bounds how long a member asked for messages without waiting
-// (receiveNow) may take: it answers within its poll reserve of the
-// deadline this leaves it.
+// (receiveNow) may take to answer: it does not park (pollWait), so only
+// a slow or unreachable member uses it up.
 const probeWait = PollReserve + 100*time.Millisecond
 
 // receiveNow asks t for messages without waiting: done reports that it
@@ -624,8 +626,10 @@ func (s *MessagingService) receiveNow(ctx context.Context, req *v2.ReceiveMessag
 	}
 	pctx, cancel := context.WithTimeout(ctx, probeWait)
 	defer cancel()
+	probe := proto.Clone(req).(*v2.ReceiveMessageRequest)
+	probe.LongPollingTimeout = durationpb.New(0) // answered at once (pollWait)
 	var frames []*v2.ReceiveMessageResponse
-	err := forwardStream[v2.ReceiveMessageResponse](pctx, t, v2.MessagingService_ReceiveMessage_FullMethodName, req,
+	err := forwardStream[v2.ReceiveMessageResponse](pctx, t, v2.MessagingService_ReceiveMessage_FullMethodName, probe,
 		func(m *v2.ReceiveMessageResponse) error { frames = append(frames, m); return nil },
 		func(err error) error { return err })
 	if err != nil || len(frames) == 0 || frames[0].GetStatus().GetCode() != v2.Code_OK {
