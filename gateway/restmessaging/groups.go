@@ -75,6 +75,9 @@ func (s *Service) receiveFromGroups(ctx context.Context, req *restv1.ReceiveMess
 		now.Wait = 0
 		for _, t := range targets {
 			resp, err := s.receiveAt(ctx, req, t, now)
+			if err != nil && t.B == nil {
+				continue // a member that cannot answer now: the others may have messages
+			}
 			if err != nil || len(resp.GetMessages()) > 0 {
 				return resp, err
 			}
