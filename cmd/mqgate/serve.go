@@ -9,12 +9,14 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"runtime/pprof"
 	"syscall"
 	"time"
 
 	"github.com/mqgate/mqgate/gateway/node"
 	"github.com/mqgate/mqgate/internal/buildinfo"
+	"github.com/mqgate/mqgate/internal/memlimit"
 	"github.com/mqgate/mqgate/internal/telemetry"
 )
 
@@ -46,6 +48,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	build := buildinfo.Read(version)
 	log.Info("mqgate starting", "version", build.Version, "revision", build.Revision, "dirty", build.Dirty, "go", build.GoVersion)
+	if soft, from := memlimit.Default(os.Getenv, os.DirFS("/")); soft > 0 {
+		debug.SetMemoryLimit(soft)
+		log.Info("Go's soft memory limit set (GOMEMLIMIT sets another)", "limit_bytes", soft, "from", from)
+	}
 	for _, w := range warnings {
 		log.Warn(w)
 	}
