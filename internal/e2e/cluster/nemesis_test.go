@@ -82,6 +82,20 @@ type nemesisConfig struct {
 	groups                       int // data groups
 }
 
+// setGroupsDrain makes the drain of a run over several data groups last
+// past the producers' first settings sync, unless MQGATE_NEMESIS_DRAIN
+// says otherwise. The official Go client opens a Telemetry stream only
+// when it first routes to a broker and at its settings sync, every 5
+// minutes from its start; a stream that ends (its member killed, or its
+// channel steered onto a group's leader) stays closed until then, and
+// transaction checks cannot reach the producer meanwhile. Steering
+// happens in every run with data groups.
+func (c *nemesisConfig) setGroupsDrain() {
+	if c.groups > 1 && os.Getenv(envDrain) == "" {
+		c.drain = 6 * time.Minute
+	}
+}
+
 func readNemesisConfig(t *testing.T) nemesisConfig {
 	t.Helper()
 	c := nemesisConfig{seed: rand.Uint64() % 1_000_000_000, duration: 40 * time.Second, skew: 500 * time.Millisecond,
@@ -108,6 +122,7 @@ func readNemesisConfig(t *testing.T) nemesisConfig {
 			t.Fatalf("%s=%q: want a number of data groups", envGroups, s)
 		}
 		c.groups = n
+		c.setGroupsDrain()
 	}
 	if s := os.Getenv(envFaults); s != "" {
 		k, err := nemesis.ParseKinds(s)
@@ -177,16 +192,7 @@ func TestNemesisDataGroups(t *testing.T) {
 	cfg := readNemesisConfig(t)
 	if os.Getenv(envGroups) == "" {
 		cfg.groups = 3
-	}
-	if os.Getenv(envDrain) == "" {
-		// The official Go client opens a Telemetry stream only when it
-		// first routes to a broker and at its settings sync, every 5
-		// minutes from its start; a stream that ends (its member killed,
-		// or its channel steered onto a group's leader) stays closed
-		// until then, and transaction checks cannot reach the producer
-		// meanwhile. Steering happens in every run with data groups, so
-		// the drain lasts until past the producers' first sync.
-		cfg.drain = 6 * time.Minute
+		cfg.setGroupsDrain()
 	}
 	runNemesis(t, cfg)
 }
