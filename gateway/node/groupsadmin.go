@@ -218,27 +218,17 @@ func (r restGroups) Receive(ctx context.Context, topic string) ([]restmessaging.
 		return nil, err
 	}
 	n, lite := len(r.v.n.groups), t.Type == model.TopicLite
-	var local, remote []restmessaging.Target
-	members := map[uint64]bool{}
-	self := uint64(r.v.n.cfg.NodeID)
+	holds := func(g int) bool { return (placement.Of{Group: g, Groups: n}).Count(t.Name, lite, t.Queues) > 0 }
+	var out []restmessaging.Target
 	for _, dg := range r.v.n.groups {
-		if (placement.Of{Group: dg.id, Groups: n}).Count(t.Name, lite, t.Queues) == 0 {
-			continue
-		}
-		if dg.serving.Load() {
-			local = append(local, restmessaging.Target{B: dg.broker})
-			continue
-		}
-		lead := dg.raft.Leader()
-		if forwarding.Forwarded(ctx) || lead == 0 || lead == self || members[lead] {
-			continue
-		}
-		if tg, err := r.target(ctx, dg.id); err == nil && tg.B == nil {
-			members[lead] = true
-			remote = append(remote, tg)
+		if dg.serving.Load() && holds(dg.id) {
+			out = append(out, restmessaging.Target{B: dg.broker})
 		}
 	}
-	return append(local, remote...), nil
+	for _, l := range r.v.leadersElsewhere(ctx, holds) {
+		out = append(out, restmessaging.Target{Conn: l.conn, Member: l.id})
+	}
+	return out, nil
 }
 
 func (r restGroups) Handle(ctx context.Context, topic, h string) (restmessaging.Target, error) {
@@ -283,7 +273,38 @@ func (v *groupsView) route(ctx context.Context, g int) (b *broker.Broker, conn g
 	return nil, conn, lead.ID, nil
 }
 
-// adminGroups routes the admin API's message lookups and browsing over
+// leader is a member leading data groups, and a connection to it.
+type leader struct {
+	id   uint64
+	conn grpc.ClientConnInterface
+}
+
+// leadersElsewhere is, once each, the other members leading groups that
+// holds keeps and this member does not serve: where a call that asks
+// every group goes besides this member's brokers. A group without a known
+// leader is left out (an election is under way); a forwarded call asks
+// no one (it is answered from this member's groups only).
+func (v *groupsView) leadersElsewhere(ctx context.Context, holds func(g int) bool) []leader {
+	if forwarding.Forwarded(ctx) {
+		return nil
+	}
+	self := uint64(v.n.cfg.NodeID)
+	asked := map[uint64]bool{}
+	var out []leader
+	for _, dg := range v.n.groups {
+		lead := dg.raft.Leader()
+		if dg.serving.Load() || !holds(dg.id) || lead == 0 || lead == self || asked[lead] {
+			continue
+		}
+		if _, conn, m, err := v.route(ctx, dg.id); err == nil && conn != nil {
+			asked[m] = true
+			out = append(out, leader{id: m, conn: conn})
+		}
+	}
+	return out
+}
+
+// adminGroups routes what the admin API reads or moves of stored messages over
 // the data groups (admin.Groups).
 type adminGroups struct{ v *groupsView }
 
@@ -303,21 +324,9 @@ func (a adminGroups) Local() []admin.Broker {
 // does not serve; a group without a known leader is left out (an
 // election is under way).
 func (a adminGroups) Remote(ctx context.Context) []grpc.ClientConnInterface {
-	if forwarding.Forwarded(ctx) {
-		return nil
-	}
-	self := uint64(a.v.n.cfg.NodeID)
-	asked := map[uint64]bool{}
 	var out []grpc.ClientConnInterface
-	for _, dg := range a.v.n.groups {
-		lead := dg.raft.Leader()
-		if dg.serving.Load() || lead == 0 || lead == self || asked[lead] {
-			continue
-		}
-		if _, conn, m, err := a.v.route(ctx, dg.id); err == nil && conn != nil {
-			asked[m] = true
-			out = append(out, conn)
-		}
+	for _, l := range a.v.leadersElsewhere(ctx, func(int) bool { return true }) {
+		out = append(out, l.conn)
 	}
 	return out
 }
