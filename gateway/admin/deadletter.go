@@ -10,7 +10,6 @@ import (
 
 	"github.com/mqgate/mqgate/broker"
 	"github.com/mqgate/mqgate/gateway/auth"
-	"github.com/mqgate/mqgate/gateway/forwarding"
 	adminv1 "github.com/mqgate/mqgate/gen/mqgate/admin/v1"
 )
 
@@ -64,50 +63,57 @@ func (s *Service) RedriveDeadLetters(ctx context.Context, req *adminv1.RedriveDe
 
 // redriveInGroups redrives each data group's dead letters (each group
 // dead-letters into a queue of its own), one group after the other, until
-// max are sent back.
+// max are sent back; the groups not asked count in what is pending.
 func (s *Service) redriveInGroups(ctx context.Context, req *adminv1.RedriveDeadLettersRequest) (*adminv1.RedriveDeadLettersResponse, error) {
-	left := int(req.GetMax())
+	left := int32(req.GetMax())
 	if left <= 0 {
 		left = 32
 	}
-	out := &adminv1.RedriveDeadLettersResponse{}
-	add := func(r *adminv1.RedriveDeadLettersResponse) {
-		out.Pending += r.GetPending()
-		out.Redriven = append(out.Redriven, r.GetRedriven()...)
-		left -= len(r.GetRedriven())
+	// Each group's part: at a broker this member serves, or forwarded.
+	type part struct {
+		redrive func(max int32) (*adminv1.RedriveDeadLettersResponse, error)
+		list    func() (*adminv1.ListDeadLettersResponse, error)
 	}
+	var parts []part
 	for _, b := range s.opts.Groups.Local() {
-		if left <= 0 {
-			// Asked for nothing more: the pending count of the rest.
-			r, err := deadLettersAt(ctx, b, &adminv1.ListDeadLettersRequest{Group: req.GetGroup(), Max: 1})
+		parts = append(parts, part{
+			redrive: func(max int32) (*adminv1.RedriveDeadLettersResponse, error) {
+				return redriveAt(ctx, b, &adminv1.RedriveDeadLettersRequest{Group: req.GetGroup(), Max: max})
+			},
+			list: func() (*adminv1.ListDeadLettersResponse, error) {
+				return deadLettersAt(ctx, b, &adminv1.ListDeadLettersRequest{Group: req.GetGroup(), Max: 1})
+			},
+		})
+	}
+	for _, conn := range s.opts.Groups.Remote(ctx) {
+		parts = append(parts, part{
+			redrive: func(max int32) (*adminv1.RedriveDeadLettersResponse, error) {
+				return forwardTo[adminv1.RedriveDeadLettersResponse](ctx, conn, adminv1.AdminService_RedriveDeadLetters_FullMethodName,
+					&adminv1.RedriveDeadLettersRequest{Group: req.GetGroup(), Max: max})
+			},
+			list: func() (*adminv1.ListDeadLettersResponse, error) {
+				return forwardTo[adminv1.ListDeadLettersResponse](ctx, conn, adminv1.AdminService_ListDeadLetters_FullMethodName,
+					&adminv1.ListDeadLettersRequest{Group: req.GetGroup(), Max: 1})
+			},
+		})
+	}
+	out := &adminv1.RedriveDeadLettersResponse{}
+	for _, p := range parts {
+		if left <= 0 { // asked for nothing more: its pending count
+			r, err := p.list()
 			if err != nil {
 				return nil, err
 			}
 			out.Pending += r.GetPending()
 			continue
 		}
-		r, err := redriveAt(ctx, b, &adminv1.RedriveDeadLettersRequest{Group: req.GetGroup(), Max: int32(left)})
+		r, err := p.redrive(left)
 		if err != nil {
 			return nil, err
 		}
-		add(r)
-	}
-	for _, conn := range s.opts.Groups.Remote(ctx) {
-		if left <= 0 {
-			r := new(adminv1.ListDeadLettersResponse)
-			if err := conn.Invoke(forwarding.Context(ctx), adminv1.AdminService_ListDeadLetters_FullMethodName,
-				&adminv1.ListDeadLettersRequest{Group: req.GetGroup(), Max: 1}, r); err != nil {
-				return nil, forwardedStatus(err)
-			}
-			out.Pending += r.GetPending()
-			continue
-		}
-		rr := new(adminv1.RedriveDeadLettersResponse)
-		if err := conn.Invoke(forwarding.Context(ctx), adminv1.AdminService_RedriveDeadLetters_FullMethodName,
-			&adminv1.RedriveDeadLettersRequest{Group: req.GetGroup(), Max: int32(left)}, rr); err != nil {
-			return nil, forwardedStatus(err)
-		}
-		add(rr)
+		out.Pending += r.GetPending()
+		out.Redriven = append(out.Redriven, r.GetRedriven()...)
+		left -= int32(len(r.GetRedriven()))
 	}
 	return out, nil
 }

@@ -49,9 +49,9 @@ func (s *Service) lookupInGroups(ctx context.Context, req *adminv1.LookupMessage
 		}
 	}
 	for _, conn := range s.opts.Groups.Remote(ctx) {
-		resp := new(adminv1.LookupMessageResponse)
-		if err := conn.Invoke(forwarding.Context(ctx), adminv1.AdminService_LookupMessage_FullMethodName, req, resp); err != nil {
-			return nil, forwardedStatus(err)
+		resp, err := forwardTo[adminv1.LookupMessageResponse](ctx, conn, adminv1.AdminService_LookupMessage_FullMethodName, req)
+		if err != nil {
+			return nil, err
 		}
 		out.Messages = append(out.Messages, resp.GetMessages()...)
 	}
@@ -238,8 +238,8 @@ func forwardTo[Resp any, PResp interface {
 	*Resp
 	proto.Message
 }](ctx context.Context, conn grpc.ClientConnInterface, method string, req proto.Message) (PResp, error) {
-	resp := PResp(new(Resp))
-	if err := conn.Invoke(forwarding.Context(ctx), method, req, resp); err != nil {
+	resp, err := forwarding.Call[Resp, PResp](ctx, conn, method, req)
+	if err != nil {
 		return nil, forwardedStatus(err)
 	}
 	return resp, nil

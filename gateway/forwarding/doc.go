@@ -5,6 +5,6 @@
 // forwarded request from being forwarded again. The v2 service and the
 // REST messaging service forward with it.
 //
-// forwarding imports only grpc's metadata: it must not import broker/,
+// forwarding imports only grpc and protobuf: it must not import broker/,
 // storage/ or a listener package.
 package forwarding

@@ -4,7 +4,9 @@ import (
 	"context"
 	"strings"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
 )
 
 // Key marks a request one member forwarded to another.
@@ -29,4 +31,15 @@ func Context(ctx context.Context) context.Context {
 	}
 	out.Set(Key, "1")
 	return metadata.NewOutgoingContext(ctx, out)
+}
+
+// Call invokes method on the member behind conn with req as the caller
+// sent it, under Context(ctx), and returns the member's answer.
+func Call[Resp any, P interface {
+	*Resp
+	proto.Message
+}](ctx context.Context, conn grpc.ClientConnInterface, method string, req proto.Message) (P, error) {
+	resp := P(new(Resp))
+	err := conn.Invoke(Context(ctx), method, req, resp)
+	return resp, err
 }

@@ -46,17 +46,6 @@ type Target struct {
 	Member uint64
 }
 
-// forward calls method on t's member with req as it came, under the
-// caller's metadata and the forwarded mark.
-func forward[Resp any, PResp interface {
-	*Resp
-	proto.Message
-}](ctx context.Context, t Target, method string, req proto.Message) (PResp, error) {
-	resp := PResp(new(Resp))
-	err := t.Conn.Invoke(forwarding.Context(ctx), method, req, resp)
-	return resp, err
-}
-
 // receiveFromGroups is ReceiveMessages over data groups: a first pass
 // takes what any of the targets has without waiting; finding nothing, it
 // waits on the first (a group this member serves, when it serves one)
@@ -95,7 +84,7 @@ func (s *Service) receiveAt(ctx context.Context, req *restv1.ReceiveMessagesRequ
 	}
 	fr := proto.Clone(req).(*restv1.ReceiveMessagesRequest)
 	fr.WaitDuration = durationpb.New(rr.Wait)
-	resp, err := forward[restv1.ReceiveMessagesResponse](ctx, t, restv1.MessagingService_ReceiveMessages_FullMethodName, fr)
+	resp, err := forwarding.Call[restv1.ReceiveMessagesResponse](ctx, t.Conn, restv1.MessagingService_ReceiveMessages_FullMethodName, fr)
 	return resp, s.forwardError(ctx, err)
 }
 
@@ -148,7 +137,7 @@ func (s *Service) ackInGroups(ctx context.Context, req *restv1.AckMessagesReques
 			continue
 		}
 		fr := &restv1.AckMessagesRequest{Group: req.GetGroup(), Topic: req.GetTopic(), ReceiptHandles: hs}
-		resp, err := forward[restv1.AckMessagesResponse](ctx, b.t, restv1.MessagingService_AckMessages_FullMethodName, fr)
+		resp, err := forwarding.Call[restv1.AckMessagesResponse](ctx, b.t.Conn, restv1.MessagingService_AckMessages_FullMethodName, fr)
 		for j, i := range b.idx {
 			if err != nil || j >= len(resp.GetResults()) {
 				out[i] = s.forwardStatus(ctx, err)

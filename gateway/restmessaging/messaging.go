@@ -13,6 +13,7 @@ import (
 	"github.com/mqgate/mqgate/broker/model"
 	"github.com/mqgate/mqgate/broker/mqerr"
 	"github.com/mqgate/mqgate/gateway/auth"
+	"github.com/mqgate/mqgate/gateway/forwarding"
 	v2 "github.com/mqgate/mqgate/gen/apache/rocketmq/v2"
 	restv1 "github.com/mqgate/mqgate/gen/mqgate/rest/v1"
 )
@@ -46,7 +47,7 @@ func (s *Service) SendMessages(ctx context.Context, req *restv1.SendMessagesRequ
 			return nil, s.errorOf(ctx, err)
 		}
 		if t.B == nil {
-			resp, err := forward[restv1.SendMessagesResponse](ctx, t, restv1.MessagingService_SendMessages_FullMethodName, req)
+			resp, err := forwarding.Call[restv1.SendMessagesResponse](ctx, t.Conn, restv1.MessagingService_SendMessages_FullMethodName, req)
 			return resp, s.forwardError(ctx, err)
 		}
 		b = t.B
@@ -247,7 +248,7 @@ func (s *Service) ChangeInvisibleDuration(ctx context.Context, req *restv1.Chang
 			return nil, s.errorOf(ctx, err)
 		}
 		if t.B == nil {
-			resp, err := forward[restv1.ChangeInvisibleDurationResponse](ctx, t, restv1.MessagingService_ChangeInvisibleDuration_FullMethodName, req)
+			resp, err := forwarding.Call[restv1.ChangeInvisibleDurationResponse](ctx, t.Conn, restv1.MessagingService_ChangeInvisibleDuration_FullMethodName, req)
 			return resp, s.forwardError(ctx, err)
 		}
 		b = t.B
