@@ -20,6 +20,19 @@ type gateRaft struct {
 	proposed chan []byte
 }
 
+// openGated opens a replica attached to a gateRaft, closed when t ends.
+func openGated(t *testing.T) (*Replica, *gateRaft) {
+	t.Helper()
+	r, err := OpenReplica(t.TempDir(), replicaOpts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close(context.Background()) })
+	g := newGateRaft()
+	r.Attach(g)
+	return r, g
+}
+
 func newGateRaft() *gateRaft {
 	return &gateRaft{entered: make(chan struct{}, 16), open: make(chan struct{}), proposed: make(chan []byte, 16)}
 }
@@ -62,13 +75,7 @@ func appendAsync(r *Replica, wg *sync.WaitGroup, msgs ...*message.Message) *appe
 // one entry built when the loop takes the proposal; each gets the
 // receipts of its own messages.
 func TestAppendsWhileRaftIsBusyShareAnEntry(t *testing.T) {
-	r, err := OpenReplica(t.TempDir(), replicaOpts())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close(context.Background())
-	g := newGateRaft()
-	r.Attach(g)
+	r, g := openGated(t)
 	msgs := testMsgs(6)
 	var wg sync.WaitGroup
 	first := appendAsync(r, &wg, msgs[0])
@@ -120,13 +127,7 @@ func TestAppendsWhileRaftIsBusyShareAnEntry(t *testing.T) {
 // the appends whose shared entry was refused are proposed again alone,
 // so each gets the answer it would have had alone.
 func TestAppendRefusedWithOthersIsProposedAlone(t *testing.T) {
-	r, err := OpenReplica(t.TempDir(), replicaOpts())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close(context.Background())
-	g := newGateRaft()
-	r.Attach(g)
+	r, g := openGated(t)
 	msgs := testMsgs(2)
 	big := &message.Message{Topic: "t", Body: make([]byte, 9<<10)} // over MaxBodySize, within MaxRecordSize
 	var wg sync.WaitGroup
@@ -167,13 +168,7 @@ func TestAppendRefusedWithOthersIsProposedAlone(t *testing.T) {
 // An append still queued when its caller gives up is withdrawn: raft
 // never sees it, and the caller learns it was not proposed.
 func TestQueuedAppendWithdrawnWithItsContext(t *testing.T) {
-	r, err := OpenReplica(t.TempDir(), replicaOpts())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close(context.Background())
-	g := newGateRaft()
-	r.Attach(g)
+	r, g := openGated(t)
 	msgs := testMsgs(2)
 	var wg sync.WaitGroup
 	first := appendAsync(r, &wg, msgs[0])
