@@ -237,7 +237,7 @@ func (n *Node) installSnapshot(rd raft.Ready) error {
 	// The members' addresses as of the snapshot come before the WAL
 	// names it: once it does, the changes that carried them are no
 	// longer read from the log.
-	if err := n.book.restore(snap.GetData()); err != nil {
+	if err := n.bookSaved(n.book.restore(snap.GetData()), fmt.Sprintf("the members of the raft snapshot at %d", md.GetIndex())); err != nil {
 		return err
 	}
 	if err := n.w.SaveSnapshot(&walpb.Snapshot{Index: new(md.GetIndex()), Term: new(md.GetTerm()), ConfState: md.GetConfState()}); err != nil {
@@ -267,7 +267,7 @@ func (n *Node) installSnapshot(rd raft.Ready) error {
 // without a copy. Called by the raft loop, before the rest of the Ready.
 func (n *Node) recordSnapshot(snap *raftpb.Snapshot) error {
 	md := snap.GetMetadata()
-	if err := n.book.restore(snap.GetData()); err != nil {
+	if err := n.bookSaved(n.book.restore(snap.GetData()), fmt.Sprintf("the members of the raft snapshot at %d", md.GetIndex())); err != nil {
 		return err
 	}
 	if err := n.w.SaveSnapshot(&walpb.Snapshot{Index: new(md.GetIndex()), Term: new(md.GetTerm()), ConfState: md.GetConfState()}); err != nil {

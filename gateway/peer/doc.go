@@ -90,7 +90,10 @@
 // disk space (raftstore.ErrNoSpace: nothing of it applied) is not such an
 // error: the loop applies it again every second until it fits (Stalled
 // says so meanwhile), doing nothing else, so the others see a member
-// that is down until it has room; then it goes on from that entry.
+// that is down until it has room; then it goes on from that entry. A
+// members file that cannot be written for lack of space (ENOSPC,
+// EDQUOT) waits the same way: the change, applied to raft once, is
+// written to the file again until it fits.
 //
 // # Transport
 //

@@ -2,14 +2,19 @@ package peer
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
+	"syscall"
 
 	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/mqgate/mqgate/broker/raftstore"
 )
 
 // The address book: where this member dials each other member. Two
@@ -30,6 +35,10 @@ import (
 // added again (raft ids are not reusable), their messages are refused
 // (which tells a removed member that it was removed), and this member
 // stops dialling them.
+//
+// A change is made to the book in memory, then saved. A save that fails
+// for lack of disk space (raftstore.ErrNoSpace) leaves the change in
+// memory: saving again is all that is left of it (Node.bookSaved).
 
 // changeContext is the Context of a configuration change adding a member.
 type changeContext struct {
@@ -52,6 +61,10 @@ type book struct {
 	index   uint64
 	addrs   map[uint64]string // replicated
 	removed map[uint64]bool
+
+	// failWrite, set by tests, fails the file's writes with the error it
+	// returns, as the file system would (nil: none).
+	failWrite atomic.Pointer[func() error]
 }
 
 func openBook(path string, local map[uint64]string) (*book, error) {
@@ -196,31 +209,55 @@ func (b *book) save() error {
 	tmp := b.path + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
 	if err != nil {
-		return fmt.Errorf("peer: members file: %w", err)
+		return fileErr(err)
 	}
-	if _, err := f.Write(raw); err != nil {
+	_, err = f.Write(raw)
+	if p := b.failWrite.Load(); p != nil && err == nil {
+		err = (*p)()
+	}
+	if err != nil {
 		f.Close()
-		return fmt.Errorf("peer: members file: %w", err)
+		return fileErr(err)
 	}
 	if err := f.Sync(); err != nil {
 		f.Close()
-		return fmt.Errorf("peer: members file: %w", err)
+		return fileErr(err)
 	}
 	if err := f.Close(); err != nil {
-		return fmt.Errorf("peer: members file: %w", err)
+		return fileErr(err)
 	}
 	if err := os.Rename(tmp, b.path); err != nil {
-		return fmt.Errorf("peer: members file: %w", err)
+		return fileErr(err)
 	}
 	d, err := os.Open(filepath.Dir(b.path))
 	if err != nil {
-		return fmt.Errorf("peer: members file: %w", err)
+		return fileErr(err)
 	}
 	defer d.Close()
 	if err := d.Sync(); err != nil {
-		return fmt.Errorf("peer: members file: %w", err)
+		return fileErr(err)
 	}
 	return nil
+}
+
+// fileErr is an error writing the members file. One for lack of disk
+// space (ENOSPC, or EDQUOT: the quota) wraps raftstore.ErrNoSpace, as the
+// store's do.
+func fileErr(err error) error {
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		return fmt.Errorf("peer: members file: %w: %w", raftstore.ErrNoSpace, err)
+	}
+	return fmt.Errorf("peer: members file: %w", err)
+}
+
+// bookSaved is the error of a change to the book (apply, restore,
+// markRemoved): one for lack of disk space waits until the file is saved
+// (awaitSpace; what names the change). Called by the raft loop.
+func (n *Node) bookSaved(err error, what string) error {
+	if !errors.Is(err, raftstore.ErrNoSpace) {
+		return err
+	}
+	return n.awaitSpace("record "+what+" in the members file", err, n.book.save)
 }
 
 // knows reports whether id is a member this one knows of: in its own

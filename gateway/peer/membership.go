@@ -305,7 +305,7 @@ func (n *Node) removedByPeers(by uint64) {
 		_ = n.do(ctx, func() {
 			n.logger.Warn("peer: another member says this one was removed from the group", "by", by)
 			// Recorded, so that the member refuses to start again.
-			if err := n.book.markRemoved(n.cfg.NodeID); err != nil {
+			if err := n.bookSaved(n.book.markRemoved(n.cfg.NodeID), "this member's removal"); err != nil {
 				n.halt = fmt.Errorf("%w (recording it failed: %w)", ErrRemoved, err)
 				return
 			}

@@ -153,8 +153,8 @@ type Node struct {
 	stopOnce   sync.Once
 	halt       error // set by a call on the raft loop: the loop stops with it
 
-	// stalled: the entry the raft loop waits to apply for lack of disk
-	// space, and why (awaitSpace); nil otherwise.
+	// stalled: what the raft loop waits to do for lack of disk space,
+	// and why (awaitSpace); nil otherwise.
 	stalled atomic.Pointer[error]
 
 	members atomic.Pointer[Membership]
@@ -833,12 +833,7 @@ func (n *Node) ready() error {
 		}
 		for _, e := range rd.CommittedEntries {
 			if err := n.applyEntry(e); err != nil {
-				if !errors.Is(err, raftstore.ErrNoSpace) || e.GetType() != raftpb.EntryNormal {
-					return err
-				}
-				if err := n.awaitSpace(e, err); err != nil {
-					return err
-				}
+				return err
 			}
 		}
 		n.answerReads(rd.ReadStates)
@@ -854,21 +849,25 @@ func (n *Node) ready() error {
 var errStopping = errors.New("peer: stopping")
 
 // spaceRetry is how often a member whose disk had no room for a committed
-// entry tries to apply it again.
+// entry (or its members file) tries again.
 const spaceRetry = time.Second
 
-// awaitSpace applies the committed entry e again every spaceRetry until
-// it fits on the disk (err is why it did not), or Stop. The raft loop
-// does nothing else meanwhile: this member neither applies, answers nor
-// votes, which the others take for a member that is down (if it led, they
-// elect a leader among them after the election timeout, and proposals
-// made through it answer ErrNoQuorum), and it carries on from this entry
-// once there is room. It never skips the entry, nor stops for good: the
-// entry is committed, so the others hold it. Stalled reports the wait.
-func (n *Node) awaitSpace(e *raftpb.Entry, err error) error {
-	n.logger.Error("peer: no space left on the data disk for a committed entry: this member waits, trying again every second, and serves nothing meanwhile; free space on its disk",
-		"index", e.GetIndex(), "err", err)
-	stall := fmt.Errorf("cannot apply raft entry %d for lack of disk space (trying again every %s): %w", e.GetIndex(), spaceRetry, err)
+// awaitSpace runs step, which failed with err for lack of disk space
+// (raftstore.ErrNoSpace), again every spaceRetry until it succeeds, or
+// Stop; what says what waits ("apply raft entry 12"). step must be safe
+// to run again: applying an entry the Applier applied nothing of, or
+// writing the members file. The raft loop does nothing else meanwhile:
+// this member neither applies, answers nor votes, which the others take
+// for a member that is down (if it led, they elect a leader among them
+// after the election timeout, and proposals made through it answer
+// ErrNoQuorum), and it carries on from there once there is room. It
+// never skips the step, nor stops for good: the entry is committed, so
+// the others hold it. Stalled reports the wait. An error of step that is
+// not for lack of space is returned (it stops the node).
+func (n *Node) awaitSpace(what string, err error, step func() error) error {
+	n.logger.Error("peer: no space left on the data disk: this member waits, trying again every second, and serves nothing meanwhile; free space on its disk",
+		"waiting_to", what, "err", err)
+	stall := fmt.Errorf("cannot %s for lack of disk space (trying again every %s): %w", what, spaceRetry, err)
 	n.stalled.Store(&stall)
 	defer n.stalled.Store(nil)
 	t := time.NewTicker(spaceRetry)
@@ -879,10 +878,10 @@ func (n *Node) awaitSpace(e *raftpb.Entry, err error) error {
 			return errStopping
 		case <-t.C:
 		}
-		err := n.app.Apply(e.GetIndex(), e.GetData())
+		err := step()
 		switch {
 		case err == nil:
-			n.logger.Info("peer: applying committed entries again: the data disk has room", "index", e.GetIndex())
+			n.logger.Info("peer: the data disk has room again: going on", "done", what)
 			return nil
 		case !errors.Is(err, raftstore.ErrNoSpace):
 			return err
@@ -890,8 +889,18 @@ func (n *Node) awaitSpace(e *raftpb.Entry, err error) error {
 	}
 }
 
-// Stalled is why the raft loop waits to apply a committed entry (no room
-// on the data disk), or nil.
+// apply hands the committed entry at index to the Applier, waiting for
+// room when it has none (awaitSpace).
+func (n *Node) apply(index uint64, data []byte) error {
+	err := n.app.Apply(index, data)
+	if errors.Is(err, raftstore.ErrNoSpace) {
+		err = n.awaitSpace(fmt.Sprintf("apply raft entry %d", index), err, func() error { return n.app.Apply(index, data) })
+	}
+	return err
+}
+
+// Stalled is why the raft loop waits for room on the data disk (to apply
+// a committed entry, or to write the members file), or nil.
 func (n *Node) Stalled() error {
 	if p := n.stalled.Load(); p != nil {
 		return *p
@@ -929,12 +938,12 @@ func (n *Node) applyEntry(e *raftpb.Entry) error {
 			return fmt.Errorf("peer: conf change %d: %w", e.GetIndex(), err)
 		}
 	default:
-		return n.app.Apply(e.GetIndex(), e.GetData())
+		return n.apply(e.GetIndex(), e.GetData())
 	}
 	n.cs = n.rn.ApplyConfChange(cc)
 	n.confs = append(n.confs, confAt{index: e.GetIndex(), cs: n.cs})
 	changed, err := n.book.apply(e.GetIndex(), cc)
-	if err != nil {
+	if err := n.bookSaved(err, fmt.Sprintf("configuration change %d", e.GetIndex())); err != nil {
 		return err
 	}
 	n.setMembership(n.rn.Status().Config)
@@ -949,7 +958,7 @@ func (n *Node) applyEntry(e *raftpb.Entry) error {
 		n.tr.setPeers(n.book.dialable(n.cfg.NodeID))
 		n.logger.Info("peer: membership changed", "index", e.GetIndex(), "voters", n.cs.GetVoters(), "learners", n.cs.GetLearners())
 	}
-	if err := n.app.Apply(e.GetIndex(), nil); err != nil {
+	if err := n.apply(e.GetIndex(), nil); err != nil {
 		return err
 	}
 	if n.book.isRemoved(n.cfg.NodeID) {
