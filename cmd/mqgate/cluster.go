@@ -44,10 +44,12 @@ through the --peer member when that one does not lead.
   add-node          add member N, started with --join and reachable at
                     --node-peer: it joins as a learner, receives the log
                     (or a copy of a store), and is promoted to voter once
-                    it has caught up; waits for the promotion. Run it
-                    again after a timeout: it resumes.
+                    it has caught up; waits for the promotion. With
+                    data groups it does so in every group, group 0
+                    first. Run it again after a timeout: it resumes.
   remove-node       remove member N (a leader hands its leadership over
-                    first); the removed member stops. Its id is never
+                    first; with data groups from every group, group 0
+                    last); the removed member stops. Its id is never
                     used again: a replacement joins under a new id.
   init-certs        write the files of peer TLS into DIR: a CA for the
                     group (ca.pem, and ca-key.pem, which only this

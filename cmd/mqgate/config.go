@@ -156,7 +156,7 @@ var settings = []setting{
 	intSetting("lite-topic-quota", "lite topics one LITE topic may have; a send that would create one more is refused (LITE_TOPIC_QUOTA_EXCEEDED)", func(c *node.Config) *int { return &c.LiteTopicQuota }),
 	intSetting("lite-subscription-quota", "lite topics one lite consumer may subscribe to (LITE_SUBSCRIPTION_QUOTA_EXCEEDED past it; clients are told in their settings)", func(c *node.Config) *int { return &c.LiteSubscriptionQuota }),
 	durSetting("lite-expiry-interval", "how often lite topics idle past their LITE topic's lite TTL are dropped (and their subscribers told)", func(c *node.Config) *time.Duration { return &c.LiteExpiryInterval }),
-	intSetting("data-groups", "cluster mode: raft groups the cluster spreads its queues over, each led by one member (leaders are balanced over the members, clients routed to each queue's leader), so capacity grows with the members; fixed when the cluster is created, the same on every member; 1 = one group; several serve v2 (gRPC) and REST clients, the CLI and the admin API, not classic remoting or membership changes", func(c *node.Config) *int { return &c.DataGroups }),
+	intSetting("data-groups", "cluster mode: raft groups the cluster spreads its queues over, each led by one member (leaders are balanced over the members, clients routed to each queue's leader), so capacity grows with the members; fixed when the cluster is created, the same on every member; 1 = one group; several serve v2 (gRPC) and REST clients, the CLI and the admin API, not classic remoting", func(c *node.Config) *int { return &c.DataGroups }),
 	durSetting("leader-wait", "cluster mode: how long a client connection waits for a leader during an election", func(c *node.Config) *time.Duration { return &c.LeaderWait }),
 }
 

@@ -199,8 +199,6 @@ func (c Config) validateCluster() []error {
 	}
 	if c.DataGroups < 0 || c.DataGroups > maxDataGroups {
 		errs = append(errs, fmt.Errorf("data-groups: must be between 1 and %d, got %d", maxDataGroups, c.DataGroups))
-	} else if c.dataGroups() > 1 && c.Join {
-		errs = append(errs, errors.New("join: membership changes are served with one data group only (--data-groups 1)"))
 	}
 	return errs
 }

@@ -364,7 +364,14 @@ func (n *Node) followGroup(ctx context.Context, dg *dataGroup) {
 		changed: n.kickBalance,
 		hold:    func() { dg.setServing(false) },
 		stopped: func(err error) {
-			if err != nil {
+			switch {
+			case errors.Is(err, peer.ErrRemoved) && dg.id == 0:
+				// Group 0 is left last: the member is out of the cluster.
+				n.log.Warn("this member was removed from the cluster: it no longer serves")
+				n.removedOnce.Do(func() { close(n.removed) })
+			case errors.Is(err, peer.ErrRemoved):
+				dg.log.Warn("this member was removed from the data group: it no longer serves it")
+			case err != nil:
 				dg.log.Error("cluster member stopped: this data group no longer serves here", "err", err)
 			}
 		},
@@ -494,8 +501,7 @@ func (n *Node) balanceOnce(ctx context.Context, pending transfer) transfer {
 			return pending
 		}
 	}
-	voters := n.groups[0].raft.Members().Voters
-	plan := planTransfer(leaders, voters, self)
+	plan := planTransfer(leaders, n.votersOfAll(), self)
 	if plan == nil {
 		return pending
 	}
@@ -525,6 +531,39 @@ func (n *Node) balanceOnce(ctx context.Context, pending transfer) transfer {
 		}
 	}
 	return pending
+}
+
+// votersOfAll is the members that vote in every data group, as this
+// member applied the groups' configurations: while a member joins or
+// leaves the groups one after the other, it neither counts in the share
+// nor is handed a leadership.
+func (n *Node) votersOfAll() []uint64 {
+	sets := make([][]uint64, len(n.groups))
+	for i, dg := range n.groups {
+		sets[i] = dg.raft.Members().Voters
+	}
+	return intersect(sets)
+}
+
+// intersect is the ids in every one of sets, in the first's order.
+func intersect(sets [][]uint64) []uint64 {
+	if len(sets) == 0 {
+		return nil
+	}
+	var out []uint64
+	for _, id := range sets[0] {
+		in := true
+		for _, s := range sets[1:] {
+			if !slices.Contains(s, id) {
+				in = false
+				break
+			}
+		}
+		if in {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 // balanceLag is how far behind the commit a member may be to be handed

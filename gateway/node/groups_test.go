@@ -208,3 +208,28 @@ func TestGroupsClusterInProcess(t *testing.T) {
 	}
 	waitGroups(t, 30*time.Second, "the leaders spread again", func() bool { return spread(nodes) })
 }
+
+// The leadership balance counts only the members voting in every data
+// group: one joining or leaving (a voter of some groups only) is left
+// out of the share and is handed nothing.
+func TestIntersectVoters(t *testing.T) {
+	for _, c := range []struct {
+		sets [][]uint64
+		want []uint64
+	}{
+		{nil, nil},
+		{[][]uint64{{1, 2, 3}}, []uint64{1, 2, 3}},
+		{[][]uint64{{1, 2, 3, 4}, {1, 2, 3}, {1, 2, 3, 4}}, []uint64{1, 2, 3}},
+		{[][]uint64{{1, 3, 4}, {1, 2, 3, 4}, {2, 3, 4}}, []uint64{3, 4}},
+	} {
+		if got := intersect(c.sets); !slices.Equal(got, c.want) {
+			t.Errorf("intersect(%v) = %v, want %v", c.sets, got, c.want)
+		}
+	}
+	// Member 4 votes in group 0 only: member 1, leading two of three
+	// groups over three full voters, keeps them (its share is 1 only
+	// once 4 counts) and hands nothing to 4.
+	if p := planTransfer([]uint64{1, 1, 2}, intersect([][]uint64{{1, 2, 3, 4}, {1, 2, 3}, {1, 2, 3}}), 1); p == nil || slices.Contains(p.to, 4) {
+		t.Fatalf("plan with member 4 half joined: %+v", p)
+	}
+}

@@ -21,9 +21,11 @@
 // Applier, all sharing one transport (one raft stream per member pair
 // carries every group's messages, tagged with their group) and one peer
 // listener, which stops with the last of them. Every group is
-// bootstrapped with the same members; membership changes are refused
-// while a member hosts more than one group. Start is StartGroups of one
-// group.
+// bootstrapped with the same members, and a member joins and leaves
+// every group: DialAddMember adds it to each group in turn, the first
+// first, DialRemoveMember removes it from each, the first last (the
+// transport dials the members of the first group, whose book also says
+// who may send). Start is StartGroups of one group.
 //
 // ParsePeers reads the members from "1=host:port,2=host:port,...".
 // AddMember and RemoveMember (on the leader; DialAddMember and
@@ -116,8 +118,8 @@
 //     does not lead answers FailedPrecondition naming the leader's id,
 //     an unknown member is InvalidArgument (DialTransfer, which retries
 //     once at the leader; `mqgate cluster transfer-leader`).
-//   - AddMember and RemoveMember: membership changes, answered by the
-//     leader (FailedPrecondition elsewhere, as above).
+//   - AddMember and RemoveMember: a membership change of a group,
+//     answered by its leader (FailedPrecondition elsewhere, as above).
 //   - CopyStore: a Checkpoint as JSON, then the segments' bytes in 1 MiB
 //     chunks (copy.go).
 //   - Propose and ReadIndex (forward.go): a change proposed through a

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -56,7 +57,7 @@ func newGroupsCluster(t *testing.T, members, groups int) *groupsCluster {
 	}
 	root := t.TempDir()
 	for id, l := range lis {
-		c.start(id, filepath.Join(root, fmt.Sprint(id)), l)
+		c.start(id, filepath.Join(root, fmt.Sprint(id)), l, false, groups)
 	}
 	t.Cleanup(func() {
 		for _, m := range c.members {
@@ -66,11 +67,13 @@ func newGroupsCluster(t *testing.T, members, groups int) *groupsCluster {
 	return c
 }
 
-func (c *groupsCluster) start(id uint64, dir string, l net.Listener) *groupsMember {
+// start starts member id hosting groups groups (bootstrapping them with
+// c's members, or waiting to be added to them: join).
+func (c *groupsCluster) start(id uint64, dir string, l net.Listener, join bool, groups int) *groupsMember {
 	c.t.Helper()
 	m := &groupsMember{id: id, dir: dir}
 	var gs []Group
-	for g := range c.groups {
+	for g := range groups {
 		gdir := filepath.Join(dir, fmt.Sprint(g))
 		rep, err := raftstore.OpenReplica(filepath.Join(gdir, "replica"), raftstore.Options{
 			Store: storeOpts(), StoreHost: "cluster:8081", CommitTimeout: 3 * time.Second, PersistEvery: 8, Logger: quiet})
@@ -80,7 +83,7 @@ func (c *groupsCluster) start(id uint64, dir string, l net.Listener) *groupsMemb
 		m.reps = append(m.reps, rep)
 		gs = append(gs, Group{WALDir: filepath.Join(gdir, "wal"), App: rep})
 	}
-	nodes, err := StartGroups(Config{ClusterID: c.id, NodeID: id, Peers: maps.Clone(c.addrs), Listener: l,
+	nodes, err := StartGroups(Config{ClusterID: c.id, NodeID: id, Peers: maps.Clone(c.addrs), Listener: l, Join: join,
 		TickInterval: 20 * time.Millisecond, ElectionTicks: 10, Info: testInfo(id), Token: testToken, Logger: quiet}, gs)
 	if err != nil {
 		for _, r := range m.reps {
@@ -258,18 +261,116 @@ func TestProposeAtLeader(t *testing.T) {
 	}
 }
 
-// A member hosting several groups refuses membership changes: the other
-// groups' configurations would not follow.
-func TestGroupsRefuseMembershipChanges(t *testing.T) {
-	c := newGroupsCluster(t, 3, 2)
-	l := c.leader(0)
-	ctx := testCtx(t)
-	var bad *badRequestError
-	if err := l.nodes[0].AddMember(ctx, 9, "127.0.0.1:1"); !errors.As(err, &bad) {
-		t.Fatalf("add member: %v, want a refusal", err)
+// join starts member id, hosting groups groups, waiting to be added.
+func (c *groupsCluster) join(id uint64, groups int) *groupsMember {
+	c.t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		c.t.Fatal(err)
 	}
-	if err := l.nodes[0].RemoveMember(ctx, l.id%3+1); !errors.As(err, &bad) {
-		t.Fatalf("remove member: %v, want a refusal", err)
+	c.addrs[id] = l.Addr().String()
+	return c.start(id, filepath.Join(c.t.TempDir(), fmt.Sprint(id)), l, true, groups)
+}
+
+// converged waits until every member's replica of group g holds what
+// the group's leader applied, and returns the leader's contents.
+func (c *groupsCluster) converged(g int) map[string]bool {
+	c.t.Helper()
+	l := c.leader(g)
+	top := l.reps[g].Applied()
+	want := contents(c.t, &member{id: l.id, rep: l.reps[g]})
+	for _, m := range c.members {
+		if err := m.reps[g].WaitApplied(testCtx(c.t), top); err != nil {
+			c.t.Fatalf("member %d, group %d: %v", m.id, g, err)
+		}
+		if got := contents(c.t, &member{id: m.id, rep: m.reps[g]}); !maps.Equal(got, want) {
+			c.t.Fatalf("member %d, group %d holds %d messages, its leader %d", m.id, g, len(got), len(want))
+		}
+	}
+	return want
+}
+
+// A member joins every group of a cluster of several (the first group
+// first), catches up in each and votes; a member removed leaves every
+// group (the first last) and stops; the groups go on without it. A
+// member hosting another number of groups is refused before anything
+// changes.
+func TestGroupsMembershipChanges(t *testing.T) {
+	const groups = 2
+	c := newGroupsCluster(t, 3, groups)
+	for g := range groups {
+		l := c.leader(g)
+		appendN(t, &member{id: l.id, rep: l.reps[g]}, 100*g, 100*g+20)
+	}
+	ctx := testCtx(t)
+
+	c.join(5, 1)
+	var bad *badRequestError
+	if err := DialAddMember(ctx, c.addrs[1], c.id, 5, c.addrs[5]); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "--data-groups 2") {
+		t.Fatalf("adding a member hosting 1 group to a cluster of 2: %v, want InvalidArgument naming --data-groups 2 (%v)", err, errors.As(err, &bad))
+	}
+	c.stop(c.members[5])
+	delete(c.members, 5)
+	delete(c.addrs, 5)
+	for g := range groups {
+		if v := c.leader(g).nodes[g].Members().Voters; len(v) != 3 {
+			t.Fatalf("group %d's voters after a refused add: %v", g, v)
+		}
+	}
+
+	c.join(4, groups)
+	if err := DialAddMember(ctx, c.addrs[1], c.id, 4, c.addrs[4]); err != nil {
+		t.Fatal(err)
+	}
+	for g := range groups {
+		if v := c.leader(g).nodes[g].Members().Voters; !slices.Equal(v, []uint64{1, 2, 3, 4}) {
+			t.Fatalf("group %d's voters after adding 4: %v", g, v)
+		}
+		l := c.leader(g)
+		appendN(t, &member{id: l.id, rep: l.reps[g]}, 100*g+20, 100*g+40)
+		if got := c.converged(g); len(got) != 40 {
+			t.Fatalf("group %d holds %d messages, want 40", g, len(got))
+		}
+	}
+	// Adding it again changes nothing.
+	if err := DialAddMember(ctx, c.addrs[2], c.id, 4, c.addrs[4]); err != nil {
+		t.Fatalf("adding 4 again: %v", err)
+	}
+
+	// The leader of group 1 is removed, asked through itself.
+	gone := c.leader(1).id
+	if err := DialRemoveMember(ctx, c.addrs[gone], c.id, gone); err != nil {
+		t.Fatal(err)
+	}
+	m := c.members[gone]
+	select {
+	case <-m.nodes[0].Done():
+	case <-ctx.Done():
+		t.Fatalf("the removed member's group 0 did not stop")
+	}
+	if err := m.nodes[0].Err(); !errors.Is(err, ErrRemoved) {
+		t.Fatalf("the removed member's group 0 stopped with %v, want ErrRemoved", err)
+	}
+	c.stop(m)
+	delete(c.members, gone)
+	var rest []uint64
+	for id := range uint64(4) {
+		if id+1 != gone {
+			rest = append(rest, id+1)
+		}
+	}
+	for g := range groups {
+		l := c.leader(g)
+		if v := l.nodes[g].Members().Voters; !slices.Equal(v, rest) {
+			t.Fatalf("group %d's voters after removing %d: %v, want %v", g, gone, v, rest)
+		}
+		appendN(t, &member{id: l.id, rep: l.reps[g]}, 100*g+40, 100*g+60)
+		if got := c.converged(g); len(got) != 60 {
+			t.Fatalf("group %d holds %d messages, want 60", g, len(got))
+		}
+	}
+	if err := DialAddMember(ctx, c.addrs[rest[0]], c.id, gone, c.addrs[gone]); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("adding the removed id again: %v, want InvalidArgument", err)
 	}
 }
 

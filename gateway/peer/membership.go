@@ -13,6 +13,8 @@ import (
 	"go.etcd.io/raft/v3/tracker"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	clusterv1 "github.com/mqgate/mqgate/gen/mqgate/cluster/v1"
 )
 
 // Membership changes. A member joins as a learner (it receives the log,
@@ -132,9 +134,6 @@ func (n *Node) change(ctx context.Context, id uint64, want role, cc *raftpb.Conf
 // leader adds members (a *raftstore.NotLeaderError otherwise). The new
 // member must be started with Config.Join.
 func (n *Node) AddMember(ctx context.Context, id uint64, addr string) error {
-	if err := n.oneGroup("add"); err != nil {
-		return err
-	}
 	if id == 0 || addr == "" {
 		return badRequest("peer: add member: id %d and address %q: both are required", id, addr)
 	}
@@ -181,35 +180,86 @@ func (n *Node) AddMember(ctx context.Context, id uint64, addr string) error {
 
 // probeNew asks the member at addr, before it is added, who it is: it
 // must answer under this group's cluster id (and peer token) as member
-// id, and know no leader (a member started with Config.Join that no
-// group has added). A wrong address, or a member of another group, is
-// refused before the group's configuration changes.
+// id, host as many groups as this member, and know no leader of this
+// group (a member started with Config.Join that no one has added to
+// it). A wrong address, or a member of another cluster, is refused
+// before the group's configuration changes. A member that joins the
+// groups after the first (already in the first group) may be restarting
+// to install a copy of a store: while it does not answer, it is asked
+// again, up to joinerRestart.
 func (n *Node) probeNew(ctx context.Context, id uint64, addr string) error {
+	wait := n.group != 0 && n.tr.member().Members().includes(id)
+	deadline := time.Now().Add(joinerRestart)
+	for {
+		again, err := n.probeOnce(ctx, id, addr)
+		if !again || !wait || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-time.After(probeRetry):
+		case <-ctx.Done():
+			return err
+		}
+	}
+}
+
+const (
+	// probeTimeout bounds one of probeNew's calls.
+	probeTimeout = 5 * time.Second
+	// joinerRestart bounds how long probeNew waits for a joining member
+	// that does not answer; probeRetry is how often it asks meanwhile.
+	joinerRestart = time.Minute
+	probeRetry    = 200 * time.Millisecond
+)
+
+// probeOnce is one probe of probeNew; again reports that the member did
+// not answer.
+func (n *Node) probeOnce(ctx context.Context, id uint64, addr string) (again bool, err error) {
 	conn, err := dial(WithTLS(ctx, n.cfg.TLS), addr)
 	if err != nil {
-		return badRequest("peer: add member %d: %v", id, err)
+		return false, badRequest("peer: add member %d: %v", id, err)
 	}
 	defer conn.Close()
 	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
-	a, err := callInfo(WithToken(pctx, n.cfg.Token), conn, n.cfg.ClusterID)
+	pctx = WithToken(pctx, n.cfg.Token)
+	a, err := callInfo(pctx, conn, n.cfg.ClusterID)
 	switch {
 	case status.Code(err) == codes.PermissionDenied:
-		return badRequest("peer: add member %d: the member at %s belongs to another cluster: %v", id, addr, status.Convert(err).Message())
+		return false, badRequest("peer: add member %d: the member at %s belongs to another cluster: %v", id, addr, status.Convert(err).Message())
 	case status.Code(err) == codes.Unauthenticated:
-		return badRequest("peer: add member %d: the member at %s has another peer token", id, addr)
+		return false, badRequest("peer: add member %d: the member at %s has another peer token", id, addr)
 	case err != nil:
-		return badRequest("peer: add member %d: no member answers at %s (start it with --join first): %v", id, addr, err)
+		return true, badRequest("peer: add member %d: no member answers at %s (start it with --join first): %v", id, addr, err)
 	case a.GetId() != id:
-		return badRequest("peer: add member %d: the member at %s is member %d", id, addr, a.GetId())
-	case a.Leader != 0:
-		return badRequest("peer: add member %d: the member at %s already follows leader %d; start it on an empty data directory with --join", id, addr, a.Leader)
+		return false, badRequest("peer: add member %d: the member at %s is member %d", id, addr, a.GetId())
+	case int(max(a.GetDataGroups(), 1)) != n.groups:
+		return false, badRequest("peer: add member %d: the member at %s hosts %d data groups, the cluster %d: start it with --data-groups %d",
+			id, addr, max(a.GetDataGroups(), 1), n.groups, n.groups)
 	}
-	return nil
+	leader := a.Leader
+	if n.group != 0 {
+		st, err := clusterv1.NewPeerServiceClient(conn).Status(outgoing(pctx, n.cfg.ClusterID), &clusterv1.StatusRequest{Group: n.group})
+		if err != nil {
+			return true, badRequest("peer: add member %d: the member at %s does not answer for data group %d: %v", id, addr, n.group, err)
+		}
+		leader = st.GetLeader()
+	}
+	if leader != 0 {
+		return false, badRequest("peer: add member %d: the member at %s already follows leader %d%s; start it on an empty data directory with --join",
+			id, addr, leader, n.groupSuffix())
+	}
+	return false, nil
 }
 
-// probeTimeout bounds probeNew's call.
-const probeTimeout = 5 * time.Second
+// groupSuffix names the node's group in a message, when the member hosts
+// several.
+func (n *Node) groupSuffix() string {
+	if n.groups > 1 {
+		return fmt.Sprintf(" in data group %d", n.group)
+	}
+	return ""
+}
 
 // awaitCaughtUp waits until the leader replicates to member id and its
 // log reaches the leader's last index as of the call.
@@ -260,9 +310,6 @@ func (n *Node) awaitCaughtUp(ctx context.Context, id uint64) error {
 // where the caller asks again. Removing a member that is not in the
 // group does nothing; the last voter cannot be removed.
 func (n *Node) RemoveMember(ctx context.Context, id uint64) error {
-	if err := n.oneGroup("remove"); err != nil {
-		return err
-	}
 	r, err := n.roleOf(ctx, id)
 	if err != nil {
 		return err
@@ -284,15 +331,6 @@ func (n *Node) RemoveMember(ctx context.Context, id uint64) error {
 		return err
 	}
 	n.logger.Info("peer: removed a member", "member", id)
-	return nil
-}
-
-// oneGroup refuses a membership change of a member hosting several
-// groups: every group's configuration would have to change with it.
-func (n *Node) oneGroup(what string) error {
-	if n.groups > 1 {
-		return badRequest("peer: %s member: membership changes are served with one data group only (this cluster has %d)", what, n.groups)
-	}
 	return nil
 }
 

@@ -226,7 +226,9 @@ type Group struct {
 // member, carrying every group's messages, and one peer listener), which
 // stops with the last of them. cfg.WALDir and cfg.MembersFile are not
 // used. Every group is bootstrapped with the same members (cfg.Peers);
-// membership changes are served only with one group.
+// a member joins and leaves every group (DialAddMember, DialRemoveMember),
+// the first group first in and last out, since the transport dials the
+// first group's members.
 func StartGroups(cfg Config, groups []Group) ([]*Node, error) {
 	cfg.TickInterval = cmp.Or(cfg.TickInterval, 100*time.Millisecond)
 	cfg.ElectionTicks = cmp.Or(cfg.ElectionTicks, 10)
@@ -378,7 +380,7 @@ func (n *Node) startLoops() {
 		}
 	}()
 	go n.run()
-	if cfg.Join && !n.Members().includes(cfg.NodeID) {
+	if cfg.Join && n.group == 0 && !n.Members().includes(cfg.NodeID) {
 		go n.awaitAdded()
 	}
 }
@@ -954,8 +956,12 @@ func (n *Node) applyEntry(e *raftpb.Entry) error {
 	if err := n.snapshotAt(e.GetIndex(), n.cs); err != nil {
 		return err
 	}
-	if changed && n.group == 0 {
-		n.tr.setPeers(n.book.dialable(n.cfg.NodeID))
+	if changed {
+		// The first group's members are whom the transport dials: a
+		// member joins it first and leaves it last.
+		if n.group == 0 {
+			n.tr.setPeers(n.book.dialable(n.cfg.NodeID))
+		}
 		n.logger.Info("peer: membership changed", "index", e.GetIndex(), "voters", n.cs.GetVoters(), "learners", n.cs.GetLearners())
 	}
 	if err := n.apply(e.GetIndex(), nil); err != nil {

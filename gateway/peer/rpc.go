@@ -221,30 +221,104 @@ func DialGroupTransfer(ctx context.Context, peerAddr, clusterID string, g, to ui
 	})
 }
 
-// DialAddMember asks the group that the member at peerAddr belongs to to
-// add member id, whose peer address is addr (Node.AddMember), and
-// returns once id votes or ctx ends. The request goes to the leader
-// (atLeader).
+// DialAddMember asks the cluster that the member at peerAddr belongs to
+// to add member id, whose peer address is addr (Node.AddMember), to each
+// of its raft groups in turn, the first group (the catalog) first, and
+// returns once id votes in every group or ctx ends. Each request goes to
+// its group's leader (atLeader). Called again after a failure, it
+// resumes: a group where id already votes is left as it is.
 func DialAddMember(ctx context.Context, peerAddr, clusterID string, id uint64, addr string) error {
-	return atLeader(ctx, peerAddr, clusterID, 0, func(at string) error {
-		return invoke(ctx, at, clusterID, func(c clusterv1.PeerServiceClient, ctx context.Context) error {
-			_, err := c.AddMember(ctx, &clusterv1.AddMemberRequest{Id: id, Peer: addr})
+	groups, err := dialGroups(ctx, peerAddr, clusterID)
+	if err != nil {
+		return err
+	}
+	for g := range uint64(groups) {
+		err := atLeader(ctx, peerAddr, clusterID, g, func(at string) error {
+			return invoke(ctx, at, clusterID, func(c clusterv1.PeerServiceClient, ctx context.Context) error {
+				_, err := c.AddMember(ctx, &clusterv1.AddMemberRequest{Id: id, Peer: addr, Group: g})
+				return err
+			}, "add member %d%s", id, groupNote(groups, g))
+		})
+		if err != nil {
 			return err
-		}, "add member %d", id)
-	})
+		}
+	}
+	return nil
 }
 
-// DialRemoveMember asks the group that the member at peerAddr belongs to
-// to remove member id (Node.RemoveMember). The request goes to the
-// leader (atLeader); a leader asked to remove itself hands the
-// leadership over first, and the request follows it.
+// DialRemoveMember asks the cluster that the member at peerAddr belongs
+// to to remove member id (Node.RemoveMember) from each of its raft
+// groups, the first group (the catalog, which also decides whom the
+// members talk to) last. Each request goes to its group's leader
+// (atLeader); a leader asked to remove itself hands the leadership over
+// first, and the request follows it. Called again after a failure, it
+// resumes.
 func DialRemoveMember(ctx context.Context, peerAddr, clusterID string, id uint64) error {
-	return atLeader(ctx, peerAddr, clusterID, 0, func(at string) error {
-		return invoke(ctx, at, clusterID, func(c clusterv1.PeerServiceClient, ctx context.Context) error {
-			_, err := c.RemoveMember(ctx, &clusterv1.RemoveMemberRequest{Id: id})
+	groups, err := dialGroups(ctx, peerAddr, clusterID)
+	if err != nil {
+		return err
+	}
+	entry := peerAddr
+	if groups > 1 {
+		// The member removed stops serving its groups one by one: the
+		// requests enter through another one.
+		if entry, err = otherMember(ctx, peerAddr, clusterID, id); err != nil {
 			return err
-		}, "remove member %d", id)
-	})
+		}
+	}
+	for g := uint64(groups); g > 0; g-- {
+		group := g - 1
+		err := atLeader(ctx, entry, clusterID, group, func(at string) error {
+			return invoke(ctx, at, clusterID, func(c clusterv1.PeerServiceClient, ctx context.Context) error {
+				_, err := c.RemoveMember(ctx, &clusterv1.RemoveMemberRequest{Id: id, Group: group})
+				return err
+			}, "remove member %d%s", id, groupNote(groups, group))
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// dialGroups asks the member at peerAddr how many raft groups it hosts.
+func dialGroups(ctx context.Context, peerAddr, clusterID string) (int, error) {
+	conn, err := dial(ctx, peerAddr)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close()
+	a, err := callInfo(ctx, conn, clusterID)
+	if err != nil {
+		return 0, fmt.Errorf("peer: info of %s: %w", peerAddr, err)
+	}
+	return int(max(a.GetDataGroups(), 1)), nil
+}
+
+// otherMember is the peer address of a voter other than member id, as
+// the member at peerAddr knows them (peerAddr itself when it is not id).
+func otherMember(ctx context.Context, peerAddr, clusterID string, id uint64) (string, error) {
+	st, err := DialStatus(ctx, peerAddr, clusterID)
+	if err != nil {
+		return "", err
+	}
+	if st.ID != id {
+		return peerAddr, nil
+	}
+	for _, v := range st.Voters {
+		if v != id && st.Peers[v] != "" {
+			return st.Peers[v], nil
+		}
+	}
+	return "", badRequest("peer: remove member %d: the member at %s knows no other voter", id, peerAddr)
+}
+
+// groupNote names group g in a message, when there are several.
+func groupNote(groups int, g uint64) string {
+	if groups > 1 {
+		return fmt.Sprintf(" (data group %d)", g)
+	}
+	return ""
 }
 
 // atLeader runs call at peerAddr, then, while the member called answers

@@ -65,7 +65,11 @@ func (s *peerServer) AddMember(ctx context.Context, req *clusterv1.AddMemberRequ
 	if _, _, err := net.SplitHostPort(req.GetPeer()); err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "peer: add member %d: peer address %q: %v", req.GetId(), req.GetPeer(), err)
 	}
-	if err := s.t.member().AddMember(ctx, req.GetId(), req.GetPeer()); err != nil {
+	svc, err := s.hosted(req.GetGroup())
+	if err != nil {
+		return nil, err
+	}
+	if err := svc.AddMember(ctx, req.GetId(), req.GetPeer()); err != nil {
 		return nil, rpcError(err)
 	}
 	return &clusterv1.AddMemberResponse{}, nil
@@ -75,7 +79,11 @@ func (s *peerServer) RemoveMember(ctx context.Context, req *clusterv1.RemoveMemb
 	if req.GetId() == 0 {
 		return nil, status.Error(codes.InvalidArgument, "peer: remove member: the id must be above 0")
 	}
-	if err := s.t.member().RemoveMember(ctx, req.GetId()); err != nil {
+	svc, err := s.hosted(req.GetGroup())
+	if err != nil {
+		return nil, err
+	}
+	if err := svc.RemoveMember(ctx, req.GetId()); err != nil {
 		return nil, rpcError(err)
 	}
 	return &clusterv1.RemoveMemberResponse{}, nil

@@ -92,8 +92,8 @@ func (s boundedStream) RecvMsg(m any) error {
 }
 
 // services is what the raft streams and the control calls of one group
-// answer from (the group's Node). The member-wide calls (Info, the
-// membership changes, who may send) are answered by group 0's.
+// answer from (the group's Node). The member-wide calls (Info, who may
+// send) are answered by group 0's.
 type services interface {
 	info() *clusterv1.InfoResponse
 	// deliver takes a raft message of the group; reportUnreachable says
@@ -104,6 +104,7 @@ type services interface {
 	TransferLeadership(ctx context.Context, to uint64) error
 	AddMember(ctx context.Context, id uint64, addr string) error
 	RemoveMember(ctx context.Context, id uint64) error
+	Members() Membership
 	// snapshotSent reports whether a snapshot message went out to member
 	// id (raft waits for that report before it sends that member more).
 	snapshotSent(id uint64, ok bool)

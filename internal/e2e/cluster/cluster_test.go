@@ -335,10 +335,15 @@ func (g *group) stopAll() {
 // to the end of the shorter one: members stop one after the other while
 // clients may still write, so one stopped earlier may lack what the others
 // applied after it stopped, and nothing else.
-func (g *group) sameLogs() {
+func (g *group) sameLogs() { g.sameLogsOf("replica") }
+
+// sameLogsOf is sameLogs of the replica in each member's data directory
+// at replica ("replica" for a cluster's first group, "groups/G/replica"
+// for data group G).
+func (g *group) sameLogsOf(replica string) {
 	g.t.Helper()
 	read := func(m *member) []byte {
-		dir := filepath.Join(m.dir, "replica", "store", "commitlog")
+		dir := filepath.Join(m.dir, replica, "store", "commitlog")
 		var names []string
 		err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 			if err == nil && !d.IsDir() {
@@ -365,13 +370,13 @@ func (g *group) sameLogs() {
 	}
 	first := read(g.members[0])
 	if len(first) == 0 {
-		g.t.Fatalf("member %d has no commit log", g.members[0].id)
+		g.t.Fatalf("member %d has no commit log in %s", g.members[0].id, replica)
 	}
 	for _, m := range g.members[1:] {
 		other := read(m)
 		n := min(len(first), len(other))
 		if at := commonPrefix(first[:n], other[:n]); at < n {
-			g.t.Fatalf("the commit logs of member %d (%d bytes) and member %d (%d bytes) differ from byte %d on", g.members[0].id, len(first), m.id, len(other), at)
+			g.t.Fatalf("the commit logs in %s of member %d (%d bytes) and member %d (%d bytes) differ from byte %d on", replica, g.members[0].id, len(first), m.id, len(other), at)
 		}
 	}
 }

@@ -48,7 +48,8 @@ func (g *group) groupLeaders(m *member, groups int) []int {
 }
 
 // balanced waits until every member agrees that each of groups has a
-// leader, one member leads each (groups = members), and each leader
+// leader, no member leads more than its share (⌈groups/members⌉: one
+// each when there are as many groups as members), and each leader
 // serves its group; it returns the leader of each group.
 func (g *group) balanced(groups int, timeout time.Duration) []int {
 	g.t.Helper()
@@ -70,22 +71,24 @@ func (g *group) balanced(groups int, timeout time.Duration) []int {
 			}
 		}
 		last = ref
-		if agreed && distinctLeaders(ref) && g.serving(ref) {
+		if agreed && spreadLeaders(ref, len(g.members)) && g.serving(ref) {
 			return ref
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	g.t.Fatalf("leaders not spread one per member within %v (last seen %v)", timeout, last)
+	g.t.Fatalf("leaders not spread over the members within %v (last seen %v)", timeout, last)
 	return nil
 }
 
-func distinctLeaders(ls []int) bool {
-	seen := map[int]bool{}
+// spreadLeaders reports whether every group has a leader and no member
+// leads more than ⌈groups/members⌉ of them.
+func spreadLeaders(ls []int, members int) bool {
+	share := (len(ls) + members - 1) / members
+	leads := map[int]int{}
 	for _, l := range ls {
-		if l == 0 || seen[l] {
+		if leads[l]++; l == 0 || leads[l] > share {
 			return false
 		}
-		seen[l] = true
 	}
 	return true
 }

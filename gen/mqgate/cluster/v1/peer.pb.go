@@ -878,7 +878,9 @@ type AddMemberRequest struct {
 	// The new member's id (never used before).
 	Id uint64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
 	// Its peer address, as the others dial it.
-	Peer          string `protobuf:"bytes,2,opt,name=peer,proto3" json:"peer,omitempty"`
+	Peer string `protobuf:"bytes,2,opt,name=peer,proto3" json:"peer,omitempty"`
+	// The group to add it to (0 for the first).
+	Group         uint64 `protobuf:"varint,3,opt,name=group,proto3" json:"group,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -927,6 +929,13 @@ func (x *AddMemberRequest) GetPeer() string {
 	return ""
 }
 
+func (x *AddMemberRequest) GetGroup() uint64 {
+	if x != nil {
+		return x.Group
+	}
+	return 0
+}
+
 // AddMember's answer, once the member votes.
 type AddMemberResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -968,7 +977,9 @@ func (*AddMemberResponse) Descriptor() ([]byte, []int) {
 type RemoveMemberRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The member to remove.
-	Id            uint64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Id uint64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The group to remove it from (0 for the first).
+	Group         uint64 `protobuf:"varint,2,opt,name=group,proto3" json:"group,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1006,6 +1017,13 @@ func (*RemoveMemberRequest) Descriptor() ([]byte, []int) {
 func (x *RemoveMemberRequest) GetId() uint64 {
 	if x != nil {
 		return x.Id
+	}
+	return 0
+}
+
+func (x *RemoveMemberRequest) GetGroup() uint64 {
+	if x != nil {
+		return x.Group
 	}
 	return 0
 }
@@ -1536,13 +1554,15 @@ const file_mqgate_cluster_v1_peer_proto_rawDesc = "" +
 	"\x19TransferLeadershipRequest\x12\x0e\n" +
 	"\x02to\x18\x01 \x01(\x04R\x02to\x12\x14\n" +
 	"\x05group\x18\x02 \x01(\x04R\x05group\"\x1c\n" +
-	"\x1aTransferLeadershipResponse\"6\n" +
+	"\x1aTransferLeadershipResponse\"L\n" +
 	"\x10AddMemberRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x12\n" +
-	"\x04peer\x18\x02 \x01(\tR\x04peer\"\x13\n" +
-	"\x11AddMemberResponse\"%\n" +
+	"\x04peer\x18\x02 \x01(\tR\x04peer\x12\x14\n" +
+	"\x05group\x18\x03 \x01(\x04R\x05group\"\x13\n" +
+	"\x11AddMemberResponse\";\n" +
 	"\x13RemoveMemberRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\x04R\x02id\"\x16\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x14\n" +
+	"\x05group\x18\x02 \x01(\x04R\x05group\"\x16\n" +
 	"\x14RemoveMemberResponse\">\n" +
 	"\x10CopyStoreRequest\x12\x14\n" +
 	"\x05least\x18\x01 \x01(\x04R\x05least\x12\x14\n" +

@@ -64,11 +64,13 @@ type PeerServiceClient interface {
 	// once that member leads; a member that does not lead answers
 	// FAILED_PRECONDITION naming the leader.
 	TransferLeadership(ctx context.Context, in *TransferLeadershipRequest, opts ...grpc.CallOption) (*TransferLeadershipResponse, error)
-	// AddMember adds a member to the cluster (as a learner, promoted once
-	// caught up); answered by the leader, FAILED_PRECONDITION elsewhere.
+	// AddMember adds a member to a group (as a learner, promoted once
+	// caught up); answered by the group's leader, FAILED_PRECONDITION
+	// elsewhere. A cluster of several groups adds a member to each.
 	AddMember(ctx context.Context, in *AddMemberRequest, opts ...grpc.CallOption) (*AddMemberResponse, error)
-	// RemoveMember removes a member from the cluster; answered by the
-	// leader, FAILED_PRECONDITION elsewhere.
+	// RemoveMember removes a member from a group; answered by the group's
+	// leader, FAILED_PRECONDITION elsewhere. A cluster of several groups
+	// removes a member from each, the first group last.
 	RemoveMember(ctx context.Context, in *RemoveMemberRequest, opts ...grpc.CallOption) (*RemoveMemberResponse, error)
 	// CopyStore sends a checkpoint of a group's store to a member that fell
 	// behind the entries the others keep: a header, then the segments' bytes
@@ -233,11 +235,13 @@ type PeerServiceServer interface {
 	// once that member leads; a member that does not lead answers
 	// FAILED_PRECONDITION naming the leader.
 	TransferLeadership(context.Context, *TransferLeadershipRequest) (*TransferLeadershipResponse, error)
-	// AddMember adds a member to the cluster (as a learner, promoted once
-	// caught up); answered by the leader, FAILED_PRECONDITION elsewhere.
+	// AddMember adds a member to a group (as a learner, promoted once
+	// caught up); answered by the group's leader, FAILED_PRECONDITION
+	// elsewhere. A cluster of several groups adds a member to each.
 	AddMember(context.Context, *AddMemberRequest) (*AddMemberResponse, error)
-	// RemoveMember removes a member from the cluster; answered by the
-	// leader, FAILED_PRECONDITION elsewhere.
+	// RemoveMember removes a member from a group; answered by the group's
+	// leader, FAILED_PRECONDITION elsewhere. A cluster of several groups
+	// removes a member from each, the first group last.
 	RemoveMember(context.Context, *RemoveMemberRequest) (*RemoveMemberResponse, error)
 	// CopyStore sends a checkpoint of a group's store to a member that fell
 	// behind the entries the others keep: a header, then the segments' bytes

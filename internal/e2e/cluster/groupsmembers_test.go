@@ -1,0 +1,119 @@
+package cluster
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	rmq "github.com/apache/rocketmq-clients/golang/v5"
+
+	"github.com/mqgate/mqgate/internal/e2e/e2eutil"
+)
+
+// awaitGroupVoters waits until `mqgate cluster status --group G --json`
+// of m names want as group G's voters, for each of groups.
+func (g *group) awaitGroupVoters(m *member, groups int, want []int) {
+	g.t.Helper()
+	for gid := range groups {
+		var last []int
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			out, err := g.cli("cluster", "status", "--peer", m.peer, "--cluster-id", g.id, "--group", strconv.Itoa(gid), "--json")
+			var st struct{ Voters []int }
+			if err == nil && json.Unmarshal([]byte(out), &st) == nil {
+				if last = st.Voters; slices.Equal(last, want) {
+					break
+				}
+			}
+			if time.Now().After(deadline) {
+				g.t.Fatalf("member %d names the voters %v of data group %d, want %v", m.id, last, gid, want)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+}
+
+// TestClusterDataGroupsMembershipUnderLoad changes the members of a
+// cluster of four data groups while the official client sends: a fourth
+// member joins every group (the others keep so few raft entries that it
+// catches up from copies of their stores) and is handed the leadership
+// of its share of the groups; then a member leading a group is removed
+// from every group (its leaderships move first, and its process stops).
+// No send answered OK is lost, and every group's commit logs agree on
+// the members that remain.
+func TestClusterDataGroupsMembershipUnderLoad(t *testing.T) {
+	e2eutil.Begin(t)
+	const groups = 4
+	g := newGroup(t, "--data-groups", strconv.Itoa(groups), "--remoting-addr", "", "--flush", "sync", "--raft-log-keep", "32")
+	g.balanced(groups, 60*time.Second)
+	topic, cg := e2eutil.Uniq("dgmembers"), e2eutil.Uniq("dgm")
+	e2eutil.CLI(t, g.members[0].grpc, "topic", "create", topic, "--queues", "8")
+	pr := e2eutil.StartProducer(t, config(g, ""), rmq.WithTopics(topic))
+	// Paced, so that the messages to read back stay few enough for the
+	// consumer to drain within its deadline: once some groups are empty,
+	// each receive routed to one long-polls for 5 s.
+	load := startPacedLoad(pr, topic, 4, 100*time.Millisecond)
+	defer load.stop()
+	load.waitFor(t, 200, 60*time.Second, "before any change")
+
+	m4 := g.join(4)
+	g.addNode(g.members[1], m4)
+	if !m4.proc.HasLine("installed the copy of another member's store") {
+		t.Errorf("member 4 caught up without a copy of a store; the test meant to cover that path")
+	}
+	g.awaitGroupVoters(m4, groups, []int{1, 2, 3, 4})
+	leaders := g.balanced(groups, 60*time.Second)
+	if !slices.Contains(leaders, m4.id) {
+		t.Fatalf("member 4 leads none of the groups after joining (leaders %v)", leaders)
+	}
+	t.Logf("member 4 joined; leaders by group %v", leaders)
+	load.waitFor(t, load.count()+100, 60*time.Second, "after adding member 4")
+
+	// A member other than 4 that leads a group leaves, asked through
+	// itself.
+	var gone *member
+	for _, id := range leaders {
+		if id != m4.id {
+			gone = g.byID(id)
+			break
+		}
+	}
+	g.removeNode(gone, gone)
+	var rest []int
+	for _, m := range g.members {
+		rest = append(rest, m.id)
+	}
+	slices.Sort(rest)
+	g.awaitGroupVoters(m4, groups, rest)
+	leaders = g.balanced(groups, 60*time.Second)
+	t.Logf("member %d removed; leaders by group %v", gone.id, leaders)
+	load.waitFor(t, load.count()+100, 60*time.Second, fmt.Sprintf("after removing member %d", gone.id))
+	acked := load.stop()
+
+	c := e2eutil.StartSimpleConsumer(t, config(g, cg), rmq.WithSimpleAwaitDuration(2*time.Second),
+		rmq.WithSimpleSubscriptionExpressions(map[string]*rmq.FilterExpression{topic: rmq.SUB_ALL}))
+	got := receiveAcked(c, acked, 180*time.Second, true)
+	if n := missingOf(acked, got); n > 0 {
+		shown := 0
+		for id, body := range acked {
+			if _, ok := got[id]; ok || shown == 3 {
+				continue
+			}
+			shown++
+			out, err := g.run("message", "show", id, "--topic", topic, "--server", g.members[0].grpc, "--json")
+			t.Logf("missing %s (%s): %v\n%s", id, body, err, out)
+		}
+		out, err := g.run("group", "describe", cg, "--server", g.members[0].grpc, "--json")
+		t.Logf("the consumer group: %v\n%s", err, out)
+		t.Fatalf("%d of %d acknowledged sends missing after the membership changes", n, len(acked))
+	}
+	t.Logf("%d sends answered OK across the changes, all received", len(acked))
+	g.stopAll()
+	g.sameLogs()
+	for gid := 1; gid < groups; gid++ {
+		g.sameLogsOf(fmt.Sprintf("groups/%d/replica", gid))
+	}
+}
