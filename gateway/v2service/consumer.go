@@ -34,6 +34,9 @@ func (s *MessagingService) ReceiveMessage(req *v2.ReceiveMessageRequest, stream 
 	if err != nil {
 		return sendReceiveStatus(stream, statusOf(ctx, s.log, err))
 	}
+	if s.groups != nil && !req.GetAutoRenew() && req.GetMessageQueue().GetId() >= 0 {
+		return s.receiveNamedFirst(ctx, req, rr, topic, t, stream)
+	}
 	return s.receiveAt(ctx, req, rr, topic, t, stream)
 }
 

@@ -563,6 +563,49 @@ func (s *MessagingService) receiveAnyGroup(ctx context.Context, req *v2.ReceiveM
 	return s.receiveAt(ctx, req, rr, topic, targets[0], stream)
 }
 
+// receiveNamedFirst is a simple consumer's receive over data groups: it
+// names a queue of its route, and takes messages from that queue's group
+// first; when that group has none, it looks at the topic's other groups
+// (those this member serves, then one member leading others, each asked
+// without waiting) before it waits on the named group. A simple
+// consumer goes round its route's queues one receive at a time, and
+// each receive that waits on an empty group holds it up for the whole
+// long poll (at least 5 s, as upstream); so one idle group would slow
+// its reading of every other group to a crawl. The messages delivered
+// carry their own queue in their handles, so their acks reach their
+// groups wherever they are sent. (A push consumer's receive, which
+// names its assignment rather than a route queue, keeps to the group of
+// its assignment: the assignments share the groups out among a consumer
+// group's clients.)
+func (s *MessagingService) receiveNamedFirst(ctx context.Context, req *v2.ReceiveMessageRequest, rr broker.ReceiveRequest, topic *v2.Resource, t target,
+	stream grpc.ServerStreamingServer[v2.ReceiveMessageResponse]) error {
+	var others []target
+	for _, o := range s.anyGroupTargets(ctx, rr.Topic) {
+		if o.g != t.g {
+			others = append(others, o)
+		}
+	}
+	if len(others) == 0 {
+		return s.receiveAt(ctx, req, rr, topic, t, stream)
+	}
+	start := time.Now()
+	now := rr
+	now.Wait = 0
+	if done, err := s.receiveNow(ctx, req, now, topic, t, stream); done {
+		return err
+	}
+	// Another member is asked for any of the groups it serves.
+	anyReq := proto.Clone(req).(*v2.ReceiveMessageRequest)
+	anyReq.MessageQueue = &v2.MessageQueue{Topic: req.GetMessageQueue().GetTopic(), Id: -1, Broker: &v2.Broker{}}
+	for _, o := range others {
+		if done, err := s.receiveNow(ctx, anyReq, now, topic, o, stream); done {
+			return err
+		}
+	}
+	rr.Wait = max(rr.Wait-time.Since(start), 0) // the wait asked for, not more
+	return s.receiveAt(ctx, req, rr, topic, t, stream)
+}
+
 // anyGroupTargets are the groups this member serves that hold queues of
 // topic, then one target per member leading others (none for a forwarded
 // request; groups without a known leader are left out: an election is

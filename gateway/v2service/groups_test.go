@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/mqgate/mqgate/broker"
 	"github.com/mqgate/mqgate/broker/model"
@@ -307,6 +308,54 @@ func receiveFrom(t *testing.T, m *groupsMember, req *v2.ReceiveMessageRequest) [
 		}
 		if msg := f.GetMessage(); msg != nil {
 			out = append(out, msg)
+		}
+	}
+}
+
+// A simple consumer's receive names a queue of its route; when that
+// queue's group has nothing, it takes messages of the topic's other
+// groups (here through the member leading them) instead of waiting
+// (at least 5 s) on the empty one; their acks reach their group
+// through the member that delivered them.
+func TestGroupsReceiveNamedGroupEmpty(t *testing.T) {
+	ms := newGroupsPair(t)
+	topic := model.Topic{Name: "orders", Type: model.TopicMixed, Queues: 8}
+	createEverywhere(t, ms, topic, model.Group{Name: "cg", MaxDeliveryAttempts: 16})
+	a, b := ms[0], ms[1]
+	resp, err := b.c.SendMessage(callCtx(t), &v2.SendMessageRequest{Messages: []*v2.Message{newMsg("orders", "01INGROUP1", "", "01INGROUP1")}})
+	if err != nil || resp.GetStatus().GetCode() != v2.Code_OK {
+		t.Fatalf("send: %v %v", resp.GetStatus(), err)
+	}
+	q := int32(0)
+	for placement.GroupOf("orders", false, q, 2) != 0 {
+		q++
+	}
+	req := recvReq("cg", "orders", 4, 30*time.Second, "*")
+	req.MessageQueue.Id = q
+	req.LongPollingTimeout = durationpb.New(20 * time.Second)
+	// Within the call's 5 s: a receive waiting on group 0 would get nothing.
+	got := receiveFrom(t, a, req)
+	if len(got) != 1 || string(got[0].GetBody()) != "01INGROUP1" {
+		t.Fatalf("a receive naming queue %d (group 0, empty) through member 1 got %d messages, want group 1's", q, len(got))
+	}
+	ack, err := a.c.AckMessage(callCtx(t), &v2.AckMessageRequest{Group: res("cg"), Topic: res("orders"),
+		Entries: []*v2.AckMessageEntry{{MessageId: got[0].GetSystemProperties().GetMessageId(), ReceiptHandle: handleOf(got[0])}}})
+	if err != nil || ack.GetStatus().GetCode() != v2.Code_OK || ack.GetEntries()[0].GetStatus().GetCode() != v2.Code_OK {
+		t.Fatalf("ack through member 1 of group 1's message: %v %v", ack, err)
+	}
+	short, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), "x-mq-client-id", "client-1"), nonBlocking)
+	defer cancel()
+	stream, err := b.c.ReceiveMessage(short, recvReq("cg", "orders", 4, 30*time.Second, "*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		f, err := stream.Recv()
+		if err != nil {
+			break
+		}
+		if f.GetMessage() != nil {
+			t.Fatalf("the acknowledged message was delivered again: %s", f.GetMessage().GetBody())
 		}
 	}
 }
