@@ -313,8 +313,15 @@ func (x *Index) load(p string, base int64) (*file, error) {
 		err = fmt.Errorf("%w: index file name/header mismatch", serr.ErrCorrupt)
 	}
 	if err == nil {
+		// A file without entries may end at its header: Sync writes a
+		// slot table's pages as entries fill them, and an empty one has
+		// none to write (it reads as all zero: no entries).
+		need := int64(headerSize)
+		if h.count > 0 {
+			need += int64(h.slots)*4 + int64(h.count)*entrySize
+		}
 		sz, _ := f.Size()
-		if sz < headerSize+int64(h.slots)*4+int64(h.count)*entrySize {
+		if sz < need {
 			err = fmt.Errorf("%w: index file short", serr.ErrCorrupt)
 		}
 	}

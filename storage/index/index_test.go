@@ -1,8 +1,10 @@
 package index
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
+	"log/slog"
 	"slices"
 	"sort"
 	"strings"
@@ -491,4 +493,42 @@ func TestEntriesPastTheEndAreDroppedOnOpen(t *testing.T) {
 		}
 	}
 	x.Close()
+}
+
+// An index that never indexed a key (a store with no keyed message yet),
+// synced and closed, opens again as it was: its file holds a header and
+// no slot table (nothing was ever written there), which is not damage.
+func TestEmptyIndexReopensClean(t *testing.T) {
+	o := memOpts(4096, 16)
+	var warned bytes.Buffer
+	o.Logger = slog.New(slog.NewTextHandler(&warned, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	x := mustOpen(t, o)
+	if err := x.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	x.Close()
+	names, err := o.FS.List("/x")
+	if err != nil || len(names) != 1 {
+		t.Fatalf("files after the first sync: %v %v", names, err)
+	}
+	x = mustOpen(t, o)
+	if warned.Len() > 0 {
+		t.Fatalf("reopening an empty index warned: %s", warned.String())
+	}
+	if again, _ := o.FS.List("/x"); len(again) != 1 || again[0] != names[0] {
+		t.Fatalf("files after reopening: %v, want %v", again, names)
+	}
+	if err := x.Put(9, 0, 10, 1000); err != nil {
+		t.Fatal(err)
+	}
+	x.SetEnd(10)
+	if err := x.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	x.Close()
+	x = mustOpen(t, o)
+	defer x.Close()
+	if hits, err := x.Lookup(9, 0, 1<<62, 10); err != nil || len(hits) != 1 || warned.Len() > 0 {
+		t.Fatalf("after a key and a reopen: hits %v, %v, warnings %q", hits, err, warned.String())
+	}
 }
