@@ -240,7 +240,7 @@ func (n *Node) openGroups(opts storage.Options) error {
 			return errors.Join(fmt.Errorf("peer-tls-cert: %w", err), closeAll())
 		}
 	}
-	nodes, err := peer.StartGroups(peer.Config{ClusterID: n.cfg.ClusterID, NodeID: uint64(n.cfg.NodeID), Peers: peers,
+	nodes, err := peer.StartGroups(peer.Config{ClusterID: n.cfg.ClusterID, NodeID: uint64(n.cfg.NodeID), Peers: peers, Join: n.cfg.Join,
 		Token: n.cfg.PeerToken, TLS: tlsCfg, Listener: n.lis["peers"], Info: n.memberInfo(), Logger: n.log,
 		SnapshotEvery: uint64(n.cfg.RaftLogKeep), KeepEntries: uint64(n.cfg.RaftLogKeep)}, pgs)
 	if err != nil {

@@ -117,3 +117,66 @@ func TestClusterDataGroupsMembershipUnderLoad(t *testing.T) {
 		g.sameLogsOf(fmt.Sprintf("groups/%d/replica", gid))
 	}
 }
+
+// TestClusterDataGroupsReplaceDeadMember replaces a member that died
+// (kill -9, its disk taken for lost) in a cluster of three data groups
+// under load: a new member joins every group through a survivor, the
+// dead one is removed from every group, and the leaderships spread over
+// the three members that remain. No send answered OK is lost.
+func TestClusterDataGroupsReplaceDeadMember(t *testing.T) {
+	e2eutil.Begin(t)
+	const groups = 3
+	g := newGroup(t, "--data-groups", strconv.Itoa(groups), "--remoting-addr", "", "--flush", "sync")
+	leaders := g.balanced(groups, 60*time.Second)
+	topic, cg := e2eutil.Uniq("dgreplace"), e2eutil.Uniq("dgr")
+	e2eutil.CLI(t, g.members[0].grpc, "topic", "create", topic, "--queues", "6")
+	pr := e2eutil.StartProducer(t, config(g, ""), rmq.WithTopics(topic))
+	load := startPacedLoad(pr, topic, 4, 50*time.Millisecond)
+	defer load.stop()
+	load.waitFor(t, 100, 60*time.Second, "before the kill")
+
+	dead := g.byID(leaders[1])
+	dead.proc.Kill9()
+	t.Logf("killed member %d, which led data group 1", dead.id)
+	load.waitFor(t, load.count()+100, 60*time.Second, "after the kill")
+	var live *member
+	for _, m := range g.members {
+		if m != dead {
+			live = m
+			break
+		}
+	}
+	m4 := g.join(4)
+	g.addNode(live, m4)
+	out, err := g.cli("cluster", "remove-node", "--peer", live.peer, "--cluster-id", g.id, "--node-id", strconv.Itoa(dead.id), "--timeout", "60s")
+	if err != nil {
+		t.Fatalf("remove-node %d (dead): %v\n%s", dead.id, err, out)
+	}
+	g.members = slices.DeleteFunc(g.members, func(o *member) bool { return o == dead })
+	var rest []int
+	for _, m := range g.members {
+		rest = append(rest, m.id)
+	}
+	slices.Sort(rest)
+	g.awaitGroupVoters(live, groups, rest)
+	leaders = g.balanced(groups, 60*time.Second)
+	if !slices.Contains(leaders, m4.id) {
+		t.Fatalf("member 4 leads none of the groups after replacing member %d (leaders %v)", dead.id, leaders)
+	}
+	t.Logf("member %d replaced by member 4; leaders by group %v", dead.id, leaders)
+	load.waitFor(t, load.count()+100, 60*time.Second, "after the replacement")
+	acked := load.stop()
+
+	c := e2eutil.StartSimpleConsumer(t, config(g, cg), rmq.WithSimpleAwaitDuration(2*time.Second),
+		rmq.WithSimpleSubscriptionExpressions(map[string]*rmq.FilterExpression{topic: rmq.SUB_ALL}))
+	got := receiveAcked(c, acked, 120*time.Second, true)
+	if n := missingOf(acked, got); n > 0 {
+		t.Fatalf("%d of %d acknowledged sends missing after replacing a dead member", n, len(acked))
+	}
+	t.Logf("%d sends answered OK, all received", len(acked))
+	g.stopAll()
+	g.sameLogs()
+	for gid := 1; gid < groups; gid++ {
+		g.sameLogsOf(fmt.Sprintf("groups/%d/replica", gid))
+	}
+}
