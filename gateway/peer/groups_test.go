@@ -263,13 +263,20 @@ func TestProposeAtLeader(t *testing.T) {
 
 // join starts member id, hosting groups groups, waiting to be added.
 func (c *groupsCluster) join(id uint64, groups int) *groupsMember {
+	return c.newMember(id, groups, true)
+}
+
+// newMember starts member id on a new address, hosting groups groups,
+// waiting to be added (join) or bootstrapping its groups with every
+// address c knows (a member wrongly started without Config.Join).
+func (c *groupsCluster) newMember(id uint64, groups int, join bool) *groupsMember {
 	c.t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		c.t.Fatal(err)
 	}
 	c.addrs[id] = l.Addr().String()
-	return c.start(id, filepath.Join(c.t.TempDir(), fmt.Sprint(id)), l, true, groups)
+	return c.start(id, filepath.Join(c.t.TempDir(), fmt.Sprint(id)), l, join, groups)
 }
 
 // converged waits until every member's replica of group g holds what
@@ -312,6 +319,15 @@ func TestGroupsMembershipChanges(t *testing.T) {
 	c.stop(c.members[5])
 	delete(c.members, 5)
 	delete(c.addrs, 5)
+	// Started without Join, it bootstrapped groups of its own: their logs
+	// would clash with the cluster's.
+	c.newMember(6, groups, false)
+	if err := DialAddMember(ctx, c.addrs[1], c.id, 6, c.addrs[6]); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "of its own") {
+		t.Fatalf("adding a member that bootstrapped its own groups: %v, want InvalidArgument naming that", err)
+	}
+	c.stop(c.members[6])
+	delete(c.members, 6)
+	delete(c.addrs, 6)
 	for g := range groups {
 		if v := c.leader(g).nodes[g].Members().Voters; len(v) != 3 {
 			t.Fatalf("group %d's voters after a refused add: %v", g, v)

@@ -180,9 +180,9 @@ func (n *Node) AddMember(ctx context.Context, id uint64, addr string) error {
 
 // probeNew asks the member at addr, before it is added, who it is: it
 // must answer under this group's cluster id (and peer token) as member
-// id, host as many groups as this member, and know no leader of this
-// group (a member started with Config.Join that no one has added to
-// it). A wrong address, or a member of another cluster, is refused
+// id, host as many groups as this member, and neither know a leader of
+// this group nor hold a configuration of it (a member started with
+// Config.Join that no one has added to it). A wrong address, or a member of another cluster, is refused
 // before the group's configuration changes. A member that joins the
 // groups after the first (already in the first group) may be restarting
 // to install a copy of a store: while it does not answer, it is asked
@@ -237,17 +237,19 @@ func (n *Node) probeOnce(ctx context.Context, id uint64, addr string) (again boo
 		return false, badRequest("peer: add member %d: the member at %s hosts %d data groups, the cluster %d: start it with --data-groups %d",
 			id, addr, max(a.GetDataGroups(), 1), n.groups, n.groups)
 	}
-	leader := a.Leader
-	if n.group != 0 {
-		st, err := clusterv1.NewPeerServiceClient(conn).Status(outgoing(pctx, n.cfg.ClusterID), &clusterv1.StatusRequest{Group: n.group})
-		if err != nil {
-			return true, badRequest("peer: add member %d: the member at %s does not answer for data group %d: %v", id, addr, n.group, err)
-		}
-		leader = st.GetLeader()
+	st, err := clusterv1.NewPeerServiceClient(conn).Status(outgoing(pctx, n.cfg.ClusterID), &clusterv1.StatusRequest{Group: n.group})
+	if err != nil {
+		return true, badRequest("peer: add member %d: the member at %s does not answer for data group %d: %v", id, addr, n.group, err)
 	}
-	if leader != 0 {
+	switch {
+	case st.GetLeader() != 0:
 		return false, badRequest("peer: add member %d: the member at %s already follows leader %d%s; start it on an empty data directory with --join",
-			id, addr, leader, n.groupSuffix())
+			id, addr, st.GetLeader(), n.groupSuffix())
+	case len(st.GetVoters()) > 0:
+		// Started without --join: it bootstrapped a group of its own,
+		// whose log would clash with this group's.
+		return false, badRequest("peer: add member %d: the member at %s started a group of its own (voters %v)%s; start it on an empty data directory with --join",
+			id, addr, st.GetVoters(), n.groupSuffix())
 	}
 	return false, nil
 }
