@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"runtime/pprof"
+	"runtime/trace"
 	"syscall"
 	"time"
 
@@ -40,10 +41,16 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	log := telemetry.NewLogger(stderr, cfg.LogLevel, cfg.LogFormat)
-	// Diagnostic hook for performance work: profile the whole run.
+	// Diagnostic hooks for performance work: profile, or trace, the whole
+	// run (an execution trace for `go tool trace`: where latency goes).
 	if path := os.Getenv("MQGATE_TEST_CPUPROFILE"); path != "" {
 		if f, err := os.Create(path); err == nil && pprof.StartCPUProfile(f) == nil {
 			defer func() { pprof.StopCPUProfile(); f.Close() }()
+		}
+	}
+	if path := os.Getenv("MQGATE_TEST_TRACE"); path != "" {
+		if f, err := os.Create(path); err == nil && trace.Start(f) == nil {
+			defer func() { trace.Stop(); f.Close() }()
 		}
 	}
 	build := buildinfo.Read(version)
