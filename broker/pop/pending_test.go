@@ -513,3 +513,20 @@ func TestFailedFIFOReceiveKeepsGroupOrder(t *testing.T) {
 	e.ack(second...)
 	e.expectNothing()
 }
+
+// A receive that does not wait finds a message whose append was answered
+// before it, though the queues are written after the log: it looks once,
+// and no long poll would wake it when the queue is written.
+func TestReceiveWithoutWaitSeesAnsweredAppends(t *testing.T) {
+	e := newPopEnv(t, false)
+	for i := range 200 {
+		m := record.ToRecord(&model.Message{Topic: "t", ID: fmt.Sprintf("m-%d", i), Body: []byte("x")}, "t", 0)
+		if _, err := e.store.Store.Append(e.ctx, m); err != nil {
+			t.Fatal(err)
+		}
+		got, err := e.svc.Receive(e.ctx, ReceiveRequest{Group: e.group, Topic: e.topic, Max: 1, Invisible: time.Minute, QueueID: -1})
+		if err != nil || len(got) != 1 {
+			t.Fatalf("receive %d right after its append: %d messages, %v", i, len(got), err)
+		}
+	}
+}

@@ -252,11 +252,36 @@ type ReceiveRequest struct {
 	Drain <-chan struct{}
 }
 
+// awaitStored waits (up to lookDispatchWait) until every message stored
+// so far is in its queue. A receive that does not wait looks once, so
+// without this it could miss a message whose send was answered a moment
+// before: the queues are written after the log, and no long poll would
+// wake it when they are. Asking each data group once without waiting is
+// how a receive over several groups finds the one holding messages; a
+// message missed there is left until a later receive, after the long
+// poll it goes on to wait on another group.
+func (s *Service) awaitStored(ctx context.Context) {
+	_, written := s.store.LogRange()
+	if s.store.DispatchedUpTo() >= written {
+		return
+	}
+	wctx, cancel := context.WithTimeout(ctx, lookDispatchWait)
+	defer cancel()
+	_ = s.store.WaitDispatched(wctx, written) // past the bound, the look goes on with what is there
+}
+
+// lookDispatchWait bounds how long a receive that does not wait waits for
+// the messages stored before it to reach their queues.
+const lookDispatchWait = 100 * time.Millisecond
+
 // Receive delivers up to Max messages, long-polling up to Wait when none
 // is visible. Nothing found ⇒ KindMessageNotFound.
 func (s *Service) Receive(ctx context.Context, req ReceiveRequest) ([]*model.Delivered, error) {
 	if req.Max <= 0 {
 		req.Max = 1
+	}
+	if req.Wait <= 0 {
+		s.awaitStored(ctx)
 	}
 	if req.AutoRenew {
 		req.Invisible = 60 * time.Second
