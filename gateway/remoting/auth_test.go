@@ -75,7 +75,11 @@ func sendExt(topic string) map[string]string {
 		"queueId": "0", "sysFlag": "0", "bornTimestamp": "1", "flag": "0", "properties": ""}
 }
 
+// stored counts a queue's messages once everything appended is in the
+// queues.
 func (e *env) stored(topic string, queue int32) int64 {
+	e.t.Helper()
+	e.settle()
 	lo, hi := e.cl.QueueRange(topic, queue)
 	return hi - lo
 }
