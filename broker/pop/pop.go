@@ -734,18 +734,34 @@ func (s *Service) delivered(sb *sub, f *flight, v fstate, m *message.Message, re
 	return d
 }
 
-// journal appends records to the journal topic.
-func (s *Service) journal(ctx context.Context, recs ...*jrecord) error {
-	msgs := make([]*message.Message, len(recs))
-	for i, r := range recs {
-		msgs[i] = &message.Message{Topic: JournalTopic, QueueID: 0, BornTime: r.at, Body: r.encode(make([]byte, 0, r.sizeHint()))}
+// journalAppend is what appending a journal record allocates, in one
+// allocation: the batch handed to the store, its message and, when the
+// record fits (an ack's or a change's does), the message's body.
+type journalAppend struct {
+	msgs [1]*message.Message
+	m    message.Message
+	body [journalInline]byte
+}
+
+// journalInline is the body journalAppend holds: a record of a few
+// entries with group and topic names of up to about 80 bytes each.
+const journalInline = 192
+
+// journal appends r to the journal topic.
+func (s *Service) journal(ctx context.Context, r *jrecord) error {
+	j := new(journalAppend)
+	body := j.body[:0]
+	if n := r.sizeHint(); n > len(j.body) {
+		body = make([]byte, 0, n)
 	}
-	res, err := s.store.Append(ctx, msgs...)
+	j.m = message.Message{Topic: JournalTopic, QueueID: 0, BornTime: r.at, Body: r.encode(body)}
+	j.msgs[0] = &j.m
+	res, err := s.store.Append(ctx, j.msgs[:]...)
 	if err != nil {
 		return storeError(err)
 	}
 	if res.Status == storage.StatusFlushTimeout {
-		s.log.Warn("pop: state change recorded but its fsync timed out", "records", len(recs))
+		s.log.Warn("pop: state change recorded but its fsync timed out")
 	}
 	return nil
 }
@@ -881,7 +897,10 @@ func (s *Service) Ack(ctx context.Context, group, topic string, handles []string
 		return errs
 	}
 	now := s.now()
-	rec := jrecord{op: opAck, group: group, topic: topic, at: now, entries: make([]jentry, 0, len(handles))}
+	// Sized for the common acks of one handle or a few without a heap
+	// allocation (a larger one grows the slice on the heap).
+	var ents [4]jentry
+	rec := jrecord{op: opAck, group: group, topic: topic, at: now, entries: ents[:0]}
 	acked := make([]*flight, 0, len(handles))
 	idx := make([]int, 0, len(handles))
 	sb.mu.Lock()

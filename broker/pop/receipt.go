@@ -137,6 +137,16 @@ func (c *HandleCodec) mac(out *[handleMAC]byte, body *[handleBody]byte) {
 	c.macs.Put(m)
 }
 
+// earlierMAC is mac with an earlier key of the ring, for a handle minted
+// before a rotation: rare, so neither pooled nor kept from escaping (a
+// body passed to a hash.Hash escapes; it is copied first so that
+// Decode's buffers stay on its stack).
+func earlierMAC(out *[handleMAC]byte, key []byte, body *[handleBody]byte) {
+	m := hmac.New(sha256.New, key)
+	m.Write(append([]byte(nil), body[:]...))
+	copy(out[:], m.Sum(nil))
+}
+
 // Encode mints the handle string for h (its Incarnation is set to the
 // codec's).
 func (c *HandleCodec) Encode(h Handle) string {
@@ -189,9 +199,7 @@ func (c *HandleCodec) Decode(s string) (Handle, error) {
 	if inc := binary.BigEndian.Uint32(b[42:]); inc == c.incarnation {
 		c.mac(&sum, (*[handleBody]byte)(b[:handleBody]))
 	} else if key, ok := c.earlier[inc]; ok {
-		m := hmac.New(sha256.New, key)
-		m.Write(b[:handleBody])
-		copy(sum[:], m.Sum(nil))
+		earlierMAC(&sum, key, (*[handleBody]byte)(b[:handleBody]))
 	} else {
 		return Handle{}, fmt.Errorf("%w belongs to another store (data dir was replaced)", ErrBadHandle)
 	}
