@@ -251,19 +251,37 @@ func (s *MessagingService) AckMessage(ctx context.Context, req *v2.AckMessageReq
 	if len(in) == 0 {
 		return &v2.AckMessageResponse{Status: statusOf(ctx, s.log, mqerr.Errorf(mqerr.KindBadRequest, "no entries to acknowledge"))}, nil
 	}
-	sts := make([]*v2.Status, len(in))
+	resp := ackResponse(in)
+	out := resp.Entries
 	handles := make([]string, 0, len(in))
-	idx := make([]int, 0, len(in))
-	for i, e := range in {
-		if e.GetReceiptHandle() == "" {
-			sts[i] = statusNoHandle
+	// idx maps handles to entries when an entry has none (nil: one to one).
+	var idx []int
+	for i, e := range out {
+		if e.ReceiptHandle == "" {
+			e.Status = statusNoHandle
+			if idx == nil {
+				idx = make([]int, len(handles), len(in))
+				for j := range idx {
+					idx[j] = j
+				}
+			}
 			continue
 		}
-		handles = append(handles, e.GetReceiptHandle())
-		idx = append(idx, i)
+		handles = append(handles, e.ReceiptHandle)
+		if idx != nil {
+			idx = append(idx, i)
+		}
+	}
+	if idx != nil {
+		// An entry's result by its handle's place.
+		sel := make([]*v2.AckMessageResultEntry, len(idx))
+		for j, i := range idx {
+			sel[j] = out[i]
+		}
+		out = sel
 	}
 	if len(handles) > 0 && s.groups != nil {
-		s.ackByGroup(ctx, req, group, topic, handles, idx, sts)
+		s.ackByGroup(ctx, req, group, topic, handles, idx, out)
 	} else if len(handles) > 0 {
 		errs := s.b.Ack(ctx, group, topic, handles)
 		if len(errs) != len(handles) {
@@ -271,17 +289,36 @@ func (s *MessagingService) AckMessage(ctx context.Context, req *v2.AckMessageReq
 			return &v2.AckMessageResponse{Status: statusNoEntries}, nil
 		}
 		for j, err := range errs {
-			sts[idx[j]] = statusOf(ctx, s.log, err)
+			out[j].Status = statusOf(ctx, s.log, err)
 		}
+	}
+	resp.Status = combine(resp.Entries)
+	return resp, nil
+}
+
+// ackResponse is the response to an ack of entries in, each result
+// echoing its entry's message id and handle (statuses unset): for one
+// entry, the usual ack, in one allocation.
+func ackResponse(in []*v2.AckMessageEntry) *v2.AckMessageResponse {
+	if len(in) == 1 {
+		one := new(struct {
+			resp v2.AckMessageResponse
+			ent  v2.AckMessageResultEntry
+			out  [1]*v2.AckMessageResultEntry
+		})
+		one.ent.MessageId, one.ent.ReceiptHandle = in[0].GetMessageId(), in[0].GetReceiptHandle()
+		one.out[0] = &one.ent
+		one.resp.Entries = one.out[:]
+		return &one.resp
 	}
 	// The entries in one allocation, not one each.
 	ents := make([]v2.AckMessageResultEntry, len(in))
 	out := make([]*v2.AckMessageResultEntry, len(in))
 	for i, e := range in {
-		ents[i].MessageId, ents[i].ReceiptHandle, ents[i].Status = e.GetMessageId(), e.GetReceiptHandle(), sts[i]
+		ents[i].MessageId, ents[i].ReceiptHandle = e.GetMessageId(), e.GetReceiptHandle()
 		out[i] = &ents[i]
 	}
-	return &v2.AckMessageResponse{Status: combine(sts), Entries: out}, nil
+	return &v2.AckMessageResponse{Entries: out}
 }
 
 // ChangeInvisibleDuration moves a delivery's visibility to now + d (d in

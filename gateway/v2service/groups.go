@@ -461,9 +461,10 @@ func forwardStream[T any](ctx context.Context, t target, method string, req any,
 	}
 }
 
-// ackByGroup acknowledges handles (entries idx of req) in the groups
-// their queues are in, each group's at once, and fills their statuses.
-func (s *MessagingService) ackByGroup(ctx context.Context, req *v2.AckMessageRequest, group, topic string, handles []string, idx []int, sts []*v2.Status) {
+// ackByGroup acknowledges handles (entries idx of req; nil idx: the
+// entries in order) in the groups their queues are in, each group's at
+// once, and sets the status of each handle's result, out[j].
+func (s *MessagingService) ackByGroup(ctx context.Context, req *v2.AckMessageRequest, group, topic string, handles []string, idx []int, out []*v2.AckMessageResultEntry) {
 	byGroup := map[int][]int{}
 	for j, h := range handles {
 		g := s.handleGroup(ctx, topic, h)
@@ -475,7 +476,7 @@ func (s *MessagingService) ackByGroup(ctx context.Context, req *v2.AckMessageReq
 			set := func(err error) {
 				st := statusOf(ctx, s.log, err)
 				for _, j := range js {
-					sts[idx[j]] = st
+					out[j].Status = st
 				}
 			}
 			t, err := s.at(ctx, g)
@@ -486,7 +487,11 @@ func (s *MessagingService) ackByGroup(ctx context.Context, req *v2.AckMessageReq
 			if t.conn != nil {
 				sub := &v2.AckMessageRequest{Group: req.GetGroup(), Topic: req.GetTopic(), Entries: make([]*v2.AckMessageEntry, 0, len(js))}
 				for _, j := range js {
-					sub.Entries = append(sub.Entries, req.GetEntries()[idx[j]])
+					i := j
+					if idx != nil {
+						i = idx[j]
+					}
+					sub.Entries = append(sub.Entries, req.GetEntries()[i])
 				}
 				resp := new(v2.AckMessageResponse)
 				if err := t.invoke(ctx, v2.MessagingService_AckMessage_FullMethodName, sub, resp); err != nil {
@@ -499,12 +504,12 @@ func (s *MessagingService) ackByGroup(ctx context.Context, req *v2.AckMessageReq
 						st = statusNoEntries
 					}
 					for _, j := range js {
-						sts[idx[j]] = st
+						out[j].Status = st
 					}
 					return
 				}
 				for k, j := range js {
-					sts[idx[j]] = resp.GetEntries()[k].GetStatus()
+					out[j].Status = resp.GetEntries()[k].GetStatus()
 				}
 				return
 			}
@@ -519,7 +524,7 @@ func (s *MessagingService) ackByGroup(ctx context.Context, req *v2.AckMessageReq
 				return
 			}
 			for k, j := range js {
-				sts[idx[j]] = statusOf(ctx, s.log, errs[k])
+				out[j].Status = statusOf(ctx, s.log, errs[k])
 			}
 		})
 	}

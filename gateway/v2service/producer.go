@@ -55,19 +55,36 @@ func (s *MessagingService) SendMessage(ctx context.Context, req *v2.SendMessageR
 		s.log.ErrorContext(ctx, "broker returned a wrong number of send results", "want", len(msgs), "got", len(results))
 		return &v2.SendMessageResponse{Status: statusNoEntries}, nil
 	}
-	// The entries in one allocation, not one each.
-	ents := make([]v2.SendResultEntry, len(results))
-	entries := make([]*v2.SendResultEntry, len(results))
-	sts := make([]*v2.Status, len(results))
+	resp := sendResponse(len(results))
 	for i, r := range results {
-		st := statusOf(ctx, s.log, r.Err)
-		sts[i] = st
-		e := &ents[i]
+		e := resp.Entries[i]
 		// The message id is the client's, verbatim.
-		e.Status, e.MessageId, e.TransactionId, e.Offset, e.RecallHandle = st, msgs[i].ID, r.TransactionID, r.Offset, r.RecallHandle
-		entries[i] = e
+		e.Status, e.MessageId, e.TransactionId, e.Offset, e.RecallHandle = statusOf(ctx, s.log, r.Err), msgs[i].ID, r.TransactionID, r.Offset, r.RecallHandle
 	}
-	return &v2.SendMessageResponse{Status: combine(sts), Entries: entries}, nil
+	resp.Status = combine(resp.Entries)
+	return resp, nil
+}
+
+// sendResponse is the response to a send of n messages, with n empty
+// result entries: for one message, the usual send, in one allocation.
+func sendResponse(n int) *v2.SendMessageResponse {
+	if n == 1 {
+		one := new(struct {
+			resp v2.SendMessageResponse
+			ent  v2.SendResultEntry
+			out  [1]*v2.SendResultEntry
+		})
+		one.out[0] = &one.ent
+		one.resp.Entries = one.out[:]
+		return &one.resp
+	}
+	// The entries in one allocation, not one each.
+	ents := make([]v2.SendResultEntry, n)
+	out := make([]*v2.SendResultEntry, n)
+	for i := range ents {
+		out[i] = &ents[i]
+	}
+	return &v2.SendMessageResponse{Entries: out}
 }
 
 // RecallMessage cancels a pending delayed message by the recall handle

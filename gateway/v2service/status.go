@@ -58,15 +58,15 @@ func grpcCodeOf(err error) codes.Code {
 	return codes.Internal
 }
 
-// combine folds per-entry statuses into the top-level one: the common
-// status when every entry agrees, MULTIPLE_RESULTS otherwise.
-func combine(sts []*v2.Status) *v2.Status {
-	if len(sts) == 0 {
+// combine folds the statuses of result entries into the top-level one:
+// the common status when every entry agrees, MULTIPLE_RESULTS otherwise.
+func combine[E interface{ GetStatus() *v2.Status }](es []E) *v2.Status {
+	if len(es) == 0 {
 		return statusNoEntries
 	}
-	first := sts[0]
-	for _, s := range sts[1:] {
-		if s.GetCode() != first.GetCode() {
+	first := es[0].GetStatus()
+	for _, e := range es[1:] {
+		if e.GetStatus().GetCode() != first.GetCode() {
 			return statusMultiple
 		}
 	}

@@ -39,16 +39,23 @@ func TestStatusOf(t *testing.T) {
 
 func TestCombine(t *testing.T) {
 	bad := &v2.Status{Code: v2.Code_INVALID_RECEIPT_HANDLE}
-	if got := combine([]*v2.Status{statusOK, statusOK}); got.Code != v2.Code_OK {
+	entries := func(sts ...*v2.Status) []*v2.AckMessageResultEntry {
+		out := make([]*v2.AckMessageResultEntry, len(sts))
+		for i, st := range sts {
+			out[i] = &v2.AckMessageResultEntry{Status: st}
+		}
+		return out
+	}
+	if got := combine(entries(statusOK, statusOK)); got.Code != v2.Code_OK {
 		t.Fatal(got)
 	}
-	if got := combine([]*v2.Status{bad, bad}); got.Code != v2.Code_INVALID_RECEIPT_HANDLE {
+	if got := combine(entries(bad, bad)); got.Code != v2.Code_INVALID_RECEIPT_HANDLE {
 		t.Fatal(got)
 	}
-	if got := combine([]*v2.Status{statusOK, bad}); got.Code != v2.Code_MULTIPLE_RESULTS {
+	if got := combine(entries(statusOK, bad)); got.Code != v2.Code_MULTIPLE_RESULTS {
 		t.Fatal(got)
 	}
-	if got := combine(nil); got.Code != v2.Code_INTERNAL_SERVER_ERROR {
+	if got := combine(entries()); got.Code != v2.Code_INTERNAL_SERVER_ERROR {
 		t.Fatal(got)
 	}
 }
