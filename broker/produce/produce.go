@@ -192,10 +192,7 @@ func (s *Service) appendNormal(ctx context.Context, topic model.Topic, msgs []*m
 	if err != nil {
 		return nil, err
 	}
-	recs := make([]*message.Message, len(msgs))
-	for i, m := range msgs {
-		recs[i] = record.ToRecord(m, topic.Name, q)
-	}
+	recs := record.ToRecords(msgs, topic.Name, q)
 	store := s.store
 	if topic.Type == model.TopicLite && s.cfg.LiteAppender != nil {
 		store = s.cfg.LiteAppender

@@ -13,7 +13,52 @@ import (
 // topic may differ from m.Topic (half and delay messages live in system
 // topics; RealTopic then names the destination).
 func ToRecord(m *model.Message, topic string, queue int32) *message.Message {
-	r := &message.Message{
+	r := new(message.Message)
+	fillRecord(r, make([]message.Property, 0, len(m.Properties)+propsAdded), m, topic, queue)
+	return r
+}
+
+// ToRecords is ToRecord of a batch bound for one queue, allocated
+// together: for one message with a few properties, record and batch in
+// one allocation; for more, the records in one, their properties in
+// another.
+func ToRecords(msgs []*model.Message, topic string, queue int32) []*message.Message {
+	if len(msgs) == 1 {
+		one := new(struct {
+			batch [1]*message.Message
+			rec   message.Message
+			props [8]message.Property
+		})
+		fillRecord(&one.rec, one.props[:0], msgs[0], topic, queue)
+		one.batch[0] = &one.rec
+		return one.batch[:]
+	}
+	n := 0
+	for _, m := range msgs {
+		n += len(m.Properties) + propsAdded
+	}
+	free := make([]message.Property, 0, n)
+	recs := make([]message.Message, len(msgs))
+	out := make([]*message.Message, len(msgs))
+	for i, m := range msgs {
+		// Each record's properties take the start of what is free (their
+		// capacity cut at their end), or a new array should it run out.
+		used := fillRecord(&recs[i], free, m, topic, queue)
+		free = used[len(used):]
+		out[i] = &recs[i]
+	}
+	return out
+}
+
+// propsAdded is about how many system properties a record gets beside
+// its user properties (id, tag, keys, ...).
+const propsAdded = 6
+
+// fillRecord sets r to m's record in (topic, queue), its properties
+// appended to props (empty, with room for them or not), and returns
+// them.
+func fillRecord(r *message.Message, props []message.Property, m *model.Message, topic string, queue int32) []message.Property {
+	*r = message.Message{
 		Topic:    topic,
 		QueueID:  queue,
 		BornTime: m.BornTime.UnixMilli(),
@@ -23,7 +68,6 @@ func ToRecord(m *model.Message, topic string, queue int32) *message.Message {
 	if m.BodyGzip {
 		r.Flags |= FlagGzip
 	}
-	props := make([]message.Property, 0, len(m.Properties)+6)
 	for k, v := range m.Properties {
 		props = append(props, message.Property{Key: k, Value: v})
 	}
@@ -61,9 +105,9 @@ func ToRecord(m *model.Message, topic string, queue int32) *message.Message {
 	if topic != m.Topic {
 		add(PropRealTopic, m.Topic)
 	}
-	r.Properties = props
+	r.Properties = props[:len(props):len(props)]
 	sortProps(r.Properties)
-	return r
+	return props
 }
 
 func sortProps(p []message.Property) {

@@ -134,3 +134,43 @@ func TestFromRecordOrigins(t *testing.T) {
 		t.Fatalf("unparsable properties read as %v, %d", m.DeliveryTime, m.ReconsumeTimes)
 	}
 }
+
+// A batch's records are each message's ToRecord, whatever the batch's
+// size and however many properties each has, and no record's
+// properties share room with another's.
+func TestToRecordsIsToRecordOfEach(t *testing.T) {
+	many := map[string]string{}
+	for i := range 20 {
+		many[string(rune('a'+i))] = "v"
+	}
+	all := []*model.Message{
+		{Topic: "t", ID: "id-1", Tag: "TagA", Keys: []string{"k1", "k2"}, Body: []byte("b1")},
+		{Topic: "t", ID: "id-2", Properties: many, MessageGroup: "g", BodyGzip: true},
+		{Topic: "t", ID: "id-3", Properties: map[string]string{"x": "1"}, TraceContext: "00-ab-cd-01"},
+		{Topic: "t"},
+	}
+	for n := 1; n <= len(all); n++ {
+		msgs := all[:n]
+		got := ToRecords(msgs, "t", 3)
+		if len(got) != n {
+			t.Fatalf("%d records for %d messages", len(got), n)
+		}
+		for i, m := range msgs {
+			if want := ToRecord(m, "t", 3); !reflect.DeepEqual(got[i], want) {
+				t.Fatalf("batch of %d, record %d:\n got %+v\nwant %+v", n, i, got[i], want)
+			}
+		}
+		for i := range got[:n-1] {
+			before := slices.Clone(got[i+1].Properties)
+			got[i].Set("zzz-added", "x")
+			if !slices.Equal(got[i+1].Properties, before) {
+				t.Fatalf("batch of %d: a property set on record %d changed record %d", n, i, i+1)
+			}
+		}
+	}
+	// The single message alone, with more properties than its room.
+	one := ToRecords(all[1:2], "t", 3)
+	if want := ToRecord(all[1], "t", 3); !reflect.DeepEqual(one[0], want) {
+		t.Fatalf("one message with %d properties:\n got %+v\nwant %+v", len(all[1].Properties), one[0], want)
+	}
+}
