@@ -138,23 +138,40 @@ func toModelMessages(in []*v2.Message) (string, []*model.Message, error) {
 				first.GetName(), t.GetName())
 		}
 	}
-	out := make([]*model.Message, len(in))
+	out := modelMessages(len(in))
 	for i, m := range in {
-		mm, err := toModelMessage(m, topic)
-		if err != nil {
+		if err := toModelMessage(out[i], m, topic); err != nil {
 			return "", nil, err
 		}
-		out[i] = mm
 	}
 	return topic, out, nil
 }
 
-// toModelMessage converts one message. The rules every listener shares
+// modelMessages allocates n messages and the batch of them: for one, in
+// one allocation, for more, in two.
+func modelMessages(n int) []*model.Message {
+	if n == 1 {
+		one := new(struct {
+			batch [1]*model.Message
+			m     model.Message
+		})
+		one.batch[0] = &one.m
+		return one.batch[:]
+	}
+	ms := make([]model.Message, n)
+	out := make([]*model.Message, n)
+	for i := range ms {
+		out[i] = &ms[i]
+	}
+	return out
+}
+
+// toModelMessage converts m into mm (zero). The rules every listener shares
 // (upstream's message checks, then the type checks) are the broker's
 // (produce.ValidateMessage); here are only what exists on this wire:
 // timestamps and durations that do not parse, empty keys (dropped), and
 // the LITE and PRIORITY types mqgate does not serve.
-func toModelMessage(m *v2.Message, topic string) (*model.Message, error) {
+func toModelMessage(mm *model.Message, m *v2.Message, topic string) error {
 	sp := m.GetSystemProperties()
 	keys := sp.GetKeys()
 	for _, k := range keys {
@@ -166,26 +183,26 @@ func toModelMessage(m *v2.Message, topic string) (*model.Message, error) {
 	var txRecovery time.Duration
 	if d := sp.GetOrphanedTransactionRecoveryDuration(); d != nil {
 		if d.CheckValid() != nil {
-			return nil, mqerr.Errorf(mqerr.KindBadRequest, "orphaned_transaction_recovery_duration is not a valid duration")
+			return mqerr.Errorf(mqerr.KindBadRequest, "orphaned_transaction_recovery_duration is not a valid duration")
 		}
 		txRecovery = d.AsDuration()
 	}
 	var deliver time.Time
 	if ts := sp.GetDeliveryTimestamp(); ts != nil {
 		if ts.CheckValid() != nil {
-			return nil, mqerr.Errorf(mqerr.KindIllegalDeliveryTime, "delivery_timestamp is not a valid time")
+			return mqerr.Errorf(mqerr.KindIllegalDeliveryTime, "delivery_timestamp is not a valid time")
 		}
 		deliver = ts.AsTime()
 	}
 	if t := sp.GetMessageType(); t == v2.MessageType_PRIORITY {
-		return nil, mqerr.Errorf(mqerr.KindMessageTypeConflict, "%s messages are not supported", t)
+		return mqerr.Errorf(mqerr.KindMessageTypeConflict, "%s messages are not supported", t)
 	}
 	tag := sp.GetTag()
 	group := sp.GetMessageGroup()
 	declared := messageTypeToModel(sp.GetMessageType())
 	transactional := sp.GetMessageType() == v2.MessageType_TRANSACTION
 	props := m.GetUserProperties()
-	mm := &model.Message{
+	*mm = model.Message{
 		Topic:         topic,
 		ID:            sp.GetMessageId(),
 		Tag:           tag,
@@ -205,7 +222,7 @@ func toModelMessage(m *v2.Message, topic string) (*model.Message, error) {
 	if ts := sp.GetBornTimestamp(); ts != nil && ts.CheckValid() == nil {
 		mm.BornTime = ts.AsTime()
 	}
-	return mm, nil
+	return nil
 }
 
 func dropEmpty(keys []string) []string {
