@@ -262,7 +262,7 @@ func clusterStatus(ctx context.Context, cc clusterCommand, w io.Writer) error {
 	default:
 		fmt.Fprintf(w, "leader: %d at %s\n", st.Leader, st.Peers[st.Leader])
 	}
-	fmt.Fprintf(w, "commit %d, applied %d\n", st.Commit, st.Applied)
+	fmt.Fprintf(w, "commit %d, applied %d, raft log from %d\n", st.Commit, st.Applied, st.FirstIndex)
 	if st.LeadTransferee != 0 {
 		fmt.Fprintf(w, "leadership being transferred to %d\n", st.LeadTransferee)
 	}

@@ -21,11 +21,15 @@ import (
 type Status struct {
 	ID uint64 `json:"id"`
 	// Group is the raft group (0: a member's first).
-	Group          uint64 `json:"group"`
-	Leader         uint64 `json:"leader"`
-	Term           uint64 `json:"term"`
-	Commit         uint64 `json:"commit"`
-	Applied        uint64 `json:"applied"`         // as raft counts it (handed to the Applier)
+	Group   uint64 `json:"group"`
+	Leader  uint64 `json:"leader"`
+	Term    uint64 `json:"term"`
+	Commit  uint64 `json:"commit"`
+	Applied uint64 `json:"applied"` // as raft counts it (handed to the Applier)
+	// FirstIndex is the oldest entry this member's raft log still holds
+	// (older ones are compacted away): a member whose log ends before it
+	// catches up from a copy of a store when this member leads.
+	FirstIndex     uint64 `json:"first_index"`
 	State          string `json:"state"`           // StateLeader, StateFollower, ...
 	LeadTransferee uint64 `json:"lead_transferee"` // the member a transfer under way hands to
 	// Peers is every member's peer address, as this member dials it.
@@ -77,7 +81,7 @@ type Progress struct {
 }
 
 func (st Status) toProto() *clusterv1.StatusResponse {
-	p := &clusterv1.StatusResponse{Id: st.ID, Leader: st.Leader, Term: st.Term, Commit: st.Commit, Applied: st.Applied, State: st.State,
+	p := &clusterv1.StatusResponse{Id: st.ID, Leader: st.Leader, Term: st.Term, Commit: st.Commit, Applied: st.Applied, FirstIndex: st.FirstIndex, State: st.State,
 		LeadTransferee: st.LeadTransferee, Peers: st.Peers, Voters: st.Voters, Learners: st.Learners, Group: st.Group,
 		Work: &clusterv1.RaftWork{Rounds: st.Work.Rounds, LogWrites: st.Work.LogWrites, LogSyncs: st.Work.LogSyncs,
 			EntriesWritten: st.Work.EntriesWritten, EntriesApplied: st.Work.EntriesApplied, Proposals: st.Work.Proposals,
@@ -99,7 +103,7 @@ func (st Status) toProto() *clusterv1.StatusResponse {
 
 // statusOf is a Status answered by a member.
 func statusOf(p *clusterv1.StatusResponse) Status {
-	st := Status{ID: p.GetId(), Group: p.GetGroup(), Leader: p.GetLeader(), Term: p.GetTerm(), Commit: p.GetCommit(), Applied: p.GetApplied(), State: p.GetState(),
+	st := Status{ID: p.GetId(), Group: p.GetGroup(), Leader: p.GetLeader(), Term: p.GetTerm(), Commit: p.GetCommit(), Applied: p.GetApplied(), FirstIndex: p.GetFirstIndex(), State: p.GetState(),
 		LeadTransferee: p.GetLeadTransferee(), Peers: p.GetPeers(), Voters: p.GetVoters(), Learners: p.GetLearners()}
 	if w := p.GetWork(); w != nil {
 		st.Work = Work{Rounds: w.GetRounds(), LogWrites: w.GetLogWrites(), LogSyncs: w.GetLogSyncs(), EntriesWritten: w.GetEntriesWritten(),
@@ -148,6 +152,7 @@ func (n *Node) Status(ctx context.Context) (Status, error) {
 		s := n.rn.Status()
 		st = Status{ID: s.ID, Group: n.group, Leader: s.Lead, Term: s.HardState.GetTerm(), Commit: s.HardState.GetCommit(),
 			Applied: s.Applied, State: s.RaftState.String(), LeadTransferee: s.LeadTransferee, Peers: map[uint64]string{}, Work: n.work}
+		st.FirstIndex, _ = n.ms.FirstIndex() // never fails on the memory storage
 		m := n.Members()
 		st.Voters, st.Learners = m.Voters, m.Learners
 		for _, id := range append(slices.Clone(m.Voters), m.Learners...) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -36,6 +37,40 @@ func (g *group) awaitGroupVoters(m *member, groups int, want []int) {
 	}
 }
 
+// awaitCompacted waits until some data group's raft log is compacted
+// past its first entry on every member (`cluster status --json`'s
+// first_index), so that a member joining it catches up from a copy of a
+// store whichever member leads it.
+func (g *group) awaitCompacted(groups int, within time.Duration) {
+	g.t.Helper()
+	deadline := time.Now().Add(within)
+	var seen []string
+	for {
+		seen = seen[:0]
+		for gid := range groups {
+			compacted := true
+			for _, m := range g.members {
+				out, err := g.cli("cluster", "status", "--peer", m.peer, "--cluster-id", g.id, "--group", strconv.Itoa(gid), "--json")
+				var st struct {
+					FirstIndex uint64 `json:"first_index"`
+				}
+				if err != nil || json.Unmarshal([]byte(out), &st) != nil || st.FirstIndex <= 1 {
+					seen = append(seen, fmt.Sprintf("group %d member %d: first index %d (%v)", gid, m.id, st.FirstIndex, err))
+					compacted = false
+					break
+				}
+			}
+			if compacted {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			g.t.Fatalf("no data group's raft log was compacted on every member within %s: %s", within, strings.Join(seen, "; "))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
 // TestClusterDataGroupsMembershipUnderLoad changes the members of a
 // cluster of four data groups while the official client sends: a fourth
 // member joins every group (the others keep so few raft entries that it
@@ -58,6 +93,7 @@ func TestClusterDataGroupsMembershipUnderLoad(t *testing.T) {
 	load := startPacedLoad(pr, topic, 4, 100*time.Millisecond)
 	defer load.stop()
 	load.waitFor(t, 200, 60*time.Second, "before any change")
+	g.awaitCompacted(groups, 60*time.Second)
 
 	m4 := g.join(4)
 	g.addNode(g.members[1], m4)

@@ -537,7 +537,10 @@ type StatusResponse struct {
 	// unix milliseconds (absent: none since it started).
 	LastContactUnixMs map[uint64]int64 `protobuf:"bytes,13,rep,name=last_contact_unix_ms,json=lastContactUnixMs,proto3" json:"last_contact_unix_ms,omitempty" protobuf_key:"varint,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
 	// What the member's raft loop did since it started.
-	Work          *RaftWork `protobuf:"bytes,14,opt,name=work,proto3" json:"work,omitempty"`
+	Work *RaftWork `protobuf:"bytes,14,opt,name=work,proto3" json:"work,omitempty"`
+	// The oldest entry the member's raft log still holds (older ones are
+	// compacted away).
+	FirstIndex    uint64 `protobuf:"varint,15,opt,name=first_index,json=firstIndex,proto3" json:"first_index,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -668,6 +671,13 @@ func (x *StatusResponse) GetWork() *RaftWork {
 		return x.Work
 	}
 	return nil
+}
+
+func (x *StatusResponse) GetFirstIndex() uint64 {
+	if x != nil {
+		return x.FirstIndex
+	}
+	return 0
 }
 
 // What a member's raft loop did since it started: divided by the
@@ -1514,7 +1524,7 @@ const file_mqgate_cluster_v1_peer_proto_rawDesc = "" +
 	"\x05match\x18\x01 \x01(\x04R\x05match\x12\x12\n" +
 	"\x04next\x18\x02 \x01(\x04R\x04next\x12\x14\n" +
 	"\x05state\x18\x03 \x01(\tR\x05state\x12#\n" +
-	"\rrecent_active\x18\x04 \x01(\bR\frecentActive\"\x8e\x06\n" +
+	"\rrecent_active\x18\x04 \x01(\bR\frecentActive\"\xaf\x06\n" +
 	"\x0eStatusResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x16\n" +
 	"\x06leader\x18\x02 \x01(\x04R\x06leader\x12\x12\n" +
@@ -1530,7 +1540,9 @@ const file_mqgate_cluster_v1_peer_proto_rawDesc = "" +
 	"\bprogress\x18\v \x03(\v2/.mqgate.cluster.v1.StatusResponse.ProgressEntryR\bprogress\x12\x14\n" +
 	"\x05group\x18\f \x01(\x04R\x05group\x12i\n" +
 	"\x14last_contact_unix_ms\x18\r \x03(\v28.mqgate.cluster.v1.StatusResponse.LastContactUnixMsEntryR\x11lastContactUnixMs\x12/\n" +
-	"\x04work\x18\x0e \x01(\v2\x1b.mqgate.cluster.v1.RaftWorkR\x04work\x1a8\n" +
+	"\x04work\x18\x0e \x01(\v2\x1b.mqgate.cluster.v1.RaftWorkR\x04work\x12\x1f\n" +
+	"\vfirst_index\x18\x0f \x01(\x04R\n" +
+	"firstIndex\x1a8\n" +
 	"\n" +
 	"PeersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\x04R\x03key\x12\x14\n" +
