@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/status"
 
 	"github.com/mqgate/mqgate/broker/raftstore"
@@ -104,6 +106,11 @@ func (n *Node) atLeader(ctx context.Context, local func() (uint64, error),
 			idx, err = local()
 		} else if conn := n.tr.conn(lead); conn == nil {
 			err = fmt.Errorf("peer: no connection to member %d", lead)
+		} else if ready, werr := n.awaitReady(ctx, lead, conn); werr != nil {
+			return 0, werr
+		} else if !ready {
+			attempt-- // the leadership moved before anything was sent
+			continue
 		} else {
 			idx, err = remote(clusterv1.NewPeerServiceClient(conn), outgoing(WithToken(ctx, n.cfg.Token), n.cfg.ClusterID))
 			err = fromRPC(lead, err)
@@ -118,6 +125,39 @@ func (n *Node) atLeader(ctx context.Context, local func() (uint64, error),
 		last = err
 	}
 	return 0, last
+}
+
+// awaitReady waits until conn, the connection to lead, is ready to carry
+// a call (true), or this member learns of another leader or none
+// (false). A call made on a connection that is not ready fails as soon
+// as the connection does, without being sent, which cannot be told from
+// a call the leader took and could not answer: so a change is sent only
+// on a ready connection, and while the leader this member knows is down
+// (killed, its connection failing) it waits for the next leader instead
+// of failing during the election.
+func (n *Node) awaitReady(ctx context.Context, lead uint64, conn *grpc.ClientConn) (bool, error) {
+	for {
+		st := conn.GetState()
+		if st == connectivity.Ready {
+			return true, nil
+		}
+		if n.lead.Load() != lead {
+			return false, nil
+		}
+		if st == connectivity.Idle {
+			conn.Connect()
+		}
+		wctx, cancel := context.WithTimeout(ctx, n.cfg.TickInterval)
+		conn.WaitForStateChange(wctx, st)
+		cancel()
+		select {
+		case <-n.done:
+			return false, n.stoppedErr()
+		case <-ctx.Done():
+			return false, fmt.Errorf("peer: leader %d unreachable (%s): %w", lead, st, ctx.Err())
+		default:
+		}
+	}
 }
 
 // fromRPC gives a peer call's error (rpcError's codes) the cluster error

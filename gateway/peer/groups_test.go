@@ -16,6 +16,7 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -32,6 +33,7 @@ type groupsCluster struct {
 	t       *testing.T
 	id      string
 	groups  int
+	ticks   int // Config.ElectionTicks
 	addrs   map[uint64]string
 	members map[uint64]*groupsMember
 }
@@ -45,7 +47,14 @@ type groupsMember struct {
 
 func newGroupsCluster(t *testing.T, members, groups int) *groupsCluster {
 	t.Helper()
-	c := &groupsCluster{t: t, id: "groups-" + t.Name(), groups: groups, addrs: map[uint64]string{}, members: map[uint64]*groupsMember{}}
+	return newGroupsClusterTicks(t, members, groups, 10)
+}
+
+// newGroupsClusterTicks is newGroupsCluster with members whose election
+// timeout is ticks ticks of 20 ms.
+func newGroupsClusterTicks(t *testing.T, members, groups, ticks int) *groupsCluster {
+	t.Helper()
+	c := &groupsCluster{t: t, id: "groups-" + t.Name(), groups: groups, ticks: ticks, addrs: map[uint64]string{}, members: map[uint64]*groupsMember{}}
 	lis := map[uint64]net.Listener{}
 	for i := range members {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -84,7 +93,7 @@ func (c *groupsCluster) start(id uint64, dir string, l net.Listener, join bool, 
 		gs = append(gs, Group{WALDir: filepath.Join(gdir, "wal"), App: rep})
 	}
 	nodes, err := StartGroups(Config{ClusterID: c.id, NodeID: id, Peers: maps.Clone(c.addrs), Listener: l, Join: join,
-		TickInterval: 20 * time.Millisecond, ElectionTicks: 10, Info: testInfo(id), Token: testToken, Logger: quiet}, gs)
+		TickInterval: 20 * time.Millisecond, ElectionTicks: c.ticks, Info: testInfo(id), Token: testToken, Logger: quiet}, gs)
 	if err != nil {
 		for _, r := range m.reps {
 			r.Close(context.Background())
@@ -258,6 +267,50 @@ func TestProposeAtLeader(t *testing.T) {
 	}
 	if _, err := f.nodes[0].ProposeAtLeader(ctx, []byte(`{"kind":"put-topic"}`)); !errors.Is(err, raftstore.ErrRefused) {
 		t.Fatalf("a topic change without its topic: %v, want ErrRefused", err)
+	}
+}
+
+// A change proposed through a follower while the leader it knows is
+// down (its connection failed: a call would not even be sent) waits for
+// the next leader instead of failing: a topic created during a failover
+// of the catalog's group is created once the group has a leader again.
+func TestProposeAtLeaderWaitsOutADeadLeader(t *testing.T) {
+	c := newGroupsClusterTicks(t, 3, 1, 100) // 2 s before the others elect
+	ctx := testCtx(t)
+	l := c.leader(0)
+	var f *groupsMember
+	for _, m := range c.members {
+		if m != l {
+			f = m
+		}
+	}
+	c.stop(l)
+	delete(c.members, l.id)
+	conn := f.nodes[0].tr.conn(l.id)
+	for conn.GetState() == connectivity.Ready {
+		if !conn.WaitForStateChange(ctx, connectivity.Ready) {
+			t.Fatal("the connection to the stopped leader stayed ready")
+		}
+	}
+	if lead := f.nodes[0].Leader(); lead != l.id {
+		t.Fatalf("member %d knows leader %d already; the test needs it to know the stopped one, %d", f.id, lead, l.id)
+	}
+	change, err := raftstore.EncodeChange(raftstore.MetaOp{Kind: raftstore.MetaPutTopic, Topic: &metastore.Topic{Name: "during-failover", QueueCount: 4}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx, err := f.nodes[0].ProposeAtLeader(ctx, change)
+	if err != nil {
+		t.Fatalf("propose through member %d while the leader it knows is down: %v", f.id, err)
+	}
+	if lead := f.nodes[0].Leader(); lead == l.id || lead == 0 {
+		t.Fatalf("the change was applied at %d with leader %d", idx, lead)
+	}
+	if err := f.reps[0].WaitApplied(ctx, idx); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := f.reps[0].Store().Meta().Topic("during-failover"); !ok {
+		t.Fatalf("member %d after the change at %d: no topic", f.id, idx)
 	}
 }
 
