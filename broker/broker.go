@@ -193,9 +193,6 @@ func (b *Broker) Activate(ctx context.Context) error {
 		_ = errors.Join(p.Close(ctx), s.delay.Close(ctx))
 		return err
 	}
-	if b.checkBack != nil {
-		s.txn.SetSender(b.checkBack)
-	}
 	s.lite, err = b.openLite(ctx, st, s.meta)
 	if err != nil {
 		_ = errors.Join(p.Close(ctx), s.delay.Close(ctx), s.txn.Close(ctx))
@@ -208,6 +205,15 @@ func (b *Broker) Activate(ctx context.Context) error {
 		LiteAppender: b.obs.appender(b.w.store), Space: st, Placement: cfg.Placement}, b.obs.appender(b.w.sends), s.meta)
 	b.svc.Store(s)
 	b.active.Store(true)
+	// The check-backs go out once the services are published: a sender
+	// looks the half message up through them (the classic listener's
+	// Classic.HalfRecord), and a check due at once (recovered overdue)
+	// would otherwise find the services of the last activation, or none.
+	// A check before this is not counted and comes again at the next
+	// interval.
+	if b.checkBack != nil {
+		s.txn.SetSender(b.checkBack)
+	}
 	return nil
 }
 
