@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -22,9 +21,7 @@ func (g *group) awaitGroupVoters(m *member, groups int, want []int) {
 		var last []int
 		deadline := time.Now().Add(30 * time.Second)
 		for {
-			out, err := g.cli("cluster", "status", "--peer", m.peer, "--cluster-id", g.id, "--group", strconv.Itoa(gid), "--json")
-			var st struct{ Voters []int }
-			if err == nil && json.Unmarshal([]byte(out), &st) == nil {
+			if st, err := g.groupStatus(m, gid); err == nil {
 				if last = st.Voters; slices.Equal(last, want) {
 					break
 				}
@@ -50,11 +47,8 @@ func (g *group) awaitCompacted(groups int, within time.Duration) {
 		for gid := range groups {
 			compacted := true
 			for _, m := range g.members {
-				out, err := g.cli("cluster", "status", "--peer", m.peer, "--cluster-id", g.id, "--group", strconv.Itoa(gid), "--json")
-				var st struct {
-					FirstIndex uint64 `json:"first_index"`
-				}
-				if err != nil || json.Unmarshal([]byte(out), &st) != nil || st.FirstIndex <= 1 {
+				st, err := g.groupStatus(m, gid)
+				if err != nil || st.FirstIndex <= 1 {
 					seen = append(seen, fmt.Sprintf("group %d member %d: first index %d (%v)", gid, m.id, st.FirstIndex, err))
 					compacted = false
 					break

@@ -227,6 +227,9 @@ type memberStatus struct {
 	Commit  uint64 `json:"commit"`
 	Applied uint64 `json:"applied"`
 	State   string `json:"state"`
+	Voters  []int  `json:"voters"`
+	// FirstIndex is the oldest entry the member's raft log holds.
+	FirstIndex uint64 `json:"first_index"`
 }
 
 // status asks m for its raft status, at its own peer listener.
