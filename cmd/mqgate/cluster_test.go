@@ -101,6 +101,32 @@ func waitLeader(t *testing.T, nodes map[uint64]*peer.Node, want uint64) uint64 {
 	}
 }
 
+// waitReplicating waits until the leader's progress of every member is
+// replicating (a member that knows the leader may not have answered its
+// first append yet).
+func waitReplicating(t *testing.T, leader *peer.Node, members int) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		st, err := leader.Status(ctx)
+		cancel()
+		n := 0
+		for _, p := range st.Progress {
+			if p.State == "StateReplicate" && p.Match > 0 {
+				n++
+			}
+		}
+		if err == nil && n == members {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the leader replicates to %d of %d members: %+v, %v", n, members, st.Progress, err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 func runCluster(args ...string) (int, string, string) {
 	var out, errb bytes.Buffer
 	code := run(context.Background(), append([]string{"cluster"}, args...), &out, &errb)
@@ -114,6 +140,7 @@ func TestClusterCommand(t *testing.T) {
 	t.Setenv("MQGATE_PEER_TOKEN", testPeerToken)
 	nodes, addrs := peerGroup(t, "cli-test")
 	lead := waitLeader(t, nodes, 0)
+	waitReplicating(t, nodes[lead], len(nodes))
 	var follower uint64
 	for id := range nodes {
 		if id != lead {
