@@ -554,18 +554,10 @@ func (s *MessagingService) receiveAnyGroup(ctx context.Context, req *v2.ReceiveM
 		}
 		targets = []target{t}
 	}
-	if len(targets) > 1 {
-		start := time.Now()
-		now := rr
-		now.Wait = 0
-		for _, t := range targets {
-			if done, err := s.receiveNow(ctx, req, now, topic, t, stream); done {
-				return err
-			}
-		}
-		rr.Wait = max(rr.Wait-time.Since(start), 0) // the wait asked for, not more
+	if len(targets) == 1 {
+		return s.receiveAt(ctx, req, rr, topic, targets[0], stream)
 	}
-	return s.receiveAt(ctx, req, rr, topic, targets[0], stream)
+	return s.lookThenWait(ctx, req, req, rr, topic, targets[0], targets[1:], stream)
 }
 
 // receiveNamedFirst is a simple consumer's receive over data groups: it
@@ -593,22 +585,30 @@ func (s *MessagingService) receiveNamedFirst(ctx context.Context, req *v2.Receiv
 	if len(others) == 0 {
 		return s.receiveAt(ctx, req, rr, topic, t, stream)
 	}
-	start := time.Now()
-	now := rr
-	now.Wait = 0
-	if done, err := s.receiveNow(ctx, req, now, topic, t, stream); done {
-		return err
-	}
 	// Another member is asked for any of the groups it serves.
 	anyReq := proto.Clone(req).(*v2.ReceiveMessageRequest)
 	anyReq.MessageQueue = &v2.MessageQueue{Topic: req.GetMessageQueue().GetTopic(), Id: -1, Broker: &v2.Broker{}}
+	return s.lookThenWait(ctx, req, anyReq, rr, topic, t, others, stream)
+}
+
+// lookThenWait asks first (with req), then each of others (with
+// othersReq), for messages without waiting; finding none, it waits on
+// first for what is left of the receive's wait.
+func (s *MessagingService) lookThenWait(ctx context.Context, req, othersReq *v2.ReceiveMessageRequest, rr broker.ReceiveRequest, topic *v2.Resource,
+	first target, others []target, stream grpc.ServerStreamingServer[v2.ReceiveMessageResponse]) error {
+	start := time.Now()
+	now := rr
+	now.Wait = 0
+	if done, err := s.receiveNow(ctx, req, now, topic, first, stream); done {
+		return err
+	}
 	for _, o := range others {
-		if done, err := s.receiveNow(ctx, anyReq, now, topic, o, stream); done {
+		if done, err := s.receiveNow(ctx, othersReq, now, topic, o, stream); done {
 			return err
 		}
 	}
 	rr.Wait = max(rr.Wait-time.Since(start), 0) // the wait asked for, not more
-	return s.receiveAt(ctx, req, rr, topic, t, stream)
+	return s.receiveAt(ctx, req, rr, topic, first, stream)
 }
 
 // anyGroupTargets are the groups this member serves that hold queues of
