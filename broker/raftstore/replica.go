@@ -404,9 +404,8 @@ func (r *Replica) UncertainChanges() <-chan struct{} {
 	return r.uncertainCh
 }
 
-func (r *Replica) maxRecord() int {
-	return cmp.Or(r.opts.Store.MaxRecordSize, storage.Options{}.Defaults().MaxRecordSize)
-}
+// maxRecord is the largest record the group's store takes (its geometry's).
+func (r *Replica) maxRecord() int { return int(r.geo.maxRecordSize) }
 
 // MarkLeading records that this member leads and is about to build its
 // memory of the group's state from its store (before the barrier of an
