@@ -75,3 +75,65 @@ func benchReplicated(b *testing.B, k int) {
 	b.ReportMetric(float64(sgl.Nanoseconds())/n, "single-sync-ns/round")
 	b.ReportMetric(float64(rep)/float64(sgl), "ratio")
 }
+
+// BenchmarkCommitHold alternates rounds of appends through the leader of
+// 3 in-process members (16 appenders, 100 appends each) with the
+// leader's commit-only appends held back (sendAll) and sent at once, in
+// the same run, and reports, for each, the process CPU (all three
+// members) per append, the raft messages the leader sends per entry and
+// the appends an entry carries, and the ratio of CPU per append (held
+// over sent at once).
+func BenchmarkCommitHold(b *testing.B) {
+	c := newTestCluster(b, 3, 0)
+	l := c.leader()
+	ctx := context.Background()
+	const appenders, each = 16, 100
+	type totals struct {
+		cpu           time.Duration
+		msgs, entries uint64
+	}
+	var held, atOnce totals
+	base := 0
+	round := func(t *totals, off bool) {
+		commitHoldOff.Store(off)
+		defer commitHoldOff.Store(false)
+		st0, err := l.node.Status(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		c0 := processCPU()
+		var wg sync.WaitGroup
+		for j := range appenders {
+			from := base + j*each
+			wg.Go(func() {
+				for i := range each {
+					if _, err := l.rep.Append(ctx, testMsg(from+i)); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		base += appenders * each
+		t.cpu += processCPU() - c0
+		st, err := l.node.Status(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		t.msgs += st.Work.MessagesSent - st0.Work.MessagesSent
+		t.entries += st.Work.Proposals - st0.Work.Proposals
+	}
+	for b.Loop() {
+		round(&held, false)
+		round(&atOnce, true)
+	}
+	n := float64(b.N * appenders * each)
+	b.ReportMetric(float64(held.cpu.Nanoseconds())/1e3/n, "held-cpu-µs/append")
+	b.ReportMetric(float64(atOnce.cpu.Nanoseconds())/1e3/n, "at-once-cpu-µs/append")
+	b.ReportMetric(float64(held.cpu)/float64(atOnce.cpu), "cpu-ratio")
+	b.ReportMetric(float64(held.msgs)/float64(held.entries), "held-msgs/entry")
+	b.ReportMetric(float64(atOnce.msgs)/float64(atOnce.entries), "at-once-msgs/entry")
+	b.ReportMetric(n/float64(held.entries), "held-appends/entry")
+	b.ReportMetric(n/float64(atOnce.entries), "at-once-appends/entry")
+}

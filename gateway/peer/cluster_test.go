@@ -391,6 +391,26 @@ func TestReplicatedAppendsByteIdentical(t *testing.T) {
 	c.sameStores()
 }
 
+// TestCommitOnlyAppendsReplaced: under a stream of appends the leader
+// holds back the appends that would only tell a follower a newer commit
+// index, and the next append with entries carries it instead; every
+// member still applies everything.
+func TestCommitOnlyAppendsReplaced(t *testing.T) {
+	c := newTestCluster(t, 3, 0)
+	l := c.leader()
+	appendN(t, l, 0, 300)
+	c.converged(l.rep.Applied())
+	st, err := l.node.Status(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := st.Work
+	if w.CommitsHeld == 0 || w.CommitsReplaced == 0 || w.CommitsReplaced > w.CommitsHeld {
+		t.Fatalf("leader's work %+v: want commit-only appends held back and replaced by later appends", w)
+	}
+	t.Logf("leader: %d commit-only appends held, %d replaced, %d raft messages sent for %d entries", w.CommitsHeld, w.CommitsReplaced, w.MessagesSent, w.Proposals)
+}
+
 func TestFollowerAppendNotLeader(t *testing.T) {
 	c := newTestCluster(t, 3, 0)
 	l := c.leader()

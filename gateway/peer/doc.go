@@ -55,7 +55,12 @@
 // when raft says they must be) — a follower before it sends its
 // messages, the leader after sending, so that the followers' fsyncs run
 // alongside its own — then applies the committed entries (configuration changes to raft, every
-// entry's index to the Applier) and advances. A new member (no WAL)
+// entry's index to the Applier) and advances. A leader holds back the
+// appends that would only tell a follower a newer commit index, up to a
+// fifth of a tick, and drops one when a later append to that follower
+// carries the index (sendAll); it sends them at once after applying a
+// change another member proposed through it (that member waits to apply
+// it). A new member (no WAL)
 // bootstraps the group with the configured peers. On restart the WAL is
 // read from its last raft snapshot record; raft's Applied is that
 // record's index, so every entry after it is handed to the Applier

@@ -39,7 +39,13 @@ func (n *Node) proposeForwarded(ctx context.Context, change []byte) (uint64, err
 	if !n.isLeader.Load() {
 		return 0, n.notLeader()
 	}
-	return fp.ProposeForwarded(ctx, change)
+	idx, err := fp.ProposeForwarded(ctx, change)
+	if err == nil {
+		// The member that sent it waits to apply it: the commit index
+		// goes to the followers now, not with the next append (sendAll).
+		_ = n.do(ctx, n.sendHeld)
+	}
+	return idx, err
 }
 
 // readIndexForwarded answers ReadIndex: once this member, leading, has

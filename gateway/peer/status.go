@@ -70,6 +70,11 @@ type Work struct {
 	// the transport and taken from it.
 	MessagesSent     uint64 `json:"messages_sent"`
 	MessagesReceived uint64 `json:"messages_received"`
+	// CommitsHeld is the leader's appends carrying only a newer commit
+	// index that it held back, CommitsReplaced those never sent because a
+	// later append to the same member carried the index.
+	CommitsHeld     uint64 `json:"commits_held"`
+	CommitsReplaced uint64 `json:"commits_replaced"`
 }
 
 // Progress is the leader's view of one member's log.
@@ -85,7 +90,7 @@ func (st Status) toProto() *clusterv1.StatusResponse {
 		LeadTransferee: st.LeadTransferee, Peers: st.Peers, Voters: st.Voters, Learners: st.Learners, Group: st.Group,
 		Work: &clusterv1.RaftWork{Rounds: st.Work.Rounds, LogWrites: st.Work.LogWrites, LogSyncs: st.Work.LogSyncs,
 			EntriesWritten: st.Work.EntriesWritten, EntriesApplied: st.Work.EntriesApplied, Proposals: st.Work.Proposals,
-			MessagesSent: st.Work.MessagesSent, MessagesReceived: st.Work.MessagesReceived}}
+			MessagesSent: st.Work.MessagesSent, MessagesReceived: st.Work.MessagesReceived, CommitsHeld: st.Work.CommitsHeld, CommitsReplaced: st.Work.CommitsReplaced}}
 	if len(st.LastContact) > 0 {
 		p.LastContactUnixMs = make(map[uint64]int64, len(st.LastContact))
 		for id, t := range st.LastContact {
@@ -107,7 +112,8 @@ func statusOf(p *clusterv1.StatusResponse) Status {
 		LeadTransferee: p.GetLeadTransferee(), Peers: p.GetPeers(), Voters: p.GetVoters(), Learners: p.GetLearners()}
 	if w := p.GetWork(); w != nil {
 		st.Work = Work{Rounds: w.GetRounds(), LogWrites: w.GetLogWrites(), LogSyncs: w.GetLogSyncs(), EntriesWritten: w.GetEntriesWritten(),
-			EntriesApplied: w.GetEntriesApplied(), Proposals: w.GetProposals(), MessagesSent: w.GetMessagesSent(), MessagesReceived: w.GetMessagesReceived()}
+			EntriesApplied: w.GetEntriesApplied(), Proposals: w.GetProposals(), MessagesSent: w.GetMessagesSent(), MessagesReceived: w.GetMessagesReceived(),
+			CommitsHeld: w.GetCommitsHeld(), CommitsReplaced: w.GetCommitsReplaced()}
 	}
 	if st.Peers == nil {
 		st.Peers = map[uint64]string{}

@@ -700,8 +700,14 @@ type RaftWork struct {
 	MessagesSent uint64 `protobuf:"varint,7,opt,name=messages_sent,json=messagesSent,proto3" json:"messages_sent,omitempty"`
 	// Raft messages taken from the transport.
 	MessagesReceived uint64 `protobuf:"varint,8,opt,name=messages_received,json=messagesReceived,proto3" json:"messages_received,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Appends carrying only a newer commit index that the leader held back
+	// rather than send at once.
+	CommitsHeld uint64 `protobuf:"varint,9,opt,name=commits_held,json=commitsHeld,proto3" json:"commits_held,omitempty"`
+	// Those among them never sent: a later append to the same member
+	// carried the commit index.
+	CommitsReplaced uint64 `protobuf:"varint,10,opt,name=commits_replaced,json=commitsReplaced,proto3" json:"commits_replaced,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *RaftWork) Reset() {
@@ -786,6 +792,20 @@ func (x *RaftWork) GetMessagesSent() uint64 {
 func (x *RaftWork) GetMessagesReceived() uint64 {
 	if x != nil {
 		return x.MessagesReceived
+	}
+	return 0
+}
+
+func (x *RaftWork) GetCommitsHeld() uint64 {
+	if x != nil {
+		return x.CommitsHeld
+	}
+	return 0
+}
+
+func (x *RaftWork) GetCommitsReplaced() uint64 {
+	if x != nil {
+		return x.CommitsReplaced
 	}
 	return 0
 }
@@ -1552,7 +1572,7 @@ const file_mqgate_cluster_v1_peer_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\v2\x1b.mqgate.cluster.v1.ProgressR\x05value:\x028\x01\x1aD\n" +
 	"\x16LastContactUnixMsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\x04R\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\xa0\x02\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\xee\x02\n" +
 	"\bRaftWork\x12\x16\n" +
 	"\x06rounds\x18\x01 \x01(\x04R\x06rounds\x12\x1d\n" +
 	"\n" +
@@ -1562,7 +1582,10 @@ const file_mqgate_cluster_v1_peer_proto_rawDesc = "" +
 	"\x0fentries_applied\x18\x05 \x01(\x04R\x0eentriesApplied\x12\x1c\n" +
 	"\tproposals\x18\x06 \x01(\x04R\tproposals\x12#\n" +
 	"\rmessages_sent\x18\a \x01(\x04R\fmessagesSent\x12+\n" +
-	"\x11messages_received\x18\b \x01(\x04R\x10messagesReceived\"A\n" +
+	"\x11messages_received\x18\b \x01(\x04R\x10messagesReceived\x12!\n" +
+	"\fcommits_held\x18\t \x01(\x04R\vcommitsHeld\x12)\n" +
+	"\x10commits_replaced\x18\n" +
+	" \x01(\x04R\x0fcommitsReplaced\"A\n" +
 	"\x19TransferLeadershipRequest\x12\x0e\n" +
 	"\x02to\x18\x01 \x01(\x04R\x02to\x12\x14\n" +
 	"\x05group\x18\x02 \x01(\x04R\x05group\"\x1c\n" +
