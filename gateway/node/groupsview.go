@@ -236,8 +236,8 @@ func (f *forwarder) conn(addr, pin string) (*grpc.ClientConn, error) {
 			return nil
 		}
 	}
-	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(cfg)),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxForwarded), grpc.MaxCallSendMsgSize(maxForwarded)))
+	c, err := grpc.NewClient(addr, append(peer.DialWindows(), grpc.WithTransportCredentials(credentials.NewTLS(cfg)),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxForwarded), grpc.MaxCallSendMsgSize(maxForwarded)))...)
 	if err != nil {
 		return nil, err
 	}

@@ -177,7 +177,7 @@ func rpcError(err error) error {
 // dial connects to a member's peer address, with the TLS of ctx
 // (WithTLS; plaintext without).
 func dial(ctx context.Context, peerAddr string) (*grpc.ClientConn, error) {
-	conn, err := grpc.NewClient(peerAddr, tlsFrom(ctx).dialOption())
+	conn, err := grpc.NewClient(peerAddr, append(DialWindows(), tlsFrom(ctx).dialOption())...)
 	if err != nil {
 		return nil, fmt.Errorf("peer: address %q: %w", peerAddr, err)
 	}

@@ -197,7 +197,8 @@ func newTransport(cfg Config, logger *slog.Logger, groups []services) (*transpor
 	// A connection must finish its (TLS) handshake and HTTP/2 preface
 	// within HandshakeTimeout, or it is closed.
 	t.srv = grpc.NewServer(append(cfg.TLS.serverOption(), grpc.ConnectionTimeout(cmp.Or(cfg.HandshakeTimeout, peerHandshake)), grpc.InTapHandle(t.admit),
-		grpc.ForceServerCodecV2(newRawCodec()), grpc.MaxRecvMsgSize(maxRaftMessage))...)
+		grpc.ForceServerCodecV2(newRawCodec()), grpc.MaxRecvMsgSize(maxRaftMessage),
+		grpc.StaticStreamWindowSize(StreamWindow), grpc.StaticConnWindowSize(ConnWindow))...)
 	t.srv.RegisterService(&serviceDesc, &peerServer{t: t})
 	t.wg.Add(1)
 	go func() {
@@ -207,6 +208,24 @@ func newTransport(cfg Config, logger *slog.Logger, groups []services) (*transpor
 		}
 	}()
 	return t, nil
+}
+
+// StreamWindow and ConnWindow are the HTTP/2 flow-control windows of
+// the connections between members, a stream's and a connection's. They
+// are static: gRPC's bandwidth-delay estimation, on with its default
+// windows, pings the sender whenever data arrives with no ping out, which
+// on a low-latency link is nearly every message a stream receives (a raft
+// append, its answer): a PING and its acknowledgement, two more writes
+// and two more reads each.
+const (
+	StreamWindow = 4 << 20
+	ConnWindow   = 16 << 20
+)
+
+// DialWindows are the dial options of a connection to another member:
+// StreamWindow and ConnWindow, static.
+func DialWindows() []grpc.DialOption {
+	return []grpc.DialOption{grpc.WithStaticStreamWindowSize(StreamWindow), grpc.WithStaticConnWindowSize(ConnWindow)}
 }
 
 // setPeers makes the transport dial exactly the members in addrs (id to
@@ -232,7 +251,7 @@ func (t *transport) setPeers(addrs map[uint64]string) {
 		}
 		p := &peerSender{id: id, addr: addr, q: make(chan outMsg, peerQueueLen), stop: make(chan struct{})}
 		t.peers[id] = p
-		conn, err := grpc.NewClient(addr, t.cfg.TLS.dialOption())
+		conn, err := grpc.NewClient(addr, append(DialWindows(), t.cfg.TLS.dialOption())...)
 		if err != nil {
 			t.logger.Error("peer: bad peer address", "member", id, "addr", addr, "err", err)
 			continue
