@@ -670,14 +670,45 @@ func (c *catalog) ProposeMeta(ctx context.Context, op raftstore.MetaOp) (storage
 }
 
 // propose proposes op to group g: on this member when it leads g, else
-// through g's leader, then waits until this member has applied it.
+// through g's leader, then waits until this member has applied it. A
+// topic or consumer group put whose outcome is unknown (the leader went
+// away, or lost its leadership, before it answered) is proposed again,
+// at the next leader, up to catalogAttempts times in all: putting one
+// twice leaves what putting it once does, so a change made during a
+// failover is answered OK rather than UNAVAILABLE. Other changes are
+// answered with the unknown outcome.
 func (c *catalog) propose(ctx context.Context, g int, op raftstore.MetaOp) (storage.AppendResult, error) {
-	dg := c.n.groups[g]
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, catalogTimeout)
 		defer cancel()
 	}
+	for attempt := 1; ; attempt++ {
+		res, err := c.proposeOnce(ctx, g, op)
+		if err == nil || attempt == catalogAttempts || ctx.Err() != nil || !repeatable(op, err) {
+			return res, err
+		}
+		c.n.groups[g].log.Info("catalog: a change's outcome is unknown (its leader went away): proposing it again",
+			"kind", op.Kind, "attempt", attempt+1, "err", err)
+	}
+}
+
+// catalogAttempts bounds how many times propose proposes a put.
+const catalogAttempts = 3
+
+// repeatable reports whether op, which failed with err, may be proposed
+// again: a put, whose outcome err leaves unknown.
+func repeatable(op raftstore.MetaOp, err error) bool {
+	switch op.Kind {
+	case raftstore.MetaPutTopic, raftstore.MetaPutGroup:
+		return errors.Is(err, raftstore.ErrNoQuorum) || errors.Is(err, raftstore.ErrLeadershipLost)
+	}
+	return false
+}
+
+// proposeOnce is one attempt of propose.
+func (c *catalog) proposeOnce(ctx context.Context, g int, op raftstore.MetaOp) (storage.AppendResult, error) {
+	dg := c.n.groups[g]
 	if dg.raft.IsLeader() {
 		res, err := dg.rep.ProposeMeta(ctx, op)
 		if !errors.Is(err, raftstore.ErrNotLeader) {

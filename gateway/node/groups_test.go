@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/mqgate/mqgate/broker/model"
+	"github.com/mqgate/mqgate/broker/raftstore"
 	"github.com/mqgate/mqgate/internal/testutil"
+	"github.com/mqgate/mqgate/storage/metastore"
 )
 
 // A member hands over the groups it leads beyond ⌈G/N⌉, highest first,
@@ -106,17 +108,28 @@ func TestCheckDataGroups(t *testing.T) {
 // groups, in process, on loopback.
 func openGroupsCluster(t *testing.T, groups int) []*Node {
 	t.Helper()
+	nodes, _ := openGroupsClusterConfigs(t, groups)
+	return nodes
+}
+
+// openGroupsClusterConfigs is openGroupsCluster, with each member's
+// configuration (to open it again); the members in the slice returned
+// when the test ends (nil: none) are shut down then.
+func openGroupsClusterConfigs(t *testing.T, groups int) ([]*Node, []Config) {
+	t.Helper()
 	var peers []string
 	for i := 1; i <= 3; i++ {
 		peers = append(peers, fmt.Sprintf("%d=%s", i, testutil.UnusedAddr(t)))
 	}
 	nodes := make([]*Node, 3)
+	cfgs := make([]Config, 3)
 	var wg sync.WaitGroup
 	errs := make([]error, 3)
 	for i := range nodes {
 		cfg := testConfig(t)
 		cfg.ClusterID, cfg.NodeID, cfg.Peers, cfg.PeerToken = "groups", i+1, strings.Join(peers, ","), "0123456789abcdef-groups"
 		cfg.DataGroups, cfg.AutoCreate = groups, true
+		cfgs[i] = cfg
 		wg.Go(func() { nodes[i], errs[i] = Open(context.Background(), cfg, Options{Logger: quietLogger()}) })
 	}
 	wg.Wait()
@@ -128,6 +141,9 @@ func openGroupsCluster(t *testing.T, groups int) []*Node {
 	t.Cleanup(func() {
 		var wg sync.WaitGroup
 		for _, n := range nodes {
+			if n == nil {
+				continue
+			}
 			wg.Go(func() {
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 				defer cancel()
@@ -136,7 +152,7 @@ func openGroupsCluster(t *testing.T, groups int) []*Node {
 		}
 		wg.Wait()
 	})
-	return nodes
+	return nodes, cfgs
 }
 
 // waitGroups polls cond every few milliseconds until it holds, failing
@@ -207,6 +223,83 @@ func TestGroupsClusterInProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitGroups(t, 30*time.Second, "the leaders spread again", func() bool { return spread(nodes) })
+}
+
+// A topic put whose outcome is unknown is proposed again at the next
+// leader: group 0's leader takes a topic put just as both other members
+// stop following it, so it can neither commit it nor keep leading, and
+// the put's outcome is unknown; once they are back, the put is answered
+// OK and every member has the topic.
+func TestCatalogPutProposedAgainAtTheNextLeader(t *testing.T) {
+	nodes, cfgs := openGroupsClusterConfigs(t, 2)
+	lead := -1
+	waitGroups(t, 30*time.Second, "a leader of group 0 every member knows", func() bool {
+		l := nodes[0].groups[0].raft.Leader()
+		for _, n := range nodes {
+			if l == 0 || n.groups[0].raft.Leader() != l {
+				return false
+			}
+		}
+		lead = int(l) - 1
+		return true
+	})
+	// The others' raft members of group 0 stop at once: the leader
+	// still leads for an election timeout, and takes the put.
+	for i, n := range nodes {
+		if i != lead {
+			if err := n.groups[0].raft.Stop(); err != nil {
+				t.Fatalf("stop member %d's raft member of group 0: %v", i+1, err)
+			}
+		}
+	}
+	if !nodes[lead].groups[0].raft.IsLeader() {
+		t.Fatalf("member %d no longer leads group 0 right after the others stopped", lead+1)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := (&catalog{n: nodes[lead]}).ProposeMeta(context.Background(),
+			raftstore.MetaOp{Kind: raftstore.MetaPutTopic, Topic: &metastore.Topic{Name: "put-again", Type: metastore.TopicNormal, QueueCount: 4, Perm: metastore.PermReadWrite}})
+		done <- err
+	}()
+	waitGroups(t, 30*time.Second, "the leader alone steps down", func() bool { return !nodes[lead].groups[0].raft.IsLeader() })
+	var wg sync.WaitGroup
+	for i := range nodes {
+		if i == lead {
+			continue
+		}
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			nodes[i].Shutdown(ctx)
+		})
+	}
+	wg.Wait()
+	for i := range nodes {
+		if i == lead {
+			continue
+		}
+		n, err := Open(context.Background(), cfgs[i], Options{Logger: quietLogger()})
+		if err != nil {
+			nodes[i] = nil
+			t.Fatalf("open member %d again: %v", i+1, err)
+		}
+		nodes[i] = n
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("a topic put while group 0 lost its quorum and got it back: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the put is not answered 30 s after the members are back")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for i, n := range nodes {
+		if tp, err := n.catalog.GetTopic(ctx, "put-again"); err != nil || tp.Queues != 4 {
+			t.Fatalf("the topic through member %d: %+v, %v", i+1, tp, err)
+		}
+	}
 }
 
 // The leadership balance counts only the members voting in every data
