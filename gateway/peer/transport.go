@@ -198,7 +198,7 @@ func newTransport(cfg Config, logger *slog.Logger, groups []services) (*transpor
 	// within HandshakeTimeout, or it is closed.
 	t.srv = grpc.NewServer(append(cfg.TLS.serverOption(), grpc.ConnectionTimeout(cmp.Or(cfg.HandshakeTimeout, peerHandshake)), grpc.InTapHandle(t.admit),
 		grpc.ForceServerCodecV2(newRawCodec()), grpc.MaxRecvMsgSize(maxRaftMessage),
-		grpc.StaticStreamWindowSize(StreamWindow), grpc.StaticConnWindowSize(ConnWindow))...)
+		grpc.StaticStreamWindowSize(serverStreamWindow), grpc.StaticConnWindowSize(serverConnWindow))...)
 	t.srv.RegisterService(&serviceDesc, &peerServer{t: t})
 	t.wg.Add(1)
 	go func() {
@@ -210,22 +210,31 @@ func newTransport(cfg Config, logger *slog.Logger, groups []services) (*transpor
 	return t, nil
 }
 
-// StreamWindow and ConnWindow are the HTTP/2 flow-control windows of
-// the connections between members, a stream's and a connection's. They
-// are static: gRPC's bandwidth-delay estimation, on with its default
+// The connections between members have static HTTP/2 flow-control
+// windows: gRPC's bandwidth-delay estimation, on with its default
 // windows, pings the sender whenever data arrives with no ping out, which
 // on a low-latency link is nearly every message a stream receives (a raft
 // append, its answer): a PING and its acknowledgement, two more writes
 // and two more reads each.
+//
+// What a member takes in (serverStreamWindow, serverConnWindow) stays
+// small: it is all a caller that fails authentication can make it read
+// of a request before the call is refused (the headers are checked
+// first), and an append of raft's largest size (1 MiB) still goes in four
+// windows. What it dials with (DialStreamWindow, DialConnWindow) bounds
+// what it takes in as a caller: copies of a store, and the answers of
+// requests it forwards.
 const (
-	StreamWindow = 4 << 20
-	ConnWindow   = 16 << 20
+	serverStreamWindow = 256 << 10
+	serverConnWindow   = 1 << 20
+	DialStreamWindow   = 4 << 20
+	DialConnWindow     = 16 << 20
 )
 
-// DialWindows are the dial options of a connection to another member:
-// StreamWindow and ConnWindow, static.
+// DialWindows are the dial options of a connection to another member
+// (DialStreamWindow, DialConnWindow).
 func DialWindows() []grpc.DialOption {
-	return []grpc.DialOption{grpc.WithStaticStreamWindowSize(StreamWindow), grpc.WithStaticConnWindowSize(ConnWindow)}
+	return []grpc.DialOption{grpc.WithStaticStreamWindowSize(DialStreamWindow), grpc.WithStaticConnWindowSize(DialConnWindow)}
 }
 
 // setPeers makes the transport dial exactly the members in addrs (id to
