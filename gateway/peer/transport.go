@@ -221,20 +221,20 @@ func newTransport(cfg Config, logger *slog.Logger, groups []services) (*transpor
 // small: it is all a caller that fails authentication can make it read
 // of a request before the call is refused (the headers are checked
 // first), and an append of raft's largest size (1 MiB) still goes in four
-// windows. What it dials with (DialStreamWindow, DialConnWindow) bounds
+// windows. What it dials with (dialStreamWindow, dialConnWindow) bounds
 // what it takes in as a caller: copies of a store, and the answers of
 // requests it forwards.
 const (
 	serverStreamWindow = 256 << 10
 	serverConnWindow   = 1 << 20
-	DialStreamWindow   = 4 << 20
-	DialConnWindow     = 16 << 20
+	dialStreamWindow   = 4 << 20
+	dialConnWindow     = 16 << 20
 )
 
 // DialWindows are the dial options of a connection to another member
-// (DialStreamWindow, DialConnWindow).
+// (dialStreamWindow, dialConnWindow).
 func DialWindows() []grpc.DialOption {
-	return []grpc.DialOption{grpc.WithStaticStreamWindowSize(DialStreamWindow), grpc.WithStaticConnWindowSize(DialConnWindow)}
+	return []grpc.DialOption{grpc.WithStaticStreamWindowSize(dialStreamWindow), grpc.WithStaticConnWindowSize(dialConnWindow)}
 }
 
 // setPeers makes the transport dial exactly the members in addrs (id to
