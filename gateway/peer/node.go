@@ -819,7 +819,7 @@ func (n *Node) ready() error {
 		// their votes and acknowledgements must not precede it.
 		leading := n.isLeader.Load()
 		if leading {
-			n.sendAll(rd.Messages)
+			n.sendAll(rd.Messages, true)
 		}
 		if err := n.w.Save(rd.HardState, rd.Entries); err != nil {
 			return fmt.Errorf("peer: write raft log: %w", err)
@@ -841,7 +841,7 @@ func (n *Node) ready() error {
 			return err
 		}
 		if !leading {
-			n.sendAll(rd.Messages)
+			n.sendAll(rd.Messages, false)
 		}
 		for _, e := range rd.CommittedEntries {
 			if err := n.applyEntry(e); err != nil {
@@ -928,7 +928,8 @@ const commitHoldTicks = 5
 // compare.
 var commitHoldOff atomic.Bool
 
-// sendAll hands msgs to the transport. A leader holds back an append
+// sendAll hands msgs to the transport (leading: this member leads, as
+// of the Ready they came in). A leader holds back an append
 // to a replicating follower that carries no entries, only a newer commit
 // index (raft sends one to each follower whenever the commit index
 // moves), for up to a fifth of a tick: the follower's next append carries
@@ -939,8 +940,7 @@ var commitHoldOff atomic.Bool
 // a majority's disks already, and the leader answers a proposal from its
 // own apply. Held at idle, it delays only the follower's apply (a catalog
 // change forwarded by a follower waits for it there).
-func (n *Node) sendAll(msgs []*raftpb.Message) {
-	leading := n.isLeader.Load()
+func (n *Node) sendAll(msgs []*raftpb.Message, leading bool) {
 	for _, m := range msgs {
 		if leading && m.GetType() == raftpb.MessageType_MsgApp {
 			to := m.GetTo()
@@ -980,13 +980,12 @@ func (n *Node) replaceHeld(id uint64) {
 	}
 }
 
-// sendHeld sends the appends held back (sendAll).
+// sendHeld sends the appends held back (sendAll); a member that stops
+// leading drops them first (dropHeld).
 func (n *Node) sendHeld() {
 	for to, m := range n.held {
 		delete(n.held, to)
-		if n.isLeader.Load() {
-			n.send(m)
-		}
+		n.send(m)
 	}
 }
 
