@@ -100,7 +100,10 @@ func newWrites(st *storage.Store, r Replicator, cat Catalog) writes {
 // to Meta; a deletion (a topic's or a group's, a topic's queues) is made
 // in every data group. Sync returns once Meta holds every change
 // committed before the call: asked before a name is taken for missing,
-// so a topic created through one member is found through every other.
+// so a topic created through one member is found through every other,
+// and before a change decided on what Meta holds (a creation, a put), so
+// a topic deleted through one member can be created again through
+// another.
 type Catalog interface {
 	Meta() *metastore.Store
 	ProposeMeta(ctx context.Context, op raftstore.MetaOp) (storage.AppendResult, error)
@@ -142,11 +145,17 @@ func (d catalogDrop) DeleteTopic(ctx context.Context, topic string) error {
 	return catalogMeta(d).propose(ctx, raftstore.MetaOp{Kind: raftstore.MetaDropQueues, Name: topic})
 }
 
+// Sync is metadata.Syncer: the catalog catches up before a change
+// decided on what it holds (within catalogSync).
+func (m catalogMeta) Sync(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, catalogSync)
+	defer cancel()
+	return replicationError(m.c.Sync(ctx))
+}
+
 // sync catches the catalog up before a miss is answered.
 func (m catalogMeta) sync() {
-	ctx, cancel := context.WithTimeout(context.Background(), catalogSync)
-	defer cancel()
-	_ = m.c.Sync(ctx) // a catalog that cannot catch up answers what it holds
+	_ = m.Sync(context.Background()) // a catalog that cannot catch up answers what it holds
 }
 
 func (m catalogMeta) Topic(name string) (metastore.Topic, bool) {

@@ -46,6 +46,9 @@ func (s *Service) PutTopic(ctx context.Context, t model.Topic) (model.Topic, boo
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.caughtUp(ctx); err != nil {
+		return model.Topic{}, false, err
+	}
 	old, ok := s.store.Topic(t.Name)
 	if !ok {
 		nt, err := s.putTopicLocked(t)
@@ -82,6 +85,9 @@ func (s *Service) PutGroup(ctx context.Context, g model.Group) (model.Group, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.caughtUp(ctx); err != nil {
+		return model.Group{}, err
+	}
 	old, ok := s.store.Group(g.Name)
 	if !ok {
 		return s.putGroupLocked(g)

@@ -52,6 +52,13 @@ type Store interface {
 	Groups() []metastore.Group
 }
 
+// Syncer is a Store whose reads can lag changes committed elsewhere (a
+// cluster's catalog, changed through another member): Sync returns once
+// the store holds every change committed before the call.
+type Syncer interface {
+	Sync(ctx context.Context) error
+}
+
 // QueueDropper removes a deleted topic's queues from the store.
 type QueueDropper interface {
 	DeleteTopic(ctx context.Context, topic string) error
@@ -95,6 +102,23 @@ func (s *Service) OnTopicDeleted(f func(topic string)) {
 // OnGroupDeleted registers a callback run after a group is deleted.
 func (s *Service) OnGroupDeleted(f func(group string)) {
 	s.onGroupDeleted = append(s.onGroupDeleted, f)
+}
+
+// caughtUp brings a lagging store (Syncer) up to date before a change
+// decided on what it holds: a creation that must not find the name, a
+// put that keeps what the stored one has. Called with mu held.
+func (s *Service) caughtUp(ctx context.Context) error {
+	sy, ok := s.store.(Syncer)
+	if !ok {
+		return nil
+	}
+	if err := sy.Sync(ctx); err != nil {
+		if mqerr.Classified(err) {
+			return err
+		}
+		return mqerr.Wrap(mqerr.KindUnavailable, err, "catching up with the catalog before changing it")
+	}
+	return nil
 }
 
 func storeErr(err error, what string) error {
@@ -227,6 +251,9 @@ func (s *Service) CreateTopic(ctx context.Context, t model.Topic) (model.Topic, 
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.caughtUp(ctx); err != nil {
+		return model.Topic{}, err
+	}
 	if _, ok := s.store.Topic(t.Name); ok {
 		return model.Topic{}, mqerr.Errorf(mqerr.KindAlreadyExists, "topic %q already exists", t.Name)
 	}
@@ -319,6 +346,9 @@ func (s *Service) EnsureDLQ(ctx context.Context, group string) (model.Topic, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.caughtUp(ctx); err != nil {
+		return model.Topic{}, err
+	}
 	if cur, ok := s.store.Topic(t.Name); ok && cur.QueueCount < want {
 		cur.QueueCount = want
 		if err := s.store.PutTopic(cur); err != nil {
@@ -390,6 +420,9 @@ func (s *Service) CreateGroup(ctx context.Context, g model.Group) (model.Group, 
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.caughtUp(ctx); err != nil {
+		return model.Group{}, err
+	}
 	if _, ok := s.store.Group(g.Name); ok {
 		return model.Group{}, mqerr.Errorf(mqerr.KindAlreadyExists, "consumer group %q already exists", g.Name)
 	}

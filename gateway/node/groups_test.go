@@ -211,6 +211,26 @@ func TestGroupsClusterInProcess(t *testing.T) {
 			}
 		}
 	}
+	// Deleted through one member, created again through the next with
+	// other settings: the creation finds the name free, and the admin API
+	// of the third lists the new settings at once.
+	for i := range nodes {
+		name := fmt.Sprintf("topic-%d", i)
+		if err := nodes[i].catalog.DeleteTopic(ctx, name); err != nil {
+			t.Fatalf("delete %s through member %d: %v", name, i+1, err)
+		}
+		next, third := nodes[(i+1)%len(nodes)], nodes[(i+2)%len(nodes)]
+		if _, err := (groupsAdmin{n: next}).CreateTopic(ctx, model.Topic{Name: name, Queues: 3}); err != nil {
+			t.Fatalf("create %s again through member %d: %v", name, (i+1)%len(nodes)+1, err)
+		}
+		ts, err := groupsAdmin{n: third}.ListTopics(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.ContainsFunc(ts, func(tp model.Topic) bool { return tp.Name == name && tp.Queues == 3 }) {
+			t.Fatalf("member %d lists %+v, without %s as created again (3 queues)", (i+2)%len(nodes)+1, ts, name)
+		}
+	}
 	// Member 1 hands over what it leads; the group goes to another
 	// member, and comes back to member 1 once the balance runs.
 	var led *dataGroup
