@@ -443,6 +443,31 @@ func TestGroupsMembershipChanges(t *testing.T) {
 	}
 }
 
+// A member added right after a group's leader died, before the others
+// noticed: the change waits for the next leader rather than fail on the
+// dead one's address.
+func TestGroupsAddMemberRightAfterTheLeaderDied(t *testing.T) {
+	const groups = 2
+	c := newGroupsCluster(t, 3, groups)
+	c.leader(0)
+	dead := c.leader(1)
+	c.join(4, groups)
+	c.stop(dead)
+	delete(c.members, dead.id)
+	entry := uint64(1)
+	if entry == dead.id {
+		entry = 2
+	}
+	if err := DialAddMember(testCtx(t), c.addrs[entry], c.id, 4, c.addrs[4]); err != nil {
+		t.Fatalf("adding member 4 through member %d right after member %d (group 1's leader) died: %v", entry, dead.id, err)
+	}
+	for g := range groups {
+		if v := c.leader(g).nodes[g].Members().Voters; !slices.Contains(v, 4) {
+			t.Fatalf("group %d's voters after adding 4: %v", g, v)
+		}
+	}
+}
+
 // A raft message for a group a member does not host ends the stream with
 // an error naming the likely cause; a call for such a group is NotFound.
 func TestRaftMessageOfUnhostedGroup(t *testing.T) {

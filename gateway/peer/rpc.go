@@ -324,21 +324,41 @@ func groupNote(groups int, g uint64) string {
 // atLeader runs call at peerAddr, then, while the member called answers
 // FailedPrecondition (it does not lead group g), at the leader that
 // member names (after its Status of g), a few times: leadership may move
-// meanwhile.
+// meanwhile. A leader named that cannot be reached (Unavailable) may have
+// died before the others noticed: the leader is looked up again, after a
+// pause, until ctx ends (call must be one that may be made again, as a
+// membership change is).
 func atLeader(ctx context.Context, peerAddr, clusterID string, g uint64, call func(addr string) error) error {
 	addr := peerAddr
-	for attempt := 0; ; attempt++ {
+	for moved := 0; ; {
 		err := call(addr)
-		if status.Code(err) != codes.FailedPrecondition || attempt == 4 {
+		ask := []string{addr, peerAddr}
+		switch {
+		case status.Code(err) == codes.FailedPrecondition && moved < 4:
+			moved++
+		case status.Code(err) == codes.Unavailable && addr != peerAddr && ctx.Err() == nil:
+			ask = []string{peerAddr}
+			t := time.NewTimer(leaderGonePause)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return err
+			}
+		default:
 			return err
 		}
-		leaderAddr, lerr := findLeader(ctx, clusterID, g, addr, peerAddr)
+		leaderAddr, lerr := findLeader(ctx, clusterID, g, ask...)
 		if lerr != nil {
 			return fmt.Errorf("%w (and finding the leader failed: %w)", err, lerr)
 		}
 		addr = leaderAddr
 	}
 }
+
+// leaderGonePause is how long atLeader waits before it looks for the
+// leader again when the one named cannot be reached.
+const leaderGonePause = 250 * time.Millisecond
 
 // findLeader asks the members at addrs, in turn, which member leads
 // group g and where; it waits (within ctx) while none knows one.
