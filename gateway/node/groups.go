@@ -671,12 +671,13 @@ func (c *catalog) ProposeMeta(ctx context.Context, op raftstore.MetaOp) (storage
 
 // propose proposes op to group g: on this member when it leads g, else
 // through g's leader, then waits until this member has applied it. A
-// topic or consumer group put whose outcome is unknown (the leader went
-// away, or lost its leadership, before it answered) is proposed again,
-// at the next leader, up to catalogAttempts times in all: putting one
-// twice leaves what putting it once does, so a change made during a
-// failover is answered OK rather than UNAVAILABLE. Other changes are
-// answered with the unknown outcome.
+// change whose outcome is unknown (the leader went away, or lost its
+// leadership, before it answered) is proposed again, at the next leader,
+// up to catalogAttempts times in all, so a change made during a failover
+// is answered OK rather than UNAVAILABLE. Putting a topic or consumer
+// group twice leaves what putting it once does. A deletion proposed
+// again finds nothing to delete when an earlier attempt did delete it:
+// that is its success (the name was there when the first was proposed).
 func (c *catalog) propose(ctx context.Context, g int, op raftstore.MetaOp) (storage.AppendResult, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
@@ -685,23 +686,51 @@ func (c *catalog) propose(ctx context.Context, g int, op raftstore.MetaOp) (stor
 	}
 	for attempt := 1; ; attempt++ {
 		res, err := c.proposeOnce(ctx, g, op)
-		if err == nil || attempt == catalogAttempts || ctx.Err() != nil || !repeatable(op, err) {
+		if attempt > 1 && deletion(op) && (errors.Is(err, storage.ErrNotFound) || errors.Is(err, raftstore.ErrRefused)) {
+			return storage.AppendResult{Status: storage.StatusOK, Durability: storage.DurabilityLocal}, nil
+		}
+		if err == nil || attempt == catalogAttempts || ctx.Err() != nil || !repeatable(err) {
 			return res, err
 		}
 		c.n.groups[g].log.Info("catalog: a change's outcome is unknown (its leader went away): proposing it again",
 			"kind", op.Kind, "attempt", attempt+1, "err", err)
+		if werr := awaitLeader(ctx, c.n.groups[g]); werr != nil {
+			return res, err
+		}
 	}
 }
 
-// catalogAttempts bounds how many times propose proposes a put.
+// awaitLeader returns once this member knows a leader of dg (an election
+// may be under way), or when ctx ends.
+func awaitLeader(ctx context.Context, dg *dataGroup) error {
+	for {
+		changed := dg.raft.Changes()
+		if dg.raft.Leader() != 0 {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// catalogAttempts bounds how many times propose proposes a change.
 const catalogAttempts = 3
 
-// repeatable reports whether op, which failed with err, may be proposed
-// again: a put, whose outcome err leaves unknown.
-func repeatable(op raftstore.MetaOp, err error) bool {
+// repeatable reports whether a change that failed with err may be
+// proposed again: err leaves its outcome unknown.
+func repeatable(err error) bool {
+	return errors.Is(err, raftstore.ErrNoQuorum) || errors.Is(err, raftstore.ErrLeadershipLost)
+}
+
+// deletion reports whether op deletes (a topic, a group, a topic's
+// queues).
+func deletion(op raftstore.MetaOp) bool {
 	switch op.Kind {
-	case raftstore.MetaPutTopic, raftstore.MetaPutGroup:
-		return errors.Is(err, raftstore.ErrNoQuorum) || errors.Is(err, raftstore.ErrLeadershipLost)
+	case raftstore.MetaDeleteTopic, raftstore.MetaDeleteGroup, raftstore.MetaDropQueues:
+		return true
 	}
 	return false
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mqgate/mqgate/broker/model"
+	"github.com/mqgate/mqgate/broker/mqerr"
 	"github.com/mqgate/mqgate/broker/raftstore"
 	"github.com/mqgate/mqgate/internal/testutil"
 	"github.com/mqgate/mqgate/storage/metastore"
@@ -113,13 +114,14 @@ func openGroupsCluster(t *testing.T, groups int) []*Node {
 }
 
 // openGroupsClusterConfigs is openGroupsCluster, with each member's
-// configuration (to open it again); the members in the slice returned
-// when the test ends (nil: none) are shut down then.
+// configuration (to open it again: its peer address is one no other
+// socket takes meanwhile); the members in the slice returned when the
+// test ends (nil: none) are shut down then.
 func openGroupsClusterConfigs(t *testing.T, groups int) ([]*Node, []Config) {
 	t.Helper()
 	var peers []string
 	for i := 1; i <= 3; i++ {
-		peers = append(peers, fmt.Sprintf("%d=%s", i, testutil.UnusedAddr(t)))
+		peers = append(peers, fmt.Sprintf("%d=%s", i, testutil.StableAddr(t)))
 	}
 	nodes := make([]*Node, 3)
 	cfgs := make([]Config, 3)
@@ -245,12 +247,46 @@ func TestGroupsClusterInProcess(t *testing.T) {
 	waitGroups(t, 30*time.Second, "the leaders spread again", func() bool { return spread(nodes) })
 }
 
-// A topic put whose outcome is unknown is proposed again at the next
-// leader: group 0's leader takes a topic put just as both other members
-// stop following it, so it can neither commit it nor keep leading, and
-// the put's outcome is unknown; once they are back, the put is answered
-// OK and every member has the topic.
-func TestCatalogPutProposedAgainAtTheNextLeader(t *testing.T) {
+// A catalog change whose outcome is unknown is proposed again at the
+// next leader: group 0's leader takes the change just as both other
+// members stop following it, so it can neither commit it nor keep
+// leading, and the change's outcome is unknown; once they are back, the
+// change is answered OK and every member sees it. A deletion proposed
+// again may find that its first attempt did delete: that is its success.
+func TestCatalogChangeProposedAgainAtTheNextLeader(t *testing.T) {
+	t.Run("put", func(t *testing.T) {
+		nodes := catalogChangeThroughFailover(t, nil, raftstore.MetaOp{Kind: raftstore.MetaPutTopic,
+			Topic: &metastore.Topic{Name: "put-again", Type: metastore.TopicNormal, QueueCount: 4, Perm: metastore.PermReadWrite}})
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		for i, n := range nodes {
+			if tp, err := (groupsAdmin{n: n}).GetTopic(ctx, "put-again"); err != nil || tp.Queues != 4 {
+				t.Fatalf("the topic through member %d: %+v, %v", i+1, tp, err)
+			}
+		}
+	})
+	t.Run("delete", func(t *testing.T) {
+		nodes := catalogChangeThroughFailover(t, func(ctx context.Context, n *Node) error {
+			_, err := n.catalog.CreateTopic(ctx, model.Topic{Name: "delete-again", Queues: 4})
+			return err
+		}, raftstore.MetaOp{Kind: raftstore.MetaDeleteTopic, Name: "delete-again"})
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		for i, n := range nodes {
+			if tp, err := (groupsAdmin{n: n}).GetTopic(ctx, "delete-again"); mqerr.KindOf(err) != mqerr.KindTopicNotFound {
+				t.Fatalf("the deleted topic through member %d: %+v, %v", i+1, tp, err)
+			}
+		}
+	})
+}
+
+// catalogChangeThroughFailover opens a cluster of two data groups, runs
+// before through group 0's leader, then proposes op there just as the
+// other members' raft members of group 0 stop, and opens those members
+// again once the leader has stepped down; it fails unless op is answered
+// OK, and returns the members.
+func catalogChangeThroughFailover(t *testing.T, before func(context.Context, *Node) error, op raftstore.MetaOp) []*Node {
+	t.Helper()
 	nodes, cfgs := openGroupsClusterConfigs(t, 2)
 	lead := -1
 	waitGroups(t, 30*time.Second, "a leader of group 0 every member knows", func() bool {
@@ -263,8 +299,15 @@ func TestCatalogPutProposedAgainAtTheNextLeader(t *testing.T) {
 		lead = int(l) - 1
 		return true
 	})
+	if before != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := before(ctx, nodes[lead]); err != nil {
+			t.Fatal(err)
+		}
+	}
 	// The others' raft members of group 0 stop at once: the leader
-	// still leads for an election timeout, and takes the put.
+	// still leads for an election timeout, and takes the change.
 	for i, n := range nodes {
 		if i != lead {
 			if err := n.groups[0].raft.Stop(); err != nil {
@@ -277,8 +320,7 @@ func TestCatalogPutProposedAgainAtTheNextLeader(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() {
-		_, err := (&catalog{n: nodes[lead]}).ProposeMeta(context.Background(),
-			raftstore.MetaOp{Kind: raftstore.MetaPutTopic, Topic: &metastore.Topic{Name: "put-again", Type: metastore.TopicNormal, QueueCount: 4, Perm: metastore.PermReadWrite}})
+		_, err := (&catalog{n: nodes[lead]}).ProposeMeta(context.Background(), op)
 		done <- err
 	}()
 	waitGroups(t, 30*time.Second, "the leader alone steps down", func() bool { return !nodes[lead].groups[0].raft.IsLeader() })
@@ -308,18 +350,12 @@ func TestCatalogPutProposedAgainAtTheNextLeader(t *testing.T) {
 	select {
 	case err := <-done:
 		if err != nil {
-			t.Fatalf("a topic put while group 0 lost its quorum and got it back: %v", err)
+			t.Fatalf("a %s while group 0 lost its quorum and got it back: %v", op.Kind, err)
 		}
 	case <-time.After(30 * time.Second):
-		t.Fatal("the put is not answered 30 s after the members are back")
+		t.Fatalf("the %s is not answered 30 s after the members are back", op.Kind)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	for i, n := range nodes {
-		if tp, err := n.catalog.GetTopic(ctx, "put-again"); err != nil || tp.Queues != 4 {
-			t.Fatalf("the topic through member %d: %+v, %v", i+1, tp, err)
-		}
-	}
+	return nodes
 }
 
 // The leadership balance counts only the members voting in every data
