@@ -80,6 +80,16 @@ func newGroupsClusterTicks(t *testing.T, members, groups, ticks int) *groupsClus
 // c's members, or waiting to be added to them: join).
 func (c *groupsCluster) start(id uint64, dir string, l net.Listener, join bool, groups int) *groupsMember {
 	c.t.Helper()
+	m, err := c.tryStart(id, dir, l, join, groups)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return m
+}
+
+// tryStart is start, answering StartGroups' error.
+func (c *groupsCluster) tryStart(id uint64, dir string, l net.Listener, join bool, groups int) (*groupsMember, error) {
+	c.t.Helper()
 	m := &groupsMember{id: id, dir: dir}
 	var gs []Group
 	for g := range groups {
@@ -98,14 +108,14 @@ func (c *groupsCluster) start(id uint64, dir string, l net.Listener, join bool, 
 		for _, r := range m.reps {
 			r.Close(context.Background())
 		}
-		c.t.Fatal(err)
+		return nil, err
 	}
 	for g, n := range nodes {
 		m.reps[g].Attach(n)
 	}
 	m.nodes = nodes
 	c.members[id] = m
-	return m
+	return m, nil
 }
 
 func (c *groupsCluster) stop(m *groupsMember) {
@@ -465,6 +475,42 @@ func TestGroupsAddMemberRightAfterTheLeaderDied(t *testing.T) {
 		if v := c.leader(g).nodes[g].Members().Voters; !slices.Contains(v, 4) {
 			t.Fatalf("group %d's voters after adding 4: %v", g, v)
 		}
+	}
+}
+
+// A member whose removal did not finish (removed from a data group, not
+// from group 0) refuses to start, and says how to finish the removal.
+func TestGroupsPartlyRemovedMemberSaysHowToFinish(t *testing.T) {
+	const groups = 2
+	c := newGroupsCluster(t, 3, groups)
+	c.leader(0)
+	l := c.leader(1)
+	var gone *groupsMember
+	for _, m := range c.members {
+		if m != l {
+			gone = m
+			break
+		}
+	}
+	ctx := testCtx(t)
+	if err := l.nodes[1].RemoveMember(ctx, gone.id); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-gone.nodes[1].Done():
+	case <-ctx.Done():
+		t.Fatalf("member %d's group 1 did not stop once removed", gone.id)
+	}
+	c.stop(gone)
+	delete(c.members, gone.id)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	_, err = c.tryStart(gone.id, gone.dir, lis, false, groups)
+	if !errors.Is(err, ErrRemoved) || !strings.Contains(err.Error(), "remove-node") || !strings.Contains(err.Error(), "data group 1") {
+		t.Fatalf("starting a member removed from group 1 only: %v, want ErrRemoved naming group 1 and remove-node", err)
 	}
 }
 

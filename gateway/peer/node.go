@@ -260,6 +260,11 @@ func StartGroups(cfg Config, groups []Group) ([]*Node, error) {
 		n, err := newNode(cfg, uint64(g), len(groups), gc)
 		if err != nil {
 			closeAll()
+			if g > 0 && errors.Is(err, ErrRemoved) {
+				// Removals take group 0 last: one that did not finish.
+				return nil, fmt.Errorf("%w: member %d was removed from data group %d but not from group 0, so its removal did not finish: run `mqgate cluster remove-node` for it again, through another member, to finish it",
+					err, cfg.NodeID, g)
+			}
 			return nil, err
 		}
 		nodes = append(nodes, n)
