@@ -429,13 +429,9 @@ func runTarget(t *testing.T, o options, acct *accounting, tg Target, round int) 
 // startProducer starts an official producer for topic (nil after a
 // failure reported on t: it may run on another goroutine).
 func startProducer(t *testing.T, cfg *rmq.Config, topic string) rmq.Producer {
-	pr, err := rmq.NewProducer(cfg, rmq.WithTopics(topic))
+	pr, err := e2eutil.NewStartedProducer(cfg, rmq.WithTopics(topic))
 	if err != nil {
 		t.Error(err)
-		return nil
-	}
-	if err := pr.Start(); err != nil {
-		t.Errorf("producer start: %v", err)
 		return nil
 	}
 	t.Cleanup(func() { _ = pr.GracefulStop() })
