@@ -170,7 +170,7 @@ func (r *Replica) proposeNext() {
 	ctx, cancel := context.WithTimeout(context.Background(), r.opts.CommitTimeout)
 	defer cancel()
 	var b *appendBatch
-	err := (*rp).Propose(ctx, func() []byte {
+	err := (*rp).Propose(ctx, r.fence.Load(), func() []byte {
 		b = r.takeBatch()
 		if b == nil {
 			return nil

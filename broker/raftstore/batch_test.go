@@ -37,7 +37,7 @@ func newGateRaft() *gateRaft {
 	return &gateRaft{entered: make(chan struct{}, 16), open: make(chan struct{}), proposed: make(chan []byte, 16)}
 }
 
-func (g *gateRaft) Propose(ctx context.Context, build func() []byte) error {
+func (g *gateRaft) Propose(ctx context.Context, _ uint64, build func() []byte) error {
 	g.entered <- struct{}{}
 	select {
 	case <-g.open:

@@ -176,7 +176,7 @@ func (r *Replica) ProposeMeta(ctx context.Context, op MetaOp) (storage.AppendRes
 	if err := op.check(); err != nil {
 		return storage.AppendResult{}, fmt.Errorf("%w: %w", storage.ErrInvalid, err)
 	}
-	res, err := r.proposeMetaIndexed(ctx, op)
+	res, err := r.proposeMetaIndexed(ctx, op, r.fence.Load())
 	return res.res, err
 }
 
@@ -191,7 +191,9 @@ func (r *Replica) ProposeForwarded(ctx context.Context, change []byte) (uint64, 
 	if err != nil {
 		return 0, err
 	}
-	res, err := r.proposeMetaIndexed(ctx, op)
+	// Not fenced: the change is the forwarding member's, whichever of
+	// this member's terms takes it.
+	res, err := r.proposeMetaIndexed(ctx, op, 0)
 	if errors.Is(err, storage.ErrInvalid) || errors.Is(err, storage.ErrNotFound) {
 		return res.index, fmt.Errorf("%w: %w", ErrRefused, err)
 	}
@@ -225,8 +227,9 @@ func DecodeChange(change []byte) (MetaOp, error) {
 	return op, nil
 }
 
-// proposeMetaIndexed is ProposeMeta answering the applied index too.
-func (r *Replica) proposeMetaIndexed(ctx context.Context, op MetaOp) (applyResult, error) {
+// proposeMetaIndexed is ProposeMeta for leader term term (0: any; see
+// Replica.fence), answering the applied index too.
+func (r *Replica) proposeMetaIndexed(ctx context.Context, op MetaOp, term uint64) (applyResult, error) {
 	if need := minFormat(&op); need > r.Format() {
 		return applyResult{}, fmt.Errorf("%w: %s needs format %d, the group is at %d", ErrFormat, op.Kind, need, r.Format())
 	}
@@ -235,7 +238,7 @@ func (r *Replica) proposeMetaIndexed(ctx context.Context, op MetaOp) (applyResul
 	if err != nil {
 		return applyResult{}, fmt.Errorf("cluster: %s: %w", op.Kind, err)
 	}
-	return r.proposeIndexed(ctx, seq, data)
+	return r.proposeIndexed(ctx, seq, data, term)
 }
 
 // Bootstrap proposes the cluster's bootstrap (a new random receipt-handle

@@ -30,8 +30,11 @@ type Raft interface {
 	// build returned nil); *NotLeaderError if this node does not lead
 	// (build is not called); ctx's error if it could not be handed over
 	// in time (build is not called); any other error after build was
-	// called means raft refused the entry.
-	Propose(ctx context.Context, build func() []byte) error
+	// called means raft refused the entry. A term other than 0 is the
+	// leader term the entry is for: a node leading in another term
+	// refuses it as not leading (an error that is ErrNotLeader; build is
+	// not called).
+	Propose(ctx context.Context, term uint64, build func() []byte) error
 	// ReadIndex returns once this node, leading, has applied every entry
 	// committed before the call; *NotLeaderError if it does not lead,
 	// ErrLeadershipLost if it stopped meanwhile.
@@ -117,6 +120,12 @@ type Replica struct {
 	// leading is set by MarkLeading and cleared by LeadershipLost: whether
 	// every record applied since the mark is this member's own.
 	leading atomic.Bool
+	// fence is the leader term of the last MarkLeading (0: none): what
+	// this member proposes, but for the changes other members forward,
+	// is for that term alone (Raft.Propose), so that services built in
+	// one term of its leadership write nothing in a later one, before
+	// they are stopped.
+	fence atomic.Uint64
 
 	// appliedWaiting counts the WaitApplied calls waiting; onMeta is told
 	// of each metadata change applied (OnMetaApplied).
@@ -291,13 +300,13 @@ func AwaitOutcome(ctx context.Context) context.Context {
 // leading (ErrLeadershipLost) or ctx's deadline passes; the last leaves
 // the outcome uncertain (Uncertain).
 func (r *Replica) propose(ctx context.Context, seq uint64, data []byte) (storage.AppendResult, error) {
-	res, err := r.proposeIndexed(ctx, seq, data)
+	res, err := r.proposeIndexed(ctx, seq, data, r.fence.Load())
 	return res.res, err
 }
 
-// proposeIndexed is propose, answering the raft index the entry was
-// applied at too.
-func (r *Replica) proposeIndexed(ctx context.Context, seq uint64, data []byte) (applyResult, error) {
+// proposeIndexed is propose, for leader term term (0: any; see fence),
+// answering the raft index the entry was applied at too.
+func (r *Replica) proposeIndexed(ctx context.Context, seq uint64, data []byte, term uint64) (applyResult, error) {
 	if r.closed.Load() || r.Failed() != nil {
 		return applyResult{}, ErrStopped
 	}
@@ -336,7 +345,7 @@ func (r *Replica) proposeIndexed(ctx context.Context, seq uint64, data []byte) (
 	}
 	cctx, cancel := context.WithTimeout(ctx, r.opts.CommitTimeout)
 	defer cancel()
-	if err := (*rp).Propose(cctx, func() []byte { return data }); err != nil {
+	if err := (*rp).Propose(cctx, term, func() []byte { return data }); err != nil {
 		if ctx.Err() == nil && cctx.Err() != nil {
 			return applyResult{}, fmt.Errorf("%w: %w", ErrNoQuorum, err)
 		}
@@ -407,11 +416,18 @@ func (r *Replica) UncertainChanges() <-chan struct{} {
 // maxRecord is the largest record the group's store takes (its geometry's).
 func (r *Replica) maxRecord() int { return int(r.geo.maxRecordSize) }
 
-// MarkLeading records that this member leads and is about to build its
-// memory of the group's state from its store (before the barrier of an
-// activation): until LeadershipLost, every entry applied is one this
-// member proposed or one committed before the barrier.
-func (r *Replica) MarkLeading() { r.leading.Store(true) }
+// MarkLeading records that this member leads in term and is about to
+// build its memory of the group's state from its store (before the
+// barrier of an activation): until LeadershipLost, every entry applied is
+// one this member proposed or one committed before the barrier. From
+// then on this member's proposals are for term only: if it loses the
+// leadership and wins it again, what was built in term (a broker's
+// services not stopped yet) can no longer write; the next MarkLeading
+// lets the services built for the new term write.
+func (r *Replica) MarkLeading(term uint64) {
+	r.fence.Store(term)
+	r.leading.Store(true)
+}
 
 // Leading reports whether this member has led without interruption since
 // MarkLeading: memory built then reflects every record its store holds.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/mqgate/mqgate/storage"
 	"github.com/mqgate/mqgate/storage/message"
+	"github.com/mqgate/mqgate/storage/metastore"
 	"github.com/mqgate/mqgate/storage/vfs"
 )
 
@@ -143,12 +144,19 @@ func TestReplicaStopsOnOtherGeometry(t *testing.T) {
 	}
 }
 
-// loopRaft takes proposals into a log the test applies by hand.
-type loopRaft struct{ proposed chan []byte }
+// loopRaft takes proposals into a log the test applies by hand (and
+// their terms into terms, when set).
+type loopRaft struct {
+	proposed chan []byte
+	terms    chan uint64
+}
 
-func (l loopRaft) Propose(_ context.Context, build func() []byte) error {
+func (l loopRaft) Propose(_ context.Context, term uint64, build func() []byte) error {
 	if data := build(); data != nil {
 		l.proposed <- data
+		if l.terms != nil {
+			l.terms <- term
+		}
 	}
 	return nil
 }
@@ -268,5 +276,43 @@ func TestReplicaAppliesWithoutStoreFsync(t *testing.T) {
 	}
 	if n := syncs.Load(); n != 0 {
 		t.Fatalf("the store fsynced its commit log %d times while applying", n)
+	}
+}
+
+// After MarkLeading(term), what a Replica proposes (appends, changes,
+// the barrier) is for that leader term alone, until the next
+// MarkLeading; a change another member forwarded is for any term.
+func TestProposalsFencedToTheMarkedTerm(t *testing.T) {
+	o := replicaOpts()
+	o.CommitTimeout = 20 * time.Millisecond // nothing is applied: each proposal gives up
+	r, err := OpenReplica(t.TempDir(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(context.Background())
+	lr := loopRaft{proposed: make(chan []byte, 8), terms: make(chan uint64, 8)}
+	r.Attach(lr)
+	ctx := context.Background()
+	change, err := EncodeChange(MetaOp{Kind: MetaPutTopic, Topic: &metastore.Topic{Name: "t", QueueCount: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	proposedFor := func(propose func()) uint64 {
+		t.Helper()
+		go propose()
+		<-lr.proposed
+		return <-lr.terms
+	}
+	for _, term := range []uint64{7, 9} {
+		r.MarkLeading(term)
+		if got := proposedFor(func() { _, _ = r.Append(ctx, testMsgs(1)...) }); got != term {
+			t.Fatalf("an append after MarkLeading(%d) proposed for term %d", term, got)
+		}
+		if got := proposedFor(func() { _ = r.Barrier(ctx) }); got != term {
+			t.Fatalf("a barrier after MarkLeading(%d) proposed for term %d", term, got)
+		}
+		if got := proposedFor(func() { _, _ = r.ProposeForwarded(ctx, change) }); got != 0 {
+			t.Fatalf("a forwarded change after MarkLeading(%d) proposed for term %d, want any (0)", term, got)
+		}
 	}
 }

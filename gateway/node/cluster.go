@@ -359,7 +359,7 @@ type leadership struct {
 		Err() error
 	}
 	rep interface {
-		MarkLeading()
+		MarkLeading(term uint64)
 		Barrier(ctx context.Context) error
 		Bootstrap(ctx context.Context, clusterID string) error
 		Format() int
@@ -587,7 +587,7 @@ func (n *Node) activate(ctx context.Context, l leadership, want activation) erro
 	defer cancel()
 	err := n.checkClock(cctx, l)
 	if err == nil {
-		l.rep.MarkLeading()
+		l.rep.MarkLeading(want.term)
 		err = l.rep.Barrier(cctx)
 	}
 	if err == nil {

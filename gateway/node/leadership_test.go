@@ -63,7 +63,7 @@ func (f *fakeLeadership) RotateKeys(context.Context, time.Time, time.Duration) (
 }
 func (f *fakeLeadership) ReloadKeys() error                       { return nil }
 func (f *fakeLeadership) ForgetMemberInfo(uint64)                 {}
-func (f *fakeLeadership) MarkLeading()                            {}
+func (f *fakeLeadership) MarkLeading(uint64)                      {}
 func (f *fakeLeadership) Barrier(context.Context) error           { f.barriers++; return nil }
 func (f *fakeLeadership) Bootstrap(context.Context, string) error { return nil }
 func (f *fakeLeadership) Uncertain() uint64                       { return f.uncertain }

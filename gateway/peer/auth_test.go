@@ -152,7 +152,7 @@ func TestUndecodableEntryCommitted(t *testing.T) {
 		append([]byte{1, 2}, make([]byte, 26)...), // a metadata change without its JSON
 	}
 	for i, g := range garbage {
-		if err := l.node.Propose(testCtx(t), func() []byte { return g }); err != nil {
+		if err := l.node.Propose(testCtx(t), 0, func() []byte { return g }); err != nil {
 			t.Fatalf("propose garbage %d: %v", i, err)
 		}
 	}

@@ -819,3 +819,30 @@ func TestLeaderKilledUnderLoad(t *testing.T) {
 	}
 	t.Logf("%d answered OK, %d failed at the kill", len(acked), failed)
 }
+
+// A proposal for another of the leader's terms is refused as not leading
+// before its entry is built: a member's services built in one term of its
+// leadership (raftstore.Replica.MarkLeading) write nothing in another.
+// One for its own term, or for any (0), is taken.
+func TestProposalForAnotherTermRefused(t *testing.T) {
+	c := newTestCluster(t, 3, 8)
+	l := c.leader()
+	term := l.node.LeaderTerm()
+	built := false
+	err := l.node.Propose(testCtx(t), term+1, func() []byte { built = true; return nil })
+	if !errors.Is(err, raftstore.ErrNotLeader) || built {
+		t.Fatalf("a proposal for term %d at a leader of term %d: %v (built: %v), want ErrNotLeader, not built", term+1, term, err, built)
+	}
+	l.rep.MarkLeading(term + 1)
+	if _, err := l.rep.Append(testCtx(t), testMsg(0)); !errors.Is(err, raftstore.ErrNotLeader) {
+		t.Fatalf("an append marked for term %d at a leader of term %d: %v, want ErrNotLeader", term+1, term, err)
+	}
+	l.rep.MarkLeading(term)
+	appendN(t, l, 0, 5)
+	l.rep.MarkLeading(0)
+	appendN(t, l, 5, 10)
+	c.converged(l.rep.Applied())
+	if got := contents(t, l); len(got) != 10 {
+		t.Fatalf("the group holds %d messages, want the 10 proposed for the leader's term", len(got))
+	}
+}

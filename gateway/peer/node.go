@@ -203,6 +203,7 @@ type hold struct {
 
 type proposal struct {
 	build func() []byte // the entry's bytes (raftstore.Raft.Propose)
+	term  uint64        // the leader term it is for (0: any)
 	errc  chan error
 }
 
@@ -508,7 +509,7 @@ func readWAL(lg *zap.Logger, dir string, snap *walpb.Snapshot) (*wal.WAL, []byte
 // is in this leader's raft log (or build returned nil); an error, that it
 // is not (ctx is heeded only until the raft loop has the proposal). The
 // raft loop calls build as it takes the proposal.
-func (n *Node) Propose(ctx context.Context, build func() []byte) error {
+func (n *Node) Propose(ctx context.Context, term uint64, build func() []byte) error {
 	if !n.isLeader.Load() {
 		if n.lead.Load() == 0 {
 			// An election may be under way: wait for it within ctx.
@@ -520,7 +521,7 @@ func (n *Node) Propose(ctx context.Context, build func() []byte) error {
 			return n.notLeader()
 		}
 	}
-	p := proposal{build: build, errc: make(chan error, 1)}
+	p := proposal{build: build, term: term, errc: make(chan error, 1)}
 	select {
 	case n.propc <- p:
 	case <-n.done:
@@ -758,12 +759,20 @@ func (n *Node) propose(props []proposal) []proposal {
 	if len(props) == 0 {
 		return props
 	}
+	st := n.rn.BasicStatus()
 	var err error
-	if n.rn.BasicStatus().RaftState != raft.StateLeader {
+	if st.RaftState != raft.StateLeader {
 		err = n.notLeader()
 	} else {
 		ents := make([]*raftpb.Entry, 0, len(props))
-		for _, p := range props {
+		for i, p := range props {
+			if p.term != 0 && p.term != st.GetTerm() {
+				// Made for another of this member's terms as leader
+				// (raftstore.Replica.MarkLeading): not proposed.
+				p.errc <- fmt.Errorf("%w: this member leads in term %d, the proposal is for term %d", raftstore.ErrNotLeader, st.GetTerm(), p.term)
+				props[i].errc = nil
+				continue
+			}
 			if data := p.build(); data != nil {
 				ents = append(ents, &raftpb.Entry{Data: data})
 			}
@@ -777,7 +786,9 @@ func (n *Node) propose(props []proposal) []proposal {
 		}
 	}
 	for i, p := range props {
-		p.errc <- err
+		if p.errc != nil {
+			p.errc <- err
+		}
 		props[i] = proposal{}
 	}
 	return props[:0]
