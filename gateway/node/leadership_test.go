@@ -29,6 +29,7 @@ type fakeLeadership struct {
 	// offsets are the other members' clocks against this one's, by id.
 	offsets  map[uint64]time.Duration
 	handoffs int
+	marked   uint64 // the term of the last MarkLeading
 }
 
 func (f *fakeLeadership) LeaderTerm() uint64             { return f.term }
@@ -63,7 +64,7 @@ func (f *fakeLeadership) RotateKeys(context.Context, time.Time, time.Duration) (
 }
 func (f *fakeLeadership) ReloadKeys() error                       { return nil }
 func (f *fakeLeadership) ForgetMemberInfo(uint64)                 {}
-func (f *fakeLeadership) MarkLeading(uint64)                      {}
+func (f *fakeLeadership) MarkLeading(term uint64)                 { f.marked = term }
 func (f *fakeLeadership) Barrier(context.Context) error           { f.barriers++; return nil }
 func (f *fakeLeadership) Bootstrap(context.Context, string) error { return nil }
 func (f *fakeLeadership) Uncertain() uint64                       { return f.uncertain }
@@ -109,8 +110,8 @@ func TestReconcileActivationBoundToTerm(t *testing.T) {
 	// Deposed in term 6 and leading again in term 7, between two looks.
 	f.term = 7
 	step("leading again in term 7", true, true, 2)
-	if act.term != 7 || f.barriers != 2 {
-		t.Fatalf("activation of term %d after %d barriers, want term 7 after 2", act.term, f.barriers)
+	if act.term != 7 || f.barriers != 2 || f.marked != 7 {
+		t.Fatalf("activation of term %d after %d barriers, replica marked for term %d; want term 7 after 2, marked 7", act.term, f.barriers, f.marked)
 	}
 	f.uncertain++
 	step("an uncertain outcome", true, true, 3)
@@ -119,8 +120,8 @@ func TestReconcileActivationBoundToTerm(t *testing.T) {
 	f.term = 8
 	step("term 8, lost while activating", false, false, 4)
 	step("term 9", true, true, 5)
-	if act.term != 9 {
-		t.Fatalf("activation of term %d, want 9", act.term)
+	if act.term != 9 || f.marked != 9 {
+		t.Fatalf("activation of term %d, replica marked for term %d; want 9", act.term, f.marked)
 	}
 	// Following: the services close.
 	f.term, f.leader = 0, 2
