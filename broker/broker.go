@@ -157,6 +157,11 @@ func (b *Broker) Activate(ctx context.Context) error {
 		return nil
 	}
 	cfg, st := b.cfg, b.store
+	// The services write for the leader term they are built in.
+	w := b.w
+	if cfg.Replicated != nil {
+		w = w.forTerm(cfg.Replicated.Fence())
+	}
 	s := &services{hub: longpoll.New(cfg.MaxParkedPolls)}
 	hub := s.hub
 	var liteSvc atomic.Pointer[lite.Service]
@@ -171,38 +176,38 @@ func (b *Broker) Activate(ctx context.Context) error {
 	// answers out at once rather than lingering for more.
 	st.SetReadersWaiting(func() bool { return hub.Parked() > 0 })
 	hub.SetOnPark(st.Hurry)
-	s.meta = metadata.New(b.metaConfig(), b.w.meta, b.w.drop)
+	s.meta = metadata.New(b.metaConfig(), w.meta, w.drop)
 	p, err := pop.Open(ctx, pop.Config{Clock: cfg.Clock, Logger: cfg.Logger, Hub: s.hub, SnapshotInterval: cfg.PopSnapshotInterval,
 		InheritedGrace: cfg.InheritedGrace, SnapshotOK: cfg.SnapshotOK, Placement: cfg.Placement},
-		b.obs.popStore(b.w.store), st.Meta(), s.meta)
+		b.obs.popStore(w.store), st.Meta(), s.meta)
 	if err != nil {
 		return err
 	}
 	s.pop = p
 	s.meta.OnTopicDeleted(p.DropTopic)
 	s.meta.OnGroupDeleted(p.DropGroup)
-	s.delay, err = delay.Open(ctx, delay.Config{Clock: cfg.Clock, Logger: cfg.Logger, Placement: cfg.Placement}, b.w.store, st.Meta(), s.meta)
+	s.delay, err = delay.Open(ctx, delay.Config{Clock: cfg.Clock, Logger: cfg.Logger, Placement: cfg.Placement}, w.store, st.Meta(), s.meta)
 	if err != nil {
 		_ = p.Close(ctx)
 		return err
 	}
 	tc := cfg.Txn
 	tc.Clock, tc.Logger, tc.Placement = cfg.Clock, cfg.Logger, cfg.Placement
-	s.txn, err = txn.Open(ctx, tc, b.w.store, st.Meta(), s.meta)
+	s.txn, err = txn.Open(ctx, tc, w.store, st.Meta(), s.meta)
 	if err != nil {
 		_ = errors.Join(p.Close(ctx), s.delay.Close(ctx))
 		return err
 	}
-	s.lite, err = b.openLite(ctx, st, s.meta)
+	s.lite, err = b.openLite(ctx, st, w.store, s.meta)
 	if err != nil {
 		_ = errors.Join(p.Close(ctx), s.delay.Close(ctx), s.txn.Close(ctx))
 		return err
 	}
 	liteSvc.Store(s.lite)
 	s.meta.OnTopicDeleted(s.lite.DropTopic)
-	s.offs = offset.New(st, b.w.offsets, s.hub, cfg.Clock)
+	s.offs = offset.New(st, w.offsets, s.hub, cfg.Clock)
 	s.prod = produce.New(produce.Config{Limits: cfg.Limits, Clock: cfg.Clock, Delay: s.delay, Txn: s.txn, Lite: s.lite,
-		LiteAppender: b.obs.appender(b.w.store), Space: st, Placement: cfg.Placement}, b.obs.appender(b.w.sends), s.meta)
+		LiteAppender: b.obs.appender(w.store), Space: st, Placement: cfg.Placement}, b.obs.appender(w.sends), s.meta)
 	b.svc.Store(s)
 	b.active.Store(true)
 	// The check-backs go out once the services are published: a sender

@@ -17,7 +17,7 @@ import (
 // broker/lite): their index from the parents' queues, the groups'
 // positions from the lite journal, written through the replica group in
 // cluster mode like every other record.
-func (b *Broker) openLite(ctx context.Context, st *storage.Store, meta *metadata.Service) (*lite.Service, error) {
+func (b *Broker) openLite(ctx context.Context, st *storage.Store, store storeWriter, meta *metadata.Service) (*lite.Service, error) {
 	data, ok, err := st.Meta().LoadBlob(pop.KeyBlob)
 	if err != nil || !ok || len(data) < 20 {
 		return nil, fmt.Errorf("lite topics: the receipt-handle key is missing or unreadable: %v", err)
@@ -30,7 +30,7 @@ func (b *Broker) openLite(ctx context.Context, st *storage.Store, meta *metadata
 			(*f)(n)
 		}
 	}
-	return lite.Open(ctx, cfg, b.w.store, meta)
+	return lite.Open(ctx, cfg, store, meta)
 }
 
 // SetLiteNotifier installs where lite unsubscription notices go (the v2

@@ -28,6 +28,9 @@ type Replicator interface {
 	// ReadBarrier returns once this member (leading) has applied every
 	// entry committed before the call (raftstore.Replica.ReadBarrier).
 	ReadBarrier(ctx context.Context) error
+	// Fence is the leader term the member marked its replica with before
+	// activating the broker (raftstore.Replica.MarkLeading; 0: none).
+	Fence() uint64
 }
 
 // writes are the store and metadata as the services write them: the
@@ -49,6 +52,49 @@ type writes struct {
 	// one): reads that must not miss what another leader committed
 	// (offsets, pulls) call it first.
 	current func(ctx context.Context) error
+}
+
+// forTerm is w with every write of the replica group marked for leader
+// term term (raftstore.ForTerm): the writes of the services one
+// activation builds, so that a call that took them and writes after they
+// were stopped, when services of a later term serve, writes nothing.
+// Catalog changes (another group's) are left as they are.
+func (w writes) forTerm(term uint64) writes {
+	if term == 0 {
+		return w
+	}
+	out := w
+	if rs, ok := w.sends.(replStore); ok {
+		out.sends = termStore{storeWriter: rs, term: term}
+		out.store = termStore{storeWriter: w.store, term: term}
+	}
+	if m, ok := w.meta.(replMeta); ok {
+		m.term = term
+		out.meta = m
+	}
+	if rs, ok := w.drop.(replStore); ok {
+		out.drop = termStore{storeWriter: rs, term: term}
+	}
+	if o, ok := w.offsets.(replOffsets); ok {
+		o.term = term
+		out.offsets = o
+	}
+	return out
+}
+
+// termStore is a store whose appends and topic drops are for one leader
+// term (writes.forTerm).
+type termStore struct {
+	storeWriter
+	term uint64
+}
+
+func (s termStore) Append(ctx context.Context, msgs ...*message.Message) (storage.AppendResult, error) {
+	return s.storeWriter.Append(raftstore.ForTerm(ctx, s.term), msgs...)
+}
+
+func (s termStore) DeleteTopic(ctx context.Context, topic string) error {
+	return s.storeWriter.DeleteTopic(raftstore.ForTerm(ctx, s.term), topic)
 }
 
 // readCurrent waits until reads from the local store are current (see
@@ -226,11 +272,12 @@ func (s replStore) DeleteTopic(ctx context.Context, topic string) error {
 // the replica's commit timeout alone.
 type replMeta struct {
 	*metastore.Store
-	r Replicator
+	r    Replicator
+	term uint64 // the leader term its changes are for (writes.forTerm; 0: the replica's mark)
 }
 
 func (m replMeta) propose(op raftstore.MetaOp) error {
-	_, err := m.r.ProposeMeta(context.Background(), op)
+	_, err := m.r.ProposeMeta(raftstore.ForTerm(context.Background(), m.term), op)
 	return replicationError(err)
 }
 
@@ -254,11 +301,12 @@ func (m replMeta) DeleteGroup(name string) error {
 // there, an offset is in a majority of the members' fsynced raft logs.
 type replOffsets struct {
 	*metastore.Store
-	r Replicator
+	r    Replicator
+	term uint64 // as replMeta's
 }
 
 func (o replOffsets) CommitOffset(k metastore.OffsetKey, offset int64) (metastore.Durability, error) {
-	if _, err := o.r.ProposeMeta(context.Background(), raftstore.MetaOp{Kind: raftstore.MetaCommitOffset, OffsetKey: &k, Offset: offset}); err != nil {
+	if _, err := o.r.ProposeMeta(raftstore.ForTerm(context.Background(), o.term), raftstore.MetaOp{Kind: raftstore.MetaCommitOffset, OffsetKey: &k, Offset: offset}); err != nil {
 		return metastore.DurabilityMemory, replicationError(err)
 	}
 	return metastore.DurabilityLocal, nil

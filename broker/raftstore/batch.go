@@ -170,8 +170,9 @@ func (r *Replica) proposeNext() {
 	ctx, cancel := context.WithTimeout(context.Background(), r.opts.CommitTimeout)
 	defer cancel()
 	var b *appendBatch
-	err := (*rp).Propose(ctx, r.fence.Load(), func() []byte {
-		b = r.takeBatch()
+	term := r.fence.Load()
+	err := (*rp).Propose(ctx, term, func() []byte {
+		b = r.takeBatch(term)
 		if b == nil {
 			return nil
 		}
@@ -203,11 +204,24 @@ func (r *Replica) proposeNext() {
 	r.failQueued(err)
 }
 
-// takeBatch takes the requests of the next entry from the queue (nil when
-// it is empty).
-func (r *Replica) takeBatch() *appendBatch {
+// takeBatch takes the requests of the next entry, proposed for leader
+// term term, from the queue (nil when it is empty). A request made for
+// another term (ForTerm) is answered as not leading, and left out.
+func (r *Replica) takeBatch(term uint64) *appendBatch {
 	r.gmu.Lock()
 	defer r.gmu.Unlock()
+	if term != 0 {
+		kept := r.gqueue[:0]
+		for _, q := range r.gqueue {
+			if t, ok := TermOf(q.ctx); ok && t != 0 && t != term {
+				q.answer(applyResult{err: fmt.Errorf("%w: the append is for leader term %d, this member's services are of term %d now", ErrNotLeader, t, term)})
+				continue
+			}
+			kept = append(kept, q)
+		}
+		clear(r.gqueue[len(kept):])
+		r.gqueue = kept
+	}
 	if len(r.gqueue) == 0 {
 		return nil
 	}

@@ -176,7 +176,7 @@ func (r *Replica) ProposeMeta(ctx context.Context, op MetaOp) (storage.AppendRes
 	if err := op.check(); err != nil {
 		return storage.AppendResult{}, fmt.Errorf("%w: %w", storage.ErrInvalid, err)
 	}
-	res, err := r.proposeMetaIndexed(ctx, op, r.fence.Load())
+	res, err := r.proposeMetaIndexed(ctx, op, r.termFor(ctx))
 	return res.res, err
 }
 

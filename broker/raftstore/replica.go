@@ -300,7 +300,7 @@ func AwaitOutcome(ctx context.Context) context.Context {
 // leading (ErrLeadershipLost) or ctx's deadline passes; the last leaves
 // the outcome uncertain (Uncertain).
 func (r *Replica) propose(ctx context.Context, seq uint64, data []byte) (storage.AppendResult, error) {
-	res, err := r.proposeIndexed(ctx, seq, data, r.fence.Load())
+	res, err := r.proposeIndexed(ctx, seq, data, r.termFor(ctx))
 	return res.res, err
 }
 
@@ -427,6 +427,41 @@ func (r *Replica) maxRecord() int { return int(r.geo.maxRecordSize) }
 func (r *Replica) MarkLeading(term uint64) {
 	r.fence.Store(term)
 	r.leading.Store(true)
+}
+
+// Fence is the leader term of the last MarkLeading (0: none).
+func (r *Replica) Fence() uint64 { return r.fence.Load() }
+
+// termKey marks a context whose appends and changes are for one leader
+// term (ForTerm).
+type termKey struct{}
+
+// ForTerm makes what is appended or proposed with ctx for leader term
+// term alone, whatever the last MarkLeading says: a broker's services,
+// built in one term, write with it, so that a call that took them before
+// they were stopped, and writes only after services of a later term were
+// built, writes nothing. Term 0 leaves ctx as it is (its proposals are
+// for the last MarkLeading's term).
+func ForTerm(ctx context.Context, term uint64) context.Context {
+	if term == 0 {
+		return ctx
+	}
+	return context.WithValue(ctx, termKey{}, term)
+}
+
+// TermOf is the term ForTerm gave ctx, and whether it gave one.
+func TermOf(ctx context.Context) (uint64, bool) {
+	t, ok := ctx.Value(termKey{}).(uint64)
+	return t, ok
+}
+
+// termFor is the leader term what is proposed with ctx is for: its
+// ForTerm, else the last MarkLeading's (fence).
+func (r *Replica) termFor(ctx context.Context) uint64 {
+	if t, ok := TermOf(ctx); ok {
+		return t
+	}
+	return r.fence.Load()
 }
 
 // Leading reports whether this member has led without interruption since

@@ -316,3 +316,41 @@ func TestProposalsFencedToTheMarkedTerm(t *testing.T) {
 		}
 	}
 }
+
+// An append or change made for a leader term (ForTerm) other than the
+// replica's mark is refused as not leading, and nothing of it proposed
+// (the queued appends are sorted out as their entry is built); one for
+// the marked term is proposed for it.
+func TestProposalsForAnotherTermRefused(t *testing.T) {
+	o := replicaOpts()
+	o.CommitTimeout = 20 * time.Millisecond
+	r, err := OpenReplica(t.TempDir(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(context.Background())
+	lr := loopRaft{proposed: make(chan []byte, 8), terms: make(chan uint64, 8)}
+	r.Attach(lr)
+	r.MarkLeading(7)
+	stale := ForTerm(context.Background(), 5)
+	if _, err := r.Append(stale, testMsgs(1)...); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("an append for term 5 on a replica marked 7: %v, want ErrNotLeader", err)
+	}
+	select {
+	case data := <-lr.proposed:
+		t.Fatalf("an append for term 5 was proposed (%d bytes)", len(data))
+	default:
+	}
+	// A change goes to raft with its term, which a leader of term 7
+	// refuses (gateway/peer's TestProposalForAnotherTermRefused).
+	go func() { _, _ = r.ProposeMeta(stale, MetaOp{Kind: MetaBarrier}) }()
+	<-lr.proposed
+	if got := <-lr.terms; got != 5 {
+		t.Fatalf("a change made for term 5 was proposed for term %d", got)
+	}
+	go func() { _, _ = r.Append(ForTerm(context.Background(), 7), testMsgs(1)...) }()
+	<-lr.proposed
+	if got := <-lr.terms; got != 7 {
+		t.Fatalf("an append made for term 7 was proposed for term %d", got)
+	}
+}
