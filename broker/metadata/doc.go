@@ -5,7 +5,11 @@
 // A creation, change or deletion that storage/metastore cannot persist fails
 // with KindStoreUnavailable and changes nothing (meta publishes a change
 // only once its snapshot is durable), so nothing is accepted for a topic
-// or group that a restart would not know.
+// or group that a restart would not know. A store whose reads can lag
+// changes committed elsewhere (a Syncer: a cluster's catalog) is caught
+// up before a change decided on what it holds (a creation, a put that
+// keeps the stored fields); one that cannot catch up refuses the change
+// as unavailable.
 //
 // Files: metadata.go holds the service: topic and group create, update,
 // delete and lookups, auto-create, and the limits on created resources.

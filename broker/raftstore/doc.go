@@ -81,6 +81,12 @@
 //
 //   - *NotLeaderError (errors.Is ErrNotLeader): this member does not
 //     lead; it names the leader (id and peer address) when one is known.
+//     An error that is ErrNotLeader also answers a proposal made for
+//     another of this member's leader terms: MarkLeading(term) marks the
+//     replica for the term a broker's services are built in, ForTerm marks
+//     a context with the term its caller's services were built in, and the
+//     raft node refuses a proposal for any term but its own, before it
+//     builds the entry. Nothing of it is proposed.
 //   - ErrLeadershipLost: the member stopped leading before the entry
 //     committed. The entry may still commit under the next leader; the
 //     client's message id is the dedup key if it retries.

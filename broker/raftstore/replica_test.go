@@ -279,19 +279,28 @@ func TestReplicaAppliesWithoutStoreFsync(t *testing.T) {
 	}
 }
 
-// After MarkLeading(term), what a Replica proposes (appends, changes,
-// the barrier) is for that leader term alone, until the next
-// MarkLeading; a change another member forwarded is for any term.
-func TestProposalsFencedToTheMarkedTerm(t *testing.T) {
+// openTermReplica opens a replica over a loopRaft that records the terms
+// of its proposals; nothing is applied, so each proposal gives up after
+// a short commit timeout.
+func openTermReplica(t *testing.T) (*Replica, loopRaft) {
+	t.Helper()
 	o := replicaOpts()
-	o.CommitTimeout = 20 * time.Millisecond // nothing is applied: each proposal gives up
+	o.CommitTimeout = 20 * time.Millisecond
 	r, err := OpenReplica(t.TempDir(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Close(context.Background())
+	t.Cleanup(func() { r.Close(context.Background()) })
 	lr := loopRaft{proposed: make(chan []byte, 8), terms: make(chan uint64, 8)}
 	r.Attach(lr)
+	return r, lr
+}
+
+// After MarkLeading(term), what a Replica proposes (appends, changes,
+// the barrier) is for that leader term alone, until the next
+// MarkLeading; a change another member forwarded is for any term.
+func TestProposalsFencedToTheMarkedTerm(t *testing.T) {
+	r, lr := openTermReplica(t)
 	ctx := context.Background()
 	change, err := EncodeChange(MetaOp{Kind: MetaPutTopic, Topic: &metastore.Topic{Name: "t", QueueCount: 2}})
 	if err != nil {
@@ -322,15 +331,7 @@ func TestProposalsFencedToTheMarkedTerm(t *testing.T) {
 // (the queued appends are sorted out as their entry is built); one for
 // the marked term is proposed for it.
 func TestProposalsForAnotherTermRefused(t *testing.T) {
-	o := replicaOpts()
-	o.CommitTimeout = 20 * time.Millisecond
-	r, err := OpenReplica(t.TempDir(), o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close(context.Background())
-	lr := loopRaft{proposed: make(chan []byte, 8), terms: make(chan uint64, 8)}
-	r.Attach(lr)
+	r, lr := openTermReplica(t)
 	r.MarkLeading(7)
 	stale := ForTerm(context.Background(), 5)
 	if _, err := r.Append(stale, testMsgs(1)...); !errors.Is(err, ErrNotLeader) {
