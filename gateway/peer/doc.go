@@ -48,7 +48,9 @@
 // One goroutine owns the RawNode, the memory storage and the WAL. Each
 // turn it takes every message and proposal waiting, builds the
 // proposals' entries (Propose is given a builder the loop calls, so an
-// entry holds whatever its proposer had queued by then) and steps them
+// entry holds whatever its proposer had queued by then; a proposal made
+// for another leader term than the node's is refused before its builder
+// runs) and steps them
 // into raft as one proposal message, so that one append per follower
 // carries them (raft sends an append per proposal message). For each
 // Ready it writes the entries and hard state to the WAL (fsynced
