@@ -121,6 +121,15 @@ func (s *Service) caughtUp(ctx context.Context) error {
 	return nil
 }
 
+// Current catches a lagging store (Syncer) up before a read that must
+// hold what was changed elsewhere before it was asked (an admin listing);
+// a store that cannot catch up is read as it is.
+func (s *Service) Current(ctx context.Context) {
+	if sy, ok := s.store.(Syncer); ok {
+		_ = sy.Sync(ctx)
+	}
+}
+
 func storeErr(err error, what string) error {
 	if err == nil {
 		return nil

@@ -213,7 +213,7 @@ func (r *Replica) takeBatch(term uint64) *appendBatch {
 	if term != 0 {
 		kept := r.gqueue[:0]
 		for _, q := range r.gqueue {
-			if t, ok := TermOf(q.ctx); ok && t != 0 && t != term {
+			if t, ok := TermOf(q.ctx); ok && t != term {
 				q.answer(applyResult{err: fmt.Errorf("%w: the append is for leader term %d, this member's services are of term %d now", ErrNotLeader, t, term)})
 				continue
 			}

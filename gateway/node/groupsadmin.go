@@ -35,30 +35,17 @@ type groupsAdmin struct{ n *Node }
 
 var _ admin.Broker = groupsAdmin{}
 
-// current catches this member's catalog up before an admin read, so it
-// answers what was changed through another member before it was asked;
-// a catalog that cannot catch up (no leader of group 0 within
-// adminCatchUp) answers what it holds.
-func (a groupsAdmin) current(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(ctx, adminCatchUp)
-	defer cancel()
-	_ = (&catalog{n: a.n}).Sync(ctx)
-}
-
-// adminCatchUp bounds current.
-const adminCatchUp = 2 * time.Second
-
 func (a groupsAdmin) CreateTopic(ctx context.Context, t model.Topic) (model.Topic, error) {
 	return a.n.catalog.CreateTopic(ctx, t)
 }
 
 func (a groupsAdmin) GetTopic(ctx context.Context, name string) (model.Topic, error) {
-	a.current(ctx)
+	a.n.catalog.Current(ctx) // what other members changed before the call
 	return a.n.catalog.GetTopic(ctx, name)
 }
 
 func (a groupsAdmin) ListTopics(ctx context.Context) ([]model.Topic, error) {
-	a.current(ctx)
+	a.n.catalog.Current(ctx) // what other members changed before the call
 	return a.n.catalog.ListTopics(ctx)
 }
 
@@ -71,12 +58,12 @@ func (a groupsAdmin) CreateGroup(ctx context.Context, g model.Group) (model.Grou
 }
 
 func (a groupsAdmin) GetGroup(ctx context.Context, name string) (model.Group, error) {
-	a.current(ctx)
+	a.n.catalog.Current(ctx) // what other members changed before the call
 	return a.n.catalog.GetGroup(ctx, name)
 }
 
 func (a groupsAdmin) ListGroups(ctx context.Context) ([]model.Group, error) {
-	a.current(ctx)
+	a.n.catalog.Current(ctx) // what other members changed before the call
 	return a.n.catalog.ListGroups(ctx)
 }
 

@@ -50,9 +50,9 @@
 // proposals' entries (Propose is given a builder the loop calls, so an
 // entry holds whatever its proposer had queued by then; a proposal made
 // for another leader term than the node's is refused before its builder
-// runs) and steps them
-// into raft as one proposal message, so that one append per follower
-// carries them (raft sends an append per proposal message). For each
+// runs) and steps them into raft as one proposal message, so that one
+// append per follower carries them (raft sends an append per proposal
+// message). For each
 // Ready it writes the entries and hard state to the WAL (fsynced
 // when raft says they must be) — a follower before it sends its
 // messages, the leader after sending, so that the followers' fsyncs run
