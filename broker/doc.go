@@ -36,6 +36,7 @@
 // view: pulls, offsets, send-back, transaction ends, POP codes and the views
 // mqadmin asks for), replicated.go (the Replicator interface of a clustered
 // broker and what it changes: every write goes through the replica group,
+// those of an activation's services for the leader term they were built in;
 // reads stay local; the Catalog of a data group), groups.go (what names a
 // request's data group), api.go and checkback.go (request types and the
 // check-back fan-out over listeners).
