@@ -180,6 +180,9 @@ func (c Config) validateCluster() []error {
 		if c.DataGroups > 1 {
 			errs = append(errs, errors.New("data-groups: set only in cluster mode, with cluster-id"))
 		}
+		if c.GroupReplicas != 0 {
+			errs = append(errs, errors.New("group-replicas: set only in cluster mode, with cluster-id and data-groups"))
+		}
 		return errs
 	}
 	peers, err := peer.ParsePeers(c.Peers)
@@ -199,6 +202,14 @@ func (c Config) validateCluster() []error {
 	}
 	if c.DataGroups < 0 || c.DataGroups > maxDataGroups {
 		errs = append(errs, fmt.Errorf("data-groups: must be between 1 and %d, got %d", maxDataGroups, c.DataGroups))
+	}
+	switch {
+	case c.GroupReplicas < 0:
+		errs = append(errs, fmt.Errorf("group-replicas: must be 0 (every member) or more, got %d", c.GroupReplicas))
+	case c.GroupReplicas > 0 && c.DataGroups < 2:
+		errs = append(errs, errors.New("group-replicas: set only with data-groups above 1"))
+	case c.GroupReplicas > 0 && c.Join:
+		errs = append(errs, errors.New("group-replicas: a cluster whose data groups are on some members only has fixed members: a member cannot join it"))
 	}
 	return errs
 }

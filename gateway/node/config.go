@@ -177,6 +177,12 @@ type Config struct {
 	// with the same value, and a member restarted with another refuses to
 	// start.
 	DataGroups int
+	// GroupReplicas is how many members each data group but group 0 has
+	// replicas on (replicas.go; 0: every member hosts every group). Below
+	// the number of members, the groups are spread over them when the
+	// cluster is created, and its members are fixed from then on. Like
+	// DataGroups, it is fixed when the cluster is created.
+	GroupReplicas int
 	// LiteTopicQuota caps the lite topics of one LITE topic;
 	// LiteSubscriptionQuota the lite topics of one lite consumer's
 	// subscription; LiteExpiryInterval is how often idle lite topics

@@ -37,13 +37,19 @@ const maxDataGroups = 64
 // dataGroups is c's DataGroups (0 is 1).
 func (c Config) dataGroups() int { return max(c.DataGroups, 1) }
 
-// dataGroup is one data group on this member.
+// dataGroup is one data group of this member's cluster. Of a group this
+// member does not host (replica sets), only id, voters, far and log are
+// set.
 type dataGroup struct {
 	id     int
 	rep    *raftstore.Replica
 	raft   *peer.Node
 	broker *broker.Broker
 	log    *slog.Logger
+	// voters are the members the group was created on (nil: every
+	// member); far its leader, when this member does not host it.
+	voters []uint64
+	far    *farLeader
 
 	// serving: the broker is active for this member's current
 	// leadership of the group (followGroup's).
@@ -214,16 +220,27 @@ func (n *Node) openGroups(opts storage.Options) error {
 	if err != nil {
 		return err
 	}
-	var reps []*raftstore.Replica
+	voters, err := groupVoters(n.cfg.DataDir, peers, groups, n.cfg.GroupReplicas)
+	if err != nil {
+		return err
+	}
+	self := uint64(n.cfg.NodeID)
+	reps := make([]*raftstore.Replica, groups)
 	closeAll := func() error {
 		var errs []error
 		for _, r := range reps {
-			errs = append(errs, r.Close(context.Background()))
+			if r != nil {
+				errs = append(errs, r.Close(context.Background()))
+			}
 		}
 		return errors.Join(errs...)
 	}
 	var pgs []peer.Group
 	for g := range groups {
+		if voters != nil && !slices.Contains(voters[g], self) {
+			pgs = append(pgs, peer.Group{}) // on other members only
+			continue
+		}
 		dir := groupDir(n.cfg.DataDir, g)
 		rep, err := raftstore.OpenReplica(filepath.Join(dir, "replica"), raftstore.Options{
 			Store: opts, StoreHost: n.storeHost(), ClusterID: n.cfg.ClusterID, CommitTimeout: n.cfg.FlushTimeout, Logger: n.log.With("group", g),
@@ -231,8 +248,16 @@ func (n *Node) openGroups(opts storage.Options) error {
 		if err != nil {
 			return errors.Join(fmt.Errorf("data group %d: %w", g, err), closeAll())
 		}
-		reps = append(reps, rep)
-		pgs = append(pgs, peer.Group{WALDir: filepath.Join(dir, "raft"), MembersFile: filepath.Join(dir, "members.json"), App: rep})
+		reps[g] = rep
+		pg := peer.Group{WALDir: filepath.Join(dir, "raft"), MembersFile: filepath.Join(dir, "members.json"), App: rep}
+		if voters != nil {
+			pg.Voters = voters[g]
+		}
+		pgs = append(pgs, pg)
+	}
+	replicas := 0
+	if voters != nil {
+		replicas = n.cfg.GroupReplicas
 	}
 	var tlsCfg *peer.TLS
 	if n.cfg.PeerTLS() {
@@ -242,27 +267,38 @@ func (n *Node) openGroups(opts storage.Options) error {
 	}
 	nodes, err := peer.StartGroups(peer.Config{ClusterID: n.cfg.ClusterID, NodeID: uint64(n.cfg.NodeID), Peers: peers, Join: n.cfg.Join,
 		Token: n.cfg.PeerToken, TLS: tlsCfg, Listener: n.lis["peers"], Info: n.memberInfo(), Logger: n.log,
-		SnapshotEvery: uint64(n.cfg.RaftLogKeep), KeepEntries: uint64(n.cfg.RaftLogKeep)}, pgs)
+		SnapshotEvery: uint64(n.cfg.RaftLogKeep), KeepEntries: uint64(n.cfg.RaftLogKeep), GroupReplicas: replicas}, pgs)
 	if err != nil {
 		return errors.Join(err, closeAll())
 	}
+	var hosted []int
 	for g, rn := range nodes {
+		log := n.log.With("group", g)
+		if rn == nil {
+			n.groups = append(n.groups, &dataGroup{id: g, voters: voters[g], far: newFarLeader(), log: log})
+			continue
+		}
 		reps[g].Attach(rn)
-		n.groups = append(n.groups, newDataGroup(g, reps[g], rn, n.log.With("group", g)))
+		dg := newDataGroup(g, reps[g], rn, log)
+		if voters != nil {
+			dg.voters = voters[g]
+		}
+		n.groups = append(n.groups, dg)
+		hosted = append(hosted, g)
 	}
 	n.rep, n.raft, n.store = reps[0], nodes[0], reps[0].Store()
 	n.log.Info("cluster member started", "cluster_id", n.cfg.ClusterID, "node_id", n.cfg.NodeID, "peers", n.cfg.Peers,
-		"peer_tls", n.cfg.PeerTLS(), "data_groups", groups)
+		"peer_tls", n.cfg.PeerTLS(), "data_groups", groups, "group_replicas", replicas, "hosted_groups", hosted)
 	return nil
 }
 
 // closeGroups stops every group's raft member, then the replicas.
 func (n *Node) closeGroups(ctx context.Context) error {
 	var errs []error
-	for _, dg := range n.groups {
+	for _, dg := range n.hostedGroups() {
 		errs = append(errs, dg.raft.Stop())
 	}
-	for _, dg := range n.groups {
+	for _, dg := range n.hostedGroups() {
 		errs = append(errs, dg.rep.Close(ctx))
 	}
 	return errors.Join(errs...)
@@ -272,12 +308,23 @@ func (n *Node) closeGroups(ctx context.Context) error {
 // several data groups.
 func (n *Node) multiGroup() bool { return len(n.groups) > 1 }
 
+// hostedGroups are the data groups this member holds a replica of.
+func (n *Node) hostedGroups() []*dataGroup {
+	out := make([]*dataGroup, 0, len(n.groups))
+	for _, dg := range n.groups {
+		if dg.hosted() {
+			out = append(out, dg)
+		}
+	}
+	return out
+}
+
 // startGroupBrokers opens a broker per data group (in standby), each
 // holding the queues placement gives its group and reading topics and
 // groups from the catalog.
 func (n *Node) startGroupBrokers(ctx context.Context, bc broker.Config) error {
 	cat := &catalog{n: n}
-	for _, dg := range n.groups {
+	for _, dg := range n.hostedGroups() {
 		c := bc
 		c.Replicated = dg.rep
 		c.SnapshotOK = dg.rep.Leading
@@ -314,7 +361,7 @@ func (n *Node) eachBroker(f func(b *broker.Broker)) {
 		f(n.broker)
 		return
 	}
-	for _, dg := range n.groups {
+	for _, dg := range n.hostedGroups() {
 		f(dg.broker)
 	}
 }
@@ -333,7 +380,10 @@ func (n *Node) releaseClient(clientID string) {
 // group's follower and deletion queue and the leadership balance.
 func (n *Node) startGroups() error {
 	n.balanceKick = make(chan struct{}, 1)
-	for _, dg := range n.groups {
+	if err := n.group.Go("far-leaders", n.watchFarLeaders); err != nil {
+		return err
+	}
+	for _, dg := range n.hostedGroups() {
 		if err := n.group.Go(fmt.Sprintf("follow-group-%d", dg.id), func(ctx context.Context) { n.followGroup(ctx, dg) }); err != nil {
 			return err
 		}
@@ -497,7 +547,7 @@ func (n *Node) balanceOnce(ctx context.Context, pending transfer) transfer {
 	}
 	leaders := make([]uint64, len(n.groups))
 	for i, dg := range n.groups {
-		if leaders[i] = dg.raft.Leader(); leaders[i] == 0 {
+		if leaders[i] = dg.leader(); leaders[i] == 0 {
 			return pending
 		}
 	}
@@ -536,8 +586,14 @@ func (n *Node) balanceOnce(ctx context.Context, pending transfer) transfer {
 // votersOfAll is the members that vote in every data group, as this
 // member applied the groups' configurations: while a member joins or
 // leaves the groups one after the other, it neither counts in the share
-// nor is handed a leadership.
+// nor is handed a leadership. With replica sets (whose members are
+// fixed) it is every member, group 0's voters: a group's leadership goes
+// only to one of its own voters, since only they have a raft progress
+// in it (balanceOnce).
 func (n *Node) votersOfAll() []uint64 {
+	if n.groups[0].voters != nil {
+		return n.groups[0].raft.Members().Voters
+	}
 	sets := make([][]uint64, len(n.groups))
 	for i, dg := range n.groups {
 		sets[i] = dg.raft.Members().Voters
@@ -624,7 +680,7 @@ func planTransfer(leaders, voters []uint64, self uint64) *balancePlan {
 // to another member before it stops (SIGTERM).
 func (n *Node) handoffGroups(ctx context.Context) error {
 	var wg sync.WaitGroup
-	for _, dg := range n.groups {
+	for _, dg := range n.hostedGroups() {
 		if !dg.raft.IsLeader() {
 			continue
 		}
@@ -694,18 +750,25 @@ func (c *catalog) propose(ctx context.Context, g int, op raftstore.MetaOp) (stor
 		}
 		c.n.groups[g].log.Info("catalog: a change's outcome is unknown (its leader went away): proposing it again",
 			"kind", op.Kind, "attempt", attempt+1, "err", err)
-		if werr := awaitLeader(ctx, c.n.groups[g]); werr != nil {
+		if werr := awaitLeader(ctx, c.n.groups[g], 0); werr != nil {
+			return res, err
+		}
+		// Leaderships may still move (an election, then the balance):
+		// a tick's pause keeps the attempts from all meeting one move.
+		select {
+		case <-time.After(catalogPause):
+		case <-ctx.Done():
 			return res, err
 		}
 	}
 }
 
-// awaitLeader returns once this member knows a leader of dg (an election
-// may be under way), or when ctx ends.
-func awaitLeader(ctx context.Context, dg *dataGroup) error {
+// awaitLeader returns once this member knows a leader of dg other than
+// not (an election may be under way), or when ctx ends.
+func awaitLeader(ctx context.Context, dg *dataGroup, not uint64) error {
 	for {
-		changed := dg.raft.Changes()
-		if dg.raft.Leader() != 0 {
+		changed := dg.leaderChanges()
+		if l := dg.leader(); l != 0 && l != not {
 			return nil
 		}
 		select {
@@ -716,8 +779,12 @@ func awaitLeader(ctx context.Context, dg *dataGroup) error {
 	}
 }
 
-// catalogAttempts bounds how many times propose proposes a change.
-const catalogAttempts = 3
+// catalogAttempts bounds how many times propose proposes a change, and
+// catalogPause is the least time between two attempts.
+const (
+	catalogAttempts = 6
+	catalogPause    = 100 * time.Millisecond
+)
 
 // repeatable reports whether a change that failed with err may be
 // proposed again: err leaves its outcome unknown.
@@ -738,6 +805,9 @@ func deletion(op raftstore.MetaOp) bool {
 // proposeOnce is one attempt of propose.
 func (c *catalog) proposeOnce(ctx context.Context, g int, op raftstore.MetaOp) (storage.AppendResult, error) {
 	dg := c.n.groups[g]
+	if !dg.hosted() {
+		return c.proposeFar(ctx, dg, op)
+	}
 	if dg.raft.IsLeader() {
 		res, err := dg.rep.ProposeMeta(ctx, op)
 		if !errors.Is(err, raftstore.ErrNotLeader) {
@@ -756,6 +826,35 @@ func (c *catalog) proposeOnce(ctx context.Context, g int, op raftstore.MetaOp) (
 		return storage.AppendResult{}, fmt.Errorf("%w: the change is applied at the leader, not yet here: %w", raftstore.ErrNoQuorum, err)
 	}
 	return storage.AppendResult{Status: storage.StatusOK, Durability: storage.DurabilityLocal}, nil
+}
+
+// proposeFar proposes op (a deletion's part in a data group) to dg, a
+// group this member does not host, at its leader: answered once applied
+// there.
+func (c *catalog) proposeFar(ctx context.Context, dg *dataGroup, op raftstore.MetaOp) (storage.AppendResult, error) {
+	change, err := raftstore.EncodeChange(op)
+	if err != nil {
+		return storage.AppendResult{}, err
+	}
+	raft := c.n.groups[0].raft
+	for {
+		if err := awaitLeader(ctx, dg, 0); err != nil {
+			return storage.AppendResult{}, fmt.Errorf("%w: data group %d has no leader known: %w", raftstore.ErrNoQuorum, dg.id, err)
+		}
+		lead := dg.leader()
+		_, err := raft.ProposeAtMember(ctx, lead, uint64(dg.id), change)
+		var nl *raftstore.NotLeaderError
+		if !errors.As(err, &nl) {
+			if err != nil {
+				return storage.AppendResult{}, err
+			}
+			return storage.AppendResult{Status: storage.StatusOK, Durability: storage.DurabilityLocal}, nil
+		}
+		// Asked a member no longer leading: wait to learn the next.
+		if err := awaitLeader(ctx, dg, lead); err != nil {
+			return storage.AppendResult{}, fmt.Errorf("%w: data group %d's leader moved: %w", raftstore.ErrNoQuorum, dg.id, err)
+		}
+	}
 }
 
 // catalogTimeout bounds a catalog change proposed without a deadline.
@@ -777,7 +876,7 @@ var _ broker.Catalog = (*catalog)(nil)
 func (n *Node) groupLeaders() []uint64 {
 	out := make([]uint64, len(n.groups))
 	for i, dg := range n.groups {
-		out[i] = dg.raft.Leader()
+		out[i] = dg.leader()
 	}
 	return out
 }
@@ -787,11 +886,17 @@ func (n *Node) groupLeaders() []uint64 {
 func (n *Node) catalogService() *metadata.Service { return n.catalog }
 
 // groupsReady is memberReady for a member of several data groups: every
-// group's raft member runs and knows a leader; the role names the groups
-// this member leads.
+// group's raft member runs and knows a leader (a group on other members
+// only: they name one); the role names the groups this member leads.
 func (n *Node) groupsReady() (string, error) {
 	var led []string
 	for _, dg := range n.groups {
+		if !dg.hosted() {
+			if dg.leader() == 0 {
+				return "", fmt.Errorf("data group %d (on members %v) has no leader they know of", dg.id, dg.voters)
+			}
+			continue
+		}
 		select {
 		case <-dg.raft.Done():
 			return "", fmt.Errorf("the raft member of data group %d stopped: %v", dg.id, dg.raft.Err())

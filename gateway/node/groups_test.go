@@ -119,18 +119,25 @@ func openGroupsCluster(t *testing.T, groups int) []*Node {
 // test ends (nil: none) are shut down then.
 func openGroupsClusterConfigs(t *testing.T, groups int) ([]*Node, []Config) {
 	t.Helper()
+	return openReplicaSetCluster(t, 3, groups, 0)
+}
+
+// openReplicaSetCluster is openGroupsClusterConfigs with members members
+// and --group-replicas replicas.
+func openReplicaSetCluster(t *testing.T, members, groups, replicas int) ([]*Node, []Config) {
+	t.Helper()
 	var peers []string
-	for i := 1; i <= 3; i++ {
+	for i := 1; i <= members; i++ {
 		peers = append(peers, fmt.Sprintf("%d=%s", i, testutil.StableAddr(t)))
 	}
-	nodes := make([]*Node, 3)
-	cfgs := make([]Config, 3)
+	nodes := make([]*Node, members)
+	cfgs := make([]Config, members)
 	var wg sync.WaitGroup
-	errs := make([]error, 3)
+	errs := make([]error, members)
 	for i := range nodes {
 		cfg := testConfig(t)
 		cfg.ClusterID, cfg.NodeID, cfg.Peers, cfg.PeerToken = "groups", i+1, strings.Join(peers, ","), "0123456789abcdef-groups"
-		cfg.DataGroups, cfg.AutoCreate = groups, true
+		cfg.DataGroups, cfg.GroupReplicas, cfg.AutoCreate = groups, replicas, true
 		cfgs[i] = cfg
 		wg.Go(func() { nodes[i], errs[i] = Open(context.Background(), cfg, Options{Logger: quietLogger()}) })
 	}

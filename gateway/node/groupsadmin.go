@@ -107,7 +107,7 @@ func (a groupsAdmin) OldestInFlight(context.Context, string, string) (broker.InF
 func (a groupsAdmin) TopicTraffic() []broker.TopicTraffic {
 	sum := map[string]broker.TopicTraffic{}
 	var order []string
-	for _, dg := range a.n.groups {
+	for _, dg := range a.n.hostedGroups() {
 		for _, t := range dg.broker.TopicTraffic() {
 			s, ok := sum[t.Topic]
 			if !ok {
@@ -127,7 +127,7 @@ func (a groupsAdmin) TopicTraffic() []broker.TopicTraffic {
 // DeliveredCounts sums what every data group's broker counted here.
 func (a groupsAdmin) DeliveredCounts() map[broker.GroupTopic]int64 {
 	out := map[broker.GroupTopic]int64{}
-	for _, dg := range a.n.groups {
+	for _, dg := range a.n.hostedGroups() {
 		for k, v := range dg.broker.DeliveredCounts() {
 			out[k] += v
 		}
@@ -136,7 +136,8 @@ func (a groupsAdmin) DeliveredCounts() map[broker.GroupTopic]int64 {
 }
 
 // StoredMessages sums each queue of topic in this member's replica of
-// the group holding it.
+// the group holding it (with replica sets, the queues of the groups this
+// member hosts).
 func (a groupsAdmin) StoredMessages(ctx context.Context, topic string) (int64, error) {
 	t, err := a.n.catalog.GetTopic(ctx, topic)
 	if err != nil {
@@ -144,8 +145,11 @@ func (a groupsAdmin) StoredMessages(ctx context.Context, topic string) (int64, e
 	}
 	var n int64
 	for q := range t.Queues {
-		g := placement.GroupOf(t.Name, t.Type == model.TopicLite, q, len(a.n.groups))
-		lo, hi := a.n.groups[g].rep.Store().QueueRange(t.Name, q)
+		dg := a.n.groups[placement.GroupOf(t.Name, t.Type == model.TopicLite, q, len(a.n.groups))]
+		if !dg.hosted() {
+			continue
+		}
+		lo, hi := dg.rep.Store().QueueRange(t.Name, q)
 		n += hi - lo
 	}
 	return n, nil
@@ -296,7 +300,7 @@ func (v *groupsView) leadersElsewhere(ctx context.Context, holds func(g int) boo
 	asked := map[uint64]bool{}
 	var out []leader
 	for _, dg := range v.n.groups {
-		lead := dg.raft.Leader()
+		lead := dg.leader()
 		if dg.serving.Load() || !holds(dg.id) || lead == 0 || lead == self || asked[lead] {
 			continue
 		}

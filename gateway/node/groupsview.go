@@ -66,14 +66,15 @@ func (v *groupsView) Serve(ctx context.Context, g int) (v2service.Broker, v2serv
 	self := uint64(v.n.cfg.NodeID)
 	wait := time.NewTimer(v.n.cfg.LeaderWait)
 	defer wait.Stop()
+	raft := v.n.groups[0].raft
 	for {
-		leads, serves := dg.raft.Changes(), dg.changes()
+		leads, serves := dg.leaderChanges(), dg.changes()
 		if dg.serving.Load() {
 			return dg.broker, v2service.RouteMember{}, nil
 		}
-		if lead := dg.raft.Leader(); lead != 0 && lead != self {
+		if lead := dg.leader(); lead != 0 && lead != self {
 			ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			info, err := dg.raft.MemberInfo(ictx, lead)
+			info, err := raft.MemberInfo(ictx, lead)
 			cancel()
 			if err == nil && info.GRPC != "" {
 				return nil, v2service.RouteMember{ID: lead, Addr: info.GRPC}, nil
@@ -109,13 +110,14 @@ func (v *groupsView) Leaders(ctx context.Context) []v2service.RouteMember {
 	out := make([]v2service.RouteMember, len(v.n.groups))
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
+	raft := v.n.groups[0].raft
 	for g, dg := range v.n.groups {
 		out[g] = self
-		lead := dg.raft.Leader()
+		lead := dg.leader()
 		if lead == 0 || lead == self.ID {
 			continue
 		}
-		if info, err := dg.raft.MemberInfo(cctx, lead); err == nil && info.GRPC != "" {
+		if info, err := raft.MemberInfo(cctx, lead); err == nil && info.GRPC != "" {
 			out[g] = v2service.RouteMember{ID: lead, Addr: info.GRPC}
 		}
 	}
@@ -126,7 +128,7 @@ func (v *groupsView) Self() v2service.RouteMember { return v.self }
 
 func (v *groupsView) Leads(id uint64) bool {
 	for _, dg := range v.n.groups {
-		if dg.raft.Leader() == id {
+		if dg.leader() == id {
 			return true
 		}
 	}
@@ -176,10 +178,11 @@ func (v *groupsView) Conn(m v2service.RouteMember) (grpc.ClientConnInterface, er
 	return v.n.fwd.conn(m.Addr, info.GRPCCertSHA256)
 }
 
+// Brokers is the broker of every group this member hosts.
 func (v *groupsView) Brokers() []v2service.Broker {
-	out := make([]v2service.Broker, len(v.n.groups))
-	for i, dg := range v.n.groups {
-		out[i] = dg.broker
+	var out []v2service.Broker
+	for _, dg := range v.n.hostedGroups() {
+		out = append(out, dg.broker)
 	}
 	return out
 }

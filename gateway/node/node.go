@@ -614,6 +614,9 @@ func (n *Node) Ready() error {
 		return fmt.Errorf("the store cannot write: %w", err)
 	}
 	for _, dg := range n.groups[min(1, len(n.groups)):] {
+		if !dg.hosted() {
+			continue
+		}
 		if err := dg.rep.Store().Writable(); err != nil {
 			return fmt.Errorf("the store of data group %d cannot write: %w", dg.id, err)
 		}

@@ -204,7 +204,7 @@ func (n *Node) groupStores() groupStores {
 		return groupStores{{st: n.store}}
 	}
 	out := make(groupStores, 0, len(n.groups))
-	for _, dg := range n.groups {
+	for _, dg := range n.hostedGroups() {
 		out = append(out, groupStore{st: dg.rep.Store(), attrs: attribute.NewSet(groupAttr(dg.id))})
 	}
 	return out
@@ -274,6 +274,9 @@ func (n *Node) observeCluster() (metric.Registration, error) {
 		}
 		o.ObserveInt64(undecodable, int64(rep.Undecodable()))
 		for g, rn := range groups {
+			if rn == nil {
+				continue // a group on other members only
+			}
 			sctx, cancel := context.WithTimeout(ctx, time.Second)
 			st, err := rn.Status(sctx)
 			cancel()
@@ -309,7 +312,8 @@ func (n *Node) observeCluster() (metric.Registration, error) {
 	}, refusals, undecodable, leading, leader, term, applyLag, replLag, silence, rounds, syncs, applied, proposals, messages)
 }
 
-// raftGroups is this member's raft member of each group, by group.
+// raftGroups is this member's raft member of each group, by group (nil:
+// a group it does not host).
 func (n *Node) raftGroups() []*peer.Node {
 	if !n.multiGroup() {
 		return []*peer.Node{n.raft}

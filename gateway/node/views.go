@@ -88,28 +88,30 @@ func (v clusterView) Status(ctx context.Context) (admin.ClusterStatus, error) {
 		}
 		return admin.ClusterStatus{Members: []admin.ClusterMember{m}}, nil
 	}
-	rafts := []*peer.Node{n.raft}
-	if n.multiGroup() {
-		rafts = rafts[:0]
-		for _, dg := range n.groups {
-			rafts = append(rafts, dg.raft)
-		}
-	}
-	out := admin.ClusterStatus{Clustered: true, ClusterID: n.cfg.ClusterID}
-	for gi, raft := range rafts {
-		g, members, err := groupView(ctx, raft, raftGroupName)
+	out := admin.ClusterStatus{Clustered: true, ClusterID: n.cfg.ClusterID, NodeID: n.raft.ID()}
+	if !n.multiGroup() {
+		g, members, err := groupView(ctx, hostedGroupAsk(n.raft), raftGroupName)
 		if err != nil {
 			return admin.ClusterStatus{}, err
 		}
-		if len(rafts) > 1 {
-			g.Name = dataGroupName(gi)
+		out.Members, out.Groups = members, []admin.RaftGroup{g}
+		return out, nil
+	}
+	for _, dg := range n.groups {
+		ask := farGroupAsk(n.raft, dg)
+		if dg.hosted() {
+			ask = hostedGroupAsk(dg.raft)
 		}
-		if gi == 0 {
-			out.NodeID, out.Members = raft.ID(), members
+		g, members, err := groupView(ctx, ask, dataGroupName(dg.id))
+		if err != nil {
+			return admin.ClusterStatus{}, err
+		}
+		if dg.id == 0 {
+			out.Members = members // group 0's members are every member
 		} else {
 			// A member is a leader when it leads any group.
-			for i := range out.Members {
-				if i < len(members) && members[i].Role == "LEADER" {
+			for _, m := range members {
+				if i := slices.IndexFunc(out.Members, func(o admin.ClusterMember) bool { return o.ID == m.ID }); i >= 0 && m.Role == "LEADER" {
 					out.Members[i].Role = "LEADER"
 				}
 			}
@@ -119,13 +121,59 @@ func (v clusterView) Status(ctx context.Context) (admin.ClusterStatus, error) {
 	return out, nil
 }
 
+// groupAsk is how groupView learns of one group: base is a member's view
+// with the replication progress when it leads, member asks each member
+// for its own, info is each member's client addresses.
+type groupAsk struct {
+	self   uint64 // this member
+	base   func(ctx context.Context) (peer.Status, error)
+	member func(ctx context.Context, id uint64) (peer.Status, error)
+	info   func(ctx context.Context, id uint64) (peer.MemberInfo, error)
+}
+
+// hostedGroupAsk asks through raft, this member's raft member of the
+// group, starting from its own view.
+func hostedGroupAsk(raft *peer.Node) groupAsk {
+	return groupAsk{self: raft.ID(), base: raft.Status, member: raft.MemberStatus, info: raft.MemberInfo}
+}
+
+// farGroupAsk asks, through raft (group 0's), the members of dg, a
+// group this member does not host, starting from its leader's view (the
+// first of its members that answers, while none is known).
+func farGroupAsk(raft *peer.Node, dg *dataGroup) groupAsk {
+	g := uint64(dg.id)
+	member := func(ctx context.Context, id uint64) (peer.Status, error) { return raft.MemberGroupStatus(ctx, id, g) }
+	return groupAsk{
+		self: raft.ID(),
+		base: func(ctx context.Context) (peer.Status, error) {
+			ids := slices.Clone(dg.voters)
+			if l := dg.leader(); l != 0 {
+				ids = append([]uint64{l}, ids...)
+			}
+			var last error
+			for _, id := range ids {
+				actx, cancel := context.WithTimeout(ctx, memberAsk)
+				st, err := member(actx, id)
+				cancel()
+				if err == nil {
+					return st, nil
+				}
+				last = err
+			}
+			return peer.Status{}, fmt.Errorf("data group %d: none of its members %v answers: %w", dg.id, dg.voters, last)
+		},
+		member: member,
+		info:   raft.MemberInfo,
+	}
+}
+
 // dataGroupName names data group g for operators ("data-<g>").
 func dataGroupName(g int) string { return "data-" + strconv.Itoa(g) }
 
-// groupView is the view of raft's group (named name): its members'
-// health, roles and client addresses, and each one's replica.
-func groupView(ctx context.Context, raft *peer.Node, name string) (admin.RaftGroup, []admin.ClusterMember, error) {
-	st, err := raft.Status(ctx)
+// groupView is the view of a group (named name), as ask learns it: its
+// members' health, roles and client addresses, and each one's replica.
+func groupView(ctx context.Context, ask groupAsk, name string) (admin.RaftGroup, []admin.ClusterMember, error) {
+	st, err := ask.base(ctx)
 	if err != nil {
 		return admin.RaftGroup{}, nil, err
 	}
@@ -146,8 +194,8 @@ func groupView(ctx context.Context, raft *peer.Node, name string) (admin.RaftGro
 			actx, cancel := context.WithTimeout(ctx, memberAsk)
 			defer cancel()
 			a := &answers[i]
-			if a.st, a.err = raft.MemberStatus(actx, id); a.err == nil {
-				a.info, _ = raft.MemberInfo(actx, id)
+			if a.st, a.err = ask.member(actx, id); a.err == nil {
+				a.info, _ = ask.info(actx, id)
 			}
 		}()
 	}
@@ -157,7 +205,7 @@ func groupView(ctx context.Context, raft *peer.Node, name string) (admin.RaftGro
 	for i, id := range ids {
 		a := answers[i]
 		voter := slices.Contains(st.Voters, id)
-		m := admin.ClusterMember{ID: id, PeerAddress: st.Peers[id], Self: id == st.ID, Role: "UNKNOWN", Health: "UP",
+		m := admin.ClusterMember{ID: id, PeerAddress: st.Peers[id], Self: id == ask.self, Role: "UNKNOWN", Health: "UP",
 			GRPCAddress: a.info.GRPC, HTTPAddress: a.info.HTTP, RemotingAddress: a.info.Remoting}
 		if a.err != nil {
 			m.Health, m.HealthDetail = "DOWN", shortError(a.err)
@@ -217,6 +265,9 @@ func (v clusterView) StartTransfer(ctx context.Context, group string, to uint64)
 		for _, dg := range n.groups {
 			all = append(all, dataGroupName(dg.id))
 			if group == dataGroupName(dg.id) {
+				if !dg.hosted() {
+					return 0, fmt.Errorf("%w (this member holds no replica of %s)", admin.ErrNotLead, group)
+				}
 				raft = dg.raft
 			}
 		}

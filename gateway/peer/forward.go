@@ -133,6 +133,23 @@ func (n *Node) atLeader(ctx context.Context, local func() (uint64, error),
 	return 0, last
 }
 
+// ProposeAtMember hands change to member id as group g's leader, for a
+// group this member does not host (ProposeAtLeader for one it hosts), and
+// returns the raft index it was applied at there. Errors as
+// ProposeAtLeader's; *raftstore.NotLeaderError when id does not lead g.
+func (n *Node) ProposeAtMember(ctx context.Context, id, g uint64, change []byte) (uint64, error) {
+	conn := n.tr.conn(id)
+	if conn == nil {
+		return 0, fmt.Errorf("peer: no connection to member %d", id)
+	}
+	resp, err := clusterv1.NewPeerServiceClient(conn).Propose(outgoing(WithToken(ctx, n.cfg.Token), n.cfg.ClusterID),
+		&clusterv1.ProposeRequest{Group: g, Change: change})
+	if err != nil {
+		return 0, fromRPC(id, err)
+	}
+	return resp.GetIndex(), nil
+}
+
 // awaitReady waits until conn, the connection to lead, is ready to carry
 // a call (true), or this member learns of another leader or none
 // (false). A call made on a connection that is not ready fails as soon

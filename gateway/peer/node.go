@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -95,7 +96,12 @@ type Config struct {
 	KeepEntries   uint64
 	// Info is where this member serves clients, answered to the other
 	// members' MemberInfo.
-	Info   MemberInfo
+	Info MemberInfo
+	// GroupReplicas is how many members each group but the first has
+	// replicas on, when not every member hosts every group (0: every
+	// member does). Such a cluster's members are fixed: DialAddMember and
+	// DialRemoveMember refuse it.
+	GroupReplicas int
 	Logger *slog.Logger
 }
 
@@ -143,6 +149,9 @@ type Node struct {
 	// raft abandoned them (TransferLeadership).
 	transferAsks atomic.Int64
 	isLeader     atomic.Bool
+	// view is the leader this node follows and its raft term, as of the
+	// last Ready that changed either (LeaderView).
+	view atomic.Pointer[leaderView]
 	// txChecker answers CheckTransaction (SetTransactionChecker).
 	txChecker atomic.Pointer[TransactionChecker]
 	// leaderTerm is the term this node leads in (0: it does not lead);
@@ -218,23 +227,30 @@ func Start(cfg Config, app Applier) (*Node, error) {
 	return ns[0], nil
 }
 
-// Group is one raft group a member hosts: the directory of its raft log,
-// its address book (MembersFile; default "members.json" beside WALDir)
-// and its state machine.
+// Group is one raft group of a member's cluster: the directory of its
+// raft log, its address book (MembersFile; default "members.json" beside
+// WALDir) and its state machine. A Group without an App is one the member
+// does not host (its replicas are on other members).
 type Group struct {
 	WALDir, MembersFile string
 	App                 Applier
+	// Voters, when set, are the members a new group is bootstrapped with
+	// (a subset of Config.Peers, this member among them); nil: every
+	// member of Config.Peers.
+	Voters []uint64
 }
 
-// StartGroups starts a member hosting len(groups) raft groups, group g
-// of groups[g]: each a Node of its own (its raft loop, its raft log, its
-// applier), all sharing one transport (one raft stream to each other
-// member, carrying every group's messages, and one peer listener), which
-// stops with the last of them. cfg.WALDir and cfg.MembersFile are not
-// used. Every group is bootstrapped with the same members (cfg.Peers);
-// a member joins and leaves every group (DialAddMember, DialRemoveMember),
-// the first group first in and last out, since the transport dials the
-// first group's members.
+// StartGroups starts a member of a cluster of len(groups) raft groups,
+// group g of groups[g], hosting those with an App: each a Node of its own
+// (its raft loop, its raft log, its applier), all sharing one transport
+// (one raft stream to each other member, carrying every group's
+// messages, and one peer listener), which stops with the last of them.
+// The nodes are returned by group, nil for a group not hosted. Group 0
+// must be hosted: the transport dials its members. cfg.WALDir and
+// cfg.MembersFile are not used. A group is bootstrapped with its Voters
+// (default cfg.Peers); a member joins and leaves every group it hosts
+// (DialAddMember, DialRemoveMember), the first group first in and last
+// out.
 func StartGroups(cfg Config, groups []Group) ([]*Node, error) {
 	cfg.TickInterval = cmp.Or(cfg.TickInterval, 100*time.Millisecond)
 	cfg.ElectionTicks = cmp.Or(cfg.ElectionTicks, 10)
@@ -245,19 +261,24 @@ func StartGroups(cfg Config, groups []Group) ([]*Node, error) {
 	if cfg.NodeID == 0 || cfg.Peers[cfg.NodeID] == "" || cfg.ClusterID == "" {
 		return nil, fmt.Errorf("peer: node id %d must be one of the peers %v, cluster id %q set", cfg.NodeID, cfg.Peers, cfg.ClusterID)
 	}
-	if len(groups) == 0 {
-		return nil, errors.New("peer: no group to host")
+	if len(groups) == 0 || groups[0].App == nil {
+		return nil, errors.New("peer: group 0 must be hosted")
 	}
 	if err := checkAuthConfig(cfg); err != nil {
 		return nil, err
 	}
 	nodes := make([]*Node, 0, len(groups))
+	var hosted []*Node
 	closeAll := func() {
-		for _, n := range nodes {
+		for _, n := range hosted {
 			n.w.Close()
 		}
 	}
 	for g, gc := range groups {
+		if gc.App == nil {
+			nodes = append(nodes, nil)
+			continue
+		}
 		n, err := newNode(cfg, uint64(g), len(groups), gc)
 		if err != nil {
 			closeAll()
@@ -269,22 +290,25 @@ func StartGroups(cfg Config, groups []Group) ([]*Node, error) {
 			return nil, err
 		}
 		nodes = append(nodes, n)
+		hosted = append(hosted, n)
 	}
 	svcs := make([]services, len(nodes))
 	for i, n := range nodes {
-		svcs[i] = n
+		if n != nil {
+			svcs[i] = n
+		}
 	}
 	tr, err := newTransport(cfg, cfg.Logger.With("node", cfg.NodeID), svcs)
 	if err != nil {
 		closeAll()
 		return nil, err
 	}
-	h := &host{tr: tr, running: len(nodes)}
-	for _, n := range nodes {
+	h := &host{tr: tr, running: len(hosted)}
+	for _, n := range hosted {
 		n.tr, n.host = tr, h
 	}
 	tr.setPeers(nodes[0].book.dialable(cfg.NodeID))
-	for _, n := range nodes {
+	for _, n := range hosted {
 		n.startLoops()
 	}
 	return nodes, nil
@@ -358,6 +382,9 @@ func newNode(cfg Config, g uint64, groups int, gc Group) (*Node, error) {
 		// so that a member added later learns it from the raft log.
 		var peers []raft.Peer
 		for id, addr := range cfg.Peers {
+			if gc.Voters != nil && !slices.Contains(gc.Voters, id) {
+				continue
+			}
 			ctx, err := json.Marshal(changeContext{Peer: addr})
 			if err != nil {
 				n.w.Close()
@@ -590,6 +617,19 @@ func (n *Node) ElectionTimeout() time.Duration {
 	return n.cfg.TickInterval * time.Duration(n.cfg.ElectionTicks)
 }
 
+// leaderView is a group's leader as a member knows it, and its term.
+type leaderView struct{ lead, term uint64 }
+
+// LeaderView is the leader this node follows (0: none known) and its
+// raft term in the group, as of the last Ready that changed either:
+// another member's view of the group is newer when its term is higher.
+func (n *Node) LeaderView() (lead, term uint64) {
+	if v := n.view.Load(); v != nil {
+		return v.lead, v.term
+	}
+	return 0, 0
+}
+
 // LeaderTerm is the raft term this node leads in, 0 when it does not
 // lead. A node leads at most once per term, so the term names one span
 // of leadership: anything built while leading in term t (a broker's
@@ -801,6 +841,10 @@ func (n *Node) ready() error {
 	for n.rn.HasReady() {
 		rd := n.rn.Ready()
 		n.work.Rounds++
+		if v := n.view.Load(); rd.SoftState != nil || rd.HardState.GetTerm() != 0 && (v == nil || rd.HardState.GetTerm() != v.term) {
+			st := n.rn.BasicStatus()
+			n.view.Store(&leaderView{lead: st.Lead, term: st.GetTerm()})
+		}
 		if rd.SoftState != nil {
 			leads := rd.SoftState.RaftState == raft.StateLeader
 			term := uint64(0)

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"google.golang.org/grpc"
@@ -69,7 +70,7 @@ type cachedInfo struct {
 
 func (n *Node) info() *clusterv1.InfoResponse {
 	return &clusterv1.InfoResponse{Id: n.cfg.NodeID, Leader: n.lead.Load(), Info: n.cfg.Info.toProto(), NowUnixMs: wallClock.Now().UnixMilli(),
-		DataGroups: uint32(n.groups)}
+		DataGroups: uint32(n.groups), GroupReplicas: uint32(n.cfg.GroupReplicas)}
 }
 
 // wallClock is the clock the members compare (ClockOffset): the one the
@@ -131,6 +132,34 @@ func (n *Node) MemberInfo(ctx context.Context, id uint64) (MemberInfo, error) {
 	return info, nil
 }
 
+// GroupLeader is a group's leader as a member knows it, and the member's
+// raft term in the group: of two views, the one of the higher term is the
+// newer.
+type GroupLeader struct {
+	Group, Leader, Term uint64
+}
+
+// GroupLeaders asks member id for the leader of every group it hosts, as
+// it knows them (not kept: each call asks).
+func (n *Node) GroupLeaders(ctx context.Context, id uint64) ([]GroupLeader, error) {
+	conn := n.tr.conn(id)
+	if conn == nil {
+		return nil, fmt.Errorf("peer: no member %d", id)
+	}
+	a, err := callInfo(WithToken(ctx, n.cfg.Token), conn, n.cfg.ClusterID)
+	if err != nil {
+		return nil, fmt.Errorf("peer: group leaders of member %d: %w", id, err)
+	}
+	if a.GetId() != id {
+		return nil, fmt.Errorf("peer: member %d's address %s answers as member %d", id, n.book.addr(id), a.GetId())
+	}
+	out := make([]GroupLeader, 0, len(a.GetLeaders()))
+	for _, l := range a.GetLeaders() {
+		out = append(out, GroupLeader{Group: l.GetGroup(), Leader: l.GetLeader(), Term: l.GetTerm()})
+	}
+	return out, nil
+}
+
 // ForgetMemberInfo drops what MemberInfo keeps of member id, so that the
 // next call asks it again (after its addresses failed a client).
 func (n *Node) ForgetMemberInfo(id uint64) {
@@ -190,8 +219,43 @@ func DialStatus(ctx context.Context, peerAddr, clusterID string) (Status, error)
 	return DialGroupStatus(ctx, peerAddr, clusterID, 0)
 }
 
-// DialGroupStatus is DialStatus of raft group g.
+// DialGroupStatus is DialStatus of raft group g; when the member at
+// peerAddr does not host g (replica sets), the first of the other members
+// that does answers.
 func DialGroupStatus(ctx context.Context, peerAddr, clusterID string, g uint64) (Status, error) {
+	st, err := dialGroupStatus(ctx, peerAddr, clusterID, g)
+	if g == 0 || status.Code(errors.Unwrap(err)) != codes.NotFound {
+		return st, err
+	}
+	at, herr := hostOf(ctx, peerAddr, clusterID, g)
+	if herr != nil {
+		return Status{}, errors.Join(err, herr)
+	}
+	return dialGroupStatus(ctx, at, clusterID, g)
+}
+
+// hostOf is the peer address of a member hosting group g, of those the
+// member at peerAddr knows (group 0's voters), in id order.
+func hostOf(ctx context.Context, peerAddr, clusterID string, g uint64) (string, error) {
+	st, err := dialGroupStatus(ctx, peerAddr, clusterID, 0)
+	if err != nil {
+		return "", err
+	}
+	ids := slices.Clone(st.Voters)
+	slices.Sort(ids)
+	for _, id := range ids {
+		addr := st.Peers[id]
+		if addr == "" || addr == peerAddr {
+			continue
+		}
+		if _, err := dialGroupStatus(ctx, addr, clusterID, g); err == nil {
+			return addr, nil
+		}
+	}
+	return "", fmt.Errorf("peer: no member the member at %s knows answers for group %d", peerAddr, g)
+}
+
+func dialGroupStatus(ctx context.Context, peerAddr, clusterID string, g uint64) (Status, error) {
 	conn, err := dial(ctx, peerAddr)
 	if err != nil {
 		return Status{}, err
@@ -213,6 +277,14 @@ func DialTransfer(ctx context.Context, peerAddr, clusterID string, to uint64) er
 
 // DialGroupTransfer is DialTransfer of raft group g.
 func DialGroupTransfer(ctx context.Context, peerAddr, clusterID string, g, to uint64) error {
+	if g > 0 {
+		if _, err := dialGroupStatus(ctx, peerAddr, clusterID, g); status.Code(errors.Unwrap(err)) == codes.NotFound {
+			// Not hosted there (replica sets): enter through a member hosting it.
+			if peerAddr, err = hostOf(ctx, peerAddr, clusterID, g); err != nil {
+				return err
+			}
+		}
+	}
 	return atLeader(ctx, peerAddr, clusterID, g, func(addr string) error {
 		return invoke(ctx, addr, clusterID, func(c clusterv1.PeerServiceClient, ctx context.Context) error {
 			_, err := c.TransferLeadership(ctx, &clusterv1.TransferLeadershipRequest{To: to, Group: g})
@@ -291,6 +363,10 @@ func dialGroups(ctx context.Context, peerAddr, clusterID string) (int, error) {
 	a, err := callInfo(ctx, conn, clusterID)
 	if err != nil {
 		return 0, fmt.Errorf("peer: info of %s: %w", peerAddr, err)
+	}
+	if r := a.GetGroupReplicas(); r > 0 {
+		return 0, badRequest("peer: the cluster's data groups have replicas on %d members each, not on every member (--group-replicas): "+
+			"its members cannot be added or removed", r)
 	}
 	return int(max(a.GetDataGroups(), 1)), nil
 }

@@ -23,7 +23,9 @@ func (s *peerServer) Raft(stream clusterv1.PeerService_RaftServer) error {
 }
 
 func (s *peerServer) Info(context.Context, *clusterv1.InfoRequest) (*clusterv1.InfoResponse, error) {
-	return s.t.member().info(), nil
+	resp := s.t.member().info()
+	resp.Leaders = s.t.leaders()
+	return resp, nil
 }
 
 // hosted is the node of group g, or the error refusing a call for a
@@ -32,7 +34,7 @@ func (s *peerServer) hosted(g uint64) (services, error) {
 	if svc := s.t.svc(g); svc != nil {
 		return svc, nil
 	}
-	return nil, status.Errorf(codes.NotFound, "peer: this member hosts no group %d (it hosts %d)", g, len(s.t.groups))
+	return nil, status.Errorf(codes.NotFound, "peer: this member hosts no group %d (%s)", g, s.t.hostedNote())
 }
 
 func (s *peerServer) Status(ctx context.Context, req *clusterv1.StatusRequest) (*clusterv1.StatusResponse, error) {

@@ -186,11 +186,17 @@ func (n *Node) MemberStatus(ctx context.Context, id uint64) (Status, error) {
 	if id == n.cfg.NodeID {
 		return n.Status(ctx)
 	}
+	return n.MemberGroupStatus(ctx, id, n.group)
+}
+
+// MemberGroupStatus is member id's Status of group g (which this member
+// need not host).
+func (n *Node) MemberGroupStatus(ctx context.Context, id, g uint64) (Status, error) {
 	conn := n.tr.conn(id)
 	if conn == nil {
 		return Status{}, fmt.Errorf("peer: no member %d", id)
 	}
-	resp, err := clusterv1.NewPeerServiceClient(conn).Status(outgoing(WithToken(ctx, n.cfg.Token), n.cfg.ClusterID), &clusterv1.StatusRequest{Group: n.group})
+	resp, err := clusterv1.NewPeerServiceClient(conn).Status(outgoing(WithToken(ctx, n.cfg.Token), n.cfg.ClusterID), &clusterv1.StatusRequest{Group: g})
 	if err != nil {
 		return Status{}, fmt.Errorf("peer: status of member %d at %s: %w", id, n.book.addr(id), err)
 	}

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -96,6 +98,8 @@ func (s boundedStream) RecvMsg(m any) error {
 // send) are answered by group 0's.
 type services interface {
 	info() *clusterv1.InfoResponse
+	// LeaderView is the group's leader and term as the node knows them.
+	LeaderView() (lead, term uint64)
 	// deliver takes a raft message of the group; reportUnreachable says
 	// a member could not be sent to.
 	deliver(m *raftpb.Message)
@@ -176,8 +180,38 @@ func (t *transport) member() services { return t.groups[0] }
 // unreachable tells every group that member id could not be sent to.
 func (t *transport) unreachable(id uint64) {
 	for _, g := range t.groups {
-		g.reportUnreachable(id)
+		if g != nil {
+			g.reportUnreachable(id)
+		}
 	}
+}
+
+// hostedNote says which of the cluster's groups this member hosts, for
+// errors.
+func (t *transport) hostedNote() string {
+	var ids []string
+	for g, svc := range t.groups {
+		if svc != nil {
+			ids = append(ids, strconv.Itoa(g))
+		}
+	}
+	if len(ids) == len(t.groups) {
+		return fmt.Sprintf("it hosts all %d", len(t.groups))
+	}
+	return fmt.Sprintf("of %d it hosts %s", len(t.groups), strings.Join(ids, ", "))
+}
+
+// leaders is the leader of every group this member hosts as it knows it
+// (Info).
+func (t *transport) leaders() []*clusterv1.GroupLeader {
+	var out []*clusterv1.GroupLeader
+	for g, svc := range t.groups {
+		if svc != nil {
+			lead, term := svc.LeaderView()
+			out = append(out, &clusterv1.GroupLeader{Group: uint64(g), Leader: lead, Term: term})
+		}
+	}
+	return out
 }
 
 func newTransport(cfg Config, logger *slog.Logger, groups []services) (*transport, error) {
@@ -284,7 +318,7 @@ func (t *transport) serveRaft(stream clusterv1.PeerService_RaftServer) error {
 			svc := t.svc(rm.GetGroup())
 			if svc == nil {
 				return status.Errorf(codes.InvalidArgument, "peer: a message for group %d, which this member does not host "+
-					"(it hosts %d: were the members started with different --data-groups?)", rm.GetGroup(), len(t.groups))
+					"(%s: were the members started with different --data-groups?)", rm.GetGroup(), t.hostedNote())
 			}
 			m := new(raftpb.Message)
 			if err := proto.Unmarshal(rm.GetMessage(), m); err != nil {

@@ -65,7 +65,7 @@ type Groups interface {
 	Leads(id uint64) bool
 	// Conn is a connection to member m's gRPC listener.
 	Conn(m RouteMember) (grpc.ClientConnInterface, error)
-	// Brokers is every group's broker.
+	// Brokers is the broker of every group this member hosts.
 	Brokers() []Broker
 }
 

@@ -68,7 +68,13 @@ type group struct {
 
 func newGroup(t *testing.T, args ...string) *group {
 	t.Helper()
-	g := planGroup(t, args)
+	return newGroupOf(t, 3, args...)
+}
+
+// newGroupOf is newGroup with the given number of members.
+func newGroupOf(t *testing.T, members int, args ...string) *group {
+	t.Helper()
+	g := planGroupOf(t, members, args)
 	g.startNew()
 	return g
 }
@@ -174,6 +180,12 @@ func (g *group) link(from, to *member) *faultproxy.Proxy {
 // them.
 func planGroup(t *testing.T, args []string) *group {
 	t.Helper()
+	return planGroupOf(t, 3, args)
+}
+
+// planGroupOf is planGroup with the given number of members.
+func planGroupOf(t *testing.T, members int, args []string) *group {
+	t.Helper()
 	g := &group{t: t, id: e2eutil.Uniq("cl"), args: args}
 	for i, a := range args {
 		if a == "--peer-token" && i+1 < len(args) {
@@ -186,7 +198,7 @@ func planGroup(t *testing.T, args []string) *group {
 		g.args = append(slices.Clone(args), "--peer-token", g.token)
 	}
 	var peers []string
-	for i := 1; i <= 3; i++ {
+	for i := 1; i <= members; i++ {
 		m := &member{id: i, dir: t.TempDir(), grpc: testutil.StableAddr(t), http: testutil.StableAddr(t),
 			remoting: testutil.StableAddr(t), peer: testutil.StableAddr(t)}
 		g.members = append(g.members, m)

@@ -315,9 +315,16 @@ type InfoResponse struct {
 	Info *MemberInfo `protobuf:"bytes,3,opt,name=info,proto3" json:"info,omitempty"`
 	// Its wall clock when it answered, unix milliseconds.
 	NowUnixMs int64 `protobuf:"varint,4,opt,name=now_unix_ms,json=nowUnixMs,proto3" json:"now_unix_ms,omitempty"`
-	// The raft groups it hosts (its data groups; 0 from a member of a
-	// version with one group: 1).
-	DataGroups    uint32 `protobuf:"varint,5,opt,name=data_groups,json=dataGroups,proto3" json:"data_groups,omitempty"`
+	// The raft groups its cluster has (its data groups; 0 from a member of
+	// a version with one group: 1).
+	DataGroups uint32 `protobuf:"varint,5,opt,name=data_groups,json=dataGroups,proto3" json:"data_groups,omitempty"`
+	// The leader of each group it hosts as it knows it, with the term it
+	// knows (empty from a member of a version that does not say; such a
+	// member hosts every group).
+	Leaders []*GroupLeader `protobuf:"bytes,6,rep,name=leaders,proto3" json:"leaders,omitempty"`
+	// How many members each data group but the first has replicas on (0:
+	// every member hosts every group).
+	GroupReplicas uint32 `protobuf:"varint,7,opt,name=group_replicas,json=groupReplicas,proto3" json:"group_replicas,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -387,6 +394,85 @@ func (x *InfoResponse) GetDataGroups() uint32 {
 	return 0
 }
 
+func (x *InfoResponse) GetLeaders() []*GroupLeader {
+	if x != nil {
+		return x.Leaders
+	}
+	return nil
+}
+
+func (x *InfoResponse) GetGroupReplicas() uint32 {
+	if x != nil {
+		return x.GroupReplicas
+	}
+	return 0
+}
+
+// A group's leader as one member knows it.
+type GroupLeader struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The group.
+	Group uint64 `protobuf:"varint,1,opt,name=group,proto3" json:"group,omitempty"`
+	// Its leader (0: none known).
+	Leader uint64 `protobuf:"varint,2,opt,name=leader,proto3" json:"leader,omitempty"`
+	// The raft term the member is at in the group: of two members' views,
+	// the one of the higher term is the newer.
+	Term          uint64 `protobuf:"varint,3,opt,name=term,proto3" json:"term,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupLeader) Reset() {
+	*x = GroupLeader{}
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupLeader) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupLeader) ProtoMessage() {}
+
+func (x *GroupLeader) ProtoReflect() protoreflect.Message {
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupLeader.ProtoReflect.Descriptor instead.
+func (*GroupLeader) Descriptor() ([]byte, []int) {
+	return file_mqgate_cluster_v1_peer_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *GroupLeader) GetGroup() uint64 {
+	if x != nil {
+		return x.Group
+	}
+	return 0
+}
+
+func (x *GroupLeader) GetLeader() uint64 {
+	if x != nil {
+		return x.Leader
+	}
+	return 0
+}
+
+func (x *GroupLeader) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
 // Asks for a member's view of a group.
 type StatusRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -398,7 +484,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[6]
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -410,7 +496,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[6]
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -423,7 +509,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_mqgate_cluster_v1_peer_proto_rawDescGZIP(), []int{6}
+	return file_mqgate_cluster_v1_peer_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *StatusRequest) GetGroup() uint64 {
@@ -450,7 +536,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[7]
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -462,7 +548,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[7]
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -475,7 +561,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_mqgate_cluster_v1_peer_proto_rawDescGZIP(), []int{7}
+	return file_mqgate_cluster_v1_peer_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Progress) GetMatch() uint64 {
@@ -547,7 +633,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[8]
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -559,7 +645,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[8]
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -572,7 +658,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_mqgate_cluster_v1_peer_proto_rawDescGZIP(), []int{8}
+	return file_mqgate_cluster_v1_peer_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *StatusResponse) GetId() uint64 {
@@ -712,7 +798,7 @@ type RaftWork struct {
 
 func (x *RaftWork) Reset() {
 	*x = RaftWork{}
-	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[9]
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -724,7 +810,7 @@ func (x *RaftWork) String() string {
 func (*RaftWork) ProtoMessage() {}
 
 func (x *RaftWork) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[9]
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -737,7 +823,7 @@ func (x *RaftWork) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftWork.ProtoReflect.Descriptor instead.
 func (*RaftWork) Descriptor() ([]byte, []int) {
-	return file_mqgate_cluster_v1_peer_proto_rawDescGZIP(), []int{9}
+	return file_mqgate_cluster_v1_peer_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RaftWork) GetRounds() uint64 {
@@ -823,7 +909,7 @@ type TransferLeadershipRequest struct {
 
 func (x *TransferLeadershipRequest) Reset() {
 	*x = TransferLeadershipRequest{}
-	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[10]
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -835,7 +921,7 @@ func (x *TransferLeadershipRequest) String() string {
 func (*TransferLeadershipRequest) ProtoMessage() {}
 
 func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[10]
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -848,7 +934,7 @@ func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipRequest) Descriptor() ([]byte, []int) {
-	return file_mqgate_cluster_v1_peer_proto_rawDescGZIP(), []int{10}
+	return file_mqgate_cluster_v1_peer_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *TransferLeadershipRequest) GetTo() uint64 {
@@ -874,7 +960,7 @@ type TransferLeadershipResponse struct {
 
 func (x *TransferLeadershipResponse) Reset() {
 	*x = TransferLeadershipResponse{}
-	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[11]
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -886,7 +972,7 @@ func (x *TransferLeadershipResponse) String() string {
 func (*TransferLeadershipResponse) ProtoMessage() {}
 
 func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[11]
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -899,7 +985,7 @@ func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipResponse) Descriptor() ([]byte, []int) {
-	return file_mqgate_cluster_v1_peer_proto_rawDescGZIP(), []int{11}
+	return file_mqgate_cluster_v1_peer_proto_rawDescGZIP(), []int{12}
 }
 
 // Adds a member.
@@ -917,7 +1003,7 @@ type AddMemberRequest struct {
 
 func (x *AddMemberRequest) Reset() {
 	*x = AddMemberRequest{}
-	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[12]
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -929,7 +1015,7 @@ func (x *AddMemberRequest) String() string {
 func (*AddMemberRequest) ProtoMessage() {}
 
 func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[12]
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -942,7 +1028,7 @@ func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMemberRequest.ProtoReflect.Descriptor instead.
 func (*AddMemberRequest) Descriptor() ([]byte, []int) {
-	return file_mqgate_cluster_v1_peer_proto_rawDescGZIP(), []int{12}
+	return file_mqgate_cluster_v1_peer_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *AddMemberRequest) GetId() uint64 {
@@ -975,7 +1061,7 @@ type AddMemberResponse struct {
 
 func (x *AddMemberResponse) Reset() {
 	*x = AddMemberResponse{}
-	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[13]
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -987,7 +1073,7 @@ func (x *AddMemberResponse) String() string {
 func (*AddMemberResponse) ProtoMessage() {}
 
 func (x *AddMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[13]
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1000,7 +1086,7 @@ func (x *AddMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMemberResponse.ProtoReflect.Descriptor instead.
 func (*AddMemberResponse) Descriptor() ([]byte, []int) {
-	return file_mqgate_cluster_v1_peer_proto_rawDescGZIP(), []int{13}
+	return file_mqgate_cluster_v1_peer_proto_rawDescGZIP(), []int{14}
 }
 
 // Removes a member.
@@ -1016,7 +1102,7 @@ type RemoveMemberRequest struct {
 
 func (x *RemoveMemberRequest) Reset() {
 	*x = RemoveMemberRequest{}
-	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[14]
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1028,7 +1114,7 @@ func (x *RemoveMemberRequest) String() string {
 func (*RemoveMemberRequest) ProtoMessage() {}
 
 func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[14]
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1041,7 +1127,7 @@ func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberRequest.ProtoReflect.Descriptor instead.
 func (*RemoveMemberRequest) Descriptor() ([]byte, []int) {
-	return file_mqgate_cluster_v1_peer_proto_rawDescGZIP(), []int{14}
+	return file_mqgate_cluster_v1_peer_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RemoveMemberRequest) GetId() uint64 {
@@ -1067,7 +1153,7 @@ type RemoveMemberResponse struct {
 
 func (x *RemoveMemberResponse) Reset() {
 	*x = RemoveMemberResponse{}
-	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[15]
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1079,7 +1165,7 @@ func (x *RemoveMemberResponse) String() string {
 func (*RemoveMemberResponse) ProtoMessage() {}
 
 func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[15]
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1092,7 +1178,7 @@ func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberResponse.ProtoReflect.Descriptor instead.
 func (*RemoveMemberResponse) Descriptor() ([]byte, []int) {
-	return file_mqgate_cluster_v1_peer_proto_rawDescGZIP(), []int{15}
+	return file_mqgate_cluster_v1_peer_proto_rawDescGZIP(), []int{16}
 }
 
 // Asks for a copy of a group's store.
@@ -1108,7 +1194,7 @@ type CopyStoreRequest struct {
 
 func (x *CopyStoreRequest) Reset() {
 	*x = CopyStoreRequest{}
-	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[16]
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1120,7 +1206,7 @@ func (x *CopyStoreRequest) String() string {
 func (*CopyStoreRequest) ProtoMessage() {}
 
 func (x *CopyStoreRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[16]
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1133,7 +1219,7 @@ func (x *CopyStoreRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyStoreRequest.ProtoReflect.Descriptor instead.
 func (*CopyStoreRequest) Descriptor() ([]byte, []int) {
-	return file_mqgate_cluster_v1_peer_proto_rawDescGZIP(), []int{16}
+	return file_mqgate_cluster_v1_peer_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CopyStoreRequest) GetLeast() uint64 {
@@ -1162,7 +1248,7 @@ type CopyStoreResponse struct {
 
 func (x *CopyStoreResponse) Reset() {
 	*x = CopyStoreResponse{}
-	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[17]
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1174,7 +1260,7 @@ func (x *CopyStoreResponse) String() string {
 func (*CopyStoreResponse) ProtoMessage() {}
 
 func (x *CopyStoreResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[17]
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1187,7 +1273,7 @@ func (x *CopyStoreResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyStoreResponse.ProtoReflect.Descriptor instead.
 func (*CopyStoreResponse) Descriptor() ([]byte, []int) {
-	return file_mqgate_cluster_v1_peer_proto_rawDescGZIP(), []int{17}
+	return file_mqgate_cluster_v1_peer_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CopyStoreResponse) GetChunk() []byte {
@@ -1211,7 +1297,7 @@ type ProposeRequest struct {
 
 func (x *ProposeRequest) Reset() {
 	*x = ProposeRequest{}
-	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[18]
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1223,7 +1309,7 @@ func (x *ProposeRequest) String() string {
 func (*ProposeRequest) ProtoMessage() {}
 
 func (x *ProposeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[18]
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1236,7 +1322,7 @@ func (x *ProposeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProposeRequest.ProtoReflect.Descriptor instead.
 func (*ProposeRequest) Descriptor() ([]byte, []int) {
-	return file_mqgate_cluster_v1_peer_proto_rawDescGZIP(), []int{18}
+	return file_mqgate_cluster_v1_peer_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ProposeRequest) GetGroup() uint64 {
@@ -1264,7 +1350,7 @@ type ProposeResponse struct {
 
 func (x *ProposeResponse) Reset() {
 	*x = ProposeResponse{}
-	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[19]
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1276,7 +1362,7 @@ func (x *ProposeResponse) String() string {
 func (*ProposeResponse) ProtoMessage() {}
 
 func (x *ProposeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[19]
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1289,7 +1375,7 @@ func (x *ProposeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProposeResponse.ProtoReflect.Descriptor instead.
 func (*ProposeResponse) Descriptor() ([]byte, []int) {
-	return file_mqgate_cluster_v1_peer_proto_rawDescGZIP(), []int{19}
+	return file_mqgate_cluster_v1_peer_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ProposeResponse) GetIndex() uint64 {
@@ -1310,7 +1396,7 @@ type ReadIndexRequest struct {
 
 func (x *ReadIndexRequest) Reset() {
 	*x = ReadIndexRequest{}
-	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[20]
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1322,7 +1408,7 @@ func (x *ReadIndexRequest) String() string {
 func (*ReadIndexRequest) ProtoMessage() {}
 
 func (x *ReadIndexRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[20]
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1335,7 +1421,7 @@ func (x *ReadIndexRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadIndexRequest.ProtoReflect.Descriptor instead.
 func (*ReadIndexRequest) Descriptor() ([]byte, []int) {
-	return file_mqgate_cluster_v1_peer_proto_rawDescGZIP(), []int{20}
+	return file_mqgate_cluster_v1_peer_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ReadIndexRequest) GetGroup() uint64 {
@@ -1356,7 +1442,7 @@ type ReadIndexResponse struct {
 
 func (x *ReadIndexResponse) Reset() {
 	*x = ReadIndexResponse{}
-	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[21]
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1368,7 +1454,7 @@ func (x *ReadIndexResponse) String() string {
 func (*ReadIndexResponse) ProtoMessage() {}
 
 func (x *ReadIndexResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[21]
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1381,7 +1467,7 @@ func (x *ReadIndexResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadIndexResponse.ProtoReflect.Descriptor instead.
 func (*ReadIndexResponse) Descriptor() ([]byte, []int) {
-	return file_mqgate_cluster_v1_peer_proto_rawDescGZIP(), []int{21}
+	return file_mqgate_cluster_v1_peer_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ReadIndexResponse) GetIndex() uint64 {
@@ -1408,7 +1494,7 @@ type CheckTransactionRequest struct {
 
 func (x *CheckTransactionRequest) Reset() {
 	*x = CheckTransactionRequest{}
-	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[22]
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1420,7 +1506,7 @@ func (x *CheckTransactionRequest) String() string {
 func (*CheckTransactionRequest) ProtoMessage() {}
 
 func (x *CheckTransactionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[22]
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1433,7 +1519,7 @@ func (x *CheckTransactionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckTransactionRequest.ProtoReflect.Descriptor instead.
 func (*CheckTransactionRequest) Descriptor() ([]byte, []int) {
-	return file_mqgate_cluster_v1_peer_proto_rawDescGZIP(), []int{22}
+	return file_mqgate_cluster_v1_peer_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *CheckTransactionRequest) GetTopic() string {
@@ -1469,7 +1555,7 @@ type CheckTransactionResponse struct {
 
 func (x *CheckTransactionResponse) Reset() {
 	*x = CheckTransactionResponse{}
-	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[23]
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1481,7 +1567,7 @@ func (x *CheckTransactionResponse) String() string {
 func (*CheckTransactionResponse) ProtoMessage() {}
 
 func (x *CheckTransactionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[23]
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1494,7 +1580,7 @@ func (x *CheckTransactionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckTransactionResponse.ProtoReflect.Descriptor instead.
 func (*CheckTransactionResponse) Descriptor() ([]byte, []int) {
-	return file_mqgate_cluster_v1_peer_proto_rawDescGZIP(), []int{23}
+	return file_mqgate_cluster_v1_peer_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CheckTransactionResponse) GetSent() bool {
@@ -1530,14 +1616,20 @@ const file_mqgate_cluster_v1_peer_proto_rawDesc = "" +
 	"\bremoting\x18\x03 \x01(\tR\bremoting\x12+\n" +
 	"\x11remoting_greeting\x18\x04 \x01(\bR\x10remotingGreeting\x12\x16\n" +
 	"\x06format\x18\x05 \x01(\x05R\x06format\x12(\n" +
-	"\x10grpc_cert_sha256\x18\x06 \x01(\tR\x0egrpcCertSha256\"\xaa\x01\n" +
+	"\x10grpc_cert_sha256\x18\x06 \x01(\tR\x0egrpcCertSha256\"\x8b\x02\n" +
 	"\fInfoResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x16\n" +
 	"\x06leader\x18\x02 \x01(\x04R\x06leader\x121\n" +
 	"\x04info\x18\x03 \x01(\v2\x1d.mqgate.cluster.v1.MemberInfoR\x04info\x12\x1e\n" +
 	"\vnow_unix_ms\x18\x04 \x01(\x03R\tnowUnixMs\x12\x1f\n" +
 	"\vdata_groups\x18\x05 \x01(\rR\n" +
-	"dataGroups\"%\n" +
+	"dataGroups\x128\n" +
+	"\aleaders\x18\x06 \x03(\v2\x1e.mqgate.cluster.v1.GroupLeaderR\aleaders\x12%\n" +
+	"\x0egroup_replicas\x18\a \x01(\rR\rgroupReplicas\"O\n" +
+	"\vGroupLeader\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\x04R\x05group\x12\x16\n" +
+	"\x06leader\x18\x02 \x01(\x04R\x06leader\x12\x12\n" +
+	"\x04term\x18\x03 \x01(\x04R\x04term\"%\n" +
 	"\rStatusRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\x04R\x05group\"o\n" +
 	"\bProgress\x12\x14\n" +
@@ -1644,7 +1736,7 @@ func file_mqgate_cluster_v1_peer_proto_rawDescGZIP() []byte {
 	return file_mqgate_cluster_v1_peer_proto_rawDescData
 }
 
-var file_mqgate_cluster_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_mqgate_cluster_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_mqgate_cluster_v1_peer_proto_goTypes = []any{
 	(*RaftRequest)(nil),                // 0: mqgate.cluster.v1.RaftRequest
 	(*RaftMessage)(nil),                // 1: mqgate.cluster.v1.RaftMessage
@@ -1652,61 +1744,63 @@ var file_mqgate_cluster_v1_peer_proto_goTypes = []any{
 	(*InfoRequest)(nil),                // 3: mqgate.cluster.v1.InfoRequest
 	(*MemberInfo)(nil),                 // 4: mqgate.cluster.v1.MemberInfo
 	(*InfoResponse)(nil),               // 5: mqgate.cluster.v1.InfoResponse
-	(*StatusRequest)(nil),              // 6: mqgate.cluster.v1.StatusRequest
-	(*Progress)(nil),                   // 7: mqgate.cluster.v1.Progress
-	(*StatusResponse)(nil),             // 8: mqgate.cluster.v1.StatusResponse
-	(*RaftWork)(nil),                   // 9: mqgate.cluster.v1.RaftWork
-	(*TransferLeadershipRequest)(nil),  // 10: mqgate.cluster.v1.TransferLeadershipRequest
-	(*TransferLeadershipResponse)(nil), // 11: mqgate.cluster.v1.TransferLeadershipResponse
-	(*AddMemberRequest)(nil),           // 12: mqgate.cluster.v1.AddMemberRequest
-	(*AddMemberResponse)(nil),          // 13: mqgate.cluster.v1.AddMemberResponse
-	(*RemoveMemberRequest)(nil),        // 14: mqgate.cluster.v1.RemoveMemberRequest
-	(*RemoveMemberResponse)(nil),       // 15: mqgate.cluster.v1.RemoveMemberResponse
-	(*CopyStoreRequest)(nil),           // 16: mqgate.cluster.v1.CopyStoreRequest
-	(*CopyStoreResponse)(nil),          // 17: mqgate.cluster.v1.CopyStoreResponse
-	(*ProposeRequest)(nil),             // 18: mqgate.cluster.v1.ProposeRequest
-	(*ProposeResponse)(nil),            // 19: mqgate.cluster.v1.ProposeResponse
-	(*ReadIndexRequest)(nil),           // 20: mqgate.cluster.v1.ReadIndexRequest
-	(*ReadIndexResponse)(nil),          // 21: mqgate.cluster.v1.ReadIndexResponse
-	(*CheckTransactionRequest)(nil),    // 22: mqgate.cluster.v1.CheckTransactionRequest
-	(*CheckTransactionResponse)(nil),   // 23: mqgate.cluster.v1.CheckTransactionResponse
-	nil,                                // 24: mqgate.cluster.v1.StatusResponse.PeersEntry
-	nil,                                // 25: mqgate.cluster.v1.StatusResponse.ProgressEntry
-	nil,                                // 26: mqgate.cluster.v1.StatusResponse.LastContactUnixMsEntry
+	(*GroupLeader)(nil),                // 6: mqgate.cluster.v1.GroupLeader
+	(*StatusRequest)(nil),              // 7: mqgate.cluster.v1.StatusRequest
+	(*Progress)(nil),                   // 8: mqgate.cluster.v1.Progress
+	(*StatusResponse)(nil),             // 9: mqgate.cluster.v1.StatusResponse
+	(*RaftWork)(nil),                   // 10: mqgate.cluster.v1.RaftWork
+	(*TransferLeadershipRequest)(nil),  // 11: mqgate.cluster.v1.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil), // 12: mqgate.cluster.v1.TransferLeadershipResponse
+	(*AddMemberRequest)(nil),           // 13: mqgate.cluster.v1.AddMemberRequest
+	(*AddMemberResponse)(nil),          // 14: mqgate.cluster.v1.AddMemberResponse
+	(*RemoveMemberRequest)(nil),        // 15: mqgate.cluster.v1.RemoveMemberRequest
+	(*RemoveMemberResponse)(nil),       // 16: mqgate.cluster.v1.RemoveMemberResponse
+	(*CopyStoreRequest)(nil),           // 17: mqgate.cluster.v1.CopyStoreRequest
+	(*CopyStoreResponse)(nil),          // 18: mqgate.cluster.v1.CopyStoreResponse
+	(*ProposeRequest)(nil),             // 19: mqgate.cluster.v1.ProposeRequest
+	(*ProposeResponse)(nil),            // 20: mqgate.cluster.v1.ProposeResponse
+	(*ReadIndexRequest)(nil),           // 21: mqgate.cluster.v1.ReadIndexRequest
+	(*ReadIndexResponse)(nil),          // 22: mqgate.cluster.v1.ReadIndexResponse
+	(*CheckTransactionRequest)(nil),    // 23: mqgate.cluster.v1.CheckTransactionRequest
+	(*CheckTransactionResponse)(nil),   // 24: mqgate.cluster.v1.CheckTransactionResponse
+	nil,                                // 25: mqgate.cluster.v1.StatusResponse.PeersEntry
+	nil,                                // 26: mqgate.cluster.v1.StatusResponse.ProgressEntry
+	nil,                                // 27: mqgate.cluster.v1.StatusResponse.LastContactUnixMsEntry
 }
 var file_mqgate_cluster_v1_peer_proto_depIdxs = []int32{
 	1,  // 0: mqgate.cluster.v1.RaftRequest.messages:type_name -> mqgate.cluster.v1.RaftMessage
 	4,  // 1: mqgate.cluster.v1.InfoResponse.info:type_name -> mqgate.cluster.v1.MemberInfo
-	24, // 2: mqgate.cluster.v1.StatusResponse.peers:type_name -> mqgate.cluster.v1.StatusResponse.PeersEntry
-	25, // 3: mqgate.cluster.v1.StatusResponse.progress:type_name -> mqgate.cluster.v1.StatusResponse.ProgressEntry
-	26, // 4: mqgate.cluster.v1.StatusResponse.last_contact_unix_ms:type_name -> mqgate.cluster.v1.StatusResponse.LastContactUnixMsEntry
-	9,  // 5: mqgate.cluster.v1.StatusResponse.work:type_name -> mqgate.cluster.v1.RaftWork
-	7,  // 6: mqgate.cluster.v1.StatusResponse.ProgressEntry.value:type_name -> mqgate.cluster.v1.Progress
-	0,  // 7: mqgate.cluster.v1.PeerService.Raft:input_type -> mqgate.cluster.v1.RaftRequest
-	3,  // 8: mqgate.cluster.v1.PeerService.Info:input_type -> mqgate.cluster.v1.InfoRequest
-	6,  // 9: mqgate.cluster.v1.PeerService.Status:input_type -> mqgate.cluster.v1.StatusRequest
-	10, // 10: mqgate.cluster.v1.PeerService.TransferLeadership:input_type -> mqgate.cluster.v1.TransferLeadershipRequest
-	12, // 11: mqgate.cluster.v1.PeerService.AddMember:input_type -> mqgate.cluster.v1.AddMemberRequest
-	14, // 12: mqgate.cluster.v1.PeerService.RemoveMember:input_type -> mqgate.cluster.v1.RemoveMemberRequest
-	16, // 13: mqgate.cluster.v1.PeerService.CopyStore:input_type -> mqgate.cluster.v1.CopyStoreRequest
-	18, // 14: mqgate.cluster.v1.PeerService.Propose:input_type -> mqgate.cluster.v1.ProposeRequest
-	20, // 15: mqgate.cluster.v1.PeerService.ReadIndex:input_type -> mqgate.cluster.v1.ReadIndexRequest
-	22, // 16: mqgate.cluster.v1.PeerService.CheckTransaction:input_type -> mqgate.cluster.v1.CheckTransactionRequest
-	2,  // 17: mqgate.cluster.v1.PeerService.Raft:output_type -> mqgate.cluster.v1.RaftResponse
-	5,  // 18: mqgate.cluster.v1.PeerService.Info:output_type -> mqgate.cluster.v1.InfoResponse
-	8,  // 19: mqgate.cluster.v1.PeerService.Status:output_type -> mqgate.cluster.v1.StatusResponse
-	11, // 20: mqgate.cluster.v1.PeerService.TransferLeadership:output_type -> mqgate.cluster.v1.TransferLeadershipResponse
-	13, // 21: mqgate.cluster.v1.PeerService.AddMember:output_type -> mqgate.cluster.v1.AddMemberResponse
-	15, // 22: mqgate.cluster.v1.PeerService.RemoveMember:output_type -> mqgate.cluster.v1.RemoveMemberResponse
-	17, // 23: mqgate.cluster.v1.PeerService.CopyStore:output_type -> mqgate.cluster.v1.CopyStoreResponse
-	19, // 24: mqgate.cluster.v1.PeerService.Propose:output_type -> mqgate.cluster.v1.ProposeResponse
-	21, // 25: mqgate.cluster.v1.PeerService.ReadIndex:output_type -> mqgate.cluster.v1.ReadIndexResponse
-	23, // 26: mqgate.cluster.v1.PeerService.CheckTransaction:output_type -> mqgate.cluster.v1.CheckTransactionResponse
-	17, // [17:27] is the sub-list for method output_type
-	7,  // [7:17] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	6,  // 2: mqgate.cluster.v1.InfoResponse.leaders:type_name -> mqgate.cluster.v1.GroupLeader
+	25, // 3: mqgate.cluster.v1.StatusResponse.peers:type_name -> mqgate.cluster.v1.StatusResponse.PeersEntry
+	26, // 4: mqgate.cluster.v1.StatusResponse.progress:type_name -> mqgate.cluster.v1.StatusResponse.ProgressEntry
+	27, // 5: mqgate.cluster.v1.StatusResponse.last_contact_unix_ms:type_name -> mqgate.cluster.v1.StatusResponse.LastContactUnixMsEntry
+	10, // 6: mqgate.cluster.v1.StatusResponse.work:type_name -> mqgate.cluster.v1.RaftWork
+	8,  // 7: mqgate.cluster.v1.StatusResponse.ProgressEntry.value:type_name -> mqgate.cluster.v1.Progress
+	0,  // 8: mqgate.cluster.v1.PeerService.Raft:input_type -> mqgate.cluster.v1.RaftRequest
+	3,  // 9: mqgate.cluster.v1.PeerService.Info:input_type -> mqgate.cluster.v1.InfoRequest
+	7,  // 10: mqgate.cluster.v1.PeerService.Status:input_type -> mqgate.cluster.v1.StatusRequest
+	11, // 11: mqgate.cluster.v1.PeerService.TransferLeadership:input_type -> mqgate.cluster.v1.TransferLeadershipRequest
+	13, // 12: mqgate.cluster.v1.PeerService.AddMember:input_type -> mqgate.cluster.v1.AddMemberRequest
+	15, // 13: mqgate.cluster.v1.PeerService.RemoveMember:input_type -> mqgate.cluster.v1.RemoveMemberRequest
+	17, // 14: mqgate.cluster.v1.PeerService.CopyStore:input_type -> mqgate.cluster.v1.CopyStoreRequest
+	19, // 15: mqgate.cluster.v1.PeerService.Propose:input_type -> mqgate.cluster.v1.ProposeRequest
+	21, // 16: mqgate.cluster.v1.PeerService.ReadIndex:input_type -> mqgate.cluster.v1.ReadIndexRequest
+	23, // 17: mqgate.cluster.v1.PeerService.CheckTransaction:input_type -> mqgate.cluster.v1.CheckTransactionRequest
+	2,  // 18: mqgate.cluster.v1.PeerService.Raft:output_type -> mqgate.cluster.v1.RaftResponse
+	5,  // 19: mqgate.cluster.v1.PeerService.Info:output_type -> mqgate.cluster.v1.InfoResponse
+	9,  // 20: mqgate.cluster.v1.PeerService.Status:output_type -> mqgate.cluster.v1.StatusResponse
+	12, // 21: mqgate.cluster.v1.PeerService.TransferLeadership:output_type -> mqgate.cluster.v1.TransferLeadershipResponse
+	14, // 22: mqgate.cluster.v1.PeerService.AddMember:output_type -> mqgate.cluster.v1.AddMemberResponse
+	16, // 23: mqgate.cluster.v1.PeerService.RemoveMember:output_type -> mqgate.cluster.v1.RemoveMemberResponse
+	18, // 24: mqgate.cluster.v1.PeerService.CopyStore:output_type -> mqgate.cluster.v1.CopyStoreResponse
+	20, // 25: mqgate.cluster.v1.PeerService.Propose:output_type -> mqgate.cluster.v1.ProposeResponse
+	22, // 26: mqgate.cluster.v1.PeerService.ReadIndex:output_type -> mqgate.cluster.v1.ReadIndexResponse
+	24, // 27: mqgate.cluster.v1.PeerService.CheckTransaction:output_type -> mqgate.cluster.v1.CheckTransactionResponse
+	18, // [18:28] is the sub-list for method output_type
+	8,  // [8:18] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_mqgate_cluster_v1_peer_proto_init() }
@@ -1720,7 +1814,7 @@ func file_mqgate_cluster_v1_peer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mqgate_cluster_v1_peer_proto_rawDesc), len(file_mqgate_cluster_v1_peer_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   27,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1,0 +1,140 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/mqgate/mqgate/broker/model"
+)
+
+// Groups are spread over the members in id order, group 0 on every
+// member: each member holds about as many replicas as the others.
+func TestReplicaSets(t *testing.T) {
+	sets := replicaSets([]uint64{5, 1, 4, 2, 3}, 6, 3)
+	want := [][]uint64{{1, 2, 3, 4, 5}, {1, 2, 3}, {2, 3, 4}, {3, 4, 5}, {1, 4, 5}, {1, 2, 5}}
+	for g := range want {
+		if !slices.Equal(sets[g], want[g]) {
+			t.Fatalf("group %d on %v, want %v (all: %v)", g, sets[g], want[g], sets)
+		}
+	}
+	per := map[uint64]int{}
+	for _, s := range sets[1:] {
+		for _, id := range s {
+			per[id]++
+		}
+	}
+	for id, c := range per {
+		if c != 3 {
+			t.Fatalf("member %d holds %d data groups, want 3: %v", id, c, per)
+		}
+	}
+}
+
+// The replica sets are recorded on the first start and read back after;
+// a restart with another --group-replicas is refused, and so is a
+// cluster of every member hosting every group asked to change to replica
+// sets.
+func TestGroupVotersRecorded(t *testing.T) {
+	dir := t.TempDir()
+	peers := map[uint64]string{1: "a:1", 2: "b:1", 3: "c:1", 4: "d:1", 5: "e:1"}
+	first, err := groupVoters(dir, peers, 6, 3)
+	if err != nil || len(first) != 6 {
+		t.Fatalf("first start: %v, %v", first, err)
+	}
+	again, err := groupVoters(dir, map[uint64]string{1: "a:1"}, 6, 3)
+	if err != nil || !slices.EqualFunc(first, again, slices.Equal) {
+		t.Fatalf("restart: %v, %v; want %v", again, err, first)
+	}
+	if _, err := groupVoters(dir, peers, 6, 5); err == nil {
+		t.Fatal("a restart with another --group-replicas was taken")
+	}
+	if sets, err := groupVoters(t.TempDir(), peers, 6, 5); err != nil || sets != nil {
+		t.Fatalf("replicas on every member: %v, %v; want every member hosting every group", sets, err)
+	}
+	old := t.TempDir()
+	if err := os.Mkdir(filepath.Join(old, "raft"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := groupVoters(old, peers, 6, 3); err == nil {
+		t.Fatal("a cluster created with every member hosting every group took replica sets")
+	}
+}
+
+// Five members, six data groups of three replicas: a member holds the
+// replicas of its groups only, knows every group's leader (those it does
+// not host from the members that do), the leaderships spread (none leads
+// more than ⌈6/5⌉), and the catalog works through every member, a
+// deletion reaching the groups its member does not host.
+func TestReplicaSetsInProcess(t *testing.T) {
+	nodes, cfgs := openReplicaSetCluster(t, 5, 6, 3)
+	for i, n := range nodes {
+		hosted := 0
+		for _, dg := range n.groups {
+			_, err := os.Stat(filepath.Join(groupDir(cfgs[i].DataDir, dg.id), "replica"))
+			if dg.hosted() != (err == nil) || dg.hosted() != (dg.id == 0 || slices.Contains(dg.voters, uint64(i+1))) {
+				t.Fatalf("member %d, group %d: hosted %v, replica directory: %v, voters %v", i+1, dg.id, dg.hosted(), err, dg.voters)
+			}
+			if dg.hosted() {
+				hosted++
+			}
+		}
+		if hosted != 4 {
+			t.Fatalf("member %d hosts %d groups, want 4 (group 0 and three data groups)", i+1, hosted)
+		}
+	}
+	waitGroups(t, 60*time.Second, "every member knows the same leader of every group, and none leads more than 2", func() bool {
+		leads := map[uint64]int{}
+		for g := range nodes[0].groups {
+			l := nodes[0].groups[g].leader()
+			if l == 0 || !nodes[l-1].groups[g].serving.Load() {
+				return false
+			}
+			for _, n := range nodes {
+				if n.groups[g].leader() != l {
+					return false
+				}
+			}
+			leads[l]++
+		}
+		for _, c := range leads {
+			if c > 2 {
+				return false
+			}
+		}
+		return true
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for i, n := range nodes {
+		name := fmt.Sprintf("topic-%d", i)
+		if _, err := n.catalog.CreateTopic(ctx, model.Topic{Name: name, Queues: 12}); err != nil {
+			t.Fatalf("create %s through member %d: %v", name, i+1, err)
+		}
+	}
+	for i, n := range nodes {
+		name := fmt.Sprintf("topic-%d", (i+1)%len(nodes))
+		if err := n.catalog.DeleteTopic(ctx, name); err != nil {
+			t.Fatalf("delete %s through member %d: %v", name, i+1, err)
+		}
+		if _, err := nodes[(i+2)%len(nodes)].catalog.CreateTopic(ctx, model.Topic{Name: name, Queues: 3}); err != nil {
+			t.Fatalf("create %s again: %v", name, err)
+		}
+	}
+	st, err := (clusterView{n: nodes[0]}).Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Groups) != 6 || len(st.Members) != 5 {
+		t.Fatalf("status: %d groups, %d members", len(st.Groups), len(st.Members))
+	}
+	for _, g := range st.Groups[1:] {
+		if len(g.Replicas) != 3 || g.Leader == 0 {
+			t.Fatalf("group %s: leader %d, replicas %+v", g.Name, g.Leader, g.Replicas)
+		}
+	}
+}

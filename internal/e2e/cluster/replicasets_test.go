@@ -1,0 +1,139 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	rmq "github.com/apache/rocketmq-clients/golang/v5"
+
+	"github.com/mqgate/mqgate/internal/e2e/e2eutil"
+)
+
+// replicaSet is the members data group gid (> 0) has replicas on, with
+// five members, --group-replicas 3: three in id order from the gid-th,
+// wrapping (docs/architecture.md, "Replica sets").
+func replicaSet(gid, members, replicas int) []int {
+	var out []int
+	for i := range replicas {
+		out = append(out, (gid-1+i)%members+1)
+	}
+	return out
+}
+
+// TestClusterReplicaSets: five members, six data groups of three
+// replicas each (--group-replicas 3; group 0, the catalog, on all
+// five). A member stores only the groups it has replicas of; the
+// leaderships spread (none leads more than ⌈6/5⌉); every member's route
+// names each queue at its group's leader, whichever member is asked;
+// under sync sends of the official client, the member leading the most
+// groups is killed with kill -9 and restarted twice, and every send
+// answered OK is received.
+func TestClusterReplicaSets(t *testing.T) {
+	e2eutil.Begin(t)
+	const groups, members, replicas = 6, 5, 3
+	g := newGroupOf(t, members, "--data-groups", strconv.Itoa(groups), "--group-replicas", strconv.Itoa(replicas),
+		"--remoting-addr", "", "--flush", "sync")
+	leaders := g.balanced(groups, 90*time.Second)
+	t.Logf("leaders by data group: %v", leaders)
+	for gid, l := range leaders {
+		if gid > 0 && !slices.Contains(replicaSet(gid, members, replicas), l) {
+			t.Fatalf("data group %d is led by member %d, which holds none of its replicas %v", gid, l, replicaSet(gid, members, replicas))
+		}
+	}
+	for _, m := range g.members {
+		for gid := 1; gid < groups; gid++ {
+			_, err := os.Stat(filepath.Join(m.dir, "groups", strconv.Itoa(gid), "replica"))
+			if want := slices.Contains(replicaSet(gid, members, replicas), m.id); want != (err == nil) {
+				t.Fatalf("member %d: data group %d's replica directory: %v, want it there %v", m.id, gid, err, want)
+			}
+		}
+	}
+
+	topic, cg := e2eutil.Uniq("rs"), e2eutil.Uniq("rsc")
+	const queues = 12
+	e2eutil.CLI(t, g.members[3].grpc, "topic", "create", topic, "--queues", strconv.Itoa(queues))
+	a := g.acker()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for i := range g.members {
+		mqs, err := a.route(ctx, i, topic, "JAVA")
+		if err != nil || len(mqs) != queues {
+			t.Fatalf("route through member %d: %d queues, %v", i+1, len(mqs), err)
+		}
+		for _, mq := range mqs {
+			want := g.byID(leaders[placeGroup(topic, mq.GetId(), groups)])
+			addrs := mq.GetBroker().GetEndpoints().GetAddresses()
+			if len(addrs) != 1 || net.JoinHostPort(addrs[0].GetHost(), strconv.Itoa(int(addrs[0].GetPort()))) != want.grpc {
+				t.Fatalf("route through member %d: queue %d at %v, want member %d at %s", i+1, mq.GetId(), addrs, want.id, want.grpc)
+			}
+		}
+	}
+
+	pr := e2eutil.StartProducer(t, config(g, ""), rmq.WithTopics(topic))
+	load := startLoad(pr, topic, 4)
+	defer load.stop()
+	for round := range 2 {
+		load.waitFor(t, load.count()+100, 60*time.Second, fmt.Sprintf("round %d: before the kill", round))
+		victim := g.byID(mostLeading(leaders))
+		victim.proc.Kill9()
+		t.Logf("round %d: killed member %d, leader of data groups %v", round, victim.id, ledBy(leaders, victim.id))
+		load.waitFor(t, load.count()+100, 60*time.Second, fmt.Sprintf("round %d: after killing member %d", round, victim.id))
+		g.start(victim)
+		leaders = g.balanced(groups, 90*time.Second)
+		load.waitFor(t, load.count()+100, 60*time.Second, fmt.Sprintf("round %d: after member %d came back", round, victim.id))
+	}
+	acked := load.stop()
+
+	c := e2eutil.StartSimpleConsumer(t, config(g, cg), rmq.WithSimpleAwaitDuration(2*time.Second),
+		rmq.WithSimpleSubscriptionExpressions(map[string]*rmq.FilterExpression{topic: rmq.SUB_ALL}))
+	got := receiveAcked(c, acked, 120*time.Second, true)
+	if n := missingOf(acked, got); n > 0 {
+		t.Fatalf("%d of %d acknowledged sends are missing after leader kills", n, len(acked))
+	}
+	perGroup := make([]int, groups)
+	for q := range int32(queues) {
+		end, err := a.queueEnd(ctx, int(q)%members, topic, q)
+		if err != nil {
+			t.Fatalf("end of queue %d: %v", q, err)
+		}
+		perGroup[placeGroup(topic, q, groups)] += int(end)
+	}
+	for gid, n := range perGroup {
+		if n == 0 {
+			t.Fatalf("no message landed in data group %d (per group: %v)", gid, perGroup)
+		}
+	}
+	t.Logf("%d sends answered OK, all received; per data group: %v", len(acked), perGroup)
+}
+
+// mostLeading is the member leading the most groups (the lowest id of
+// those).
+func mostLeading(leaders []int) int {
+	count := map[int]int{}
+	best := 0
+	for _, l := range leaders {
+		count[l]++
+		if best == 0 || count[l] > count[best] || count[l] == count[best] && l < best {
+			best = l
+		}
+	}
+	return best
+}
+
+// ledBy lists the groups member id leads.
+func ledBy(leaders []int, id int) []int {
+	var out []int
+	for gid, l := range leaders {
+		if l == id {
+			out = append(out, gid)
+		}
+	}
+	return out
+}
