@@ -102,7 +102,7 @@ type Config struct {
 	// member does). Such a cluster's members are fixed: DialAddMember and
 	// DialRemoveMember refuse it.
 	GroupReplicas int
-	Logger *slog.Logger
+	Logger        *slog.Logger
 }
 
 const (
