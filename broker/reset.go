@@ -10,7 +10,6 @@ import (
 	"github.com/mqgate/mqgate/broker/model"
 	"github.com/mqgate/mqgate/broker/mqerr"
 	"github.com/mqgate/mqgate/broker/offset"
-	"github.com/mqgate/mqgate/broker/placement"
 )
 
 // ResetTo says where ResetOffset moves a group.
@@ -104,7 +103,7 @@ func (b *Broker) ResetOffset(ctx context.Context, req ResetOffsetRequest) ([]Que
 		}
 		if !b.cfg.Placement.Holds(t.Name, t.Type == model.TopicLite, *req.Queue) {
 			return nil, mqerr.Errorf(mqerr.KindBadRequest, "queue %d of topic %q is in data group %d, not this broker's (%d)",
-				*req.Queue, t.Name, placement.GroupOf(t.Name, t.Type == model.TopicLite, *req.Queue, b.cfg.Placement.Groups), b.cfg.Placement.Group)
+				*req.Queue, t.Name, b.cfg.Placement.Layout().GroupOf(t.Name, t.Type == model.TopicLite, *req.Queue), b.cfg.Placement.Group)
 		}
 		queues = append(queues, *req.Queue)
 	} else {

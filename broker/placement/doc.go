@@ -8,6 +8,10 @@
 // queue, since G is fixed when the cluster is created.
 //
 // With one group (the zero Of, or Groups ≤ 1) every queue is the group's.
+// A Layout with First 1 (a cluster whose data groups have replicas on
+// some members only, group 0 keeping only the catalog) spreads the
+// queues over groups 1 to G-1 in the same way: group 1 + (fnv32a(t) + q)
+// mod (G-1).
 //
 // placement imports nothing of mqgate: the broker's services and the
 // listeners both use it.

@@ -293,7 +293,7 @@ func (s *Service) pickQueue(t model.Topic, m *model.Message) (int32, error) {
 	}
 	if !p.Holds(t.Name, lite, q) {
 		return 0, mqerr.Errorf(mqerr.KindReplicationLost, "queue %d of topic %q is in data group %d, not this one (%d): retry, the route names the member serving it",
-			q, t.Name, placement.GroupOf(t.Name, lite, q, p.Groups), p.Group)
+			q, t.Name, p.Layout().GroupOf(t.Name, lite, q), p.Group)
 	}
 	return q, nil
 }

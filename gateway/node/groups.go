@@ -16,6 +16,7 @@ import (
 
 	"github.com/mqgate/mqgate/broker"
 	"github.com/mqgate/mqgate/broker/metadata"
+	"github.com/mqgate/mqgate/broker/placement"
 	"github.com/mqgate/mqgate/broker/raftstore"
 	"github.com/mqgate/mqgate/gateway/peer"
 	"github.com/mqgate/mqgate/storage"
@@ -308,6 +309,17 @@ func (n *Node) closeGroups(ctx context.Context) error {
 // several data groups.
 func (n *Node) multiGroup() bool { return len(n.groups) > 1 }
 
+// layout is how the queues are spread over the data groups: over every
+// group, or, with replica sets, over every group but group 0, which
+// keeps the catalog only (every member hosts it).
+func (n *Node) layout() placement.Layout {
+	l := placement.Layout{Groups: len(n.groups)}
+	if len(n.groups) > 1 && n.groups[0].voters != nil {
+		l.First = 1
+	}
+	return l
+}
+
 // hostedGroups are the data groups this member holds a replica of.
 func (n *Node) hostedGroups() []*dataGroup {
 	out := make([]*dataGroup, 0, len(n.groups))
@@ -328,7 +340,7 @@ func (n *Node) startGroupBrokers(ctx context.Context, bc broker.Config) error {
 		c := bc
 		c.Replicated = dg.rep
 		c.SnapshotOK = dg.rep.Leading
-		c.Placement.Group, c.Placement.Groups = dg.id, len(n.groups)
+		c.Placement = n.layout().Of(dg.id)
 		c.Catalog = cat
 		c.Logger = dg.log
 		b, err := broker.Open(ctx, c, dg.rep.Store())
@@ -337,7 +349,7 @@ func (n *Node) startGroupBrokers(ctx context.Context, bc broker.Config) error {
 		}
 		dg.broker = b
 	}
-	bc.Placement.Groups = len(n.groups)
+	bc.Placement = n.layout().Of(0)
 	n.catalog = broker.CatalogService(bc, cat)
 	n.broker = n.groups[0].broker
 	return nil

@@ -10,7 +10,6 @@ import (
 	"github.com/mqgate/mqgate/broker"
 	"github.com/mqgate/mqgate/broker/model"
 	"github.com/mqgate/mqgate/broker/mqerr"
-	"github.com/mqgate/mqgate/broker/placement"
 	"github.com/mqgate/mqgate/gateway/admin"
 	"github.com/mqgate/mqgate/gateway/forwarding"
 	"github.com/mqgate/mqgate/gateway/restmessaging"
@@ -145,7 +144,7 @@ func (a groupsAdmin) StoredMessages(ctx context.Context, topic string) (int64, e
 	}
 	var n int64
 	for q := range t.Queues {
-		dg := a.n.groups[placement.GroupOf(t.Name, t.Type == model.TopicLite, q, len(a.n.groups))]
+		dg := a.n.groups[a.n.layout().GroupOf(t.Name, t.Type == model.TopicLite, q)]
 		if !dg.hosted() {
 			continue
 		}
@@ -225,8 +224,8 @@ func (r restGroups) Receive(ctx context.Context, topic string) ([]restmessaging.
 	if err != nil {
 		return nil, err
 	}
-	n, lite := len(r.v.n.groups), t.Type == model.TopicLite
-	holds := func(g int) bool { return (placement.Of{Group: g, Groups: n}).Count(t.Name, lite, t.Queues) > 0 }
+	l, lite := r.v.n.layout(), t.Type == model.TopicLite
+	holds := func(g int) bool { return l.Of(g).Count(t.Name, lite, t.Queues) > 0 }
 	var out []restmessaging.Target
 	for _, dg := range r.v.n.groups {
 		if dg.serving.Load() && holds(dg.id) {
@@ -248,7 +247,7 @@ func (r restGroups) Handle(ctx context.Context, topic, h string) (restmessaging.
 	if t, ok := r.v.LookupTopic(ctx, topic); ok {
 		lite = t.Type == model.TopicLite
 	}
-	return r.target(ctx, placement.GroupOf(topic, lite, q, len(r.v.n.groups)))
+	return r.target(ctx, r.v.n.layout().GroupOf(topic, lite, q))
 }
 
 // target is where a call of group g goes: its broker when this member
@@ -347,7 +346,7 @@ func (a adminGroups) Queue(ctx context.Context, topic string, q int32) (admin.Br
 	if q < 0 || q >= t.Queues {
 		return nil, nil, mqerr.Errorf(mqerr.KindBadRequest, "topic %q has queues 0 to %d, not %d", t.Name, t.Queues-1, q)
 	}
-	b, conn, _, err := a.v.route(ctx, placement.GroupOf(t.Name, t.Type == model.TopicLite, q, len(a.v.n.groups)))
+	b, conn, _, err := a.v.route(ctx, a.v.n.layout().GroupOf(t.Name, t.Type == model.TopicLite, q))
 	if b != nil {
 		return b, nil, err
 	}

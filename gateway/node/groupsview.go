@@ -14,6 +14,7 @@ import (
 
 	"github.com/mqgate/mqgate/broker/model"
 	"github.com/mqgate/mqgate/broker/mqerr"
+	"github.com/mqgate/mqgate/broker/placement"
 	"github.com/mqgate/mqgate/gateway/peer"
 	"github.com/mqgate/mqgate/gateway/v2service"
 )
@@ -42,6 +43,8 @@ func newGroupsView(n *Node) *groupsView {
 var _ v2service.Groups = (*groupsView)(nil)
 
 func (v *groupsView) Count() int { return len(v.n.groups) }
+
+func (v *groupsView) Layout() placement.Layout { return v.n.layout() }
 
 func (v *groupsView) LookupTopic(ctx context.Context, name string) (model.Topic, bool) {
 	t, err := v.n.catalog.GetTopic(ctx, name)

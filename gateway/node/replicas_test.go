@@ -108,6 +108,9 @@ func TestReplicaSetsInProcess(t *testing.T) {
 		}
 		return true
 	})
+	if l := nodes[0].layout(); l.First != 1 || l.Groups != 6 {
+		t.Fatalf("layout %+v: the queues must be spread over groups 1 to 5, group 0 keeping the catalog", l)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for i, n := range nodes {

@@ -40,8 +40,10 @@ import (
 // request that was forwarded already is never forwarded again: a member
 // that no longer serves its group answers that the client retry.
 type Groups interface {
-	// Count is how many data groups there are.
+	// Count is how many data groups there are; Layout how the queues are
+	// spread over them.
 	Count() int
+	Layout() placement.Layout
 	// LookupTopic finds a topic in the catalog without creating it.
 	LookupTopic(ctx context.Context, name string) (model.Topic, bool)
 	// Topic and Group look topics and groups up in the catalog,
@@ -165,11 +167,12 @@ func (s *MessagingService) servedGroup(t model.Topic, known bool) (int, bool) {
 }
 
 func servedGroupOf(groups Groups, t model.Topic, known bool) (int, bool) {
-	served := groups.Served()
+	first := groups.Layout().First
+	served := slicesFilter(groups.Served(), func(g int) bool { return g >= first })
 	if known {
 		lite := t.Type == model.TopicLite
 		served = slicesFilter(served, func(g int) bool {
-			return (placement.Of{Group: g, Groups: groups.Count()}).Count(t.Name, lite, t.Queues) > 0
+			return groups.Layout().Of(g).Count(t.Name, lite, t.Queues) > 0
 		})
 	}
 	if len(served) == 0 {
@@ -192,7 +195,8 @@ func slicesFilter(in []int, keep func(int) bool) []int {
 // holding the queue its lite topic or message group names, else one this
 // member serves holding queues of the topic, else the group of a queue
 // of the topic chosen round robin. An unknown topic goes to a group this
-// member serves (the broker answers, or creates it), else group 0.
+// member serves that may hold queues (the broker answers, or creates
+// it), else the first group holding queues.
 func (s *MessagingService) sendGroup(ctx context.Context, topic string, msgs []*model.Message) int {
 	if s.groups == nil {
 		return 0
@@ -205,24 +209,26 @@ func (s *MessagingService) sendGroup(ctx context.Context, topic string, msgs []*
 // catalog), for the other edges that route sends over data groups.
 func SendGroup(groups Groups, t model.Topic, known bool, msgs []*model.Message) int {
 	if !known {
-		g, _ := servedGroupOf(groups, t, false)
-		return g
+		if g, ok := servedGroupOf(groups, t, false); ok {
+			return g
+		}
+		return groups.Layout().First
 	}
-	n := groups.Count()
+	l := groups.Layout()
 	lite := t.Type == model.TopicLite
 	switch m := msgs[0]; {
 	case lite:
-		return placement.GroupOf(t.Name, true, 0, n)
+		return l.GroupOf(t.Name, true, 0)
 	case m.MessageGroup != "":
-		return placement.GroupOf(t.Name, false, produce.HashQueue(t, m.MessageGroup), n)
+		return l.GroupOf(t.Name, false, produce.HashQueue(t, m.MessageGroup))
 	}
 	if g, ok := servedGroupOf(groups, t, true); ok {
 		return g
 	}
 	if t.Queues <= 0 {
-		return 0
+		return l.First
 	}
-	return placement.GroupOf(t.Name, false, int32(rr.Add(1)%uint32(t.Queues)), n)
+	return l.GroupOf(t.Name, false, int32(rr.Add(1)%uint32(t.Queues)))
 }
 
 // queueGroup is the group holding queue q of topic. A negative q names
@@ -237,7 +243,7 @@ func (s *MessagingService) queueGroup(ctx context.Context, topic string, q int32
 	n := s.groups.Count()
 	switch {
 	case lite || q >= 0:
-		return placement.GroupOf(topic, lite, q, n)
+		return s.groups.Layout().GroupOf(topic, lite, q)
 	case int(-1-q) < n:
 		return int(-1 - q)
 	}
@@ -620,8 +626,8 @@ func (s *MessagingService) anyGroupTargets(ctx context.Context, topic string) []
 	if !ok {
 		return nil
 	}
-	n, lite := s.groups.Count(), t.Type == model.TopicLite
-	holds := func(g int) bool { return (placement.Of{Group: g, Groups: n}).Count(t.Name, lite, t.Queues) > 0 }
+	l, lite := s.groups.Layout(), t.Type == model.TopicLite
+	holds := func(g int) bool { return l.Of(g).Count(t.Name, lite, t.Queues) > 0 }
 	var out []target
 	served := map[int]bool{}
 	for _, g := range s.groups.Served() {

@@ -59,6 +59,8 @@ type groupsFake struct {
 
 func (f *groupsFake) Count() int { return len(f.members) }
 
+func (f *groupsFake) Layout() placement.Layout { return placement.Layout{Groups: len(f.members)} }
+
 func (f *groupsFake) LookupTopic(ctx context.Context, name string) (model.Topic, bool) {
 	t, err := f.members[0].b.GetTopic(ctx, name)
 	return t, err == nil

@@ -9,7 +9,6 @@ import (
 
 	"github.com/mqgate/mqgate/broker/model"
 	"github.com/mqgate/mqgate/broker/mqerr"
-	"github.com/mqgate/mqgate/broker/placement"
 	v2 "github.com/mqgate/mqgate/gen/apache/rocketmq/v2"
 )
 
@@ -119,7 +118,7 @@ func (s *MessagingService) groupRoute(ctx context.Context, req *v2.QueryRouteReq
 	lite := t.Type == model.TopicLite
 	qs := make([]*v2.MessageQueue, 0, int(t.Queues))
 	for i := range t.Queues {
-		br := brs[placement.GroupOf(t.Name, lite, i, len(brs))]
+		br := brs[s.groups.Layout().GroupOf(t.Name, lite, i)]
 		qs = append(qs, &v2.MessageQueue{Topic: topic, Id: i, Permission: perm, Broker: br, AcceptMessageTypes: accept})
 	}
 	return &v2.QueryRouteResponse{Status: statusOK, MessageQueues: qs}, nil
@@ -137,13 +136,13 @@ func (s *MessagingService) groupAssignment(ctx context.Context, req *v2.QueryAss
 	var as []*v2.Assignment
 	if g.FIFO {
 		for i := range t.Queues {
-			br := brs[placement.GroupOf(t.Name, lite, i, len(brs))]
+			br := brs[s.groups.Layout().GroupOf(t.Name, lite, i)]
 			as = append(as, &v2.Assignment{MessageQueue: &v2.MessageQueue{Topic: topic, Id: i, Permission: perm, Broker: br}})
 		}
 		return &v2.QueryAssignmentResponse{Status: statusOK, Assignments: as}, nil
 	}
 	for grp, br := range brs {
-		if (placement.Of{Group: grp, Groups: len(brs)}).Count(t.Name, lite, t.Queues) == 0 {
+		if s.groups.Layout().Of(grp).Count(t.Name, lite, t.Queues) == 0 {
 			continue
 		}
 		as = append(as, &v2.Assignment{MessageQueue: &v2.MessageQueue{Topic: topic, Id: assignmentQueue(grp), Permission: perm, Broker: br}})
