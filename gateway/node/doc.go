@@ -9,7 +9,10 @@
 // and restart after a store copy), groups.go (cluster mode with several
 // data groups: a replica, raft group and broker per group, each group
 // followed as cluster.go follows one, the catalog in group 0, leadership
-// balance), groupsview.go (the v2 listener's view of the groups: which
+// balance), replicas.go (replica sets: the members each data group is on,
+// decided and recorded when the cluster is created, and the leaders of
+// the groups this member does not host, learned from those hosting them),
+// groupsview.go (the v2 listener's view of the groups: which
 // member serves each, forwarding connections), groupsadmin.go (the admin
 // and REST APIs' brokers with several groups), metrics.go (the metrics listener:
 // /metrics, and this member's own /healthz and /readyz through

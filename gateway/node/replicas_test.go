@@ -6,10 +6,12 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/mqgate/mqgate/broker/model"
+	"github.com/mqgate/mqgate/gateway/peer"
 )
 
 // Groups are spread over the members in id order, group 0 on every
@@ -139,5 +141,20 @@ func TestReplicaSetsInProcess(t *testing.T) {
 		if len(g.Replicas) != 3 || g.Leader == 0 {
 			t.Fatalf("group %s: leader %d, replicas %+v", g.Name, g.Leader, g.Replicas)
 		}
+	}
+	// The members are fixed: a membership change is refused.
+	peers, err := peer.ParsePeers(cfgs[0].Peers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pctx := peer.WithToken(ctx, cfgs[0].PeerToken)
+	if err := peer.DialAddMember(pctx, peers[1], cfgs[0].ClusterID, 9, "127.0.0.1:1"); err == nil || !strings.Contains(err.Error(), "cannot be added or removed") {
+		t.Fatalf("add-node in a cluster of replica sets: %v", err)
+	}
+	if err := peer.DialRemoveMember(pctx, peers[1], cfgs[0].ClusterID, 5); err == nil || !strings.Contains(err.Error(), "cannot be added or removed") {
+		t.Fatalf("remove-node in a cluster of replica sets: %v", err)
+	}
+	if _, err := nodes[0].groups[0].raft.GroupLeaders(ctx, 2); err != nil {
+		t.Fatalf("group leaders of member 2: %v", err)
 	}
 }

@@ -25,7 +25,15 @@
 // every group: DialAddMember adds it to each group in turn, the first
 // first, DialRemoveMember removes it from each, the first last (the
 // transport dials the members of the first group, whose book also says
-// who may send). Start is StartGroups of one group.
+// who may send). Start is StartGroups of one group. A member may host
+// some of the groups only (a Group without an Applier is one it does
+// not host; Group.Voters bootstraps a group with some members only):
+// Info then answers the leader and term of each group it hosts
+// (GroupLeaders asks them), a group's Status is asked of a member
+// hosting it (MemberGroupStatus, and DialGroupStatus moves on to one),
+// and a change is proposed to a group's leader by id (ProposeAtMember).
+// Such a cluster's members are fixed (Config.GroupReplicas): the Dial
+// membership changes refuse it.
 //
 // ParsePeers reads the members from "1=host:port,2=host:port,...".
 // AddMember and RemoveMember (on the leader; DialAddMember and

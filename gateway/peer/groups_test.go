@@ -36,6 +36,10 @@ type groupsCluster struct {
 	ticks   int // Config.ElectionTicks
 	addrs   map[uint64]string
 	members map[uint64]*groupsMember
+	// voters, when set, are the members each group is on (the others do
+	// not host it); replicas is then Config.GroupReplicas.
+	voters   [][]uint64
+	replicas int
 }
 
 type groupsMember struct {
@@ -54,7 +58,18 @@ func newGroupsCluster(t *testing.T, members, groups int) *groupsCluster {
 // timeout is ticks ticks of 20 ms.
 func newGroupsClusterTicks(t *testing.T, members, groups, ticks int) *groupsCluster {
 	t.Helper()
-	c := &groupsCluster{t: t, id: "groups-" + t.Name(), groups: groups, ticks: ticks, addrs: map[uint64]string{}, members: map[uint64]*groupsMember{}}
+	return newGroupsClusterOn(t, members, groups, ticks, nil)
+}
+
+// newGroupsClusterOn is newGroupsClusterTicks with each group on the
+// members voters names (nil: every member).
+func newGroupsClusterOn(t *testing.T, members, groups, ticks int, voters [][]uint64) *groupsCluster {
+	t.Helper()
+	c := &groupsCluster{t: t, id: "groups-" + t.Name(), groups: groups, ticks: ticks, addrs: map[uint64]string{}, members: map[uint64]*groupsMember{},
+		voters: voters}
+	if voters != nil {
+		c.replicas = len(voters[len(voters)-1])
+	}
 	lis := map[uint64]net.Listener{}
 	for i := range members {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -93,6 +108,14 @@ func (c *groupsCluster) tryStart(id uint64, dir string, l net.Listener, join boo
 	m := &groupsMember{id: id, dir: dir}
 	var gs []Group
 	for g := range groups {
+		var voters []uint64
+		if c.voters != nil {
+			if voters = c.voters[g]; !slices.Contains(voters, id) {
+				m.reps = append(m.reps, nil)
+				gs = append(gs, Group{})
+				continue
+			}
+		}
 		gdir := filepath.Join(dir, fmt.Sprint(g))
 		rep, err := raftstore.OpenReplica(filepath.Join(gdir, "replica"), raftstore.Options{
 			Store: storeOpts(), StoreHost: "cluster:8081", CommitTimeout: 3 * time.Second, PersistEvery: 8, Logger: quiet})
@@ -100,18 +123,23 @@ func (c *groupsCluster) tryStart(id uint64, dir string, l net.Listener, join boo
 			c.t.Fatal(err)
 		}
 		m.reps = append(m.reps, rep)
-		gs = append(gs, Group{WALDir: filepath.Join(gdir, "wal"), App: rep})
+		gs = append(gs, Group{WALDir: filepath.Join(gdir, "wal"), App: rep, Voters: voters})
 	}
 	nodes, err := StartGroups(Config{ClusterID: c.id, NodeID: id, Peers: maps.Clone(c.addrs), Listener: l, Join: join,
-		TickInterval: 20 * time.Millisecond, ElectionTicks: c.ticks, Info: testInfo(id), Token: testToken, Logger: quiet}, gs)
+		TickInterval: 20 * time.Millisecond, ElectionTicks: c.ticks, Info: testInfo(id), Token: testToken, Logger: quiet,
+		GroupReplicas: c.replicas}, gs)
 	if err != nil {
 		for _, r := range m.reps {
-			r.Close(context.Background())
+			if r != nil {
+				r.Close(context.Background())
+			}
 		}
 		return nil, err
 	}
 	for g, n := range nodes {
-		m.reps[g].Attach(n)
+		if n != nil {
+			m.reps[g].Attach(n)
+		}
 	}
 	m.nodes = nodes
 	c.members[id] = m
@@ -123,6 +151,9 @@ func (c *groupsCluster) stop(m *groupsMember) {
 		return
 	}
 	for g, n := range m.nodes {
+		if n == nil {
+			continue
+		}
 		if err := n.Stop(); err != nil {
 			c.t.Errorf("stop member %d group %d: %v", m.id, g, err)
 		}
@@ -545,5 +576,64 @@ func TestRaftMessageOfUnhostedGroup(t *testing.T) {
 	_, err = clusterv1.NewPeerServiceClient(conn).Status(metadata.NewOutgoingContext(ctx, md), &clusterv1.StatusRequest{Group: 1})
 	if status.Code(err) != codes.NotFound {
 		t.Fatalf("status of group 1 on a member hosting one group: %v, want NotFound", err)
+	}
+}
+
+// A member hosting some groups only: it starts no raft member of the
+// others; it learns their leaders from a
+// member hosting them (Info's leaders, with the term), asks their status
+// there, and proposes to their leader by id. Membership changes are
+// refused in such a cluster, through the commands and at the peer port.
+func TestGroupsOnSomeMembers(t *testing.T) {
+	c := newGroupsClusterOn(t, 3, 2, 10, [][]uint64{{1, 2, 3}, {1, 2}})
+	if n := c.members[3].nodes[1]; n != nil {
+		t.Fatalf("member 3 runs a raft member of group 1, which is on members 1 and 2 only")
+	}
+	ctx := testCtx(t)
+	var lead GroupLeader
+	deadline := time.Now().Add(20 * time.Second)
+	for lead.Leader == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("member 3 learns no leader of group 1")
+		}
+		ls, err := c.members[3].nodes[0].GroupLeaders(ctx, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ls) != 2 {
+			t.Fatalf("member 1 answers the leaders of %+v, it hosts groups 0 and 1", ls)
+		}
+		if ls[1].Group == 1 && ls[1].Term > 0 {
+			lead = ls[1]
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if lead.Leader != 1 && lead.Leader != 2 {
+		t.Fatalf("group 1 led by member %d, which does not host it", lead.Leader)
+	}
+	if ls, err := c.members[1].nodes[0].GroupLeaders(ctx, 3); err != nil || len(ls) != 1 || ls[0].Group != 0 {
+		t.Fatalf("member 3, hosting group 0 only, answers %+v, %v", ls, err)
+	}
+	st, err := c.members[3].nodes[0].MemberGroupStatus(ctx, lead.Leader, 1)
+	if err != nil || st.Group != 1 || st.Leader != lead.Leader || len(st.Voters) != 2 {
+		t.Fatalf("status of group 1 at its leader, asked by member 3: %+v, %v", st, err)
+	}
+	change, err := raftstore.EncodeChange(raftstore.MetaOp{Kind: raftstore.MetaDeleteGroup, Name: "no-such-group"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.members[3].nodes[0].ProposeAtMember(ctx, lead.Leader, 1, change); err != nil && !errors.Is(err, raftstore.ErrRefused) {
+		t.Fatalf("a change proposed by member 3 at group 1's leader: %v", err)
+	}
+	pctx := WithToken(ctx, testToken)
+	if err := DialAddMember(pctx, c.addrs[1], c.id, 9, "127.0.0.1:1"); err == nil || !strings.Contains(err.Error(), "cannot be added or removed") {
+		t.Fatalf("add-node: %v", err)
+	}
+	err = invoke(pctx, c.addrs[lead.Leader], c.id, func(pc clusterv1.PeerServiceClient, ctx context.Context) error {
+		_, err := pc.RemoveMember(ctx, &clusterv1.RemoveMemberRequest{Id: 3, Group: 0})
+		return err
+	}, "remove member 3")
+	if err == nil || !strings.Contains(err.Error(), "cannot be added or removed") {
+		t.Fatalf("RemoveMember at the peer port: %v", err)
 	}
 }
