@@ -563,11 +563,15 @@ func (n *Node) balanceOnce(ctx context.Context, pending transfer) transfer {
 			return pending
 		}
 	}
-	plan := planTransfer(leaders, n.votersOfAll(), self)
+	// The groups holding queues are balanced; with replica sets, group 0
+	// (the catalog only) is left out: it carries no messages.
+	first := n.layout().First
+	plan := planTransfer(leaders[first:], n.votersOfAll(), self)
 	if plan == nil {
 		return pending
 	}
 	for _, g := range plan.groups {
+		g += first
 		dg := n.groups[g]
 		sctx, cancel := context.WithTimeout(ctx, time.Second)
 		st, err := dg.raft.Status(sctx)

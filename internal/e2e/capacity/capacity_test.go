@@ -362,7 +362,7 @@ func runTarget(t *testing.T, o options, acct *accounting, tg Target, round int) 
 	work0 := make([]map[string]float64, len(ms))
 	for i, m := range ms {
 		if tg.Cluster {
-			work0[i] = memberWork(t, m, clusterID, token)
+			work0[i] = memberWork(t, m, clusterID, token, dataGroups(tg.Args))
 		}
 		before[i] = m.meter.read(t)
 	}
@@ -377,7 +377,7 @@ func runTarget(t *testing.T, o options, acct *accounting, tg Target, round int) 
 	for i, m := range ms {
 		after[i] = m.meter.read(t)
 		if tg.Cluster {
-			work1[i] = memberWork(t, m, clusterID, token)
+			work1[i] = memberWork(t, m, clusterID, token, dataGroups(tg.Args))
 		}
 	}
 	ru1 := selfCPU(t)
@@ -516,22 +516,36 @@ func waitSpread(t *testing.T, ms []*member, clusterID, token string, groups int)
 }
 
 // memberWork is the "work" counters of m's `mqgate cluster status
-// --json` (nil when it has none).
-func memberWork(t *testing.T, m *member, clusterID, token string) map[string]float64 {
+// --json`, summed over the groups it hosts (nil when it has none).
+func memberWork(t *testing.T, m *member, clusterID, token string, groups int) map[string]float64 {
 	t.Helper()
-	out, err := e2eutil.CLIResultArgs(t, "cluster", "status", "--peer", m.peer, "--cluster-id", clusterID, "--peer-token", token, "--json")
-	if err != nil {
-		t.Logf("status of member %d: %v: %s", m.id, err, out)
-		return nil
+	var sum map[string]float64
+	for g := range groups {
+		out, err := e2eutil.CLIResultArgs(t, "cluster", "status", "--peer", m.peer, "--cluster-id", clusterID, "--peer-token", token,
+			"--group", strconv.Itoa(g), "--json")
+		if err != nil {
+			t.Logf("status of member %d, group %d: %v: %s", m.id, g, err, out)
+			return nil
+		}
+		var st struct {
+			ID   int                `json:"id"`
+			Work map[string]float64 `json:"work"`
+		}
+		if err := json.Unmarshal([]byte(out), &st); err != nil {
+			t.Logf("status of member %d, group %d: %v", m.id, g, err)
+			return nil
+		}
+		if st.ID != m.id {
+			continue // a group m does not host: another member answered
+		}
+		if sum == nil {
+			sum = map[string]float64{}
+		}
+		for k, v := range st.Work {
+			sum[k] += v
+		}
 	}
-	var st struct {
-		Work map[string]float64 `json:"work"`
-	}
-	if err := json.Unmarshal([]byte(out), &st); err != nil {
-		t.Logf("status of member %d: %v", m.id, err)
-		return nil
-	}
-	return st.Work
+	return sum
 }
 
 // stopForProfiles stops every member with SIGTERM, so that each writes

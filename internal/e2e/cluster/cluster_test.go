@@ -86,7 +86,13 @@ func newGroupOf(t *testing.T, members int, args ...string) *group {
 // proxied: a follower relays clients to the leader's listeners directly.
 func newProxiedGroup(t *testing.T, args ...string) *group {
 	t.Helper()
-	g := planGroup(t, args)
+	return newProxiedGroupOf(t, 3, args...)
+}
+
+// newProxiedGroupOf is newProxiedGroup with the given number of members.
+func newProxiedGroupOf(t *testing.T, members int, args ...string) *group {
+	t.Helper()
+	g := planGroupOf(t, members, args)
 	g.proxy()
 	g.startNew()
 	return g
@@ -352,7 +358,11 @@ func (g *group) sameLogs() { g.sameLogsOf("replica") }
 // sameLogsOf is sameLogs of the replica in each member's data directory
 // at replica ("replica" for a cluster's first group, "groups/G/replica"
 // for data group G).
-func (g *group) sameLogsOf(replica string) {
+func (g *group) sameLogsOf(replica string) { g.sameLogsOn(replica, g.members) }
+
+// sameLogsOn is sameLogsOf over the members ms only (those holding a
+// replica of the group).
+func (g *group) sameLogsOn(replica string, ms []*member) {
 	g.t.Helper()
 	read := func(m *member) []byte {
 		dir := filepath.Join(m.dir, replica, "store", "commitlog")
@@ -380,15 +390,15 @@ func (g *group) sameLogsOf(replica string) {
 		}
 		return log
 	}
-	first := read(g.members[0])
+	first := read(ms[0])
 	if len(first) == 0 {
-		g.t.Fatalf("member %d has no commit log in %s", g.members[0].id, replica)
+		g.t.Fatalf("member %d has no commit log in %s", ms[0].id, replica)
 	}
-	for _, m := range g.members[1:] {
+	for _, m := range ms[1:] {
 		other := read(m)
 		n := min(len(first), len(other))
 		if at := commonPrefix(first[:n], other[:n]); at < n {
-			g.t.Fatalf("the commit logs in %s of member %d (%d bytes) and member %d (%d bytes) differ from byte %d on", replica, g.members[0].id, len(first), m.id, len(other), at)
+			g.t.Fatalf("the commit logs in %s of member %d (%d bytes) and member %d (%d bytes) differ from byte %d on", replica, ms[0].id, len(first), m.id, len(other), at)
 		}
 	}
 }

@@ -38,7 +38,7 @@ func placeOnData(topic string, q int32, groups int) int {
 // catalog, on all five, and five data groups of three replicas each
 // (--group-replicas 3). A member stores only the groups it has replicas
 // of; the
-// leaderships spread (none leads more than ⌈6/5⌉); every member's route
+// data groups' leaderships spread (one each); every member's route
 // names each queue at its group's leader, whichever member is asked;
 // under sync sends of the official client, the member leading the most
 // groups is killed with kill -9 and restarted twice, and every send
@@ -48,7 +48,7 @@ func TestClusterReplicaSets(t *testing.T) {
 	const groups, members, replicas = 6, 5, 3
 	g := newGroupOf(t, members, "--data-groups", strconv.Itoa(groups), "--group-replicas", strconv.Itoa(replicas),
 		"--remoting-addr", "", "--flush", "sync")
-	leaders := g.balanced(groups, 90*time.Second)
+	leaders := g.balancedData(groups, 90*time.Second)
 	t.Logf("leaders by data group: %v", leaders)
 	for gid, l := range leaders {
 		if gid > 0 && !slices.Contains(replicaSet(gid, members, replicas), l) {
@@ -94,7 +94,7 @@ func TestClusterReplicaSets(t *testing.T) {
 		t.Logf("round %d: killed member %d, leader of data groups %v", round, victim.id, ledBy(leaders, victim.id))
 		load.waitFor(t, load.count()+100, 60*time.Second, fmt.Sprintf("round %d: after killing member %d", round, victim.id))
 		g.start(victim)
-		leaders = g.balanced(groups, 90*time.Second)
+		leaders = g.balancedData(groups, 90*time.Second)
 		load.waitFor(t, load.count()+100, 60*time.Second, fmt.Sprintf("round %d: after member %d came back", round, victim.id))
 	}
 	acked := load.stop()
@@ -119,6 +119,72 @@ func TestClusterReplicaSets(t *testing.T) {
 		}
 	}
 	t.Logf("%d sends answered OK, all received; per data group: %v", len(acked), perGroup)
+}
+
+// TestClusterReplicaSetsPartition: five members, six groups of which
+// five data groups of three replicas; the member leading the most groups
+// is cut off from every other member (its raft links; clients still
+// reach it) under sync sends of the official client. Its groups elect
+// leaders among their other replicas and sends go on; once the links are
+// back it follows, the leaderships spread again, every send answered OK
+// is received, and after a clean stop each group's replicas hold the
+// same commit log.
+func TestClusterReplicaSetsPartition(t *testing.T) {
+	e2eutil.Begin(t)
+	const groups, members, replicas = 6, 5, 3
+	g := newProxiedGroupOf(t, members, "--data-groups", strconv.Itoa(groups), "--group-replicas", strconv.Itoa(replicas),
+		"--remoting-addr", "", "--flush", "sync")
+	leaders := g.balancedData(groups, 90*time.Second)
+	topic, cg := e2eutil.Uniq("rsp"), e2eutil.Uniq("rspc")
+	e2eutil.CLI(t, g.members[0].grpc, "topic", "create", topic, "--queues", "10")
+	pr := e2eutil.StartProducer(t, config(g, ""), rmq.WithTopics(topic))
+	load := startLoad(pr, topic, 4)
+	defer load.stop()
+	load.waitFor(t, load.count()+100, 60*time.Second, "before the partition")
+
+	x := g.byID(mostLeading(leaders))
+	g.isolate(x)
+	t.Logf("member %d, leader of data groups %v, cut off", x.id, ledBy(leaders, x.id))
+	load.waitFor(t, load.count()+200, 60*time.Second, fmt.Sprintf("while member %d is cut off", x.id))
+	g.heal(x)
+	leaders = g.balancedData(groups, 90*time.Second)
+	load.waitFor(t, load.count()+100, 60*time.Second, fmt.Sprintf("after member %d is back", x.id))
+	acked := load.stop()
+
+	c := e2eutil.StartSimpleConsumer(t, config(g, cg), rmq.WithSimpleAwaitDuration(2*time.Second),
+		rmq.WithSimpleSubscriptionExpressions(map[string]*rmq.FilterExpression{topic: rmq.SUB_ALL}))
+	got := receiveAcked(c, acked, 120*time.Second, true)
+	if n := missingOf(acked, got); n > 0 {
+		t.Fatalf("%d of %d acknowledged sends are missing after the partition", n, len(acked))
+	}
+	t.Logf("%d sends answered OK, all received; leaders after: %v", len(acked), leaders)
+	_ = c.GracefulStop()
+	g.stopAll()
+	for gid := 1; gid < groups; gid++ {
+		var ms []*member
+		for _, id := range replicaSet(gid, members, replicas) {
+			ms = append(ms, g.byID(id))
+		}
+		g.sameLogsOn(filepath.Join("groups", strconv.Itoa(gid), "replica"), ms)
+	}
+}
+
+// balancedData is balanced for a cluster whose group 0 holds no queue:
+// besides, no member leads more than one of the data groups (five over
+// five members).
+func (g *group) balancedData(groups int, timeout time.Duration) []int {
+	g.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ls := g.balanced(groups, time.Until(deadline))
+		if spreadLeaders(ls[1:], len(g.members)) {
+			return ls
+		}
+		if time.Now().After(deadline) {
+			g.t.Fatalf("the data groups' leaders did not spread one per member within %v (last seen %v)", timeout, ls)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // mostLeading is the member leading the most groups (the lowest id of
