@@ -303,12 +303,16 @@ func runTarget(t *testing.T, o options, acct *accounting, tg Target, round int) 
 		leader = func() int { return waitLeader(t, ms, clusterID, token) }
 	}
 	lead0 := leader()
-	if groups := dataGroups(tg.Args); tg.Cluster && groups > 1 {
+	dgroups, first := dataGroups(tg.Args), firstDataGroup(tg.Args, len(ms))
+	if tg.Cluster && dgroups > 1 {
 		// Every data group serving, their leaders spread, before the load.
-		waitSpread(t, ms, clusterID, token, groups)
+		waitSpread(t, ms, clusterID, token, dgroups, first)
 	}
 
+	// The topic's queues spread evenly over the groups holding queues, so
+	// that each leader takes the same share of the sends.
 	topic := e2eutil.Uniq("capacity")
+	e2eutil.CLI(t, ms[0].grpc, "topic", "create", topic, "--queues", strconv.Itoa(evenQueues(dgroups-first)))
 	cfg := e2eutil.Config(strings.Join(endpoints, ";"), "")
 	prods := make([]rmq.Producer, o.producers)
 	for i := range prods {
@@ -467,25 +471,46 @@ func waitLeader(t *testing.T, ms []*member, clusterID, token string) int {
 
 // dataGroups is the --data-groups of a configuration's flags (1 when
 // not set).
-func dataGroups(args []string) int {
+func dataGroups(args []string) int { return intFlag(args, "data-groups", 1) }
+
+// intFlag is the value of --name in args (def when not set).
+func intFlag(args []string, name string, def int) int {
 	for i, a := range args {
-		v, ok := strings.CutPrefix(a, "--data-groups=")
-		if a == "--data-groups" && i+1 < len(args) {
+		v, ok := strings.CutPrefix(a, "--"+name+"=")
+		if a == "--"+name && i+1 < len(args) {
 			v, ok = args[i+1], true
 		}
 		if n, err := strconv.Atoi(v); ok && err == nil {
 			return n
 		}
 	}
-	return 1
+	return def
+}
+
+// evenQueues is the least number of queues, 8 at least, that spread
+// evenly over n groups.
+func evenQueues(n int) int {
+	n = max(n, 1)
+	return n * ((8 + n - 1) / n)
+}
+
+// firstDataGroup is the first group holding queues: 1 when the
+// configuration's data groups are on some members only (group 0 keeps
+// the catalog alone), else 0.
+func firstDataGroup(args []string, members int) int {
+	if r := intFlag(args, "group-replicas", 0); r > 0 && r < members && dataGroups(args) > 1 {
+		return 1
+	}
+	return 0
 }
 
 // waitSpread waits until each of a cluster's data groups has a leader
-// that serves it and no member leads more than its share of them
-// (⌈groups/members⌉), as the members balance them after a start.
-func waitSpread(t *testing.T, ms []*member, clusterID, token string, groups int) {
+// that serves it and no member leads more than its share of those from
+// first on, the groups holding queues (⌈(groups-first)/members⌉), as the
+// members balance them after a start.
+func waitSpread(t *testing.T, ms []*member, clusterID, token string, groups, first int) {
 	t.Helper()
-	share := (groups + len(ms) - 1) / len(ms)
+	share := (groups - first + len(ms) - 1) / len(ms)
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
 		leads := map[int]int{}
@@ -500,7 +525,9 @@ func waitSpread(t *testing.T, ms []*member, clusterID, token string, groups int)
 				ok = false
 				break
 			}
-			leads[st.Leader]++
+			if g >= first {
+				leads[st.Leader]++
+			}
 			_, serving := ms[st.Leader-1].proc.WaitLog(0, func(l map[string]any) bool {
 				grp, _ := l["group"].(float64)
 				return l["msg"] == "this member leads: serving" && int(grp) == g

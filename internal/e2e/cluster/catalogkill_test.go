@@ -385,17 +385,38 @@ func messageGroupsByQueue(queues int) []string {
 // each topic is stored there and received through its consumer group.
 func TestClusterDataGroupsCatalogLeaderKilled(t *testing.T) {
 	e2eutil.Begin(t)
-	const (
-		groups   = 3
-		queues   = 6
-		rounds   = 4
-		creators = 3
-	)
+	const groups = 3
 	began := time.Now()
 	// No auto-create: a topic or consumer group exists only if a creation
 	// made it.
 	g := newGroup(t, "--data-groups", strconv.Itoa(groups), "--remoting-addr", "", "--auto-create=false")
-	leaders := g.balanced(groups, 60*time.Second)
+	catalogLeaderKilled(t, g, began, func(d time.Duration) []int { return g.balanced(groups, d) })
+}
+
+// TestClusterReplicaSetsCatalogLeaderKilled is
+// TestClusterDataGroupsCatalogLeaderKilled on five members with replica
+// sets (--data-groups 6 --group-replicas 3): group 0, the catalog, is on
+// all five and holds no queue; each topic's six queues are spread over
+// five data groups of three replicas.
+func TestClusterReplicaSetsCatalogLeaderKilled(t *testing.T) {
+	e2eutil.Begin(t)
+	const groups = 6
+	began := time.Now()
+	g := newGroupOf(t, 5, "--data-groups", strconv.Itoa(groups), "--group-replicas", "3", "--remoting-addr", "", "--auto-create=false")
+	catalogLeaderKilled(t, g, began, func(d time.Duration) []int { return g.balancedData(groups, d) })
+}
+
+// catalogLeaderKilled is the body of the catalog leader kill tests, on
+// g, started at began; balanced waits (up to its argument) until the
+// leaderships are spread and returns each group's leader.
+func catalogLeaderKilled(t *testing.T, g *group, began time.Time, balanced func(time.Duration) []int) {
+	t.Helper()
+	const (
+		queues   = 6
+		rounds   = 4
+		creators = 3
+	)
+	leaders := balanced(60 * time.Second)
 	admins := g.adminClients()
 	churn := &catalogChurn{admins: admins, queues: queues, permits: make(chan struct{}, 1024), stop: make(chan struct{})}
 	churn.run(creators, e2eutil.Uniq("cat"))
@@ -449,7 +470,7 @@ func TestClusterDataGroupsCatalogLeaderKilled(t *testing.T) {
 		churn.give(creators)
 		g.start(victim)
 		churn.give(creators)
-		leaders = g.balanced(groups, 90*time.Second)
+		leaders = balanced(90 * time.Second)
 		if !waitFor(90*time.Second, churn.idle) {
 			t.Fatalf("round %d: creations still unanswered 90 s after the leaders spread again", r)
 		}
