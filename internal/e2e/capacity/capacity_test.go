@@ -1,6 +1,7 @@
 package capacity
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -314,7 +315,7 @@ func runTarget(t *testing.T, o options, acct *accounting, tg Target, round int) 
 	topic := e2eutil.Uniq("capacity")
 	e2eutil.CLI(t, ms[0].grpc, "topic", "create", topic, "--queues", strconv.Itoa(evenQueues(dgroups-first)))
 	cfg := e2eutil.Config(strings.Join(endpoints, ";"), "")
-	prods := make([]rmq.Producer, o.producers)
+	prods := make([]rmq.Producer, cmp.Or(tg.Producers, o.producers))
 	for i := range prods {
 		wg.Go(func() { prods[i] = startProducer(t, cfg, topic) })
 	}

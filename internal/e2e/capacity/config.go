@@ -20,16 +20,20 @@ type Target struct {
 	Binary string
 	// Env is KEY=VALUE pairs added to the members' environment.
 	Env []string
+	// Producers, when above 0, is the number of producers sending to it
+	// instead of the bench's.
+	Producers int
 }
 
 // ParseTargets reads a list of configurations separated by ';'. Each is
 // "single" or "cluster" (or "clusterN": N members, default members),
-// optionally followed by "@" and the path of another mqgate binary to run
-// (to compare builds), then the flags its members are started with,
+// optionally followed by "*P" (P producers send to it instead of the
+// bench's number), then by "@" and the path of another mqgate binary to
+// run (to compare builds), then the flags its members are started with,
 // split at spaces; words of the form NAME=VALUE (NAME in capitals, digits
 // and '_') before the flags are set in the members' environment instead:
 //
-//	single --flush sync; cluster; cluster --data-groups 3; cluster@/tmp/mqgate-before GOGC=200
+//	single --flush sync; cluster; cluster --data-groups 3; cluster@/tmp/mqgate-before GOGC=200; cluster5*80 --data-groups 6
 func ParseTargets(s string, members int) ([]Target, error) {
 	var out []Target
 	for part := range strings.SplitSeq(s, ";") {
@@ -46,6 +50,13 @@ func ParseTargets(s string, members int) ([]Target, error) {
 			return nil, fmt.Errorf("configuration %q: no binary after @", t.Spec)
 		}
 		t.Binary = bin
+		if k, p, ok := strings.Cut(kind, "*"); ok {
+			n, err := strconv.Atoi(p)
+			if err != nil || n < 1 {
+				return nil, fmt.Errorf("configuration %q: %q after * is not a number of producers", t.Spec, p)
+			}
+			kind, t.Producers = k, n
+		}
 		switch {
 		case kind == "single":
 			t.Members = 1

@@ -7,7 +7,7 @@ import (
 )
 
 func TestParseTargets(t *testing.T) {
-	got, err := ParseTargets(" single --flush sync; cluster ;cluster5 --data-groups 3; cluster@/tmp/old GOGC=200 --flush sync;", 3)
+	got, err := ParseTargets(" single --flush sync; cluster ;cluster5 --data-groups 3; cluster@/tmp/old GOGC=200 --flush sync; cluster5*80@/tmp/old --data-groups 6;", 3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -16,13 +16,14 @@ func TestParseTargets(t *testing.T) {
 		{Spec: "cluster", Cluster: true, Members: 3, Args: []string{}},
 		{Spec: "cluster5 --data-groups 3", Cluster: true, Members: 5, Args: []string{"--data-groups", "3"}},
 		{Spec: "cluster@/tmp/old GOGC=200 --flush sync", Cluster: true, Members: 3, Args: []string{"--flush", "sync"}, Binary: "/tmp/old", Env: []string{"GOGC=200"}},
+		{Spec: "cluster5*80@/tmp/old --data-groups 6", Cluster: true, Members: 5, Args: []string{"--data-groups", "6"}, Binary: "/tmp/old", Producers: 80},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("%d targets, want %d: %+v", len(got), len(want), got)
 	}
 	for i := range want {
 		g, w := got[i], want[i]
-		if g.Spec != w.Spec || g.Cluster != w.Cluster || g.Members != w.Members || g.Binary != w.Binary ||
+		if g.Spec != w.Spec || g.Cluster != w.Cluster || g.Members != w.Members || g.Binary != w.Binary || g.Producers != w.Producers ||
 			!slices.Equal(g.Args, w.Args) || !slices.Equal(g.Env, w.Env) {
 			t.Errorf("target %d: %+v, want %+v", i, g, w)
 		}
@@ -30,7 +31,7 @@ func TestParseTargets(t *testing.T) {
 }
 
 func TestParseTargetsRefuses(t *testing.T) {
-	for _, s := range []string{"", " ; ", "mesh", "cluster0", "clusterx", "cluster@", "cluster --peers 1=a", "single --data-dir=/x", "cluster --peer-token t"} {
+	for _, s := range []string{"", " ; ", "mesh", "cluster0", "clusterx", "cluster@", "cluster*", "cluster*0", "single*x", "cluster --peers 1=a", "single --data-dir=/x", "cluster --peer-token t"} {
 		if _, err := ParseTargets(s, 3); err == nil {
 			t.Errorf("%q: accepted", s)
 		}
