@@ -41,11 +41,14 @@ test: ## run every test (unit, race, fuzz seeds, end to end); installs what the 
 NEMESIS_DURATION ?= 10m
 NEMESIS_SEED     ?=
 NEMESIS_GROUPS   ?=
+NEMESIS_MEMBERS  ?=
+NEMESIS_REPLICAS ?=
 NEMESIS_TIMEOUT  ?= 60m
 
 .PHONY: nemesis
-nemesis: ## the cluster nemesis test with NEMESIS_DURATION of faults (default 10m; make test runs it for 40s, once with one data group and once with three); NEMESIS_SEED=N replays a run; NEMESIS_GROUPS=G creates the cluster with G data groups
+nemesis: ## the cluster nemesis test with NEMESIS_DURATION of faults (default 10m; make test runs it for 40s, once with one data group and once with three); NEMESIS_SEED=N replays a run; NEMESIS_GROUPS=G creates the cluster with G data groups, NEMESIS_MEMBERS=N of N members, NEMESIS_REPLICAS=R with --group-replicas R
 	MQGATE_NEMESIS_DURATION=$(NEMESIS_DURATION) MQGATE_NEMESIS_SEED=$(NEMESIS_SEED) MQGATE_NEMESIS_GROUPS=$(NEMESIS_GROUPS) \
+	MQGATE_NEMESIS_MEMBERS=$(NEMESIS_MEMBERS) MQGATE_NEMESIS_REPLICAS=$(NEMESIS_REPLICAS) \
 		$(GO) test -count=1 -v -run '^TestNemesis$$' -timeout $(NEMESIS_TIMEOUT) ./internal/e2e/cluster/
 
 .PHONY: test-short

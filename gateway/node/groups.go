@@ -745,7 +745,7 @@ func (c *catalog) ProposeMeta(ctx context.Context, op raftstore.MetaOp) (storage
 // through g's leader, then waits until this member has applied it. A
 // change whose outcome is unknown (the leader went away, or lost its
 // leadership, before it answered) is proposed again, at the next leader,
-// up to catalogAttempts times in all, so a change made during a failover
+// until its deadline (catalogTimeout without one), so a change made during a failover
 // is answered OK rather than UNAVAILABLE. Putting a topic or consumer
 // group twice leaves what putting it once does. A deletion proposed
 // again finds nothing to delete when an earlier attempt did delete it:
@@ -756,12 +756,13 @@ func (c *catalog) propose(ctx context.Context, g int, op raftstore.MetaOp) (stor
 		ctx, cancel = context.WithTimeout(ctx, catalogTimeout)
 		defer cancel()
 	}
+	pause := catalogPause
 	for attempt := 1; ; attempt++ {
 		res, err := c.proposeOnce(ctx, g, op)
 		if attempt > 1 && deletion(op) && (errors.Is(err, storage.ErrNotFound) || errors.Is(err, raftstore.ErrRefused)) {
 			return storage.AppendResult{Status: storage.StatusOK, Durability: storage.DurabilityLocal}, nil
 		}
-		if err == nil || attempt == catalogAttempts || ctx.Err() != nil || !repeatable(err) {
+		if err == nil || ctx.Err() != nil || !repeatable(err) {
 			return res, err
 		}
 		c.n.groups[g].log.Info("catalog: a change's outcome is unknown (its leader went away): proposing it again",
@@ -769,13 +770,15 @@ func (c *catalog) propose(ctx context.Context, g int, op raftstore.MetaOp) (stor
 		if werr := awaitLeader(ctx, c.n.groups[g], 0); werr != nil {
 			return res, err
 		}
-		// Leaderships may still move (an election, then the balance):
-		// a tick's pause keeps the attempts from all meeting one move.
+		// Leaderships may still move (an election, then the balance: a
+		// leader hands its leadership over, dropping proposals until the
+		// member it hands it to has caught up): the pauses grow.
 		select {
-		case <-time.After(catalogPause):
+		case <-time.After(pause):
 		case <-ctx.Done():
 			return res, err
 		}
+		pause = min(2*pause, catalogPauseMax)
 	}
 }
 
@@ -795,11 +798,11 @@ func awaitLeader(ctx context.Context, dg *dataGroup, not uint64) error {
 	}
 }
 
-// catalogAttempts bounds how many times propose proposes a change, and
-// catalogPause is the least time between two attempts.
+// catalogPause is the first pause between two attempts of propose,
+// doubled after each up to catalogPauseMax.
 const (
-	catalogAttempts = 6
 	catalogPause    = 100 * time.Millisecond
+	catalogPauseMax = time.Second
 )
 
 // repeatable reports whether a change that failed with err may be

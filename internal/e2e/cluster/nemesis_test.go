@@ -61,6 +61,11 @@ const (
 	// envGroups is the number of data groups the cluster is created
 	// with (default 1; TestNemesisDataGroups runs with 3).
 	envGroups = "MQGATE_NEMESIS_GROUPS"
+	// envMembers is the number of members (default 3); envReplicas the
+	// cluster's --group-replicas (default 0: every member hosts every
+	// group).
+	envMembers  = "MQGATE_NEMESIS_MEMBERS"
+	envReplicas = "MQGATE_NEMESIS_REPLICAS"
 	// envOut is where a failed run leaves the members' logs and the
 	// history (history.jsonl); default a new directory in the system's
 	// temporary directory, removed when the run passes.
@@ -80,6 +85,34 @@ type nemesisConfig struct {
 	duration, skew, slack, drain time.Duration
 	kinds                        []nemesis.FaultKind
 	groups                       int // data groups
+	members, replicas            int // members; --group-replicas (0: none)
+}
+
+// replicaSets reports whether the data groups are on some members only
+// (group 0 then keeps the catalog alone: no queue is in it).
+func (c nemesisConfig) replicaSets() bool {
+	return c.groups > 1 && c.replicas > 0 && c.replicas < c.members
+}
+
+// firstData is the first group holding queues.
+func (c nemesisConfig) firstData() int {
+	if c.replicaSets() {
+		return 1
+	}
+	return 0
+}
+
+// hosts reports whether member id holds a replica of data group grp.
+func (c nemesisConfig) hosts(id, grp int) bool {
+	return !c.replicaSets() || grp == 0 || slices.Contains(replicaSet(grp, c.members, c.replicas), id)
+}
+
+// placeQueue is the group holding queue q of topic.
+func (c nemesisConfig) placeQueue(topic string, q int32) int {
+	if c.replicaSets() {
+		return placeOnData(topic, q, c.groups)
+	}
+	return placeGroup(topic, q, c.groups)
 }
 
 // setGroupsDrain makes the drain of a run over several data groups last
@@ -99,7 +132,7 @@ func (c *nemesisConfig) setGroupsDrain() {
 func readNemesisConfig(t *testing.T) nemesisConfig {
 	t.Helper()
 	c := nemesisConfig{seed: rand.Uint64() % 1_000_000_000, duration: 40 * time.Second, skew: 500 * time.Millisecond,
-		slack: 100 * time.Millisecond, drain: 90 * time.Second, groups: 1}
+		slack: 100 * time.Millisecond, drain: 90 * time.Second, groups: 1, members: 3}
 	if s := os.Getenv(envSeed); s != "" {
 		n, err := strconv.ParseUint(s, 10, 64)
 		if err != nil {
@@ -123,6 +156,15 @@ func readNemesisConfig(t *testing.T) nemesisConfig {
 		}
 		c.groups = n
 		c.setGroupsDrain()
+	}
+	for name, v := range map[string]*int{envMembers: &c.members, envReplicas: &c.replicas} {
+		if s := os.Getenv(name); s != "" {
+			n, err := strconv.Atoi(s)
+			if err != nil || n < 0 || name == envMembers && n < 3 {
+				t.Fatalf("%s=%q: want a number (of members, 3 or more)", name, s)
+			}
+			*v = n
+		}
 	}
 	if s := os.Getenv(envFaults); s != "" {
 		k, err := nemesis.ParseKinds(s)
@@ -198,14 +240,17 @@ func TestNemesisDataGroups(t *testing.T) {
 }
 
 func runNemesis(t *testing.T, cfg nemesisConfig) {
-	plan := nemesis.NewPlan(cfg.seed, nemesis.PlanOptions{Duration: cfg.duration, Kinds: cfg.kinds, MaxSkew: cfg.skew})
-	t.Logf("nemesis plan over %d data group(s) (replay: %s=%d):\n%s", cfg.groups, envSeed, cfg.seed, plan)
+	plan := nemesis.NewPlan(cfg.seed, nemesis.PlanOptions{Duration: cfg.duration, Kinds: cfg.kinds, MaxSkew: cfg.skew, Members: cfg.members})
+	t.Logf("nemesis plan over %d members, %d data group(s), group replicas %d (replay: %s=%d):\n%s", cfg.members, cfg.groups, cfg.replicas, envSeed, cfg.seed, plan)
 
 	args := []string{"--peer-token", nemesisToken}
 	if cfg.groups > 1 {
 		args = append(args, "--data-groups", strconv.Itoa(cfg.groups))
 	}
-	g := planGroup(t, append(args, strings.Fields(os.Getenv(envArgs))...))
+	if cfg.replicas > 0 {
+		args = append(args, "--group-replicas", strconv.Itoa(cfg.replicas))
+	}
+	g := planGroupOf(t, cfg.members, append(args, strings.Fields(os.Getenv(envArgs))...))
 	g.bin = testutil.BinaryWithTags(t, "mqgate_testhooks")
 	g.logDir = nemesisOut(t, cfg.seed)
 	g.proxy()
@@ -504,8 +549,9 @@ func (r *nemesisRun) apply(n int, f nemesis.Fault, w *workload) {
 		r.note("fault %d: partition of member %d healed", n, m.id)
 	case nemesis.Transfer:
 		m, grp := r.g.byID(f.Member), r.faultGroup(f)
-		if l := r.leaderOf(grp, 10*time.Second); l == m {
-			m = r.g.byID(f.Member%len(r.g.members) + 1)
+		l := r.leaderOf(grp, 10*time.Second)
+		for i := 1; (l == m || !r.cfg.hosts(m.id, grp)) && i < len(r.g.members); i++ {
+			m = r.g.byID((f.Member+i-1)%len(r.g.members) + 1) // the next replica of grp
 		}
 		r.note("fault %d: transfer the leadership of data group %d to member %d", n, grp, m.id)
 		r.transfer(m, grp)
@@ -554,6 +600,9 @@ func (r *nemesisRun) convergeGroup(grp int, timeout time.Duration) {
 	if waitFor(timeout, func() bool {
 		var sts []memberStatus
 		for _, m := range r.g.members {
+			if !r.cfg.hosts(m.id, grp) {
+				continue
+			}
 			st, err := r.g.groupStatus(m, grp)
 			if err != nil {
 				last = err.Error()
@@ -578,7 +627,7 @@ func (r *nemesisRun) convergeGroup(grp int, timeout time.Duration) {
 // sameLogs compares the stopped members' commit logs byte for byte
 // (their preallocated zero tails aside), in every data group.
 func (r *nemesisRun) sameLogs() error {
-	for grp := range r.cfg.groups {
+	for grp := r.cfg.firstData(); grp < r.cfg.groups; grp++ {
 		if err := r.sameGroupLogs(grp); err != nil {
 			return err
 		}
@@ -601,14 +650,20 @@ func (r *nemesisRun) sameGroupLogs(grp int) error {
 		})
 		return out, err
 	}
-	first, err := read(r.g.members[0])
+	var hosts []*member
+	for _, m := range r.g.members {
+		if r.cfg.hosts(m.id, grp) {
+			hosts = append(hosts, m)
+		}
+	}
+	first, err := read(hosts[0])
 	if err != nil {
 		return err
 	}
 	if len(first) == 0 {
-		return fmt.Errorf("member 1 has no commit log in data group %d", grp)
+		return fmt.Errorf("member %d has no commit log in data group %d", hosts[0].id, grp)
 	}
-	for _, m := range r.g.members[1:] {
+	for _, m := range hosts[1:] {
 		other, err := read(m)
 		if err != nil {
 			return err
@@ -761,7 +816,8 @@ func (r *nemesisRun) startWorkload(seed uint64) *workload {
 	// are groups), so that every group carries traffic and faults.
 	name := func(prefix string, grp int) string {
 		for {
-			if n := e2eutil.Uniq(prefix); placeGroup(n, 0, r.cfg.groups) == grp%r.cfg.groups {
+			first := r.cfg.firstData()
+			if n := e2eutil.Uniq(prefix); r.cfg.placeQueue(n, 0) == first+grp%(r.cfg.groups-first) {
 				return n
 			}
 		}
@@ -874,7 +930,7 @@ func (w *workload) sendTx(pr rmq.Producer, rng *rand.Rand) {
 					res = pb.TransactionResolution_COMMIT
 				}
 				req := &pb.EndTransactionRequest{Topic: &pb.Resource{Name: w.txTopic}, MessageId: e.MsgID, TransactionId: rs[0].TransactionId, Resolution: res}
-				end.Outcome, end.Member, end.Detail = w.raw.call(10*time.Second, rng.IntN(3), func(ctx context.Context, c pb.MessagingServiceClient) (*pb.Status, error) {
+				end.Outcome, end.Member, end.Detail = w.raw.call(10*time.Second, rng.IntN(len(w.raw.conns)), func(ctx context.Context, c pb.MessagingServiceClient) (*pb.Status, error) {
 					resp, err := c.EndTransaction(ctx, req)
 					return resp.GetStatus(), err
 				})
@@ -897,7 +953,7 @@ func (w *workload) sendDelayed(rng *rand.Rand) {
 			OneShot: true, MsgID: fmt.Sprintf("01AABBCCDDEEFF%04X%016X", os.Getpid()&0xffff, rawSeq.Add(1)), Start: time.Now()}
 		req := &pb.SendMessageRequest{Messages: []*pb.Message{{Topic: &pb.Resource{Name: w.delayed}, Body: []byte(e.Body),
 			SystemProperties: &pb.SystemProperties{MessageId: e.MsgID, MessageType: pb.MessageType_DELAY, DeliveryTimestamp: timestamppb.New(at)}}}}
-		e.Outcome, e.Member, e.Detail = w.raw.once(5*time.Second, rng.IntN(3), func(ctx context.Context, c pb.MessagingServiceClient) (*pb.Status, error) {
+		e.Outcome, e.Member, e.Detail = w.raw.once(5*time.Second, rng.IntN(len(w.raw.conns)), func(ctx context.Context, c pb.MessagingServiceClient) (*pb.Status, error) {
 			resp, err := c.SendMessage(ctx, req)
 			return resp.GetStatus(), err
 		})
@@ -930,7 +986,7 @@ func (w *workload) consume(name string, c rmq.SimpleConsumer, rng *rand.Rand) {
 		for _, mv := range mvs {
 			w.h.Add(nemesis.Event{Op: nemesis.Deliver, Outcome: nemesis.OK, Client: name, Start: start, End: end, Body: string(mv.GetBody()),
 				MsgID: mv.GetMessageId(), Offset: mv.GetOffset(), Attempt: mv.GetDeliveryAttempt(), Handle: mv.GetReceiptHandle(), Invisible: receiveInvisible})
-			choice, d, first := rng.IntN(100), time.Second+time.Duration(rng.Int64N(int64(2*time.Second))), rng.IntN(3)
+			choice, d, first := rng.IntN(100), time.Second+time.Duration(rng.Int64N(int64(2*time.Second))), rng.IntN(len(w.raw.conns))
 			sem <- struct{}{}
 			wg.Add(1)
 			go func() {
