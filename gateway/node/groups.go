@@ -276,7 +276,7 @@ func (n *Node) openGroups(opts storage.Options) error {
 	for g, rn := range nodes {
 		log := n.log.With("group", g)
 		if rn == nil {
-			n.groups = append(n.groups, &dataGroup{id: g, voters: voters[g], far: newFarLeader(), log: log})
+			n.groups = append(n.groups, &dataGroup{id: g, voters: voters[g], far: newFarLeader(), log: log, changed: make(chan struct{})})
 			continue
 		}
 		reps[g].Attach(rn)

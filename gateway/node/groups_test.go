@@ -209,17 +209,7 @@ func TestGroupsClusterInProcess(t *testing.T) {
 	waitGroups(t, 30*time.Second, "leaders spread one per member", func() bool { return spread(nodes) })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for i, n := range nodes {
-		name := fmt.Sprintf("topic-%d", i)
-		if _, err := n.catalog.CreateTopic(ctx, model.Topic{Name: name, Queues: 6}); err != nil {
-			t.Fatalf("create %s through member %d: %v", name, i+1, err)
-		}
-		for j, o := range nodes {
-			if tp, err := o.catalog.GetTopic(ctx, name); err != nil || tp.Queues != 6 {
-				t.Fatalf("%s through member %d: %+v, %v", name, j+1, tp, err)
-			}
-		}
-	}
+	createThroughEach(ctx, t, nodes, 6)
 	// Deleted through one member, created again through the next with
 	// other settings: the creation finds the name free, and the admin API
 	// of the third lists the new settings at once.
@@ -252,6 +242,23 @@ func TestGroupsClusterInProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitGroups(t, 30*time.Second, "the leaders spread again", func() bool { return spread(nodes) })
+}
+
+// createThroughEach creates topic-<i> of queues queues through member i,
+// each found through every member at once.
+func createThroughEach(ctx context.Context, t *testing.T, nodes []*Node, queues int32) {
+	t.Helper()
+	for i, n := range nodes {
+		name := fmt.Sprintf("topic-%d", i)
+		if _, err := n.catalog.CreateTopic(ctx, model.Topic{Name: name, Queues: queues}); err != nil {
+			t.Fatalf("create %s through member %d: %v", name, i+1, err)
+		}
+		for j, o := range nodes {
+			if tp, err := o.catalog.GetTopic(ctx, name); err != nil || tp.Queues != queues {
+				t.Fatalf("%s through member %d: %+v, %v", name, j+1, tp, err)
+			}
+		}
+	}
 }
 
 // A catalog change whose outcome is unknown is proposed again at the

@@ -117,12 +117,7 @@ func TestReplicaSetsInProcess(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for i, n := range nodes {
-		name := fmt.Sprintf("topic-%d", i)
-		if _, err := n.catalog.CreateTopic(ctx, model.Topic{Name: name, Queues: 12}); err != nil {
-			t.Fatalf("create %s through member %d: %v", name, i+1, err)
-		}
-	}
+	createThroughEach(ctx, t, nodes, 10)
 	for i, n := range nodes {
 		name := fmt.Sprintf("topic-%d", (i+1)%len(nodes))
 		if err := n.catalog.DeleteTopic(ctx, name); err != nil {

@@ -497,6 +497,21 @@ func receiveAcked(c rmq.SimpleConsumer, acked map[string]string, d time.Duration
 	return got
 }
 
+// receiveAll receives topic through consumer group cg with the official
+// client, acknowledging, until every send in acked came (up to 120 s),
+// and fails the test unless all did; after says what preceded, for the
+// failure. It returns the consumer.
+func (g *group) receiveAll(topic, cg string, acked map[string]string, after string) rmq.SimpleConsumer {
+	g.t.Helper()
+	c := e2eutil.StartSimpleConsumer(g.t, config(g, cg), rmq.WithSimpleAwaitDuration(2*time.Second),
+		rmq.WithSimpleSubscriptionExpressions(map[string]*rmq.FilterExpression{topic: rmq.SUB_ALL}))
+	got := receiveAcked(c, acked, 120*time.Second, true)
+	if n := missingOf(acked, got); n > 0 {
+		g.t.Fatalf("%d of %d acknowledged sends are missing after %s", n, len(acked), after)
+	}
+	return c
+}
+
 func missingOf(acked, got map[string]string) int {
 	n := 0
 	for id := range acked {

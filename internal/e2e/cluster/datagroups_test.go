@@ -361,13 +361,7 @@ func TestClusterDataGroupsKill9(t *testing.T) {
 		load.waitFor(t, load.count()+100, 60*time.Second, fmt.Sprintf("round %d: after member %d came back", round, victim.id))
 	}
 	acked := load.stop()
-
-	c := e2eutil.StartSimpleConsumer(t, config(g, cg), rmq.WithSimpleAwaitDuration(2*time.Second),
-		rmq.WithSimpleSubscriptionExpressions(map[string]*rmq.FilterExpression{topic: rmq.SUB_ALL}))
-	got := receiveAcked(c, acked, 120*time.Second, true)
-	if n := missingOf(acked, got); n > 0 {
-		t.Fatalf("%d of %d acknowledged sends are missing after leader kills", n, len(acked))
-	}
+	g.receiveAll(topic, cg, acked, "leader kills")
 	t.Logf("%d sends answered OK, all received", len(acked))
 }
 

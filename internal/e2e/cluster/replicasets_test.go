@@ -98,13 +98,7 @@ func TestClusterReplicaSets(t *testing.T) {
 		load.waitFor(t, load.count()+100, 60*time.Second, fmt.Sprintf("round %d: after member %d came back", round, victim.id))
 	}
 	acked := load.stop()
-
-	c := e2eutil.StartSimpleConsumer(t, config(g, cg), rmq.WithSimpleAwaitDuration(2*time.Second),
-		rmq.WithSimpleSubscriptionExpressions(map[string]*rmq.FilterExpression{topic: rmq.SUB_ALL}))
-	got := receiveAcked(c, acked, 120*time.Second, true)
-	if n := missingOf(acked, got); n > 0 {
-		t.Fatalf("%d of %d acknowledged sends are missing after leader kills", n, len(acked))
-	}
+	g.receiveAll(topic, cg, acked, "leader kills")
 	perGroup := make([]int, groups)
 	for q := range int32(queues) {
 		end, err := a.queueEnd(ctx, int(q)%members, topic, q)
@@ -150,13 +144,7 @@ func TestClusterReplicaSetsPartition(t *testing.T) {
 	leaders = g.balancedData(groups, 90*time.Second)
 	load.waitFor(t, load.count()+100, 60*time.Second, fmt.Sprintf("after member %d is back", x.id))
 	acked := load.stop()
-
-	c := e2eutil.StartSimpleConsumer(t, config(g, cg), rmq.WithSimpleAwaitDuration(2*time.Second),
-		rmq.WithSimpleSubscriptionExpressions(map[string]*rmq.FilterExpression{topic: rmq.SUB_ALL}))
-	got := receiveAcked(c, acked, 120*time.Second, true)
-	if n := missingOf(acked, got); n > 0 {
-		t.Fatalf("%d of %d acknowledged sends are missing after the partition", n, len(acked))
-	}
+	c := g.receiveAll(topic, cg, acked, "the partition")
 	t.Logf("%d sends answered OK, all received; leaders after: %v", len(acked), leaders)
 	_ = c.GracefulStop()
 	g.stopAll()
