@@ -105,6 +105,9 @@ type Node struct {
 	removedOnce sync.Once
 	broker      *broker.Broker
 	sess        *session.Registry
+	// v2 is the v2 messaging service, once built (its forwards are a
+	// cluster metric).
+	v2 atomic.Pointer[v2service.MessagingService]
 	// auth verifies callers on every listener; nil when --auth-file is
 	// empty (auth disabled).
 	auth *auth.Authenticator
@@ -463,6 +466,7 @@ func (n *Node) startGRPC(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	n.v2.Store(svc)
 	var remote v2service.RemoteChecker
 	if n.multiGroup() {
 		// A producer's control streams may be held by other members than

@@ -252,6 +252,8 @@ func (n *Node) observeCluster() (metric.Registration, error) {
 		"Calls to the peer address refused, by mqgate.reason: token (no or another peer token), cluster_id (another cluster), "+
 			"member (raft messages from no member of the group), certificate (peer TLS: no certificate of the peer CA), size (a request over its limit), method (no such method)")
 	undecodable := counter("mqgate.cluster.entries.undecodable", "{entry}", "Committed raft entries that did not decode, applied as no-ops by every member")
+	forwarded := counter("mqgate.cluster.forwarded", "{request}",
+		"v2 requests this member passed on to the member leading their data group (clients that reached a member not leading the group of what they asked for)")
 	leading := gauge("mqgate.cluster.leading", "", "1 while this member leads the raft group (mqgate.group), else 0")
 	leader := gauge("mqgate.cluster.leader", "{member}", "The member id of the raft group's leader as this member knows it (0: none known: an election is under way, or this member is cut off)")
 	term := gauge("mqgate.cluster.term", "{term}", "The raft group's term on this member")
@@ -273,6 +275,9 @@ func (n *Node) observeCluster() (metric.Registration, error) {
 			o.ObserveInt64(refusals, int64(c), metric.WithAttributes(attribute.String("mqgate.reason", reason)))
 		}
 		o.ObserveInt64(undecodable, int64(rep.Undecodable()))
+		if svc := n.v2.Load(); svc != nil {
+			o.ObserveInt64(forwarded, svc.Forwarded())
+		}
 		for g, rn := range groups {
 			if rn == nil {
 				continue // a group on other members only
@@ -309,7 +314,7 @@ func (n *Node) observeCluster() (metric.Registration, error) {
 			o.ObserveInt64(messages, int64(st.Work.MessagesReceived), metric.WithAttributes(ga, received))
 		}
 		return nil
-	}, refusals, undecodable, leading, leader, term, applyLag, replLag, silence, rounds, syncs, applied, proposals, messages)
+	}, refusals, undecodable, forwarded, leading, leader, term, applyLag, replLag, silence, rounds, syncs, applied, proposals, messages)
 }
 
 // raftGroups is this member's raft member of each group, by group (nil:

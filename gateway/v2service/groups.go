@@ -110,8 +110,14 @@ func (s *MessagingService) at(ctx context.Context, g int) (target, error) {
 	if err != nil {
 		return target{}, mqerr.Wrap(mqerr.KindReplicationLost, err, "data group "+strconv.Itoa(g)+"'s leader cannot be reached: retry")
 	}
+	s.forwards.Add(1)
 	return target{conn: conn, g: g, to: m}, nil
 }
+
+// Forwarded is how many requests this member passed on to the member
+// leading their data group (a client that reached a member not leading
+// the group of what it asked for).
+func (s *MessagingService) Forwarded() int64 { return s.forwards.Load() }
 
 // forwardContext is ctx for a call forwarding its request.
 func forwardContext(ctx context.Context) context.Context { return forwarding.Context(ctx) }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -96,6 +97,9 @@ type MessagingService struct {
 	routeMembers func(ctx context.Context) []RouteMember
 	groups       Groups
 	steered      steered
+	// forwards counts the requests passed on to another member
+	// (Forwarded).
+	forwards atomic.Int64
 }
 
 // NewMessagingService builds the service. Register it on a grpc.Server
