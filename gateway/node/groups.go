@@ -566,7 +566,16 @@ func (n *Node) balanceOnce(ctx context.Context, pending transfer) transfer {
 	// The groups holding queues are balanced; with replica sets, group 0
 	// (the catalog only) is left out: it carries no messages.
 	first := n.layout().First
-	plan := planTransfer(leaders[first:], n.votersOfAll(), self)
+	var plan *balancePlan
+	if n.groups[0].voters == nil {
+		plan = planTransfer(leaders[first:], n.votersOfAll(), self)
+	} else {
+		voters := make([][]uint64, 0, len(n.groups)-first)
+		for _, dg := range n.groups[first:] {
+			voters = append(voters, dg.voters)
+		}
+		plan = planChain(leaders[first:], voters, n.votersOfAll(), self)
+	}
 	if plan == nil {
 		return pending
 	}
@@ -591,8 +600,11 @@ func (n *Node) balanceOnce(ctx context.Context, pending transfer) transfer {
 				dg.log.Warn("handing the leadership over for balance failed", "to", to, "err", err)
 				return pending
 			}
-			dg.log.Info("handing the leadership over: this member leads more data groups than its share", "to", to,
-				"leads", plan.leads, "share", plan.share)
+			why := "this member leads more data groups than its share"
+			if plan.leads <= plan.share {
+				why = "a member leading more data groups than its share hands one to this member next"
+			}
+			dg.log.Info("handing the leadership over: "+why, "to", to, "leads", plan.leads, "share", plan.share)
 			return transfer{group: g, to: to, at: time.Now()}
 		}
 	}
@@ -690,6 +702,60 @@ func planTransfer(leaders, voters []uint64, self uint64) *balancePlan {
 	})
 	slices.Reverse(mine)
 	return &balancePlan{groups: mine, to: to, leads: len(mine), share: share, leadsByPeer: leads}
+}
+
+// planChain is planTransfer for replica sets, where a group's
+// leadership can go only to one of its own voters (voters, by group): a
+// member over the share may have none of its groups' voters below it.
+// It looks, breadth first from the members over the share, for the
+// shortest chain of handovers ending at a member below it (each member
+// handing one of its groups to a voter of that group, which hands one of
+// its own on, ...), and plans the chain's last handover when self makes
+// it: the others follow at the next looks, as each member on the chain
+// falls below the share in turn. Every member finds the same chain from
+// the same leaders. nil when nothing should move, or self has no part.
+func planChain(leaders []uint64, voters [][]uint64, members []uint64, self uint64) *balancePlan {
+	share := leaderShare(len(leaders), len(members))
+	ids := slices.Sorted(slices.Values(members))
+	leads := map[uint64]int{}
+	led := map[uint64][]int{}
+	for g, l := range leaders {
+		leads[l]++
+		led[l] = append(led[l], g)
+	}
+	type step struct {
+		from  uint64
+		group int
+	}
+	came := map[uint64]step{}
+	var queue []uint64
+	for _, id := range ids {
+		if leads[id] > share {
+			came[id] = step{}
+			queue = append(queue, id)
+		}
+	}
+	for len(queue) > 0 {
+		m := queue[0]
+		queue = queue[1:]
+		for _, g := range led[m] {
+			for _, x := range slices.Sorted(slices.Values(voters[g])) {
+				if _, seen := came[x]; seen || !slices.Contains(ids, x) {
+					continue
+				}
+				came[x] = step{from: m, group: g}
+				if leads[x] < share {
+					// The chain's last handover: m hands g to x.
+					if m != self {
+						return nil
+					}
+					return &balancePlan{groups: []int{g}, to: []uint64{x}, leads: leads[m], share: share, leadsByPeer: leads}
+				}
+				queue = append(queue, x)
+			}
+		}
+	}
+	return nil
 }
 
 // handoffGroups hands the leadership of every group this member leads

@@ -128,15 +128,6 @@ func (dg *dataGroup) leaderChanges() <-chan struct{} {
 	return dg.far.changes()
 }
 
-// members are the group's voters, as this member applied its
-// configuration (hosted) or as the cluster was created (not hosted).
-func (dg *dataGroup) members() []uint64 {
-	if dg.raft != nil {
-		return dg.raft.Members().Voters
-	}
-	return dg.voters
-}
-
 func newFarLeader() *farLeader { return &farLeader{changed: make(chan struct{})} }
 
 func (f *farLeader) leader() uint64 {

@@ -155,3 +155,34 @@ func TestReplicaSetsInProcess(t *testing.T) {
 		t.Fatalf("group leaders of member 2: %v", err)
 	}
 }
+
+// With replica sets a group's leadership goes only to one of its voters:
+// a member over the share whose groups' voters all lead their share
+// makes room through a chain. Member 3 leads two data groups, member 5
+// none and is a voter of neither: member 1 first hands its group shared
+// with 5 to 5, then member 3 hands one of its own to member 1.
+func TestPlanChain(t *testing.T) {
+	voters := [][]uint64{{1, 2, 3}, {2, 3, 4}, {3, 4, 5}, {1, 4, 5}, {1, 2, 5}}
+	members := []uint64{1, 2, 3, 4, 5}
+	leaders := []uint64{3, 3, 4, 1, 2}
+	for _, self := range []uint64{2, 3, 4, 5} {
+		if p := planChain(leaders, voters, members, self); p != nil {
+			t.Fatalf("member %d plans %+v; only member 1 moves first", self, p)
+		}
+	}
+	p := planChain(leaders, voters, members, 1)
+	if p == nil || !slices.Equal(p.groups, []int{3}) || !slices.Equal(p.to, []uint64{5}) {
+		t.Fatalf("member 1 plans %+v, want group 3 (index of data group 4) to member 5", p)
+	}
+	leaders[3] = 5
+	p = planChain(leaders, voters, members, 3)
+	if p == nil || !slices.Equal(p.groups, []int{0}) || !slices.Equal(p.to, []uint64{1}) {
+		t.Fatalf("then member 3 plans %+v, want group 0 to member 1", p)
+	}
+	leaders[0] = 1
+	for _, self := range members {
+		if p := planChain(leaders, voters, members, self); p != nil {
+			t.Fatalf("balanced (%v), member %d still plans %+v", leaders, self, p)
+		}
+	}
+}

@@ -98,9 +98,11 @@ func (v clusterView) Status(ctx context.Context) (admin.ClusterStatus, error) {
 		return out, nil
 	}
 	for _, dg := range n.groups {
-		ask := farGroupAsk(n.raft, dg)
+		var ask groupAsk
 		if dg.hosted() {
 			ask = hostedGroupAsk(dg.raft)
+		} else {
+			ask = farGroupAsk(n.raft, dg)
 		}
 		g, members, err := groupView(ctx, ask, dataGroupName(dg.id))
 		if err != nil {

@@ -114,16 +114,9 @@ func (n *Node) MemberInfo(ctx context.Context, id uint64) (MemberInfo, error) {
 	if ok && time.Since(c.at) < memberInfoTTL {
 		return c.info, nil
 	}
-	conn := n.tr.conn(id)
-	if conn == nil {
-		return MemberInfo{}, fmt.Errorf("peer: no member %d", id)
-	}
-	a, err := callInfo(WithToken(ctx, n.cfg.Token), conn, n.cfg.ClusterID)
+	a, err := n.askInfo(ctx, id)
 	if err != nil {
-		return MemberInfo{}, fmt.Errorf("peer: info of member %d at %s: %w", id, n.book.addr(id), err)
-	}
-	if a.GetId() != id {
-		return MemberInfo{}, fmt.Errorf("peer: member %d's address %s answers as member %d", id, n.book.addr(id), a.GetId())
+		return MemberInfo{}, err
 	}
 	info := memberInfoOf(a.GetInfo())
 	n.infoMu.Lock()
@@ -142,22 +135,31 @@ type GroupLeader struct {
 // GroupLeaders asks member id for the leader of every group it hosts, as
 // it knows them (not kept: each call asks).
 func (n *Node) GroupLeaders(ctx context.Context, id uint64) ([]GroupLeader, error) {
-	conn := n.tr.conn(id)
-	if conn == nil {
-		return nil, fmt.Errorf("peer: no member %d", id)
-	}
-	a, err := callInfo(WithToken(ctx, n.cfg.Token), conn, n.cfg.ClusterID)
+	a, err := n.askInfo(ctx, id)
 	if err != nil {
-		return nil, fmt.Errorf("peer: group leaders of member %d: %w", id, err)
-	}
-	if a.GetId() != id {
-		return nil, fmt.Errorf("peer: member %d's address %s answers as member %d", id, n.book.addr(id), a.GetId())
+		return nil, err
 	}
 	out := make([]GroupLeader, 0, len(a.GetLeaders()))
 	for _, l := range a.GetLeaders() {
 		out = append(out, GroupLeader{Group: l.GetGroup(), Leader: l.GetLeader(), Term: l.GetTerm()})
 	}
 	return out, nil
+}
+
+// askInfo calls member id's Info, checking that it answers as id.
+func (n *Node) askInfo(ctx context.Context, id uint64) (*clusterv1.InfoResponse, error) {
+	conn := n.tr.conn(id)
+	if conn == nil {
+		return nil, fmt.Errorf("peer: no member %d", id)
+	}
+	a, err := callInfo(WithToken(ctx, n.cfg.Token), conn, n.cfg.ClusterID)
+	if err != nil {
+		return nil, fmt.Errorf("peer: info of member %d at %s: %w", id, n.book.addr(id), err)
+	}
+	if a.GetId() != id {
+		return nil, fmt.Errorf("peer: member %d's address %s answers as member %d", id, n.book.addr(id), a.GetId())
+	}
+	return a, nil
 }
 
 // ForgetMemberInfo drops what MemberInfo keeps of member id, so that the
