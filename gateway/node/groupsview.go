@@ -60,13 +60,18 @@ func (v *groupsView) Group(ctx context.Context, name string) (model.Group, error
 }
 
 // Serve waits, up to --leader-wait, while the group has no leader or
-// this member leads it without serving it yet (activating).
+// this member leads it without serving it yet (activating). A member
+// that has known no leader of a group it hosts for two election timeouts
+// (longer than an election takes) does not wait: it is likely cut off
+// from the group's other members, which may serve it meanwhile, and the
+// client is told at once to retry (elsewhere) rather than held.
 func (v *groupsView) Serve(ctx context.Context, g int) (v2service.Broker, v2service.RouteMember, error) {
 	dg := v.n.groups[g]
 	if dg.serving.Load() {
 		return dg.broker, v2service.RouteMember{}, nil
 	}
 	self := uint64(v.n.cfg.NodeID)
+	deadline := time.Now().Add(v.n.cfg.LeaderWait)
 	wait := time.NewTimer(v.n.cfg.LeaderWait)
 	defer wait.Stop()
 	raft := v.n.groups[0].raft
@@ -75,6 +80,16 @@ func (v *groupsView) Serve(ctx context.Context, g int) (v2service.Broker, v2serv
 		if dg.serving.Load() {
 			return dg.broker, v2service.RouteMember{}, nil
 		}
+		until := time.Until(deadline)
+		if cut, ok := cutOffAt(dg); ok {
+			if !time.Now().Before(cut) {
+				return nil, v2service.RouteMember{}, mqerr.Errorf(mqerr.KindNoQuorum,
+					"this member has known no leader of data group %d for %v (it may be cut off from the group's other members): retry", g,
+					time.Since(dg.raft.LeaderlessSince()).Round(time.Millisecond))
+			}
+			until = min(until, time.Until(cut))
+		}
+		wait.Reset(max(until, 0))
 		if lead := dg.leader(); lead != 0 && lead != self {
 			ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			info, err := raft.MemberInfo(ictx, lead)
@@ -87,12 +102,29 @@ func (v *groupsView) Serve(ctx context.Context, g int) (v2service.Broker, v2serv
 		case <-leads:
 		case <-serves:
 		case <-wait.C:
+			if time.Now().Before(deadline) {
+				continue // cut off now: answered at the top
+			}
 			return nil, v2service.RouteMember{}, mqerr.Errorf(mqerr.KindNoQuorum,
 				"data group %d has no leader serving within %v (an election is under way, or a majority of the members is unreachable): retry", g, v.n.cfg.LeaderWait)
 		case <-ctx.Done():
 			return nil, v2service.RouteMember{}, mqerr.Wrap(mqerr.KindRequestTimeout, ctx.Err(), fmt.Sprintf("waiting for data group %d's leader", g))
 		}
 	}
+}
+
+// cutOffAt is when this member, knowing no leader of dg (a group it
+// hosts), stops waiting for one: two election timeouts after it lost the
+// last one. ok is false while it knows a leader, or does not host dg.
+func cutOffAt(dg *dataGroup) (time.Time, bool) {
+	if !dg.hosted() || dg.raft.Leader() != 0 {
+		return time.Time{}, false
+	}
+	since := dg.raft.LeaderlessSince()
+	if since.IsZero() {
+		return time.Time{}, false
+	}
+	return since.Add(2 * dg.raft.ElectionTimeout()), true
 }
 
 func (v *groupsView) Served() []int {

@@ -611,6 +611,9 @@ func TestGroupsOnSomeMembers(t *testing.T) {
 	if lead.Leader != 1 && lead.Leader != 2 {
 		t.Fatalf("group 1 led by member %d, which does not host it", lead.Leader)
 	}
+	if since := c.members[1].nodes[1].LeaderlessSince(); !since.IsZero() && c.members[1].nodes[1].Leader() != 0 {
+		t.Fatalf("member 1 knows group 1's leader and says it has known none since %v", since)
+	}
 	if ls, err := c.members[1].nodes[0].GroupLeaders(ctx, 3); err != nil || len(ls) != 1 || ls[0].Group != 0 {
 		t.Fatalf("member 3, hosting group 0 only, answers %+v, %v", ls, err)
 	}

@@ -152,6 +152,9 @@ type Node struct {
 	// view is the leader this node follows and its raft term, as of the
 	// last Ready that changed either (LeaderView).
 	view atomic.Pointer[leaderView]
+	// leaderless is since when this node has known no leader (UnixNano;
+	// 0 while it knows one: LeaderlessSince).
+	leaderless atomic.Int64
 	// txChecker answers CheckTransaction (SetTransactionChecker).
 	txChecker atomic.Pointer[TransactionChecker]
 	// leaderTerm is the term this node leads in (0: it does not lead);
@@ -347,6 +350,7 @@ func newNode(cfg Config, g uint64, groups int, gc Group) (*Node, error) {
 		stopc: make(chan struct{}), done: make(chan struct{}), changed: make(chan struct{}), infos: map[uint64]cachedInfo{},
 		holds: map[uint64]hold{}, reads: map[uint64]*pendingRead{}, contact: map[uint64]int64{}, held: map[uint64]*raftpb.Message{}}
 	n.life, n.lifeCancel = context.WithCancel(context.Background())
+	n.leaderless.Store(time.Now().UnixNano())
 	var err error
 	if n.book, err = openBook(cfg.MembersFile, cfg.Peers); err != nil {
 		return nil, err
@@ -611,6 +615,16 @@ func (n *Node) LeaderHeard() time.Time {
 	return time.Time{}
 }
 
+// LeaderlessSince is since when this node has known no leader of its
+// group (zero while it knows one): since it started, or since the leader
+// it followed was lost (it stepped down, or began an election).
+func (n *Node) LeaderlessSince() time.Time {
+	if ns := n.leaderless.Load(); ns != 0 {
+		return time.Unix(0, ns)
+	}
+	return time.Time{}
+}
+
 // ElectionTimeout is TickInterval × ElectionTicks: a follower that hears
 // nothing from its leader for between one and two of these campaigns.
 func (n *Node) ElectionTimeout() time.Duration {
@@ -853,6 +867,12 @@ func (n *Node) ready() error {
 			}
 			oldTerm := n.leaderTerm.Swap(term)
 			oldLead := n.lead.Swap(rd.SoftState.Lead)
+			switch {
+			case rd.SoftState.Lead != 0:
+				n.leaderless.Store(0)
+			case oldLead != 0:
+				n.leaderless.Store(time.Now().UnixNano())
+			}
 			was := n.isLeader.Swap(leads)
 			if was && !leads {
 				n.app.LeadershipLost()
