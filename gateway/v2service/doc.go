@@ -16,7 +16,8 @@
 // QueryOffset), lite.go (SyncLiteSubscription, its LiteBroker port, and
 // the NotifyUnsubscribeLiteCommand sent to a client whose lite topic
 // expired), groups.go (a cluster of several data groups: the Groups port,
-// the group each request concerns, forwarding to the member serving it,
+// the group each request concerns by the groups' placement.Layout,
+// forwarding to the member serving it, counted for the metrics,
 // the routes naming each queue at its group's leader, and the steering
 // of the Go client's channels to the leaders), unsupported.go (what an
 // unserved RPC answers)
