@@ -74,6 +74,25 @@ func newDataGroup(id int, rep *raftstore.Replica, raft *peer.Node, log *slog.Log
 	return dg
 }
 
+// hosted reports whether this member holds a replica of the group.
+func (dg *dataGroup) hosted() bool { return dg.raft != nil }
+
+// leader is the group's leader as this member knows it (0: none known).
+func (dg *dataGroup) leader() uint64 {
+	if dg.raft != nil {
+		return dg.raft.Leader()
+	}
+	return dg.far.leader()
+}
+
+// leaderChanges is closed at the next change of leader.
+func (dg *dataGroup) leaderChanges() <-chan struct{} {
+	if dg.raft != nil {
+		return dg.raft.Changes()
+	}
+	return dg.far.changes()
+}
+
 // changes returns a channel closed at the next change of serving.
 func (dg *dataGroup) changes() <-chan struct{} {
 	dg.mu.Lock()
@@ -314,11 +333,15 @@ func (n *Node) multiGroup() bool { return len(n.groups) > 1 }
 // keeps the catalog only (every member hosts it).
 func (n *Node) layout() placement.Layout {
 	l := placement.Layout{Groups: len(n.groups)}
-	if len(n.groups) > 1 && n.groups[0].voters != nil {
+	if n.replicaSets() {
 		l.First = 1
 	}
 	return l
 }
+
+// replicaSets reports whether the data groups are on some members only
+// (replicas.go): their voters were recorded when the cluster was made.
+func (n *Node) replicaSets() bool { return len(n.groups) > 1 && n.groups[0].voters != nil }
 
 // hostedGroups are the data groups this member holds a replica of.
 func (n *Node) hostedGroups() []*dataGroup {
@@ -567,7 +590,7 @@ func (n *Node) balanceOnce(ctx context.Context, pending transfer) transfer {
 	// (the catalog only) is left out: it carries no messages.
 	first := n.layout().First
 	var plan *balancePlan
-	if n.groups[0].voters == nil {
+	if !n.replicaSets() {
 		plan = planTransfer(leaders[first:], n.votersOfAll(), self)
 	} else {
 		voters := make([][]uint64, 0, len(n.groups)-first)
@@ -619,7 +642,7 @@ func (n *Node) balanceOnce(ctx context.Context, pending transfer) transfer {
 // only to one of its own voters, since only they have a raft progress
 // in it (balanceOnce).
 func (n *Node) votersOfAll() []uint64 {
-	if n.groups[0].voters != nil {
+	if n.replicaSets() {
 		return n.groups[0].raft.Members().Voters
 	}
 	sets := make([][]uint64, len(n.groups))
@@ -657,11 +680,10 @@ const balanceLag = 64
 // balancePlan is what planTransfer proposes: hand one of groups (led by
 // self) to the first of to that can take it.
 type balancePlan struct {
-	groups      []int
-	to          []uint64
-	leads       int
-	share       int
-	leadsByPeer map[uint64]int
+	groups []int
+	to     []uint64
+	leads  int
+	share  int
 }
 
 // planTransfer decides, from each group's leader and the voters, whether
@@ -701,7 +723,7 @@ func planTransfer(leaders, voters []uint64, self uint64) *balancePlan {
 		return int(a) - int(b)
 	})
 	slices.Reverse(mine)
-	return &balancePlan{groups: mine, to: to, leads: len(mine), share: share, leadsByPeer: leads}
+	return &balancePlan{groups: mine, to: to, leads: len(mine), share: share}
 }
 
 // planChain is planTransfer for replica sets, where a group's
@@ -749,7 +771,7 @@ func planChain(leaders []uint64, voters [][]uint64, members []uint64, self uint6
 					if m != self {
 						return nil
 					}
-					return &balancePlan{groups: []int{g}, to: []uint64{x}, leads: leads[m], share: share, leadsByPeer: leads}
+					return &balancePlan{groups: []int{g}, to: []uint64{x}, leads: leads[m], share: share}
 				}
 				queue = append(queue, x)
 			}

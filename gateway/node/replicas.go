@@ -14,9 +14,9 @@ import (
 
 // Replica sets (docs/architecture.md, "Replica sets"). With
 // Config.GroupReplicas R below the number of members, group 0 (the
-// catalog and its queues) stays on every member and each other data group
-// has replicas on R members only, spread over them when the cluster is
-// created (replicaSets). A member hosts the groups it has replicas of;
+// catalog alone: it holds no queue) stays on every member and each other
+// data group has replicas on R members only, spread over them when the
+// cluster is created (replicaSets). A member hosts the groups it has replicas of;
 // for the others it learns the leader from the members that host them
 // (watchFarLeaders) and forwards their requests there.
 
@@ -109,25 +109,6 @@ type farLeader struct {
 	changed chan struct{} // closed at the next change of lead
 }
 
-// hosted reports whether this member holds a replica of the group.
-func (dg *dataGroup) hosted() bool { return dg.raft != nil }
-
-// leader is the group's leader as this member knows it (0: none known).
-func (dg *dataGroup) leader() uint64 {
-	if dg.raft != nil {
-		return dg.raft.Leader()
-	}
-	return dg.far.leader()
-}
-
-// leaderChanges is closed at the next change of leader.
-func (dg *dataGroup) leaderChanges() <-chan struct{} {
-	if dg.raft != nil {
-		return dg.raft.Changes()
-	}
-	return dg.far.changes()
-}
-
 func newFarLeader() *farLeader { return &farLeader{changed: make(chan struct{})} }
 
 func (f *farLeader) leader() uint64 {
@@ -166,21 +147,19 @@ const farLeadersEvery = 200 * time.Millisecond
 // host known, asking the members hosting them (peer Info) every
 // farLeadersEvery, until ctx ends.
 func (n *Node) watchFarLeaders(ctx context.Context) {
-	var far []*dataGroup
-	ask := map[uint64]bool{}
+	ask := map[uint64]bool{} // the members hosting a group this one does not
 	self := uint64(n.cfg.NodeID)
 	for _, dg := range n.groups {
 		if dg.hosted() {
 			continue
 		}
-		far = append(far, dg)
 		for _, id := range dg.voters {
 			if id != self {
 				ask[id] = true
 			}
 		}
 	}
-	if len(far) == 0 {
+	if len(ask) == 0 {
 		return
 	}
 	raft := n.groups[0].raft

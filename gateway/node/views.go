@@ -148,9 +148,10 @@ func farGroupAsk(raft *peer.Node, dg *dataGroup) groupAsk {
 	return groupAsk{
 		self: raft.ID(),
 		base: func(ctx context.Context) (peer.Status, error) {
-			ids := slices.Clone(dg.voters)
+			ids := dg.voters
 			if l := dg.leader(); l != 0 {
-				ids = append([]uint64{l}, ids...)
+				// The leader first: only it has the replicas' progress.
+				ids = append([]uint64{l}, slices.DeleteFunc(slices.Clone(ids), func(id uint64) bool { return id == l })...)
 			}
 			var last error
 			for _, id := range ids {

@@ -173,13 +173,11 @@ func (s *MessagingService) servedGroup(t model.Topic, known bool) (int, bool) {
 }
 
 func servedGroupOf(groups Groups, t model.Topic, known bool) (int, bool) {
-	first := groups.Layout().First
-	served := slicesFilter(groups.Served(), func(g int) bool { return g >= first })
+	l := groups.Layout()
+	served := slicesFilter(groups.Served(), func(g int) bool { return g >= l.First })
 	if known {
 		lite := t.Type == model.TopicLite
-		served = slicesFilter(served, func(g int) bool {
-			return groups.Layout().Of(g).Count(t.Name, lite, t.Queues) > 0
-		})
+		served = slicesFilter(served, func(g int) bool { return l.Of(g).Count(t.Name, lite, t.Queues) > 0 })
 	}
 	if len(served) == 0 {
 		return 0, false
