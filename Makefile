@@ -51,6 +51,14 @@ nemesis: ## the cluster nemesis test with NEMESIS_DURATION of faults (default 10
 	MQGATE_NEMESIS_MEMBERS=$(NEMESIS_MEMBERS) MQGATE_NEMESIS_REPLICAS=$(NEMESIS_REPLICAS) \
 		$(GO) test -count=1 -v -run '^TestNemesis$$' -timeout $(NEMESIS_TIMEOUT) ./internal/e2e/cluster/
 
+KILL_ROUNDS ?= 20
+KILL_SEED   ?=
+
+.PHONY: kill-rounds
+kill-rounds: ## kill -9 a random member of a five-member cluster with replica sets KILL_ROUNDS times under ordered and delayed sends (default 20; make test runs 3): per-group failover at the client, leaders spread again, nothing acknowledged lost or delivered again; KILL_SEED=N replays a run's choices
+	MQGATE_KILL_ROUNDS=$(KILL_ROUNDS) MQGATE_KILL_SEED=$(KILL_SEED) \
+		$(GO) test -count=1 -v -run '^TestClusterReplicaSetsKillRounds$$' -timeout 60m ./internal/e2e/cluster/
+
 .PHONY: test-short
 test-short: ## quick tests only (skips end-to-end and crash loops)
 	$(GO) test -short -count=1 $(PKGS)

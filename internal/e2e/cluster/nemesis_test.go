@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -797,7 +798,10 @@ type workload struct {
 	h   nemesis.History
 	raw *rawClient
 
-	normal, delayed, txTopic, group string
+	// normals: the topics of the plain sends, one in each data group the
+	// delayed and transactional topics leave free.
+	normals                 []string
+	delayed, txTopic, group string
 
 	prodCtx        context.Context
 	stopProd       context.CancelFunc
@@ -813,7 +817,8 @@ func (r *nemesisRun) startWorkload(seed uint64) *workload {
 	t, g := r.t, r.g
 	t.Helper()
 	// With data groups, each topic in a group of its own (as far as there
-	// are groups), so that every group carries traffic and faults.
+	// are groups), and a plain topic in each group left, so that every
+	// group carries traffic and faults.
 	name := func(prefix string, grp int) string {
 		for {
 			first := r.cfg.firstData()
@@ -822,11 +827,19 @@ func (r *nemesisRun) startWorkload(seed uint64) *workload {
 			}
 		}
 	}
-	w := &workload{t: t, g: g, raw: newRawClient(t, g), normal: name("nem-normal", 0), delayed: name("nem-delay", 1),
+	w := &workload{t: t, g: g, raw: newRawClient(t, g), normals: []string{name("nem-normal", 0)}, delayed: name("nem-delay", 1),
 		txTopic: name("nem-tx", 2), group: e2eutil.Uniq("nem-g")}
+	for grp := 3; grp < r.cfg.groups-r.cfg.firstData(); grp++ {
+		w.normals = append(w.normals, name("nem-normal", grp))
+	}
+	types := map[string]string{w.delayed: "DELAY", w.txTopic: "TRANSACTION"}
+	subs := map[string]*rmq.FilterExpression{w.delayed: rmq.SUB_ALL, w.txTopic: rmq.SUB_ALL}
+	for _, n := range w.normals {
+		types[n], subs[n] = "NORMAL", rmq.SUB_ALL
+	}
 	// One queue per topic: a message id and a queue offset then name one
 	// stored copy (a send the client retried may be stored twice).
-	for topic, typ := range map[string]string{w.normal: "NORMAL", w.delayed: "DELAY", w.txTopic: "TRANSACTION"} {
+	for topic, typ := range types {
 		if out, err := g.run("topic", "create", topic, "--type", typ, "--queues", "1", "--server", g.members[0].grpc); err != nil {
 			t.Fatalf("topic create %s: %v\n%s", topic, err, out)
 		}
@@ -835,12 +848,12 @@ func (r *nemesisRun) startWorkload(seed uint64) *workload {
 	w.consCtx, w.stopCons = context.WithCancel(context.Background())
 	t.Cleanup(func() { w.stopProd(); w.stopCons(); w.prodWG.Wait(); w.consWG.Wait() })
 
-	pr := e2eutil.StartProducer(t, config(g, ""), rmq.WithTopics(w.normal))
+	pr := e2eutil.StartProducer(t, config(g, ""), rmq.WithTopics(w.normals...))
 	txPr := e2eutil.StartProducer(t, config(g, ""), rmq.WithTopics(w.txTopic),
 		rmq.WithTransactionChecker(&rmq.TransactionChecker{Check: w.checkBack}))
 	for i := range 4 {
 		c := e2eutil.StartSimpleConsumer(t, config(g, w.group), rmq.WithSimpleAwaitDuration(time.Second),
-			rmq.WithSimpleSubscriptionExpressions(map[string]*rmq.FilterExpression{w.normal: rmq.SUB_ALL, w.delayed: rmq.SUB_ALL, w.txTopic: rmq.SUB_ALL}))
+			rmq.WithSimpleSubscriptionExpressions(maps.Clone(subs)))
 		w.consumers = append(w.consumers, c)
 		w.consWG.Add(1)
 		rng := rand.New(rand.NewPCG(seed, uint64(100+i)))
@@ -870,7 +883,7 @@ func (w *workload) sendNormal(pr rmq.Producer, p int) {
 	for i := 0; w.prodCtx.Err() == nil; i++ {
 		e := nemesis.Event{Op: nemesis.Send, Kind: nemesis.Normal, Client: fmt.Sprintf("producer-%d", p+1), Body: fmt.Sprintf("n%d-%d", p+1, i), Start: time.Now()}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		rs, err := pr.Send(ctx, &rmq.Message{Topic: w.normal, Body: []byte(e.Body)})
+		rs, err := pr.Send(ctx, &rmq.Message{Topic: w.normals[i%len(w.normals)], Body: []byte(e.Body)})
 		cancel()
 		e.End = time.Now()
 		if err == nil {
