@@ -24,7 +24,7 @@ import (
 const clusterUsage = `Usage:
   mqgate cluster status --peer HOST:PORT --cluster-id ID [--group G] [--json]
   mqgate cluster transfer-leader --peer HOST:PORT --cluster-id ID --to N [--group G]
-  mqgate cluster add-node --peer HOST:PORT --cluster-id ID --node-id N --node-peer HOST:PORT
+  mqgate cluster add-node --peer HOST:PORT --cluster-id ID --node-id N --node-peer HOST:PORT [--replaces M]
   mqgate cluster remove-node --peer HOST:PORT --cluster-id ID --node-id N
   mqgate cluster init-certs DIR [--node-ids 1,2,3] [--valid DURATION]
 
@@ -46,7 +46,13 @@ through the --peer member when that one does not lead.
                     (or a copy of a store), and is promoted to voter once
                     it has caught up; waits for the promotion. With
                     data groups it does so in every group, group 0
-                    first. Run it again after a timeout: it resumes.
+                    first. With --replaces M (a cluster whose data
+                    groups are on some members only, --group-replicas),
+                    member N, started with --join --replaces M, takes
+                    M's place: it joins group 0, then each of M's data
+                    groups, where M is removed as soon as N votes, and
+                    M leaves group 0 last. M may be down, its data
+                    lost. Run it again after a timeout: it resumes.
   remove-node       remove member N (a leader hands its leadership over
                     first; with data groups from every group, group 0
                     last); the removed member stops. Its id is never
@@ -82,6 +88,8 @@ Flags:
   --node-peer HOST:PORT
                        (add-node) the new member's peer address, as the
                        others dial it
+  --replaces M         (add-node) the member the new one takes the place
+                       of (a cluster of --group-replicas)
   --node-ids LIST      (init-certs) the members to issue certificates for,
                        comma-separated (default 1,2,3)
   --valid DURATION     (init-certs) how long the member and operator
@@ -104,6 +112,7 @@ type clusterCommand struct {
 	to        uint64 // transfer-leader: --to; add-node, remove-node: --node-id
 	group     uint64 // status, transfer-leader: --group
 	nodePeer  string
+	replaces  uint64 // add-node: --replaces
 	json      bool
 	timeout   time.Duration
 }
@@ -135,6 +144,7 @@ func parseClusterArgs(args []string) (clusterCommand, error) {
 		toFlag, timeout = "node-id", 10*time.Minute
 		fs.StringVar(&to, "node-id", "", "the member to add")
 		fs.StringVar(&cc.nodePeer, "node-peer", "", "the new member's peer address (HOST:PORT), as the others dial it")
+		fs.Uint64Var(&cc.replaces, "replaces", 0, "the member the new one takes the place of (a cluster of --group-replicas)")
 	case "remove-node":
 		toFlag, timeout = "node-id", time.Minute
 		fs.StringVar(&to, "node-id", "", "the member to remove")
@@ -175,6 +185,9 @@ func parseClusterArgs(args []string) (clusterCommand, error) {
 		if _, _, err := net.SplitHostPort(cc.nodePeer); err != nil {
 			return cc, usageErr("--node-peer %q: %v", cc.nodePeer, err)
 		}
+		if cc.replaces == cc.to {
+			return cc, usageErr("--replaces %d: a member cannot replace itself; the replacement joins under a new --node-id", cc.replaces)
+		}
 	}
 	return cc, nil
 }
@@ -206,7 +219,11 @@ func clusterCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			fmt.Fprintf(stdout, "member %d leads\n", cc.to)
 		}
 	case "add-node":
-		if err = peer.DialAddMember(ctx, cc.peer, cc.clusterID, cc.to, cc.nodePeer); err == nil {
+		if cc.replaces != 0 {
+			if err = peer.DialReplaceMember(ctx, cc.peer, cc.clusterID, cc.replaces, cc.to, cc.nodePeer); err == nil {
+				fmt.Fprintf(stdout, "member %d votes in the place of member %d, which was removed\n", cc.to, cc.replaces)
+			}
+		} else if err = peer.DialAddMember(ctx, cc.peer, cc.clusterID, cc.to, cc.nodePeer); err == nil {
 			fmt.Fprintf(stdout, "member %d votes\n", cc.to)
 		}
 	case "remove-node":

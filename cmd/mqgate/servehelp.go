@@ -20,7 +20,7 @@ var serveHelpGroups = []struct {
 		"segment-size", "log-cache", "retention", "disk-usage-limit", "disk-reserve"}},
 	{"Topics and groups", []string{"auto-create", "lite-expiry-interval"}},
 	{"Cluster", []string{"cluster-id", "node-id", "node-id-from-hostname", "peers", "join", "peer-token", "peer-tls-cert",
-		"peer-tls-key", "peer-tls-ca", "raft-log-keep", "data-groups", "group-replicas", "leader-wait"}},
+		"peer-tls-key", "peer-tls-ca", "raft-log-keep", "data-groups", "group-replicas", "replaces", "leader-wait"}},
 	{"Auth", []string{"auth-file", "remoting-send-window", "metrics-token"}},
 	{"Telemetry", []string{"log-level", "log-format"}},
 	{"Limits", []string{"grpc-max-conns", "http-max-conns", "remoting-max-conns", "metrics-max-conns", "peer-max-conns",

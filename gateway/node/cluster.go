@@ -180,8 +180,8 @@ func (c Config) validateCluster() []error {
 		if c.DataGroups > 1 {
 			errs = append(errs, errors.New("data-groups: set only in cluster mode, with cluster-id"))
 		}
-		if c.GroupReplicas != 0 {
-			errs = append(errs, errors.New("group-replicas: set only in cluster mode, with cluster-id and data-groups"))
+		if c.GroupReplicas != 0 || c.Replaces != 0 {
+			errs = append(errs, errors.New("group-replicas and replaces: set only in cluster mode, with cluster-id and data-groups"))
 		}
 		return errs
 	}
@@ -208,8 +208,16 @@ func (c Config) validateCluster() []error {
 		errs = append(errs, fmt.Errorf("group-replicas: must be 0 (every member) or more, got %d", c.GroupReplicas))
 	case c.GroupReplicas > 0 && c.DataGroups < 2:
 		errs = append(errs, errors.New("group-replicas: set only with data-groups above 1"))
-	case c.GroupReplicas > 0 && c.Join:
-		errs = append(errs, errors.New("group-replicas: a cluster whose data groups are on some members only has fixed members: a member cannot join it"))
+	case c.GroupReplicas > 0 && c.Join && c.Replaces == 0:
+		errs = append(errs, errors.New("group-replicas: in a cluster whose data groups are on some members only, a new member takes the place of one: join with replaces set to that member's id"))
+	}
+	switch {
+	case c.Replaces < 0:
+		errs = append(errs, fmt.Errorf("replaces: want a member id, got %d", c.Replaces))
+	case c.Replaces > 0 && (!c.Join || c.GroupReplicas == 0):
+		errs = append(errs, errors.New("replaces: set only with join and group-replicas (a new member of a cluster whose data groups are on some members only)"))
+	case c.Replaces > 0 && c.Replaces == c.NodeID:
+		errs = append(errs, fmt.Errorf("replaces: member %d cannot replace itself: the replacement joins under a new id", c.NodeID))
 	}
 	return errs
 }

@@ -10,8 +10,10 @@
 // data groups: a replica, raft group and broker per group, each group
 // followed as cluster.go follows one, the catalog in group 0, leadership
 // balance), replicas.go (replica sets: the members each data group is on,
-// decided and recorded when the cluster is created, and the leaders of
-// the groups this member does not host, learned from those hosting them),
+// decided and recorded when the cluster is created, or learned from the
+// running members by a member replacing another, and the leaders and
+// voters of the groups this member does not host, learned from those
+// hosting them),
 // groupsview.go (the v2 listener's view of the groups: which
 // member serves each, forwarding connections), groupsadmin.go (the admin
 // and REST APIs' brokers with several groups), metrics.go (the metrics listener:

@@ -47,8 +47,9 @@ type dataGroup struct {
 	raft   *peer.Node
 	broker *broker.Broker
 	log    *slog.Logger
-	// voters are the members the group was created on (nil: every
-	// member); far its leader, when this member does not host it.
+	// voters are the members the group was created on, as recorded (nil:
+	// every member; votersNow has them as they are now); far its leader
+	// and voters, when this member does not host it.
 	voters []uint64
 	far    *farLeader
 
@@ -83,6 +84,19 @@ func (dg *dataGroup) leader() uint64 {
 		return dg.raft.Leader()
 	}
 	return dg.far.leader()
+}
+
+// votersNow are the group's voters as this member knows them now: as it
+// applied the group's configuration when it hosts the group, else as the
+// members hosting it said last, else as recorded when it was created.
+func (dg *dataGroup) votersNow() []uint64 {
+	if dg.raft != nil {
+		return dg.raft.Members().Voters
+	}
+	if v := dg.far.knownVoters(); v != nil {
+		return v
+	}
+	return dg.voters
 }
 
 // leaderChanges is closed at the next change of leader.
@@ -240,11 +254,27 @@ func (n *Node) openGroups(opts storage.Options) error {
 	if err != nil {
 		return err
 	}
-	voters, err := groupVoters(n.cfg.DataDir, peers, groups, n.cfg.GroupReplicas)
+	var tlsCfg *peer.TLS
+	if n.cfg.PeerTLS() {
+		if tlsCfg, err = peer.LoadTLS(n.cfg.PeerTLSFiles(), n.log); err != nil {
+			return fmt.Errorf("peer-tls-cert: %w", err)
+		}
+	}
+	self := uint64(n.cfg.NodeID)
+	var rp *replacement
+	if n.cfg.Replaces != 0 {
+		old := uint64(n.cfg.Replaces)
+		rp = &replacement{self: self, old: old, learn: func() ([][]uint64, error) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			ctx = peer.WithToken(peer.WithTLS(ctx, tlsCfg), n.cfg.PeerToken)
+			return peer.DialGroupVoters(ctx, peers, []uint64{self, old}, n.cfg.ClusterID)
+		}}
+	}
+	voters, err := groupVoters(n.cfg.DataDir, peers, groups, n.cfg.GroupReplicas, rp)
 	if err != nil {
 		return err
 	}
-	self := uint64(n.cfg.NodeID)
 	reps := make([]*raftstore.Replica, groups)
 	closeAll := func() error {
 		var errs []error
@@ -278,12 +308,6 @@ func (n *Node) openGroups(opts storage.Options) error {
 	replicas := 0
 	if voters != nil {
 		replicas = n.cfg.GroupReplicas
-	}
-	var tlsCfg *peer.TLS
-	if n.cfg.PeerTLS() {
-		if tlsCfg, err = peer.LoadTLS(n.cfg.PeerTLSFiles(), n.log); err != nil {
-			return errors.Join(fmt.Errorf("peer-tls-cert: %w", err), closeAll())
-		}
 	}
 	nodes, err := peer.StartGroups(peer.Config{ClusterID: n.cfg.ClusterID, NodeID: uint64(n.cfg.NodeID), Peers: peers, Join: n.cfg.Join,
 		Token: n.cfg.PeerToken, TLS: tlsCfg, Listener: n.lis["peers"], Info: n.memberInfo(), Logger: n.log,
@@ -595,7 +619,7 @@ func (n *Node) balanceOnce(ctx context.Context, pending transfer) transfer {
 	} else {
 		voters := make([][]uint64, 0, len(n.groups)-first)
 		for _, dg := range n.groups[first:] {
-			voters = append(voters, dg.voters)
+			voters = append(voters, dg.votersNow())
 		}
 		plan = planChain(leaders[first:], voters, n.votersOfAll(), self)
 	}
@@ -1000,7 +1024,7 @@ func (n *Node) groupsReady() (string, error) {
 	for _, dg := range n.groups {
 		if !dg.hosted() {
 			if dg.leader() == 0 {
-				return "", fmt.Errorf("data group %d (on members %v) has no leader they know of", dg.id, dg.voters)
+				return "", fmt.Errorf("data group %d (on members %v) has no leader they know of", dg.id, dg.votersNow())
 			}
 			continue
 		}

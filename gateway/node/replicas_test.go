@@ -44,25 +44,25 @@ func TestReplicaSets(t *testing.T) {
 func TestGroupVotersRecorded(t *testing.T) {
 	dir := t.TempDir()
 	peers := map[uint64]string{1: "a:1", 2: "b:1", 3: "c:1", 4: "d:1", 5: "e:1"}
-	first, err := groupVoters(dir, peers, 6, 3)
+	first, err := groupVoters(dir, peers, 6, 3, nil)
 	if err != nil || len(first) != 6 {
 		t.Fatalf("first start: %v, %v", first, err)
 	}
-	again, err := groupVoters(dir, map[uint64]string{1: "a:1"}, 6, 3)
+	again, err := groupVoters(dir, map[uint64]string{1: "a:1"}, 6, 3, nil)
 	if err != nil || !slices.EqualFunc(first, again, slices.Equal) {
 		t.Fatalf("restart: %v, %v; want %v", again, err, first)
 	}
-	if _, err := groupVoters(dir, peers, 6, 5); err == nil {
+	if _, err := groupVoters(dir, peers, 6, 5, nil); err == nil {
 		t.Fatal("a restart with another --group-replicas was taken")
 	}
-	if sets, err := groupVoters(t.TempDir(), peers, 6, 5); err != nil || sets != nil {
+	if sets, err := groupVoters(t.TempDir(), peers, 6, 5, nil); err != nil || sets != nil {
 		t.Fatalf("replicas on every member: %v, %v; want every member hosting every group", sets, err)
 	}
 	old := t.TempDir()
 	if err := os.Mkdir(filepath.Join(old, "raft"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := groupVoters(old, peers, 6, 3); err == nil {
+	if _, err := groupVoters(old, peers, 6, 3, nil); err == nil {
 		t.Fatal("a cluster created with every member hosting every group took replica sets")
 	}
 }
@@ -139,16 +139,16 @@ func TestReplicaSetsInProcess(t *testing.T) {
 			t.Fatalf("group %s: leader %d, replicas %+v", g.Name, g.Leader, g.Replicas)
 		}
 	}
-	// The members are fixed: a membership change is refused.
+	// A member is replaced, not added or removed alone.
 	peers, err := peer.ParsePeers(cfgs[0].Peers)
 	if err != nil {
 		t.Fatal(err)
 	}
 	pctx := peer.WithToken(ctx, cfgs[0].PeerToken)
-	if err := peer.DialAddMember(pctx, peers[1], cfgs[0].ClusterID, 9, "127.0.0.1:1"); err == nil || !strings.Contains(err.Error(), "cannot be added or removed") {
+	if err := peer.DialAddMember(pctx, peers[1], cfgs[0].ClusterID, 9, "127.0.0.1:1"); err == nil || !strings.Contains(err.Error(), "add-node --replaces") {
 		t.Fatalf("add-node in a cluster of replica sets: %v", err)
 	}
-	if err := peer.DialRemoveMember(pctx, peers[1], cfgs[0].ClusterID, 5); err == nil || !strings.Contains(err.Error(), "cannot be added or removed") {
+	if err := peer.DialRemoveMember(pctx, peers[1], cfgs[0].ClusterID, 5); err == nil || !strings.Contains(err.Error(), "add-node --replaces") {
 		t.Fatalf("remove-node in a cluster of replica sets: %v", err)
 	}
 	if _, err := nodes[0].groups[0].raft.GroupLeaders(ctx, 2); err != nil {
@@ -184,5 +184,41 @@ func TestPlanChain(t *testing.T) {
 		if p := planChain(leaders, voters, members, self); p != nil {
 			t.Fatalf("balanced (%v), member %d still plans %+v", leaders, self, p)
 		}
+	}
+}
+
+// A member replacing another hosts the groups the other votes in (and
+// group 0), in its place, as the running members answer them; it records
+// them, and a restart reads the record without asking again. A
+// replacement of a member that votes in no data group is refused.
+func TestGroupVotersOfReplacement(t *testing.T) {
+	cluster := [][]uint64{{1, 2, 3, 4, 5}, {1, 2, 3}, {2, 3, 4}, {3, 4, 5}, {1, 4, 5}, {1, 2, 5}}
+	asked := 0
+	learn := func() ([][]uint64, error) {
+		asked++
+		return slices.Clone(cluster), nil
+	}
+	dir := t.TempDir()
+	peers := map[uint64]string{1: "a:1", 6: "f:1"}
+	got, err := groupVoters(dir, peers, 6, 3, &replacement{self: 6, old: 4, learn: learn})
+	want := [][]uint64{{1, 2, 3, 5, 6}, {1, 2, 3}, {2, 3, 6}, {3, 5, 6}, {1, 5, 6}, {1, 2, 5}}
+	if err != nil || !slices.EqualFunc(got, want, slices.Equal) {
+		t.Fatalf("replacing member 4: %v, %v; want %v", got, err, want)
+	}
+	again, err := groupVoters(dir, peers, 6, 3, &replacement{self: 6, old: 4, learn: learn})
+	if err != nil || !slices.EqualFunc(again, want, slices.Equal) || asked != 1 {
+		t.Fatalf("restart: %v, %v (asked %d times); want %v, asked once", again, err, asked, want)
+	}
+	// Part of the way: member 6 already in place of 4 in group 2.
+	cluster[2] = []uint64{2, 3, 4, 6}
+	if got, err := groupVoters(t.TempDir(), peers, 6, 3, &replacement{self: 6, old: 4, learn: learn}); err != nil || !slices.Equal(got[2], []uint64{2, 3, 6}) {
+		t.Fatalf("resumed replacement: %v, %v", got, err)
+	}
+	cluster[2] = []uint64{2, 3, 4}
+	if _, err := groupVoters(t.TempDir(), peers, 6, 3, &replacement{self: 6, old: 9, learn: learn}); err == nil {
+		t.Fatal("the replacement of a member in no data group was taken")
+	}
+	if _, err := groupVoters(t.TempDir(), peers, 5, 3, &replacement{self: 6, old: 4, learn: learn}); err == nil {
+		t.Fatal("a replacement with another number of data groups was taken")
 	}
 }

@@ -148,7 +148,7 @@ func farGroupAsk(raft *peer.Node, dg *dataGroup) groupAsk {
 	return groupAsk{
 		self: raft.ID(),
 		base: func(ctx context.Context) (peer.Status, error) {
-			ids := dg.voters
+			ids := dg.votersNow()
 			if l := dg.leader(); l != 0 {
 				// The leader first: only it has the replicas' progress.
 				ids = append([]uint64{l}, slices.DeleteFunc(slices.Clone(ids), func(id uint64) bool { return id == l })...)
@@ -163,7 +163,7 @@ func farGroupAsk(raft *peer.Node, dg *dataGroup) groupAsk {
 				}
 				last = err
 			}
-			return peer.Status{}, fmt.Errorf("data group %d: none of its members %v answers: %w", dg.id, dg.voters, last)
+			return peer.Status{}, fmt.Errorf("data group %d: none of its members %v answers: %w", dg.id, ids, last)
 		},
 		member: member,
 		info:   raft.MemberInfo,

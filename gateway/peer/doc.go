@@ -28,12 +28,16 @@
 // who may send). Start is StartGroups of one group. A member may host
 // some of the groups only (a Group without an Applier is one it does
 // not host; Group.Voters bootstraps a group with some members only):
-// Info then answers the leader and term of each group it hosts
+// Info then answers the leader, term and voters of each group it hosts
 // (GroupLeaders asks them), a group's Status is asked of a member
 // hosting it (MemberGroupStatus, and DialGroupStatus moves on to one),
 // and a change is proposed to a group's leader by id (ProposeAtMember).
-// Such a cluster's members are fixed (Config.GroupReplicas): the Dial
-// membership changes refuse it.
+// In such a cluster (Config.GroupReplicas) DialAddMember and
+// DialRemoveMember refuse to add or remove a member alone: a member is
+// replaced (DialReplaceMember: the new one added to group 0 and, in
+// turn, to each data group of the old one, which is removed there once
+// the new one votes, and from group 0 last); DialGroupVoters tells a
+// replacement which groups to host.
 //
 // ParsePeers reads the members from "1=host:port,2=host:port,...".
 // AddMember and RemoveMember (on the leader; DialAddMember and

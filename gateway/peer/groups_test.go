@@ -611,6 +611,9 @@ func TestGroupsOnSomeMembers(t *testing.T) {
 	if lead.Leader != 1 && lead.Leader != 2 {
 		t.Fatalf("group 1 led by member %d, which does not host it", lead.Leader)
 	}
+	if !slices.Equal(lead.Voters, []uint64{1, 2}) {
+		t.Fatalf("member 1 answers group 1's voters %v, want [1 2]", lead.Voters)
+	}
 	if since := c.members[1].nodes[1].LeaderlessSince(); !since.IsZero() && c.members[1].nodes[1].Leader() != 0 {
 		t.Fatalf("member 1 knows group 1's leader and says it has known none since %v", since)
 	}
@@ -629,14 +632,10 @@ func TestGroupsOnSomeMembers(t *testing.T) {
 		t.Fatalf("a change proposed by member 3 at group 1's leader: %v", err)
 	}
 	pctx := WithToken(ctx, testToken)
-	if err := DialAddMember(pctx, c.addrs[1], c.id, 9, "127.0.0.1:1"); err == nil || !strings.Contains(err.Error(), "cannot be added or removed") {
+	if err := DialAddMember(pctx, c.addrs[1], c.id, 9, "127.0.0.1:1"); err == nil || !strings.Contains(err.Error(), "add-node --replaces") {
 		t.Fatalf("add-node: %v", err)
 	}
-	err = invoke(pctx, c.addrs[lead.Leader], c.id, func(pc clusterv1.PeerServiceClient, ctx context.Context) error {
-		_, err := pc.RemoveMember(ctx, &clusterv1.RemoveMemberRequest{Id: 3, Group: 0})
-		return err
-	}, "remove member 3")
-	if err == nil || !strings.Contains(err.Error(), "cannot be added or removed") {
-		t.Fatalf("RemoveMember at the peer port: %v", err)
+	if err := DialReplaceMember(pctx, c.addrs[1], c.id, 1, 9, "127.0.0.1:1"); err == nil || !strings.Contains(err.Error(), "another member than the one replaced") {
+		t.Fatalf("a replacement entering through the member replaced: %v", err)
 	}
 }

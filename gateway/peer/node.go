@@ -99,7 +99,8 @@ type Config struct {
 	Info MemberInfo
 	// GroupReplicas is how many members each group but the first has
 	// replicas on, when not every member hosts every group (0: every
-	// member does). Such a cluster's members are fixed: DialAddMember and
+	// member does). In such a cluster a member is replaced
+	// (DialReplaceMember), not added or removed alone: DialAddMember and
 	// DialRemoveMember refuse it.
 	GroupReplicas int
 	Logger        *slog.Logger

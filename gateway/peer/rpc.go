@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -130,6 +131,8 @@ func (n *Node) MemberInfo(ctx context.Context, id uint64) (MemberInfo, error) {
 // newer.
 type GroupLeader struct {
 	Group, Leader, Term uint64
+	// Voters are the group's voters as the member applied them last.
+	Voters []uint64
 }
 
 // GroupLeaders asks member id for the leader of every group it hosts, as
@@ -141,7 +144,7 @@ func (n *Node) GroupLeaders(ctx context.Context, id uint64) ([]GroupLeader, erro
 	}
 	out := make([]GroupLeader, 0, len(a.GetLeaders()))
 	for _, l := range a.GetLeaders() {
-		out = append(out, GroupLeader{Group: l.GetGroup(), Leader: l.GetLeader(), Term: l.GetTerm()})
+		out = append(out, GroupLeader{Group: l.GetGroup(), Leader: l.GetLeader(), Term: l.GetTerm(), Voters: l.GetVoters()})
 	}
 	return out, nil
 }
@@ -225,15 +228,24 @@ func DialStatus(ctx context.Context, peerAddr, clusterID string) (Status, error)
 // peerAddr does not host g (replica sets), the first of the other members
 // that does answers.
 func DialGroupStatus(ctx context.Context, peerAddr, clusterID string, g uint64) (Status, error) {
+	_, st, err := groupEntry(ctx, peerAddr, clusterID, g)
+	return st, err
+}
+
+// groupEntry is the peer address of a member hosting group g, peerAddr
+// when that member does (else the first of the others that does), and
+// its Status of g.
+func groupEntry(ctx context.Context, peerAddr, clusterID string, g uint64) (string, Status, error) {
 	st, err := dialGroupStatus(ctx, peerAddr, clusterID, g)
 	if g == 0 || status.Code(errors.Unwrap(err)) != codes.NotFound {
-		return st, err
+		return peerAddr, st, err
 	}
 	at, herr := hostOf(ctx, peerAddr, clusterID, g)
 	if herr != nil {
-		return Status{}, errors.Join(err, herr)
+		return "", Status{}, errors.Join(err, herr)
 	}
-	return dialGroupStatus(ctx, at, clusterID, g)
+	st, err = dialGroupStatus(ctx, at, clusterID, g)
+	return at, st, err
 }
 
 // hostOf is the peer address of a member hosting group g, of those the
@@ -320,6 +332,114 @@ func DialAddMember(ctx context.Context, peerAddr, clusterID string, id uint64, a
 	return nil
 }
 
+// DialReplaceMember asks the cluster that the member at peerAddr belongs
+// to to put member id, whose peer address is addr, in the place of member
+// old: id is added to group 0 (Node.AddMember), then to each data group
+// old votes in, where old is removed (Node.RemoveMember) once id votes,
+// and old leaves group 0 last. So each group keeps its number of replicas
+// but for the one being added. It is how a member of a cluster whose data
+// groups are on some members only (Config.GroupReplicas) is replaced
+// (old may be down, its data lost): id must run with Config.Join,
+// hosting old's groups. Each request goes to its group's leader; called
+// again after a failure, it resumes.
+func DialReplaceMember(ctx context.Context, peerAddr, clusterID string, old, id uint64, addr string) error {
+	if old == id {
+		return badRequest("peer: member %d cannot replace itself: the replacement joins under a new id", id)
+	}
+	conn, err := dial(ctx, peerAddr)
+	if err != nil {
+		return err
+	}
+	a, err := callInfo(ctx, conn, clusterID)
+	conn.Close()
+	if err != nil {
+		return fmt.Errorf("peer: info of %s: %w", peerAddr, err)
+	}
+	if a.GetId() == old {
+		return badRequest("peer: replace member %d: enter through another member than the one replaced", old)
+	}
+	groups := uint64(max(a.GetDataGroups(), 1))
+	change := func(entry string, g uint64, what string, call func(clusterv1.PeerServiceClient, context.Context) error) error {
+		return atLeader(ctx, entry, clusterID, g, func(at string) error {
+			return invoke(ctx, at, clusterID, call, "%s%s", what, groupNote(int(groups), g))
+		})
+	}
+	add := func(entry string, g uint64) error {
+		return change(entry, g, fmt.Sprintf("add member %d", id), func(c clusterv1.PeerServiceClient, ctx context.Context) error {
+			_, err := c.AddMember(ctx, &clusterv1.AddMemberRequest{Id: id, Peer: addr, Group: g})
+			return err
+		})
+	}
+	remove := func(entry string, g uint64) error {
+		return change(entry, g, fmt.Sprintf("remove member %d", old), func(c clusterv1.PeerServiceClient, ctx context.Context) error {
+			_, err := c.RemoveMember(ctx, &clusterv1.RemoveMemberRequest{Id: old, Group: g})
+			return err
+		})
+	}
+	if err := add(peerAddr, 0); err != nil {
+		return err
+	}
+	for g := uint64(1); g < groups; g++ {
+		entry, st, err := groupEntry(ctx, peerAddr, clusterID, g)
+		if err != nil {
+			return err
+		}
+		if !slices.Contains(st.Voters, old) && !slices.Contains(st.Voters, id) && !slices.Contains(st.Learners, id) {
+			continue // neither member's group
+		}
+		if err := add(entry, g); err != nil {
+			return err
+		}
+		if err := remove(entry, g); err != nil {
+			return err
+		}
+	}
+	return remove(peerAddr, 0)
+}
+
+// DialGroupVoters asks the members of peers (but those of skip), in id
+// order until one answers, for the voters of each of their cluster's raft
+// groups (by group), each group's from a member hosting it.
+func DialGroupVoters(ctx context.Context, peers map[uint64]string, skip []uint64, clusterID string) ([][]uint64, error) {
+	ids := slices.Sorted(maps.Keys(peers))
+	var errs []error
+	for _, id := range ids {
+		if slices.Contains(skip, id) {
+			continue
+		}
+		voters, err := dialGroupVoters(ctx, peers[id], clusterID)
+		if err == nil {
+			return voters, nil
+		}
+		errs = append(errs, fmt.Errorf("member %d: %w", id, err))
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return nil, fmt.Errorf("peer: no member answered with its groups' voters: %w", errors.Join(errs...))
+}
+
+func dialGroupVoters(ctx context.Context, peerAddr, clusterID string) ([][]uint64, error) {
+	conn, err := dial(ctx, peerAddr)
+	if err != nil {
+		return nil, err
+	}
+	a, err := callInfo(ctx, conn, clusterID)
+	conn.Close()
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]uint64, max(a.GetDataGroups(), 1))
+	for g := range out {
+		_, st, err := groupEntry(ctx, peerAddr, clusterID, uint64(g))
+		if err != nil {
+			return nil, err
+		}
+		out[g] = st.Voters
+	}
+	return out, nil
+}
+
 // DialRemoveMember asks the cluster that the member at peerAddr belongs
 // to to remove member id (Node.RemoveMember) from each of its raft
 // groups, the first group (the catalog, which also decides whom the
@@ -368,7 +488,7 @@ func dialGroups(ctx context.Context, peerAddr, clusterID string) (int, error) {
 	}
 	if r := a.GetGroupReplicas(); r > 0 {
 		return 0, badRequest("peer: the cluster's data groups have replicas on %d members each, not on every member (--group-replicas): "+
-			"its members cannot be added or removed", r)
+			"its members are not added or removed one by one; a member is replaced by a new one (add-node --replaces)", r)
 	}
 	return int(max(a.GetDataGroups(), 1)), nil
 }

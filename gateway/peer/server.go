@@ -28,16 +28,6 @@ func (s *peerServer) Info(context.Context, *clusterv1.InfoRequest) (*clusterv1.I
 	return resp, nil
 }
 
-// membersFixed refuses a membership change in a cluster whose data
-// groups are on some members only (Config.GroupReplicas).
-func (s *peerServer) membersFixed() error {
-	if r := s.t.cfg.GroupReplicas; r > 0 {
-		return status.Errorf(codes.InvalidArgument, "peer: the cluster's data groups have replicas on %d members each, not on every member (--group-replicas): "+
-			"its members cannot be added or removed", r)
-	}
-	return nil
-}
-
 // hosted is the node of group g, or the error refusing a call for a
 // group this member does not host.
 func (s *peerServer) hosted(g uint64) (services, error) {
@@ -77,9 +67,6 @@ func (s *peerServer) AddMember(ctx context.Context, req *clusterv1.AddMemberRequ
 	if _, _, err := net.SplitHostPort(req.GetPeer()); err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "peer: add member %d: peer address %q: %v", req.GetId(), req.GetPeer(), err)
 	}
-	if err := s.membersFixed(); err != nil {
-		return nil, err
-	}
 	svc, err := s.hosted(req.GetGroup())
 	if err != nil {
 		return nil, err
@@ -93,9 +80,6 @@ func (s *peerServer) AddMember(ctx context.Context, req *clusterv1.AddMemberRequ
 func (s *peerServer) RemoveMember(ctx context.Context, req *clusterv1.RemoveMemberRequest) (*clusterv1.RemoveMemberResponse, error) {
 	if req.GetId() == 0 {
 		return nil, status.Error(codes.InvalidArgument, "peer: remove member: the id must be above 0")
-	}
-	if err := s.membersFixed(); err != nil {
-		return nil, err
 	}
 	svc, err := s.hosted(req.GetGroup())
 	if err != nil {

@@ -201,14 +201,14 @@ func (t *transport) hostedNote() string {
 	return fmt.Sprintf("of %d it hosts %s", len(t.groups), strings.Join(ids, ", "))
 }
 
-// leaders is the leader of every group this member hosts as it knows it
-// (Info).
+// leaders is the leader and voters of every group this member hosts as
+// it knows them (Info).
 func (t *transport) leaders() []*clusterv1.GroupLeader {
 	var out []*clusterv1.GroupLeader
 	for g, svc := range t.groups {
 		if svc != nil {
 			lead, term := svc.LeaderView()
-			out = append(out, &clusterv1.GroupLeader{Group: uint64(g), Leader: lead, Term: term})
+			out = append(out, &clusterv1.GroupLeader{Group: uint64(g), Leader: lead, Term: term, Voters: svc.Members().Voters})
 		}
 	}
 	return out

@@ -40,8 +40,8 @@ type member struct {
 	// tls is the member's peer certificate (withTLS; empty: none).
 	tls testutil.CertFiles
 	// env adds KEY=VALUE pairs to the member's environment when it
-	// (re)starts.
-	env []string
+	// (re)starts; args adds flags to the group's.
+	env, args []string
 }
 
 // group is a three-member cluster on loopback.
@@ -238,6 +238,7 @@ func (g *group) start(m *member) {
 	if m.joined {
 		args = append(args, "--join")
 	}
+	args = append(args, m.args...)
 	args = append(args, tlsFlags(m.tls)...)
 	o := testutil.StartOptions{DataDir: m.dir, Args: args, Env: m.env, Binary: g.bin}
 	if g.logDir != "" {

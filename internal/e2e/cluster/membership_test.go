@@ -15,11 +15,12 @@ import (
 )
 
 // join starts member id as a new member (--join) on fresh addresses;
-// its --peers names itself and the running members.
-func (g *group) join(id int) *member {
+// its --peers names itself and the running members; args are flags of
+// its own.
+func (g *group) join(id int, args ...string) *member {
 	g.t.Helper()
 	m := &member{id: id, dir: g.t.TempDir(), grpc: testutil.StableAddr(g.t), http: testutil.StableAddr(g.t),
-		remoting: testutil.StableAddr(g.t), peer: testutil.StableAddr(g.t), joined: true}
+		remoting: testutil.StableAddr(g.t), peer: testutil.StableAddr(g.t), joined: true, args: args}
 	var peers []string
 	for _, o := range g.members {
 		peers = append(peers, fmt.Sprintf("%d=%s", o.id, o.peer))

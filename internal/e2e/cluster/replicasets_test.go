@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -227,4 +228,117 @@ func ledBy(leaders []int, id int) []int {
 		}
 	}
 	return out
+}
+
+// TestClusterReplicaSetsReplaceMember: five members, six groups (five
+// data groups of three replicas), sync sends of the official client. The
+// member leading the most groups dies (kill -9) and its data directory is
+// lost. A new member, 6, started with --join --replaces, hosts the dead
+// member's data groups; `cluster add-node --replaces` puts it in the dead
+// member's place in each of them and in group 0, and removes the dead
+// one. Each group ends with three voters, member 6 where the dead member
+// was; member 6 stores those groups only, leads its share, and restarts
+// from what it recorded; the sends go on throughout, every one answered
+// OK is received, and each group's new replicas hold the same commit log.
+func TestClusterReplicaSetsReplaceMember(t *testing.T) {
+	e2eutil.Begin(t)
+	replaceMember(t, true)
+}
+
+// TestClusterReplicaSetsRetireMember is TestClusterReplicaSetsReplaceMember
+// with the member replaced running all along (retired, say, for its
+// machine): it hands over the leaderships it holds as it is removed from
+// each group, and stops on its own (exit status 0) once out of group 0.
+func TestClusterReplicaSetsRetireMember(t *testing.T) {
+	e2eutil.Begin(t)
+	replaceMember(t, false)
+}
+
+func replaceMember(t *testing.T, lost bool) {
+	const groups, members, replicas = 6, 5, 3
+	g := newGroupOf(t, members, "--data-groups", strconv.Itoa(groups), "--group-replicas", strconv.Itoa(replicas),
+		"--remoting-addr", "", "--flush", "sync")
+	leaders := g.balancedData(groups, 90*time.Second)
+	topic, cg := e2eutil.Uniq("rsr"), e2eutil.Uniq("rsrc")
+	e2eutil.CLI(t, g.members[0].grpc, "topic", "create", topic, "--queues", "10")
+	pr := e2eutil.StartProducer(t, config(g, ""), rmq.WithTopics(topic))
+	load := startPacedLoad(pr, topic, 4, 20*time.Millisecond)
+	defer load.stop()
+	load.waitFor(t, 100, 60*time.Second, "before the kill")
+
+	dead := g.byID(mostLeading(leaders))
+	if lost {
+		dead.proc.Kill9()
+		if err := os.RemoveAll(dead.dir); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("member %d, leader of groups %v, killed and its data directory removed", dead.id, ledBy(leaders, dead.id))
+		load.waitFor(t, load.count()+100, 60*time.Second, fmt.Sprintf("after member %d died", dead.id))
+	}
+
+	// Member 6's --peers names every member (it takes raft messages from
+	// the members it knows only, until it has the group's log).
+	m6 := g.join(6, "--replaces", strconv.Itoa(dead.id))
+	g.members = slices.DeleteFunc(g.members, func(o *member) bool { return o == dead })
+	live := g.members[0]
+	out, err := g.cli("cluster", "add-node", "--peer", live.peer, "--cluster-id", g.id, "--node-id", "6", "--node-peer", m6.peer,
+		"--replaces", strconv.Itoa(dead.id), "--timeout", "120s")
+	if err != nil {
+		t.Fatalf("add-node 6 --replaces %d: %v\n%s", dead.id, err, out)
+	}
+	t.Logf("add-node: %s", strings.TrimSpace(out))
+	if !lost {
+		if code := dead.proc.Wait(60 * time.Second); code != 0 || !dead.proc.HasLine("this member was removed from its cluster") {
+			t.Fatalf("member %d, replaced: exit status %d, want 0 and the log saying it was removed\n%s", dead.id, code, dead.proc.Log())
+		}
+	}
+	sets := make([][]int, groups)
+	for gid := 1; gid < groups; gid++ {
+		for _, id := range replicaSet(gid, members, replicas) {
+			if id == dead.id {
+				id = m6.id
+			}
+			sets[gid] = append(sets[gid], id)
+		}
+		slices.Sort(sets[gid])
+		st, err := g.groupStatus(live, gid)
+		if err != nil || !slices.Equal(st.Voters, sets[gid]) {
+			t.Fatalf("data group %d: voters %v (%v), want %v", gid, st.Voters, err, sets[gid])
+		}
+		_, err = os.Stat(filepath.Join(m6.dir, "groups", strconv.Itoa(gid), "replica"))
+		if want := slices.Contains(sets[gid], m6.id); want != (err == nil) {
+			t.Fatalf("member 6: data group %d's replica directory: %v, want it there %v", gid, err, want)
+		}
+	}
+	var rest []int
+	for _, m := range g.members {
+		rest = append(rest, m.id)
+	}
+	slices.Sort(rest)
+	if st, err := g.groupStatus(live, 0); err != nil || !slices.Equal(st.Voters, rest) {
+		t.Fatalf("group 0: voters %v (%v), want %v", st.Voters, err, rest)
+	}
+	leaders = g.balancedData(groups, 60*time.Second)
+	if len(ledBy(leaders[1:], m6.id)) == 0 {
+		t.Fatalf("member 6 leads no data group after replacing member %d (leaders %v)", dead.id, leaders)
+	}
+	load.waitFor(t, load.count()+100, 60*time.Second, "after the replacement")
+
+	// Restarted, member 6 hosts the groups it recorded.
+	m6.proc.Kill9()
+	g.start(m6)
+	leaders = g.balancedData(groups, 60*time.Second)
+	load.waitFor(t, load.count()+100, 60*time.Second, "after member 6 restarted")
+	acked := load.stop()
+	c := g.receiveAll(topic, cg, acked, "the replacement")
+	t.Logf("member %d replaced by member 6; leaders %v; %d sends answered OK, all received", dead.id, leaders, len(acked))
+	_ = c.GracefulStop()
+	g.stopAll()
+	for gid := 1; gid < groups; gid++ {
+		var ms []*member
+		for _, id := range sets[gid] {
+			ms = append(ms, g.byID(id))
+		}
+		g.sameLogsOn(filepath.Join("groups", strconv.Itoa(gid), "replica"), ms)
+	}
 }

@@ -417,7 +417,9 @@ type GroupLeader struct {
 	Leader uint64 `protobuf:"varint,2,opt,name=leader,proto3" json:"leader,omitempty"`
 	// The raft term the member is at in the group: of two members' views,
 	// the one of the higher term is the newer.
-	Term          uint64 `protobuf:"varint,3,opt,name=term,proto3" json:"term,omitempty"`
+	Term uint64 `protobuf:"varint,3,opt,name=term,proto3" json:"term,omitempty"`
+	// The group's voters, as the member applied its configuration last.
+	Voters        []uint64 `protobuf:"varint,4,rep,packed,name=voters,proto3" json:"voters,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -471,6 +473,13 @@ func (x *GroupLeader) GetTerm() uint64 {
 		return x.Term
 	}
 	return 0
+}
+
+func (x *GroupLeader) GetVoters() []uint64 {
+	if x != nil {
+		return x.Voters
+	}
+	return nil
 }
 
 // Asks for a member's view of a group.
@@ -1625,11 +1634,12 @@ const file_mqgate_cluster_v1_peer_proto_rawDesc = "" +
 	"\vdata_groups\x18\x05 \x01(\rR\n" +
 	"dataGroups\x128\n" +
 	"\aleaders\x18\x06 \x03(\v2\x1e.mqgate.cluster.v1.GroupLeaderR\aleaders\x12%\n" +
-	"\x0egroup_replicas\x18\a \x01(\rR\rgroupReplicas\"O\n" +
+	"\x0egroup_replicas\x18\a \x01(\rR\rgroupReplicas\"g\n" +
 	"\vGroupLeader\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\x04R\x05group\x12\x16\n" +
 	"\x06leader\x18\x02 \x01(\x04R\x06leader\x12\x12\n" +
-	"\x04term\x18\x03 \x01(\x04R\x04term\"%\n" +
+	"\x04term\x18\x03 \x01(\x04R\x04term\x12\x16\n" +
+	"\x06voters\x18\x04 \x03(\x04R\x06voters\"%\n" +
 	"\rStatusRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\x04R\x05group\"o\n" +
 	"\bProgress\x12\x14\n" +
