@@ -46,17 +46,23 @@ through the --peer member when that one does not lead.
                     (or a copy of a store), and is promoted to voter once
                     it has caught up; waits for the promotion. With
                     data groups it does so in every group, group 0
-                    first. With --replaces M (a cluster whose data
-                    groups are on some members only, --group-replicas),
-                    member N, started with --join --replaces M, takes
-                    M's place: it joins group 0, then each of M's data
-                    groups, where M is removed as soon as N votes, and
-                    M leaves group 0 last. M may be down, its data
-                    lost. Run it again after a timeout: it resumes.
+                    first. In a cluster whose data groups are on some
+                    members only (--group-replicas), N joins group 0
+                    and the data groups it chose when it started,
+                    taking replicas from the members holding the most:
+                    in each, the voter holding the most leaves once N
+                    votes. With --replaces M, member N, started with
+                    --join --replaces M, takes M's place instead: it
+                    joins group 0, then each of M's data groups, where
+                    M is removed as soon as N votes, and M leaves group
+                    0 last. M may be down, its data lost. Run it again
+                    after a timeout: it resumes.
   remove-node       remove member N (a leader hands its leadership over
                     first; with data groups from every group, group 0
                     last); the removed member stops. Its id is never
-                    used again: a replacement joins under a new id.
+                    used again: a replacement joins under a new id. Not
+                    in a cluster of --group-replicas: replace the member
+                    there (add-node --replaces).
   init-certs        write the files of peer TLS into DIR: a CA for the
                     group (ca.pem, and ca-key.pem, which only this
                     command needs: keep it off the members), a

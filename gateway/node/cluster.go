@@ -208,8 +208,6 @@ func (c Config) validateCluster() []error {
 		errs = append(errs, fmt.Errorf("group-replicas: must be 0 (every member) or more, got %d", c.GroupReplicas))
 	case c.GroupReplicas > 0 && c.DataGroups < 2:
 		errs = append(errs, errors.New("group-replicas: set only with data-groups above 1"))
-	case c.GroupReplicas > 0 && c.Join && c.Replaces == 0:
-		errs = append(errs, errors.New("group-replicas: in a cluster whose data groups are on some members only, a new member takes the place of one: join with replaces set to that member's id"))
 	}
 	switch {
 	case c.Replaces < 0:

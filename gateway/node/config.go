@@ -180,14 +180,17 @@ type Config struct {
 	// GroupReplicas is how many members each data group but group 0 has
 	// replicas on (replicas.go; 0: every member hosts every group). Below
 	// the number of members, the groups are spread over them when the
-	// cluster is created; a member is then replaced, not added or removed
-	// (Replaces). Like DataGroups, it is fixed when the cluster is
-	// created.
+	// cluster is created. A member joining such a cluster (Join) takes
+	// replicas from the members holding the most, or those of the member
+	// it Replaces; a member is not removed alone. Like DataGroups, it is
+	// fixed when the cluster is created.
 	GroupReplicas int
 	// Replaces, with Join in a cluster of GroupReplicas, is the member
 	// this new one takes the place of: on its first start it asks the
 	// running members which data groups that member votes in and hosts
 	// those (`mqgate cluster add-node --replaces` then moves them over).
+	// 0: it takes replicas from the members holding the most
+	// (replicas.go, movedReplicas; `mqgate cluster add-node` moves them).
 	Replaces int
 	// LiteTopicQuota caps the lite topics of one LITE topic;
 	// LiteSubscriptionQuota the lite topics of one lite consumer's

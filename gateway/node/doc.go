@@ -11,9 +11,9 @@
 // followed as cluster.go follows one, the catalog in group 0, leadership
 // balance), replicas.go (replica sets: the members each data group is on,
 // decided and recorded when the cluster is created, or learned from the
-// running members by a member replacing another, and the leaders and
-// voters of the groups this member does not host, learned from those
-// hosting them),
+// running members by a member joining, the groups a member is removed
+// from while it runs, and the leaders and voters of the groups this
+// member does not host, learned from those hosting them),
 // groupsview.go (the v2 listener's view of the groups: which
 // member serves each, forwarding connections), groupsadmin.go (the admin
 // and REST APIs' brokers with several groups), metrics.go (the metrics listener:

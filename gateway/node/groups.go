@@ -52,6 +52,10 @@ type dataGroup struct {
 	// and voters, when this member does not host it.
 	voters []uint64
 	far    *farLeader
+	// gone: this member was removed from the group since it started (its
+	// replica moved to another member); rep, raft and broker stay, idle,
+	// until the member stops.
+	gone atomic.Bool
 
 	// serving: the broker is active for this member's current
 	// leadership of the group (followGroup's).
@@ -70,17 +74,18 @@ type dataGroup struct {
 }
 
 func newDataGroup(id int, rep *raftstore.Replica, raft *peer.Node, log *slog.Logger) *dataGroup {
-	dg := &dataGroup{id: id, rep: rep, raft: raft, log: log, changed: make(chan struct{}), forgetted: make(chan struct{}, 1)}
+	dg := &dataGroup{id: id, rep: rep, raft: raft, log: log, far: newFarLeader(), changed: make(chan struct{}), forgetted: make(chan struct{}, 1)}
 	rep.OnMetaApplied(dg.applied)
 	return dg
 }
 
-// hosted reports whether this member holds a replica of the group.
-func (dg *dataGroup) hosted() bool { return dg.raft != nil }
+// hosted reports whether this member holds a replica of the group (and
+// was not removed from it since it started: unhost).
+func (dg *dataGroup) hosted() bool { return dg.raft != nil && !dg.gone.Load() }
 
 // leader is the group's leader as this member knows it (0: none known).
 func (dg *dataGroup) leader() uint64 {
-	if dg.raft != nil {
+	if dg.hosted() {
 		return dg.raft.Leader()
 	}
 	return dg.far.leader()
@@ -90,7 +95,7 @@ func (dg *dataGroup) leader() uint64 {
 // applied the group's configuration when it hosts the group, else as the
 // members hosting it said last, else as recorded when it was created.
 func (dg *dataGroup) votersNow() []uint64 {
-	if dg.raft != nil {
+	if dg.hosted() {
 		return dg.raft.Members().Voters
 	}
 	if v := dg.far.knownVoters(); v != nil {
@@ -101,7 +106,7 @@ func (dg *dataGroup) votersNow() []uint64 {
 
 // leaderChanges is closed at the next change of leader.
 func (dg *dataGroup) leaderChanges() <-chan struct{} {
-	if dg.raft != nil {
+	if dg.hosted() {
 		return dg.raft.Changes()
 	}
 	return dg.far.changes()
@@ -262,7 +267,7 @@ func (n *Node) openGroups(opts storage.Options) error {
 	}
 	self := uint64(n.cfg.NodeID)
 	var rp *replacement
-	if n.cfg.Replaces != 0 {
+	if n.cfg.Join && n.cfg.GroupReplicas > 0 {
 		old := uint64(n.cfg.Replaces)
 		rp = &replacement{self: self, old: old, learn: func() ([][]uint64, error) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -274,6 +279,11 @@ func (n *Node) openGroups(opts storage.Options) error {
 	voters, err := groupVoters(n.cfg.DataDir, peers, groups, n.cfg.GroupReplicas, rp)
 	if err != nil {
 		return err
+	}
+	if voters != nil {
+		if voters, err = n.unhosted(voters); err != nil {
+			return err
+		}
 	}
 	reps := make([]*raftstore.Replica, groups)
 	closeAll := func() error {
@@ -336,14 +346,19 @@ func (n *Node) openGroups(opts storage.Options) error {
 	return nil
 }
 
-// closeGroups stops every group's raft member, then the replicas.
+// closeGroups stops every group's raft member, then the replicas (of
+// the groups this member was removed from too).
 func (n *Node) closeGroups(ctx context.Context) error {
 	var errs []error
-	for _, dg := range n.hostedGroups() {
-		errs = append(errs, dg.raft.Stop())
+	for _, dg := range n.groups {
+		if dg.raft != nil {
+			errs = append(errs, dg.raft.Stop())
+		}
 	}
-	for _, dg := range n.hostedGroups() {
-		errs = append(errs, dg.rep.Close(ctx))
+	for _, dg := range n.groups {
+		if dg.rep != nil {
+			errs = append(errs, dg.rep.Close(ctx))
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -478,6 +493,8 @@ func (n *Node) followGroup(ctx context.Context, dg *dataGroup) {
 				// Group 0 is left last: the member is out of the cluster.
 				n.log.Warn("this member was removed from the cluster: it no longer serves")
 				n.removedOnce.Do(func() { close(n.removed) })
+			case errors.Is(err, peer.ErrRemoved) && n.replicaSets():
+				n.unhost(dg)
 			case errors.Is(err, peer.ErrRemoved):
 				dg.log.Warn("this member was removed from the data group: it no longer serves it")
 			case err != nil:

@@ -103,7 +103,10 @@ type Node struct {
 	// its group (Removed).
 	removed     chan struct{}
 	removedOnce sync.Once
-	broker      *broker.Broker
+	// recordMu serialises the rewrites of the replica record (replicas.go:
+	// unhost).
+	recordMu sync.Mutex
+	broker   *broker.Broker
 	sess        *session.Registry
 	// v2 is the v2 messaging service, once built (its forwards are a
 	// cluster metric).

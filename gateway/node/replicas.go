@@ -10,6 +10,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/mqgate/mqgate/gateway/peer"
 )
 
 // Replica sets (docs/architecture.md, "Replica sets"). With
@@ -19,8 +21,11 @@ import (
 // cluster is created (replicaSets). A member hosts the groups it has
 // replicas of; for the others it learns the leader and voters from the
 // members that host them (watchFarLeaders) and forwards their requests
-// there. A member replacing another (Config.Replaces) hosts the groups
-// the other votes in, as the running members answer them.
+// there. A member joining such a cluster takes replicas from the members
+// holding the most (movedReplicas), or, replacing one (Config.Replaces),
+// those of that member; a member removed from a data group while it runs
+// stops hosting it (unhost) and deletes its replica at the next start
+// (unhosted).
 
 // replicasFile records, in a member's data directory, the members each
 // data group was created on, when not every member hosts every group.
@@ -55,8 +60,10 @@ func replicaSets(ids []uint64, groups, r int) [][]uint64 {
 	return out
 }
 
-// replacement is a new member taking the place of member old (Config.
-// Replaces): learn asks the running members for their groups' voters.
+// replacement is a new member joining a cluster of replica sets: in the
+// place of member old (Config.Replaces), or, with old 0, taking some of
+// the running members' replicas; learn asks the running members for
+// their groups' voters.
 type replacement struct {
 	self, old uint64
 	learn     func() ([][]uint64, error)
@@ -66,9 +73,9 @@ type replacement struct {
 // which members each group is on: nil when every member hosts every
 // group (the cluster was created without --group-replicas, or with one
 // at least its number of members), else what replicasFile records, made
-// on the first start from --peers, or for a member replacing another
-// (rp set) from the running members' answers, this member in the place
-// of the other. A member restarted with another --group-replicas than
+// on the first start from --peers, or for a member joining (rp set) from
+// the running members' answers, this member in the place of the one it
+// replaces or of those it takes replicas from. A member restarted with another --group-replicas than
 // its cluster was created with refuses to start.
 func groupVoters(dataDir string, peers map[uint64]string, groups, r int, rp *replacement) ([][]uint64, error) {
 	path := filepath.Join(dataDir, replicasFile)
@@ -100,6 +107,10 @@ func groupVoters(dataDir string, peers map[uint64]string, groups, r int, rp *rep
 			ids = append(ids, id)
 		}
 		rec.Voters = replicaSets(ids, groups, r)
+	} else if rp.old == 0 {
+		if rec.Voters, err = grownVoters(rp, groups, r); err != nil {
+			return nil, err
+		}
 	} else if rec.Voters, err = replacedVoters(rp, groups); err != nil {
 		return nil, err
 	}
@@ -114,6 +125,88 @@ func groupVoters(dataDir string, peers map[uint64]string, groups, r int, rp *rep
 		return nil, fmt.Errorf("group-replicas: recording them: %w", err)
 	}
 	return rec.Voters, nil
+}
+
+// grownVoters is each group's voters as the running members answer
+// them, with this new member (rp.self) taking replicas from the members
+// holding the most (movedReplicas): the groups it hosts, and group 0.
+func grownVoters(rp *replacement, groups, r int) ([][]uint64, error) {
+	vs, err := rp.learn()
+	if err != nil {
+		return nil, fmt.Errorf("join: the data groups' voters: %w", err)
+	}
+	if len(vs) != groups {
+		return nil, fmt.Errorf("join: the running members have %d data groups, this member %d: start it with --data-groups %d", len(vs), groups, len(vs))
+	}
+	for g := 1; g < groups; g++ {
+		if len(vs[g]) != r && !slices.Contains(vs[g], rp.self) {
+			return nil, fmt.Errorf("join: data group %d has %d voters %v, not %d: a membership change is under way; finish it first", g, len(vs[g]), vs[g], r)
+		}
+	}
+	if !slices.Contains(vs[0], rp.self) {
+		vs[0] = append(slices.Clone(vs[0]), rp.self)
+		slices.Sort(vs[0])
+	}
+	for _, mv := range movedReplicas(vs, rp.self) {
+		vs[mv.group] = slices.DeleteFunc(slices.Clone(vs[mv.group]), func(id uint64) bool { return id == mv.from })
+		vs[mv.group] = append(vs[mv.group], rp.self)
+		slices.Sort(vs[mv.group])
+	}
+	return vs, nil
+}
+
+// move is a data group's replica moving from member from to a new one.
+type move struct {
+	group int
+	from  uint64
+}
+
+// movedReplicas decides which replicas a new member takes, given each
+// group's voters (vs[0], group 0's, are every member, the new one among
+// them): one at a time from the member holding the most data group
+// replicas (the highest id of those), of its groups the lowest one the
+// new member does not hold yet, while that leaves the giver with at
+// least as many as the new member will then hold. Every member computes
+// the same from the same voters. A group where the new member votes
+// already (an earlier start) counts as taken.
+func movedReplicas(vs [][]uint64, self uint64) []move {
+	held := map[uint64]int{}
+	for _, id := range vs[0] {
+		held[id] = 0
+	}
+	mine := map[int]bool{}
+	for g := 1; g < len(vs); g++ {
+		for _, id := range vs[g] {
+			held[id]++
+		}
+		mine[g] = slices.Contains(vs[g], self)
+	}
+	var out []move
+	for {
+		var from uint64
+		for id, n := range held {
+			if id != self && (from == 0 || n > held[from] || n == held[from] && id > from) {
+				from = id
+			}
+		}
+		if from == 0 || held[from]-1 < held[self]+1 {
+			return out
+		}
+		g := 0
+		for c := 1; c < len(vs); c++ {
+			if !mine[c] && slices.Contains(vs[c], from) && !slices.ContainsFunc(out, func(m move) bool { return m.group == c }) {
+				g = c
+				break
+			}
+		}
+		if g == 0 {
+			return out
+		}
+		out = append(out, move{group: g, from: from})
+		mine[g] = true
+		held[from]--
+		held[self]++
+	}
 }
 
 // replacedVoters is each group's voters as the running members answer
@@ -143,6 +236,79 @@ func replacedVoters(rp *replacement, groups int) ([][]uint64, error) {
 		return nil, fmt.Errorf("replaces: member %d votes in no data group of the cluster (its groups: %v)", rp.old, vs)
 	}
 	return vs, nil
+}
+
+// unhost makes dg, a data group this member was removed from (its
+// replica moved to another member), one it does not host: its requests
+// go to its leader from now on, the record says so (a restart does not
+// open it), and the next start deletes its replica (unhosted). Its
+// replica, raft member and broker stay open, idle, until the member
+// stops.
+func (n *Node) unhost(dg *dataGroup) {
+	dg.setServing(false)
+	lead, term := dg.raft.LeaderView()
+	voters := dg.raft.Members().Voters
+	dg.far.learn(lead, term, voters)
+	dg.gone.Store(true)
+	if err := n.recordVoters(dg.id, voters); err != nil {
+		dg.log.Error("this member was removed from the data group, and recording it failed: the next start opens its replica, and stops", "err", err)
+		return
+	}
+	dg.log.Warn("this member was removed from the data group (its replica moved to another member): it no longer hosts it; the replica is deleted at the next start")
+	n.kickBalance()
+}
+
+// recordVoters rewrites replicasFile with group g's voters.
+func (n *Node) recordVoters(g int, voters []uint64) error {
+	n.recordMu.Lock()
+	defer n.recordMu.Unlock()
+	path := filepath.Join(n.cfg.DataDir, replicasFile)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var rec replicaRecord
+	if err := json.Unmarshal(b, &rec); err != nil || g >= len(rec.Voters) {
+		return fmt.Errorf("%s is damaged (%q)", path, b)
+	}
+	rec.Voters[g] = slices.Clone(voters)
+	if b, err = json.Marshal(rec); err != nil {
+		return err
+	}
+	return writeFileSync(path, append(b, '\n'))
+}
+
+// unhosted deletes the replica of each data group this member holds a
+// directory of but does not host (it was removed from the group: unhost),
+// when it starts. A group the record still has it host, but whose address
+// book says it was removed from (it stopped before recording it), is
+// recorded as not hosted first. It returns voters as they now are.
+func (n *Node) unhosted(voters [][]uint64) ([][]uint64, error) {
+	self := uint64(n.cfg.NodeID)
+	for g := 1; g < len(voters); g++ {
+		dir := groupDir(n.cfg.DataDir, g)
+		if slices.Contains(voters[g], self) {
+			gone, err := peer.WasRemoved(filepath.Join(dir, "members.json"), self)
+			if err != nil {
+				return nil, fmt.Errorf("data group %d: %w", g, err)
+			}
+			if !gone {
+				continue
+			}
+			voters[g] = slices.DeleteFunc(slices.Clone(voters[g]), func(id uint64) bool { return id == self })
+			if err := n.recordVoters(g, voters[g]); err != nil {
+				return nil, fmt.Errorf("data group %d: recording that this member was removed from it: %w", g, err)
+			}
+		}
+		if _, err := os.Stat(dir); err != nil {
+			continue
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			return nil, fmt.Errorf("data group %d: deleting the replica this member no longer hosts: %w", g, err)
+		}
+		n.log.Info("deleted the replica of a data group this member was removed from", "group", g, "dir", dir)
+	}
+	return voters, nil
 }
 
 // farLeader is the leader and voters of a group this member does not

@@ -139,13 +139,14 @@ func TestReplicaSetsInProcess(t *testing.T) {
 			t.Fatalf("group %s: leader %d, replicas %+v", g.Name, g.Leader, g.Replicas)
 		}
 	}
-	// A member is replaced, not added or removed alone.
+	// A member is added (it takes replicas) once it answers; it is
+	// replaced, not removed alone.
 	peers, err := peer.ParsePeers(cfgs[0].Peers)
 	if err != nil {
 		t.Fatal(err)
 	}
 	pctx := peer.WithToken(ctx, cfgs[0].PeerToken)
-	if err := peer.DialAddMember(pctx, peers[1], cfgs[0].ClusterID, 9, "127.0.0.1:1"); err == nil || !strings.Contains(err.Error(), "add-node --replaces") {
+	if err := peer.DialAddMember(pctx, peers[1], cfgs[0].ClusterID, 9, "127.0.0.1:1"); err == nil || !strings.Contains(err.Error(), "no member answers at 127.0.0.1:1") {
 		t.Fatalf("add-node in a cluster of replica sets: %v", err)
 	}
 	if err := peer.DialRemoveMember(pctx, peers[1], cfgs[0].ClusterID, 5); err == nil || !strings.Contains(err.Error(), "add-node --replaces") {
@@ -220,5 +221,48 @@ func TestGroupVotersOfReplacement(t *testing.T) {
 	}
 	if _, err := groupVoters(t.TempDir(), peers, 5, 3, &replacement{self: 6, old: 4, learn: learn}); err == nil {
 		t.Fatal("a replacement with another number of data groups was taken")
+	}
+}
+
+// A new member takes replicas from the members holding the most, one
+// group each, until no member holds two more than it: five members of
+// three replicas each, a sixth takes two (15 replicas over six members:
+// three members keep three, the others two); a group it holds already
+// counts as taken.
+func TestMovedReplicas(t *testing.T) {
+	vs := [][]uint64{{1, 2, 3, 4, 5, 6}, {1, 2, 3}, {2, 3, 4}, {3, 4, 5}, {1, 4, 5}, {1, 2, 5}}
+	got := movedReplicas(vs, 6)
+	want := []move{{group: 3, from: 5}, {group: 2, from: 4}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("moves %v, want %v", got, want)
+	}
+	held := map[uint64]int{}
+	for _, set := range vs[1:] {
+		for _, id := range set {
+			held[id]++
+		}
+	}
+	for _, m := range got {
+		held[m.from]--
+		held[6]++
+	}
+	for id, n := range held {
+		if n < 2 || n > 3 {
+			t.Fatalf("member %d holds %d replicas after the moves %v: %v", id, n, got, held)
+		}
+	}
+	// Resumed: the sixth already votes in group 3.
+	vs[3] = []uint64{3, 4, 6}
+	if got := movedReplicas(vs, 6); !slices.Equal(got, []move{{group: 2, from: 4}}) {
+		t.Fatalf("resumed: moves %v", got)
+	}
+	// Three members holding two replicas each, a fourth: it takes one
+	// (two, two, one, one).
+	if got := movedReplicas([][]uint64{{1, 2, 3, 4}, {1, 2, 3}, {1, 2, 3}}, 4); !slices.Equal(got, []move{{group: 1, from: 3}}) {
+		t.Fatalf("three members, two groups of three, a fourth: moves %v", got)
+	}
+	// Nothing to take when every member holds one more at most.
+	if got := movedReplicas([][]uint64{{1, 2, 3, 4}, {1, 2, 3}}, 4); len(got) != 0 {
+		t.Fatalf("three members, one group of three, a fourth: moves %v, want none", got)
 	}
 }

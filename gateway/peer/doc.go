@@ -32,12 +32,16 @@
 // (GroupLeaders asks them), a group's Status is asked of a member
 // hosting it (MemberGroupStatus, and DialGroupStatus moves on to one),
 // and a change is proposed to a group's leader by id (ProposeAtMember).
-// In such a cluster (Config.GroupReplicas) DialAddMember and
-// DialRemoveMember refuse to add or remove a member alone: a member is
-// replaced (DialReplaceMember: the new one added to group 0 and, in
-// turn, to each data group of the old one, which is removed there once
-// the new one votes, and from group 0 last); DialGroupVoters tells a
-// replacement which groups to host.
+// In such a cluster (Config.GroupReplicas) DialAddMember adds a member
+// to group 0 and the data groups it hosts, removing in each the voter
+// holding the most replicas once it votes; DialRemoveMember refuses to
+// remove a member alone: it is replaced (DialReplaceMember: the new one
+// added to group 0 and, in turn, to each data group of the old one,
+// which is removed there once the new one votes, and from group 0
+// last); DialGroupVoters tells a new member the groups' voters. A member
+// removed from a data group while it runs no longer answers for it (its
+// late raft messages are dropped); WasRemoved reads a group's address
+// book for that.
 //
 // ParsePeers reads the members from "1=host:port,2=host:port,...".
 // AddMember and RemoveMember (on the leader; DialAddMember and

@@ -260,6 +260,17 @@ func (n *Node) bookSaved(err error, what string) error {
 	return n.awaitSpace("record "+what+" in the members file", err, n.book.save)
 }
 
+// WasRemoved reports whether the address book in membersFile (a group's
+// Group.MembersFile) records that member id was removed from the group;
+// false when there is no such file.
+func WasRemoved(membersFile string, id uint64) (bool, error) {
+	b, err := openBook(membersFile, nil)
+	if err != nil {
+		return false, err
+	}
+	return b.isRemoved(id), nil
+}
+
 // knows reports whether id is a member this one knows of: in its own
 // --peers, added by the group (the book), in the configuration it
 // applied, or removed from the group.

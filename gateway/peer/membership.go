@@ -354,5 +354,13 @@ func (n *Node) removedByPeers(by uint64) {
 	}()
 }
 
+// removed reports whether this member was removed from the group: its
+// raft loop stopped for that.
+func (n *Node) removed() bool { return errors.Is(n.Err(), ErrRemoved) }
+
+// Removed is removed, for the member hosting the node: a member removed
+// from a data group (not from the cluster) no longer hosts it.
+func (n *Node) Removed() bool { return n.removed() }
+
 // isRemoved reports whether member id was removed from the group.
 func (n *Node) isRemoved(id uint64) bool { return n.book.isRemoved(id) }

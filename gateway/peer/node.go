@@ -99,9 +99,9 @@ type Config struct {
 	Info MemberInfo
 	// GroupReplicas is how many members each group but the first has
 	// replicas on, when not every member hosts every group (0: every
-	// member does). In such a cluster a member is replaced
-	// (DialReplaceMember), not added or removed alone: DialAddMember and
-	// DialRemoveMember refuse it.
+	// member does). In such a cluster a member added takes replicas from
+	// others (DialAddMember), and one is replaced (DialReplaceMember), not
+	// removed alone (DialRemoveMember refuses it).
 	GroupReplicas int
 	Logger        *slog.Logger
 }

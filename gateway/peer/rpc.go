@@ -313,21 +313,115 @@ func DialGroupTransfer(ctx context.Context, peerAddr, clusterID string, g, to ui
 // returns once id votes in every group or ctx ends. Each request goes to
 // its group's leader (atLeader). Called again after a failure, it
 // resumes: a group where id already votes is left as it is.
+//
+// In a cluster whose data groups are on some members only
+// (Config.GroupReplicas R), id joins group 0 and the data groups it
+// hosts (it chose them when it started, taking replicas from the members
+// holding the most): in each, once id votes, the voter holding the most
+// replicas of the cluster's data groups (the highest id of those) is
+// removed, so that the group has R voters again.
 func DialAddMember(ctx context.Context, peerAddr, clusterID string, id uint64, addr string) error {
-	groups, err := dialGroups(ctx, peerAddr, clusterID)
+	groups, replicas, err := dialGroups(ctx, peerAddr, clusterID)
 	if err != nil {
 		return err
 	}
+	ch := changer{ctx: ctx, clusterID: clusterID, groups: groups}
+	if replicas > 0 {
+		return ch.takeReplicas(peerAddr, id, addr, replicas)
+	}
 	for g := range uint64(groups) {
-		err := atLeader(ctx, peerAddr, clusterID, g, func(at string) error {
-			return invoke(ctx, at, clusterID, func(c clusterv1.PeerServiceClient, ctx context.Context) error {
-				_, err := c.AddMember(ctx, &clusterv1.AddMemberRequest{Id: id, Peer: addr, Group: g})
-				return err
-			}, "add member %d%s", id, groupNote(groups, g))
-		})
+		if err := ch.add(peerAddr, g, id, addr); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// changer makes the membership changes of a Dial call, each at its
+// group's leader.
+type changer struct {
+	ctx       context.Context
+	clusterID string
+	groups    int
+}
+
+// add adds member id, at peer address addr, to group g, entering through
+// the member at entry.
+func (c changer) add(entry string, g, id uint64, addr string) error {
+	return atLeader(c.ctx, entry, c.clusterID, g, func(at string) error {
+		return invoke(c.ctx, at, c.clusterID, func(pc clusterv1.PeerServiceClient, ctx context.Context) error {
+			_, err := pc.AddMember(ctx, &clusterv1.AddMemberRequest{Id: id, Peer: addr, Group: g})
+			return err
+		}, "add member %d%s", id, groupNote(c.groups, g))
+	})
+}
+
+// remove removes member id from group g, entering through the member at
+// entry.
+func (c changer) remove(entry string, g, id uint64) error {
+	return atLeader(c.ctx, entry, c.clusterID, g, func(at string) error {
+		return invoke(c.ctx, at, c.clusterID, func(pc clusterv1.PeerServiceClient, ctx context.Context) error {
+			_, err := pc.RemoveMember(ctx, &clusterv1.RemoveMemberRequest{Id: id, Group: g})
+			return err
+		}, "remove member %d%s", id, groupNote(c.groups, g))
+	})
+}
+
+// takeReplicas is DialAddMember in a cluster of replica sets.
+func (c changer) takeReplicas(peerAddr string, id uint64, addr string, replicas int) error {
+	if err := c.add(peerAddr, 0, id, addr); err != nil {
+		return err
+	}
+	vs, err := dialGroupVoters(c.ctx, peerAddr, c.clusterID)
+	if err != nil {
+		return err
+	}
+	held := map[uint64]int{}
+	for _, set := range vs[1:] {
+		for _, v := range set {
+			held[v]++
+		}
+	}
+	took := 0
+	for g := uint64(1); g < uint64(c.groups); g++ {
+		_, err := dialGroupStatus(c.ctx, addr, c.clusterID, g)
+		if status.Code(errors.Unwrap(err)) == codes.NotFound {
+			continue // not one of the new member's groups
+		}
+		if err != nil {
+			return fmt.Errorf("peer: add member %d: %w", id, err)
+		}
+		entry, st, err := groupEntry(c.ctx, peerAddr, c.clusterID, g)
 		if err != nil {
 			return err
 		}
+		if !slices.Contains(st.Voters, id) {
+			if err := c.add(entry, g, id, addr); err != nil {
+				return err
+			}
+			held[id]++
+			if _, st, err = groupEntry(c.ctx, peerAddr, c.clusterID, g); err != nil {
+				return err
+			}
+		}
+		took++
+		if len(st.Voters) <= replicas {
+			continue
+		}
+		var out uint64
+		for _, v := range st.Voters {
+			if v != id && (out == 0 || held[v] > held[out] || held[v] == held[out] && v > out) {
+				out = v
+			}
+		}
+		if err := c.remove(entry, g, out); err != nil {
+			return err
+		}
+		held[out]--
+	}
+	if took == 0 {
+		return badRequest("peer: add member %d: the member at %s hosts no data group: with --group-replicas, start it with --join on an empty data directory, "+
+			"and it takes replicas from the members holding the most (or with --replaces ID in the place of a member)", id, addr)
 	}
 	return nil
 }
@@ -358,28 +452,11 @@ func DialReplaceMember(ctx context.Context, peerAddr, clusterID string, old, id 
 	if a.GetId() == old {
 		return badRequest("peer: replace member %d: enter through another member than the one replaced", old)
 	}
-	groups := uint64(max(a.GetDataGroups(), 1))
-	change := func(entry string, g uint64, what string, call func(clusterv1.PeerServiceClient, context.Context) error) error {
-		return atLeader(ctx, entry, clusterID, g, func(at string) error {
-			return invoke(ctx, at, clusterID, call, "%s%s", what, groupNote(int(groups), g))
-		})
-	}
-	add := func(entry string, g uint64) error {
-		return change(entry, g, fmt.Sprintf("add member %d", id), func(c clusterv1.PeerServiceClient, ctx context.Context) error {
-			_, err := c.AddMember(ctx, &clusterv1.AddMemberRequest{Id: id, Peer: addr, Group: g})
-			return err
-		})
-	}
-	remove := func(entry string, g uint64) error {
-		return change(entry, g, fmt.Sprintf("remove member %d", old), func(c clusterv1.PeerServiceClient, ctx context.Context) error {
-			_, err := c.RemoveMember(ctx, &clusterv1.RemoveMemberRequest{Id: old, Group: g})
-			return err
-		})
-	}
-	if err := add(peerAddr, 0); err != nil {
+	ch := changer{ctx: ctx, clusterID: clusterID, groups: int(max(a.GetDataGroups(), 1))}
+	if err := ch.add(peerAddr, 0, id, addr); err != nil {
 		return err
 	}
-	for g := uint64(1); g < groups; g++ {
+	for g := uint64(1); g < uint64(ch.groups); g++ {
 		entry, st, err := groupEntry(ctx, peerAddr, clusterID, g)
 		if err != nil {
 			return err
@@ -387,14 +464,14 @@ func DialReplaceMember(ctx context.Context, peerAddr, clusterID string, old, id 
 		if !slices.Contains(st.Voters, old) && !slices.Contains(st.Voters, id) && !slices.Contains(st.Learners, id) {
 			continue // neither member's group
 		}
-		if err := add(entry, g); err != nil {
+		if err := ch.add(entry, g, id, addr); err != nil {
 			return err
 		}
-		if err := remove(entry, g); err != nil {
+		if err := ch.remove(entry, g, old); err != nil {
 			return err
 		}
 	}
-	return remove(peerAddr, 0)
+	return ch.remove(peerAddr, 0, old)
 }
 
 // DialGroupVoters asks the members of peers (but those of skip), in id
@@ -448,9 +525,13 @@ func dialGroupVoters(ctx context.Context, peerAddr, clusterID string) ([][]uint6
 // first, and the request follows it. Called again after a failure, it
 // resumes.
 func DialRemoveMember(ctx context.Context, peerAddr, clusterID string, id uint64) error {
-	groups, err := dialGroups(ctx, peerAddr, clusterID)
+	groups, replicas, err := dialGroups(ctx, peerAddr, clusterID)
 	if err != nil {
 		return err
+	}
+	if replicas > 0 {
+		return badRequest("peer: the cluster's data groups have replicas on %d members each, not on every member (--group-replicas): "+
+			"a member is not removed alone (its replicas would have nowhere to go); replace it with a new one (add-node --replaces %d)", replicas, id)
 	}
 	entry := peerAddr
 	if groups > 1 {
@@ -460,37 +541,29 @@ func DialRemoveMember(ctx context.Context, peerAddr, clusterID string, id uint64
 			return err
 		}
 	}
+	ch := changer{ctx: ctx, clusterID: clusterID, groups: groups}
 	for g := uint64(groups); g > 0; g-- {
-		group := g - 1
-		err := atLeader(ctx, entry, clusterID, group, func(at string) error {
-			return invoke(ctx, at, clusterID, func(c clusterv1.PeerServiceClient, ctx context.Context) error {
-				_, err := c.RemoveMember(ctx, &clusterv1.RemoveMemberRequest{Id: id, Group: group})
-				return err
-			}, "remove member %d%s", id, groupNote(groups, group))
-		})
-		if err != nil {
+		if err := ch.remove(entry, g-1, id); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// dialGroups asks the member at peerAddr how many raft groups it hosts.
-func dialGroups(ctx context.Context, peerAddr, clusterID string) (int, error) {
+// dialGroups asks the member at peerAddr how many raft groups its
+// cluster has, and how many members each data group but the first has
+// replicas on (0: every member).
+func dialGroups(ctx context.Context, peerAddr, clusterID string) (groups, replicas int, err error) {
 	conn, err := dial(ctx, peerAddr)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer conn.Close()
 	a, err := callInfo(ctx, conn, clusterID)
 	if err != nil {
-		return 0, fmt.Errorf("peer: info of %s: %w", peerAddr, err)
+		return 0, 0, fmt.Errorf("peer: info of %s: %w", peerAddr, err)
 	}
-	if r := a.GetGroupReplicas(); r > 0 {
-		return 0, badRequest("peer: the cluster's data groups have replicas on %d members each, not on every member (--group-replicas): "+
-			"its members are not added or removed one by one; a member is replaced by a new one (add-node --replaces)", r)
-	}
-	return int(max(a.GetDataGroups(), 1)), nil
+	return int(max(a.GetDataGroups(), 1)), int(a.GetGroupReplicas()), nil
 }
 
 // otherMember is the peer address of a voter other than member id, as
@@ -521,8 +594,9 @@ func groupNote(groups int, g uint64) string {
 
 // atLeader runs call at peerAddr, then, while the member called answers
 // FailedPrecondition (it does not lead group g), at the leader that
-// member names (after its Status of g), a few times: leadership may move
-// meanwhile. A leader named that cannot be reached (Unavailable) may have
+// member names (after its Status of g), up to leaderMoves times:
+// leadership may move meanwhile (pausing between the hops after the
+// second). A leader named that cannot be reached (Unavailable) may have
 // died before the others noticed: the leader is looked up again, after a
 // pause, until ctx ends (call must be one that may be made again, as a
 // membership change is).
@@ -532,8 +606,18 @@ func atLeader(ctx context.Context, peerAddr, clusterID string, g uint64, call fu
 		err := call(addr)
 		ask := []string{addr, peerAddr}
 		switch {
-		case status.Code(err) == codes.FailedPrecondition && moved < 4:
-			moved++
+		case status.Code(err) == codes.FailedPrecondition && moved < leaderMoves && ctx.Err() == nil:
+			// The leadership moves on (a handoff, then the balance may
+			// move it again): after two quick hops, pause between them.
+			if moved++; moved > 2 {
+				t := time.NewTimer(leaderMovePause)
+				select {
+				case <-t.C:
+				case <-ctx.Done():
+					t.Stop()
+					return err
+				}
+			}
 		case status.Code(err) == codes.Unavailable && addr != peerAddr && ctx.Err() == nil:
 			ask = []string{peerAddr}
 			t := time.NewTimer(leaderGonePause)
@@ -554,9 +638,16 @@ func atLeader(ctx context.Context, peerAddr, clusterID string, g uint64, call fu
 	}
 }
 
-// leaderGonePause is how long atLeader waits before it looks for the
-// leader again when the one named cannot be reached.
-const leaderGonePause = 250 * time.Millisecond
+const (
+	// leaderGonePause is how long atLeader waits before it looks for the
+	// leader again when the one named cannot be reached.
+	leaderGonePause = 250 * time.Millisecond
+	// leaderMoves bounds how often atLeader follows the leadership to
+	// another member; leaderMovePause is its pause between two after the
+	// second.
+	leaderMoves     = 20
+	leaderMovePause = 100 * time.Millisecond
+)
 
 // findLeader asks the members at addrs, in turn, which member leads
 // group g and where; it waits (within ctx) while none knows one.

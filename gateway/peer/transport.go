@@ -121,6 +121,9 @@ type services interface {
 	// knows reports whether id is a member this one knows of (or one
 	// removed from the group): raft streams from others are refused.
 	knows(id uint64) bool
+	// removed reports whether this member was removed from the group
+	// (its raft loop stopped for that).
+	removed() bool
 	// proposeForwarded and readIndexForwarded answer Propose and
 	// ReadIndex.
 	proposeForwarded(ctx context.Context, change []byte) (uint64, error)
@@ -166,12 +169,23 @@ type outMsg struct {
 	m     *raftpb.Message
 }
 
-// svc is the node of group g, nil when this member does not host it.
+// svc is the node of group g, nil when this member does not host it, or
+// no longer does: it was removed from the data group (a member removed
+// from group 0 is out of the cluster, and its node goes on answering
+// that).
 func (t *transport) svc(g uint64) services {
 	if g < uint64(len(t.groups)) {
-		return t.groups[g]
+		if s := t.groups[g]; s != nil && (g == 0 || !s.removed()) {
+			return s
+		}
 	}
 	return nil
+}
+
+// left reports whether this member hosted data group g and was removed
+// from it.
+func (t *transport) left(g uint64) bool {
+	return g > 0 && g < uint64(len(t.groups)) && t.groups[g] != nil && t.groups[g].removed()
 }
 
 // member is the node answering the member-wide calls (group 0's).
@@ -179,9 +193,9 @@ func (t *transport) member() services { return t.groups[0] }
 
 // unreachable tells every group that member id could not be sent to.
 func (t *transport) unreachable(id uint64) {
-	for _, g := range t.groups {
-		if g != nil {
-			g.reportUnreachable(id)
+	for g := range t.groups {
+		if s := t.svc(uint64(g)); s != nil {
+			s.reportUnreachable(id)
 		}
 	}
 }
@@ -190,8 +204,8 @@ func (t *transport) unreachable(id uint64) {
 // errors.
 func (t *transport) hostedNote() string {
 	var ids []string
-	for g, svc := range t.groups {
-		if svc != nil {
+	for g := range t.groups {
+		if t.svc(uint64(g)) != nil {
 			ids = append(ids, strconv.Itoa(g))
 		}
 	}
@@ -205,8 +219,8 @@ func (t *transport) hostedNote() string {
 // it knows them (Info).
 func (t *transport) leaders() []*clusterv1.GroupLeader {
 	var out []*clusterv1.GroupLeader
-	for g, svc := range t.groups {
-		if svc != nil {
+	for g := range t.groups {
+		if svc := t.svc(uint64(g)); svc != nil {
 			lead, term := svc.LeaderView()
 			out = append(out, &clusterv1.GroupLeader{Group: uint64(g), Leader: lead, Term: term, Voters: svc.Members().Voters})
 		}
@@ -316,6 +330,9 @@ func (t *transport) serveRaft(stream clusterv1.PeerService_RaftServer) error {
 		}
 		for _, rm := range req.GetMessages() {
 			svc := t.svc(rm.GetGroup())
+			if svc == nil && t.left(rm.GetGroup()) {
+				continue // a late message of a group this member was removed from
+			}
 			if svc == nil {
 				return status.Errorf(codes.InvalidArgument, "peer: a message for group %d, which this member does not host "+
 					"(%s: were the members started with different --data-groups?)", rm.GetGroup(), t.hostedNote())
@@ -354,15 +371,17 @@ func (t *transport) send(g uint64, m *raftpb.Message) {
 	select {
 	case p.q <- om:
 	default:
-		t.svc(g).reportUnreachable(p.id)
+		if s := t.svc(g); s != nil {
+			s.reportUnreachable(p.id)
+		}
 		t.reportSnap(om, false)
 	}
 }
 
 // reportSnap tells the group's node the fate of m when it is a snapshot.
 func (t *transport) reportSnap(m outMsg, ok bool) {
-	if m.m.GetType() == raftpb.MessageType_MsgSnap {
-		t.svc(m.group).snapshotSent(m.m.GetTo(), ok)
+	if s := t.svc(m.group); s != nil && m.m.GetType() == raftpb.MessageType_MsgSnap {
+		s.snapshotSent(m.m.GetTo(), ok)
 	}
 }
 

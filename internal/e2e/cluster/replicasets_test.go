@@ -342,3 +342,109 @@ func replaceMember(t *testing.T, lost bool) {
 		g.sameLogsOn(filepath.Join("groups", strconv.Itoa(gid), "replica"), ms)
 	}
 }
+
+// TestClusterReplicaSetsAddMember: five members, five data groups of
+// three replicas (15 replicas, three each), sync sends of the official
+// client. A sixth member started with --join takes replicas from the
+// members holding the most: `cluster add-node` adds it to group 0 and to
+// the data groups it chose, removing in each the voter holding the most.
+// Afterwards every data group has three voters, the sixth two of them and
+// every member two or three; a member that gave a replica stops hosting
+// it at once and deletes it when it next starts; the data groups'
+// leaderships spread one per member; the sends go on throughout, every one
+// answered OK is received, and each group's replicas hold the same
+// commit log.
+func TestClusterReplicaSetsAddMember(t *testing.T) {
+	e2eutil.Begin(t)
+	const groups, members, replicas = 6, 5, 3
+	g := newGroupOf(t, members, "--data-groups", strconv.Itoa(groups), "--group-replicas", strconv.Itoa(replicas),
+		"--remoting-addr", "", "--flush", "sync")
+	g.balancedData(groups, 90*time.Second)
+	topic, cg := e2eutil.Uniq("rsa"), e2eutil.Uniq("rsac")
+	e2eutil.CLI(t, g.members[0].grpc, "topic", "create", topic, "--queues", "10")
+	pr := e2eutil.StartProducer(t, config(g, ""), rmq.WithTopics(topic))
+	load := startPacedLoad(pr, topic, 4, 20*time.Millisecond)
+	defer load.stop()
+	load.waitFor(t, 100, 60*time.Second, "before the new member")
+
+	via := g.members[0]
+	m6 := g.join(6)
+	out, err := g.cli("cluster", "add-node", "--peer", via.peer, "--cluster-id", g.id, "--node-id", "6", "--node-peer", m6.peer, "--timeout", "120s")
+	if err != nil {
+		t.Fatalf("add-node 6: %v\n%s", err, out)
+	}
+	sets := make([][]int, groups)
+	held := map[int]int{}
+	gave := map[int][]int{} // member: the data groups it gave up
+	for gid := 1; gid < groups; gid++ {
+		st, err := g.groupStatus(via, gid)
+		if err != nil || len(st.Voters) != replicas {
+			t.Fatalf("data group %d: voters %v (%v), want %d", gid, st.Voters, err, replicas)
+		}
+		sets[gid] = st.Voters
+		for _, id := range st.Voters {
+			held[id]++
+		}
+		for _, id := range replicaSet(gid, members, replicas) {
+			if !slices.Contains(st.Voters, id) {
+				gave[id] = append(gave[id], gid)
+			}
+		}
+		_, err = os.Stat(filepath.Join(m6.dir, "groups", strconv.Itoa(gid), "replica"))
+		if want := slices.Contains(st.Voters, m6.id); want != (err == nil) {
+			t.Fatalf("member 6: data group %d's replica directory: %v, want it there %v", gid, err, want)
+		}
+	}
+	t.Logf("after add-node: data group voters %v; replicas held %v; given up %v", sets[1:], held, gave)
+	for id := 1; id <= 6; id++ {
+		if held[id] < 2 || held[id] > 3 || id == 6 && held[id] != 2 {
+			t.Fatalf("member %d holds %d replicas (all: %v), want 2 or 3, and 2 for member 6", id, held[id], held)
+		}
+	}
+	load.waitFor(t, load.count()+100, 60*time.Second, "after the new member took its replicas")
+
+	// A member that gave a replica deletes it when it next starts.
+	for id, gids := range gave {
+		m := g.byID(id)
+		m.proc.Kill9()
+		g.start(m)
+		for _, gid := range gids {
+			if _, err := os.Stat(filepath.Join(m.dir, "groups", strconv.Itoa(gid), "replica")); !os.IsNotExist(err) {
+				t.Fatalf("member %d restarted: its replica of data group %d, given up: %v, want it deleted", id, gid, err)
+			}
+		}
+		load.waitFor(t, load.count()+50, 60*time.Second, fmt.Sprintf("after member %d restarted", id))
+	}
+	leaders := g.dataLeadersSpread(groups, 60*time.Second)
+	load.waitFor(t, load.count()+100, 60*time.Second, "at the end")
+	acked := load.stop()
+	c := g.receiveAll(topic, cg, acked, "the new member")
+	t.Logf("leaders %v; %d sends answered OK, all received", leaders, len(acked))
+	_ = c.GracefulStop()
+	g.stopAll()
+	for gid := 1; gid < groups; gid++ {
+		var ms []*member
+		for _, id := range sets[gid] {
+			ms = append(ms, g.byID(id))
+		}
+		g.sameLogsOn(filepath.Join("groups", strconv.Itoa(gid), "replica"), ms)
+	}
+}
+
+// dataLeadersSpread waits until the first member names a leader of every
+// data group (group 0 left out) and no member leads more than
+// ⌈(groups-1)/members⌉ of them, and returns the leaders by group.
+func (g *group) dataLeadersSpread(groups int, timeout time.Duration) []int {
+	g.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ls := g.groupLeaders(g.members[0], groups)
+		if spreadLeaders(ls[1:], len(g.members)) {
+			return ls
+		}
+		if time.Now().After(deadline) {
+			g.t.Fatalf("the data groups' leaders did not spread within %v (last seen %v)", timeout, ls)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
