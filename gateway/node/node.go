@@ -107,7 +107,7 @@ type Node struct {
 	// unhost).
 	recordMu sync.Mutex
 	broker   *broker.Broker
-	sess        *session.Registry
+	sess     *session.Registry
 	// v2 is the v2 messaging service, once built (its forwards are a
 	// cluster metric).
 	v2 atomic.Pointer[v2service.MessagingService]
