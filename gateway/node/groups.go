@@ -563,9 +563,25 @@ func (n *Node) kickBalance() {
 	}
 }
 
-// balanceEvery is how often the leadership balance is looked at besides
-// the leadership changes.
-const balanceEvery = 2 * time.Second
+const (
+	// balanceEvery is how often the leadership balance is looked at
+	// besides the leadership changes.
+	balanceEvery = 2 * time.Second
+	// balanceHeldNote is how long the balance is held back before the log
+	// says why, and how often at most it says it again.
+	balanceHeldNote = 30 * time.Second
+)
+
+// ledByThis lists the data groups this member leads.
+func (n *Node) ledByThis() []int {
+	var out []int
+	for _, dg := range n.hostedGroups() {
+		if dg.raft.IsLeader() {
+			out = append(out, dg.id)
+		}
+	}
+	return out
+}
 
 // balanceLeaders hands over the leadership of the groups this member
 // leads beyond its share (leaderShare), one at a time, to the members
@@ -574,6 +590,7 @@ func (n *Node) balanceLeaders(ctx context.Context) {
 	t := time.NewTicker(balanceEvery)
 	defer t.Stop()
 	var pending transfer
+	var heldSince, said time.Time
 	for {
 		select {
 		case <-t.C:
@@ -581,7 +598,19 @@ func (n *Node) balanceLeaders(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		}
-		pending = n.balanceOnce(ctx, pending)
+		var held string
+		pending, held = n.balanceOnce(ctx, pending)
+		switch {
+		case held == "":
+			heldSince = time.Time{}
+		case heldSince.IsZero():
+			heldSince = time.Now()
+		case time.Since(heldSince) >= balanceHeldNote && time.Since(said) >= balanceHeldNote:
+			// A balance held back for long (an unknown leader, a voter
+			// not caught up) shows in the log, at most so often.
+			said = time.Now()
+			n.log.Info("leadership balance held back: "+held, "since", heldSince, "leads", n.ledByThis())
+		}
 	}
 }
 
@@ -608,23 +637,23 @@ func leaderShare(groups, voters int) int {
 // behind the commit). While the last transfer it started is under way
 // (the group still led here, within a few election timeouts) it waits.
 // Nothing moves while some group has no leader. It returns the transfer
-// under way.
-func (n *Node) balanceOnce(ctx context.Context, pending transfer) transfer {
+// under way, and why it held one back that the balance calls for.
+func (n *Node) balanceOnce(ctx context.Context, pending transfer) (transfer, string) {
 	if n.stopping.Load() {
-		return transfer{}
+		return transfer{}, ""
 	}
 	self := uint64(n.cfg.NodeID)
 	if pending.to != 0 {
 		dg := n.groups[pending.group]
 		if dg.raft.IsLeader() && time.Since(pending.at) < 3*dg.raft.ElectionTimeout() {
-			return pending
+			return pending, ""
 		}
 		pending = transfer{}
 	}
 	leaders := make([]uint64, len(n.groups))
 	for i, dg := range n.groups {
 		if leaders[i] = dg.leader(); leaders[i] == 0 {
-			return pending
+			return pending, fmt.Sprintf("no leader of data group %d is known here", i)
 		}
 	}
 	// The groups holding queues are balanced; with replica sets, group 0
@@ -641,8 +670,9 @@ func (n *Node) balanceOnce(ctx context.Context, pending transfer) transfer {
 		plan = planChain(leaders[first:], voters, n.votersOfAll(), self)
 	}
 	if plan == nil {
-		return pending
+		return pending, ""
 	}
+	var held []string
 	for _, g := range plan.groups {
 		g += first
 		dg := n.groups[g]
@@ -650,11 +680,13 @@ func (n *Node) balanceOnce(ctx context.Context, pending transfer) transfer {
 		st, err := dg.raft.Status(sctx)
 		cancel()
 		if err != nil || st.Progress == nil {
+			held = append(held, fmt.Sprintf("group %d: no progress of its replicas here (%v)", g, err))
 			continue
 		}
 		for _, to := range plan.to {
 			pr, ok := st.Progress[to]
 			if !ok || !pr.RecentActive || pr.State != "StateReplicate" || st.Commit > pr.Match+balanceLag {
+				held = append(held, fmt.Sprintf("group %d: member %d not caught up (%+v, commit %d)", g, to, pr, st.Commit))
 				continue
 			}
 			tctx, cancel := context.WithTimeout(ctx, time.Second)
@@ -662,17 +694,17 @@ func (n *Node) balanceOnce(ctx context.Context, pending transfer) transfer {
 			cancel()
 			if err != nil {
 				dg.log.Warn("handing the leadership over for balance failed", "to", to, "err", err)
-				return pending
+				return pending, ""
 			}
 			why := "this member leads more data groups than its share"
 			if plan.leads <= plan.share {
 				why = "a member leading more data groups than its share hands one to this member next"
 			}
 			dg.log.Info("handing the leadership over: "+why, "to", to, "leads", plan.leads, "share", plan.share)
-			return transfer{group: g, to: to, at: time.Now()}
+			return transfer{group: g, to: to, at: time.Now()}, ""
 		}
 	}
-	return pending
+	return pending, strings.Join(held, "; ")
 }
 
 // votersOfAll is the members that vote in every data group, as this
