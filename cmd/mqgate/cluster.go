@@ -26,6 +26,8 @@ const clusterUsage = `Usage:
   mqgate cluster transfer-leader --peer HOST:PORT --cluster-id ID --to N [--group G]
   mqgate cluster add-node --peer HOST:PORT --cluster-id ID --node-id N --node-peer HOST:PORT [--replaces M]
   mqgate cluster remove-node --peer HOST:PORT --cluster-id ID --node-id N
+  mqgate cluster move-replica --peer HOST:PORT --cluster-id ID --group G --from N --to M
+  mqgate cluster rebalance --peer HOST:PORT --cluster-id ID
   mqgate cluster init-certs DIR [--node-ids 1,2,3] [--valid DURATION]
 
 All but init-certs talk to a member of a replicated broker set over its
@@ -60,9 +62,20 @@ through the --peer member when that one does not lead.
   remove-node       remove member N (a leader hands its leadership over
                     first; with data groups from every group, group 0
                     last); the removed member stops. Its id is never
-                    used again: a replacement joins under a new id. Not
-                    in a cluster of --group-replicas: replace the member
-                    there (add-node --replaces).
+                    used again: a replacement joins under a new id. In
+                    a cluster of --group-replicas, each of N's data
+                    group replicas moves first to the member holding
+                    the fewest among those not in the group.
+  move-replica      (a cluster of --group-replicas) move data group G's
+                    replica from member N to member M: M opens an empty
+                    replica, joins the group as a learner, catches up
+                    and is promoted, then N leaves the group (it deletes
+                    its replica when it next starts)
+  rebalance         (a cluster of --group-replicas) move replicas, one
+                    at a time, from the members holding the most to
+                    those holding the fewest until no member holds two
+                    more than another; prints each move. The leaderships
+                    then spread on their own.
   init-certs        write the files of peer TLS into DIR: a CA for the
                     group (ca.pem, and ca-key.pem, which only this
                     command needs: keep it off the members), a
@@ -89,7 +102,10 @@ Flags:
                        MQGATE_PEER_TLS_CA)
   --to N               (transfer-leader) the member to hand the leadership to
   --group G            (status, transfer-leader) the data group of a cluster
-                       of several (--data-groups); default 0, the first
+                       of several (--data-groups); default 0, the first;
+                       (move-replica) the data group whose replica moves
+  --from N, --to M     (move-replica) the members the replica moves from
+                       and to
   --node-id N          (add-node, remove-node) the member to add or remove
   --node-peer HOST:PORT
                        (add-node) the new member's peer address, as the
@@ -102,15 +118,15 @@ Flags:
                        certificates are valid (default 17520h, two
                        years; the CA is valid for ten)
   --json               (status) print JSON
-  --timeout DURATION   give up after this long (default 10s; add-node 10m,
-                       remove-node 1m)
+  --timeout DURATION   give up after this long (default 10s; add-node,
+                       move-replica and remove-node 10m, rebalance 30m)
 
 Exit status: 0 done, 1 failed, 2 usage.
 `
 
 // clusterCommand is a parsed `mqgate cluster ...` command line.
 type clusterCommand struct {
-	sub       string // status, transfer-leader, add-node, remove-node
+	sub       string // status, transfer-leader, add-node, remove-node, move-replica, rebalance
 	peer      string
 	clusterID string
 	token     string
@@ -119,6 +135,7 @@ type clusterCommand struct {
 	group     uint64 // status, transfer-leader: --group
 	nodePeer  string
 	replaces  uint64 // add-node: --replaces
+	from      uint64 // move-replica: --from (--to is to)
 	json      bool
 	timeout   time.Duration
 }
@@ -126,7 +143,7 @@ type clusterCommand struct {
 func parseClusterArgs(args []string) (clusterCommand, error) {
 	var cc clusterCommand
 	if len(args) == 0 {
-		return cc, usageErr("missing subcommand (status, transfer-leader, add-node, remove-node or init-certs)")
+		return cc, usageErr("missing subcommand (status, transfer-leader, add-node, remove-node, move-replica, rebalance or init-certs)")
 	}
 	cc.sub = args[0]
 	fs := newFlagSet("mqgate cluster " + cc.sub)
@@ -152,12 +169,19 @@ func parseClusterArgs(args []string) (clusterCommand, error) {
 		fs.StringVar(&cc.nodePeer, "node-peer", "", "the new member's peer address (HOST:PORT), as the others dial it")
 		fs.Uint64Var(&cc.replaces, "replaces", 0, "the member the new one takes the place of (a cluster of --group-replicas)")
 	case "remove-node":
-		toFlag, timeout = "node-id", time.Minute
+		toFlag, timeout = "node-id", 10*time.Minute
 		fs.StringVar(&to, "node-id", "", "the member to remove")
+	case "move-replica":
+		timeout = 10 * time.Minute
+		fs.Uint64Var(&cc.group, "group", 0, "the data group whose replica moves")
+		fs.Uint64Var(&cc.from, "from", 0, "the member the replica moves from")
+		fs.StringVar(&to, "to", "", "the member the replica moves to")
+	case "rebalance":
+		timeout = 30 * time.Minute
 	case "help", "-h", "--help":
 		return cc, flag.ErrHelp
 	default:
-		return cc, usageErr("unknown subcommand %q (want status, transfer-leader, add-node, remove-node or init-certs)", cc.sub)
+		return cc, usageErr("unknown subcommand %q (want status, transfer-leader, add-node, remove-node, move-replica, rebalance or init-certs)", cc.sub)
 	}
 	fs.DurationVar(&cc.timeout, "timeout", timeout, "give up after this long")
 	pos, err := parseInterleaved(fs, args[1:])
@@ -176,12 +200,22 @@ func parseClusterArgs(args []string) (clusterCommand, error) {
 	case cc.tls != (peer.TLSFiles{}) && (cc.tls.Cert == "" || cc.tls.Key == "" || cc.tls.CA == ""):
 		return cc, usageErr("--peer-tls-cert, --peer-tls-key and --peer-tls-ca go together (or MQGATE_PEER_TLS_CERT, _KEY and _CA)")
 	}
-	if cc.sub != "status" {
+	if cc.sub != "status" && cc.sub != "rebalance" {
 		if to == "" {
 			return cc, usageErr("--%s N is required", toFlag)
 		}
 		if cc.to, err = strconv.ParseUint(to, 10, 64); err != nil || cc.to == 0 {
 			return cc, usageErr("--%s %q: want a member id above 0", toFlag, to)
+		}
+	}
+	if cc.sub == "move-replica" {
+		switch {
+		case cc.group == 0:
+			return cc, usageErr("--group G is required: a data group above 0 (group 0 is on every member)")
+		case cc.from == 0:
+			return cc, usageErr("--from N is required: the member the replica moves from")
+		case cc.from == cc.to:
+			return cc, usageErr("--from and --to name the same member %d", cc.to)
 		}
 	}
 	if cc.sub == "add-node" {
@@ -235,6 +269,19 @@ func clusterCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	case "remove-node":
 		if err = peer.DialRemoveMember(ctx, cc.peer, cc.clusterID, cc.to); err == nil {
 			fmt.Fprintf(stdout, "member %d removed\n", cc.to)
+		}
+	case "move-replica":
+		if err = peer.DialMoveReplica(ctx, cc.peer, cc.clusterID, cc.group, cc.from, cc.to); err == nil {
+			fmt.Fprintf(stdout, "data group %d's replica moved from member %d to member %d\n", cc.group, cc.from, cc.to)
+		}
+	case "rebalance":
+		var moves []peer.Move
+		moves, err = peer.DialRebalance(ctx, cc.peer, cc.clusterID)
+		for _, m := range moves {
+			fmt.Fprintf(stdout, "data group %d's replica moved from member %d to member %d\n", m.Group, m.From, m.To)
+		}
+		if err == nil {
+			fmt.Fprintf(stdout, "%d replicas moved: the members' replicas are even\n", len(moves))
 		}
 	}
 	if err != nil {

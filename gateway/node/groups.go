@@ -52,10 +52,12 @@ type dataGroup struct {
 	// and voters, when this member does not host it.
 	voters []uint64
 	far    *farLeader
-	// gone: this member was removed from the group since it started (its
-	// replica moved to another member); rep, raft and broker stay, idle,
-	// until the member stops.
-	gone atomic.Bool
+	// live: rep, raft and broker are set (stored after them: a member that
+	// comes to host the group sets them while it runs, hostGroup). gone:
+	// this member was removed from the group since (its replica moved to
+	// another member); rep, raft and broker stay, idle, until the member
+	// stops.
+	live, gone atomic.Bool
 
 	// serving: the broker is active for this member's current
 	// leadership of the group (followGroup's).
@@ -76,12 +78,13 @@ type dataGroup struct {
 func newDataGroup(id int, rep *raftstore.Replica, raft *peer.Node, log *slog.Logger) *dataGroup {
 	dg := &dataGroup{id: id, rep: rep, raft: raft, log: log, far: newFarLeader(), changed: make(chan struct{}), forgetted: make(chan struct{}, 1)}
 	rep.OnMetaApplied(dg.applied)
+	dg.live.Store(true)
 	return dg
 }
 
 // hosted reports whether this member holds a replica of the group (and
-// was not removed from it since it started: unhost).
-func (dg *dataGroup) hosted() bool { return dg.raft != nil && !dg.gone.Load() }
+// was not removed from it since: unhost).
+func (dg *dataGroup) hosted() bool { return dg.live.Load() && !dg.gone.Load() }
 
 // leader is the group's leader as this member knows it (0: none known).
 func (dg *dataGroup) leader() uint64 {
@@ -301,27 +304,25 @@ func (n *Node) openGroups(opts storage.Options) error {
 			pgs = append(pgs, peer.Group{}) // on other members only
 			continue
 		}
-		dir := groupDir(n.cfg.DataDir, g)
-		rep, err := raftstore.OpenReplica(filepath.Join(dir, "replica"), raftstore.Options{
-			Store: opts, StoreHost: n.storeHost(), ClusterID: n.cfg.ClusterID, CommitTimeout: n.cfg.FlushTimeout, Logger: n.log.With("group", g),
-			PersistEvery: uint64(min(4096, max(1, n.cfg.RaftLogKeep/2)))})
+		rep, pg, err := n.openGroupReplica(g, opts)
 		if err != nil {
 			return errors.Join(fmt.Errorf("data group %d: %w", g, err), closeAll())
 		}
 		reps[g] = rep
-		pg := peer.Group{WALDir: filepath.Join(dir, "raft"), MembersFile: filepath.Join(dir, "members.json"), App: rep}
 		if voters != nil {
 			pg.Voters = voters[g]
 		}
 		pgs = append(pgs, pg)
 	}
 	replicas := 0
+	var hostGroup func(context.Context, uint64) error
 	if voters != nil {
-		replicas = n.cfg.GroupReplicas
+		replicas, hostGroup = n.cfg.GroupReplicas, n.hostGroup
 	}
+	n.storeOpts = opts
 	nodes, err := peer.StartGroups(peer.Config{ClusterID: n.cfg.ClusterID, NodeID: uint64(n.cfg.NodeID), Peers: peers, Join: n.cfg.Join,
 		Token: n.cfg.PeerToken, TLS: tlsCfg, Listener: n.lis["peers"], Info: n.memberInfo(), Logger: n.log,
-		SnapshotEvery: uint64(n.cfg.RaftLogKeep), KeepEntries: uint64(n.cfg.RaftLogKeep), GroupReplicas: replicas}, pgs)
+		SnapshotEvery: uint64(n.cfg.RaftLogKeep), KeepEntries: uint64(n.cfg.RaftLogKeep), GroupReplicas: replicas, HostGroup: hostGroup}, pgs)
 	if err != nil {
 		return errors.Join(err, closeAll())
 	}
@@ -329,7 +330,8 @@ func (n *Node) openGroups(opts storage.Options) error {
 	for g, rn := range nodes {
 		log := n.log.With("group", g)
 		if rn == nil {
-			n.groups = append(n.groups, &dataGroup{id: g, voters: voters[g], far: newFarLeader(), log: log, changed: make(chan struct{})})
+			n.groups = append(n.groups, &dataGroup{id: g, voters: voters[g], far: newFarLeader(), log: log, changed: make(chan struct{}),
+				forgetted: make(chan struct{}, 1)})
 			continue
 		}
 		reps[g].Attach(rn)
@@ -349,18 +351,33 @@ func (n *Node) openGroups(opts storage.Options) error {
 // closeGroups stops every group's raft member, then the replicas (of
 // the groups this member was removed from too).
 func (n *Node) closeGroups(ctx context.Context) error {
+	n.hostMu.Lock()
+	defer n.hostMu.Unlock()
 	var errs []error
 	for _, dg := range n.groups {
-		if dg.raft != nil {
+		if dg.live.Load() {
 			errs = append(errs, dg.raft.Stop())
 		}
 	}
 	for _, dg := range n.groups {
-		if dg.rep != nil {
+		if dg.live.Load() {
 			errs = append(errs, dg.rep.Close(ctx))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// openGroupReplica opens data group g's replica in its directory, and
+// says where its raft log and address book go.
+func (n *Node) openGroupReplica(g int, opts storage.Options) (*raftstore.Replica, peer.Group, error) {
+	dir := groupDir(n.cfg.DataDir, g)
+	rep, err := raftstore.OpenReplica(filepath.Join(dir, "replica"), raftstore.Options{
+		Store: opts, StoreHost: n.storeHost(), ClusterID: n.cfg.ClusterID, CommitTimeout: n.cfg.FlushTimeout, Logger: n.log.With("group", g),
+		PersistEvery: uint64(min(4096, max(1, n.cfg.RaftLogKeep/2)))})
+	if err != nil {
+		return nil, peer.Group{}, err
+	}
+	return rep, peer.Group{WALDir: filepath.Join(dir, "raft"), MembersFile: filepath.Join(dir, "members.json"), App: rep}, nil
 }
 
 // multiGroup reports whether this node is a member of a cluster of
@@ -397,31 +414,44 @@ func (n *Node) hostedGroups() []*dataGroup {
 // holding the queues placement gives its group and reading topics and
 // groups from the catalog.
 func (n *Node) startGroupBrokers(ctx context.Context, bc broker.Config) error {
-	cat := &catalog{n: n}
+	n.hostMu.Lock()
+	n.brokerCfg = bc
 	for _, dg := range n.hostedGroups() {
-		c := bc
-		c.Replicated = dg.rep
-		c.SnapshotOK = dg.rep.Leading
-		c.Placement = n.layout().Of(dg.id)
-		c.Catalog = cat
-		c.Logger = dg.log
-		b, err := broker.Open(ctx, c, dg.rep.Store())
+		b, err := n.openGroupBroker(ctx, dg.id, dg.rep, dg.log)
 		if err != nil {
+			n.hostMu.Unlock()
 			return errors.Join(fmt.Errorf("data group %d: %w", dg.id, err), n.closeBrokers(ctx))
 		}
 		dg.broker = b
 	}
+	n.brokersOpen = true
+	n.hostMu.Unlock()
+	cat := &catalog{n: n}
 	bc.Placement = n.layout().Of(0)
 	n.catalog = broker.CatalogService(bc, cat)
 	n.broker = n.groups[0].broker
 	return nil
 }
 
+// openGroupBroker opens data group g's broker (in standby) on its
+// replica, holding the queues placement gives the group; n.brokerCfg set.
+func (n *Node) openGroupBroker(ctx context.Context, g int, rep *raftstore.Replica, log *slog.Logger) (*broker.Broker, error) {
+	c := n.brokerCfg
+	c.Replicated = rep
+	c.SnapshotOK = rep.Leading
+	c.Placement = n.layout().Of(g)
+	c.Catalog = &catalog{n: n}
+	c.Logger = log
+	return broker.Open(ctx, c, rep.Store())
+}
+
 // closeBrokers closes every data group's broker opened.
 func (n *Node) closeBrokers(ctx context.Context) error {
 	var errs []error
+	n.hostMu.Lock()
+	defer n.hostMu.Unlock()
 	for _, dg := range n.groups {
-		if dg.broker != nil {
+		if dg.live.Load() && dg.broker != nil {
 			errs = append(errs, dg.broker.Close(ctx))
 		}
 	}
@@ -458,14 +488,19 @@ func (n *Node) startGroups() error {
 		return err
 	}
 	for _, dg := range n.hostedGroups() {
-		if err := n.group.Go(fmt.Sprintf("follow-group-%d", dg.id), func(ctx context.Context) { n.followGroup(ctx, dg) }); err != nil {
-			return err
-		}
-		if err := n.group.Go(fmt.Sprintf("forget-deleted-%d", dg.id), dg.forgetDeleted); err != nil {
+		if err := n.followGroups(dg); err != nil {
 			return err
 		}
 	}
 	return n.group.Go("balance-leaders", n.balanceLeaders)
+}
+
+// followGroups starts dg's follower and deletion queue.
+func (n *Node) followGroups(dg *dataGroup) error {
+	if err := n.group.Go(fmt.Sprintf("follow-group-%d", dg.id), func(ctx context.Context) { n.followGroup(ctx, dg) }); err != nil {
+		return err
+	}
+	return n.group.Go(fmt.Sprintf("forget-deleted-%d", dg.id), dg.forgetDeleted)
 }
 
 // stopGroups closes the connections requests were forwarded on.

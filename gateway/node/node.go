@@ -104,10 +104,18 @@ type Node struct {
 	removed     chan struct{}
 	removedOnce sync.Once
 	// recordMu serialises the rewrites of the replica record (replicas.go:
-	// unhost).
+	// unhost, hostGroup).
 	recordMu sync.Mutex
-	broker   *broker.Broker
-	sess     *session.Registry
+	// hostMu serialises hostGroup with itself and with the opening and
+	// closing of the groups' brokers and replicas; brokerCfg and
+	// storeOpts are what hostGroup opens a group's broker and replica
+	// with (startGroupBrokers, openGroups), once brokersOpen.
+	hostMu      sync.Mutex
+	brokerCfg   broker.Config
+	storeOpts   storage.Options
+	brokersOpen bool
+	broker      *broker.Broker
+	sess        *session.Registry
 	// v2 is the v2 messaging service, once built (its forwards are a
 	// cluster metric).
 	v2 atomic.Pointer[v2service.MessagingService]

@@ -325,7 +325,9 @@ func (n *Node) raftGroups() []*peer.Node {
 	}
 	out := make([]*peer.Node, len(n.groups))
 	for i, dg := range n.groups {
-		out[i] = dg.raft
+		if dg.hosted() {
+			out[i] = dg.raft
+		}
 	}
 	return out
 }

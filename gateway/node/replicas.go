@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mqgate/mqgate/broker/raftstore"
 	"github.com/mqgate/mqgate/gateway/peer"
 )
 
@@ -256,6 +257,62 @@ func (n *Node) unhost(dg *dataGroup) {
 	}
 	dg.log.Warn("this member was removed from the data group (its replica moved to another member): it no longer hosts it; the replica is deleted at the next start")
 	n.kickBalance()
+}
+
+// hostGroup is the peer HostGroup call: this member opens an empty
+// replica of data group g, which it does not host, and starts the group's
+// raft member waiting to be added, its broker in standby and its
+// follower, for a replica moving to it (peer.DialMoveReplica). The record
+// says it hosts g first: a restart opens the replica again, waiting to be
+// added all the same. A group this member was removed from since it
+// started is refused (restart it first).
+func (n *Node) hostGroup(ctx context.Context, g uint64) error {
+	n.hostMu.Lock()
+	defer n.hostMu.Unlock()
+	switch {
+	case n.stopping.Load():
+		return fmt.Errorf("%w: this member is stopping", raftstore.ErrRefused)
+	case !n.replicaSets() || g == 0 || g >= uint64(len(n.groups)):
+		return fmt.Errorf("%w: host group %d: not a data group on some members only", raftstore.ErrRefused, g)
+	case !n.brokersOpen:
+		return fmt.Errorf("%w: this member is still starting", raftstore.ErrRefused)
+	}
+	dg := n.groups[g]
+	if dg.hosted() {
+		return nil
+	}
+	if dg.gone.Load() || dg.live.Load() {
+		return fmt.Errorf("data group %d: %w", g, peer.ErrRestartToHost)
+	}
+	self := uint64(n.cfg.NodeID)
+	voters := append(slices.DeleteFunc(slices.Clone(dg.votersNow()), func(id uint64) bool { return id == self }), self)
+	slices.Sort(voters)
+	if err := n.recordVoters(dg.id, voters); err != nil {
+		return fmt.Errorf("data group %d: recording that this member hosts it: %w", g, err)
+	}
+	rep, pg, err := n.openGroupReplica(dg.id, n.storeOpts)
+	if err != nil {
+		return fmt.Errorf("data group %d: %w", g, err)
+	}
+	rn, err := n.groups[0].raft.StartGroup(g, pg)
+	if err != nil {
+		return errors.Join(fmt.Errorf("data group %d: %w", g, err), rep.Close(ctx))
+	}
+	rep.Attach(rn)
+	b, err := n.openGroupBroker(ctx, dg.id, rep, dg.log)
+	if err != nil {
+		// The raft member runs on, with nothing serving it: the member
+		// must restart.
+		return fmt.Errorf("data group %d: its broker: %w (restart this member)", g, err)
+	}
+	dg.rep, dg.raft, dg.broker = rep, rn, b
+	rep.OnMetaApplied(dg.applied)
+	dg.live.Store(true)
+	if err := n.followGroups(dg); err != nil {
+		return err
+	}
+	dg.log.Info("hosting the data group: its replica opened, waiting to be added to the group")
+	return nil
 }
 
 // recordVoters rewrites replicasFile with group g's voters.

@@ -139,8 +139,7 @@ func TestReplicaSetsInProcess(t *testing.T) {
 			t.Fatalf("group %s: leader %d, replicas %+v", g.Name, g.Leader, g.Replicas)
 		}
 	}
-	// A member is added (it takes replicas) once it answers; it is
-	// replaced, not removed alone.
+	// A member is added (it takes replicas) once it answers.
 	peers, err := peer.ParsePeers(cfgs[0].Peers)
 	if err != nil {
 		t.Fatal(err)
@@ -148,9 +147,6 @@ func TestReplicaSetsInProcess(t *testing.T) {
 	pctx := peer.WithToken(ctx, cfgs[0].PeerToken)
 	if err := peer.DialAddMember(pctx, peers[1], cfgs[0].ClusterID, 9, "127.0.0.1:1"); err == nil || !strings.Contains(err.Error(), "no member answers at 127.0.0.1:1") {
 		t.Fatalf("add-node in a cluster of replica sets: %v", err)
-	}
-	if err := peer.DialRemoveMember(pctx, peers[1], cfgs[0].ClusterID, 5); err == nil || !strings.Contains(err.Error(), "add-node --replaces") {
-		t.Fatalf("remove-node in a cluster of replica sets: %v", err)
 	}
 	if _, err := nodes[0].groups[0].raft.GroupLeaders(ctx, 2); err != nil {
 		t.Fatalf("group leaders of member 2: %v", err)

@@ -95,7 +95,7 @@ func (r *refusals) snapshot() map[string]uint64 {
 var peerMethods = map[string]bool{
 	raftMethod: true, infoMethod: true, statusMethod: true, transferMethod: true,
 	copyMethod: true, addMethod: true, removeMethod: true, proposeMethod: true, readIdxMethod: true,
-	checkTxMethod: true,
+	checkTxMethod: true, hostMethod: true,
 }
 
 type fromKey struct{}

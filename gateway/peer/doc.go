@@ -34,14 +34,18 @@
 // and a change is proposed to a group's leader by id (ProposeAtMember).
 // In such a cluster (Config.GroupReplicas) DialAddMember adds a member
 // to group 0 and the data groups it hosts, removing in each the voter
-// holding the most replicas once it votes; DialRemoveMember refuses to
-// remove a member alone: it is replaced (DialReplaceMember: the new one
-// added to group 0 and, in turn, to each data group of the old one,
-// which is removed there once the new one votes, and from group 0
-// last); DialGroupVoters tells a new member the groups' voters. A member
-// removed from a data group while it runs no longer answers for it (its
-// late raft messages are dropped); WasRemoved reads a group's address
-// book for that.
+// holding the most replicas once it votes; a member is replaced
+// (DialReplaceMember: the new one added to group 0 and, in turn, to each
+// data group of the old one, which is removed there once the new one
+// votes, and from group 0 last); DialGroupVoters tells a new member the
+// groups' voters. A replica moves between running members
+// (DialMoveReplica): the peer HostGroup call has the new one start the
+// group's node (Config.HostGroup, then Node.StartGroup), it is added,
+// and the old one removed; DialRemoveMember moves a member's replicas off
+// it before it leaves group 0, and DialRebalance evens the members'
+// replicas out. A member removed from a data group while it runs no
+// longer answers for it (its late raft messages are dropped); WasRemoved
+// reads a group's address book for that.
 //
 // ParsePeers reads the members from "1=host:port,2=host:port,...".
 // AddMember and RemoveMember (on the leader; DialAddMember and
@@ -194,7 +198,9 @@
 // snapshots), transport.go (the raft streams of mqgate.cluster.v1.PeerService
 // between members), rpc.go (the control calls a member makes: member
 // info, clock offsets), forward.go (changes and reads through the
-// leader), status.go (Status and each member's progress).
+// leader), status.go (Status and each member's progress), moves.go
+// (moving data groups' replicas between members: DialMoveReplica, the
+// removal of a member of replica sets, DialRebalance).
 //
 // # Imports
 //

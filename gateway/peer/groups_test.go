@@ -632,8 +632,8 @@ func TestGroupsOnSomeMembers(t *testing.T) {
 		t.Fatalf("a change proposed by member 3 at group 1's leader: %v", err)
 	}
 	pctx := WithToken(ctx, testToken)
-	if err := DialRemoveMember(pctx, c.addrs[1], c.id, 2); err == nil || !strings.Contains(err.Error(), "add-node --replaces 2") {
-		t.Fatalf("remove-node: %v", err)
+	if err := DialMoveReplica(pctx, c.addrs[1], c.id, 0, 1, 2); err == nil || !strings.Contains(err.Error(), "group 0 is on every member") {
+		t.Fatalf("a move of group 0's replica: %v", err)
 	}
 	if err := DialReplaceMember(pctx, c.addrs[1], c.id, 1, 9, "127.0.0.1:1"); err == nil || !strings.Contains(err.Error(), "another member than the one replaced") {
 		t.Fatalf("a replacement entering through the member replaced: %v", err)

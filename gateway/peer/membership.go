@@ -28,6 +28,11 @@ import (
 // proposal raft drops, while another change is pending, is proposed
 // again).
 
+// ErrRestartToHost: this member hosted the data group and was removed
+// from it since it started; it hosts the group again only once
+// restarted (the peer HostGroup call answers FAILED_PRECONDITION).
+var ErrRestartToHost = errors.New("peer: this member was removed from the data group since it started: restart it before it hosts the group again")
+
 // ErrRemoved: this member was removed from the group. Its raft loop
 // stops, and it never rejoins under its id.
 var ErrRemoved = errors.New("peer: this member was removed from the group")

@@ -100,10 +100,15 @@ type Config struct {
 	// GroupReplicas is how many members each group but the first has
 	// replicas on, when not every member hosts every group (0: every
 	// member does). In such a cluster a member added takes replicas from
-	// others (DialAddMember), and one is replaced (DialReplaceMember), not
-	// removed alone (DialRemoveMember refuses it).
+	// others (DialAddMember), one is replaced (DialReplaceMember), and one
+	// removed has its replicas moved off first (DialRemoveMember).
 	GroupReplicas int
-	Logger        *slog.Logger
+	// HostGroup, set by a member of such a cluster, answers the peer
+	// HostGroup call: it opens an empty replica of data group g and starts
+	// its raft member (Node.StartGroup on group 0's node), for the group's
+	// leader to add it. Nil: the call is refused.
+	HostGroup func(ctx context.Context, g uint64) error
+	Logger    *slog.Logger
 }
 
 const (
@@ -158,6 +163,8 @@ type Node struct {
 	leaderless atomic.Int64
 	// txChecker answers CheckTransaction (SetTransactionChecker).
 	txChecker atomic.Pointer[TransactionChecker]
+	// created: the node's raft log was new when it started.
+	created bool
 	// leaderTerm is the term this node leads in (0: it does not lead);
 	// set with isLeader.
 	leaderTerm atomic.Uint64
@@ -278,12 +285,18 @@ func StartGroups(cfg Config, groups []Group) ([]*Node, error) {
 			n.w.Close()
 		}
 	}
+	created := false // group 0's raft log is new: the cluster is being created
 	for g, gc := range groups {
 		if gc.App == nil {
 			nodes = append(nodes, nil)
 			continue
 		}
-		n, err := newNode(cfg, uint64(g), len(groups), gc)
+		gcfg := cfg
+		// A data group is bootstrapped only with the cluster: a member
+		// that comes to host one later (a replica moved to it) waits to be
+		// added, even when its log is new (it crashed before it wrote it).
+		gcfg.Join = cfg.Join || g > 0 && !created
+		n, err := newNode(gcfg, uint64(g), len(groups), gc)
 		if err != nil {
 			closeAll()
 			if g > 0 && errors.Is(err, ErrRemoved) {
@@ -292,6 +305,9 @@ func StartGroups(cfg Config, groups []Group) ([]*Node, error) {
 					err, cfg.NodeID, g)
 			}
 			return nil, err
+		}
+		if g == 0 {
+			created = n.created
 		}
 		nodes = append(nodes, n)
 		hosted = append(hosted, n)
@@ -318,6 +334,39 @@ func StartGroups(cfg Config, groups []Group) ([]*Node, error) {
 	return nodes, nil
 }
 
+// StartGroup starts, on group 0's node of a running member, a node for
+// data group g that the member did not host: its raft log in gc, empty,
+// waiting to be added to the group (AddMember at the group's leader);
+// the transport hands it the group's messages from then on. It fails
+// when the member hosts g, or hosted it and was removed from it since it
+// started (restart it first).
+func (n *Node) StartGroup(g uint64, gc Group) (*Node, error) {
+	if n.group != 0 || g == 0 || g >= uint64(n.groups) || gc.App == nil {
+		return nil, fmt.Errorf("peer: start group %d: on group 0's node, a data group of the %d, with an applier", g, n.groups)
+	}
+	if n.tr.left(g) {
+		return nil, fmt.Errorf("data group %d: %w", g, ErrRestartToHost)
+	}
+	if n.tr.svc(g) != nil {
+		return nil, fmt.Errorf("peer: this member hosts data group %d already", g)
+	}
+	cfg := n.cfg
+	cfg.Join = true
+	gn, err := newNode(cfg, g, n.groups, gc)
+	if err != nil {
+		return nil, err
+	}
+	if !n.host.acquire() {
+		gn.w.Close()
+		return nil, errors.New("peer: the member is stopping")
+	}
+	gn.tr, gn.host = n.tr, n.host
+	n.tr.hosting(g, gn)
+	gn.startLoops()
+	gn.logger.Info("peer: hosting the data group: waiting to be added to it")
+	return gn, nil
+}
+
 // host is what the groups of one member share: the transport, closed
 // when the last group's node stops.
 type host struct {
@@ -325,6 +374,17 @@ type host struct {
 	// mu guards running: the nodes not stopped yet.
 	mu      sync.Mutex
 	running int
+}
+
+// acquire counts one more node, unless the last one stopped already.
+func (h *host) acquire() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.running == 0 {
+		return false
+	}
+	h.running++
+	return true
 }
 
 // release is called by each node as it stops.
@@ -382,6 +442,7 @@ func newNode(cfg Config, g uint64, groups int, gc Group) (*Node, error) {
 		n.w.Close()
 		return nil, fmt.Errorf("peer: raft: %w", err)
 	}
+	n.created = bootstrap
 	if bootstrap && !cfg.Join {
 		// Each first member's configuration change carries its address,
 		// so that a member added later learns it from the raft log.

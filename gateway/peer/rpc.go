@@ -523,15 +523,17 @@ func dialGroupVoters(ctx context.Context, peerAddr, clusterID string) ([][]uint6
 // members talk to) last. Each request goes to its group's leader
 // (atLeader); a leader asked to remove itself hands the leadership over
 // first, and the request follows it. Called again after a failure, it
-// resumes.
+// resumes. In a cluster whose data groups are on some members only
+// (Config.GroupReplicas), each data group replica of id moves first to
+// the member holding the fewest among those not in the group (moves.go,
+// drain), then id leaves group 0.
 func DialRemoveMember(ctx context.Context, peerAddr, clusterID string, id uint64) error {
 	groups, replicas, err := dialGroups(ctx, peerAddr, clusterID)
 	if err != nil {
 		return err
 	}
 	if replicas > 0 {
-		return badRequest("peer: the cluster's data groups have replicas on %d members each, not on every member (--group-replicas): "+
-			"a member is not removed alone (its replicas would have nowhere to go); replace it with a new one (add-node --replaces %d)", replicas, id)
+		return changer{ctx: ctx, clusterID: clusterID, groups: groups}.drain(peerAddr, id)
 	}
 	entry := peerAddr
 	if groups > 1 {

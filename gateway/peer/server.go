@@ -2,6 +2,7 @@ package peer
 
 import (
 	"context"
+	"errors"
 	"net"
 
 	"google.golang.org/grpc/codes"
@@ -89,6 +90,25 @@ func (s *peerServer) RemoveMember(ctx context.Context, req *clusterv1.RemoveMemb
 		return nil, rpcError(err)
 	}
 	return &clusterv1.RemoveMemberResponse{}, nil
+}
+
+func (s *peerServer) HostGroup(ctx context.Context, req *clusterv1.HostGroupRequest) (*clusterv1.HostGroupResponse, error) {
+	g := req.GetGroup()
+	switch {
+	case g == 0 || g >= uint64(s.t.groupCount()):
+		return nil, status.Errorf(codes.InvalidArgument, "peer: host group %d: not a data group of the %d", g, s.t.groupCount())
+	case s.t.svc(g) != nil:
+		return &clusterv1.HostGroupResponse{}, nil
+	case s.t.cfg.HostGroup == nil:
+		return nil, status.Errorf(codes.FailedPrecondition, "peer: host group %d: this member's data groups are on every member", g)
+	}
+	if err := s.t.cfg.HostGroup(ctx, g); err != nil {
+		if errors.Is(err, ErrRestartToHost) {
+			return nil, status.Error(codes.FailedPrecondition, err.Error())
+		}
+		return nil, rpcError(err)
+	}
+	return &clusterv1.HostGroupResponse{}, nil
 }
 
 func (s *peerServer) CopyStore(req *clusterv1.CopyStoreRequest, stream clusterv1.PeerService_CopyStoreServer) error {

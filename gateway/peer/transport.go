@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/raft/v3/raftpb"
@@ -38,6 +39,7 @@ const (
 	proposeMethod  = clusterv1.PeerService_Propose_FullMethodName
 	readIdxMethod  = clusterv1.PeerService_ReadIndex_FullMethodName
 	checkTxMethod  = clusterv1.PeerService_CheckTransaction_FullMethodName
+	hostMethod     = clusterv1.PeerService_HostGroup_FullMethodName
 	mdClusterID    = "mqgate-cluster-id"
 	mdToken        = "mqgate-peer-token"
 	mdFromNode     = "mqgate-from-node"
@@ -140,9 +142,10 @@ type services interface {
 type transport struct {
 	cfg    Config
 	logger *slog.Logger
-	// groups are the groups' nodes by group id (set before the server
-	// starts, never changed): groups[0] answers the member-wide calls.
-	groups  []services
+	// groups are the groups' nodes by group id (nil: not hosted), set
+	// before the server starts and replaced whole when the member starts
+	// hosting a group (hosting): groups[0] answers the member-wide calls.
+	groups  atomic.Pointer[[]services]
 	srv     *grpc.Server
 	lis     net.Listener
 	wg      sync.WaitGroup
@@ -151,6 +154,8 @@ type transport struct {
 
 	mu    sync.RWMutex
 	peers map[uint64]*peerSender // setPeers
+	// hostMu serialises the replacements of groups.
+	hostMu sync.Mutex
 }
 
 type peerSender struct {
@@ -174,8 +179,8 @@ type outMsg struct {
 // from group 0 is out of the cluster, and its node goes on answering
 // that).
 func (t *transport) svc(g uint64) services {
-	if g < uint64(len(t.groups)) {
-		if s := t.groups[g]; s != nil && (g == 0 || !s.removed()) {
+	if gs := *t.groups.Load(); g < uint64(len(gs)) {
+		if s := gs[g]; s != nil && (g == 0 || !s.removed()) {
 			return s
 		}
 	}
@@ -185,15 +190,29 @@ func (t *transport) svc(g uint64) services {
 // left reports whether this member hosted data group g and was removed
 // from it.
 func (t *transport) left(g uint64) bool {
-	return g > 0 && g < uint64(len(t.groups)) && t.groups[g] != nil && t.groups[g].removed()
+	gs := *t.groups.Load()
+	return g > 0 && g < uint64(len(gs)) && gs[g] != nil && gs[g].removed()
 }
 
 // member is the node answering the member-wide calls (group 0's).
-func (t *transport) member() services { return t.groups[0] }
+func (t *transport) member() services { return (*t.groups.Load())[0] }
+
+// hosting has the transport hand group g's messages and calls to svc,
+// a node started for it while the member runs.
+func (t *transport) hosting(g uint64, svc services) {
+	t.hostMu.Lock()
+	defer t.hostMu.Unlock()
+	gs := slices.Clone(*t.groups.Load())
+	gs[g] = svc
+	t.groups.Store(&gs)
+}
+
+// groupCount is how many groups the member's cluster has.
+func (t *transport) groupCount() int { return len(*t.groups.Load()) }
 
 // unreachable tells every group that member id could not be sent to.
 func (t *transport) unreachable(id uint64) {
-	for g := range t.groups {
+	for g := range t.groupCount() {
 		if s := t.svc(uint64(g)); s != nil {
 			s.reportUnreachable(id)
 		}
@@ -204,22 +223,22 @@ func (t *transport) unreachable(id uint64) {
 // errors.
 func (t *transport) hostedNote() string {
 	var ids []string
-	for g := range t.groups {
+	for g := range t.groupCount() {
 		if t.svc(uint64(g)) != nil {
 			ids = append(ids, strconv.Itoa(g))
 		}
 	}
-	if len(ids) == len(t.groups) {
-		return fmt.Sprintf("it hosts all %d", len(t.groups))
+	if len(ids) == t.groupCount() {
+		return fmt.Sprintf("it hosts all %d", t.groupCount())
 	}
-	return fmt.Sprintf("of %d it hosts %s", len(t.groups), strings.Join(ids, ", "))
+	return fmt.Sprintf("of %d it hosts %s", t.groupCount(), strings.Join(ids, ", "))
 }
 
 // leaders is the leader and voters of every group this member hosts as
 // it knows them (Info).
 func (t *transport) leaders() []*clusterv1.GroupLeader {
 	var out []*clusterv1.GroupLeader
-	for g := range t.groups {
+	for g := range t.groupCount() {
 		if svc := t.svc(uint64(g)); svc != nil {
 			lead, term := svc.LeaderView()
 			out = append(out, &clusterv1.GroupLeader{Group: uint64(g), Leader: lead, Term: term, Voters: svc.Members().Voters})
@@ -241,7 +260,8 @@ func newTransport(cfg Config, logger *slog.Logger, groups []services) (*transpor
 			return nil, fmt.Errorf("peer: listen: %w", err)
 		}
 	}
-	t := &transport{cfg: cfg, logger: logger, groups: groups, lis: lis, peers: map[uint64]*peerSender{}, stop: make(chan struct{})}
+	t := &transport{cfg: cfg, logger: logger, lis: lis, peers: map[uint64]*peerSender{}, stop: make(chan struct{})}
+	t.groups.Store(&groups)
 	// A connection must finish its (TLS) handshake and HTTP/2 preface
 	// within HandshakeTimeout, or it is closed.
 	t.srv = grpc.NewServer(append(cfg.TLS.serverOption(), grpc.ConnectionTimeout(cmp.Or(cfg.HandshakeTimeout, peerHandshake)), grpc.InTapHandle(t.admit),

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -446,5 +447,118 @@ func (g *group) dataLeadersSpread(groups int, timeout time.Duration) []int {
 			g.t.Fatalf("the data groups' leaders did not spread within %v (last seen %v)", timeout, ls)
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// TestClusterReplicaSetsMoveAndRemove: five members, five data groups of
+// three replicas, sync sends of the official client throughout. A replica
+// moves between two running members (`cluster move-replica`): member 2
+// then holds four replicas and the other member two; `cluster rebalance`
+// moves one back so that no member holds two more than another; then
+// `cluster remove-node` removes a member leading a data group: each of
+// its replicas moves first to the member holding the fewest among those
+// not in the group, and it stops on its own (exit status 0). Every data
+// group ends with three voters, the members that gave a replica delete
+// it when they next start, the leaderships spread, every send answered
+// OK is received, and each group's replicas hold the same commit log.
+func TestClusterReplicaSetsMoveAndRemove(t *testing.T) {
+	e2eutil.Begin(t)
+	const groups, members, replicas = 6, 5, 3
+	g := newGroupOf(t, members, "--data-groups", strconv.Itoa(groups), "--group-replicas", strconv.Itoa(replicas),
+		"--remoting-addr", "", "--flush", "sync")
+	leaders := g.balancedData(groups, 90*time.Second)
+	topic, cg := e2eutil.Uniq("rsm"), e2eutil.Uniq("rsmc")
+	e2eutil.CLI(t, g.members[0].grpc, "topic", "create", topic, "--queues", "10")
+	pr := e2eutil.StartProducer(t, config(g, ""), rmq.WithTopics(topic))
+	load := startPacedLoad(pr, topic, 4, 20*time.Millisecond)
+	defer load.stop()
+	load.waitFor(t, 100, 60*time.Second, "before the moves")
+
+	voters := func(via *member) ([][]int, map[int]int) {
+		t.Helper()
+		sets := make([][]int, groups)
+		held := map[int]int{}
+		for _, m := range g.members {
+			held[m.id] = 0
+		}
+		for gid := 1; gid < groups; gid++ {
+			st, err := g.groupStatus(via, gid)
+			if err != nil || len(st.Voters) != replicas {
+				t.Fatalf("data group %d: voters %v (%v), want %d", gid, st.Voters, err, replicas)
+			}
+			sets[gid] = st.Voters
+			for _, id := range st.Voters {
+				held[id]++
+			}
+		}
+		return sets, held
+	}
+	cli := func(args ...string) string {
+		t.Helper()
+		out, err := g.cli(append(args, "--cluster-id", g.id, "--timeout", "120s")...)
+		if err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, out)
+		}
+		return strings.TrimSpace(out)
+	}
+	// Group 4 is on members 4, 5 and 1; move member 4's replica to member 2.
+	via := g.members[0]
+	t.Log(cli("cluster", "move-replica", "--peer", via.peer, "--group", "4", "--from", "4", "--to", "2"))
+	sets, held := voters(via)
+	if !slices.Equal(sets[4], []int{1, 2, 5}) || held[2] != 4 || held[4] != 2 {
+		t.Fatalf("after moving group 4's replica from member 4 to member 2: voters %v, held %v", sets[1:], held)
+	}
+	load.waitFor(t, load.count()+100, 60*time.Second, "after the move")
+	out := cli("cluster", "rebalance", "--peer", via.peer)
+	t.Logf("rebalance: %s", out)
+	sets, held = voters(via)
+	if counts := slices.Collect(maps.Values(held)); slices.Max(counts)-slices.Min(counts) > 1 {
+		t.Fatalf("after rebalance: held %v (voters %v), want no member holding two more than another", held, sets[1:])
+	}
+	load.waitFor(t, load.count()+100, 60*time.Second, "after the rebalance")
+
+	// Remove the member leading data group 3 (any data group's leader).
+	leaders = g.dataLeadersSpread(groups, 60*time.Second)
+	gone := g.byID(leaders[3])
+	entry := g.members[0]
+	if entry == gone {
+		entry = g.members[1]
+	}
+	t.Log(cli("cluster", "remove-node", "--peer", entry.peer, "--node-id", strconv.Itoa(gone.id)))
+	if code := gone.proc.Wait(60 * time.Second); code != 0 || !gone.proc.HasLine("this member was removed from its cluster") {
+		t.Fatalf("member %d, removed: exit status %d, want 0 and the log saying it was removed\n%s", gone.id, code, gone.proc.Log())
+	}
+	g.members = slices.DeleteFunc(g.members, func(o *member) bool { return o == gone })
+	sets, held = voters(entry)
+	if _, ok := held[gone.id]; ok || slices.ContainsFunc(sets[1:], func(s []int) bool { return slices.Contains(s, gone.id) }) {
+		t.Fatalf("member %d removed, and still a voter: %v", gone.id, sets[1:])
+	}
+	t.Logf("after removing member %d: voters %v, held %v", gone.id, sets[1:], held)
+	load.waitFor(t, load.count()+100, 60*time.Second, fmt.Sprintf("after member %d was removed", gone.id))
+
+	// Each member deletes the replicas it gave up when it next starts.
+	for _, m := range g.members {
+		m.proc.Kill9()
+		g.start(m)
+		for gid := 1; gid < groups; gid++ {
+			_, err := os.Stat(filepath.Join(m.dir, "groups", strconv.Itoa(gid), "replica"))
+			if want := slices.Contains(sets[gid], m.id); want != (err == nil) {
+				t.Fatalf("member %d restarted: data group %d's replica directory: %v, want it there %v", m.id, gid, err, want)
+			}
+		}
+		load.waitFor(t, load.count()+30, 60*time.Second, fmt.Sprintf("after member %d restarted", m.id))
+	}
+	leaders = g.dataLeadersSpread(groups, 60*time.Second)
+	acked := load.stop()
+	c := g.receiveAll(topic, cg, acked, "the moves")
+	t.Logf("leaders %v; %d sends answered OK, all received", leaders, len(acked))
+	_ = c.GracefulStop()
+	g.stopAll()
+	for gid := 1; gid < groups; gid++ {
+		var ms []*member
+		for _, id := range sets[gid] {
+			ms = append(ms, g.byID(id))
+		}
+		g.sameLogsOn(filepath.Join("groups", strconv.Itoa(gid), "replica"), ms)
 	}
 }

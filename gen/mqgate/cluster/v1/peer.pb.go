@@ -1190,6 +1190,89 @@ func (*RemoveMemberResponse) Descriptor() ([]byte, []int) {
 	return file_mqgate_cluster_v1_peer_proto_rawDescGZIP(), []int{16}
 }
 
+// Asks a member to host a data group.
+type HostGroupRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The data group (above 0).
+	Group         uint64 `protobuf:"varint,1,opt,name=group,proto3" json:"group,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HostGroupRequest) Reset() {
+	*x = HostGroupRequest{}
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HostGroupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HostGroupRequest) ProtoMessage() {}
+
+func (x *HostGroupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HostGroupRequest.ProtoReflect.Descriptor instead.
+func (*HostGroupRequest) Descriptor() ([]byte, []int) {
+	return file_mqgate_cluster_v1_peer_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *HostGroupRequest) GetGroup() uint64 {
+	if x != nil {
+		return x.Group
+	}
+	return 0
+}
+
+// HostGroup's answer, once the member hosts the group.
+type HostGroupResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HostGroupResponse) Reset() {
+	*x = HostGroupResponse{}
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HostGroupResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HostGroupResponse) ProtoMessage() {}
+
+func (x *HostGroupResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HostGroupResponse.ProtoReflect.Descriptor instead.
+func (*HostGroupResponse) Descriptor() ([]byte, []int) {
+	return file_mqgate_cluster_v1_peer_proto_rawDescGZIP(), []int{18}
+}
+
 // Asks for a copy of a group's store.
 type CopyStoreRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1203,7 +1286,7 @@ type CopyStoreRequest struct {
 
 func (x *CopyStoreRequest) Reset() {
 	*x = CopyStoreRequest{}
-	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[17]
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1215,7 +1298,7 @@ func (x *CopyStoreRequest) String() string {
 func (*CopyStoreRequest) ProtoMessage() {}
 
 func (x *CopyStoreRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[17]
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1228,7 +1311,7 @@ func (x *CopyStoreRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyStoreRequest.ProtoReflect.Descriptor instead.
 func (*CopyStoreRequest) Descriptor() ([]byte, []int) {
-	return file_mqgate_cluster_v1_peer_proto_rawDescGZIP(), []int{17}
+	return file_mqgate_cluster_v1_peer_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CopyStoreRequest) GetLeast() uint64 {
@@ -1257,7 +1340,7 @@ type CopyStoreResponse struct {
 
 func (x *CopyStoreResponse) Reset() {
 	*x = CopyStoreResponse{}
-	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[18]
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1269,7 +1352,7 @@ func (x *CopyStoreResponse) String() string {
 func (*CopyStoreResponse) ProtoMessage() {}
 
 func (x *CopyStoreResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[18]
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1282,7 +1365,7 @@ func (x *CopyStoreResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyStoreResponse.ProtoReflect.Descriptor instead.
 func (*CopyStoreResponse) Descriptor() ([]byte, []int) {
-	return file_mqgate_cluster_v1_peer_proto_rawDescGZIP(), []int{18}
+	return file_mqgate_cluster_v1_peer_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CopyStoreResponse) GetChunk() []byte {
@@ -1306,7 +1389,7 @@ type ProposeRequest struct {
 
 func (x *ProposeRequest) Reset() {
 	*x = ProposeRequest{}
-	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[19]
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1318,7 +1401,7 @@ func (x *ProposeRequest) String() string {
 func (*ProposeRequest) ProtoMessage() {}
 
 func (x *ProposeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[19]
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1331,7 +1414,7 @@ func (x *ProposeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProposeRequest.ProtoReflect.Descriptor instead.
 func (*ProposeRequest) Descriptor() ([]byte, []int) {
-	return file_mqgate_cluster_v1_peer_proto_rawDescGZIP(), []int{19}
+	return file_mqgate_cluster_v1_peer_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ProposeRequest) GetGroup() uint64 {
@@ -1359,7 +1442,7 @@ type ProposeResponse struct {
 
 func (x *ProposeResponse) Reset() {
 	*x = ProposeResponse{}
-	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[20]
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1371,7 +1454,7 @@ func (x *ProposeResponse) String() string {
 func (*ProposeResponse) ProtoMessage() {}
 
 func (x *ProposeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[20]
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1384,7 +1467,7 @@ func (x *ProposeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProposeResponse.ProtoReflect.Descriptor instead.
 func (*ProposeResponse) Descriptor() ([]byte, []int) {
-	return file_mqgate_cluster_v1_peer_proto_rawDescGZIP(), []int{20}
+	return file_mqgate_cluster_v1_peer_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ProposeResponse) GetIndex() uint64 {
@@ -1405,7 +1488,7 @@ type ReadIndexRequest struct {
 
 func (x *ReadIndexRequest) Reset() {
 	*x = ReadIndexRequest{}
-	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[21]
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1417,7 +1500,7 @@ func (x *ReadIndexRequest) String() string {
 func (*ReadIndexRequest) ProtoMessage() {}
 
 func (x *ReadIndexRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[21]
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1430,7 +1513,7 @@ func (x *ReadIndexRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadIndexRequest.ProtoReflect.Descriptor instead.
 func (*ReadIndexRequest) Descriptor() ([]byte, []int) {
-	return file_mqgate_cluster_v1_peer_proto_rawDescGZIP(), []int{21}
+	return file_mqgate_cluster_v1_peer_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ReadIndexRequest) GetGroup() uint64 {
@@ -1451,7 +1534,7 @@ type ReadIndexResponse struct {
 
 func (x *ReadIndexResponse) Reset() {
 	*x = ReadIndexResponse{}
-	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[22]
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1463,7 +1546,7 @@ func (x *ReadIndexResponse) String() string {
 func (*ReadIndexResponse) ProtoMessage() {}
 
 func (x *ReadIndexResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[22]
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1476,7 +1559,7 @@ func (x *ReadIndexResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadIndexResponse.ProtoReflect.Descriptor instead.
 func (*ReadIndexResponse) Descriptor() ([]byte, []int) {
-	return file_mqgate_cluster_v1_peer_proto_rawDescGZIP(), []int{22}
+	return file_mqgate_cluster_v1_peer_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ReadIndexResponse) GetIndex() uint64 {
@@ -1503,7 +1586,7 @@ type CheckTransactionRequest struct {
 
 func (x *CheckTransactionRequest) Reset() {
 	*x = CheckTransactionRequest{}
-	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[23]
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1515,7 +1598,7 @@ func (x *CheckTransactionRequest) String() string {
 func (*CheckTransactionRequest) ProtoMessage() {}
 
 func (x *CheckTransactionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[23]
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1528,7 +1611,7 @@ func (x *CheckTransactionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckTransactionRequest.ProtoReflect.Descriptor instead.
 func (*CheckTransactionRequest) Descriptor() ([]byte, []int) {
-	return file_mqgate_cluster_v1_peer_proto_rawDescGZIP(), []int{23}
+	return file_mqgate_cluster_v1_peer_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CheckTransactionRequest) GetTopic() string {
@@ -1564,7 +1647,7 @@ type CheckTransactionResponse struct {
 
 func (x *CheckTransactionResponse) Reset() {
 	*x = CheckTransactionResponse{}
-	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[24]
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1576,7 +1659,7 @@ func (x *CheckTransactionResponse) String() string {
 func (*CheckTransactionResponse) ProtoMessage() {}
 
 func (x *CheckTransactionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[24]
+	mi := &file_mqgate_cluster_v1_peer_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1589,7 +1672,7 @@ func (x *CheckTransactionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckTransactionResponse.ProtoReflect.Descriptor instead.
 func (*CheckTransactionResponse) Descriptor() ([]byte, []int) {
-	return file_mqgate_cluster_v1_peer_proto_rawDescGZIP(), []int{24}
+	return file_mqgate_cluster_v1_peer_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CheckTransactionResponse) GetSent() bool {
@@ -1700,7 +1783,10 @@ const file_mqgate_cluster_v1_peer_proto_rawDesc = "" +
 	"\x13RemoveMemberRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x14\n" +
 	"\x05group\x18\x02 \x01(\x04R\x05group\"\x16\n" +
-	"\x14RemoveMemberResponse\">\n" +
+	"\x14RemoveMemberResponse\"(\n" +
+	"\x10HostGroupRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\x04R\x05group\"\x13\n" +
+	"\x11HostGroupResponse\">\n" +
 	"\x10CopyStoreRequest\x12\x14\n" +
 	"\x05least\x18\x01 \x01(\x04R\x05least\x12\x14\n" +
 	"\x05group\x18\x02 \x01(\x04R\x05group\")\n" +
@@ -1721,7 +1807,7 @@ const file_mqgate_cluster_v1_peer_proto_rawDesc = "" +
 	"\amessage\x18\x03 \x01(\fR\amessage\"K\n" +
 	"\x18CheckTransactionResponse\x12\x12\n" +
 	"\x04sent\x18\x01 \x01(\bR\x04sent\x12\x1b\n" +
-	"\tclient_id\x18\x02 \x01(\tR\bclientId2\x8d\a\n" +
+	"\tclient_id\x18\x02 \x01(\tR\bclientId2\xe5\a\n" +
 	"\vPeerService\x12I\n" +
 	"\x04Raft\x12\x1e.mqgate.cluster.v1.RaftRequest\x1a\x1f.mqgate.cluster.v1.RaftResponse(\x01\x12G\n" +
 	"\x04Info\x12\x1e.mqgate.cluster.v1.InfoRequest\x1a\x1f.mqgate.cluster.v1.InfoResponse\x12M\n" +
@@ -1732,7 +1818,8 @@ const file_mqgate_cluster_v1_peer_proto_rawDesc = "" +
 	"\tCopyStore\x12#.mqgate.cluster.v1.CopyStoreRequest\x1a$.mqgate.cluster.v1.CopyStoreResponse0\x01\x12P\n" +
 	"\aPropose\x12!.mqgate.cluster.v1.ProposeRequest\x1a\".mqgate.cluster.v1.ProposeResponse\x12V\n" +
 	"\tReadIndex\x12#.mqgate.cluster.v1.ReadIndexRequest\x1a$.mqgate.cluster.v1.ReadIndexResponse\x12k\n" +
-	"\x10CheckTransaction\x12*.mqgate.cluster.v1.CheckTransactionRequest\x1a+.mqgate.cluster.v1.CheckTransactionResponseB:Z8github.com/mqgate/mqgate/gen/mqgate/cluster/v1;clusterv1b\x06proto3"
+	"\x10CheckTransaction\x12*.mqgate.cluster.v1.CheckTransactionRequest\x1a+.mqgate.cluster.v1.CheckTransactionResponse\x12V\n" +
+	"\tHostGroup\x12#.mqgate.cluster.v1.HostGroupRequest\x1a$.mqgate.cluster.v1.HostGroupResponseB:Z8github.com/mqgate/mqgate/gen/mqgate/cluster/v1;clusterv1b\x06proto3"
 
 var (
 	file_mqgate_cluster_v1_peer_proto_rawDescOnce sync.Once
@@ -1746,7 +1833,7 @@ func file_mqgate_cluster_v1_peer_proto_rawDescGZIP() []byte {
 	return file_mqgate_cluster_v1_peer_proto_rawDescData
 }
 
-var file_mqgate_cluster_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_mqgate_cluster_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_mqgate_cluster_v1_peer_proto_goTypes = []any{
 	(*RaftRequest)(nil),                // 0: mqgate.cluster.v1.RaftRequest
 	(*RaftMessage)(nil),                // 1: mqgate.cluster.v1.RaftMessage
@@ -1765,25 +1852,27 @@ var file_mqgate_cluster_v1_peer_proto_goTypes = []any{
 	(*AddMemberResponse)(nil),          // 14: mqgate.cluster.v1.AddMemberResponse
 	(*RemoveMemberRequest)(nil),        // 15: mqgate.cluster.v1.RemoveMemberRequest
 	(*RemoveMemberResponse)(nil),       // 16: mqgate.cluster.v1.RemoveMemberResponse
-	(*CopyStoreRequest)(nil),           // 17: mqgate.cluster.v1.CopyStoreRequest
-	(*CopyStoreResponse)(nil),          // 18: mqgate.cluster.v1.CopyStoreResponse
-	(*ProposeRequest)(nil),             // 19: mqgate.cluster.v1.ProposeRequest
-	(*ProposeResponse)(nil),            // 20: mqgate.cluster.v1.ProposeResponse
-	(*ReadIndexRequest)(nil),           // 21: mqgate.cluster.v1.ReadIndexRequest
-	(*ReadIndexResponse)(nil),          // 22: mqgate.cluster.v1.ReadIndexResponse
-	(*CheckTransactionRequest)(nil),    // 23: mqgate.cluster.v1.CheckTransactionRequest
-	(*CheckTransactionResponse)(nil),   // 24: mqgate.cluster.v1.CheckTransactionResponse
-	nil,                                // 25: mqgate.cluster.v1.StatusResponse.PeersEntry
-	nil,                                // 26: mqgate.cluster.v1.StatusResponse.ProgressEntry
-	nil,                                // 27: mqgate.cluster.v1.StatusResponse.LastContactUnixMsEntry
+	(*HostGroupRequest)(nil),           // 17: mqgate.cluster.v1.HostGroupRequest
+	(*HostGroupResponse)(nil),          // 18: mqgate.cluster.v1.HostGroupResponse
+	(*CopyStoreRequest)(nil),           // 19: mqgate.cluster.v1.CopyStoreRequest
+	(*CopyStoreResponse)(nil),          // 20: mqgate.cluster.v1.CopyStoreResponse
+	(*ProposeRequest)(nil),             // 21: mqgate.cluster.v1.ProposeRequest
+	(*ProposeResponse)(nil),            // 22: mqgate.cluster.v1.ProposeResponse
+	(*ReadIndexRequest)(nil),           // 23: mqgate.cluster.v1.ReadIndexRequest
+	(*ReadIndexResponse)(nil),          // 24: mqgate.cluster.v1.ReadIndexResponse
+	(*CheckTransactionRequest)(nil),    // 25: mqgate.cluster.v1.CheckTransactionRequest
+	(*CheckTransactionResponse)(nil),   // 26: mqgate.cluster.v1.CheckTransactionResponse
+	nil,                                // 27: mqgate.cluster.v1.StatusResponse.PeersEntry
+	nil,                                // 28: mqgate.cluster.v1.StatusResponse.ProgressEntry
+	nil,                                // 29: mqgate.cluster.v1.StatusResponse.LastContactUnixMsEntry
 }
 var file_mqgate_cluster_v1_peer_proto_depIdxs = []int32{
 	1,  // 0: mqgate.cluster.v1.RaftRequest.messages:type_name -> mqgate.cluster.v1.RaftMessage
 	4,  // 1: mqgate.cluster.v1.InfoResponse.info:type_name -> mqgate.cluster.v1.MemberInfo
 	6,  // 2: mqgate.cluster.v1.InfoResponse.leaders:type_name -> mqgate.cluster.v1.GroupLeader
-	25, // 3: mqgate.cluster.v1.StatusResponse.peers:type_name -> mqgate.cluster.v1.StatusResponse.PeersEntry
-	26, // 4: mqgate.cluster.v1.StatusResponse.progress:type_name -> mqgate.cluster.v1.StatusResponse.ProgressEntry
-	27, // 5: mqgate.cluster.v1.StatusResponse.last_contact_unix_ms:type_name -> mqgate.cluster.v1.StatusResponse.LastContactUnixMsEntry
+	27, // 3: mqgate.cluster.v1.StatusResponse.peers:type_name -> mqgate.cluster.v1.StatusResponse.PeersEntry
+	28, // 4: mqgate.cluster.v1.StatusResponse.progress:type_name -> mqgate.cluster.v1.StatusResponse.ProgressEntry
+	29, // 5: mqgate.cluster.v1.StatusResponse.last_contact_unix_ms:type_name -> mqgate.cluster.v1.StatusResponse.LastContactUnixMsEntry
 	10, // 6: mqgate.cluster.v1.StatusResponse.work:type_name -> mqgate.cluster.v1.RaftWork
 	8,  // 7: mqgate.cluster.v1.StatusResponse.ProgressEntry.value:type_name -> mqgate.cluster.v1.Progress
 	0,  // 8: mqgate.cluster.v1.PeerService.Raft:input_type -> mqgate.cluster.v1.RaftRequest
@@ -1792,22 +1881,24 @@ var file_mqgate_cluster_v1_peer_proto_depIdxs = []int32{
 	11, // 11: mqgate.cluster.v1.PeerService.TransferLeadership:input_type -> mqgate.cluster.v1.TransferLeadershipRequest
 	13, // 12: mqgate.cluster.v1.PeerService.AddMember:input_type -> mqgate.cluster.v1.AddMemberRequest
 	15, // 13: mqgate.cluster.v1.PeerService.RemoveMember:input_type -> mqgate.cluster.v1.RemoveMemberRequest
-	17, // 14: mqgate.cluster.v1.PeerService.CopyStore:input_type -> mqgate.cluster.v1.CopyStoreRequest
-	19, // 15: mqgate.cluster.v1.PeerService.Propose:input_type -> mqgate.cluster.v1.ProposeRequest
-	21, // 16: mqgate.cluster.v1.PeerService.ReadIndex:input_type -> mqgate.cluster.v1.ReadIndexRequest
-	23, // 17: mqgate.cluster.v1.PeerService.CheckTransaction:input_type -> mqgate.cluster.v1.CheckTransactionRequest
-	2,  // 18: mqgate.cluster.v1.PeerService.Raft:output_type -> mqgate.cluster.v1.RaftResponse
-	5,  // 19: mqgate.cluster.v1.PeerService.Info:output_type -> mqgate.cluster.v1.InfoResponse
-	9,  // 20: mqgate.cluster.v1.PeerService.Status:output_type -> mqgate.cluster.v1.StatusResponse
-	12, // 21: mqgate.cluster.v1.PeerService.TransferLeadership:output_type -> mqgate.cluster.v1.TransferLeadershipResponse
-	14, // 22: mqgate.cluster.v1.PeerService.AddMember:output_type -> mqgate.cluster.v1.AddMemberResponse
-	16, // 23: mqgate.cluster.v1.PeerService.RemoveMember:output_type -> mqgate.cluster.v1.RemoveMemberResponse
-	18, // 24: mqgate.cluster.v1.PeerService.CopyStore:output_type -> mqgate.cluster.v1.CopyStoreResponse
-	20, // 25: mqgate.cluster.v1.PeerService.Propose:output_type -> mqgate.cluster.v1.ProposeResponse
-	22, // 26: mqgate.cluster.v1.PeerService.ReadIndex:output_type -> mqgate.cluster.v1.ReadIndexResponse
-	24, // 27: mqgate.cluster.v1.PeerService.CheckTransaction:output_type -> mqgate.cluster.v1.CheckTransactionResponse
-	18, // [18:28] is the sub-list for method output_type
-	8,  // [8:18] is the sub-list for method input_type
+	19, // 14: mqgate.cluster.v1.PeerService.CopyStore:input_type -> mqgate.cluster.v1.CopyStoreRequest
+	21, // 15: mqgate.cluster.v1.PeerService.Propose:input_type -> mqgate.cluster.v1.ProposeRequest
+	23, // 16: mqgate.cluster.v1.PeerService.ReadIndex:input_type -> mqgate.cluster.v1.ReadIndexRequest
+	25, // 17: mqgate.cluster.v1.PeerService.CheckTransaction:input_type -> mqgate.cluster.v1.CheckTransactionRequest
+	17, // 18: mqgate.cluster.v1.PeerService.HostGroup:input_type -> mqgate.cluster.v1.HostGroupRequest
+	2,  // 19: mqgate.cluster.v1.PeerService.Raft:output_type -> mqgate.cluster.v1.RaftResponse
+	5,  // 20: mqgate.cluster.v1.PeerService.Info:output_type -> mqgate.cluster.v1.InfoResponse
+	9,  // 21: mqgate.cluster.v1.PeerService.Status:output_type -> mqgate.cluster.v1.StatusResponse
+	12, // 22: mqgate.cluster.v1.PeerService.TransferLeadership:output_type -> mqgate.cluster.v1.TransferLeadershipResponse
+	14, // 23: mqgate.cluster.v1.PeerService.AddMember:output_type -> mqgate.cluster.v1.AddMemberResponse
+	16, // 24: mqgate.cluster.v1.PeerService.RemoveMember:output_type -> mqgate.cluster.v1.RemoveMemberResponse
+	20, // 25: mqgate.cluster.v1.PeerService.CopyStore:output_type -> mqgate.cluster.v1.CopyStoreResponse
+	22, // 26: mqgate.cluster.v1.PeerService.Propose:output_type -> mqgate.cluster.v1.ProposeResponse
+	24, // 27: mqgate.cluster.v1.PeerService.ReadIndex:output_type -> mqgate.cluster.v1.ReadIndexResponse
+	26, // 28: mqgate.cluster.v1.PeerService.CheckTransaction:output_type -> mqgate.cluster.v1.CheckTransactionResponse
+	18, // 29: mqgate.cluster.v1.PeerService.HostGroup:output_type -> mqgate.cluster.v1.HostGroupResponse
+	19, // [19:30] is the sub-list for method output_type
+	8,  // [8:19] is the sub-list for method input_type
 	8,  // [8:8] is the sub-list for extension type_name
 	8,  // [8:8] is the sub-list for extension extendee
 	0,  // [0:8] is the sub-list for field type_name
@@ -1824,7 +1915,7 @@ func file_mqgate_cluster_v1_peer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mqgate_cluster_v1_peer_proto_rawDesc), len(file_mqgate_cluster_v1_peer_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   28,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

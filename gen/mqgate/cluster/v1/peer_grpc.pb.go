@@ -42,6 +42,7 @@ const (
 	PeerService_Propose_FullMethodName            = "/mqgate.cluster.v1.PeerService/Propose"
 	PeerService_ReadIndex_FullMethodName          = "/mqgate.cluster.v1.PeerService/ReadIndex"
 	PeerService_CheckTransaction_FullMethodName   = "/mqgate.cluster.v1.PeerService/CheckTransaction"
+	PeerService_HostGroup_FullMethodName          = "/mqgate.cluster.v1.PeerService/HostGroup"
 )
 
 // PeerServiceClient is the client API for PeerService service.
@@ -93,6 +94,13 @@ type PeerServiceClient interface {
 	// streams go to the members it was routed to. Answered with sent =
 	// false when the member holds none.
 	CheckTransaction(ctx context.Context, in *CheckTransactionRequest, opts ...grpc.CallOption) (*CheckTransactionResponse, error)
+	// HostGroup has the member open a replica of a data group it does not
+	// host, empty, and start the group's raft member as one that waits to
+	// be added (AddMember at the group's leader then adds it): how a
+	// replica moves to it in a cluster whose data groups are on some
+	// members only. Answered once the replica is open; at once when the
+	// member hosts the group already.
+	HostGroup(ctx context.Context, in *HostGroupRequest, opts ...grpc.CallOption) (*HostGroupResponse, error)
 }
 
 type peerServiceClient struct {
@@ -215,6 +223,16 @@ func (c *peerServiceClient) CheckTransaction(ctx context.Context, in *CheckTrans
 	return out, nil
 }
 
+func (c *peerServiceClient) HostGroup(ctx context.Context, in *HostGroupRequest, opts ...grpc.CallOption) (*HostGroupResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(HostGroupResponse)
+	err := c.cc.Invoke(ctx, PeerService_HostGroup_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // PeerServiceServer is the server API for PeerService service.
 // All implementations must embed UnimplementedPeerServiceServer
 // for forward compatibility.
@@ -264,6 +282,13 @@ type PeerServiceServer interface {
 	// streams go to the members it was routed to. Answered with sent =
 	// false when the member holds none.
 	CheckTransaction(context.Context, *CheckTransactionRequest) (*CheckTransactionResponse, error)
+	// HostGroup has the member open a replica of a data group it does not
+	// host, empty, and start the group's raft member as one that waits to
+	// be added (AddMember at the group's leader then adds it): how a
+	// replica moves to it in a cluster whose data groups are on some
+	// members only. Answered once the replica is open; at once when the
+	// member hosts the group already.
+	HostGroup(context.Context, *HostGroupRequest) (*HostGroupResponse, error)
 	mustEmbedUnimplementedPeerServiceServer()
 }
 
@@ -303,6 +328,9 @@ func (UnimplementedPeerServiceServer) ReadIndex(context.Context, *ReadIndexReque
 }
 func (UnimplementedPeerServiceServer) CheckTransaction(context.Context, *CheckTransactionRequest) (*CheckTransactionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CheckTransaction not implemented")
+}
+func (UnimplementedPeerServiceServer) HostGroup(context.Context, *HostGroupRequest) (*HostGroupResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method HostGroup not implemented")
 }
 func (UnimplementedPeerServiceServer) mustEmbedUnimplementedPeerServiceServer() {}
 func (UnimplementedPeerServiceServer) testEmbeddedByValue()                     {}
@@ -487,6 +515,24 @@ func _PeerService_CheckTransaction_Handler(srv interface{}, ctx context.Context,
 	return interceptor(ctx, in, info, handler)
 }
 
+func _PeerService_HostGroup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(HostGroupRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PeerServiceServer).HostGroup(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PeerService_HostGroup_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PeerServiceServer).HostGroup(ctx, req.(*HostGroupRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // PeerService_ServiceDesc is the grpc.ServiceDesc for PeerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -525,6 +571,10 @@ var PeerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CheckTransaction",
 			Handler:    _PeerService_CheckTransaction_Handler,
+		},
+		{
+			MethodName: "HostGroup",
+			Handler:    _PeerService_HostGroup_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
