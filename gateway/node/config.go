@@ -182,8 +182,8 @@ type Config struct {
 	// the number of members, the groups are spread over them when the
 	// cluster is created. A member joining such a cluster (Join) takes
 	// replicas from the members holding the most, or those of the member
-	// it Replaces; a member is not removed alone. Like DataGroups, it is
-	// fixed when the cluster is created.
+	// it Replaces; replicas move between running members (hostGroup).
+	// Like DataGroups, it is fixed when the cluster is created.
 	GroupReplicas int
 	// Replaces, with Join in a cluster of GroupReplicas, is the member
 	// this new one takes the place of: on its first start it asks the
