@@ -151,6 +151,32 @@ func TestReplicaSetsInProcess(t *testing.T) {
 	if _, err := nodes[0].groups[0].raft.GroupLeaders(ctx, 2); err != nil {
 		t.Fatalf("group leaders of member 2: %v", err)
 	}
+	// Group 1 is on members 1, 2 and 3: its replica moves from member 1
+	// to member 4, which opens it while it runs; member 1 stops hosting
+	// it, and the group goes on taking catalog changes.
+	if err := peer.DialMoveReplica(pctx, peers[2], cfgs[0].ClusterID, 1, 1, 4); err != nil {
+		t.Fatalf("move group 1's replica from member 1 to member 4: %v", err)
+	}
+	waitGroups(t, 30*time.Second, "member 4 hosts group 1, member 1 no longer does, and every member knows its voters", func() bool {
+		if !nodes[3].groups[1].hosted() || nodes[0].groups[1].hosted() {
+			return false
+		}
+		for _, n := range nodes {
+			if !slices.Equal(n.groups[1].votersNow(), []uint64{2, 3, 4}) || n.groups[1].leader() == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	if err := peer.DialMoveReplica(pctx, peers[2], cfgs[0].ClusterID, 1, 4, 1); err == nil || !strings.Contains(err.Error(), "restart it") {
+		t.Fatalf("moving group 1's replica back to member 1, which gave it up since it started: %v", err)
+	}
+	if _, err := nodes[3].catalog.CreateTopic(ctx, model.Topic{Name: "after-the-move", Queues: 5}); err != nil {
+		t.Fatalf("create a topic after the move: %v", err)
+	}
+	if err := nodes[0].catalog.DeleteTopic(ctx, "after-the-move"); err != nil {
+		t.Fatalf("delete it through member 1, which no longer hosts group 1: %v", err)
+	}
 }
 
 // With replica sets a group's leadership goes only to one of its voters:
