@@ -6,7 +6,6 @@ import (
 	"maps"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -133,13 +132,7 @@ func TestClusterReplicaSetsKillRounds(t *testing.T) {
 		ord.total(), ord.resentCount(), fc.deliveries(), fc.ackedCount(), len(due), dc.deliveries())
 
 	g.stopAll()
-	for gid := 1; gid < groups; gid++ {
-		var ms []*member
-		for _, id := range replicaSet(gid, members, replicas) {
-			ms = append(ms, g.byID(id))
-		}
-		g.sameLogsOn(filepath.Join("groups", strconv.Itoa(gid), "replica"), ms)
-	}
+	g.sameDataLogs(createdSets(groups, members, replicas))
 }
 
 // envInt reads an integer setting, def when unset.

@@ -45,7 +45,8 @@ const (
 	// CI run).
 	envDuration = "MQGATE_NEMESIS_DURATION"
 	// envFaults limits the faults to some kinds: kill, pause, partition,
-	// transfer, skew (comma-separated; default all).
+	// transfer, skew, move (comma-separated; default all, move with
+	// replica sets only).
 	envFaults = "MQGATE_NEMESIS_FAULTS"
 	// envSkew is the largest clock offset a member gets (default 500 ms,
 	// so that two members differ by at most 1 s, the skew cluster mode
@@ -103,10 +104,6 @@ func (c nemesisConfig) firstData() int {
 	return 0
 }
 
-// hosts reports whether member id holds a replica of data group grp.
-func (c nemesisConfig) hosts(id, grp int) bool {
-	return !c.replicaSets() || grp == 0 || slices.Contains(replicaSet(grp, c.members, c.replicas), id)
-}
 
 // placeQueue is the group holding queue q of topic.
 func (c nemesisConfig) placeQueue(topic string, q int32) int {
@@ -174,6 +171,10 @@ func readNemesisConfig(t *testing.T) nemesisConfig {
 		}
 		c.kinds = k
 	}
+	if len(c.kinds) == 0 && c.replicaSets() {
+		// Replicas move between the members too.
+		c.kinds = append(slices.Clone(nemesis.AllFaults), nemesis.Move)
+	}
 	return c
 }
 
@@ -190,7 +191,8 @@ func readNemesisConfig(t *testing.T) nemesisConfig {
 // restart, SIGSTOP and SIGCONT, partitions, leadership transfers, and
 // members restarted with their broker's clock shifted (up to ±500 ms, so
 // that no two members differ by more than the 1 s cluster mode allows)
-// and handed the leadership. Every operation is recorded as the client saw
+// and handed the leadership, and, with replica sets, a data group's
+// replica moved from one member to another (cluster move-replica). Every operation is recorded as the client saw
 // it. Then every fault is healed, all members restart on true clocks, the
 // consumers drain (acknowledging everything) until every send answered OK
 // was delivered and every delivery was acknowledged or came back, the
@@ -256,7 +258,10 @@ func runNemesis(t *testing.T, cfg nemesisConfig) {
 	g.logDir = nemesisOut(t, cfg.seed)
 	g.proxy()
 	r := &nemesisRun{t: t, g: g, cfg: cfg, base: time.Now(), procs: map[int][]*testutil.Proc{}, offset: map[int]time.Duration{},
-		down: map[int]bool{}, paused: map[int]bool{}}
+		down: map[int]bool{}, paused: map[int]bool{}, gaveUp: map[int]map[int]bool{}}
+	if cfg.replicaSets() {
+		r.voters = createdSets(cfg.groups, cfg.members, cfg.replicas)
+	}
 	for i, m := range g.members {
 		r.setOffset(m, plan.Initial[i])
 	}
@@ -372,6 +377,63 @@ type nemesisRun struct {
 	paused map[int]bool             // SIGSTOPped
 
 	roles []role // who leads, with what clock, from when (buildTimeline)
+
+	// voters are each data group's voters, as created and as the Move
+	// faults changed them (replica sets only); gaveUp, by member, the
+	// groups it gave a replica of up since it last started (it hosts
+	// them again only once restarted).
+	voters [][]int
+	gaveUp map[int]map[int]bool
+}
+
+// hosts reports whether member id holds a replica of data group grp.
+func (r *nemesisRun) hosts(id, grp int) bool {
+	return !r.cfg.replicaSets() || grp == 0 || slices.Contains(r.voters[grp], id)
+}
+
+// move moves a replica of a data group (f.Pick chooses it, the member it
+// leaves and the one it goes to, among those that can host it now) with
+// `cluster move-replica`; it must succeed, the cluster being healthy
+// between faults.
+func (r *nemesisRun) move(n int, f nemesis.Fault) {
+	if !r.cfg.replicaSets() {
+		r.note("fault %d: no replica to move: every member hosts every group", n)
+		return
+	}
+	grp := 1 + f.Pick%(r.cfg.groups-1)
+	vs := r.voters[grp]
+	from := vs[(f.Pick/7)%len(vs)]
+	var to []int
+	for _, m := range r.g.members {
+		if !slices.Contains(vs, m.id) && !r.gaveUp[m.id][grp] {
+			to = append(to, m.id)
+		}
+	}
+	if len(to) == 0 {
+		r.note("fault %d: no member can take a replica of data group %d now (voters %v)", n, grp, vs)
+		return
+	}
+	dest := to[(f.Pick/13)%len(to)]
+	via := r.g.members[0]
+	if via.id == from {
+		via = r.g.members[1]
+	}
+	r.note("fault %d: move data group %d's replica from member %d to member %d", n, grp, from, dest)
+	out, err := r.g.cli("cluster", "move-replica", "--peer", via.peer, "--cluster-id", r.g.id, "--group", strconv.Itoa(grp),
+		"--from", strconv.Itoa(from), "--to", strconv.Itoa(dest), "--timeout", "120s")
+	if err != nil {
+		r.finding("fault %d: moving data group %d's replica from member %d to member %d failed: %v: %s", n, grp, from, dest, err, strings.TrimSpace(out))
+		if st, err := r.g.groupStatus(via, grp); err == nil {
+			r.voters[grp] = st.Voters
+		}
+		return
+	}
+	r.voters[grp] = append(slices.DeleteFunc(slices.Clone(vs), func(id int) bool { return id == from }), dest)
+	slices.Sort(r.voters[grp])
+	if r.gaveUp[from] == nil {
+		r.gaveUp[from] = map[int]bool{}
+	}
+	r.gaveUp[from][grp] = true
 }
 
 type timed struct {
@@ -422,6 +484,7 @@ func (r *nemesisRun) started(m *member) {
 	r.t.Helper()
 	r.procs[m.id] = append(r.procs[m.id], m.proc)
 	r.down[m.id], r.paused[m.id] = false, false
+	delete(r.gaveUp, m.id)
 	d := r.offset[m.id]
 	r.roles = append(r.roles, role{at: time.Now(), member: m.id, start: true, offset: d})
 	if d != 0 {
@@ -551,11 +614,13 @@ func (r *nemesisRun) apply(n int, f nemesis.Fault, w *workload) {
 	case nemesis.Transfer:
 		m, grp := r.g.byID(f.Member), r.faultGroup(f)
 		l := r.leaderOf(grp, 10*time.Second)
-		for i := 1; (l == m || !r.cfg.hosts(m.id, grp)) && i < len(r.g.members); i++ {
+		for i := 1; (l == m || !r.hosts(m.id, grp)) && i < len(r.g.members); i++ {
 			m = r.g.byID((f.Member+i-1)%len(r.g.members) + 1) // the next replica of grp
 		}
 		r.note("fault %d: transfer the leadership of data group %d to member %d", n, grp, m.id)
 		r.transfer(m, grp)
+	case nemesis.Move:
+		r.move(n, f)
 	case nemesis.Skew:
 		m := r.g.byID(f.Member)
 		r.note("fault %d: restart member %d with its clock offset by %v, then hand it the leadership", n, m.id, f.Offset)
@@ -601,7 +666,7 @@ func (r *nemesisRun) convergeGroup(grp int, timeout time.Duration) {
 	if waitFor(timeout, func() bool {
 		var sts []memberStatus
 		for _, m := range r.g.members {
-			if !r.cfg.hosts(m.id, grp) {
+			if !r.hosts(m.id, grp) {
 				continue
 			}
 			st, err := r.g.groupStatus(m, grp)
@@ -653,7 +718,7 @@ func (r *nemesisRun) sameGroupLogs(grp int) error {
 	}
 	var hosts []*member
 	for _, m := range r.g.members {
-		if r.cfg.hosts(m.id, grp) {
+		if r.hosts(m.id, grp) {
 			hosts = append(hosts, m)
 		}
 	}

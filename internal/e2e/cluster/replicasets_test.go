@@ -29,6 +29,84 @@ func replicaSet(gid, members, replicas int) []int {
 	return out
 }
 
+// replicaSetsUnderLoad starts five members with six groups (five data
+// groups of three replicas) and sync flush, waits for the leaderships to
+// spread, creates a topic of ten queues and a consumer group name
+// (prefix-based), and starts four paced senders of the official client;
+// it returns once 100 sends were answered OK.
+func replicaSetsUnderLoad(t *testing.T, prefix string) (g *group, leaders []int, topic, cg string, load *sendLoad) {
+	t.Helper()
+	g = newGroupOf(t, 5, "--data-groups", "6", "--group-replicas", "3", "--remoting-addr", "", "--flush", "sync")
+	leaders = g.balancedData(6, 90*time.Second)
+	topic, cg = e2eutil.Uniq(prefix), e2eutil.Uniq(prefix+"c")
+	e2eutil.CLI(t, g.members[0].grpc, "topic", "create", topic, "--queues", "10")
+	pr := e2eutil.StartProducer(t, config(g, ""), rmq.WithTopics(topic))
+	load = startPacedLoad(pr, topic, 4, 20*time.Millisecond)
+	load.waitFor(t, 100, 60*time.Second, "before the changes")
+	return g, leaders, topic, cg, load
+}
+
+// receivedAndSame stops the load and receives every send it had answered
+// OK through consumer group cg, then stops the members and checks each
+// data group's replicas (sets) hold the same commit log; it returns the
+// sends answered OK.
+func (g *group) receivedAndSame(load *sendLoad, topic, cg string, sets [][]int, what string) int {
+	g.t.Helper()
+	acked := load.stop()
+	c := g.receiveAll(topic, cg, acked, what)
+	_ = c.GracefulStop()
+	g.stopAll()
+	g.sameDataLogs(sets)
+	return len(acked)
+}
+
+// dataVoters asks member via (`cluster status --group`) for the voters
+// of each data group, failing the test unless each has replicas of them,
+// and counts the replicas each member holds (every member of the group
+// counted, those holding none too).
+func (g *group) dataVoters(via *member, groups, replicas int) (sets [][]int, held map[int]int) {
+	g.t.Helper()
+	sets = make([][]int, groups)
+	held = map[int]int{}
+	for _, m := range g.members {
+		held[m.id] = 0
+	}
+	for gid := 1; gid < groups; gid++ {
+		st, err := g.groupStatus(via, gid)
+		if err != nil || len(st.Voters) != replicas {
+			g.t.Fatalf("data group %d: voters %v (%v), want %d", gid, st.Voters, err, replicas)
+		}
+		sets[gid] = st.Voters
+		for _, id := range st.Voters {
+			held[id]++
+		}
+	}
+	return sets, held
+}
+
+// createdSets are the data groups' replica sets (by group, from 1) as a
+// cluster of members, --group-replicas replicas, is created.
+func createdSets(groups, members, replicas int) [][]int {
+	sets := make([][]int, groups)
+	for gid := 1; gid < groups; gid++ {
+		sets[gid] = replicaSet(gid, members, replicas)
+	}
+	return sets
+}
+
+// sameDataLogs checks, the members stopped, that each data group's
+// replicas (sets, by group, from 1) hold the same commit log.
+func (g *group) sameDataLogs(sets [][]int) {
+	g.t.Helper()
+	for gid := 1; gid < len(sets); gid++ {
+		var ms []*member
+		for _, id := range sets[gid] {
+			ms = append(ms, g.byID(id))
+		}
+		g.sameLogsOn(filepath.Join("groups", strconv.Itoa(gid), "replica"), ms)
+	}
+}
+
 // placeOnData is the data group holding queue q of a (non-LITE) topic
 // when group 0 keeps only the catalog (replica sets): 1 + (fnv32a(topic)
 // + q) mod (groups - 1), the documented rule.
@@ -159,18 +237,8 @@ func TestClusterReplicaSetsPartition(t *testing.T) {
 	g.heal(x)
 	leaders = g.balancedData(groups, 90*time.Second)
 	load.waitFor(t, load.count()+100, 60*time.Second, fmt.Sprintf("after member %d is back", x.id))
-	acked := load.stop()
-	c := g.receiveAll(topic, cg, acked, "the partition")
-	t.Logf("%d sends answered OK, all received; leaders after: %v", len(acked), leaders)
-	_ = c.GracefulStop()
-	g.stopAll()
-	for gid := 1; gid < groups; gid++ {
-		var ms []*member
-		for _, id := range replicaSet(gid, members, replicas) {
-			ms = append(ms, g.byID(id))
-		}
-		g.sameLogsOn(filepath.Join("groups", strconv.Itoa(gid), "replica"), ms)
-	}
+	n := g.receivedAndSame(load, topic, cg, createdSets(groups, members, replicas), "the partition")
+	t.Logf("%d sends answered OK, all received; leaders after: %v", n, leaders)
 }
 
 // balancedData is balanced for a cluster whose group 0 holds no queue:
@@ -257,15 +325,8 @@ func TestClusterReplicaSetsRetireMember(t *testing.T) {
 
 func replaceMember(t *testing.T, lost bool) {
 	const groups, members, replicas = 6, 5, 3
-	g := newGroupOf(t, members, "--data-groups", strconv.Itoa(groups), "--group-replicas", strconv.Itoa(replicas),
-		"--remoting-addr", "", "--flush", "sync")
-	leaders := g.balancedData(groups, 90*time.Second)
-	topic, cg := e2eutil.Uniq("rsr"), e2eutil.Uniq("rsrc")
-	e2eutil.CLI(t, g.members[0].grpc, "topic", "create", topic, "--queues", "10")
-	pr := e2eutil.StartProducer(t, config(g, ""), rmq.WithTopics(topic))
-	load := startPacedLoad(pr, topic, 4, 20*time.Millisecond)
+	g, leaders, topic, cg, load := replicaSetsUnderLoad(t, "rsr")
 	defer load.stop()
-	load.waitFor(t, 100, 60*time.Second, "before the kill")
 
 	dead := g.byID(mostLeading(leaders))
 	if lost {
@@ -330,18 +391,8 @@ func replaceMember(t *testing.T, lost bool) {
 	g.start(m6)
 	leaders = g.balancedData(groups, 60*time.Second)
 	load.waitFor(t, load.count()+100, 60*time.Second, "after member 6 restarted")
-	acked := load.stop()
-	c := g.receiveAll(topic, cg, acked, "the replacement")
-	t.Logf("member %d replaced by member 6; leaders %v; %d sends answered OK, all received", dead.id, leaders, len(acked))
-	_ = c.GracefulStop()
-	g.stopAll()
-	for gid := 1; gid < groups; gid++ {
-		var ms []*member
-		for _, id := range sets[gid] {
-			ms = append(ms, g.byID(id))
-		}
-		g.sameLogsOn(filepath.Join("groups", strconv.Itoa(gid), "replica"), ms)
-	}
+	n := g.receivedAndSame(load, topic, cg, sets, "the replacement")
+	t.Logf("member %d replaced by member 6; leaders %v; %d sends answered OK, all received", dead.id, leaders, n)
 }
 
 // TestClusterReplicaSetsAddMember: five members, five data groups of
@@ -358,15 +409,8 @@ func replaceMember(t *testing.T, lost bool) {
 func TestClusterReplicaSetsAddMember(t *testing.T) {
 	e2eutil.Begin(t)
 	const groups, members, replicas = 6, 5, 3
-	g := newGroupOf(t, members, "--data-groups", strconv.Itoa(groups), "--group-replicas", strconv.Itoa(replicas),
-		"--remoting-addr", "", "--flush", "sync")
-	g.balancedData(groups, 90*time.Second)
-	topic, cg := e2eutil.Uniq("rsa"), e2eutil.Uniq("rsac")
-	e2eutil.CLI(t, g.members[0].grpc, "topic", "create", topic, "--queues", "10")
-	pr := e2eutil.StartProducer(t, config(g, ""), rmq.WithTopics(topic))
-	load := startPacedLoad(pr, topic, 4, 20*time.Millisecond)
+	g, _, topic, cg, load := replicaSetsUnderLoad(t, "rsa")
 	defer load.stop()
-	load.waitFor(t, 100, 60*time.Second, "before the new member")
 
 	via := g.members[0]
 	m6 := g.join(6)
@@ -374,25 +418,16 @@ func TestClusterReplicaSetsAddMember(t *testing.T) {
 	if err != nil {
 		t.Fatalf("add-node 6: %v\n%s", err, out)
 	}
-	sets := make([][]int, groups)
-	held := map[int]int{}
+	sets, held := g.dataVoters(via, groups, replicas)
 	gave := map[int][]int{} // member: the data groups it gave up
 	for gid := 1; gid < groups; gid++ {
-		st, err := g.groupStatus(via, gid)
-		if err != nil || len(st.Voters) != replicas {
-			t.Fatalf("data group %d: voters %v (%v), want %d", gid, st.Voters, err, replicas)
-		}
-		sets[gid] = st.Voters
-		for _, id := range st.Voters {
-			held[id]++
-		}
 		for _, id := range replicaSet(gid, members, replicas) {
-			if !slices.Contains(st.Voters, id) {
+			if !slices.Contains(sets[gid], id) {
 				gave[id] = append(gave[id], gid)
 			}
 		}
 		_, err = os.Stat(filepath.Join(m6.dir, "groups", strconv.Itoa(gid), "replica"))
-		if want := slices.Contains(st.Voters, m6.id); want != (err == nil) {
+		if want := slices.Contains(sets[gid], m6.id); want != (err == nil) {
 			t.Fatalf("member 6: data group %d's replica directory: %v, want it there %v", gid, err, want)
 		}
 	}
@@ -418,18 +453,8 @@ func TestClusterReplicaSetsAddMember(t *testing.T) {
 	}
 	leaders := g.dataLeadersSpread(groups, 60*time.Second)
 	load.waitFor(t, load.count()+100, 60*time.Second, "at the end")
-	acked := load.stop()
-	c := g.receiveAll(topic, cg, acked, "the new member")
-	t.Logf("leaders %v; %d sends answered OK, all received", leaders, len(acked))
-	_ = c.GracefulStop()
-	g.stopAll()
-	for gid := 1; gid < groups; gid++ {
-		var ms []*member
-		for _, id := range sets[gid] {
-			ms = append(ms, g.byID(id))
-		}
-		g.sameLogsOn(filepath.Join("groups", strconv.Itoa(gid), "replica"), ms)
-	}
+	n := g.receivedAndSame(load, topic, cg, sets, "the new member")
+	t.Logf("leaders %v; %d sends answered OK, all received", leaders, n)
 }
 
 // dataLeadersSpread waits until the first member names a leader of every
@@ -464,35 +489,10 @@ func (g *group) dataLeadersSpread(groups int, timeout time.Duration) []int {
 func TestClusterReplicaSetsMoveAndRemove(t *testing.T) {
 	e2eutil.Begin(t)
 	const groups, members, replicas = 6, 5, 3
-	g := newGroupOf(t, members, "--data-groups", strconv.Itoa(groups), "--group-replicas", strconv.Itoa(replicas),
-		"--remoting-addr", "", "--flush", "sync")
-	leaders := g.balancedData(groups, 90*time.Second)
-	topic, cg := e2eutil.Uniq("rsm"), e2eutil.Uniq("rsmc")
-	e2eutil.CLI(t, g.members[0].grpc, "topic", "create", topic, "--queues", "10")
-	pr := e2eutil.StartProducer(t, config(g, ""), rmq.WithTopics(topic))
-	load := startPacedLoad(pr, topic, 4, 20*time.Millisecond)
+	g, leaders, topic, cg, load := replicaSetsUnderLoad(t, "rsm")
 	defer load.stop()
-	load.waitFor(t, 100, 60*time.Second, "before the moves")
 
-	voters := func(via *member) ([][]int, map[int]int) {
-		t.Helper()
-		sets := make([][]int, groups)
-		held := map[int]int{}
-		for _, m := range g.members {
-			held[m.id] = 0
-		}
-		for gid := 1; gid < groups; gid++ {
-			st, err := g.groupStatus(via, gid)
-			if err != nil || len(st.Voters) != replicas {
-				t.Fatalf("data group %d: voters %v (%v), want %d", gid, st.Voters, err, replicas)
-			}
-			sets[gid] = st.Voters
-			for _, id := range st.Voters {
-				held[id]++
-			}
-		}
-		return sets, held
-	}
+	voters := func(via *member) ([][]int, map[int]int) { return g.dataVoters(via, groups, replicas) }
 	cli := func(args ...string) string {
 		t.Helper()
 		out, err := g.cli(append(args, "--cluster-id", g.id, "--timeout", "120s")...)
@@ -549,16 +549,6 @@ func TestClusterReplicaSetsMoveAndRemove(t *testing.T) {
 		load.waitFor(t, load.count()+30, 60*time.Second, fmt.Sprintf("after member %d restarted", m.id))
 	}
 	leaders = g.dataLeadersSpread(groups, 60*time.Second)
-	acked := load.stop()
-	c := g.receiveAll(topic, cg, acked, "the moves")
-	t.Logf("leaders %v; %d sends answered OK, all received", leaders, len(acked))
-	_ = c.GracefulStop()
-	g.stopAll()
-	for gid := 1; gid < groups; gid++ {
-		var ms []*member
-		for _, id := range sets[gid] {
-			ms = append(ms, g.byID(id))
-		}
-		g.sameLogsOn(filepath.Join("groups", strconv.Itoa(gid), "replica"), ms)
-	}
+	n := g.receivedAndSame(load, topic, cg, sets, "the moves")
+	t.Logf("leaders %v; %d sends answered OK, all received", leaders, n)
 }

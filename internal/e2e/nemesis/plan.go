@@ -22,13 +22,17 @@ const (
 	// Skew: restart Member with its broker's clock shifted by Offset, and
 	// hand it the leadership.
 	Skew FaultKind = "skew"
+	// Move: move a data group's replica from one member to another, the
+	// group, the members and the moment chosen by Pick (a cluster whose
+	// data groups are on some members only: not in AllFaults).
+	Move FaultKind = "move"
 )
 
 // AllFaults are the kinds Plan draws from by default.
 var AllFaults = []FaultKind{Kill, Pause, Partition, Transfer, Skew}
 
 // weights make kills the commonest fault.
-var weights = map[FaultKind]int{Kill: 3, Pause: 2, Partition: 2, Transfer: 2, Skew: 2}
+var weights = map[FaultKind]int{Kill: 3, Pause: 2, Partition: 2, Transfer: 2, Skew: 2, Move: 2}
 
 // Fault is one step of a plan.
 type Fault struct {
@@ -44,6 +48,8 @@ type Fault struct {
 	Hold time.Duration
 	// Offset is a Skew's clock offset.
 	Offset time.Duration
+	// Pick chooses a Move's group and members.
+	Pick int
 }
 
 func (f Fault) String() string {
@@ -56,6 +62,8 @@ func (f Fault) String() string {
 		return fmt.Sprintf("after %v: transfer the leadership to member %d", f.Gap, f.Member)
 	case Skew:
 		return fmt.Sprintf("after %v: restart member %d with its clock offset by %v and hand it the leadership", f.Gap, f.Member, f.Offset)
+	case Move:
+		return fmt.Sprintf("after %v: move a replica (pick %d)", f.Gap, f.Pick)
 	}
 	return fmt.Sprintf("after %v: %s %s for %v", f.Gap, f.Kind, target, f.Hold)
 }
@@ -144,6 +152,8 @@ func NewPlan(seed uint64, o PlanOptions) Plan {
 			for f.Offset == 0 {
 				f.Offset = offset()
 			}
+		case Move:
+			f.Pick = r.IntN(1 << 16)
 		}
 		if f.AtLeader {
 			f.Member = 0
@@ -175,7 +185,7 @@ func ParseKinds(s string) ([]FaultKind, error) {
 			continue
 		}
 		if _, ok := weights[FaultKind(f)]; !ok {
-			return nil, fmt.Errorf("unknown fault %q (want some of kill, pause, partition, transfer, skew)", f)
+			return nil, fmt.Errorf("unknown fault %q (want some of kill, pause, partition, transfer, skew, move)", f)
 		}
 		out = append(out, FaultKind(f))
 	}
