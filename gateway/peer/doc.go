@@ -51,7 +51,9 @@
 // AddMember and RemoveMember (on the leader; DialAddMember and
 // DialRemoveMember through any member) change the group one member at a
 // time: a new member (Config.Join) joins as a learner and is promoted
-// once caught up; a removed one stops with ErrRemoved (membership.go).
+// once caught up (until it is added it asks the members its Config.Peers
+// names for the others, learnMembers, so that a leader it was not told
+// of reaches it); a removed one stops with ErrRemoved (membership.go).
 // Where each member is dialled is the address book's (members.go).
 //
 // Changes returns a channel closed at the next change of the leader this

@@ -61,6 +61,10 @@ type book struct {
 	index   uint64
 	addrs   map[uint64]string // replicated
 	removed map[uint64]bool
+	// learned: where the running members dial the members neither of the
+	// others names, as a joining member asked them (learnMembers; not
+	// saved).
+	learned map[uint64]string
 
 	// failWrite, set by tests, fails the file's writes with the error it
 	// returns, as the file system would (nil: none).
@@ -109,7 +113,28 @@ func (b *book) addr(id uint64) string {
 	}
 	b.mu.RLock()
 	defer b.mu.RUnlock()
-	return b.addrs[id]
+	if a, ok := b.addrs[id]; ok {
+		return a
+	}
+	return b.learned[id]
+}
+
+// learn records where the running members dial member id, when this
+// member knows no address of it; it reports whether it did.
+func (b *book) learn(id uint64, addr string) bool {
+	if _, ok := b.local[id]; ok || addr == "" {
+		return false
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, ok := b.addrs[id]; ok || b.learned[id] == addr {
+		return false
+	}
+	if b.learned == nil {
+		b.learned = map[uint64]string{}
+	}
+	b.learned[id] = addr
+	return true
 }
 
 // isRemoved reports whether member id was removed from the group.
@@ -124,10 +149,11 @@ func (b *book) isRemoved(id uint64) bool {
 func (b *book) dialable(self uint64) map[uint64]string {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
-	out := map[uint64]string{}
-	for id, a := range b.addrs {
-		out[id] = a
+	out := maps.Clone(b.learned)
+	if out == nil {
+		out = map[uint64]string{}
 	}
+	maps.Copy(out, b.addrs)
 	maps.Copy(out, b.local)
 	for id := range out {
 		if id == self || b.removed[id] {

@@ -392,3 +392,39 @@ func TestTransferLeadershipAsksAgain(t *testing.T) {
 	}
 	c.waitFor(fmt.Sprintf("member %d to lead", to), func() bool { return c.members[to].node.IsLeader() })
 }
+
+// A joining member whose --peers names one running member only, not the
+// leader, learns the others from it: it takes the leader's messages and
+// answers them, and is added.
+func TestJoinerLearnsTheMembers(t *testing.T) {
+	c := newTestCluster(t, 3, 8)
+	l := c.leader()
+	appendN(t, l, 0, 10)
+	var other uint64
+	for id := range c.members {
+		if id != l.id {
+			other = id
+			break
+		}
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := maps.Clone(c.addrs)
+	all[4] = lis.Addr().String()
+	c.addrs = map[uint64]string{other: all[other], 4: all[4]}
+	c.joining = map[uint64]bool{4: true}
+	c.start(4, filepath.Join(t.TempDir(), "4"), lis)
+	c.addrs = all
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := l.node.AddMember(ctx, 4, all[4]); err != nil {
+		t.Fatalf("adding member 4, which knew member %d only, at leader %d: %v", other, l.id, err)
+	}
+	if got := c.members[4].node.book.addr(l.id); got != all[l.id] {
+		t.Fatalf("member 4 dials the leader %d at %q, want %q", l.id, got, all[l.id])
+	}
+	appendN(t, l, 10, 20)
+	c.converged(l.rep.Applied())
+}

@@ -489,6 +489,32 @@ func (n *Node) startLoops() {
 	}
 }
 
+// learnMembers asks the members this joining member knows for the
+// group's members and where they dial them, and learns the addresses of
+// those its --peers does not name: the member that adds it (the leader)
+// may be one of them, and it takes raft messages only from members it
+// knows, and answers them where it dials them.
+func (n *Node) learnMembers() {
+	ctx, cancel := context.WithTimeout(n.life, n.cfg.TickInterval*10)
+	defer cancel()
+	learned := false
+	for id := range n.book.dialable(n.cfg.NodeID) {
+		st, err := n.MemberGroupStatus(ctx, id, 0)
+		if err != nil {
+			continue
+		}
+		for _, v := range slices.Concat(st.Voters, st.Learners) {
+			if v != n.cfg.NodeID && n.book.learn(v, st.Peers[v]) {
+				learned = true
+				n.logger.Info("peer: learned where a member of the group is dialled", "member", v, "addr", st.Peers[v], "from", id)
+			}
+		}
+	}
+	if learned {
+		n.tr.setPeers(n.book.dialable(n.cfg.NodeID))
+	}
+}
+
 // joinReminder is how often a member started with Join says again that
 // no member has added it yet.
 const joinReminder = 30 * time.Second
@@ -505,6 +531,7 @@ func (n *Node) awaitAdded() {
 			n.logger.Info("peer: added to the group", "member", n.cfg.NodeID)
 			return
 		}
+		n.learnMembers()
 		if time.Since(said) >= joinReminder {
 			said = time.Now()
 			n.logger.Warn("peer: waiting to be added to a group; on a running member run: mqgate cluster add-node --node-id ID --node-peer ADDR",

@@ -338,8 +338,6 @@ func replaceMember(t *testing.T, lost bool) {
 		load.waitFor(t, load.count()+100, 60*time.Second, fmt.Sprintf("after member %d died", dead.id))
 	}
 
-	// Member 6's --peers names every member (it takes raft messages from
-	// the members it knows only, until it has the group's log).
 	m6 := g.join(6, "--replaces", strconv.Itoa(dead.id))
 	g.members = slices.DeleteFunc(g.members, func(o *member) bool { return o == dead })
 	live := g.members[0]
