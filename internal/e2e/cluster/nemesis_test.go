@@ -104,7 +104,6 @@ func (c nemesisConfig) firstData() int {
 	return 0
 }
 
-
 // placeQueue is the group holding queue q of topic.
 func (c nemesisConfig) placeQueue(topic string, q int32) int {
 	if c.replicaSets() {
