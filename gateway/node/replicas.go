@@ -252,7 +252,7 @@ func (n *Node) unhost(dg *dataGroup) {
 	dg.far.learn(lead, term, voters)
 	dg.gone.Store(true)
 	if err := n.recordVoters(dg.id, voters); err != nil {
-		dg.log.Error("this member was removed from the data group, and recording it failed: the next start opens its replica, and stops", "err", err)
+		dg.log.Error("this member was removed from the data group, and recording it failed: the next start finds the removal in the group's address book and finishes it", "err", err)
 		return
 	}
 	dg.log.Warn("this member was removed from the data group (its replica moved to another member): it no longer hosts it; the replica is deleted at the next start")
@@ -296,14 +296,14 @@ func (n *Node) hostGroup(ctx context.Context, g uint64) error {
 	}
 	rn, err := n.groups[0].raft.StartGroup(g, pg)
 	if err != nil {
-		return errors.Join(fmt.Errorf("data group %d: %w", g, err), rep.Close(ctx))
+		return errors.Join(fmt.Errorf("data group %d: %w", g, err), rep.Close(context.Background()))
 	}
 	rep.Attach(rn)
 	b, err := n.openGroupBroker(ctx, dg.id, rep, dg.log)
 	if err != nil {
-		// The raft member runs on, with nothing serving it: the member
-		// must restart.
-		return fmt.Errorf("data group %d: its broker: %w (restart this member)", g, err)
+		// The group's node stays registered, stopped: the member hosts
+		// the group again once restarted (its record says it does).
+		return errors.Join(fmt.Errorf("data group %d: its broker: %w (restart this member)", g, err), rn.Stop(), rep.Close(context.Background()))
 	}
 	dg.rep, dg.raft, dg.broker = rep, rn, b
 	rep.OnMetaApplied(dg.applied)
