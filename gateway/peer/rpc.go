@@ -382,7 +382,6 @@ func (c changer) takeReplicas(peerAddr string, id uint64, addr string, replicas 
 			held[v]++
 		}
 	}
-	took := 0
 	for g := uint64(1); g < uint64(c.groups); g++ {
 		_, err := dialGroupStatus(c.ctx, addr, c.clusterID, g)
 		if status.Code(errors.Unwrap(err)) == codes.NotFound {
@@ -396,15 +395,13 @@ func (c changer) takeReplicas(peerAddr string, id uint64, addr string, replicas 
 			return err
 		}
 		if !slices.Contains(st.Voters, id) {
+			// Added, it votes (the member asked may not have applied that yet).
 			if err := c.add(entry, g, id, addr); err != nil {
 				return err
 			}
 			held[id]++
-			if _, st, err = groupEntry(c.ctx, peerAddr, c.clusterID, g); err != nil {
-				return err
-			}
+			st.Voters = append(st.Voters, id)
 		}
-		took++
 		if len(st.Voters) <= replicas {
 			continue
 		}
@@ -418,10 +415,6 @@ func (c changer) takeReplicas(peerAddr string, id uint64, addr string, replicas 
 			return err
 		}
 		held[out]--
-	}
-	if took == 0 {
-		return badRequest("peer: add member %d: the member at %s hosts no data group: with --group-replicas, start it with --join on an empty data directory, "+
-			"and it takes replicas from the members holding the most (or with --replaces ID in the place of a member)", id, addr)
 	}
 	return nil
 }
