@@ -199,8 +199,10 @@
 // Files: node.go (Node: StartGroups, the raft loop, proposals, the WAL and
 // snapshots), transport.go (the raft streams of mqgate.cluster.v1.PeerService
 // between members), rpc.go (the control calls a member makes: member
-// info, clock offsets), forward.go (changes and reads through the
-// leader), status.go (Status and each member's progress), moves.go
+// info, clock offsets, status and leadership transfers through any
+// member), dialmembers.go (adding, replacing and removing members through
+// any member), forward.go (changes and reads through the leader),
+// status.go (Status and each member's progress), moves.go
 // (moving data groups' replicas between members: DialMoveReplica, the
 // removal of a member of replica sets, DialRebalance).
 //
