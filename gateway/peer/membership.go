@@ -95,7 +95,8 @@ func (n *Node) roleOf(ctx context.Context, id uint64) (role, error) {
 }
 
 // change proposes cc on the leader until member id has role want, or
-// ctx ends.
+// ctx ends; a proposal raft dropped (a leadership transfer under way) is
+// made again after an election timeout.
 func (n *Node) change(ctx context.Context, id uint64, want role, cc *raftpb.ConfChangeV2) error {
 	retry := time.NewTicker(time.Duration(n.cfg.ElectionTicks) * n.cfg.TickInterval)
 	defer retry.Stop()
@@ -115,7 +116,10 @@ func (n *Node) change(ctx context.Context, id uint64, want role, cc *raftpb.Conf
 			if err := n.do(ctx, func() { perr = n.rn.ProposeConfChange(cc) }); err != nil {
 				return err
 			}
-			if perr != nil {
+			// Raft drops proposals while it hands the leadership over (the
+			// balance may be doing so): proposed again at the next retry,
+			// unless this member no longer leads by then.
+			if perr != nil && !errors.Is(perr, raft.ErrProposalDropped) {
 				return fmt.Errorf("peer: propose a membership change: %w", perr)
 			}
 			propose = false
