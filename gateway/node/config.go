@@ -190,7 +190,7 @@ type Config struct {
 	// running members which data groups that member votes in and hosts
 	// those (`mqgate cluster add-node --replaces` then moves them over).
 	// 0: it takes replicas from the members holding the most
-	// (replicas.go, movedReplicas; `mqgate cluster add-node` moves them).
+	// (peer.GrowMoves; `mqgate cluster add-node` moves them).
 	Replaces int
 	// LiteTopicQuota caps the lite topics of one LITE topic;
 	// LiteSubscriptionQuota the lite topics of one lite consumer's

@@ -23,7 +23,7 @@ import (
 // replicas of; for the others it learns the leader and voters from the
 // members that host them (watchFarLeaders) and forwards their requests
 // there. A member joining such a cluster takes replicas from the members
-// holding the most (movedReplicas), or, replacing one (Config.Replaces),
+// holding the most (peer.GrowMoves), or, replacing one (Config.Replaces),
 // those of that member; a member removed from a data group while it runs
 // stops hosting it (unhost) and deletes its replica at the next start
 // (unhosted).
@@ -130,7 +130,7 @@ func groupVoters(dataDir string, peers map[uint64]string, groups, r int, rp *rep
 
 // grownVoters is each group's voters as the running members answer
 // them, with this new member (rp.self) taking replicas from the members
-// holding the most (movedReplicas): the groups it hosts, and group 0.
+// holding the most (peer.GrowMoves): the groups it hosts, and group 0.
 func grownVoters(rp *replacement, groups, r int) ([][]uint64, error) {
 	vs, err := rp.learn()
 	if err != nil {
@@ -148,66 +148,12 @@ func grownVoters(rp *replacement, groups, r int) ([][]uint64, error) {
 		vs[0] = append(slices.Clone(vs[0]), rp.self)
 		slices.Sort(vs[0])
 	}
-	for _, mv := range movedReplicas(vs, rp.self) {
-		vs[mv.group] = slices.DeleteFunc(slices.Clone(vs[mv.group]), func(id uint64) bool { return id == mv.from })
-		vs[mv.group] = append(vs[mv.group], rp.self)
-		slices.Sort(vs[mv.group])
+	for _, mv := range peer.GrowMoves(vs, rp.self) {
+		vs[mv.Group] = slices.DeleteFunc(slices.Clone(vs[mv.Group]), func(id uint64) bool { return id == mv.From })
+		vs[mv.Group] = append(vs[mv.Group], rp.self)
+		slices.Sort(vs[mv.Group])
 	}
 	return vs, nil
-}
-
-// move is a data group's replica moving from member from to a new one.
-type move struct {
-	group int
-	from  uint64
-}
-
-// movedReplicas decides which replicas a new member takes, given each
-// group's voters (vs[0], group 0's, are every member, the new one among
-// them): one at a time from the member holding the most data group
-// replicas (the highest id of those), of its groups the lowest one the
-// new member does not hold yet, while that leaves the giver with at
-// least as many as the new member will then hold. Every member computes
-// the same from the same voters. A group where the new member votes
-// already (an earlier start) counts as taken.
-func movedReplicas(vs [][]uint64, self uint64) []move {
-	held := map[uint64]int{}
-	for _, id := range vs[0] {
-		held[id] = 0
-	}
-	mine := map[int]bool{}
-	for g := 1; g < len(vs); g++ {
-		for _, id := range vs[g] {
-			held[id]++
-		}
-		mine[g] = slices.Contains(vs[g], self)
-	}
-	var out []move
-	for {
-		var from uint64
-		for id, n := range held {
-			if id != self && (from == 0 || n > held[from] || n == held[from] && id > from) {
-				from = id
-			}
-		}
-		if from == 0 || held[from]-1 < held[self]+1 {
-			return out
-		}
-		g := 0
-		for c := 1; c < len(vs); c++ {
-			if !mine[c] && slices.Contains(vs[c], from) && !slices.ContainsFunc(out, func(m move) bool { return m.group == c }) {
-				g = c
-				break
-			}
-		}
-		if g == 0 {
-			return out
-		}
-		out = append(out, move{group: g, from: from})
-		mine[g] = true
-		held[from]--
-		held[self]++
-	}
 }
 
 // replacedVoters is each group's voters as the running members answer
@@ -453,7 +399,7 @@ func (n *Node) watchFarLeaders(ctx context.Context) {
 					return
 				}
 				for _, l := range ls {
-					if l.Group < uint64(len(n.groups)) && n.groups[l.Group].far != nil {
+					if l.Group < uint64(len(n.groups)) && !n.groups[l.Group].hosted() {
 						n.groups[l.Group].far.learn(l.Leader, l.Term, l.Voters)
 					}
 				}

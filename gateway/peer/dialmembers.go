@@ -87,12 +87,7 @@ func (c changer) takeReplicas(peerAddr string, id uint64, addr string, replicas 
 	if err != nil {
 		return err
 	}
-	held := map[uint64]int{}
-	for _, set := range vs[1:] {
-		for _, v := range set {
-			held[v]++
-		}
-	}
+	n := held(vs)
 	for g := uint64(1); g < uint64(c.groups); g++ {
 		_, err := dialGroupStatus(c.ctx, addr, c.clusterID, g)
 		if status.Code(errors.Unwrap(err)) == codes.NotFound {
@@ -110,7 +105,7 @@ func (c changer) takeReplicas(peerAddr string, id uint64, addr string, replicas 
 			if err := c.add(entry, g, id, addr); err != nil {
 				return err
 			}
-			held[id]++
+			n[id]++
 			st.Voters = append(st.Voters, id)
 		}
 		if len(st.Voters) <= replicas {
@@ -118,14 +113,14 @@ func (c changer) takeReplicas(peerAddr string, id uint64, addr string, replicas 
 		}
 		var out uint64
 		for _, v := range st.Voters {
-			if v != id && (out == 0 || held[v] > held[out] || held[v] == held[out] && v > out) {
+			if v != id && (out == 0 || n[v] > n[out] || n[v] == n[out] && v > out) {
 				out = v
 			}
 		}
 		if err := c.remove(entry, g, out); err != nil {
 			return err
 		}
-		held[out]--
+		n[out]--
 	}
 	return nil
 }

@@ -16,8 +16,8 @@ import (
 // Moving data groups' replicas between the members of a cluster whose
 // data groups are on some members only (Config.GroupReplicas): one
 // replica (DialMoveReplica), every replica of a member being removed
-// (DialRemoveMember: drain), or as many as even the members' shares
-// (DialRebalance). A move adds the new replica before it removes the old
+// (DialRemoveMember: drain), as many as even the members' shares
+// (DialRebalance), and the plan of those a new member takes (GrowMoves). A move adds the new replica before it removes the old
 // one, so a group never has fewer voters than it had.
 
 // DialMoveReplica asks the cluster that the member at peerAddr belongs
@@ -168,6 +168,50 @@ func drainMoves(vs [][]uint64, id uint64, blocked map[Move]bool) []Move {
 		out = append(out, Move{Group: uint64(g), From: id, To: to})
 	}
 	return out
+}
+
+// GrowMoves decides which replicas a new member, self, takes, given each
+// group's voters (vs[0], group 0's, are every member, self among them):
+// one at a time from the member holding the most data group replicas
+// (the highest id of those), of its groups the lowest one self does not
+// hold yet, while that leaves the giver with at least as many as self
+// will then hold. Every member computes the same from the same voters; a
+// group where self votes already (an earlier start) counts as taken.
+func GrowMoves(vs [][]uint64, self uint64) []Move {
+	n := held(vs)
+	if _, ok := n[self]; !ok {
+		n[self] = 0 // group 0 does not list it yet
+	}
+	mine := map[int]bool{}
+	for g := 1; g < len(vs); g++ {
+		mine[g] = slices.Contains(vs[g], self)
+	}
+	var out []Move
+	for {
+		var from uint64
+		for id, c := range n {
+			if id != self && (from == 0 || c > n[from] || c == n[from] && id > from) {
+				from = id
+			}
+		}
+		if from == 0 || n[from]-1 < n[self]+1 {
+			return out
+		}
+		g := 0
+		for c := 1; c < len(vs); c++ {
+			if !mine[c] && slices.Contains(vs[c], from) {
+				g = c
+				break
+			}
+		}
+		if g == 0 {
+			return out
+		}
+		out = append(out, Move{Group: uint64(g), From: from, To: self})
+		mine[g] = true
+		n[from]--
+		n[self]++
+	}
 }
 
 // rebalanceMoves are the moves evening the members' replicas out: while

@@ -62,3 +62,36 @@ func apply(vs [][]uint64, moves []Move) [][]uint64 {
 	}
 	return out
 }
+
+// A new member takes replicas from the members holding the most, one
+// group each, until no member holds two more than it: five members of
+// three replicas each, a sixth takes two (15 replicas over six members:
+// three members keep three, the others two); a group it holds already
+// counts as taken.
+func TestGrowMoves(t *testing.T) {
+	vs := [][]uint64{{1, 2, 3, 4, 5, 6}, {1, 2, 3}, {2, 3, 4}, {3, 4, 5}, {1, 4, 5}, {1, 2, 5}}
+	got := GrowMoves(vs, 6)
+	want := []Move{{Group: 3, From: 5, To: 6}, {Group: 2, From: 4, To: 6}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("moves %v, want %v", got, want)
+	}
+	for id, n := range held(apply(vs, got)) {
+		if n < 2 || n > 3 {
+			t.Fatalf("member %d holds %d replicas after the moves %v", id, n, got)
+		}
+	}
+	// Resumed: the sixth already votes in group 3.
+	vs[3] = []uint64{3, 4, 6}
+	if got := GrowMoves(vs, 6); !slices.Equal(got, []Move{{Group: 2, From: 4, To: 6}}) {
+		t.Fatalf("resumed: moves %v", got)
+	}
+	// Three members holding two replicas each, a fourth: it takes one
+	// (two, two, one, one).
+	if got := GrowMoves([][]uint64{{1, 2, 3, 4}, {1, 2, 3}, {1, 2, 3}}, 4); !slices.Equal(got, []Move{{Group: 1, From: 3, To: 4}}) {
+		t.Fatalf("three members, two groups of three, a fourth: moves %v", got)
+	}
+	// Nothing to take when every member holds one more at most.
+	if got := GrowMoves([][]uint64{{1, 2, 3, 4}, {1, 2, 3}}, 4); len(got) != 0 {
+		t.Fatalf("three members, one group of three, a fourth: moves %v, want none", got)
+	}
+}
