@@ -204,7 +204,8 @@
 // any member), forward.go (changes and reads through the leader),
 // status.go (Status and each member's progress), moves.go
 // (moving data groups' replicas between members: DialMoveReplica, the
-// removal of a member of replica sets, DialRebalance).
+// removal of a member of replica sets, DialRebalance, and the plans of
+// those moves and of the replicas a new member takes, GrowMoves).
 //
 // # Imports
 //
