@@ -128,10 +128,9 @@ func groupVoters(dataDir string, peers map[uint64]string, groups, r int, rp *rep
 	return rec.Voters, nil
 }
 
-// grownVoters is each group's voters as the running members answer
-// them, with this new member (rp.self) taking replicas from the members
-// holding the most (peer.GrowMoves): the groups it hosts, and group 0.
-func grownVoters(rp *replacement, groups, r int) ([][]uint64, error) {
+// voters asks the running members for each group's voters (rp.learn),
+// and refuses another number of data groups than this member's.
+func (rp *replacement) voters(groups int) ([][]uint64, error) {
 	vs, err := rp.learn()
 	if err != nil {
 		return nil, fmt.Errorf("join: the data groups' voters: %w", err)
@@ -139,19 +138,25 @@ func grownVoters(rp *replacement, groups, r int) ([][]uint64, error) {
 	if len(vs) != groups {
 		return nil, fmt.Errorf("join: the running members have %d data groups, this member %d: start it with --data-groups %d", len(vs), groups, len(vs))
 	}
+	return vs, nil
+}
+
+// grownVoters is each group's voters as the running members answer
+// them, with this new member (rp.self) taking replicas from the members
+// holding the most (peer.GrowMoves): the groups it hosts, and group 0.
+func grownVoters(rp *replacement, groups, r int) ([][]uint64, error) {
+	vs, err := rp.voters(groups)
+	if err != nil {
+		return nil, err
+	}
 	for g := 1; g < groups; g++ {
 		if len(vs[g]) != r && !slices.Contains(vs[g], rp.self) {
 			return nil, fmt.Errorf("join: data group %d has %d voters %v, not %d: a membership change is under way; finish it first", g, len(vs[g]), vs[g], r)
 		}
 	}
-	if !slices.Contains(vs[0], rp.self) {
-		vs[0] = append(slices.Clone(vs[0]), rp.self)
-		slices.Sort(vs[0])
-	}
+	peer.Move{To: rp.self}.Apply(vs) // group 0: every member
 	for _, mv := range peer.GrowMoves(vs, rp.self) {
-		vs[mv.Group] = slices.DeleteFunc(slices.Clone(vs[mv.Group]), func(id uint64) bool { return id == mv.From })
-		vs[mv.Group] = append(vs[mv.Group], rp.self)
-		slices.Sort(vs[mv.Group])
+		mv.Apply(vs)
 	}
 	return vs, nil
 }
@@ -161,23 +166,16 @@ func grownVoters(rp *replacement, groups, r int) ([][]uint64, error) {
 // those rp.old votes in (or this member already does, when an earlier
 // replacement got part of the way), and group 0.
 func replacedVoters(rp *replacement, groups int) ([][]uint64, error) {
-	vs, err := rp.learn()
+	vs, err := rp.voters(groups)
 	if err != nil {
-		return nil, fmt.Errorf("replaces: which data groups member %d votes in: %w", rp.old, err)
-	}
-	if len(vs) != groups {
-		return nil, fmt.Errorf("replaces: the running members have %d data groups, this member %d: start it with --data-groups %d", len(vs), groups, len(vs))
+		return nil, err
 	}
 	found := false
 	for g, set := range vs {
-		had := slices.Contains(set, rp.old) || slices.Contains(set, rp.self)
-		found = found || g > 0 && had
-		set = slices.DeleteFunc(slices.Clone(set), func(id uint64) bool { return id == rp.old || id == rp.self })
-		if had || g == 0 {
-			set = append(set, rp.self)
+		if had := slices.Contains(set, rp.old) || slices.Contains(set, rp.self); had || g == 0 {
+			found = found || g > 0
+			peer.Move{Group: uint64(g), From: rp.old, To: rp.self}.Apply(vs)
 		}
-		slices.Sort(set)
-		vs[g] = set
 	}
 	if !found {
 		return nil, fmt.Errorf("replaces: member %d votes in no data group of the cluster (its groups: %v)", rp.old, vs)

@@ -139,14 +139,9 @@ func DialReplaceMember(ctx context.Context, peerAddr, clusterID string, old, id 
 	if old == id {
 		return badRequest("peer: member %d cannot replace itself: the replacement joins under a new id", id)
 	}
-	conn, err := dial(ctx, peerAddr)
+	a, err := dialInfo(ctx, peerAddr, clusterID)
 	if err != nil {
 		return err
-	}
-	a, err := callInfo(ctx, conn, clusterID)
-	conn.Close()
-	if err != nil {
-		return fmt.Errorf("peer: info of %s: %w", peerAddr, err)
 	}
 	if a.GetId() == old {
 		return badRequest("peer: replace member %d: enter through another member than the one replaced", old)
@@ -196,12 +191,7 @@ func DialGroupVoters(ctx context.Context, peers map[uint64]string, skip []uint64
 }
 
 func dialGroupVoters(ctx context.Context, peerAddr, clusterID string) ([][]uint64, error) {
-	conn, err := dial(ctx, peerAddr)
-	if err != nil {
-		return nil, err
-	}
-	a, err := callInfo(ctx, conn, clusterID)
-	conn.Close()
+	a, err := dialInfo(ctx, peerAddr, clusterID)
 	if err != nil {
 		return nil, err
 	}
@@ -255,16 +245,25 @@ func DialRemoveMember(ctx context.Context, peerAddr, clusterID string, id uint64
 // cluster has, and how many members each data group but the first has
 // replicas on (0: every member).
 func dialGroups(ctx context.Context, peerAddr, clusterID string) (groups, replicas int, err error) {
-	conn, err := dial(ctx, peerAddr)
+	a, err := dialInfo(ctx, peerAddr, clusterID)
 	if err != nil {
 		return 0, 0, err
+	}
+	return int(max(a.GetDataGroups(), 1)), int(a.GetGroupReplicas()), nil
+}
+
+// dialInfo asks the member at peerAddr for its Info.
+func dialInfo(ctx context.Context, peerAddr, clusterID string) (*clusterv1.InfoResponse, error) {
+	conn, err := dial(ctx, peerAddr)
+	if err != nil {
+		return nil, err
 	}
 	defer conn.Close()
 	a, err := callInfo(ctx, conn, clusterID)
 	if err != nil {
-		return 0, 0, fmt.Errorf("peer: info of %s: %w", peerAddr, err)
+		return nil, fmt.Errorf("peer: info of %s: %w", peerAddr, err)
 	}
-	return int(max(a.GetDataGroups(), 1)), int(a.GetGroupReplicas()), nil
+	return a, nil
 }
 
 // otherMember is the peer address of a voter other than member id, as

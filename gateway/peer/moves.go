@@ -118,7 +118,7 @@ func (c changer) drain(peerAddr string, id uint64) error {
 		case err != nil:
 			return err
 		}
-		vs[m.Group] = append(slices.DeleteFunc(vs[m.Group], func(v uint64) bool { return v == id }), m.To)
+		m.Apply(vs)
 	}
 	return c.remove(entry, 0, id)
 }
@@ -127,6 +127,15 @@ func (c changer) drain(peerAddr string, id uint64) error {
 type Move struct {
 	Group    uint64
 	From, To uint64
+}
+
+// Apply changes vs (each group's voters, by group) as m does: its group's
+// voters lose From and gain To, sorted. The group's set is a new slice.
+func (m Move) Apply(vs [][]uint64) {
+	set := slices.DeleteFunc(slices.Clone(vs[m.Group]), func(id uint64) bool { return id == m.From || id == m.To })
+	set = append(set, m.To)
+	slices.Sort(set)
+	vs[m.Group] = set
 }
 
 // held counts the data group replicas each member of vs[0] (group 0's
@@ -221,10 +230,7 @@ func GrowMoves(vs [][]uint64, self uint64) []Move {
 // of blocked (by group and member moved to).
 func rebalanceMoves(vs [][]uint64, blocked map[Move]bool) []Move {
 	n := held(vs)
-	sets := make([][]uint64, len(vs))
-	for g := range vs {
-		sets[g] = slices.Clone(vs[g])
-	}
+	sets := slices.Clone(vs) // Apply replaces a group's set: vs's stay as they are
 	ids := slices.Sorted(maps.Keys(n))
 	var out []Move
 	for len(out) < len(vs)*len(ids) {
@@ -251,7 +257,7 @@ func rebalanceMoves(vs [][]uint64, blocked map[Move]bool) []Move {
 		if mv.To == 0 {
 			return out
 		}
-		sets[mv.Group] = append(slices.DeleteFunc(sets[mv.Group], func(id uint64) bool { return id == most }), mv.To)
+		mv.Apply(sets)
 		n[most]--
 		n[mv.To]++
 		out = append(out, mv)
@@ -292,7 +298,7 @@ func DialRebalance(ctx context.Context, peerAddr, clusterID string) ([]Move, err
 		case err != nil:
 			return done, err
 		}
-		vs[m.Group] = append(slices.DeleteFunc(vs[m.Group], func(v uint64) bool { return v == m.From }), m.To)
+		m.Apply(vs)
 		done = append(done, m)
 	}
 }

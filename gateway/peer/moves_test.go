@@ -51,14 +51,11 @@ func TestReplicaMovePlans(t *testing.T) {
 	}
 }
 
-// apply is vs after moves.
+// apply is vs after moves (vs unchanged).
 func apply(vs [][]uint64, moves []Move) [][]uint64 {
-	out := make([][]uint64, len(vs))
-	for g := range vs {
-		out[g] = slices.Clone(vs[g])
-	}
+	out := slices.Clone(vs)
 	for _, m := range moves {
-		out[m.Group] = append(slices.DeleteFunc(out[m.Group], func(id uint64) bool { return id == m.From }), m.To)
+		m.Apply(out)
 	}
 	return out
 }
